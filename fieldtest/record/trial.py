@@ -1,0 +1,149 @@
+"""The trial record: one directory per trial, described by ``trial.yaml`` (see docs/trial-format.md).
+
+<trial>/trial.yaml      what was asked (request) and what happened (outcome)
+<trial>/host/           rosbag2 MCAP: commands as the host sent them (host clock)
+<trial>/robot/          rosbag2 MCAP: commands as the robot received them, clock offsets (robot clock)
+<trial>/mocap/          rosbag2 MCAP: ground-truth poses and per-frame status (recorder clock = host)
+<trial>/analysis/       written by ``fieldtest analyze``
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fieldtest.plan import SquarePlan
+from fieldtest.transport.base import TransportConfig
+
+TRIAL_FORMAT_VERSION = 1
+TRIAL_FILE = "trial.yaml"
+HOST_BAG, ROBOT_BAG, MOCAP_BAG, ANALYSIS_DIR = "host", "robot", "mocap", "analysis"
+
+CMD_VEL_TOPIC = "/cmd_vel"
+RECEIPTS_TOPIC = "/fieldtest/cmd_receipts"
+CLOCK_OFFSET_TOPIC = "/fieldtest/clock_offset"
+CLOCK_PROBE_TOPIC = "/fieldtest/clock_probe"
+CLOCK_PROBE_REPLY_TOPIC = "/fieldtest/clock_probe_reply"
+MOCAP_POSE_TOPIC = "/mocap/pose"
+MOCAP_FRAMES_TOPIC = "/mocap/frames"
+TWIN_TRUTH_TOPIC = "/twin/true_pose"
+
+EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
+
+
+class TrialFormatError(ValueError):
+    """A trial directory or trial.yaml that cannot be used; the message names the file."""
+
+
+class TwinSettings(BaseModel):
+    """Digital-twin robot and mocap settings (ignored for a real robot)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    safety_override: Literal["none", "backup_only", "full"] = "full"
+    wheel_speed_error: float = 0.0  # relative error of both wheels, e.g. 0.01 = +1 %
+    heading_bias_dps: float = 0.0  # constant yaw-rate bias
+    slip: float = 0.0  # std of relative per-step wheel slip
+    robot_clock_offset_s: float = 0.0  # the twin robot's clock runs this far ahead of the host's
+    mocap_rate_hz: float = 120.0
+    mocap_noise_m: float = 0.0002
+    mocap_dropout: float = 0.0  # probability that a frame is tracking-invalid
+    mocap_up_axis: Literal["y", "z"] = "y"
+
+
+class TrialRequest(BaseModel):
+    """What the trial was asked to do."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "trial"
+    plan: SquarePlan = Field(default_factory=SquarePlan)
+    transport: TransportConfig = Field(default_factory=TransportConfig)
+    network: str = "loopback"  # a link profile name, or "lab" for a real network
+    robot_model: str = "twin-create3"  # or "turtlebot4-standard", "turtlebot4-lite"
+    cmd_type: Literal["twist_stamped", "twist"] = "twist_stamped"
+    repetition: int = 0
+    seed: int = 0
+    twin: TwinSettings = Field(default_factory=TwinSettings)
+    rigid_body_id: int = 1
+
+
+class TrialOutcome(BaseModel):
+    """What happened: times per clock (ns since the epoch), estimates, warnings, how it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    end_reason: EndReason = "running"
+    end_detail: str = ""
+    started_ns: dict[str, int] = Field(default_factory=dict)  # clock name -> time
+    stopped_ns: dict[str, int] = Field(default_factory=dict)
+    stream_start_ns: int | None = None  # host clock time of plan tick 0
+    clock_offset_s: float | None = None  # robot estimate of host - robot clock
+    clock_round_trip_s: float | None = None
+    software: dict[str, str] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    cpu: dict[str, dict[str, float]] = Field(default_factory=dict)  # process -> {cpu_s, cpu_percent}
+    link: dict[str, Any] = Field(default_factory=dict)  # measured link before the trial
+    faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
+
+
+class TrialRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format_version: int = TRIAL_FORMAT_VERSION
+    trial_id: str
+    request: TrialRequest
+    outcome: TrialOutcome = Field(default_factory=TrialOutcome)
+
+
+def software_versions() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    for dist in ("fieldtest", "cyclonedds", "eclipse-zenoh", "paho-mqtt", "rosbags", "mcap", "evo", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def new_trial_id(name: str) -> str:
+    return f"{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}-{name}"
+
+
+def write_trial(trial_dir: Path, record: TrialRecord) -> Path:
+    """Write trial.yaml atomically (a reader never sees half a file)."""
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    path = trial_dir / TRIAL_FILE
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(record.model_dump(mode="json"), sort_keys=False))
+    tmp.replace(path)
+    return path
+
+
+def read_trial(trial_dir: str | Path) -> TrialRecord:
+    path = Path(trial_dir) / TRIAL_FILE
+    if not path.is_file():
+        raise TrialFormatError(f"{path}: missing (is {trial_dir} a trial directory?)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise TrialFormatError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(raw, dict):
+        raise TrialFormatError(f"{path}: expected a mapping at the top level")
+    version = raw.get("format_version")
+    if version != TRIAL_FORMAT_VERSION:
+        raise TrialFormatError(
+            f"{path}: unknown format_version {version!r} (this kit reads version {TRIAL_FORMAT_VERSION})"
+        )
+    try:
+        return TrialRecord.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise TrialFormatError(f"{path}: {where}: {first['msg']}") from None

@@ -1,0 +1,113 @@
+"""ROS 2 message types and CDR (de)serialization without ROS, through rosbags' typestore.
+
+The kit's own messages (``fieldtest_msgs/msg/*``) are defined by the .msg files in ``fieldtest/msg``,
+which the lab workspaces build as the ``fieldtest_msgs`` package and the bags embed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+MSG_DIR = Path(__file__).parent / "msg"
+MSG_PACKAGE = "fieldtest_msgs"
+
+TWIST = "geometry_msgs/msg/Twist"
+TWIST_STAMPED = "geometry_msgs/msg/TwistStamped"
+POSE_STAMPED = "geometry_msgs/msg/PoseStamped"
+HEADER = "std_msgs/msg/Header"
+ODOMETRY = "nav_msgs/msg/Odometry"
+COMMAND_RECEIPT = f"{MSG_PACKAGE}/msg/CommandReceipt"
+CLOCK_PROBE = f"{MSG_PACKAGE}/msg/ClockProbe"
+CLOCK_OFFSET_SAMPLE = f"{MSG_PACKAGE}/msg/ClockOffsetSample"
+MOCAP_FRAME = f"{MSG_PACKAGE}/msg/MocapFrame"
+
+# Sequence numbers ride in the command's header.frame_id (Create 3 ignores it): "seq:<n>".
+SEQ_PREFIX = "seq:"
+
+
+def custom_msg_definitions() -> dict[str, str]:
+    """Type name -> .msg text of the kit's own messages."""
+    return {f"{MSG_PACKAGE}/msg/{p.stem}": p.read_text() for p in sorted(MSG_DIR.glob("*.msg"))}
+
+
+@functools.lru_cache(maxsize=1)
+def typestore():
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    types: dict[str, Any] = {}
+    for name, text in custom_msg_definitions().items():
+        types.update(get_types_from_msg(text, name))
+    store.register(types)
+    return store
+
+
+def msg_class(typename: str):
+    return typestore().types[typename]
+
+
+def serialize(msg: Any, typename: str) -> bytes:
+    """CDR bytes with the 4-byte encapsulation header, as ROS 2 puts them on the wire."""
+    return bytes(typestore().serialize_cdr(msg, typename))
+
+
+def deserialize(data: bytes | memoryview, typename: str) -> Any:
+    return typestore().deserialize_cdr(bytes(data), typename)
+
+
+def time_msg(ns: int):
+    sec, nanosec = divmod(int(ns), 1_000_000_000)
+    return msg_class("builtin_interfaces/msg/Time")(sec=sec, nanosec=nanosec)
+
+
+def ns_of(time) -> int:
+    return int(time.sec) * 1_000_000_000 + int(time.nanosec)
+
+
+def header(stamp_ns: int, frame_id: str = ""):
+    return msg_class(HEADER)(stamp=time_msg(stamp_ns), frame_id=frame_id)
+
+
+def twist(linear_x: float, angular_z: float):
+    vec = msg_class("geometry_msgs/msg/Vector3")
+    return msg_class(TWIST)(
+        linear=vec(x=float(linear_x), y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=float(angular_z))
+    )
+
+
+def command(seq: int, sent_ns: int, linear_x: float, angular_z: float):
+    """A TwistStamped velocity command carrying its sequence number and send time."""
+    return msg_class(TWIST_STAMPED)(
+        header=header(sent_ns, f"{SEQ_PREFIX}{seq}"), twist=twist(linear_x, angular_z)
+    )
+
+
+def seq_of(frame_id: str) -> int | None:
+    """Sequence number from a command header's frame_id, None if it carries none."""
+    if not frame_id.startswith(SEQ_PREFIX):
+        return None
+    try:
+        return int(frame_id[len(SEQ_PREFIX) :])
+    except ValueError:
+        return None
+
+
+def pose_stamped(stamp_ns: int, frame_id: str, xyz, quat_xyzw):
+    point = msg_class("geometry_msgs/msg/Point")(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
+    quat = msg_class("geometry_msgs/msg/Quaternion")(
+        x=float(quat_xyzw[0]), y=float(quat_xyzw[1]), z=float(quat_xyzw[2]), w=float(quat_xyzw[3])
+    )
+    pose = msg_class("geometry_msgs/msg/Pose")(position=point, orientation=quat)
+    return msg_class(POSE_STAMPED)(header=header(stamp_ns, frame_id), pose=pose)
+
+
+def yaw_quaternion(yaw: float) -> tuple[float, float, float, float]:
+    """(x, y, z, w) of a rotation by ``yaw`` about +z."""
+    return (0.0, 0.0, math.sin(yaw / 2.0), math.cos(yaw / 2.0))
+
+
+def quaternion_yaw(x: float, y: float, z: float, w: float) -> float:
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))

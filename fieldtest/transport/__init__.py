@@ -1,0 +1,22 @@
+"""Middleware transports: ``open_transport(config, role)`` returns a connected Transport."""
+
+from __future__ import annotations
+
+from .base import MIDDLEWARES, Role, Transport, TransportConfig, full_topic
+
+__all__ = ["MIDDLEWARES", "Role", "Transport", "TransportConfig", "full_topic", "open_transport"]
+
+
+def open_transport(config: TransportConfig, role: Role) -> Transport:
+    """Join the link as ``role``; the library for the middleware is imported only when needed."""
+    if config.middleware == "dds":
+        from .dds import open_dds
+
+        return open_dds(config, role)
+    if config.middleware.startswith("zenoh"):
+        from .zenoh_ import open_zenoh
+
+        return open_zenoh(config, role)
+    from .mqtt import open_mqtt
+
+    return open_mqtt(config, role)

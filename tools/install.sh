@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs everything the kit needs on a fresh Debian/Ubuntu machine: system packages through apt,
+# Python packages into .venv, and the CycloneDDS Python binding built against Debian's CycloneDDS
+# (the PyPI wheel lacks the DDS Security plugins). Idempotent: a second run only checks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV="$ROOT/.venv"
+CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
+APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
+              iproute2 openssl python3-venv cmake gcc)
+
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[install] apt packages: ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# A prefix of symlinks to Debian's files: the binding's build looks for CYCLONEDDS_HOME/{lib,include}.
+multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+mkdir -p "$CYCLONE_PREFIX/lib" "$CYCLONE_PREFIX/bin"
+ln -sfn /usr/include "$CYCLONE_PREFIX/include"
+for lib in /usr/lib/"$multiarch"/libddsc.so* /usr/lib/"$multiarch"/libcycloneddsidl.so*; do
+  ln -sfn "$lib" "$CYCLONE_PREFIX/lib/$(basename "$lib")"
+done
+ln -sfn "/usr/lib/$multiarch/cmake" "$CYCLONE_PREFIX/lib/cmake"
+ln -sfn /usr/bin/idlc "$CYCLONE_PREFIX/bin/idlc"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --upgrade pip
+if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
+  echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute)"
+  CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
+fi
+"$VENV/bin/python" -m pip install -q -e ".[dev]"
+echo "[install] ready: $VENV"
