@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 CREATE3_DEFAULT_MAX_SPEED_MPS = 0.306  # clamp unless motion_control safety_override is "full"
 CREATE3_OVERRIDE_MAX_SPEED_MPS = 0.46
@@ -220,3 +220,19 @@ class SquarePlan(BaseModel):
     def corner_times_s(self, lap: int) -> np.ndarray:
         """Stream times of the lap's four corners: the ends of its sides, where each turn starts."""
         return np.array([s.end_s for s in self.segments() if s.kind == "side" and s.lap == lap])
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first problem of a pydantic error as one line: 'field: reason'."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    reason = first["msg"].removeprefix("Value error, ")
+    return f"{where}: {reason}" if where else reason
+
+
+def plan_from_mapping(values: dict, source: str) -> SquarePlan:
+    """Build a plan from YAML/JSON data; errors name ``source`` and fit on one line."""
+    try:
+        return SquarePlan.model_validate(values)
+    except ValidationError as exc:
+        raise PlanError(f"{source}: {validation_message(exc)}") from None

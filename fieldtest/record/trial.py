@@ -18,7 +18,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fieldtest.plan import SquarePlan
+from fieldtest.plan import SquarePlan, validation_message
 from fieldtest.transport.base import TransportConfig
 
 TRIAL_FORMAT_VERSION = 1
@@ -144,6 +144,4 @@ def read_trial(trial_dir: str | Path) -> TrialRecord:
     try:
         return TrialRecord.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise TrialFormatError(f"{path}: {where}: {first['msg']}") from None
+        raise TrialFormatError(f"{path}: {validation_message(exc)}") from None
