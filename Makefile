@@ -1,0 +1,26 @@
+# Two commands set up a fresh machine (Debian 12 / Ubuntu 22.04+, as root or with sudo):
+#   make demo   installs everything, then runs the digital-twin trial and prints where the report is
+#   make test   installs everything, then runs the linters and the whole test suite
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo demo-quick test lint bench
+
+install:
+	bash tools/install.sh
+
+demo: install
+	$(BIN)/fieldtest demo
+
+demo-quick: install
+	$(BIN)/fieldtest demo --quick
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install lint
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python analysis/bench_analysis.py
