@@ -55,6 +55,12 @@ class TwinSettings(BaseModel):
     mocap_noise_m: float = 0.0002
     mocap_dropout: float = 0.0  # probability that a frame is tracking-invalid
     mocap_up_axis: Literal["y", "z"] = "y"
+    # Where the twin's processes meet on this machine (the runner picks free ports per trial).
+    natnet_address: str = "127.0.0.1"  # NatNet server address (unicast) the recorder talks to
+    natnet_command_port: int = 1510
+    natnet_data_port: int = 1511
+    natnet_multicast: bool = False  # stream to 239.255.42.99 instead of unicast
+    truth_port: int = 0  # UDP port where the twin robot sends its true pose to the NatNet emulator
 
 
 class TrialRequest(BaseModel):
