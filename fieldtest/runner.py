@@ -1,0 +1,278 @@
+"""Run digital-twin trials: every part in its own OS process, as on the real machines.
+
+Start order: broker/router (if the middleware has one) -> NatNet emulator -> mocap recorder ->
+twin robot -> host streamer. The host ends the trial; everything else is then stopped with SIGTERM,
+cut-off bags are repaired, ``trial.yaml`` gets its outcome and the analysis writes the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from fieldtest.plan import SquarePlan
+from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
+from fieldtest.record import (
+    HOST_BAG,
+    MOCAP_BAG,
+    ROBOT_BAG,
+    TrialRecord,
+    TrialRequest,
+    new_trial_id,
+    read_bag,
+    read_trial,
+    repair_bag,
+    software_versions,
+    write_trial,
+)
+from fieldtest.transport.base import MIDDLEWARES
+
+DEFAULT_RUNS_DIR = Path("trials/runs")
+QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
+STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
+
+
+@dataclass
+class TrialResult:
+    trial_dir: Path
+    end_reason: str
+    detail: str = ""
+
+
+def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
+    """Free ports per trial, so trials can run side by side on one machine."""
+    transport = request.transport.model_copy(
+        update={"zenoh_port": free_port(), "mqtt_port": free_port(), "domain_id": domain_id}
+    )
+    twin = request.twin.model_copy(
+        update={
+            "natnet_command_port": free_port(2),
+            "natnet_data_port": free_port(2),
+            "truth_port": free_port(2),
+        }
+    )
+    return request.model_copy(update={"transport": transport, "twin": twin})
+
+
+@contextlib.contextmanager
+def _infrastructure(request: TrialRequest, trial_dir: Path, procs: ProcessGroup) -> Iterator[None]:
+    """The broker or router the middleware case needs, stopped on every exit path."""
+    middleware = request.transport.middleware
+    if middleware == "zenoh-router":
+        procs.start_python(
+            "router", "fieldtest.transport.broker", ["zenoh-router", "--trial-dir", str(trial_dir)]
+        )
+        procs.wait_ready("router")
+        yield
+    elif middleware.startswith("mqtt"):
+        from fieldtest.transport.broker import MosquittoBroker
+
+        with MosquittoBroker(request.transport, trial_dir / "broker"):
+            yield
+    else:
+        yield
+
+
+def _start_trial_processes(trial_dir: Path, procs: ProcessGroup) -> None:
+    arg = ["--trial-dir", str(trial_dir)]
+    procs.start_python("natnet", "fieldtest.natnet", ["serve", *arg])
+    procs.wait_ready("natnet")
+    procs.start_python("recorder", "fieldtest.natnet", ["record", *arg])
+    procs.wait_ready("recorder")
+    procs.start_python("robot", "fieldtest.twin.robot", arg)
+    procs.wait_ready("robot", timeout_s=30.0)
+    procs.start_python("host", "fieldtest.twin.host", arg)
+
+
+def _wait_for_host(
+    procs: ProcessGroup, plan: SquarePlan, progress: Callable[[float], None], kill_host_at_s: float | None
+) -> None:
+    host = procs.procs["host"]
+    started = time.monotonic()
+    limit = plan.total_s + 30.0
+    while host.popen.poll() is None:
+        elapsed = time.monotonic() - started
+        progress(min(elapsed / plan.total_s, 1.0))
+        procs.sample_cpu()
+        if kill_host_at_s is not None and elapsed >= kill_host_at_s:
+            host.popen.send_signal(signal.SIGKILL)
+            host.popen.wait()
+            break
+        if elapsed > limit:
+            procs.stop("host")
+            break
+        for name in ("robot", "natnet", "recorder"):
+            code = procs.procs[name].popen.poll()
+            if code is not None:
+                raise ProcessStartError(f"{name} exited with code {code} mid-trial: {procs.tail(name)}")
+        time.sleep(0.1)
+    progress(1.0)
+
+
+def _end_reason(host_code: int | None) -> tuple[str, str]:
+    if host_code == 0:
+        return "completed", ""
+    if host_code in (-signal.SIGKILL, 137):
+        return "host-killed", "the host streamer was killed (SIGKILL): no stop burst was sent"
+    if host_code in (130, -signal.SIGINT, -signal.SIGTERM, 143):
+        return "host-stopped", f"the host streamer was stopped (exit {host_code}) after its stop burst"
+    return "error", f"the host streamer exited with code {host_code}"
+
+
+def _finish_record(trial_dir: Path, procs: ProcessGroup, reason: str, detail: str) -> None:
+    record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
+    outcome = record.outcome
+    outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
+    outcome.cpu = procs.cpu()
+    for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
+        if (trial_dir / bag).exists() and read_bag(trial_dir / bag).truncated:
+            repair_bag(trial_dir / bag)
+            outcome.warnings.append(f"{bag} bag was cut off mid-write and repaired up to the cut")
+    write_trial(trial_dir, record)
+
+
+def run_twin_trial(
+    request: TrialRequest,
+    runs_dir: Path = DEFAULT_RUNS_DIR,
+    progress: Callable[[float], None] = lambda _: None,
+    domain_id: int = 0,
+    kill_host_at_s: float | None = None,
+) -> TrialResult:
+    """Run one trial end to end (without the analysis) and return where it is."""
+    request = _assign_ports(request, domain_id)
+    trial_dir = runs_dir / new_trial_id(request.name)
+    record = TrialRecord(trial_id=trial_dir.name, request=request)
+    record.outcome.software = software_versions()
+    record.outcome.warnings = list(request.plan.warnings())
+    write_trial(trial_dir, record)
+    procs = ProcessGroup(trial_dir / "logs")
+    reason, detail = "error", ""
+    try:
+        with _infrastructure(request, trial_dir, procs):
+            _start_trial_processes(trial_dir, procs)
+            _wait_for_host(procs, request.plan, progress, kill_host_at_s)
+            time.sleep(STOP_GRACE_S)
+            reason, detail = _end_reason(procs.procs["host"].popen.returncode)
+            procs.stop_all(order=["host", "robot", "recorder", "natnet"])
+    except ProcessStartError as exc:
+        reason, detail = "error", str(exc)
+    except KeyboardInterrupt:
+        reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
+    finally:
+        # The host first: its stop burst must go out while the robot still listens.
+        procs.stop_all(order=["host", "robot", "recorder", "natnet", "router"])
+        _finish_record(trial_dir, procs, reason, detail)
+    return TrialResult(trial_dir, reason, detail)
+
+
+# Command line -------------------------------------------------------------------------------
+def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialRequest:
+    plan = QUICK_PLAN if args.quick else SquarePlan()
+    name = f"{middleware}-{args.security}-{args.network}-r{args.repetition}"
+    return TrialRequest.model_validate(
+        {
+            "name": name,
+            "plan": plan.model_dump(),
+            "transport": {"middleware": middleware, "qos": args.qos, "security": args.security},
+            "network": args.network,
+            "repetition": args.repetition,
+            "seed": args.seed,
+        }
+    )
+
+
+def _add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="two short laps instead of the 96 s plan")
+    parser.add_argument("--security", default="none", help="security setting (default none)")
+    parser.add_argument("--network", default="loopback", help="link profile (default loopback)")
+    parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
+    parser.add_argument("--repetition", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
+
+
+def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialResult]:
+    """Run trials side by side (one thread each), with one progress bar per trial."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("{task.description:<36}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns) as bar, ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        tasks = [bar.add_task(r.name, total=1.0) for r in requests]
+        futures = [
+            pool.submit(run_twin_trial, r, out, lambda f, t=t: bar.update(t, completed=f), domain_id=i + 1)
+            for i, (r, t) in enumerate(zip(requests, tasks, strict=True))
+        ]
+        return [f.result() for f in futures]
+
+
+def _analyse(results: list[TrialResult]) -> list[Path]:
+    from fieldtest.analysis import analyze_trial
+
+    reports = []
+    for result in results:
+        analyze_trial(result.trial_dir)
+        reports.append(result.trial_dir / "analysis" / "report.md")
+    return reports
+
+
+def trial_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fieldtest trial", description="Run one digital-twin trial.")
+    parser.add_argument("--middleware", default="dds", choices=MIDDLEWARES)
+    _add_common_args(parser)
+    args = parser.parse_args(argv)
+    try:
+        results = _run_with_progress([_request_from_args(args, args.middleware)], args.out)
+    except ValueError as exc:
+        print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    reports = _analyse(results)
+    for result, report in zip(results, reports, strict=True):
+        print(f"{result.end_reason}: {result.trial_dir}  report: {report}")
+    return 0 if all(r.end_reason == "completed" for r in results) else 1
+
+
+def demo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest demo",
+        description="The twin trial over every middleware at once, then a comparison report.",
+    )
+    parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
+    _add_common_args(parser)
+    args = parser.parse_args(argv)
+    middlewares = [m for m in args.middlewares.split(",") if m]
+    unknown = sorted(set(middlewares) - set(MIDDLEWARES))
+    if unknown:
+        print(
+            f"fieldtest demo: unknown middleware {', '.join(unknown)} (choose from {', '.join(MIDDLEWARES)})",
+            file=sys.stderr,
+        )
+        return 2
+    requests = [_request_from_args(args, m) for m in middlewares]
+    results = _run_with_progress(requests, args.out)
+    _analyse(results)
+    from fieldtest.analysis import compare_trials
+
+    compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
+    compare_trials([r.trial_dir for r in results], compare_dir)
+    for result in results:
+        print(f"{result.end_reason:>12}  {result.trial_dir}/analysis/report.md  {result.detail}")
+    print(f"comparison report: {compare_dir / 'compare.md'}")
+    return 0 if all(r.end_reason == "completed" for r in results) else 1
+
+
+def campaign_main(argv: list[str]) -> int:
+    print("fieldtest campaign: not available yet", file=sys.stderr)
+    return 2
