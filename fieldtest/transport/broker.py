@@ -1,0 +1,373 @@
+"""Infrastructure processes of the middlewares: a Zenoh router and a Mosquitto MQTT broker.
+
+Both run as separate OS processes, started and always stopped by a context manager:
+
+    with ZenohRouter(config):              # router at tcp/<router_address>:<zenoh_port>
+        ...
+    with MosquittoBroker(config, workdir):  # broker at mqtt_broker_address(config):<mqtt_port>
+        ...
+
+``prefix`` (e.g. ``["ip", "netns", "exec", "ns1"]``) runs the process inside a network namespace;
+readiness is then read from the process' own log, since the port may be unreachable from here.
+
+Command line (a router on its own machine or namespace):
+    python -m fieldtest.transport.broker zenoh-router --address 10.0.0.1 --port 7447
+    python -m fieldtest.transport.broker mosquitto --address 10.0.0.1 --port 1883 --workdir /tmp/mq
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .base import TransportConfig
+
+MOSQUITTO = "/usr/sbin/mosquitto"
+DEFAULT_START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
+ZENOH_ROUTER_READY = "zenoh-router ready"
+MOSQUITTO_READY = " running"  # "mosquitto version 2.0.11 running", logged once the listeners are open
+
+
+class BrokerError(RuntimeError):
+    """A router/broker process could not be started."""
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``address`` right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
+        sock.bind((address, 0))
+        return sock.getsockname()[1]
+
+
+def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the parent goes away, so no router outlives its kit."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class ManagedProcess:
+    """A subprocess that is ready once ``ready_text`` appears in its output and (without a prefix)
+    ``address:port`` accepts TCP connections; stopped with SIGTERM, then SIGKILL."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        address: str,
+        port: int,
+        ready_text: str,
+        check_port: bool,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ):
+        self.name = name
+        self.argv = list(argv)
+        self.address = address
+        self.port = port
+        self.ready_text = ready_text
+        self.check_port = check_port
+        self.start_timeout_s = start_timeout_s
+        self.proc: subprocess.Popen[str] | None = None
+        self._lines: collections.deque[str] = collections.deque(maxlen=200)
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self) -> str:
+        """The last lines the process printed (for diagnostics)."""
+        return "\n".join(self._lines)
+
+    def _read_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:  # also drains the pipe so the child never blocks on it
+            self._lines.append(line.rstrip("\n"))
+            if self.ready_text in line:
+                self._ready.set()
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            raise BrokerError(f"{self.name}: cannot start {self.argv[0]}: {exc}") from exc
+        self._reader = threading.Thread(target=self._read_output, name=f"{self.name}-output", daemon=True)
+        self._reader.start()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                self._reader.join(timeout=1.0)
+                raise BrokerError(
+                    f"{self.name} exited with code {self.proc.returncode} while starting:\n{self.output()}"
+                )
+            if self._ready.is_set() and (not self.check_port or port_accepts(self.address, self.port)):
+                return
+            time.sleep(0.05)
+        raise BrokerError(
+            f"{self.name} not ready on {self.address}:{self.port} within {self.start_timeout_s:g} s:\n{self.output()}"
+        )
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after a grace period); safe to call twice."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        if self._reader is not None:
+            self._reader.join(timeout=1.0)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+# ----------------------------------------------------------------------------------------------- Zenoh router
+
+
+def router_session_config(config: TransportConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Session config of a Zenoh router listening on tcp/<router_address>:<zenoh_port>, no scouting."""
+    from .zenoh_ import deep_merge, tcp_endpoint
+
+    session_config = {
+        "mode": "router",
+        "listen": {"endpoints": [tcp_endpoint(config.router_address, config.zenoh_port)]},
+        "connect": {"endpoints": []},
+        "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+    }
+    return deep_merge(session_config, overrides) if overrides else session_config
+
+
+def run_zenoh_router(
+    config: TransportConfig, stop: threading.Event | None = None, overrides: dict[str, Any] | None = None
+) -> None:
+    """Run a Zenoh router until ``stop`` is set (or SIGTERM/SIGINT when run as a main program)."""
+    from .zenoh_ import open_session
+
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    session_config = router_session_config(config, overrides)
+    session = open_session(session_config)
+    try:
+        print(
+            f"{ZENOH_ROUTER_READY} {session_config['listen']['endpoints'][0]} zid={session.zid()}", flush=True
+        )
+        while not stop.wait(0.2):  # short waits so signal handlers run promptly
+            pass
+    finally:
+        session.close()
+
+
+def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "fieldtest.transport.broker", "zenoh-router"]
+    argv += ["--address", config.router_address, "--port", str(config.zenoh_port)]
+    if overrides:
+        argv += ["--overrides-json", json.dumps(overrides)]
+    return argv
+
+
+class ZenohRouter(ManagedProcess):
+    """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>."""
+
+    def __init__(
+        self,
+        config: TransportConfig,
+        *,
+        prefix: Sequence[str] = (),
+        overrides: dict[str, Any] | None = None,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ):
+        super().__init__(
+            "zenoh router",
+            [*prefix, *zenoh_router_command(config, overrides)],
+            address=config.router_address,
+            port=config.zenoh_port,
+            ready_text=ZENOH_ROUTER_READY,
+            check_port=not prefix,
+            start_timeout_s=start_timeout_s,
+        )
+
+
+# ----------------------------------------------------------------------------------------------- Mosquitto
+
+
+def mqtt_broker_address(config: TransportConfig) -> str:
+    """Where the broker runs: beside the host ("mqtt-local-broker") or on its own ("mqtt-broker")."""
+    if config.middleware == "mqtt-local-broker":
+        return config.host_address
+    if config.middleware == "mqtt-broker":
+        return config.broker_address
+    raise BrokerError(f"middleware {config.middleware!r} is not an MQTT middleware")
+
+
+def mosquitto_listener_lines(config: TransportConfig, address: str, port: int) -> list[str]:
+    """The listener block of mosquitto.conf for ``config.security``.
+
+    Security settings extend this (TLS listener: cafile/certfile/keyfile, require_certificate true,
+    use_identity_as_username true, acl_file, allow_anonymous false) or pass ``listener_lines``.
+    """
+    if config.security != "none":
+        raise BrokerError(
+            f"security {config.security!r}: no Mosquitto listener settings given (listener_lines)"
+        )
+    return [f"listener {port} {address}", "allow_anonymous true"]
+
+
+def mosquitto_conf(
+    config: TransportConfig, address: str, port: int, listener_lines: Sequence[str] | None = None
+) -> str:
+    """A complete mosquitto.conf: no persistence, log to stderr (unbuffered, so readiness is visible)."""
+    lines = [
+        "# written by fieldtest.transport.broker",
+        "per_listener_settings false",
+        "persistence false",
+        "log_dest stderr",
+        "log_type error",
+        "log_type warning",
+        "log_type notice",
+        "log_type information",
+        "connection_messages true",
+    ]
+    lines += (
+        list(listener_lines)
+        if listener_lines is not None
+        else mosquitto_listener_lines(config, address, port)
+    )
+    return "\n".join(lines) + "\n"
+
+
+def find_mosquitto(binary: str = MOSQUITTO) -> str:
+    path = binary if os.path.isabs(binary) else shutil.which(binary)
+    if not path or not os.access(path, os.X_OK):
+        raise BrokerError(
+            f"{binary}: Mosquitto is not installed (apt install mosquitto, or run tools/install.sh)"
+        )
+    return path
+
+
+class MosquittoBroker(ManagedProcess):
+    """Debian's Mosquitto as a subprocess, configured by ``<workdir>/mosquitto.conf``."""
+
+    def __init__(
+        self,
+        config: TransportConfig,
+        workdir: str | Path,
+        *,
+        prefix: Sequence[str] = (),
+        binary: str = MOSQUITTO,
+        listener_lines: Sequence[str] | None = None,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    ):
+        address = mqtt_broker_address(config)
+        self.conf_path = Path(workdir) / "mosquitto.conf"
+        self.conf_text = mosquitto_conf(config, address, config.mqtt_port, listener_lines)
+        self.binary = binary
+        self.prefix = list(prefix)
+        super().__init__(
+            "mosquitto",
+            [*prefix, binary, "-c", str(self.conf_path)],
+            address=address,
+            port=config.mqtt_port,
+            ready_text=MOSQUITTO_READY,
+            check_port=not prefix,
+            start_timeout_s=start_timeout_s,
+        )
+
+    def start(self) -> None:
+        self.argv = [*self.prefix, find_mosquitto(self.binary), "-c", str(self.conf_path)]
+        self.conf_path.parent.mkdir(parents=True, exist_ok=True)
+        self.conf_path.write_text(self.conf_text)
+        super().start()
+
+
+# ----------------------------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m fieldtest.transport.broker", description=__doc__.split("\n")[0]
+    )
+    sub = parser.add_subparsers(dest="kind", required=True)
+    router = sub.add_parser("zenoh-router", help="run a Zenoh router until SIGTERM/SIGINT")
+    router.add_argument("--address", default="0.0.0.0")
+    router.add_argument("--port", type=int, default=7447)
+    router.add_argument("--overrides-json", default="", help="JSON object deep-merged into the router config")
+    mosq = sub.add_parser("mosquitto", help="write mosquitto.conf and run Mosquitto in the foreground")
+    mosq.add_argument("--address", default="0.0.0.0")
+    mosq.add_argument("--port", type=int, default=1883)
+    mosq.add_argument("--workdir", required=True)
+    args = parser.parse_args(argv)
+
+    if args.kind == "zenoh-router":
+        config = TransportConfig(middleware="zenoh-router", router_address=args.address, zenoh_port=args.port)
+        overrides = json.loads(args.overrides_json) if args.overrides_json else None
+        run_zenoh_router(config, overrides=overrides)
+        return 0
+    config = TransportConfig(middleware="mqtt-broker", broker_address=args.address, mqtt_port=args.port)
+    conf_path = Path(args.workdir) / "mosquitto.conf"
+    conf_path.parent.mkdir(parents=True, exist_ok=True)
+    conf_path.write_text(mosquitto_conf(config, args.address, args.port))
+    binary = find_mosquitto()
+    os.execv(binary, [binary, "-c", str(conf_path)])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    from .zenoh_ import ZenohTransportError
+
+    try:
+        sys.exit(main())
+    except (BrokerError, ZenohTransportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)

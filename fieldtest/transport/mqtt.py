@@ -1,0 +1,270 @@
+"""MQTT transport (paho-mqtt 2.x), wire-compatible with the ika-rwth-aachen ``mqtt_client`` bridge.
+
+What the bridge puts on the wire (``MqttClient.ros2.cpp``, ``ros2mqtt()``), and so does this module:
+
+- Data: ROS topic ``/cmd_vel`` is bridged to the configured MQTT topic; the kit configures
+  ``cmd_vel`` (namespace prepended: ``/tb4/cmd_vel`` -> ``tb4/cmd_vel``). A non-primitive message
+  travels as the bytes of its ``rclcpp::SerializedMessage``: ROS 2 CDR *including* the 4-byte
+  encapsulation header, nothing prepended, when ``inject_timestamp`` is off.
+- ``inject_timestamp: true`` makes the payload ``[S, R]``: S is a serialized
+  ``builtin_interfaces/msg/Time`` (CDR with its own 4-byte header: 12 bytes; the sender's system
+  clock when the bridge forwarded the message), R the serialized message. The receiving bridge
+  strips S and publishes ``arrival - S`` in seconds (std_msgs/Float64) on ``~/latencies/<topic>``;
+  here ``on_latency(ros_topic, seconds)`` gets that figure.
+- Type announcement: before every data message the bridge publishes, retained and with the same
+  MQTT QoS, a serialized ``mqtt_client_interfaces/msg/RosMsgType`` (md5 "", name = ROS type,
+  definition "", stamped = inject_timestamp) on ``mqtt_client/ros_msg_type/<mqtt topic>``. A
+  receiving bridge without a fixed ``ros_type`` waits for it before subscribing the data topic and
+  takes ``stamped`` from it. ``announce_type=True`` (default) reproduces this.
+
+A receiver here knows its message type (as a bridge with ``ros_type`` set) and subscribes the data
+topic directly; its ``inject_timestamp`` must match the sender's.
+
+QoS: a RELIABLE profile maps to MQTT QoS 1, BEST_EFFORT to QoS 0 (history, depth and durability
+have no MQTT equivalent and are not applied).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as paho
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+from .. import rosmsg
+from ..qos import get_qos
+from .base import Role, TransportConfig, full_topic
+from .broker import mqtt_broker_address
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+ACK_TIMEOUT_S = 5.0
+KEEPALIVE_S = 60  # the bridge's default client.keep_alive_interval
+MAX_INFLIGHT = 65535  # the bridge's default client.max_inflight
+TIME_TYPE = "builtin_interfaces/msg/Time"
+STAMP_LENGTH = 12  # serialized builtin_interfaces/Time: 4-byte CDR header + int32 sec + uint32 nanosec
+ROS_MSG_TYPE = "mqtt_client_interfaces/msg/RosMsgType"
+ROS_MSG_TYPE_TOPIC_PREFIX = "mqtt_client/ros_msg_type/"
+ROS_MSG_TYPE_DEFINITION = "string md5\nstring name\nstring definition\nbool stamped\n"
+
+_client_ids = itertools.count()
+
+
+class MqttTransportError(RuntimeError):
+    """The MQTT link cannot be set up as configured."""
+
+
+def mqtt_topic(namespace: str, topic: str) -> str:
+    """MQTT topic of a ROS topic as the kit configures mqtt_client: ('/tb4', '/cmd_vel') -> 'tb4/cmd_vel'."""
+    return full_topic(namespace, topic).lstrip("/")
+
+
+def mqtt_qos(qos_name: str) -> int:
+    """MQTT QoS for a profile: RELIABLE -> 1 (at least once), BEST_EFFORT -> 0 (at most once)."""
+    return 1 if get_qos(qos_name).reliability == "reliable" else 0
+
+
+@functools.lru_cache(maxsize=1)
+def _ros_msg_type_store():
+    store = get_typestore(Stores.EMPTY)
+    store.register(get_types_from_msg(ROS_MSG_TYPE_DEFINITION, ROS_MSG_TYPE))
+    return store
+
+
+def ros_msg_type_payload(typename: str, stamped: bool) -> bytes:
+    """The bridge's type announcement: serialized RosMsgType(md5="", name, definition="", stamped)."""
+    store = _ros_msg_type_store()
+    msg = store.types[ROS_MSG_TYPE](md5="", name=typename, definition="", stamped=stamped)
+    return bytes(store.serialize_cdr(msg, ROS_MSG_TYPE))
+
+
+def parse_ros_msg_type(payload: bytes) -> tuple[str, bool]:
+    """(type name, stamped) from a type announcement."""
+    msg = _ros_msg_type_store().deserialize_cdr(bytes(payload), ROS_MSG_TYPE)
+    return msg.name, bool(msg.stamped)
+
+
+def stamped_payload(data: bytes, stamp_ns: int) -> bytes:
+    """``[S, R]``: the serialized send time followed by the serialized message."""
+    return rosmsg.serialize(rosmsg.time_msg(stamp_ns), TIME_TYPE) + data
+
+
+def split_stamped_payload(payload: bytes) -> tuple[int, bytes]:
+    """(stamp ns, message bytes) of an ``[S, R]`` payload."""
+    if len(payload) < STAMP_LENGTH:
+        raise MqttTransportError(f"stamped payload of {len(payload)} bytes is shorter than its timestamp")
+    stamp = rosmsg.deserialize(payload[:STAMP_LENGTH], TIME_TYPE)
+    return rosmsg.ns_of(stamp), payload[STAMP_LENGTH:]
+
+
+class MqttTransport:
+    """A Transport over one paho client with its network loop in a background thread."""
+
+    def __init__(
+        self,
+        client: paho.Client,
+        config: TransportConfig,
+        *,
+        inject_timestamp: bool = False,
+        announce_type: bool = True,
+        on_latency: Callable[[str, float], None] | None = None,
+    ):
+        self.client = client
+        self.config = config
+        self.qos = mqtt_qos(config.qos)
+        self.inject_timestamp = inject_timestamp
+        self.announce_type = announce_type
+        self.on_latency = on_latency
+        self._subscriptions: dict[str, int] = {}  # MQTT topic -> QoS, re-subscribed on reconnect
+        self._acks: dict[int, list[Any]] = {}
+        self._cond = threading.Condition()
+        self._connect_result: Any = None
+        self._closed = False
+        client.on_connect = self._on_connect
+        client.on_subscribe = self._on_subscribe
+
+    # ---- paho callbacks (network thread)
+    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+        with self._cond:
+            self._connect_result = reason_code
+            topics = list(self._subscriptions.items())
+            self._cond.notify_all()
+        if not reason_code.is_failure:
+            for topic, qos in topics:  # a clean session forgets subscriptions: renew after a reconnect
+                client.subscribe(topic, qos)
+
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        with self._cond:
+            self._acks[mid] = list(reason_codes)
+            self._cond.notify_all()
+
+    # ---- connection
+    def wait_connected(self, timeout_s: float) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._connect_result is not None, timeout=timeout_s)
+            result = self._connect_result
+        if result is None:
+            raise MqttTransportError(f"no CONNACK from the MQTT broker within {timeout_s:g} s")
+        if result.is_failure:
+            raise MqttTransportError(f"MQTT broker refused the connection: {result}")
+
+    def topic(self, ros_topic: str) -> str:
+        return mqtt_topic(self.config.namespace, ros_topic)
+
+    # ---- Transport
+    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+        data_topic = self.topic(topic)
+        type_topic = ROS_MSG_TYPE_TOPIC_PREFIX + data_topic
+        type_payload = ros_msg_type_payload(typename, self.inject_timestamp)
+
+        def publish(msg: Any) -> None:
+            payload = rosmsg.serialize(msg, typename)
+            if self.announce_type:
+                self.client.publish(type_topic, type_payload, self.qos, retain=True)
+            if self.inject_timestamp:
+                payload = stamped_payload(payload, time.time_ns())  # taken last, as the bridge does
+            self.client.publish(data_topic, payload, self.qos)
+
+        return publish
+
+    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        """Subscribe and wait for the broker's SUBACK, so messages published afterwards arrive."""
+        data_topic = self.topic(topic)
+
+        def on_message(client, userdata, message: paho.MQTTMessage) -> None:
+            arrival_ns = time.time_ns()
+            try:
+                payload = message.payload
+                if self.inject_timestamp:
+                    stamp_ns, payload = split_stamped_payload(payload)
+                    if self.on_latency is not None:
+                        self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
+                msg = rosmsg.deserialize(payload, typename)
+            except Exception as exc:  # a malformed message must not stop the network loop
+                log.warning("dropping undecodable %s message on %s: %s", typename, data_topic, exc)
+                return
+            callback(msg)
+
+        self.client.message_callback_add(data_topic, on_message)
+        with self._cond:
+            self._subscriptions[data_topic] = self.qos
+        result, mid = self.client.subscribe(data_topic, self.qos)
+        if result != paho.MQTT_ERR_SUCCESS:
+            raise MqttTransportError(f"cannot subscribe {data_topic!r}: {paho.error_string(result)}")
+        with self._cond:
+            self._cond.wait_for(lambda: mid in self._acks, timeout=ACK_TIMEOUT_S)
+            codes = self._acks.pop(mid, None)
+        if codes is None:
+            raise MqttTransportError(f"no SUBACK for {data_topic!r} within {ACK_TIMEOUT_S:g} s")
+        if any(code.is_failure for code in codes):
+            raise MqttTransportError(f"broker refused subscription to {data_topic!r}: {codes}")
+
+    def close(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def _connect_with_retries(client: paho.Client, address: str, port: int, timeout_s: float) -> None:
+    """TCP-connect to the broker, retrying while it is not up yet (bounded by ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.connect(address, port, keepalive=KEEPALIVE_S)
+            return
+        except OSError as exc:
+            if time.monotonic() >= deadline:
+                raise MqttTransportError(f"cannot reach MQTT broker at {address}:{port}: {exc}") from exc
+            time.sleep(0.2)
+
+
+def open_mqtt(
+    config: TransportConfig,
+    role: Role,
+    *,
+    inject_timestamp: bool = False,
+    announce_type: bool = True,
+    on_latency: Callable[[str, float], None] | None = None,
+    configure_client: Callable[[paho.Client], None] | None = None,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> MqttTransport:
+    """Connect to the trial's broker as ``role``.
+
+    ``configure_client(client)`` runs before connecting (security: ``client.tls_set(...)``,
+    credentials); it is required when ``config.security`` is not "none".
+    """
+    if config.security != "none" and configure_client is None:
+        raise MqttTransportError(
+            f"security {config.security!r} needs MQTT TLS settings (configure_client); none given"
+        )
+    address = mqtt_broker_address(config)
+    client_id = f"fieldtest-{role}-{os.getpid()}-{next(_client_ids)}"
+    client = paho.Client(
+        paho.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=True, protocol=paho.MQTTv311
+    )
+    client.max_inflight_messages_set(MAX_INFLIGHT)
+    client.reconnect_delay_set(min_delay=1, max_delay=4)
+    transport = MqttTransport(
+        client, config, inject_timestamp=inject_timestamp, announce_type=announce_type, on_latency=on_latency
+    )
+    if configure_client is not None:
+        configure_client(client)
+    _connect_with_retries(client, address, config.mqtt_port, connect_timeout_s)
+    client.loop_start()
+    try:
+        transport.wait_connected(connect_timeout_s)
+    except MqttTransportError:
+        transport.close()
+        raise
+    return transport

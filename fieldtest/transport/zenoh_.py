@@ -1,0 +1,199 @@
+"""Zenoh transport, wire-compatible with zenoh-bridge-ros2dds.
+
+The bridge maps the ROS topic ``/cmd_vel`` to the key ``cmd_vel`` (the namespace is prepended:
+``/tb4/cmd_vel`` -> ``tb4/cmd_vel``) and carries the ROS 2 CDR bytes of the message, including the
+4-byte encapsulation header. It publishes RELIABLE topics with congestion control BLOCK and
+BEST_EFFORT ones with DROP (its default ``reliable_routes_blocking: true``); so does this module.
+
+Middlewares:
+- ``zenoh-peer``: peer to peer over TCP. The robot listens on ``tcp/<robot_address>:<zenoh_port>``,
+  the host connects to it. Scouting is off so the link is exactly the one configured.
+- ``zenoh-router``: both sides are clients of a router at ``tcp/<router_address>:<zenoh_port>``
+  (see ``fieldtest.transport.broker`` for running one).
+
+The session configuration is a plain dict built by ``zenoh_config`` so security settings can add
+``transport.link.tls`` and ``access_control`` blocks (``open_zenoh(..., config_overrides=...)``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zenoh
+
+from .. import rosmsg
+from ..qos import get_qos
+from .base import Role, TransportConfig, full_topic
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+# Reconnect quickly after a link drop (zenoh's default first retry is after 1 s).
+CONNECT_RETRY = {"period_init_ms": 200, "period_max_ms": 1000, "period_increase_factor": 2}
+
+
+class ZenohTransportError(RuntimeError):
+    """The Zenoh link cannot be set up as configured."""
+
+
+def zenoh_key(namespace: str, topic: str) -> str:
+    """Zenoh key of a ROS topic as zenoh-bridge-ros2dds maps it: ('/tb4', '/cmd_vel') -> 'tb4/cmd_vel'."""
+    return full_topic(namespace, topic).lstrip("/")
+
+
+def tcp_endpoint(address: str, port: int) -> str:
+    """Zenoh locator for a TCP address; IPv6 addresses get brackets."""
+    host = f"[{address}]" if ":" in address and not address.startswith("[") else address
+    return f"tcp/{host}:{port}"
+
+
+def congestion_control(qos_name: str) -> zenoh.CongestionControl:
+    """BLOCK for a RELIABLE profile, DROP for BEST_EFFORT, as the bridge does (history/depth and
+    durability have no Zenoh publisher equivalent and are not applied)."""
+    reliable = get_qos(qos_name).reliability == "reliable"
+    return zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
+
+
+def zenoh_config(
+    config: TransportConfig, role: Role, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
+) -> dict[str, Any]:
+    """Session configuration (JSON5-compatible dict) for ``role`` under ``config.middleware``."""
+    if config.middleware == "zenoh-peer":
+        endpoint = tcp_endpoint(config.robot_address, config.zenoh_port)
+        if role == "robot":
+            mode, listen, connect = "peer", [endpoint], []
+        else:
+            mode, listen, connect = "peer", [], [endpoint]
+    elif config.middleware == "zenoh-router":
+        mode, listen, connect = "client", [], [tcp_endpoint(config.router_address, config.zenoh_port)]
+    else:
+        raise ZenohTransportError(f"middleware {config.middleware!r} is not a Zenoh middleware")
+    return {
+        "mode": mode,
+        "listen": {"endpoints": listen},
+        "connect": {
+            "endpoints": connect,
+            "timeout_ms": int(connect_timeout_s * 1000),
+            "exit_on_failure": bool(connect),
+            "retry": dict(CONNECT_RETRY),
+        },
+        "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+    }
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in recursively (overrides win); neither is modified."""
+    merged = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def open_session(session_config: dict[str, Any]) -> zenoh.Session:
+    """Open a Zenoh session from a config dict; a clear error when the peer/router is unreachable."""
+    try:
+        return zenoh.open(zenoh.Config.from_json5(json.dumps(session_config)))
+    except zenoh.ZError as exc:
+        where = session_config.get("connect", {}).get("endpoints") or session_config.get("listen", {}).get(
+            "endpoints"
+        )
+        reason = str(exc).split(" at /")[0]  # drop the Rust source location
+        raise ZenohTransportError(
+            f"cannot open Zenoh session ({session_config.get('mode')} {where}): {reason}"
+        ) from exc
+
+
+class ZenohTransport:
+    """A Transport over one Zenoh session; ``close()`` closes the session (else the process lingers)."""
+
+    def __init__(self, session: zenoh.Session, config: TransportConfig):
+        self.session = session
+        self.config = config
+        self._publishers: dict[str, zenoh.Publisher] = {}
+        self._subscribers: list[zenoh.Subscriber] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def key(self, topic: str) -> str:
+        return zenoh_key(self.config.namespace, topic)
+
+    def _declared_publisher(self, topic: str) -> zenoh.Publisher:
+        key = self.key(topic)
+        with self._lock:
+            if key not in self._publishers:
+                self._publishers[key] = self.session.declare_publisher(
+                    key, congestion_control=congestion_control(self.config.qos)
+                )
+            return self._publishers[key]
+
+    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+        zpub = self._declared_publisher(topic)
+
+        def publish(msg: Any) -> None:
+            zpub.put(rosmsg.serialize(msg, typename))
+
+        return publish
+
+    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        key = self.key(topic)
+
+        def on_sample(sample: zenoh.Sample) -> None:
+            try:
+                msg = rosmsg.deserialize(sample.payload.to_bytes(), typename)
+            except Exception as exc:  # a malformed sample must not kill the session's thread
+                log.warning("dropping undecodable %s sample on %s: %s", typename, key, exc)
+                return
+            callback(msg)
+
+        with self._lock:
+            self._subscribers.append(self.session.declare_subscriber(key, on_sample))
+
+    def wait_matched(self, topic: str, timeout_s: float) -> bool:
+        """Wait until a remote subscriber matches ``topic``'s publisher; False on timeout.
+
+        Zenoh drops publications nobody has subscribed yet, so a sender that must not lose its
+        first messages waits for this.
+        """
+        zpub = self._declared_publisher(topic)
+        deadline = time.monotonic() + timeout_s
+        while not zpub.matching_status.matching:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.session.close()
+
+
+def open_zenoh(
+    config: TransportConfig,
+    role: Role,
+    *,
+    config_overrides: dict[str, Any] | None = None,
+    connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+) -> ZenohTransport:
+    """Join the Zenoh link as ``role``. ``config_overrides`` is deep-merged into the session config
+    (e.g. TLS under ``transport.link.tls``, an ``access_control`` block)."""
+    if config.security != "none" and not config_overrides:
+        raise ZenohTransportError(
+            f"security {config.security!r} needs Zenoh TLS/access-control settings (config_overrides); none given"
+        )
+    congestion_control(config.qos)  # an unknown QoS name fails here, not at the first publisher
+    session_config = zenoh_config(config, role, connect_timeout_s=connect_timeout_s)
+    if config_overrides:
+        session_config = deep_merge(session_config, config_overrides)
+    return ZenohTransport(open_session(session_config), config)
