@@ -61,15 +61,14 @@ def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
 
 
 @contextlib.contextmanager
-def _infrastructure(request: TrialRequest, trial_dir: Path, procs: ProcessGroup) -> Iterator[None]:
+def _infrastructure(request: TrialRequest, trial_dir: Path) -> Iterator[None]:
     """The broker or router the middleware case needs, stopped on every exit path."""
     middleware = request.transport.middleware
     if middleware == "zenoh-router":
-        procs.start_python(
-            "router", "fieldtest.transport.broker", ["zenoh-router", "--trial-dir", str(trial_dir)]
-        )
-        procs.wait_ready("router")
-        yield
+        from fieldtest.transport.broker import ZenohRouter
+
+        with ZenohRouter(request.transport):
+            yield
     elif middleware.startswith("mqtt"):
         from fieldtest.transport.broker import MosquittoBroker
 
@@ -154,7 +153,7 @@ def run_twin_trial(
     procs = ProcessGroup(trial_dir / "logs")
     reason, detail = "error", ""
     try:
-        with _infrastructure(request, trial_dir, procs):
+        with _infrastructure(request, trial_dir):
             _start_trial_processes(trial_dir, procs)
             _wait_for_host(procs, request.plan, progress, kill_host_at_s)
             time.sleep(STOP_GRACE_S)
@@ -166,7 +165,7 @@ def run_twin_trial(
         reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
     finally:
         # The host first: its stop burst must go out while the robot still listens.
-        procs.stop_all(order=["host", "robot", "recorder", "natnet", "router"])
+        procs.stop_all(order=["host", "robot", "recorder", "natnet"])
         _finish_record(trial_dir, procs, reason, detail)
     return TrialResult(trial_dir, reason, detail)
 
