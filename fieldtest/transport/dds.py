@@ -1,0 +1,359 @@
+"""CycloneDDS transport, wire-compatible with ROS 2 nodes running rmw_cyclonedds.
+
+ROS topic ``/tb4/cmd_vel`` is DDS topic ``rt/tb4/cmd_vel`` with type
+``geometry_msgs::msg::dds_::TwistStamped_`` (see ``ros_idl``). Samples travel as the ROS 2 CDR bytes
+rosbags produces: the IdlStruct registers the topic type, and the bytes are handed to the writer
+unchanged (``tests/test_transport_dds.py`` checks that they equal cyclonedds' own serialization),
+so every middleware in the kit pays the same serialization cost.
+
+Configuration: each process creates its DDS domain from ``cyclonedds_xml(config, role)`` (unicast
+discovery towards the host and robot addresses, so loopback works without multicast), followed by
+``$CYCLONEDDS_URI`` if set, whose settings win. A domain's configuration is fixed by the first
+transport that opens it in a process.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# The binding's own C layer: write/take already-serialized CDR (what DataWriter.write does after
+# serializing, and DataReader.take before deserializing).
+from cyclonedds._clayer import ddspy_take, ddspy_write
+from cyclonedds.core import (
+    DDS,
+    DDSException,
+    Entity,
+    GuardCondition,
+    InstanceState,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
+from cyclonedds.domain import Domain, DomainParticipant
+from cyclonedds.internal import dds_c_t
+from cyclonedds.pub import DataWriter
+from cyclonedds.qos import Policy, Qos
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from fieldtest import rosmsg
+from fieldtest.qos import QosProfile, get_qos
+
+from .base import Role, TransportConfig, full_topic
+from .ros_idl import idl_class
+
+log = logging.getLogger(__name__)
+
+ROS_TOPIC_PREFIX = "rt"  # rmw_cyclonedds: ROS topics live under "rt", services under "rq"/"rr"
+# Unicast discovery probes ports of participant indices 0..N on each peer; a TurtleBot 4 runs a
+# few dozen ROS processes (one participant each), so leave ample room.
+MAX_PARTICIPANT_INDEX = 100
+RELIABLE_MAX_BLOCKING_S = 0.1  # Cyclone's default; only KEEP_ALL writers ever block
+TAKE_BATCH = 64
+WAIT_FOREVER = duration(infinite=True)
+CYCLONEDDS_NS = "https://cdds.io/config"
+
+
+class DdsError(RuntimeError):
+    """The DDS transport could not be configured or opened."""
+
+
+def dds_topic_name(namespace: str, topic: str) -> str:
+    """ROS topic -> DDS topic as rmw_cyclonedds names it: ('tb4', '/cmd_vel') -> 'rt/tb4/cmd_vel'."""
+    return ROS_TOPIC_PREFIX + full_topic(namespace, topic)
+
+
+def dds_qos(profile: QosProfile) -> Qos:
+    """Cyclone QoS for a kit profile; XCDR1 data representation as rmw_cyclonedds uses."""
+    history = (
+        Policy.History.KeepLast(profile.depth) if profile.history == "keep_last" else Policy.History.KeepAll
+    )
+    reliability = (
+        Policy.Reliability.Reliable(max_blocking_time=duration(seconds=RELIABLE_MAX_BLOCKING_S))
+        if profile.reliability == "reliable"
+        else Policy.Reliability.BestEffort
+    )
+    durability = (
+        Policy.Durability.TransientLocal
+        if profile.durability == "transient_local"
+        else Policy.Durability.Volatile
+    )
+    return Qos(history, reliability, durability, Policy.DataRepresentation(use_cdrv0_representation=True))
+
+
+def _own_and_peer_addresses(config: TransportConfig, role: Role) -> tuple[str, list[str]]:
+    own = config.host_address if role == "host" else config.robot_address
+    # Both ends are peers: other kit processes on the same machine (e.g. a simulated mocap next
+    # to the host) must find each other too.
+    peers = list(dict.fromkeys([config.host_address, config.robot_address]))
+    return own, peers
+
+
+def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "") -> str:
+    """The CycloneDDS configuration of one kit process.
+
+    Binds to the role's own address and discovers by unicast to the host and robot addresses
+    (loopback has no multicast flag; unicast also works on every emulated or real link).
+    ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
+    """
+    own, peers = _own_and_peer_addresses(config, role)
+    peer_xml = "".join(f'<Peer address="{p}"/>' for p in peers)
+    return (
+        f'<CycloneDDS xmlns="{CYCLONEDDS_NS}"><Domain id="any">'
+        f'<General><Interfaces><NetworkInterface address="{own}"/></Interfaces>'
+        "<AllowMulticast>false</AllowMulticast></General>"
+        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
+        f"<MaxAutoParticipantIndex>{MAX_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>"
+        f"<Peers>{peer_xml}</Peers></Discovery>"
+        f"{security_xml}"
+        "</Domain></CycloneDDS>"
+    )
+
+
+def _security_xml(config: TransportConfig, role: Role) -> str:
+    if config.security == "none":
+        return ""
+    try:
+        from fieldtest.security import cyclonedds_security_xml  # provided by the security work
+    except ImportError as exc:
+        raise DdsError(
+            f"security {config.security!r} requested but fieldtest.security provides no "
+            f"cyclonedds_security_xml(config, role): {exc}"
+        ) from None
+    return cyclonedds_security_xml(config, role)
+
+
+# ---- domains: one per domain id and process, shared by every transport in the process ----
+
+_domain_lock = threading.Lock()
+_domains: dict[int, tuple[Domain | None, int]] = {}  # id -> (Domain we created or None, users)
+
+
+def _acquire_domain(domain_id: int, xml: str) -> None:
+    with _domain_lock:
+        domain, users = _domains.get(domain_id, (None, 0))
+        if users == 0:
+            env_uri = os.environ.get("CYCLONEDDS_URI", "").strip()
+            config_str = f"{xml},{env_uri}" if env_uri else xml
+            try:
+                domain = Domain(domain_id, config_str)
+            except DDSException as exc:
+                # Already created in this process (e.g. by a participant made elsewhere): join it.
+                log.warning("DDS domain %d exists already; its configuration stays (%s)", domain_id, exc)
+                domain = None
+        _domains[domain_id] = (domain, users + 1)
+
+
+def _release_domain(domain_id: int) -> None:
+    with _domain_lock:
+        domain, users = _domains.get(domain_id, (None, 0))
+        if users <= 1:
+            _domains.pop(domain_id, None)
+            if domain is not None:
+                _delete(domain)
+        else:
+            _domains[domain_id] = (domain, users - 1)
+
+
+def _delete(entity: Any) -> None:
+    """Delete a cyclonedds entity and its children now (the binding's registry keeps it alive)."""
+    entity.__del__()
+
+
+# ---- the transport ----
+
+# Matched-endpoint counts, read with plain C calls: status listeners would call into Python from
+# Cyclone's threads, and a listener waiting for the GIL while ddspy_write (which keeps the GIL)
+# delivers locally to the same reader can deadlock.
+_lib = DDS._dll_handle
+_lib.dds_get_publication_matched_status.argtypes = [
+    dds_c_t.entity,
+    ct.POINTER(dds_c_t.publication_matched_status),
+]
+_lib.dds_get_subscription_matched_status.argtypes = [
+    dds_c_t.entity,
+    ct.POINTER(dds_c_t.subscription_matched_status),
+]
+
+
+def _matched_count(entity: Any, is_writer: bool) -> int:
+    if is_writer:
+        status = dds_c_t.publication_matched_status()
+        ret = _lib.dds_get_publication_matched_status(entity._ref, ct.byref(status))
+    else:
+        status = dds_c_t.subscription_matched_status()
+        ret = _lib.dds_get_subscription_matched_status(entity._ref, ct.byref(status))
+    if ret < 0:
+        raise DdsError(f"cannot read the matched status of {entity!r} ({ret})")
+    return int(status.current_count)
+
+
+class DdsTransport:
+    """One DDS participant carrying the kit's topics (see the module docstring).
+
+    Subscriptions are served by one thread per transport waiting on a WaitSet; callbacks run
+    there, one at a time.
+    """
+
+    def __init__(self, config: TransportConfig, role: Role) -> None:
+        self.config = config
+        self.role = role
+        self.qos = dds_qos(get_qos(config.qos))
+        self.xml = cyclonedds_xml(config, role, security_xml=_security_xml(config, role))
+        self.write_failures = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._topics: dict[str, Topic] = {}
+        self._writers: list[tuple[str, DataWriter]] = []
+        self._readers: list[tuple[str, DataReader, str, Callable[[Any], None]]] = []
+        self._owned: list[Entity] = []  # every entity made under the participant, for close()
+        _acquire_domain(config.domain_id, self.xml)
+        try:
+            self.participant = DomainParticipant(config.domain_id)
+        except DDSException as exc:
+            _release_domain(config.domain_id)
+            raise DdsError(f"cannot create a DDS participant in domain {config.domain_id}: {exc}") from None
+        # The reader thread waits on this WaitSet; the guard wakes it for close() (and keeps the
+        # WaitSet non-empty: Cyclone returns at once from waiting on an empty one).
+        self._waitset = WaitSet(self.participant)
+        self._wakeup = GuardCondition(self.participant)
+        self._waitset.attach(self._wakeup)
+        self._owned += [self._waitset, self._wakeup]
+        self._thread = threading.Thread(target=self._serve_readers, name=f"dds-{role}-readers", daemon=True)
+        self._thread.start()
+
+    # -- Transport protocol --
+
+    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+        name = dds_topic_name(self.config.namespace, topic)
+        with self._lock:
+            self._check_open()
+            writer = DataWriter(self.participant, self._topic(name, typename), qos=self.qos)
+            self._writers.append((name, writer))
+            self._owned.append(writer)
+        ref = writer._ref
+
+        def publish(msg: Any) -> None:
+            if self._closed:
+                raise DdsError(f"DDS transport is closed; cannot publish on {name}")
+            data = rosmsg.serialize(msg, typename)
+            ret = ddspy_write(ref, data.ljust((len(data) + 3) & ~3, b"\0"))  # Cyclone pads to 4
+            if ret < 0:
+                # A KEEP_ALL reliable writer whose readers stopped acknowledging times out: the
+                # command is lost like on any lossy link, so count it rather than stop the caller.
+                self.write_failures += 1
+                log.warning("DDS write on %s failed (%s); %d failures", name, ret, self.write_failures)
+
+        return publish
+
+    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        name = dds_topic_name(self.config.namespace, topic)
+        with self._lock:
+            self._check_open()
+            reader = DataReader(self.participant, self._topic(name, typename), qos=self.qos)
+            self._readers.append((name, reader, typename, callback))
+            condition = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
+            self._owned += [reader, condition]
+            self._waitset.attach(condition)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._wakeup.set(True)
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5.0)
+        _delete(self.participant)  # deletes everything it owns; forget their Python wrappers too
+        for entity in self._owned:
+            _forget(entity)
+        self._owned.clear()
+        self._writers.clear()
+        self._readers.clear()
+        self._topics.clear()
+        _release_domain(self.config.domain_id)
+
+    # -- extras for tests and benchmarks --
+
+    def matched(self, topic: str) -> list[int]:
+        """Remote endpoints matched by each writer and reader this transport opened on ``topic``."""
+        name = dds_topic_name(self.config.namespace, topic)
+        with self._lock:
+            self._check_open()
+            counts = [_matched_count(w, True) for n, w in self._writers if n == name]
+            counts += [_matched_count(r, False) for n, r, *_ in self._readers if n == name]
+        return counts
+
+    def wait_for_match(self, topic: str, *, count: int = 1, timeout_s: float = 5.0) -> bool:
+        """True once every writer and reader on ``topic`` matches ``count`` endpoints (discovery
+        done); False at the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counts = self.matched(topic)
+            if not counts:
+                raise DdsError(f"no publisher or subscription on {topic!r} to wait for")
+            if min(counts) >= count:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    # -- internals --
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DdsError("DDS transport is closed")
+
+    def _topic(self, name: str, typename: str) -> Topic:
+        if name not in self._topics:
+            self._topics[name] = Topic(self.participant, name, idl_class(typename))
+            self._owned.append(self._topics[name])
+        return self._topics[name]
+
+    def _serve_readers(self) -> None:
+        while not self._closed:
+            try:
+                self._waitset.wait(WAIT_FOREVER)
+            except DDSException:
+                if self._closed:  # close() gave up waiting for a stuck callback and deleted it
+                    return
+                raise
+            with self._lock:
+                readers = [] if self._closed else list(self._readers)
+            for name, reader, typename, callback in readers:
+                _drain(reader, name, typename, callback)
+
+
+def _drain(reader: DataReader, name: str, typename: str, callback: Callable[[Any], None]) -> None:
+    """Hand every waiting sample of ``reader`` to ``callback`` as a rosbags message."""
+    while True:
+        samples = ddspy_take(reader._ref, TAKE_BATCH)
+        if isinstance(samples, int):  # an error code: the reader is gone
+            return
+        for data, info in samples:
+            if not info.valid_data:
+                continue
+            try:
+                callback(rosmsg.deserialize(data, typename))
+            except Exception:  # one bad sample or callback must not stop the subscription
+                log.exception("DDS subscriber callback on %s failed", name)
+        if len(samples) < TAKE_BATCH:
+            return
+
+
+def _forget(entity: Any) -> None:
+    """Drop the binding's registry entry without deleting (the participant deletes it)."""
+    Entity._entities.pop(entity._ref, None)
+
+
+def open_dds(config: TransportConfig, role: Role) -> DdsTransport:
+    """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration)."""
+    return DdsTransport(config, role)
