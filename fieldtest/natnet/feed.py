@@ -1,0 +1,144 @@
+"""Pose feed: how a separate process (the twin robot) hands its true pose to the NatNet emulator.
+
+The robot sends one UDP datagram per physics step to the emulator's feed port (loopback):
+
+    magic b"FTPF", uint8 version 1, uint8 flags (bit 0: no pose / occluded), 2 pad bytes,
+    float64 sample time (wall clock, s), 7 x float64 x y z qx qy qz qw (robot world, Z up, m)
+
+UDP keeps the two processes decoupled: neither blocks on the other, a restarted robot simply
+resumes sending, and a lost datagram costs one sample. The receiver is itself a pose source for
+the emulator: asked for the pose at a frame's exposure time it interpolates between the last
+two samples (or extrapolates a little past the newest), so a robot stepping at 100 Hz still
+yields smooth 120 or 360 Hz frames. A feed silent for ``stale_s`` counts as occlusion.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import struct
+import time
+from dataclasses import dataclass
+
+DEFAULT_FEED_PORT = 15110
+_FORMAT = struct.Struct("<4sBB2xd7d")
+_MAGIC = b"FTPF"
+_VERSION = 1
+_FLAG_NO_POSE = 0x01
+
+Pose = tuple[float, float, float, float, float, float, float]  # x y z qx qy qz qw
+
+
+class PoseFeedError(ValueError):
+    """A datagram on the feed port that is not a pose-feed sample."""
+
+
+def pack_sample(t: float, pose: Pose | None) -> bytes:
+    if pose is None:
+        return _FORMAT.pack(_MAGIC, _VERSION, _FLAG_NO_POSE, t, *([0.0] * 7))
+    if len(pose) != 7:
+        raise PoseFeedError(f"pose needs 7 values (x y z qx qy qz qw), got {len(pose)}")
+    return _FORMAT.pack(_MAGIC, _VERSION, 0, t, *pose)
+
+
+def unpack_sample(data: bytes) -> tuple[float, Pose | None]:
+    if len(data) != _FORMAT.size:
+        raise PoseFeedError(f"pose-feed datagram of {len(data)} bytes, expected {_FORMAT.size}")
+    magic, version, flags, t, *pose = _FORMAT.unpack(data)
+    if magic != _MAGIC or version != _VERSION:
+        raise PoseFeedError(f"pose-feed datagram with magic {magic!r} version {version}")
+    return t, None if flags & _FLAG_NO_POSE else tuple(pose)  # type: ignore[return-value]
+
+
+class PoseFeedSender:
+    """Used by the twin robot: ``send(pose)`` after each physics step, ``send(None)`` to occlude."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_FEED_PORT):
+        self.address = (host, port)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def send(self, pose: Pose | None, t: float | None = None) -> None:
+        try:
+            self._sock.sendto(pack_sample(time.time() if t is None else t, pose), self.address)
+        except OSError:
+            pass  # nobody listening (emulator not up yet or gone): the sample is simply lost
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> PoseFeedSender:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class _Sample:
+    t: float
+    pose: Pose | None
+
+
+class PoseFeedReceiver:
+    """Callable pose source for NatNetEmulator fed by PoseFeedSender datagrams."""
+
+    def __init__(
+        self,
+        bind: str = "127.0.0.1",
+        port: int = DEFAULT_FEED_PORT,
+        stale_s: float = 0.25,
+        max_extrapolate_s: float = 0.05,
+    ):
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._sock.bind((bind, port))
+        self._sock.setblocking(False)
+        self.port = self._sock.getsockname()[1]
+        self.stale_s = stale_s
+        self.max_extrapolate_s = max_extrapolate_s
+        self._prev: _Sample | None = None
+        self._last: _Sample | None = None
+        self.samples = 0
+        self.rejected = 0
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = self._sock.recv(256)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            try:
+                t, pose = unpack_sample(data)
+            except PoseFeedError:
+                self.rejected += 1
+                continue
+            if self._last is not None and t <= self._last.t:
+                continue  # reordered or repeated datagram
+            self._prev, self._last = self._last, _Sample(t, pose)
+            self.samples += 1
+
+    def __call__(self, t: float) -> Pose | None:
+        """Pose at wall time ``t`` (None: occluded, no sample yet, or the feed went quiet)."""
+        self._drain()
+        last, prev = self._last, self._prev
+        if last is None or last.pose is None or t - last.t > self.stale_s:
+            return None
+        if prev is None or prev.pose is None or last.t - prev.t <= 0:
+            return last.pose
+        a = (min(t, last.t + self.max_extrapolate_s) - prev.t) / (last.t - prev.t)
+        return _blend(prev.pose, last.pose, max(a, 0.0))
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _blend(p: Pose, q: Pose, a: float) -> Pose:
+    """Linear blend of positions and normalised blend of quaternions (same hemisphere)."""
+    qa, qb = p[3:], q[3:]
+    if sum(x * y for x, y in zip(qa, qb, strict=True)) < 0:
+        qb = tuple(-v for v in qb)
+    quat = [x + a * (y - x) for x, y in zip(qa, qb, strict=True)]
+    norm = math.sqrt(sum(v * v for v in quat)) or 1.0
+    pos = [x + a * (y - x) for x, y in zip(p[:3], q[:3], strict=True)]
+    return (pos[0], pos[1], pos[2], quat[0] / norm, quat[1] / norm, quat[2] / norm, quat[3] / norm)
