@@ -78,12 +78,34 @@ def _infrastructure(request: TrialRequest, trial_dir: Path) -> Iterator[None]:
         yield
 
 
-def _start_trial_processes(trial_dir: Path, procs: ProcessGroup) -> None:
+def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], list[str]]:
+    """Command lines of the OptiTrack emulator and the mocap recorder, from the twin settings."""
+    twin = request.twin
+    mode = "multicast" if twin.natnet_multicast else "unicast"
+    common = [
+        "--mode", mode, "--command-port", str(twin.natnet_command_port),
+        "--data-port", str(twin.natnet_data_port), "--up-axis", twin.mocap_up_axis,
+    ]  # fmt: skip
+    serve = [
+        "serve", *common, "--bind", twin.natnet_address,
+        "--rate", f"{twin.mocap_rate_hz:g}", "--noise-mm", f"{twin.mocap_noise_m * 1000:g}",
+        "--invalid-prob", f"{twin.mocap_dropout:g}", "--seed", str(request.seed),
+        "--source", "feed", "--feed-port", str(twin.truth_port),
+    ]  # fmt: skip
+    record = [
+        "record", str(trial_dir / MOCAP_BAG), *common, "--server", twin.natnet_address,
+        "--rigid-body-id", str(request.rigid_body_id),
+    ]  # fmt: skip
+    return serve, record
+
+
+def _start_trial_processes(request: TrialRequest, trial_dir: Path, procs: ProcessGroup) -> None:
+    serve, record = _natnet_args(request, trial_dir)
+    procs.start_python("natnet", "fieldtest.natnet", serve)
+    procs.wait_ready("natnet", marker="NatNet emulator:")
+    procs.start_python("recorder", "fieldtest.natnet", record)
+    procs.wait_ready("recorder", marker="mocap recorder:")
     arg = ["--trial-dir", str(trial_dir)]
-    procs.start_python("natnet", "fieldtest.natnet", ["serve", *arg])
-    procs.wait_ready("natnet")
-    procs.start_python("recorder", "fieldtest.natnet", ["record", *arg])
-    procs.wait_ready("recorder")
     procs.start_python("robot", "fieldtest.twin.robot", arg)
     procs.wait_ready("robot", timeout_s=30.0)
     procs.start_python("host", "fieldtest.twin.host", arg)
@@ -154,7 +176,7 @@ def run_twin_trial(
     reason, detail = "error", ""
     try:
         with _infrastructure(request, trial_dir):
-            _start_trial_processes(trial_dir, procs)
+            _start_trial_processes(request, trial_dir, procs)
             _wait_for_host(procs, request.plan, progress, kill_host_at_s)
             time.sleep(STOP_GRACE_S)
             reason, detail = _end_reason(procs.procs["host"].popen.returncode)
