@@ -1,0 +1,33 @@
+"""Security for every middleware from one SROS2-layout keystore (see docs/security.md).
+
+- ``keystore``: create/check the keystore, TLS material, governance variants.
+- ``settings``: the security settings a trial can select and their per-middleware fragments.
+- ``glue``: the same fragments from a ``TransportConfig`` (what the transports call).
+"""
+
+from .glue import (
+    cyclonedds_security_xml,
+    mosquitto_listener_lines,
+    mqtt_configure_client,
+    require_tls_name,
+    zenoh_config_overrides,
+)
+from .keystore import KeystoreError, KeystoreOptions, Validity, check_keystore, create_keystore
+from .settings import SECURITY_SETTINGS, SecuritySettingError, get_setting, settings_for
+
+__all__ = [
+    "SECURITY_SETTINGS",
+    "KeystoreError",
+    "KeystoreOptions",
+    "SecuritySettingError",
+    "Validity",
+    "check_keystore",
+    "create_keystore",
+    "cyclonedds_security_xml",
+    "get_setting",
+    "mosquitto_listener_lines",
+    "mqtt_configure_client",
+    "require_tls_name",
+    "settings_for",
+    "zenoh_config_overrides",
+]

@@ -1,0 +1,124 @@
+"""``fieldtest keys``: create, check and extend the kit's SROS2-layout keystore."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .governance import GOVERNANCE_PROFILES
+from .keystore import (
+    KeystoreError,
+    KeystoreOptions,
+    Validity,
+    activate_governance,
+    check_keystore,
+    create_keystore,
+    create_tls_material,
+    list_enclaves,
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest keys",
+        description="SROS2-layout keystore for DDS Security, Zenoh mTLS and Mosquitto TLS (one CA).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def keystore_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--keystore",
+            default=os.environ.get("ROS_SECURITY_KEYSTORE"),
+            required="ROS_SECURITY_KEYSTORE" not in os.environ,
+            help="keystore directory (default: $ROS_SECURITY_KEYSTORE)",
+        )
+
+    def validity_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--valid-days", type=float, default=3650, help="certificate lifetime (default 3650)")
+        p.add_argument(
+            "--start-days",
+            type=float,
+            default=-1.0,
+            help="validity start relative to now, in days (default -1: tolerates clock skew)",
+        )
+
+    def tls_names_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--tls-name",
+            action="append",
+            default=[],
+            metavar="ADDR",
+            help="extra IP address or host name for the TLS certificates (repeatable; "
+            "localhost and 127.0.0.1 are always included)",
+        )
+
+    create = sub.add_parser("create", help="create or complete a keystore with the kit's enclaves")
+    keystore_arg(create)
+    create.add_argument("--domain-id", type=int, default=int(os.environ.get("ROS_DOMAIN_ID", "0")))
+    create.add_argument("--namespace", default="", help="robot namespace prepended to the trial topics")
+    validity_args(create)
+    tls_names_arg(create)
+
+    check = sub.add_parser("check", help="verify files, signatures, chains and validity dates")
+    keystore_arg(check)
+
+    tls = sub.add_parser("tls", help="(re)issue Zenoh/Mosquitto TLS certificates from the keystore CA")
+    keystore_arg(tls)
+    validity_args(tls)
+    tls_names_arg(tls)
+
+    gov = sub.add_parser("governance", help="make a DDS setting's governance the one all enclaves use")
+    keystore_arg(gov)
+    gov.add_argument("--setting", required=True, choices=sorted(GOVERNANCE_PROFILES))
+    return parser
+
+
+def _report(keystore: str) -> int:
+    problems = check_keystore(keystore)
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    if problems:
+        print(f"{keystore}: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"{keystore}: ok, enclaves {', '.join(list_enclaves(keystore))}")
+    return 0
+
+
+def keys_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "create":
+            validity = Validity.from_days(args.valid_days, args.start_days)
+            options = KeystoreOptions(
+                domain_id=args.domain_id,
+                namespace=args.namespace,
+                validity=validity,
+                tls_names=tuple(args.tls_name),
+            )
+            create_keystore(args.keystore, options)
+            print(
+                f"{args.keystore}: created (domain {args.domain_id}, valid "
+                f"{validity.not_before:%Y-%m-%d} .. {validity.not_after:%Y-%m-%d} UTC)"
+            )
+            return _report(args.keystore)
+        if args.command == "check":
+            return _report(args.keystore)
+        if args.command == "tls":
+            files = create_tls_material(
+                args.keystore,
+                names=args.tls_name,
+                validity=Validity.from_days(args.valid_days, args.start_days),
+            )
+            print(f"{args.keystore}/tls: {', '.join(sorted(files))}")
+            return 0
+        activate_governance(args.keystore, args.setting)
+        print(f"{args.keystore}: enclaves now use governance {args.setting!r}")
+        return 0
+    except KeystoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(keys_main(sys.argv[1:]))

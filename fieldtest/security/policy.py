@@ -1,0 +1,267 @@
+"""Who may publish and subscribe what: the kit's enclaves and their DDS permissions documents.
+
+One table (``KIT_ENCLAVES``) drives every middleware: the DDS permissions of each enclave, the SROS2
+policy file written next to the keystore (so ``ros2 security create_permission`` and
+``zenoh_security_tools`` can consume the same intent), and the Zenoh/MQTT access-control lists.
+
+The permissions XML follows SROS2's ``policy/templates/dds/permissions.xsl``: one grant per enclave,
+``subject_name`` ``CN=<enclave path>``, the certificate's validity, one ``allow_rule`` with the
+sorted, de-duplicated publish/subscribe topic lists, a second ``allow_rule`` for rmw_cyclonedds'
+``ros_discovery_info`` and ``<default>DENY</default>``. ROS names map to DDS names as in ROS 2:
+topic ``/cmd_vel`` -> ``rt/cmd_vel``, service ``/n/get_parameters`` -> ``rq/n/get_parametersRequest``
+(request) and ``rr/n/get_parametersReply`` (reply).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from datetime import datetime
+
+# Topics of a trial (ROS names, before the robot namespace is applied).
+CMD_VEL = "/cmd_vel"
+CLOCK_PROBE = "/fieldtest/clock_probe"
+CLOCK_PROBE_REPLY = "/fieldtest/clock_probe_reply"
+CMD_RECEIPTS = "/fieldtest/cmd_receipts"
+CLOCK_OFFSET = "/fieldtest/clock_offset"
+MOCAP_POSE = "/mocap/pose"
+MOCAP_FRAMES = "/mocap/frames"
+
+# The topics that cross the host-robot link, as (topic, publishing role, subscribing role).
+# The robot initiates clock probes (it logs the offset samples), the host answers them.
+LINK_FLOWS: tuple[tuple[str, str, str], ...] = (
+    (CMD_VEL, "host", "robot"),
+    (CLOCK_PROBE, "robot", "host"),
+    (CLOCK_PROBE_REPLY, "host", "robot"),
+)
+LINK_TOPICS = tuple(topic for topic, _, _ in LINK_FLOWS)
+
+# What every rclcpp/rclpy node touches, as SROS2's example "common node" profiles grant it.
+ROS_GLOBAL_PUBLISH = ("/rosout", "/parameter_events")
+ROS_GLOBAL_SUBSCRIBE = ("/parameter_events", "/clock")
+ROS_NODE_SERVICES = (
+    "~describe_parameters",
+    "~get_parameter_types",
+    "~get_parameters",
+    "~list_parameters",
+    "~set_parameters",
+    "~set_parameters_atomically",
+    "~get_type_description",  # Jazzy and later
+)
+ROS_DISCOVERY_TOPIC = "ros_discovery_info"  # rmw_cyclonedds / rmw_fastrtps graph topic, no prefix
+
+PERMISSIONS_SCHEMA = "http://www.omg.org/spec/DDS-SECURITY/20170901/omg_shared_ca_permissions.xsd"
+
+
+@dataclass(frozen=True)
+class EnclaveSpec:
+    """One security identity: its enclave path (certificate CN), ROS nodes and topic rights.
+
+    Topic names are ROS names; relative ones (no leading '/') and the trial topics are placed
+    under the robot namespace, the ROS globals (/rosout, /parameter_events, /clock) are not.
+    """
+
+    path: str
+    role: str
+    description: str
+    nodes: tuple[str, ...] = ()
+    publish: tuple[str, ...] = ()
+    subscribe: tuple[str, ...] = ()
+    ros_node_defaults: bool = True  # add rosout, parameter events, clock and parameter services
+
+
+def _both_ways(*topics: str) -> dict[str, tuple[str, ...]]:
+    return {"publish": topics, "subscribe": topics}
+
+
+KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
+    EnclaveSpec(
+        "/fieldtest/host",
+        "host",
+        "square driver: publishes /cmd_vel, answers clock probes",
+        nodes=("square_driver",),
+        publish=(CMD_VEL, CLOCK_PROBE_REPLY),
+        subscribe=(CLOCK_PROBE,),
+    ),
+    EnclaveSpec(
+        "/fieldtest/robot",
+        "robot",
+        "link monitor: receives /cmd_vel, sends clock probes, reports receipts",
+        nodes=("link_monitor",),
+        publish=(CLOCK_PROBE, CMD_RECEIPTS, CLOCK_OFFSET),
+        subscribe=(CMD_VEL, CLOCK_PROBE_REPLY),
+    ),
+    # The bridges relay the link topics between a local DDS graph and Zenoh/MQTT in both
+    # directions, so each needs both rights on every link topic.
+    EnclaveSpec(
+        "/fieldtest/bridge_host",
+        "bridge_host",
+        "host-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
+        nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
+        **_both_ways(*LINK_TOPICS),
+    ),
+    EnclaveSpec(
+        "/fieldtest/bridge_robot",
+        "bridge_robot",
+        "robot-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
+        nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
+        **_both_ways(*LINK_TOPICS),
+    ),
+    EnclaveSpec(
+        "/fieldtest/mocap",
+        "mocap",
+        "OptiTrack NatNet relay: publishes the tracked pose and frame log",
+        nodes=("mocap_relay",),
+        publish=(MOCAP_POSE, MOCAP_FRAMES),
+    ),
+)
+
+
+def kit_enclave(role: str) -> EnclaveSpec:
+    for spec in KIT_ENCLAVES:
+        if spec.role == role or spec.path == role:
+            return spec
+    known = ", ".join(s.role for s in KIT_ENCLAVES)
+    raise KeyError(f"unknown enclave {role!r} (known: {known})")
+
+
+def ros_name(namespace: str, name: str) -> str:
+    """Fully qualified ROS name, as the XSL resolves it: absolute names stay, others go under ns."""
+    if name.startswith("/"):
+        return name
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
+    return f"{ns}/{name}"
+
+
+def trial_topic(namespace: str, topic: str) -> str:
+    """A trial topic under the robot namespace: ('/tb4', '/cmd_vel') -> '/tb4/cmd_vel'."""
+    ns = namespace.strip("/")
+    name = topic.strip("/")
+    return f"/{ns}/{name}" if ns else f"/{name}"
+
+
+def wire_key(namespace: str, topic: str) -> str:
+    """Zenoh key / MQTT topic of a ROS topic, as zenoh-bridge-ros2dds and the kit name it."""
+    return trial_topic(namespace, topic).lstrip("/")
+
+
+@dataclass
+class Grants:
+    """The DDS topic names an enclave may publish and subscribe."""
+
+    publish: set[str] = field(default_factory=set)
+    subscribe: set[str] = field(default_factory=set)
+
+
+def dds_grants(spec: EnclaveSpec, namespace: str = "") -> Grants:
+    grants = Grants()
+    grants.publish |= {"rt" + trial_topic(namespace, t) for t in spec.publish}
+    grants.subscribe |= {"rt" + trial_topic(namespace, t) for t in spec.subscribe}
+    if spec.ros_node_defaults:
+        grants.publish |= {"rt" + t for t in ROS_GLOBAL_PUBLISH}
+        grants.subscribe |= {"rt" + t for t in ROS_GLOBAL_SUBSCRIBE}
+        for node in spec.nodes:
+            for service in ROS_NODE_SERVICES:
+                name = ros_name(namespace, node + "/" + service[1:])
+                # request and reply both allowed, as in SROS2's common parameters profile
+                pair = {f"rq{name}Request", f"rr{name}Reply"}
+                grants.publish |= pair
+                grants.subscribe |= pair
+    return grants
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None) -> ET.Element:
+    child = ET.SubElement(parent, tag)
+    if text is not None:
+        child.text = text
+    return child
+
+
+def _dds_time(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _domains(parent: ET.Element, domain_id: int) -> None:
+    _sub(_sub(parent, "domains"), "id", str(domain_id))
+
+
+def _topic_list(parent: ET.Element, tag: str, topics: set[str]) -> None:
+    topics_el = _sub(_sub(parent, tag), "topics")
+    for topic in sorted(topics):
+        _sub(topics_el, "topic", topic)
+
+
+def permissions_xml(
+    spec: EnclaveSpec,
+    *,
+    domain_id: int,
+    not_before: datetime,
+    not_after: datetime,
+    namespace: str = "",
+    allow_ros_discovery_topic: bool = True,
+) -> str:
+    """The permissions document of one enclave (UTC validity taken from its certificate)."""
+    root = ET.Element("dds")
+    root.set("xmlns:xsi", "http://www.w3.org/2001/XMLSchema-instance")
+    root.set("xsi:noNamespaceSchemaLocation", PERMISSIONS_SCHEMA)
+    grant = _sub(_sub(root, "permissions"), "grant")
+    grant.set("name", spec.path)
+    _sub(grant, "subject_name", f"CN={spec.path}")
+    validity = _sub(grant, "validity")
+    _sub(validity, "not_before", _dds_time(not_before))
+    _sub(validity, "not_after", _dds_time(not_after))
+    grants = dds_grants(spec, namespace)
+    if grants.publish or grants.subscribe:
+        rule = _sub(grant, "allow_rule")
+        _domains(rule, domain_id)
+        if grants.publish:
+            _topic_list(rule, "publish", grants.publish)
+        if grants.subscribe:
+            _topic_list(rule, "subscribe", grants.subscribe)
+    if allow_ros_discovery_topic:
+        rule = _sub(grant, "allow_rule")
+        _domains(rule, domain_id)
+        _topic_list(rule, "publish", {ROS_DISCOVERY_TOPIC})
+        _topic_list(rule, "subscribe", {ROS_DISCOVERY_TOPIC})
+    _sub(grant, "default", "DENY")
+    return _to_text(root)
+
+
+def policy_xml(specs: tuple[EnclaveSpec, ...], namespace: str = "") -> str:
+    """An SROS2 policy file (format 0.2.0) with the same rights, for ``ros2 security`` tools."""
+    root = ET.Element("policy", version="0.2.0")
+    enclaves = _sub(root, "enclaves")
+    ns = "/" + namespace.strip("/") if namespace.strip("/") else "/"
+    for spec in specs:
+        enclave = _sub(enclaves, "enclave")
+        enclave.set("path", spec.path)
+        profiles = _sub(enclave, "profiles")
+        for node in spec.nodes or ("fieldtest",):
+            profile = _sub(profiles, "profile")
+            profile.set("ns", ns)
+            profile.set("node", node)
+            _policy_topics(profile, "publish", [t.lstrip("/") for t in spec.publish])
+            _policy_topics(profile, "subscribe", [t.lstrip("/") for t in spec.subscribe])
+            if spec.ros_node_defaults:
+                _policy_topics(profile, "publish", list(ROS_GLOBAL_PUBLISH))
+                _policy_topics(profile, "subscribe", list(ROS_GLOBAL_SUBSCRIBE))
+                services = _sub(profile, "services")
+                services.set("reply", "ALLOW")
+                services.set("request", "ALLOW")
+                for service in ROS_NODE_SERVICES:
+                    _sub(services, "service", service)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _to_text(root)
+
+
+def _policy_topics(profile: ET.Element, right: str, topics: list[str]) -> None:
+    if not topics:
+        return
+    el = _sub(profile, "topics")
+    el.set(right, "ALLOW")
+    for topic in topics:
+        _sub(el, "topic", topic)
+
+
+def _to_text(root: ET.Element) -> str:
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,423 @@
+"""Security settings a trial can select, and the per-middleware configuration each one implies.
+
+``SECURITY_SETTINGS`` maps a setting name to what it protects. The functions below turn a setting,
+a keystore (``fieldtest.security.keystore``) and a role into the fragments each transport needs:
+
+- DDS (CycloneDDS): the ``<Security>`` element for CYCLONEDDS_URI (``dds_security_xml``) or the
+  equivalent ``dds.sec.*`` participant properties (``dds_security_properties``), with the
+  governance of the chosen protection level.
+- Zenoh: ``transport.link.tls`` (mutual TLS) and ``access_control`` (``zenoh_security_overrides``).
+- MQTT: a mosquitto.conf listener + ACL file (``write_mosquitto_files``) and the paho client's TLS
+  arguments (``paho_tls_args``).
+"""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import quoteattr
+
+from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
+from .keystore import (
+    TLS_IDENTITIES,
+    KeystoreError,
+    enclave_dir,
+    governance_variant_path,
+    require_enclave_files,
+    tls_files,
+)
+from .policy import LINK_FLOWS, kit_enclave, wire_key
+
+DDS_MIDDLEWARES = ("dds",)
+ZENOH_MIDDLEWARES = ("zenoh-peer", "zenoh-router")
+MQTT_MIDDLEWARES = ("mqtt-local-broker", "mqtt-broker")
+
+# CycloneDDS security plugins: bare names as rmw_cyclonedds passes them (the loader finds
+# Debian's libdds_security_*.so), with their entry points.
+DDS_PLUGINS = {
+    "auth": ("dds_security_auth", "init_authentication", "finalize_authentication"),
+    "access": ("dds_security_ac", "init_access_control", "finalize_access_control"),
+    "crypto": ("dds_security_crypto", "init_crypto", "finalize_crypto"),
+}
+MQTT_TLS_PORT = 8883
+
+
+class SecuritySettingError(ValueError):
+    """An unknown setting, or one that does not apply to the chosen middleware."""
+
+
+@dataclass(frozen=True)
+class SecuritySetting:
+    name: str
+    kind: str  # "none", "dds" (DDS Security governance) or "tls" (Zenoh mTLS+ACL / MQTT TLS+ACL)
+    summary: str
+    governance: str | None = None
+
+    @property
+    def middlewares(self) -> tuple[str, ...]:
+        if self.kind == "dds":
+            return DDS_MIDDLEWARES
+        if self.kind == "tls":
+            return ZENOH_MIDDLEWARES + MQTT_MIDDLEWARES
+        return DDS_MIDDLEWARES + ZENOH_MIDDLEWARES + MQTT_MIDDLEWARES
+
+
+SECURITY_SETTINGS: dict[str, SecuritySetting] = {
+    "none": SecuritySetting("none", "none", "no authentication, no encryption, no access control"),
+    **{
+        name: SecuritySetting(name, "dds", f"DDS Security: {profile.summary}", governance=name)
+        for name, profile in GOVERNANCE_PROFILES.items()
+    },
+    "mtls-acl": SecuritySetting(
+        "mtls-acl",
+        "tls",
+        "Zenoh: mutual TLS + access control; MQTT: TLS with client certificates, no anonymous, per-identity ACL",
+    ),
+}
+
+
+def get_setting(name: str, middleware: str | None = None) -> SecuritySetting:
+    """The setting called ``name``; with ``middleware``, also check that it applies to it."""
+    try:
+        setting = SECURITY_SETTINGS[name]
+    except KeyError:
+        raise SecuritySettingError(
+            f"unknown security setting {name!r} (known: {', '.join(SECURITY_SETTINGS)})"
+        ) from None
+    if middleware is not None and middleware not in setting.middlewares:
+        raise SecuritySettingError(
+            f"security setting {name!r} does not apply to middleware {middleware!r} "
+            f"(it applies to: {', '.join(setting.middlewares)})"
+        )
+    return setting
+
+
+def settings_for(middleware: str) -> list[str]:
+    return [name for name, s in SECURITY_SETTINGS.items() if middleware in s.middlewares]
+
+
+def _enclave_path(role: str) -> str:
+    return role if role.startswith("/") else kit_enclave(role).path
+
+
+# ---------------------------------------------------------------- DDS
+
+
+@dataclass(frozen=True)
+class DdsSecurityFiles:
+    identity_ca: Path
+    certificate: Path
+    private_key: Path
+    permissions_ca: Path
+    governance: Path
+    permissions: Path
+
+
+def dds_security_files(
+    keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE
+) -> DdsSecurityFiles:
+    """Absolute paths of the six files a secure participant of ``role`` (or enclave path) loads.
+
+    Raises KeystoreError naming the first missing file, so a trial fails before the participant
+    does (Cyclone only says that the security plugins failed to initialise).
+    """
+    governance = get_setting(setting, "dds").governance or DEFAULT_GOVERNANCE
+    enclave = _enclave_path(role)
+    folder = require_enclave_files(keystore, enclave).absolute()
+    gov_path = governance_variant_path(keystore, governance).absolute()
+    if governance == DEFAULT_GOVERNANCE and not gov_path.is_file():
+        gov_path = folder / "governance.p7s"  # a keystore made by `ros2 security` alone
+    if not gov_path.is_file():
+        raise KeystoreError(f"{gov_path}: missing governance for setting {setting!r}")
+    return DdsSecurityFiles(
+        identity_ca=folder / "identity_ca.cert.pem",
+        certificate=folder / "cert.pem",
+        private_key=folder / "key.pem",
+        permissions_ca=folder / "permissions_ca.cert.pem",
+        governance=gov_path,
+        permissions=folder / "permissions.p7s",
+    )
+
+
+def _uri(path: Path) -> str:
+    return "file:" + str(path)
+
+
+def dds_security_properties(
+    keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE
+) -> dict[str, str]:
+    """The ``dds.sec.*`` participant properties (the keys rmw_cyclonedds sets)."""
+    files = dds_security_files(keystore, role, setting)
+    props = {
+        "dds.sec.auth.identity_ca": _uri(files.identity_ca),
+        "dds.sec.auth.identity_certificate": _uri(files.certificate),
+        "dds.sec.auth.private_key": _uri(files.private_key),
+        "dds.sec.access.permissions_ca": _uri(files.permissions_ca),
+        "dds.sec.access.governance": _uri(files.governance),
+        "dds.sec.access.permissions": _uri(files.permissions),
+    }
+    for short, (library, init, finalize) in DDS_PLUGINS.items():
+        props[f"dds.sec.{short}.library.path"] = library
+        props[f"dds.sec.{short}.library.init"] = init
+        props[f"dds.sec.{short}.library.finalize"] = finalize
+    return props
+
+
+def _library(kind: str) -> str:
+    path, init, finalize = DDS_PLUGINS[kind]
+    return f"<Library path={quoteattr(path)} initFunction={quoteattr(init)} finalizeFunction={quoteattr(finalize)}/>"
+
+
+def dds_security_xml(keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE) -> str:
+    """The ``<Security>`` element to place inside CYCLONEDDS_URI's ``<Domain>``."""
+    f = dds_security_files(keystore, role, setting)
+    return (
+        "<Security>"
+        f"<Authentication>{_library('auth')}"
+        f"<IdentityCA>{_uri(f.identity_ca)}</IdentityCA>"
+        f"<IdentityCertificate>{_uri(f.certificate)}</IdentityCertificate>"
+        f"<PrivateKey>{_uri(f.private_key)}</PrivateKey>"
+        "</Authentication>"
+        f"<AccessControl>{_library('access')}"
+        f"<PermissionsCA>{_uri(f.permissions_ca)}</PermissionsCA>"
+        f"<Governance>{_uri(f.governance)}</Governance>"
+        f"<Permissions>{_uri(f.permissions)}</Permissions>"
+        "</AccessControl>"
+        f"<Cryptographic>{_library('crypto')}</Cryptographic>"
+        "</Security>"
+    )
+
+
+def ros_security_env(keystore: Path | str, role: str) -> dict[str, str]:
+    """Environment for a ROS 2 node of the lab (run it with ``--ros-args --enclave <path>``)."""
+    enclave = _enclave_path(role)
+    require_enclave_files(keystore, enclave)
+    return {
+        "ROS_SECURITY_KEYSTORE": str(Path(keystore).absolute()),
+        "ROS_SECURITY_ENABLE": "true",
+        "ROS_SECURITY_STRATEGY": "Enforce",
+        "ROS_SECURITY_ENCLAVE_OVERRIDE": enclave,
+    }
+
+
+# ---------------------------------------------------------------- Zenoh
+
+
+def _zenoh_subject(role: str) -> dict[str, Any]:
+    return {"id": role, "cert_common_names": [tls_common_name(role)]}
+
+
+def tls_common_name(role: str) -> str:
+    return TLS_IDENTITIES[role]
+
+
+def zenoh_access_control(namespace: str = "") -> dict[str, Any]:
+    """ACL letting each role publish only what it sends and subscribe only what it receives.
+
+    The same block works on every node (peer, client or router): rules are checked per remote
+    subject, so a publisher P of key K needs ``put`` ingress and ``declare_subscriber`` egress, and
+    a subscriber S needs ``declare_subscriber`` ingress and ``put`` egress. The router may relay
+    everything on the trial's keys. Everything else is denied.
+    """
+    sends: dict[str, list[str]] = {"host": [], "robot": []}
+    receives: dict[str, list[str]] = {"host": [], "robot": []}
+    for topic, publisher, subscriber in LINK_FLOWS:
+        sends[publisher].append(wire_key(namespace, topic))
+        receives[subscriber].append(wire_key(namespace, topic))
+    all_keys = sorted({k for keys in sends.values() for k in keys})
+    rules: list[dict[str, Any]] = []
+    policies: list[dict[str, Any]] = []
+    for role in ("host", "robot"):
+        role_rules = [
+            _rule(f"{role}-puts", ["put"], ["ingress"], sends[role]),
+            _rule(f"{role}-hears-interest", ["declare_subscriber"], ["egress"], sends[role]),
+            _rule(f"{role}-subscribes", ["declare_subscriber"], ["ingress"], receives[role]),
+            _rule(f"{role}-receives", ["put"], ["egress"], receives[role]),
+        ]
+        role_rules = [r for r in role_rules if r["key_exprs"]]
+        rules += role_rules
+        policies.append({"id": f"{role}-policy", "rules": [r["id"] for r in role_rules], "subjects": [role]})
+    rules.append(_rule("router-relays", ["put", "declare_subscriber"], ["ingress", "egress"], all_keys))
+    policies.append({"id": "router-policy", "rules": ["router-relays"], "subjects": ["router"]})
+    return {
+        "enabled": True,
+        "default_permission": "deny",
+        "rules": rules,
+        "subjects": [_zenoh_subject(r) for r in ("host", "robot", "router")],
+        "policies": policies,
+    }
+
+
+def _rule(rule_id: str, messages: list[str], flows: list[str], keys: list[str]) -> dict[str, Any]:
+    return {
+        "id": rule_id,
+        "messages": messages,
+        "flows": flows,
+        "permission": "allow",
+        "key_exprs": sorted(keys),
+    }
+
+
+def tls_endpoint(endpoint: str) -> str:
+    """``tcp/<addr>:<port>`` -> ``tls/<addr>:<port>`` (other locators unchanged)."""
+    return "tls/" + endpoint[4:] if endpoint.startswith("tcp/") else endpoint
+
+
+def zenoh_tls_config(keystore: Path | str, role: str) -> dict[str, Any]:
+    """``transport.link.tls`` for ``role`` (host, robot or router): mutual TLS on the kit's CA."""
+    files = tls_files(keystore, role)
+    for path in (files.ca, files.cert, files.key):
+        if not path.is_file():
+            raise KeystoreError(f"{path}: missing (run `fieldtest keys tls`)")
+    cert, key = str(files.cert.absolute()), str(files.key.absolute())
+    return {
+        "root_ca_certificate": str(files.ca.absolute()),
+        "listen_certificate": cert,
+        "listen_private_key": key,
+        "connect_certificate": cert,
+        "connect_private_key": key,
+        "enable_mtls": True,
+        "verify_name_on_connect": True,
+    }
+
+
+def zenoh_security_overrides(
+    keystore: Path | str,
+    role: str,
+    setting: str = "mtls-acl",
+    *,
+    namespace: str = "",
+    session_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Config overrides for a Zenoh session of ``role``: TLS-only links, mTLS and the ACL.
+
+    With ``session_config`` (the plain session config), its tcp/ endpoints come back as tls/.
+    """
+    get_setting(setting, "zenoh-peer")
+    if setting == "none":
+        return {}
+    overrides: dict[str, Any] = {
+        "transport": {"link": {"protocols": ["tls"], "tls": zenoh_tls_config(keystore, role)}},
+        "access_control": zenoh_access_control(namespace),
+    }
+    for section in ("listen", "connect"):
+        endpoints = (session_config or {}).get(section, {}).get("endpoints")
+        if endpoints:
+            overrides[section] = {"endpoints": [tls_endpoint(e) for e in endpoints]}
+    return overrides
+
+
+# ---------------------------------------------------------------- MQTT
+
+
+def mosquitto_acl(namespace: str = "") -> str:
+    """Mosquitto ACL: each identity (certificate CN as user name) writes what it sends, reads what it receives."""
+    lines = ["# fieldtest: one block per certificate CN (use_identity_as_username); all else denied", ""]
+    for role in ("host", "robot"):
+        lines.append(f"user {tls_common_name(role)}")
+        for topic, publisher, subscriber in LINK_FLOWS:
+            if role == publisher:
+                lines.append(f"topic write {wire_key(namespace, topic)}")
+            if role == subscriber:
+                lines.append(f"topic read {wire_key(namespace, topic)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def mosquitto_tls_lines(
+    keystore: Path | str,
+    acl_path: Path | str,
+    *,
+    port: int = MQTT_TLS_PORT,
+    bind_address: str = "127.0.0.1",
+    run_as: str | None = None,
+) -> list[str]:
+    """mosquitto.conf (2.x) lines for one TLS listener: client certificates required, CN = user name.
+
+    ``run_as`` (default: the current user) is the account mosquitto keeps when started as root;
+    its default would be ``mosquitto``, which cannot read the 0600 broker key.
+    """
+    files = tls_files(keystore, "broker")
+    for path in (files.ca, files.cert, files.key):
+        if not path.is_file():
+            raise KeystoreError(f"{path}: missing (run `fieldtest keys tls`)")
+    return [
+        f"user {run_as or getpass.getuser()}",
+        "allow_anonymous false",
+        f"acl_file {Path(acl_path).absolute()}",
+        f"listener {port} {bind_address}",
+        f"cafile {files.ca.absolute()}",
+        f"certfile {files.cert.absolute()}",
+        f"keyfile {files.key.absolute()}",
+        "require_certificate true",
+        "use_identity_as_username true",
+        "tls_version tlsv1.2",
+    ]
+
+
+def mosquitto_conf(
+    keystore: Path | str,
+    acl_path: Path | str,
+    *,
+    port: int = MQTT_TLS_PORT,
+    bind_address: str = "127.0.0.1",
+    run_as: str | None = None,
+) -> str:
+    """A complete mosquitto.conf with the TLS listener of ``mosquitto_tls_lines``."""
+    lines = mosquitto_tls_lines(keystore, acl_path, port=port, bind_address=bind_address, run_as=run_as)
+    return "\n".join(
+        ["# fieldtest mosquitto TLS listener (generated)", "per_listener_settings false", *lines, ""]
+    )
+
+
+def write_mosquitto_files(
+    keystore: Path | str,
+    out_dir: Path | str,
+    *,
+    port: int = MQTT_TLS_PORT,
+    bind_address: str = "127.0.0.1",
+    namespace: str = "",
+    run_as: str | None = None,
+) -> Path:
+    """Write mosquitto.conf and acl into ``out_dir``; returns the conf path (mosquitto -c <it>)."""
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    acl = folder / "acl"
+    acl.write_text(mosquitto_acl(namespace))
+    conf = folder / "mosquitto.conf"
+    conf.write_text(mosquitto_conf(keystore, acl, port=port, bind_address=bind_address, run_as=run_as))
+    return conf
+
+
+def paho_tls_args(keystore: Path | str, role: str) -> dict[str, str]:
+    """Keyword arguments for ``paho.mqtt.client.Client.tls_set`` for ``role`` (host or robot)."""
+    files = tls_files(keystore, role)
+    for path in (files.ca, files.cert, files.key):
+        if not path.is_file():
+            raise KeystoreError(f"{path}: missing (run `fieldtest keys tls`)")
+    return {"ca_certs": str(files.ca), "certfile": str(files.cert), "keyfile": str(files.key)}
+
+
+__all__ = [
+    "SECURITY_SETTINGS",
+    "DdsSecurityFiles",
+    "SecuritySetting",
+    "SecuritySettingError",
+    "dds_security_files",
+    "dds_security_properties",
+    "dds_security_xml",
+    "enclave_dir",
+    "get_setting",
+    "mosquitto_acl",
+    "mosquitto_conf",
+    "mosquitto_tls_lines",
+    "paho_tls_args",
+    "ros_security_env",
+    "settings_for",
+    "write_mosquitto_files",
+    "zenoh_access_control",
+    "zenoh_security_overrides",
+    "zenoh_tls_config",
+]

@@ -1,0 +1,204 @@
+"""Secure CycloneDDS participants built from the kit's keystore: real plugins, real handshakes on loopback.
+
+Each participant runs in its own process: CYCLONEDDS_URI is read once per process, and a process
+holds one identity. The robot side takes its security from the <Security> XML block, the host
+side from dds.sec.* participant properties, so both forms the kit produces are exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fieldtest.security.governance import GOVERNANCE_PROFILES
+from fieldtest.security.keystore import KeystoreError, KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import (
+    SecuritySettingError,
+    dds_security_files,
+    dds_security_properties,
+    dds_security_xml,
+)
+
+cyclonedds = pytest.importorskip("cyclonedds")
+
+LOOPBACK = (
+    "<General><AllowMulticast>false</AllowMulticast>"
+    '<Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces></General>'
+    "<Discovery><ParticipantIndex>auto</ParticipantIndex><MaxAutoParticipantIndex>50</MaxAutoParticipantIndex>"
+    '<Peers><Peer address="127.0.0.1"/></Peers></Discovery>'
+)
+
+# One participant: argv = mode (pub|sub|write-only), topic, JSON config {xml, properties}.
+PEER = r"""
+import json, os, sys, threading, time
+from dataclasses import dataclass
+mode, topic_name, cfg = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+os.environ["CYCLONEDDS_URI"] = cfg["uri"]
+from cyclonedds.core import DDSException, Listener, Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.idl import IdlStruct
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+@dataclass
+class Probe(IdlStruct, typename="fieldtest::Probe"):
+    seq: int
+    text: str
+
+def report(**kw):
+    print(json.dumps(kw), flush=True)
+
+props = [Policy.Property(k, v) for k, v in cfg.get("properties", {}).items()]
+try:
+    dp = DomainParticipant(0, qos=Qos(*props) if props else None)
+except DDSException as exc:
+    report(event="participant_failed", error=str(exc)); sys.exit(3)
+qos = Qos(Policy.Reliability.Reliable(duration(seconds=1)), Policy.History.KeepLast(20))
+topic = Topic(dp, topic_name, Probe, qos=qos)
+matched = threading.Event()
+
+class OnMatch(Listener):
+    def on_publication_matched(self, writer, status):
+        if status.current_count > 0:
+            matched.set()
+
+try:
+    if mode == "sub":
+        reader = DataReader(dp, topic, qos=qos)
+        got, deadline = [], time.monotonic() + cfg.get("wait_s", 15)
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [s.text for s in reader.take(N=20)]
+            time.sleep(0.01)
+        report(event="received", count=len(got), texts=sorted(set(got)))
+        del reader
+    else:
+        writer = DataWriter(dp, topic, qos=qos, listener=OnMatch())
+        if mode == "pub":
+            ok = matched.wait(cfg.get("wait_s", 15))
+            for i in range(10):
+                writer.write(Probe(i, "fieldtest-marker"))
+                time.sleep(0.02)
+            writer.wait_for_acks(duration(seconds=3))
+            report(event="published", matched=ok)
+        else:
+            report(event="writer_created")
+        del writer
+except DDSException as exc:
+    report(event="entity_failed", error=str(exc)); sys.exit(4)
+del topic, dp
+"""
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    return create_keystore(
+        tmp_path_factory.mktemp("dds") / "keystore",
+        KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot"))),
+    )
+
+
+def uri(security_xml: str = "") -> str:
+    return f'<CycloneDDS><Domain id="any">{LOOPBACK}{security_xml}</Domain></CycloneDDS>'
+
+
+def start(mode: str, topic: str, config: dict) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k != "CYCLONEDDS_URI"}
+    return subprocess.Popen(
+        [sys.executable, "-c", PEER, mode, topic, json.dumps(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def result(proc: subprocess.Popen, timeout: float = 30) -> tuple[int, dict, str]:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return proc.returncode, (json.loads(lines[-1]) if lines else {}), err
+
+
+def robot_config(keystore: Path, setting: str) -> dict:
+    return {"uri": uri(dds_security_xml(keystore, "robot", setting))}
+
+
+def host_config(keystore: Path, setting: str) -> dict:
+    return {"uri": uri(), "properties": dds_security_properties(keystore, "host", setting)}
+
+
+@pytest.mark.parametrize("setting", list(GOVERNANCE_PROFILES))
+def test_secure_host_to_robot_delivery(keystore, setting):
+    sub = start("sub", "rt/cmd_vel", robot_config(keystore, setting))
+    pub = start("pub", "rt/cmd_vel", host_config(keystore, setting))
+    pub_rc, pub_out, pub_err = result(pub)
+    sub_rc, sub_out, sub_err = result(sub)
+    assert pub_rc == 0 and pub_out == {"event": "published", "matched": True}, pub_err
+    assert sub_rc == 0, sub_err
+    assert sub_out["event"] == "received" and sub_out["count"] >= 3
+    assert sub_out["texts"] == ["fieldtest-marker"]
+
+
+def test_secure_and_plain_participants_do_not_talk(keystore):
+    sub = start("sub", "rt/cmd_vel", {"uri": uri(), "wait_s": 3})
+    pub = start("pub", "rt/cmd_vel", {**host_config(keystore, "sros2"), "wait_s": 3})
+    _, pub_out, _ = result(pub)
+    _, sub_out, _ = result(sub)
+    assert pub_out.get("matched") is False
+    assert sub_out == {"event": "received", "count": 0, "texts": []}
+
+
+def test_permissions_forbid_robot_writing_cmd_vel(keystore):
+    rc, out, _ = result(start("write-only", "rt/cmd_vel", robot_config(keystore, "sros2")))
+    assert rc == 4 and out["event"] == "entity_failed"
+    assert "NOT_ALLOWED_BY_SECURITY" in out["error"]
+    # the same enclave may write what its permissions grant
+    rc, out, _ = result(start("write-only", "rt/fieldtest/clock_probe", robot_config(keystore, "sros2")))
+    assert (rc, out) == (0, {"event": "writer_created"})
+
+
+def test_missing_key_file_stops_before_and_inside_cyclone(keystore, tmp_path):
+    config = robot_config(keystore, "sros2")
+    key = keystore / "enclaves/fieldtest/robot/key.pem"
+    moved = tmp_path / "key.pem"
+    key.rename(moved)
+    try:
+        with pytest.raises(KeystoreError, match=r"enclaves/fieldtest/robot/key.pem: missing"):
+            dds_security_files(keystore, "robot")
+        rc, out, err = result(start("sub", "rt/cmd_vel", config))
+    finally:
+        moved.rename(key)
+    assert rc == 3 and out["event"] == "participant_failed"
+    assert "robot/key.pem" in err  # Cyclone logs the reason; the exception only says DDS_RETCODE_ERROR
+
+
+def test_participant_from_a_keystore_made_the_sros2_way(tmp_path):
+    from test_security_keystore import make_sros2_keystore
+
+    ks = make_sros2_keystore(tmp_path / "sros2_ks", "/talker")
+    config = {"uri": uri(dds_security_xml(ks, "/talker", "sros2"))}
+    rc, out, err = result(start("write-only", "rt/chatter", config))
+    assert (rc, out) == (0, {"event": "writer_created"}), err
+
+
+def test_security_xml_and_properties_name_the_same_files(keystore):
+    xml = dds_security_xml(keystore, "host", "rtps-sign")
+    props = dds_security_properties(keystore, "host", "rtps-sign")
+    for key in ("identity_ca", "identity_certificate", "private_key"):
+        assert props[f"dds.sec.auth.{key}"] in xml
+    assert props["dds.sec.access.governance"].endswith("fieldtest/governance/rtps-sign.p7s")
+    assert props["dds.sec.access.governance"] in xml
+    assert 'initFunction="init_crypto"' in xml
+    with pytest.raises(SecuritySettingError, match="does not apply to middleware 'dds'"):
+        dds_security_xml(keystore, "host", "mtls-acl")

@@ -1,0 +1,139 @@
+"""Mosquitto with the generated TLS listener and ACL: client certificates in, anonymous and strangers out."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import mosquitto_acl, paho_tls_args, write_mosquitto_files
+
+pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    return create_keystore(
+        tmp_path_factory.mktemp("mqtt") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"mosquitto exited: {proc.stderr.read()}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError("mosquitto did not start listening")
+
+
+@pytest.fixture(scope="module")
+def broker(keystore, tmp_path_factory):
+    port = free_port()
+    conf = write_mosquitto_files(keystore, tmp_path_factory.mktemp("broker"), port=port)
+    proc = subprocess.Popen(
+        ["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        wait_listening(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+
+
+class Client:
+    """A paho client that records its connection result and received payloads."""
+
+    def __init__(self, name: str, port: int, **tls):
+        self.connected = threading.Event()
+        self.reason = None
+        self.received: list[bytes] = []
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name)
+        self.client.tls_set(**tls)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = lambda c, u, m: self.received.append(m.payload)
+        self.port = port
+
+    def _on_connect(self, client, userdata, flags, reason, properties):
+        self.reason = reason
+        if not reason.is_failure:
+            self.connected.set()
+
+    def __enter__(self):
+        self.client.connect("127.0.0.1", self.port, keepalive=10)
+        self.client.loop_start()
+        return self
+
+    def __exit__(self, *exc):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_acl_gives_each_identity_its_direction():
+    acl = mosquitto_acl("tb4").splitlines()
+    host = acl[acl.index("user /fieldtest/host") :][:4]
+    robot = acl[acl.index("user /fieldtest/robot") :][:4]
+    assert "topic write tb4/cmd_vel" in host and "topic read tb4/cmd_vel" in robot
+    assert "topic read tb4/fieldtest/clock_probe" in host and "topic write tb4/fieldtest/clock_probe" in robot
+
+
+def test_certificate_clients_exchange_and_acl_blocks_the_robot_commanding(keystore, broker):
+    with (
+        Client("robot", broker, **paho_tls_args(keystore, "robot")) as robot,
+        Client("host", broker, **paho_tls_args(keystore, "host")) as host,
+    ):
+        assert robot.connected.wait(5) and host.connected.wait(5)
+        robot.client.subscribe("cmd_vel", qos=1)
+        host.client.subscribe("cmd_vel", qos=1)  # the ACL gives the host no read on cmd_vel
+        time.sleep(0.3)
+        robot.client.publish("cmd_vel", b"robot-cmd", qos=1).wait_for_publish(5)
+        host.client.publish("cmd_vel", b"host-cmd", qos=1).wait_for_publish(5)
+        deadline = time.monotonic() + 5
+        while not robot.received and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.3)
+        assert robot.received == [b"host-cmd"]
+        assert host.received == []
+
+
+def connects(port: int, name: str, timeout: float = 3.0, **tls) -> bool:
+    """Whether a client with these TLS settings gets a successful CONNACK (errors count as no)."""
+    client = Client(name, port, **tls)
+    try:
+        client.client.connect("127.0.0.1", port, keepalive=10)
+        deadline = time.monotonic() + timeout
+        while not client.connected.is_set() and time.monotonic() < deadline:
+            if client.client.loop(0.1) != mqtt.MQTT_ERR_SUCCESS:
+                break
+    except (ssl.SSLError, OSError):
+        return False
+    finally:
+        client.client.disconnect()
+    return client.connected.is_set()
+
+
+def test_only_clients_with_a_kit_certificate_get_in(keystore, broker, tmp_path):
+    ca = str(keystore / "tls/ca.pem")
+    rogue = create_rogue_tls(tmp_path / "rogue")["host"]
+    assert connects(broker, "host", **paho_tls_args(keystore, "host"))
+    assert not connects(broker, "anonymous", ca_certs=ca)
+    assert not connects(broker, "stranger", ca_certs=ca, certfile=str(rogue.cert), keyfile=str(rogue.key))

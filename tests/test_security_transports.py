@@ -1,0 +1,196 @@
+"""The kit's own transports with security on: TransportConfig(security=..., keystore=...) end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest import rosmsg
+from fieldtest.security import (
+    KeystoreError,
+    KeystoreOptions,
+    SecuritySettingError,
+    create_keystore,
+    cyclonedds_security_xml,
+    mosquitto_listener_lines,
+    mqtt_configure_client,
+    require_tls_name,
+    zenoh_config_overrides,
+)
+from fieldtest.security.policy import kit_enclave
+from fieldtest.transport import TransportConfig
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    enclaves = (kit_enclave("host"), kit_enclave("robot"))
+    return create_keystore(
+        tmp_path_factory.mktemp("transports") / "keystore", KeystoreOptions(enclaves=enclaves)
+    )
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Received:
+    def __init__(self):
+        self.seqs: list[int] = []
+        self.event = threading.Event()
+
+    def __call__(self, msg) -> None:
+        self.seqs.append(rosmsg.seq_of(msg.header.frame_id))
+        if len(self.seqs) >= 3:
+            self.event.set()
+
+
+# One DDS process per role: a secure identity is per process (one Cyclone domain config).
+DDS_ROLE = r"""
+import json, sys, threading, time
+from fieldtest import rosmsg
+from fieldtest.transport import TransportConfig, open_transport
+role, cfg = sys.argv[1], TransportConfig(**json.loads(sys.argv[2]))
+t = open_transport(cfg, role)
+try:
+    if role == "robot":
+        got, done = [], threading.Event()
+        def on_cmd(msg):
+            got.append(rosmsg.seq_of(msg.header.frame_id))
+            if len(got) >= 3: done.set()
+        t.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, on_cmd)
+        done.wait(15)
+        try:
+            t.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+            denied = False
+        except Exception as exc:
+            denied = "NOT_ALLOWED_BY_SECURITY" in str(exc)
+        print(json.dumps({"received": sorted(set(got)), "cmd_vel_writer_denied": denied}), flush=True)
+    else:
+        pub = t.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+        matched = t.wait_for_match("/cmd_vel", timeout_s=15)
+        for seq in range(10):
+            pub(rosmsg.command(seq, time.time_ns(), 0.33, 0.0)); time.sleep(0.03)
+        time.sleep(0.5)
+        print(json.dumps({"matched": matched}), flush=True)
+finally:
+    t.close()
+"""
+
+
+def run_role(role: str, config: TransportConfig) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", DDS_ROLE, role, config.model_dump_json()],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, dict, str]:
+    try:
+        out, err = proc.communicate(timeout=40)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    return proc.returncode, json.loads(lines[-1]) if lines else {}, err
+
+
+@pytest.mark.parametrize("setting", ["sros2", "rtps-encrypt"])
+def test_dds_transport_with_security(keystore, setting):
+    config = TransportConfig(middleware="dds", security=setting, keystore=str(keystore))
+    robot = run_role("robot", config)
+    host = run_role("host", config)
+    host_rc, host_out, host_err = finish(host)
+    robot_rc, robot_out, robot_err = finish(robot)
+    assert host_rc == 0 and host_out == {"matched": True}, host_err[-2000:]
+    assert robot_rc == 0, robot_err[-2000:]
+    assert len(robot_out["received"]) >= 3
+    assert robot_out["cmd_vel_writer_denied"] is True
+
+
+def test_dds_glue_rejects_wrong_domain_missing_keystore_and_wrong_setting(keystore, tmp_path):
+    with pytest.raises(KeystoreError, match="made for domain \\[0\\], the trial uses domain 5"):
+        cyclonedds_security_xml(
+            TransportConfig(middleware="dds", security="sros2", keystore=str(keystore), domain_id=5), "host"
+        )
+    with pytest.raises(KeystoreError, match="needs a keystore"):
+        cyclonedds_security_xml(TransportConfig(middleware="dds", security="sros2"), "host")
+    with pytest.raises(KeystoreError, match="keystore directory not found"):
+        cyclonedds_security_xml(
+            TransportConfig(middleware="dds", security="sros2", keystore=str(tmp_path / "none")), "host"
+        )
+    with pytest.raises(SecuritySettingError, match="does not apply to middleware 'zenoh-peer'"):
+        zenoh_config_overrides(
+            TransportConfig(middleware="zenoh-peer", security="sros2", keystore=str(keystore)), "host", {}
+        )
+
+
+def test_zenoh_transport_with_mtls_acl(keystore):
+    from fieldtest.transport.zenoh_ import open_zenoh, zenoh_config
+
+    config = TransportConfig(
+        middleware="zenoh-peer", security="mtls-acl", keystore=str(keystore), zenoh_port=free_port()
+    )
+
+    def overrides(role):
+        return zenoh_config_overrides(config, role, zenoh_config(config, role))
+
+    robot = open_zenoh(config, "robot", config_overrides=overrides("robot"))
+    host = open_zenoh(config, "host", config_overrides=overrides("host"))
+    try:
+        received = Received()
+        robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, received)
+        publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+        assert host.wait_matched("/cmd_vel", 5)
+        for seq in range(5):
+            publish(rosmsg.command(seq, time.time_ns(), 0.33, 0.0))
+        assert received.event.wait(5)
+        assert received.seqs[:3] == [0, 1, 2]
+    finally:
+        host.close()
+        robot.close()
+
+
+def test_zenoh_listener_address_must_be_in_the_certificate(keystore):
+    with pytest.raises(KeystoreError, match=r"robot.crt: does not name 10.9.8.7 .*--tls-name 10.9.8.7"):
+        require_tls_name(keystore, "robot", "10.9.8.7")
+    require_tls_name(keystore, "robot", "127.0.0.1")
+    require_tls_name(keystore, "robot", "localhost")
+
+
+@pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
+def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
+    from fieldtest.transport.broker import MosquittoBroker
+    from fieldtest.transport.mqtt import open_mqtt
+
+    config = TransportConfig(
+        middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()
+    )
+    lines = mosquitto_listener_lines(config, "127.0.0.1", config.mqtt_port, tmp_path / "acl")
+    with MosquittoBroker(config, tmp_path, listener_lines=lines):
+        robot = open_mqtt(config, "robot", configure_client=mqtt_configure_client(config, "robot"))
+        host = open_mqtt(config, "host", configure_client=mqtt_configure_client(config, "host"))
+        try:
+            received = Received()
+            robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, received)
+            time.sleep(0.3)  # let the subscription reach the broker
+            publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+            for seq in range(5):
+                publish(rosmsg.command(seq, time.time_ns(), 0.33, 0.0))
+            assert received.event.wait(5)
+            assert received.seqs[:3] == [0, 1, 2]
+        finally:
+            host.close()
+            robot.close()

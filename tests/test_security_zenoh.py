@@ -1,0 +1,204 @@
+"""Zenoh mutual TLS + access control from the kit's keystore, with real sessions on loopback."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import (
+    SecuritySettingError,
+    tls_endpoint,
+    zenoh_access_control,
+    zenoh_security_overrides,
+)
+
+zenoh = pytest.importorskip("zenoh")
+
+NO_SCOUTING = {"multicast": {"enabled": False}, "gossip": {"enabled": False}}
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    return create_keystore(
+        tmp_path_factory.mktemp("zenoh") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    merged = dict(base)
+    for key, value in overrides.items():
+        merged[key] = (
+            merge(merged[key], value)
+            if isinstance(value, dict) and isinstance(merged.get(key), dict)
+            else value
+        )
+    return merged
+
+
+def session_config(mode: str, listen: list[str], connect: list[str]) -> dict:
+    return {
+        "mode": mode,
+        "listen": {"endpoints": listen},
+        "connect": {"endpoints": connect, "timeout_ms": 3000, "exit_on_failure": bool(connect)},
+        "scouting": NO_SCOUTING,
+    }
+
+
+def secured(keystore: Path, role: str, base: dict) -> dict:
+    return merge(base, zenoh_security_overrides(keystore, role, session_config=base))
+
+
+def open_session(config: dict):
+    return zenoh.open(zenoh.Config.from_json5(json.dumps(config)))
+
+
+class Inbox:
+    def __init__(self):
+        self.items: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, sample) -> None:
+        with self.lock:
+            self.items.append(sample.payload.to_bytes())
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> list[bytes]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                if len(self.items) >= count:
+                    break
+            time.sleep(0.02)
+        with self.lock:
+            return list(self.items)
+
+
+def wait_matching(publisher, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not publisher.matching_status.matching and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return publisher.matching_status.matching
+
+
+@contextlib.contextmanager
+def sessions(*configs: dict):
+    opened = []
+    try:
+        for config in configs:
+            opened.append(open_session(config))
+        yield opened
+    finally:
+        for session in reversed(opened):
+            session.close()
+
+
+def test_generated_configs_are_accepted_by_zenoh(keystore):
+    for role in ("host", "robot", "router"):
+        base = session_config("peer", ["tcp/127.0.0.1:7447"], [])
+        config = zenoh.Config.from_json5(json.dumps(secured(keystore, role, base)))
+        tls = json.loads(config.get_json("transport/link/tls"))
+        assert tls["enable_mtls"] is True
+        assert tls["listen_certificate"] == str(tls_files(keystore, role).cert.absolute())
+        assert json.loads(config.get_json("listen/endpoints")) == ["tls/127.0.0.1:7447"]
+        acl = json.loads(config.get_json("access_control"))
+        assert acl["enabled"] is True and acl["default_permission"] == "deny"
+    with pytest.raises(SecuritySettingError):
+        zenoh_security_overrides(keystore, "host", "sros2")
+    assert zenoh_security_overrides(keystore, "host", "none") == {}
+
+
+def test_acl_grants_follow_the_link_flows():
+    acl = zenoh_access_control("/tb4")
+    rules = {r["id"]: r for r in acl["rules"]}
+    assert rules["host-puts"]["key_exprs"] == ["tb4/cmd_vel", "tb4/fieldtest/clock_probe_reply"]
+    assert rules["robot-puts"]["key_exprs"] == ["tb4/fieldtest/clock_probe"]
+    assert rules["robot-subscribes"]["key_exprs"] == ["tb4/cmd_vel", "tb4/fieldtest/clock_probe_reply"]
+    subjects = {s["id"]: s["cert_common_names"] for s in acl["subjects"]}
+    assert subjects == {
+        "host": ["/fieldtest/host"],
+        "robot": ["/fieldtest/robot"],
+        "router": ["/fieldtest/router"],
+    }
+    assert tls_endpoint("tcp/10.0.0.2:7447") == "tls/10.0.0.2:7447"
+
+
+def test_peer_tls_link_delivers_only_permitted_flows(keystore):
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    robot_cfg = secured(keystore, "robot", session_config("peer", [endpoint], []))
+    host_cfg = secured(keystore, "host", session_config("peer", [], [endpoint]))
+    with sessions(robot_cfg, host_cfg) as (robot, host):
+        assert host.info.peers_zid(), "host did not connect over TLS"
+        robot_cmd, host_cmd, host_probe = Inbox(), Inbox(), Inbox()
+        subs = [
+            robot.declare_subscriber("cmd_vel", robot_cmd),
+            host.declare_subscriber("cmd_vel", host_cmd),
+            host.declare_subscriber("fieldtest/clock_probe", host_probe),
+        ]
+        host_pub = host.declare_publisher("cmd_vel")
+        robot_probe = robot.declare_publisher("fieldtest/clock_probe")
+        robot_cmd_pub = robot.declare_publisher("cmd_vel")
+        assert wait_matching(robot_probe)
+        deadline = time.monotonic() + 5
+        while not robot_cmd.items and time.monotonic() < deadline:  # until the robot's subscription is known
+            host_pub.put(b"host-warmup")
+            time.sleep(0.05)
+        for i in range(5):
+            host_pub.put(b"host-%d" % i)
+            robot_probe.put(b"probe-%d" % i)
+            robot_cmd_pub.put(b"robot-%d" % i)  # forbidden: only the host commands
+        got_robot = robot_cmd.wait_for(10)
+        got_probe = host_probe.wait_for(5)
+        time.sleep(0.3)
+        assert [b"host-%d" % i for i in range(5)] == [
+            m for m in got_robot if m.startswith(b"host-") and m != b"host-warmup"
+        ]
+        assert got_probe == [b"probe-%d" % i for i in range(5)]
+        assert not [m for m in host_cmd.items if m.startswith(b"robot-")], (
+            "ACL let the robot publish cmd_vel to the host"
+        )
+        for sub in subs:
+            sub.undeclare()
+
+
+def test_client_with_certificate_from_another_ca_is_refused(keystore, tmp_path):
+    rogue = create_rogue_tls(tmp_path / "rogue")["host"]
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    robot_cfg = secured(keystore, "robot", session_config("peer", [endpoint], []))
+    intruder = secured(keystore, "host", session_config("peer", [], [endpoint]))
+    tls = intruder["transport"]["link"]["tls"]
+    for side in ("listen", "connect"):
+        tls[f"{side}_certificate"], tls[f"{side}_private_key"] = str(rogue.cert), str(rogue.key)
+    intruder["connect"]["timeout_ms"] = 1500
+    with sessions(robot_cfg) as (robot,):
+        with pytest.raises(zenoh.ZError):
+            open_session(intruder).close()
+        assert not robot.info.peers_zid()
+
+
+def test_router_relays_host_to_robot_over_mtls(keystore):
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    router_cfg = secured(keystore, "router", session_config("router", [endpoint], []))
+    robot_cfg = secured(keystore, "robot", session_config("client", [], [endpoint]))
+    host_cfg = secured(keystore, "host", session_config("client", [], [endpoint]))
+    with sessions(router_cfg, robot_cfg, host_cfg) as (_router, robot, host):
+        inbox = Inbox()
+        sub = robot.declare_subscriber("cmd_vel", inbox)
+        pub = host.declare_publisher("cmd_vel")
+        assert wait_matching(pub), "the host never learned of the robot's subscription"
+        for i in range(5):
+            pub.put(b"cmd-%d" % i)
+        assert inbox.wait_for(5) == [b"cmd-%d" % i for i in range(5)]
+        sub.undeclare()
