@@ -13,14 +13,42 @@ from importlib import import_module
 
 # name -> (module, function taking argv and returning an exit code, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
-    "demo": ("fieldtest.runner", "demo_main", "run the digital-twin trial over every middleware and report (default)"),
-    "trial": ("fieldtest.runner", "trial_main", "run one digital-twin trial with chosen middleware, security, network"),
+    "demo": (
+        "fieldtest.runner",
+        "demo_main",
+        "run the digital-twin trial over every middleware and report (default)",
+    ),
+    "trial": (
+        "fieldtest.runner",
+        "trial_main",
+        "run one digital-twin trial with chosen middleware, security, network",
+    ),
     "plan": ("fieldtest.cli", "plan_main", "show the square plan: timing, corners, warnings"),
-    "analyze": ("fieldtest.analysis.cli", "analyze_main", "analyse one trial directory: drift, latency, plots, report"),
-    "compare": ("fieldtest.analysis.cli", "compare_main", "compare many trials: tables per middleware x security x network"),
-    "keys": ("fieldtest.security.cli", "keys_main", "create or check an SROS2 keystore with TLS material for Zenoh and MQTT"),
-    "campaign": ("fieldtest.runner", "campaign_main", "run a campaign YAML (matrix of trials) in the twin and compare"),
-    "lab": ("fieldtest.labrun.cli", "lab_main", "lab runner: pre-flight, run and collect a trial with a real TurtleBot 4"),
+    "analyze": (
+        "fieldtest.analysis.cli",
+        "analyze_main",
+        "analyse one trial directory: drift, latency, plots, report",
+    ),
+    "compare": (
+        "fieldtest.analysis.cli",
+        "compare_main",
+        "compare many trials: tables per middleware x security x network",
+    ),
+    "keys": (
+        "fieldtest.security.cli",
+        "keys_main",
+        "create or check an SROS2 keystore with TLS material for Zenoh and MQTT",
+    ),
+    "campaign": (
+        "fieldtest.runner",
+        "campaign_main",
+        "run a campaign YAML (matrix of trials) in the twin and compare",
+    ),
+    "lab": (
+        "fieldtest.labrun.cli",
+        "lab_main",
+        "lab runner: pre-flight, run and collect a trial with a real TurtleBot 4",
+    ),
 }
 
 EPILOG = """\
@@ -40,7 +68,9 @@ def plan_main(argv: list[str]) -> int:
     from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 
     parser = argparse.ArgumentParser(prog="fieldtest plan", description="Show the square plan.")
-    parser.add_argument("plan_yaml", nargs="?", help="a YAML file with SquarePlan fields (default: the seed study)")
+    parser.add_argument(
+        "plan_yaml", nargs="?", help="a YAML file with SquarePlan fields (default: the seed study)"
+    )
     args = parser.parse_args(argv)
     try:
         if args.plan_yaml:
@@ -52,12 +82,17 @@ def plan_main(argv: list[str]) -> int:
         print(f"fieldtest plan: {exc}", file=sys.stderr)
         return 2
     print(f"speed {plan.linear_speed_mps} m/s, turns {plan.turn_rate_dps} deg/s ({plan.turn_direction})")
-    print(f"side {plan.side_m:.3f} m in {plan.side_s:.3f} s, turn {plan.turn_s:.3f} s, lap {plan.lap_s:.3f} s")
+    print(
+        f"side {plan.side_m:.3f} m in {plan.side_s:.3f} s, turn {plan.turn_s:.3f} s, lap {plan.lap_s:.3f} s"
+    )
     print(f"{plan.laps} laps = {plan.motion_s:.1f} s of motion after {plan.start_delay_s} s of zero commands")
     print(f"{plan.n_ticks()} commands at {plan.command_rate_hz:g} Hz")
     for lap in range(plan.laps):
         corners = plan.ideal_pose(plan.corner_times_s(lap))
-        print(f"lap {lap + 1} corners: " + ", ".join(f"({x:.2f}, {y:.2f})".replace("-0.00", "0.00") for x, y, _ in corners))
+        print(
+            f"lap {lap + 1} corners: "
+            + ", ".join(f"({x:.2f}, {y:.2f})".replace("-0.00", "0.00") for x, y, _ in corners)
+        )
     for warning in plan.warnings():
         print(f"warning: {warning}")
     return 0
@@ -86,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[0] not in SUBCOMMANDS:
         parser.print_usage(sys.stderr)
-        print(f"fieldtest: unknown command {argv[0]!r} (choose from {', '.join(SUBCOMMANDS)})", file=sys.stderr)
+        print(
+            f"fieldtest: unknown command {argv[0]!r} (choose from {', '.join(SUBCOMMANDS)})", file=sys.stderr
+        )
         return 2
     try:
         return _load(argv[0])(argv[1:])

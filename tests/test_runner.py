@@ -56,7 +56,9 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     # Frames before the robot feeds its pose are tracking-invalid; during the run all are valid.
     stream = [m for t, m in mocap.messages(MOCAP_FRAMES_TOPIC) if t >= record.outcome.stream_start_ns]
     assert len(stream) > 100 and sum(m.tracking_valid for m in stream) >= 0.99 * len(stream)
-    assert mocap.count(MOCAP_POSE_TOPIC) == sum(m.tracking_valid for _, m in mocap.messages(MOCAP_FRAMES_TOPIC))
+    assert mocap.count(MOCAP_POSE_TOPIC) == sum(
+        m.tracking_valid for _, m in mocap.messages(MOCAP_FRAMES_TOPIC)
+    )
     assert set(record.outcome.cpu) >= {"host", "robot", "natnet", "recorder"}
     assert record.outcome.stream_start_ns is not None
 
