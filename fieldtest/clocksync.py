@@ -1,0 +1,187 @@
+"""Clock offset between two machines from NTP-style four-timestamp probes (no ROS, no I/O).
+
+The initiator (the robot, which needs the offset to correct its latency log) sends a probe with
+t1 (its clock); the responder (the host) stamps t2 on receipt and t3 on reply (its clock); the
+initiator stamps t4 when the reply arrives. Then
+
+    offset = ((t2 - t1) + (t3 - t4)) / 2     responder clock minus initiator clock
+    delay  = (t4 - t1) - (t3 - t2)           round trip without the responder's own time
+
+The offset error is at most delay / 2 (when all of the delay sits on one side), so the estimate
+used is the offset of the minimum-delay probe among the latest ``window`` ones: the window lets
+the estimate follow slowly drifting clocks through a long trial. The twin processes and the lab's
+rclpy nodes wrap the same ``ProbeInitiator`` / ``ProbeResponder`` in their own messages.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+NS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class ProbeSample:
+    """One completed probe; t1/t4 on the initiator's clock, t2/t3 on the responder's (ns)."""
+
+    id: int
+    t1_ns: int
+    t2_ns: int
+    t3_ns: int
+    t4_ns: int
+
+    @property
+    def offset_s(self) -> float:
+        return ((self.t2_ns - self.t1_ns) + (self.t3_ns - self.t4_ns)) / 2 / NS
+
+    @property
+    def delay_s(self) -> float:
+        return ((self.t4_ns - self.t1_ns) - (self.t3_ns - self.t2_ns)) / NS
+
+
+def offset_and_delay(t1_ns: int, t2_ns: int, t3_ns: int, t4_ns: int) -> tuple[float, float]:
+    sample = ProbeSample(0, t1_ns, t2_ns, t3_ns, t4_ns)
+    return sample.offset_s, sample.delay_s
+
+
+def to_responder_ns(initiator_ns: int, offset_s: float) -> int:
+    """A time on the initiator's clock expressed on the responder's clock."""
+    return initiator_ns + round(offset_s * NS)
+
+
+def one_way_latency_s(sent_ns: int, received_ns: int, offset_s: float) -> float:
+    """Latency of a message sent at ``sent_ns`` (sender = responder clock) and received at
+    ``received_ns`` (receiver = initiator clock), given offset = sender minus receiver clock."""
+    if not math.isfinite(offset_s):
+        return math.nan
+    return (received_ns - sent_ns) / NS + offset_s
+
+
+class MinDelayFilter:
+    """Offset of the minimum-delay sample among the latest ``window`` samples."""
+
+    def __init__(self, window: int = 16):
+        if window < 1:
+            raise ValueError(f"window must be at least 1, got {window}")
+        self._recent: deque[ProbeSample] = deque(maxlen=window)
+        self.best: ProbeSample | None = None
+
+    def add(self, sample: ProbeSample) -> ProbeSample | None:
+        self._recent.append(sample)
+        self.best = min(self._recent, key=lambda s: s.delay_s)
+        return self.best
+
+    @property
+    def offset_s(self) -> float:
+        return math.nan if self.best is None else self.best.offset_s
+
+    @property
+    def delay_s(self) -> float:
+        return math.nan if self.best is None else self.best.delay_s
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+
+def best_offset(samples: list[ProbeSample]) -> ProbeSample | None:
+    """The minimum-delay sample of a whole trial (for post-hoc correction)."""
+    return min(samples, key=lambda s: s.delay_s, default=None)
+
+
+class ProbeInitiator:
+    """The probing side: when to probe, which replies to trust, the running offset estimate.
+
+    Probes go out ``burst_interval_s`` apart until ``burst`` of them have been answered (an
+    estimate within a fraction of a second once the responder is up), then every ``interval_s``. Replies that do not match an
+    outstanding probe (wrong id or t1, duplicated, older than ``timeout_s``) or that imply a
+    negative delay are ignored. Thread-safe: replies arrive on a middleware thread.
+    """
+
+    def __init__(
+        self,
+        burst: int = 10,
+        burst_interval_s: float = 0.05,
+        interval_s: float = 0.5,
+        timeout_s: float = 2.0,
+        window: int = 16,
+    ):
+        self.burst = burst
+        self.burst_interval_ns = round(burst_interval_s * NS)
+        self.interval_ns = round(interval_s * NS)
+        self.timeout_ns = round(timeout_s * NS)
+        self.filter = MinDelayFilter(window)
+        self.samples: list[ProbeSample] = []
+        self.sent = 0
+        self.ignored = 0
+        self._outstanding: dict[int, int] = {}  # id -> t1
+        self._last_sent_ns: int | None = None
+        self._lock = threading.Lock()
+
+    def due(self, now_ns: int) -> bool:
+        due_ns = self.next_due_ns()
+        return due_ns is None or now_ns >= due_ns
+
+    def next_due_ns(self) -> int | None:
+        """When the next probe should go out (None: now, nothing sent yet)."""
+        with self._lock:
+            if self._last_sent_ns is None:
+                return None
+            gap = self.burst_interval_ns if len(self.samples) < self.burst else self.interval_ns
+            return self._last_sent_ns + gap
+
+    def make_probe(self, now_ns: int) -> tuple[int, int]:
+        """Register a probe sent now; returns (id, t1_ns) to put in the message."""
+        with self._lock:
+            probe_id = self.sent & 0xFFFFFFFF  # uint32 on the wire
+            self.sent += 1
+            self._outstanding[probe_id] = now_ns
+            for old_id, t1 in list(self._outstanding.items()):
+                if now_ns - t1 > self.timeout_ns:
+                    del self._outstanding[old_id]
+            self._last_sent_ns = now_ns
+            return probe_id, now_ns
+
+    def on_reply(self, probe_id: int, t1_ns: int, t2_ns: int, t3_ns: int, t4_ns: int) -> ProbeSample | None:
+        """Take a reply received at ``t4_ns``; returns the completed sample, None if ignored."""
+        with self._lock:
+            sample = ProbeSample(probe_id, t1_ns, t2_ns, t3_ns, t4_ns)
+            stale = t4_ns - t1_ns > self.timeout_ns
+            if self._outstanding.get(probe_id) != t1_ns or stale or sample.delay_s < 0 or t3_ns < t2_ns:
+                self.ignored += 1
+                return None
+            del self._outstanding[probe_id]
+            self.samples.append(sample)
+            self.filter.add(sample)
+            return sample
+
+    @property
+    def offset_s(self) -> float:
+        with self._lock:
+            return self.filter.offset_s
+
+    @property
+    def delay_s(self) -> float:
+        with self._lock:
+            return self.filter.delay_s
+
+    @property
+    def completed(self) -> int:
+        return len(self.samples)
+
+
+class ProbeResponder:
+    """The answering side: stamp t2 on receipt, t3 just before the reply goes out."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+
+    def answer(
+        self, probe_id: int, t1_ns: int, t2_ns: int, now_ns: Callable[[], int]
+    ) -> tuple[int, int, int, int]:
+        """(id, t1, t2, t3) for the reply; ``now_ns`` is the clock function read for t3."""
+        self.answered += 1
+        return probe_id, t1_ns, t2_ns, now_ns()

@@ -1,0 +1,168 @@
+"""What the twin host and robot processes share: reading the request, signals, outcome updates."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fieldtest.record import TRIAL_FILE, TrialOutcome, TrialRequest, read_trial, write_trial
+
+# A middleware thread waiting for the GIL gets it within this long (Python's default is 5 ms,
+# which shows up as millisecond spikes in the measured latency and in when commands apply).
+GIL_SWITCH_S = 0.0002
+LOCK_FILE = ".trial.lock"  # every process that rewrites trial.yaml mid-trial holds this lock
+
+
+class TwinConfigError(ValueError):
+    """A request file the twin processes cannot use; the message names the file."""
+
+
+def load_request(trial_dir: Path, config: Path | None) -> TrialRequest:
+    """The TrialRequest from ``config`` (JSON or YAML) if given, else from ``trial_dir/trial.yaml``."""
+    if config is None:
+        return read_trial(trial_dir).request  # raises TrialFormatError naming the file
+    try:
+        raw = yaml.safe_load(config.read_text())  # JSON is YAML too
+    except OSError as exc:
+        raise TwinConfigError(f"{config}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise TwinConfigError(f"{config}: not valid JSON or YAML ({str(exc).splitlines()[0]})") from None
+    if isinstance(raw, dict) and "request" in raw and "format_version" in raw:
+        raw = raw["request"]  # a whole trial.yaml given as --config
+    if not isinstance(raw, dict):
+        raise TwinConfigError(f"{config}: expected a mapping of TrialRequest fields")
+    try:
+        return TrialRequest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise TwinConfigError(f"{config}: {where}: {first['msg']}") from None
+    except ValueError as exc:  # PlanError raised inside a validator
+        raise TwinConfigError(f"{config}: {exc}") from None
+
+
+def warm_up_codecs(*typenames: str) -> None:
+    """Build rosbags' (de)serializers now: the first use of a type compiles them (10-20 ms),
+    which would otherwise land inside the first command's measured latency."""
+    from fieldtest import rosmsg
+
+    samples = {
+        rosmsg.TWIST_STAMPED: rosmsg.command(0, 0, 0.0, 0.0),
+        rosmsg.TWIST: rosmsg.twist(0.0, 0.0),
+        rosmsg.HEADER: rosmsg.header(0, "seq:0"),
+        rosmsg.POSE_STAMPED: rosmsg.pose_stamped(0, "w", (0, 0, 0), (0, 0, 0, 1)),
+        rosmsg.CLOCK_PROBE: rosmsg.msg_class(rosmsg.CLOCK_PROBE)(
+            id=0, t1=rosmsg.time_msg(0), t2=rosmsg.time_msg(0), t3=rosmsg.time_msg(0)
+        ),
+        rosmsg.COMMAND_RECEIPT: rosmsg.msg_class(rosmsg.COMMAND_RECEIPT)(
+            seq=0,
+            sent=rosmsg.time_msg(0),
+            received=rosmsg.time_msg(0),
+            clock_offset_s=0.0,
+            latency_s=0.0,
+            twist=rosmsg.twist(0.0, 0.0),
+        ),
+    }
+    for typename in typenames:
+        msg = samples.get(typename)
+        if msg is None:
+            continue
+        rosmsg.deserialize(rosmsg.serialize(msg, typename), typename)
+
+
+def update_outcome(trial_dir: Path, change: Callable[[TrialOutcome], None]) -> bool:
+    """Apply ``change`` to trial.yaml's outcome under the trial lock; False if there is no trial.yaml."""
+    if not (trial_dir / TRIAL_FILE).is_file():
+        return False
+    with (trial_dir / LOCK_FILE).open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            record = read_trial(trial_dir)
+            change(record.outcome)
+            write_trial(trial_dir, record)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return True
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    """A small JSON summary next to the bag (atomic), readable even without trial.yaml."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly)."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum, _frame) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop.received = received  # type: ignore[attr-defined]
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def signal_exit_code(stop: threading.Event) -> int:
+    """128 + the first signal that stopped the process (143 SIGTERM, 130 SIGINT), 0 if none."""
+    received = getattr(stop, "received", [])
+    return 128 + received[0] if received else 0
+
+
+def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> threading.Thread:
+    """Set ``stop`` if the parent process dies, so an orphaned twin process does not linger."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(poll_s):
+            if os.getppid() != parent:
+                stop.set()
+                return
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+REALTIME_PRIORITY = 10
+REALTIME_ENV = "FIELDTEST_REALTIME"  # "0" turns the real-time scheduling attempt off
+
+
+def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
+    """Ask for SCHED_FIFO (needs root or CAP_SYS_NICE); True if granted.
+
+    Call it before opening the middleware: threads started later inherit the policy. The twin's
+    processes sleep between events, so they cannot starve the machine, and on a busy 2-core box
+    this cuts their scheduling jitter (command send times, arrival times) from milliseconds to
+    tens of microseconds, which would otherwise show up as lap-to-lap drift that is not the stack's.
+    """
+    if os.environ.get(REALTIME_ENV, "1") == "0" or not hasattr(os, "sched_setscheduler"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (PermissionError, OSError):
+        return False
+    return True
+
+
+def say(line: str) -> None:
+    """One status line on stdout, flushed at once (the runner watches the process log)."""
+    print(line, flush=True)

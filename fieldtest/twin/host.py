@@ -1,0 +1,293 @@
+"""The host streamer process: the plan's /cmd_vel stream, on time, always ending with a stop burst.
+
+    python -m fieldtest.twin.host --trial-dir D [--config REQUEST.{json,yaml}]
+
+It joins the trial's middleware as the host, answers the robot's clock-offset probes, waits until
+the robot is on the link (a probe arrived and, where the transport can tell, the command topic has
+a subscriber), then sends plan tick k at stream start + k / rate. Deadlines are absolute, so
+sleep overshoot never accumulates; a late tick is sent at once and the next keeps its own time.
+Each command is a TwistStamped (header.stamp = send time, frame_id "seq:<k>"); with
+``cmd_type: twist`` (Humble) a Twist on /cmd_vel followed by a std_msgs/Header on
+/fieldtest/cmd_stamp. Every command goes into the host bag (D/host) as the TwistStamped sent.
+
+Whatever ends the stream (the last tick, SIGTERM, SIGINT/Ctrl-C) it sends ``STOP_BURST_COUNT``
+zero commands with seq numbers from n_ticks on, then closes the bag. Exit code 0 when the plan
+completed, 128 + signal number when stopped by a signal, 3 when the robot never showed up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fieldtest import rosmsg
+from fieldtest.clocksync import ProbeResponder
+from fieldtest.plan import Schedule
+from fieldtest.record import (
+    CLOCK_PROBE_REPLY_TOPIC,
+    CLOCK_PROBE_TOPIC,
+    CMD_VEL_TOPIC,
+    HOST_BAG,
+    BagWriter,
+    TrialFormatError,
+    TrialRequest,
+)
+from fieldtest.transport import Transport, open_transport
+from fieldtest.twin.clock import Clock
+from fieldtest.twin.common import (
+    GIL_SWITCH_S,
+    TwinConfigError,
+    load_request,
+    say,
+    signal_exit_code,
+    stop_on_signals,
+    try_realtime,
+    update_outcome,
+    warm_up_codecs,
+    watch_parent,
+    write_status,
+)
+from fieldtest.twin.robot import CMD_STAMP_TOPIC
+
+STOP_BURST_COUNT = 5
+STOP_BURST_SPACING_S = 0.02
+LINK_TIMEOUT_S = 30.0
+LINK_SETTLE_S = 0.5  # after the robot is seen: discovery of the remaining endpoints
+STREAM_LEAD_S = 0.05  # tick 0 this long after the decision to start, so it is on time
+LINGER_S = 0.3  # after the stop burst: let queued/reliable messages leave before closing
+STATUS_FILE = "host_status.json"
+EXIT_NO_ROBOT = 3
+
+SendFn = Callable[[int, float, float], int]
+
+
+def emit_schedule(
+    clock: Clock, start_ns: int, schedule: Schedule, send: SendFn, stop: threading.Event | None = None
+) -> int:
+    """Send tick i at ``start_ns + t_s[i]`` (absolute deadlines); returns how many were sent."""
+    for i in range(len(schedule.seq)):
+        if not clock.sleep_until(start_ns + round(float(schedule.t_s[i]) * 1e9), stop):
+            return i
+        send(int(schedule.seq[i]), float(schedule.linear_mps[i]), float(schedule.angular_rps[i]))
+    return len(schedule.seq)
+
+
+def _wait_matched(transport: Transport, topic: str, timeout_s: float) -> bool | None:
+    """Ask the transport whether ``topic`` has a remote subscriber, if it can tell (else None)."""
+    for name in ("wait_matched", "wait_for_match"):
+        method = getattr(transport, name, None)
+        if method is not None:
+            return bool(method(topic, timeout_s=timeout_s))
+    return None
+
+
+@dataclass
+class StreamResult:
+    start_ns: int | None = None
+    plan_sent: int = 0
+    burst_sent: int = 0
+    completed: bool = False
+    end: str = "not-started"
+
+
+class HostStreamer:
+    """The host side of a trial: command publisher(s), probe responder, host bag."""
+
+    def __init__(
+        self,
+        request: TrialRequest,
+        trial_dir: Path,
+        *,
+        transport: Transport | None = None,
+        realtime: bool = False,
+    ):
+        self.request = request
+        self.realtime = realtime
+        self.plan = request.plan
+        self.trial_dir = trial_dir
+        self.clock = Clock()
+        self.started_ns = self.clock.now_ns()
+        self.responder = ProbeResponder()
+        self.first_probe_ns: int | None = None
+        warm_up_codecs(rosmsg.TWIST_STAMPED, rosmsg.TWIST, rosmsg.HEADER, rosmsg.CLOCK_PROBE)
+        self.transport = transport or open_transport(request.transport, "host")
+        try:
+            self.bag = BagWriter(trial_dir / HOST_BAG)
+        except BaseException:
+            self.transport.close()
+            raise
+        self.twist_mode = request.cmd_type == "twist"
+        if self.twist_mode:
+            self._publish_twist = self.transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST)
+            self._publish_stamp = self.transport.publisher(CMD_STAMP_TOPIC, rosmsg.HEADER)
+        else:
+            self._publish_cmd = self.transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
+        self._publish_reply = self.transport.publisher(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE)
+        self.transport.subscribe(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe)
+        self.result = StreamResult()
+
+    # Clock probes -------------------------------------------------------------------------
+    def _on_probe(self, msg: Any) -> None:
+        t2 = self.clock.now_ns()
+        if self.first_probe_ns is None:
+            self.first_probe_ns = t2
+        probe_id, t1, _, t3 = self.responder.answer(msg.id, rosmsg.ns_of(msg.t1), t2, self.clock.now_ns)
+        reply = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(
+            id=probe_id, t1=rosmsg.time_msg(t1), t2=rosmsg.time_msg(t2), t3=rosmsg.time_msg(t3)
+        )
+        self._publish_reply(reply)
+
+    # Commands -----------------------------------------------------------------------------
+    def send_command(self, seq: int, linear: float, angular: float) -> int:
+        """Publish one command now; returns its send time (host clock, ns)."""
+        sent_ns = self.clock.now_ns()
+        cmd = rosmsg.command(seq, sent_ns, linear, angular)
+        if self.twist_mode:
+            self._publish_twist(cmd.twist)
+            self._publish_stamp(cmd.header)
+        else:
+            self._publish_cmd(cmd)
+        self.bag.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, sent_ns, cmd)
+        return sent_ns
+
+    def wait_for_robot(self, stop: threading.Event, timeout_s: float = LINK_TIMEOUT_S) -> bool:
+        """True once the robot's probes arrive and the command topic is matched, then a settle time."""
+        deadline = time.monotonic() + timeout_s
+        while self.first_probe_ns is None:
+            if stop.is_set() or time.monotonic() > deadline:
+                return False
+            stop.wait(0.01)
+        topics = [CMD_VEL_TOPIC, CMD_STAMP_TOPIC] if self.twist_mode else [CMD_VEL_TOPIC]
+        for topic in topics:
+            if _wait_matched(self.transport, topic, max(0.0, deadline - time.monotonic())) is False:
+                return False
+        return not stop.wait(LINK_SETTLE_S)
+
+    def stream(self, stop: threading.Event) -> StreamResult:
+        """The plan's commands on absolute deadlines, then the stop burst (also when stopped)."""
+        schedule = self.plan.schedule()
+        result = self.result
+        result.start_ns = self.clock.now_ns() + round(STREAM_LEAD_S * 1e9)
+        update_outcome(self.trial_dir, lambda o: setattr(o, "stream_start_ns", result.start_ns))
+        say(f"STREAM start_ns={result.start_ns} ticks={len(schedule.seq)}")
+        result.plan_sent = emit_schedule(self.clock, result.start_ns, schedule, self.send_command, stop)
+        result.completed = result.plan_sent == len(schedule.seq)
+        result.end = "completed" if result.completed else "stopped"
+        # On completion the first zero goes out on the next tick, so the last segment keeps its length.
+        next_tick_ns = result.start_ns + round(len(schedule.seq) * 1e9 / self.plan.command_rate_hz)
+        self.stop_burst(next_tick_ns if result.completed else None)
+        return result
+
+    def stop_burst(self, first_ns: int | None = None) -> None:
+        """STOP_BURST_COUNT zero commands (seq n_ticks, n_ticks + 1, ...), never interrupted."""
+        first_ns = self.clock.now_ns() if first_ns is None else first_ns
+        n_ticks = self.plan.n_ticks()
+        for i in range(STOP_BURST_COUNT):
+            self.clock.sleep_until(first_ns + round(i * STOP_BURST_SPACING_S * 1e9))
+            self.send_command(n_ticks + i, 0.0, 0.0)
+            self.result.burst_sent += 1
+
+    def close(self) -> dict[str, Any]:
+        """Leave the link (after a short linger), close the bag, write the status; safe to call twice."""
+        try:
+            if self.result.burst_sent:
+                time.sleep(LINGER_S)
+            self.transport.close()
+        finally:
+            self.bag.close()
+        status = {
+            "end": self.result.end,
+            "stream_start_ns": self.result.start_ns,
+            "plan_ticks": self.plan.n_ticks(),
+            "plan_sent": self.result.plan_sent,
+            "last_plan_seq": self.result.plan_sent - 1 if self.result.plan_sent else None,
+            "stop_burst_sent": self.result.burst_sent,
+            "probes_answered": self.responder.answered,
+            "realtime": self.realtime,
+            "started_ns": self.started_ns,
+            "stopped_ns": self.clock.now_ns(),
+        }
+        write_status(self.trial_dir / STATUS_FILE, status)
+        update_outcome(self.trial_dir, lambda o: _add_to_outcome(o, status))
+        return status
+
+
+def _add_to_outcome(outcome, status: dict[str, Any]) -> None:
+    outcome.started_ns["host"] = status["started_ns"]
+    outcome.stopped_ns["host"] = status["stopped_ns"]
+    if status["stream_start_ns"] is not None:
+        outcome.stream_start_ns = status["stream_start_ns"]
+    if status["end"] == "no-robot":
+        outcome.warnings.append(f"host: the robot did not appear on the link within {LINK_TIMEOUT_S:g} s")
+
+
+def run_host(host: HostStreamer, stop: threading.Event, link_timeout_s: float = LINK_TIMEOUT_S) -> int:
+    """Wait for the robot, stream, always send the stop burst; returns the exit code."""
+    try:
+        if host.wait_for_robot(stop, link_timeout_s):
+            say(f"LINK robot seen, probes answered={host.responder.answered}")
+            host.stream(stop)
+        else:
+            host.result.end = "stopped" if stop.is_set() else "no-robot"
+            host.stop_burst()
+    except BaseException:
+        if not host.result.burst_sent:
+            host.stop_burst()  # an error mid-stream must not leave the robot driving
+        host.result.end = "error"
+        raise
+    if host.result.end == "no-robot":
+        return EXIT_NO_ROBOT
+    return 0 if host.result.completed else (signal_exit_code(stop) or 1)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fieldtest.twin.host", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--trial-dir", type=Path, required=True, help="trial directory (bag goes to DIR/host)"
+    )
+    parser.add_argument("--config", type=Path, help="TrialRequest as JSON/YAML (default: DIR/trial.yaml)")
+    parser.add_argument(
+        "--link-timeout-s", type=float, default=LINK_TIMEOUT_S, help="wait this long for the robot"
+    )
+    parser.add_argument(
+        "--no-realtime", action="store_true", help="do not ask for SCHED_FIFO (also: FIELDTEST_REALTIME=0)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sys.setswitchinterval(GIL_SWITCH_S)
+    realtime = not args.no_realtime and try_realtime()
+    try:
+        request = load_request(args.trial_dir, args.config)
+    except (TrialFormatError, TwinConfigError) as exc:
+        print(f"twin host: {exc}", file=sys.stderr)
+        return 2
+    with stop_on_signals() as stop:
+        watch_parent(stop)
+        host = HostStreamer(request, args.trial_dir, realtime=realtime)
+        say(f"READY host {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
+        try:
+            code = run_host(host, stop, args.link_timeout_s)
+        finally:
+            status = host.close()
+    say(
+        f"HOST DONE end={status['end']} sent={status['plan_sent']}/{status['plan_ticks']} "
+        f"stop_burst={status['stop_burst_sent']}"
+    )
+    if code == EXIT_NO_ROBOT:
+        print(f"twin host: no robot on the link within {args.link_timeout_s:g} s", file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

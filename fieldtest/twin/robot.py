@@ -1,0 +1,402 @@
+"""The twin robot process: a Create 3 model driven by /cmd_vel over the trial's middleware.
+
+    python -m fieldtest.twin.robot --trial-dir D [--config REQUEST.{json,yaml}]
+
+It subscribes to the commands (TwistStamped on /cmd_vel, or for ``cmd_type: twist`` a Twist on
+/cmd_vel plus a std_msgs/Header on /fieldtest/cmd_stamp, paired by arrival order), applies each
+one to the model the moment it arrives, and logs a CommandReceipt per command into its own bag
+(D/robot, robot clock). It starts the clock-offset probes (``fieldtest.clocksync``) and corrects
+each receipt's latency with the running estimate. A physics loop advances the model, feeds the
+true pose to the NatNet emulator (UDP pose feed, ``twin.truth_port``) and logs it at 50 Hz on
+/twin/true_pose. It prints ``READY`` once subscribed and runs until SIGTERM/SIGINT (or its parent
+dies), then closes its bag and adds its clock estimate to trial.yaml's outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fieldtest import rosmsg
+from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
+from fieldtest.natnet.feed import PoseFeedSender
+from fieldtest.record import (
+    CLOCK_OFFSET_TOPIC,
+    CLOCK_PROBE_REPLY_TOPIC,
+    CLOCK_PROBE_TOPIC,
+    CMD_VEL_TOPIC,
+    RECEIPTS_TOPIC,
+    ROBOT_BAG,
+    TWIN_TRUTH_TOPIC,
+    BagWriter,
+    TrialFormatError,
+    TrialOutcome,
+    TrialRequest,
+)
+from fieldtest.transport import Transport, open_transport
+from fieldtest.twin.clock import Clock
+from fieldtest.twin.common import (
+    GIL_SWITCH_S,
+    TwinConfigError,
+    load_request,
+    say,
+    stop_on_signals,
+    try_realtime,
+    update_outcome,
+    warm_up_codecs,
+    watch_parent,
+    write_status,
+)
+from fieldtest.twin.create3 import Create3Model, Imperfections
+
+CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"  # Humble (Twist) mode: send time and seq of each Twist
+NO_SEQ = 2**64 - 1  # receipt seq of a command that carried none (e.g. from a teleop node)
+TRUTH_FRAME = "twin_world"
+PHYSICS_HZ = 250.0
+TRUTH_LOG_HZ = 50.0
+STATUS_FILE = "robot_status.json"
+_CODECS = (
+    rosmsg.TWIST_STAMPED,
+    rosmsg.TWIST,
+    rosmsg.HEADER,
+    rosmsg.CLOCK_PROBE,
+    rosmsg.COMMAND_RECEIPT,
+    rosmsg.POSE_STAMPED,
+)
+
+
+@dataclass
+class Arrival:
+    received_ns: int
+    twist: Any
+
+
+class ArrivalPairer:
+    """Humble mode: pair each Twist with its Header companion in arrival order, whichever is first."""
+
+    def __init__(self) -> None:
+        self._twists: deque[Arrival] = deque()
+        self._stamps: deque[Any] = deque()
+        self._lock = threading.Lock()
+
+    def twist(self, arrival: Arrival) -> tuple[Arrival, Any] | None:
+        with self._lock:
+            if self._stamps:
+                return arrival, self._stamps.popleft()
+            self._twists.append(arrival)
+            return None
+
+    def stamp(self, header: Any) -> tuple[Arrival, Any] | None:
+        with self._lock:
+            if self._twists:
+                return self._twists.popleft(), header
+            self._stamps.append(header)
+            return None
+
+    @property
+    def unpaired(self) -> tuple[int, int]:
+        return len(self._twists), len(self._stamps)
+
+
+@dataclass
+class RobotStats:
+    received: int = 0
+    unsequenced: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    last_received_ns: int | None = None
+    seqs: set[int] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, seq: int | None, received_ns: int) -> None:
+        with self._lock:
+            self._add(seq, received_ns)
+
+    def _add(self, seq: int | None, received_ns: int) -> None:
+        self.received += 1
+        self.last_received_ns = received_ns
+        if seq is None:
+            self.unsequenced += 1
+            return
+        self.seqs.add(seq)
+        self.first_seq = seq if self.first_seq is None else min(self.first_seq, seq)
+        self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
+
+    def missing(self) -> int:
+        if self.first_seq is None or self.last_seq is None:
+            return 0
+        return (self.last_seq - self.first_seq + 1) - len(self.seqs)
+
+
+def model_for(request: TrialRequest) -> Create3Model:
+    twin = request.twin
+    imperfections = Imperfections(
+        wheel_speed_error=twin.wheel_speed_error,
+        heading_bias_dps=twin.heading_bias_dps,
+        slip=twin.slip,
+        seed=request.seed,
+    )
+    return Create3Model(twin.safety_override, imperfections)
+
+
+class TwinRobot:
+    """One twin robot: model, transport endpoints, bag and probes. ``run(stop)`` blocks."""
+
+    def __init__(
+        self,
+        request: TrialRequest,
+        trial_dir: Path,
+        *,
+        transport: Transport | None = None,
+        physics_hz: float = PHYSICS_HZ,
+        truth_log_hz: float = TRUTH_LOG_HZ,
+        realtime: bool = False,
+    ):
+        self.request = request
+        self.realtime = realtime
+        self.trial_dir = trial_dir
+        self.clock = Clock(request.twin.robot_clock_offset_s)
+        self.true_clock = Clock()  # the simulation's own time: what the mocap sees
+        self.model = model_for(request)
+        self.physics_period_ns = round(1e9 / physics_hz)
+        self.truth_every = max(1, round(physics_hz / truth_log_hz))
+        self.probes = ProbeInitiator()
+        self.stats = RobotStats()
+        self.pairer = ArrivalPairer()
+        self.started_ns = self.clock.now_ns()
+        self._t0_ns = self.started_ns
+        self._lock = threading.Lock()  # the model: commands arrive on middleware threads
+        self._watchdog_reported = 0
+        warm_up_codecs(*_CODECS)
+        self.transport = transport or open_transport(request.transport, "robot")
+        try:
+            self.bag = BagWriter(trial_dir / ROBOT_BAG)
+        except BaseException:
+            self.transport.close()
+            raise
+        port = request.twin.truth_port
+        self.feed = PoseFeedSender("127.0.0.1", port) if port else None
+        self._publish_probe = self.transport.publisher(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE)
+        self.transport.subscribe(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe_reply)
+        if request.cmd_type == "twist":
+            self.transport.subscribe(CMD_VEL_TOPIC, rosmsg.TWIST, self._on_twist)
+            self.transport.subscribe(CMD_STAMP_TOPIC, rosmsg.HEADER, self._on_stamp)
+        else:
+            self.transport.subscribe(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, self._on_twist_stamped)
+
+    # Time ---------------------------------------------------------------------------------
+    def _model_t(self, robot_ns: int) -> float:
+        return (robot_ns - self._t0_ns) / 1e9
+
+    def robot_ns_of_model(self, t: float) -> int:
+        return self._t0_ns + round(t * 1e9)
+
+    # Commands -----------------------------------------------------------------------------
+    def _apply(self, twist: Any) -> int:
+        received_ns = self.clock.now_ns()
+        with self._lock:
+            self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
+        return received_ns
+
+    def _on_twist_stamped(self, msg: Any) -> None:
+        received_ns = self._apply(msg.twist)
+        self._log_receipt(msg.header, received_ns, msg.twist)
+
+    def _on_twist(self, msg: Any) -> None:
+        pair = self.pairer.twist(Arrival(self._apply(msg), msg))
+        if pair is not None:
+            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist)
+
+    def _on_stamp(self, header: Any) -> None:
+        pair = self.pairer.stamp(header)
+        if pair is not None:
+            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist)
+
+    def _log_receipt(self, header: Any, received_ns: int, twist: Any) -> None:
+        seq = rosmsg.seq_of(header.frame_id)
+        sent_ns = rosmsg.ns_of(header.stamp)
+        offset = self.probes.offset_s
+        receipt = rosmsg.msg_class(rosmsg.COMMAND_RECEIPT)(
+            seq=NO_SEQ if seq is None else seq,
+            sent=rosmsg.time_msg(sent_ns),
+            received=rosmsg.time_msg(received_ns),
+            clock_offset_s=offset,
+            latency_s=one_way_latency_s(sent_ns, received_ns, offset),
+            twist=twist,
+        )
+        self.stats.add(seq, received_ns)
+        self.bag.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, received_ns, receipt)
+
+    # Clock probes -------------------------------------------------------------------------
+    def _send_probe(self, now_ns: int) -> None:
+        probe_id, t1 = self.probes.make_probe(now_ns)
+        zero = rosmsg.time_msg(0)
+        probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=probe_id, t1=rosmsg.time_msg(t1), t2=zero, t3=zero)
+        self._publish_probe(probe)
+
+    def _on_probe_reply(self, msg: Any) -> None:
+        t4 = self.clock.now_ns()
+        t1, t2, t3 = (rosmsg.ns_of(t) for t in (msg.t1, msg.t2, msg.t3))
+        sample = self.probes.on_reply(msg.id, t1, t2, t3, t4)
+        if sample is not None:
+            self.bag.write(CLOCK_OFFSET_TOPIC, rosmsg.CLOCK_OFFSET_SAMPLE, t4, offset_sample_msg(sample))
+
+    # Physics ------------------------------------------------------------------------------
+    def step(self, tick: int) -> None:
+        """Advance the model to now, feed and log the true pose, probe if due."""
+        now = self.clock.now_ns()
+        with self._lock:
+            self.model.advance_to(self._model_t(now))
+            x, y, yaw = self.model.pose
+            trips = list(self.model.watchdog_trips)
+        if self.feed is not None:
+            self.feed.send((x, y, 0.0, *rosmsg.yaw_quaternion(yaw)), t=self.true_clock.now_ns() / 1e9)
+        if tick % self.truth_every == 0:
+            pose = rosmsg.pose_stamped(now, TRUTH_FRAME, (x, y, 0.0), rosmsg.yaw_quaternion(yaw))
+            self.bag.write(TWIN_TRUTH_TOPIC, rosmsg.POSE_STAMPED, now, pose)
+        if self.probes.due(now):
+            self._send_probe(now)
+        for t in trips[self._watchdog_reported :]:
+            say(
+                f"WATCHDOG stop at robot time {self.robot_ns_of_model(t)}: no command for {self.model.watchdog_s} s"
+            )
+        self._watchdog_reported = len(trips)
+
+    def run(self, stop: threading.Event, max_runtime_s: float | None = None) -> None:
+        deadline = self.clock.now_ns() + round(max_runtime_s * 1e9) if max_runtime_s else None
+        tick = 0
+        next_ns = self.clock.now_ns()
+        while not stop.is_set():
+            self.step(tick)
+            tick += 1
+            next_ns += self.physics_period_ns
+            now = self.clock.now_ns()
+            if next_ns < now:  # fell behind (loaded machine): skip, the model is event-exact anyway
+                next_ns = now + self.physics_period_ns
+            if deadline is not None and now >= deadline:
+                break
+            self.clock.sleep_until(next_ns, stop, spin_ns=0)
+
+    # Shutdown -----------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        with self._lock:
+            x, y, yaw = self.model.pose
+            v, w = self.model.velocity()
+            trips = [self.robot_ns_of_model(t) for t in self.model.watchdog_trips]
+        return {
+            "received": self.stats.received,
+            "first_seq": self.stats.first_seq,
+            "last_seq": self.stats.last_seq,
+            "missing_in_range": self.stats.missing(),
+            "unsequenced": self.stats.unsequenced,
+            "unpaired_twist_stamp": list(self.pairer.unpaired),
+            "last_received_ns": self.stats.last_received_ns,
+            "clock_offset_s": _finite_or_none(self.probes.offset_s),
+            "clock_round_trip_s": _finite_or_none(self.probes.delay_s),
+            "probes_sent": self.probes.sent,
+            "probes_completed": self.probes.completed,
+            "watchdog_stops_ns": trips,
+            "final_pose": [x, y, yaw],
+            "final_velocity": [v, w],
+            "robot_clock_shift_s": self.request.twin.robot_clock_offset_s,
+            "realtime": self.realtime,
+            "started_ns": self.started_ns,
+        }
+
+    def close(self) -> dict[str, Any]:
+        """Leave the link, close the bag, write the status; safe to call twice."""
+        try:
+            self.transport.close()
+        finally:
+            with self._lock:
+                self.model.advance_to(self._model_t(self.clock.now_ns()))
+            self.bag.close()
+            if self.feed is not None:
+                self.feed.close()
+        status = self.summary()
+        status["stopped_ns"] = self.clock.now_ns()
+        write_status(self.trial_dir / STATUS_FILE, status)
+        update_outcome(self.trial_dir, lambda outcome: _add_to_outcome(outcome, status))
+        return status
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _add_to_outcome(outcome: TrialOutcome, status: dict[str, Any]) -> None:
+    outcome.started_ns["robot"] = status["started_ns"]
+    outcome.stopped_ns["robot"] = status["stopped_ns"]
+    outcome.clock_offset_s = status["clock_offset_s"]
+    outcome.clock_round_trip_s = status["clock_round_trip_s"]
+    if status["clock_offset_s"] is None:
+        outcome.warnings.append("robot: no clock-offset probe completed; latencies are not corrected")
+    for t in status["watchdog_stops_ns"]:
+        outcome.warnings.append(f"robot: command watchdog stopped the robot at robot time {t} ns")
+    if status["missing_in_range"]:
+        outcome.warnings.append(
+            f"robot: {status['missing_in_range']} commands missing between first and last seq"
+        )
+
+
+def offset_sample_msg(sample: ProbeSample) -> Any:
+    return rosmsg.msg_class(rosmsg.CLOCK_OFFSET_SAMPLE)(
+        id=sample.id,
+        t1=rosmsg.time_msg(sample.t1_ns),
+        t2=rosmsg.time_msg(sample.t2_ns),
+        t3=rosmsg.time_msg(sample.t3_ns),
+        t4=rosmsg.time_msg(sample.t4_ns),
+        offset_s=sample.offset_s,
+        delay_s=sample.delay_s,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m fieldtest.twin.robot", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--trial-dir", type=Path, required=True, help="trial directory (bag goes to DIR/robot)"
+    )
+    parser.add_argument("--config", type=Path, help="TrialRequest as JSON/YAML (default: DIR/trial.yaml)")
+    parser.add_argument("--max-runtime-s", type=float, help="stop by itself after this long")
+    parser.add_argument("--physics-hz", type=float, default=PHYSICS_HZ)
+    parser.add_argument(
+        "--no-realtime", action="store_true", help="do not ask for SCHED_FIFO (also: FIELDTEST_REALTIME=0)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sys.setswitchinterval(GIL_SWITCH_S)
+    realtime = not args.no_realtime and try_realtime()
+    try:
+        request = load_request(args.trial_dir, args.config)
+    except (TrialFormatError, TwinConfigError) as exc:
+        print(f"twin robot: {exc}", file=sys.stderr)
+        return 2
+    with stop_on_signals() as stop:
+        watch_parent(stop)
+        robot = TwinRobot(request, args.trial_dir, physics_hz=args.physics_hz, realtime=realtime)
+        try:
+            say(f"READY robot {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
+            robot.run(stop, args.max_runtime_s)
+        finally:
+            status = robot.close()
+    say(
+        f"ROBOT DONE received={status['received']} seq={status['first_seq']}..{status['last_seq']} "
+        f"missing={status['missing_in_range']} offset_s={status['clock_offset_s']} "
+        f"watchdog_stops={len(status['watchdog_stops_ns'])}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""The host streamer's emission loop (absolute deadlines) and the pieces the twin processes share."""
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fieldtest import rosmsg
+from fieldtest.plan import Schedule, SquarePlan
+from fieldtest.record import TrialRecord, TrialRequest, read_trial, write_trial
+from fieldtest.twin.clock import Clock
+from fieldtest.twin.common import TwinConfigError, load_request, update_outcome
+from fieldtest.twin.host import emit_schedule
+from fieldtest.twin.robot import Arrival, ArrivalPairer
+
+
+def ticks(n: int, rate_hz: float) -> Schedule:
+    seq = np.arange(n)
+    return Schedule(seq, seq / rate_hz, np.full(n, 0.1), np.zeros(n))
+
+
+def lateness_ms(sent: list[tuple[int, int]], start_ns: int, rate_hz: float) -> np.ndarray:
+    return np.array([(t - start_ns) / 1e6 - seq * 1000.0 / rate_hz for seq, t in sent])
+
+
+def test_each_tick_goes_out_at_its_absolute_deadline():
+    clock = Clock()
+    sent: list[tuple[int, int]] = []
+    start = clock.now_ns() + 20_000_000
+    n = emit_schedule(clock, start, ticks(100, 100.0), lambda seq, v, w: sent.append((seq, clock.now_ns())))
+    late = lateness_ms(sent, start, 100.0)
+    print(f"lateness ms: p50 {np.median(late):.3f} p99 {np.percentile(late, 99):.3f} max {late.max():.3f}")
+    assert n == 100 and [s for s, _ in sent] == list(range(100))
+    assert late.min() >= 0.0  # never early
+    assert np.median(late) < 2.0
+
+
+def test_a_slow_send_delays_only_its_own_tick():
+    clock = Clock()
+    sent: list[tuple[int, int]] = []
+
+    def send(seq: int, v: float, w: float) -> None:
+        sent.append((seq, clock.now_ns()))
+        if seq == 5:
+            time.sleep(0.035)  # a publish that blocks for 35 ms (3.5 ticks)
+
+    start = clock.now_ns() + 20_000_000
+    emit_schedule(clock, start, ticks(30, 100.0), send)
+    late = lateness_ms(sent, start, 100.0)
+    print("lateness ms around the stall:", np.round(late[4:12], 2))
+    assert late[6] > 20.0  # the ticks due during the stall go out late, at once...
+    assert np.median(late[12:]) < 2.0  # ...and the schedule is back on time: no accumulated drift
+
+
+def test_stop_event_ends_the_loop_between_ticks():
+    clock = Clock()
+    stop = threading.Event()
+    sent = []
+
+    def send(seq: int, v: float, w: float) -> None:
+        sent.append(seq)
+        if seq == 3:
+            stop.set()
+
+    assert emit_schedule(clock, clock.now_ns(), ticks(50, 50.0), send, stop) == 4
+    assert sent == [0, 1, 2, 3]
+
+
+def test_shifted_clock_reads_ahead():
+    true, shifted = Clock(), Clock(offset_s=2.5)
+    assert shifted.now_ns() - true.now_ns() == pytest.approx(2.5e9, abs=5e6)
+
+
+def test_humble_pairing_follows_arrival_order_either_way_round():
+    pairer = ArrivalPairer()
+    twist = rosmsg.twist(0.1, 0.0)
+    assert pairer.twist(Arrival(10, twist)) is None
+    assert pairer.twist(Arrival(20, twist)) is None
+    first = pairer.stamp(rosmsg.header(1, "seq:0"))
+    assert first[0].received_ns == 10 and first[1].frame_id == "seq:0"
+    assert pairer.stamp(rosmsg.header(2, "seq:1"))[0].received_ns == 20
+    assert pairer.stamp(rosmsg.header(3, "seq:2")) is None  # stamp overtook its twist
+    late_twist = pairer.twist(Arrival(30, twist))
+    assert late_twist[0].received_ns == 30 and late_twist[1].frame_id == "seq:2"
+    assert pairer.unpaired == (0, 0)
+
+
+def test_request_from_trial_yaml_or_config_file(tmp_path: Path):
+    request = TrialRequest(name="x", plan=SquarePlan(laps=1))
+    write_trial(tmp_path, TrialRecord(trial_id="x", request=request))
+    assert load_request(tmp_path, None).plan.laps == 1
+    config = tmp_path / "req.json"
+    config.write_text('{"name": "y", "cmd_type": "twist"}')
+    assert load_request(tmp_path, config).cmd_type == "twist"
+    config.write_text('{"cmd_type": "pose"}')
+    with pytest.raises(TwinConfigError, match=r"req\.json: cmd_type"):
+        load_request(tmp_path, config)
+    config.write_text('{"plan": {"laps": 0}}')
+    with pytest.raises(TwinConfigError, match=r"req\.json: .*laps"):
+        load_request(tmp_path, config)
+    with pytest.raises(TwinConfigError, match="cannot read"):
+        load_request(tmp_path, tmp_path / "missing.yaml")
+
+
+def test_outcome_updates_from_two_processes_do_not_lose_each_other(tmp_path: Path):
+    write_trial(tmp_path, TrialRecord(trial_id="x", request=TrialRequest()))
+    threads = [
+        threading.Thread(
+            target=lambda i=i: update_outcome(tmp_path, lambda o: o.started_ns.__setitem__(f"p{i}", i))
+        )
+        for i in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert read_trial(tmp_path).outcome.started_ns == {f"p{i}": i for i in range(8)}
+    assert update_outcome(tmp_path / "nowhere", lambda o: None) is False
