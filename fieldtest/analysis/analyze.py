@@ -1,0 +1,302 @@
+"""analyze_trial: one trial directory in, metrics.json + report.md + PNG plots out."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
+
+from . import ape as ape_mod
+from .drift import drift_metrics
+from .gaps import mocap_metrics
+from .latency import estimate_clock, latency_metrics
+from .loading import TrialData, load_trial
+from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
+
+METRICS_VERSION = 1
+METRICS_FILE, REPORT_FILE = "metrics.json", "report.md"
+DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
+DEFAULT_MAX_GAP_S = 0.1
+
+
+def analyze_trial(
+    trial_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    pose_topic: str = MOCAP_POSE_TOPIC,
+    pose_bag: str | Path | None = None,
+    up_axis: str = "z",
+    pose_time: str = "header",
+    max_gap_s: float = DEFAULT_MAX_GAP_S,
+    plots: bool = True,
+    report: bool = True,
+    export_tum: bool = False,
+    write: bool = True,
+) -> dict[str, Any]:
+    """Analyse a trial; returns the metrics dict (also written to ``<out_dir>/metrics.json``).
+
+    Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analysed;
+    anything less is a result with ``partial: true`` and the reasons.
+    """
+    started = time.perf_counter()
+    trial_dir = Path(trial_dir)
+    out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
+    data = load_trial(
+        trial_dir, pose_topic=pose_topic, pose_bag=pose_bag, up_axis=up_axis, pose_time=pose_time
+    )
+    clock = estimate_clock(data)
+    faults, fault_notes = normalize_faults(data.record.outcome.faults, data.stream_start_ns)
+    latency, latency_series = latency_metrics(data, clock, faults)
+
+    track = build_track(data.poses, data.stream_start_ns, clock) if data.poses is not None else None
+    motion = detect_motion(track, data, clock, max_gap_s) if track is not None else Motion()
+    if track is None:
+        motion.laps_commanded = laps_commanded(data)
+    drift, drift_series = (
+        drift_metrics(track, motion, data.plan, max_gap_s)
+        if track is not None
+        else ({"available": False, "reason": "no ground truth"}, None)
+    )
+    end_s = None
+    if track is not None and motion.start_s is not None:
+        end_s = motion_end_s(track, motion, data.plan)
+    ape = (
+        ape_mod.ape_metrics(track, motion, data.plan, end_s)
+        if end_s is not None
+        else {"available": False, "reason": "no motion start"}
+    )
+    mocap, holes = ({}, [])
+    if track is not None:
+        window = (motion.start_s, end_s) if end_s is not None else None
+        mocap, holes = mocap_metrics(track, data.frames, data.stream_start_ns, max_gap_s, window)
+        mocap["source"] = {"topic": data.poses.topic, "bag": data.poses.bag, "clock": data.poses.clock}
+        mocap["dropped_non_finite"] = data.poses.dropped_invalid
+
+    metrics = _assemble(
+        data, clock, motion, drift, ape, latency, mocap, faults, fault_notes, up_axis, max_gap_s
+    )
+    metrics = _jsonable(metrics)
+    metrics["analysis_s"] = round(time.perf_counter() - started, 4)
+    if write:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        metrics["files"] = _write_series(out_dir, drift_series, latency_series)
+        if export_tum and end_s is not None:
+            ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
+            metrics["ape"]["tum_files"] = [ref.name, est.name]
+        if plots:
+            from .plots import write_plots
+
+            metrics["plots"] = write_plots(
+                out_dir, metrics, data, track, motion, drift_series, latency_series, holes, faults
+            )
+        _write_json(out_dir / METRICS_FILE, metrics)
+        if report:
+            from .report import write_report
+
+            write_report(out_dir / REPORT_FILE, metrics)
+    return metrics
+
+
+def _assemble(
+    data: TrialData, clock, motion, drift, ape, latency, mocap, faults, fault_notes, up_axis, max_gap_s
+):
+    req, outcome, plan = data.record.request, data.record.outcome, data.plan
+    partial_reasons = list(data.problems)
+    if outcome.end_reason != "completed":
+        detail = f": {outcome.end_detail}" if outcome.end_detail else ""
+        partial_reasons.append(f"trial ended early ({outcome.end_reason}{detail})")
+    if data.poses is not None and motion.start_s is None:
+        partial_reasons.append("no motion start found in the ground truth")
+    if data.poses is not None and motion.laps_completed < plan.laps:
+        partial_reasons.append(f"{motion.laps_completed} of {plan.laps} planned laps completed")
+    warnings = list(data.warnings) + motion.notes + fault_notes
+    if drift.get("available") and drift["excluded_points"] > 0.1 * drift["grid_points"]:
+        warnings.append(
+            f"{drift['excluded_points']} of {drift['grid_points']} drift grid points fall in mocap gaps "
+            f"longer than {max_gap_s} s and are excluded"
+        )
+    if clock.method in ("none", "outcome", "robot-live") and latency.get("available"):
+        warnings.append(f"no usable clock probes: one-way latency corrected with the {clock.method} offset")
+    start = motion.start_s
+    return {
+        "metrics_version": METRICS_VERSION,
+        "trial": {
+            "dir": str(data.trial_dir),
+            "trial_id": data.record.trial_id,
+            "name": req.name,
+            "middleware": req.transport.middleware,
+            "security": req.transport.security,
+            "qos": req.transport.qos,
+            "network": req.network,
+            "repetition": req.repetition,
+            "seed": req.seed,
+            "robot_model": req.robot_model,
+            "cmd_type": req.cmd_type,
+            "stream_start_ns": data.stream_start_ns,
+            "plan": {
+                "laps": plan.laps,
+                "lap_s": plan.lap_s,
+                "side_m": plan.side_m,
+                "linear_speed_mps": plan.linear_speed_mps,
+                "turn_rate_dps": plan.turn_rate_dps,
+                "command_rate_hz": plan.command_rate_hz,
+                "start_delay_s": plan.start_delay_s,
+                "turn_direction": plan.turn_direction,
+            },
+        },
+        "partial": bool(partial_reasons),
+        "partial_reasons": partial_reasons,
+        "warnings": warnings,
+        "outcome": {
+            "end_reason": outcome.end_reason,
+            "end_detail": outcome.end_detail,
+            "warnings": list(outcome.warnings),
+            "link": outcome.link,
+            "cpu": outcome.cpu,
+            "clock_offset_s": outcome.clock_offset_s,
+            "clock_round_trip_s": outcome.clock_round_trip_s,
+            "software": outcome.software,
+        },
+        "progress": {
+            "laps_planned": plan.laps,
+            "laps_commanded": motion.laps_commanded,
+            "laps_observed": motion.laps_observed,
+            "laps_completed": motion.laps_completed,
+            "commands_planned": plan.n_ticks(),
+            "last_seq_sent": latency.get("last_seq_sent"),
+            "last_seq_received": latency.get("last_seq_received"),
+            "ended_early": outcome.end_reason != "completed",
+        },
+        "inputs": {
+            "bags": {name: vars(status) for name, status in data.bags.items()},
+            "up_axis": up_axis,
+            "max_bridged_gap_s": max_gap_s,
+        },
+        "motion": {
+            "start_s": start,
+            "first_command_s": motion.first_command_s,
+            "first_received_s": motion.first_received_s,
+            "start_lag_s": _diff(start, motion.first_command_s),
+            "start_after_receipt_s": _diff(start, motion.first_received_s),
+            "noise_floor_m": motion.noise_floor_m,
+            "body_yaw_offset_deg": math.degrees(motion.body_yaw_offset),
+            "start_heading_deg": math.degrees(motion.start_heading),
+            "start_xy_m": None if motion.start_xy is None else [float(v) for v in motion.start_xy],
+            "laps": [{"lap": i + 1, "start_s": a, "end_s": b} for i, (a, b) in enumerate(motion.lap_windows)],
+        },
+        "drift": drift,
+        "ape": ape,
+        "latency": latency,
+        "mocap": mocap,
+        "faults": faults,
+    }
+
+
+def _write_series(out_dir: Path, drift, latency) -> list[str]:
+    """Per-point data behind the plots: the drift curves and the per-command latency, as CSV."""
+    written = []
+    if drift is not None and len(drift.tau_s):
+        laps = drift.distance_m.shape[0] + 1
+        header = "tau_s," + ",".join(f"lap{k}_vs_lap1_m" for k in range(2, laps + 1))
+        rows = np.column_stack([drift.tau_s, drift.distance_m.T])
+        np.savetxt(out_dir / DRIFT_CSV, rows, delimiter=",", header=header, comments="", fmt="%.9g")
+        written.append(DRIFT_CSV)
+    if len(latency.seq) or len(latency.lost_seq):
+        seq = np.concatenate([latency.seq, latency.lost_seq])
+        sent = np.concatenate([latency.sent_s, latency.lost_sent_s])
+        one_way = np.concatenate([latency.one_way_ms, np.full(len(latency.lost_seq), np.nan)])
+        live = np.concatenate([latency.live_ms, np.full(len(latency.lost_seq), np.nan)])
+        order = np.argsort(seq, kind="stable")
+        with (out_dir / LATENCY_CSV).open("w") as f:
+            f.write("seq,sent_s,received,one_way_ms,live_one_way_ms\n")
+            for i in order:
+                received = int(i < len(latency.seq))
+                f.write(f"{seq[i]},{sent[i]:.9f},{received},{_csv_num(one_way[i])},{_csv_num(live[i])}\n")
+        written.append(LATENCY_CSV)
+    return written
+
+
+def _csv_num(x: float) -> str:
+    return "" if not np.isfinite(x) else f"{x:.6f}"
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else float(a - b)
+
+
+def normalize_faults(raw: list[dict], stream_start_ns: int) -> tuple[list[dict], list[str]]:
+    """outcome.faults entries as {kind, start_s, duration_s, end_s, detail, ...} in stream seconds.
+
+    Accepted time keys (docs/analysis.md, "Faults"): start_s (stream seconds) or start_ns (host clock,
+    ns since the epoch); duration_s, duration_ns, end_s or end_ns.
+    """
+    out, notes = [], []
+    for i, fault in enumerate(raw):
+        start = _seconds(fault, "start", stream_start_ns)
+        end = _seconds(fault, "end", stream_start_ns)
+        duration = fault.get("duration_s")
+        if duration is None and fault.get("duration_ns") is not None:
+            duration = fault["duration_ns"] / 1e9
+        if duration is None and start is not None and end is not None:
+            duration = end - start
+        if start is None or duration is None:
+            notes.append(f"outcome.faults[{i}] has no start/duration; not shown")
+            continue
+        entry = {k: v for k, v in fault.items() if k not in {"start_ns", "end_ns", "duration_ns"}}
+        entry.update(
+            kind=str(fault.get("kind", "fault")),
+            start_s=float(start),
+            duration_s=float(duration),
+            end_s=float(start + duration),
+            detail=str(fault.get("detail", "")),
+        )
+        out.append(entry)
+    return out, notes
+
+
+def _seconds(fault: dict, key: str, stream_start_ns: int) -> float | None:
+    if fault.get(f"{key}_s") is not None:
+        return float(fault[f"{key}_s"])
+    if fault.get(f"{key}_ns") is not None:
+        return (int(fault[f"{key}_ns"]) - stream_start_ns) / 1e9
+    return None
+
+
+def _write_json(path: Path, metrics: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_jsonable(metrics), indent=1, allow_nan=False))
+    tmp.replace(path)
+
+
+def _jsonable(x):
+    """numpy scalars to Python, NaN/inf to null (JSON has no NaN)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_jsonable(v) for v in x.tolist()]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def read_metrics(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not readable ({exc})") from None
+    if metrics.get("metrics_version") != METRICS_VERSION:
+        raise ValueError(
+            f"{path}: metrics_version {metrics.get('metrics_version')!r}, this kit reads {METRICS_VERSION}"
+        )
+    return metrics

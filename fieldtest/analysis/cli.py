@@ -1,0 +1,169 @@
+"""``fieldtest analyze`` and ``fieldtest compare``: argument parsing, one-line errors, exit codes.
+
+Exit codes: 0 done (a partial result is flagged, not an error), 1 partial with --strict,
+2 bad input (one line naming the file and the problem, never a traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+from fieldtest.record import MOCAP_POSE_TOPIC
+
+from .analyze import DEFAULT_MAX_GAP_S
+
+EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _ground_truth_options(parser: argparse.ArgumentParser, with_bag: bool = True) -> None:
+    g = parser.add_argument_group("ground truth")
+    g.add_argument(
+        "--pose-topic",
+        default=MOCAP_POSE_TOPIC,
+        help="PoseStamped topic of the ground truth, looked up in the mocap, robot and host bags "
+        f"(default {MOCAP_POSE_TOPIC}; e.g. /vrpn_mocap/<name>/pose from a lab driver)",
+    )
+    if with_bag:
+        g.add_argument("--pose-bag", help="read the pose topic from this rosbag2 folder instead (host clock)")
+    g.add_argument(
+        "--up-axis", choices=("z", "y"), default="z", help="up axis of the poses (y = Motive's default)"
+    )
+    g.add_argument(
+        "--pose-time",
+        choices=("header", "log"),
+        default="header",
+        help="time of a pose: its header stamp (default) or the bag's log time",
+    )
+    g.add_argument(
+        "--max-gap",
+        type=float,
+        default=DEFAULT_MAX_GAP_S,
+        metavar="S",
+        help=f"longest mocap gap bridged by interpolation; longer gaps are excluded (default {DEFAULT_MAX_GAP_S})",
+    )
+
+
+def _gt_kwargs(args) -> dict:
+    return {
+        "pose_topic": args.pose_topic,
+        "pose_bag": getattr(args, "pose_bag", None),
+        "up_axis": args.up_axis,
+        "pose_time": args.pose_time,
+        "max_gap_s": args.max_gap,
+    }
+
+
+def _fail(prog: str, exc: BaseException, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    known = isinstance(exc, ValueError | OSError)
+    print(
+        f"{prog}: {message if known else f'internal error ({type(exc).__name__}: {message})'}",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT
+
+
+def _mm(x) -> str:
+    return "n/a" if x is None else f"{x * 1000:.1f} mm"
+
+
+def summary_line(m: dict) -> str:
+    d, a, lat = m["drift"], m["ape"], m["latency"]
+    parts = [f"{m['trial']['name']}:"]
+    if d.get("available"):
+        parts.append(
+            f"drift lap {d['last_lap']} vs 1 mean {_mm(d['mean_m'])} (end {_mm(d['at_lap_end_m'])}), "
+            f"heading {d['heading_change_deg']:.2f} deg, closing {_mm(d['closing']['distance_m'])};"
+        )
+    else:
+        parts.append(f"drift n/a ({d.get('reason')});")
+    parts.append(f"APE RMSE {_mm(a.get('rmse_m'))};")
+    one_way = lat.get("one_way_ms") or {}
+    if one_way.get("count"):
+        parts.append(
+            f"latency median {one_way['median']:.2f} ms (p99 {one_way['p99']:.2f} ms), "
+            f"lost {lat['lost']}/{lat['commands_sent']}"
+        )
+    else:
+        parts.append("latency n/a")
+    return " ".join(parts)
+
+
+def analyze_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest analyze",
+        description="Analyse one trial directory: drift between laps, APE against the ideal square (evo), "
+        "link latency and loss. Writes <trial>/analysis/metrics.json, report.md and PNG plots.",
+    )
+    parser.add_argument("trial_dir", help="a trial directory (with trial.yaml)")
+    parser.add_argument("--out", help="output directory (default <trial>/analysis)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    parser.add_argument(
+        "--export-tum", action="store_true", help="also write the APE trajectories as TUM files for evo_ape"
+    )
+    parser.add_argument("--json", action="store_true", help="print metrics.json to stdout")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the result is partial")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    _ground_truth_options(parser)
+    args = parser.parse_args(argv)
+    try:
+        from . import analyze_trial
+
+        metrics = analyze_trial(
+            args.trial_dir, args.out, plots=not args.no_plots, export_tum=args.export_tum, **_gt_kwargs(args)
+        )
+    except Exception as exc:  # one line, never a traceback (unless --debug)
+        return _fail("fieldtest analyze", exc, args.debug)
+    if args.json:
+        print(json.dumps(metrics, indent=1))
+        return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
+    print(summary_line(metrics))
+    for reason in metrics["partial_reasons"]:
+        print(f"partial: {reason}")
+    for warning in metrics["warnings"]:
+        print(f"warning: {warning}")
+    out = args.out or f"{args.trial_dir.rstrip('/')}/analysis"
+    files = ["metrics.json", "report.md"] + metrics.get("plots", [])
+    print(f"wrote {out}/: {', '.join(files)}")
+    return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
+
+
+def compare_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest compare",
+        description="Compare trials: one row per middleware x security x network with the median and spread "
+        "over repetitions (Markdown, CSV, JSON) and a bar plot of drift per configuration.",
+    )
+    parser.add_argument("dirs", nargs="+", help="trial directories, or directories holding trial directories")
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument(
+        "--reanalyze", action="store_true", help="analyse every trial again instead of reading metrics.json"
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    _ground_truth_options(parser, with_bag=False)
+    args = parser.parse_args(argv)
+    try:
+        from . import compare_trials
+
+        result = compare_trials(args.dirs, args.out, reanalyze=args.reanalyze, **_gt_kwargs(args))
+    except Exception as exc:
+        return _fail("fieldtest compare", exc, args.debug)
+    for skipped in result["skipped"]:
+        print(f"skipped: {skipped}", file=sys.stderr)
+    print(f"{len(result['trials'])} trials in {len(result['rows'])} configurations")
+    for row in result["rows"]:
+        drift = row["metrics"]["drift_mean"]
+        lat = row["metrics"]["latency_median"]
+        drift_txt = "n/a" if drift["median"] is None else f"{drift['median']:.1f} mm"
+        lat_txt = "n/a" if lat["median"] is None else f"{lat['median']:.2f} ms"
+        print(
+            f"  {row['middleware']:<18} {row['security']:<12} {row['network']:<10} n={row['trials']:<3} "
+            f"drift {drift_txt:>9}  latency {lat_txt:>9}"
+        )
+    print("wrote " + ", ".join(result["files"]))
+    return EXIT_OK

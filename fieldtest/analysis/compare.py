@@ -1,0 +1,299 @@
+"""Compare many trials: one row per middleware x security x network, median and spread over repetitions.
+
+Each trial's ``analysis/metrics.json`` is used when it is current (same metrics version); a trial
+without one is analysed first (no plots). Outputs: compare.md, compare.csv, compare.json and
+drift_by_config.png in the output directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
+from fieldtest.transport.base import MIDDLEWARES
+
+from .analyze import METRICS_FILE, analyze_trial, read_metrics
+from .loading import AnalysisError
+
+COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
+    "compare.md",
+    "compare.csv",
+    "compare.json",
+    "drift_by_config.png",
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    unit: str
+    motion: bool  # needs complete laps (left out for partial trials)
+
+
+COLUMNS = (
+    Column("drift_mean", "drift mean", "mm", True),
+    Column("drift_lap_end", "drift at lap end", "mm", True),
+    Column("heading_change", "heading change", "deg", True),
+    Column("closing_error", "closing error", "mm", True),
+    Column("ape_rmse", "APE RMSE", "mm", True),
+    Column("latency_median", "latency median", "ms", False),
+    Column("latency_p99", "latency p99", "ms", False),
+    Column("loss", "loss", "%", False),
+    Column("jitter", "jitter", "ms", False),
+)
+
+
+def find_trials(dirs: Iterable[str | Path]) -> list[Path]:
+    """Trial directories given directly or found below the given directories (sorted, unique)."""
+    found: list[Path] = []
+    for d in map(Path, dirs):
+        if (d / TRIAL_FILE).is_file():
+            found.append(d)
+        elif d.is_dir():
+            found += sorted(p.parent for p in d.rglob(TRIAL_FILE))
+        else:
+            raise AnalysisError(f"{d}: no such directory")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    if not unique:
+        raise AnalysisError(f"no trial directories (with {TRIAL_FILE}) in {', '.join(map(str, dirs))}")
+    return unique
+
+
+def trial_values(m: dict) -> dict[str, float | None]:
+    """The compared figures of one trial's metrics (None where not available)."""
+    d, a, lat = m.get("drift", {}), m.get("ape", {}), m.get("latency", {})
+    one_way = lat.get("one_way_ms") or {}
+    complete = m["progress"]["laps_completed"] == m["progress"]["laps_planned"]
+
+    def mm(x):
+        return None if x is None else x * 1000.0
+
+    values = {
+        "drift_mean": mm(d.get("mean_m")),
+        "drift_lap_end": mm(d.get("at_lap_end_m")),
+        "heading_change": d.get("heading_change_deg"),
+        "closing_error": mm((d.get("closing") or {}).get("distance_m")),
+        "ape_rmse": mm(a.get("rmse_m")),
+        "latency_median": one_way.get("median"),
+        "latency_p99": one_way.get("p99"),
+        "loss": None if lat.get("loss_ratio") is None else lat["loss_ratio"] * 100.0,
+        "jitter": lat.get("jitter_ms"),
+    }
+    if not complete:  # drift between lap 1 and an earlier last lap is not comparable
+        values.update({c.key: None for c in COLUMNS if c.motion})
+    return values
+
+
+def spread(values: list[float]) -> dict[str, float | int | None]:
+    v = np.array([x for x in values if x is not None], dtype=float)
+    if len(v) == 0:
+        return {"n": 0, "median": None, "p25": None, "p75": None, "min": None, "max": None}
+    p25, med, p75 = np.percentile(v, [25, 50, 75])
+    return {
+        "n": int(len(v)),
+        "median": float(med),
+        "p25": float(p25),
+        "p75": float(p75),
+        "min": float(v.min()),
+        "max": float(v.max()),
+    }
+
+
+def _config_key(m: dict) -> tuple[str, str, str]:
+    t = m["trial"]
+    return t["middleware"], t["security"], t["network"]
+
+
+def _sort_key(key: tuple[str, str, str]):
+    middleware, security, network = key
+    order = MIDDLEWARES.index(middleware) if middleware in MIDDLEWARES else len(MIDDLEWARES)
+    return network, order, middleware, security != "none", security
+
+
+def load_or_analyze(trial_dir: Path, reanalyze: bool, **analyze_kwargs) -> dict:
+    path = trial_dir / ANALYSIS_DIR / METRICS_FILE
+    if path.is_file() and not reanalyze:
+        try:
+            return read_metrics(path)
+        except ValueError:
+            pass  # older metrics version or damaged: analyse again
+    return analyze_trial(trial_dir, plots=False, **analyze_kwargs)
+
+
+def compare_trials(
+    dirs: Iterable[str | Path], out_dir: str | Path, reanalyze: bool = False, **analyze_kwargs
+) -> dict:
+    """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}."""
+    out_dir = Path(out_dir)
+    trials, skipped = [], []
+    for trial_dir in find_trials(dirs):
+        try:
+            trials.append(load_or_analyze(trial_dir, reanalyze, **analyze_kwargs))
+        except (TrialFormatError, AnalysisError, BagError, ValueError, OSError) as exc:
+            skipped.append(f"{trial_dir}: {exc}" if str(trial_dir) not in str(exc) else str(exc))
+    if not trials:
+        raise AnalysisError("no trial could be analysed: " + "; ".join(skipped))
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for m in trials:
+        groups.setdefault(_config_key(m), []).append(m)
+    rows = []
+    for key in sorted(groups, key=_sort_key):
+        members = groups[key]
+        values = [trial_values(m) for m in members]
+        rows.append(
+            {
+                "middleware": key[0],
+                "security": key[1],
+                "network": key[2],
+                "trials": len(members),
+                "partial": sum(1 for m in members if m["partial"]),
+                "metrics": {c.key: spread([v[c.key] for v in values]) for c in COLUMNS},
+                "drift_values": [v["drift_mean"] for v in values],
+            }
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    per_trial = [_trial_row(m) for m in trials]
+    result = {"rows": rows, "trials": per_trial, "skipped": skipped}
+    (out_dir / COMPARE_JSON).write_text(json.dumps(result, indent=1))
+    _write_csv(out_dir / COMPARE_CSV, rows)
+    (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped)) + "\n")
+    drift_plot(out_dir / DRIFT_PNG, rows)
+    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG)]
+    return result
+
+
+def _trial_row(m: dict) -> dict:
+    t = m["trial"]
+    return {
+        "dir": t["dir"],
+        "name": t["name"],
+        "middleware": t["middleware"],
+        "security": t["security"],
+        "network": t["network"],
+        "repetition": t["repetition"],
+        "partial": m["partial"],
+        "laps_completed": m["progress"]["laps_completed"],
+        **trial_values(m),
+    }
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    fields = ["middleware", "security", "network", "trials", "partial"]
+    for c in COLUMNS:
+        fields += [
+            f"{c.key}_{c.unit.replace('%', 'percent')}_{s}"
+            for s in ("n", "median", "p25", "p75", "min", "max")
+        ]
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(fields)
+        for row in rows:
+            cells = [row["middleware"], row["security"], row["network"], row["trials"], row["partial"]]
+            for c in COLUMNS:
+                s = row["metrics"][c.key]
+                cells += [s["n"]] + [
+                    "" if s[k] is None else f"{s[k]:.6g}" for k in ("median", "p25", "p75", "min", "max")
+                ]
+            writer.writerow(cells)
+
+
+def _cell(s: dict, digits: int) -> str:
+    if not s["n"]:
+        return "n/a"
+    if s["n"] == 1:
+        return f"{s['median']:.{digits}f}"
+    return f"{s['median']:.{digits}f} ({s['min']:.{digits}f}-{s['max']:.{digits}f})"
+
+
+def _digits(unit: str) -> int:
+    return {"mm": 1, "deg": 2, "ms": 2, "%": 2}.get(unit, 2)
+
+
+def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+    head = ["middleware", "security", "network", "trials"] + [f"{c.title} ({c.unit})" for c in COLUMNS]
+    lines = [
+        "# Comparison of trials",
+        "",
+        "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
+        "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
+        "(the trials column counts partial ones in brackets). Definitions: docs/analysis.md.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    for row in rows:
+        trials_cell = str(row["trials"]) + (f" ({row['partial']} partial)" if row["partial"] else "")
+        cells = [row["middleware"], row["security"], row["network"], trials_cell]
+        cells += [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", f"![drift per configuration]({DRIFT_PNG})", "", "## Trials", ""]
+    head = ["trial", "middleware", "security", "network", "rep", "laps"] + [
+        f"{c.title} ({c.unit})" for c in COLUMNS
+    ]
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for t in sorted(
+        trials,
+        key=lambda t: (_sort_key((t["middleware"], t["security"], t["network"])), t["repetition"], t["name"]),
+    ):
+        cells = [
+            t["name"] + (" (partial)" if t["partial"] else ""),
+            t["middleware"],
+            t["security"],
+            t["network"],
+            str(t["repetition"]),
+            str(t["laps_completed"]),
+        ]
+        cells += ["n/a" if t[c.key] is None else f"{t[c.key]:.{_digits(c.unit)}f}" for c in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    if skipped:
+        lines += ["", "## Skipped", ""] + [f"- {s}" for s in skipped]
+    return lines
+
+
+def drift_plot(path: Path, rows: list[dict]) -> None:
+    from matplotlib import colormaps
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6.0, 1.1 * len(rows) + 2.0), 5.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.22)
+    cmap = colormaps["tab10"]
+    middlewares = list(dict.fromkeys(r["middleware"] for r in rows))
+    labelled = set()
+    for i, row in enumerate(rows):
+        s = row["metrics"]["drift_mean"]
+        color = cmap(middlewares.index(row["middleware"]) % 10)
+        label = row["middleware"] if row["middleware"] not in labelled else None
+        labelled.add(row["middleware"])
+        hatch = "//" if row["security"] != "none" else None
+        if s["n"]:
+            err = [[s["median"] - s["min"]], [s["max"] - s["median"]]]
+            ax.bar(i, s["median"], color=color, alpha=0.8, hatch=hatch, edgecolor="k", lw=0.5, label=label)
+            ax.errorbar(i, s["median"], yerr=err, color="k", capsize=4, lw=1)
+            points = [v for v in row["drift_values"] if v is not None]
+            ax.plot(
+                np.full(len(points), i) + np.linspace(-0.15, 0.15, len(points)), points, "o", color="k", ms=3
+            )
+        else:
+            ax.text(i, 0, "n/a", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels([f"{r['middleware']}\n{r['security']}\n{r['network']}" for r in rows], fontsize=8)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel("configuration: middleware / security / network")
+    ax.set_ylabel("drift, last lap vs lap 1, mean (mm)")
+    ax.set_title(
+        "Drift per configuration: median over repetitions, bars min-max, dots = repetitions\n(hatched = security on)",
+        fontsize=10,
+    )
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8, title="middleware", title_fontsize=8)
+    fig.savefig(path, dpi=110)

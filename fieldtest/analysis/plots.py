@@ -1,0 +1,237 @@
+"""PNG plots of one trial: trajectory with laps and the ideal square, drift over lap time, latency.
+
+Drawn with matplotlib's object API on the Agg canvas (no pyplot state, no display needed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from .drift import DriftSeries
+from .latency import LatencySeries
+from .loading import TrialData
+from .motion import Motion, Track
+
+DPI = 110
+FAULT_COLOR = "#d62728"
+TRAJECTORY_PNG, DRIFT_PNG, LATENCY_PNG = "trajectory.png", "drift.png", "latency.png"
+
+
+def _title(metrics: dict, what: str) -> str:
+    trial = metrics["trial"]
+    config = f"{trial['middleware']} / security {trial['security']} / network {trial['network']}"
+    partial = "  [PARTIAL]" if metrics.get("partial") else ""
+    return f"{trial['name']} (rep {trial['repetition']}): {what}{partial}\n{config}"
+
+
+def _save(fig: Figure, path: Path) -> str:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI)
+    return path.name
+
+
+def write_plots(
+    out_dir: Path,
+    metrics: dict,
+    data: TrialData,
+    track: Track | None,
+    motion: Motion,
+    drift: DriftSeries | None,
+    latency: LatencySeries,
+    holes: list[tuple[float, float, bool]],
+    faults: list[dict],
+) -> list[str]:
+    written = []
+    if track is not None and motion.start_s is not None:
+        written.append(
+            _save(trajectory_figure(metrics, data, track, motion, holes, faults), out_dir / TRAJECTORY_PNG)
+        )
+    if drift is not None and len(drift.tau_s):
+        written.append(_save(drift_figure(metrics, data, drift, motion, faults), out_dir / DRIFT_PNG))
+    written.append(_save(latency_figure(metrics, data, latency, motion, faults), out_dir / LATENCY_PNG))
+    return written
+
+
+def _lap_colors(n: int):
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def trajectory_figure(metrics, data: TrialData, track: Track, motion: Motion, holes, faults) -> Figure:
+    plan = data.plan
+    fig = Figure(figsize=(8.0, 7.6))
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.08, top=0.91)
+    ax = fig.add_subplot()
+    local = motion.to_start_frame(track.xy)
+    t = track.t_s
+    ax.plot(local[:, 0], local[:, 1], color="0.75", lw=0.8, label="before / after the laps, partial lap")
+    ideal = plan.segment_start_poses()
+    corners = ideal[: 2 * 4 + 1 : 2]  # lap 1: start of each side and back to the start
+    ax.plot(corners[:, 0], corners[:, 1], "k--", lw=1.2, label=f"ideal square ({plan.side_m:.2f} m sides)")
+    colors = _lap_colors(max(1, len(motion.lap_windows)))
+    for i, (lo, hi) in enumerate(motion.lap_windows):
+        inside = (t >= lo) & (t <= hi)
+        ax.plot(local[inside, 0], local[inside, 1], color=colors[i], lw=1.3, label=f"lap {i + 1}")
+    for k, fault in enumerate(faults):
+        inside = (t >= fault["start_s"]) & (t <= fault["end_s"])
+        if np.any(inside):
+            label = "during a link fault" if k == 0 else None
+            ax.plot(local[inside, 0], local[inside, 1], color=FAULT_COLOR, lw=6, alpha=0.35, label=label)
+    excluded = [(a, b) for a, b, bridged in holes if not bridged]
+    if excluded:
+        ends = np.array([a for a, _ in excluded] + [b for _, b in excluded])
+        idx = np.clip(np.searchsorted(t, ends), 0, len(t) - 1)
+        ax.plot(local[idx, 0], local[idx, 1], "x", color="k", ms=7, label="edge of a mocap gap (excluded)")
+    ax.plot([0], [0], marker=">", color="green", ms=11, ls="none", label="start (x = driving direction)")
+    drift = metrics["drift"]
+    if drift.get("available"):
+        ax.plot(
+            [],
+            [],
+            " ",
+            label=f"drift lap {drift['last_lap']} vs 1: mean {_mm(drift['mean_m'])}, end {_mm(drift['at_lap_end_m'])}",
+        )
+    if metrics["ape"].get("available"):
+        ax.plot(
+            [], [], " ", label=f"APE vs ideal (evo, origin aligned): RMSE {_mm(metrics['ape']['rmse_m'])}"
+        )
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.set_xlabel("x (m), start frame: forward at the start")
+    ax.set_ylabel("y (m), start frame: left at the start")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="center", fontsize=8, framealpha=0.85)
+    ax.set_title(_title(metrics, "trajectory (ground truth)"), fontsize=10)
+    return fig
+
+
+def _mm(value_m) -> str:
+    return "n/a" if value_m is None else f"{value_m * 1000:.1f} mm"
+
+
+def drift_figure(metrics, data: TrialData, drift: DriftSeries, motion: Motion, faults) -> Figure:
+    plan = data.plan
+    fig = Figure(figsize=(9.0, 5.0))
+    fig.subplots_adjust(left=0.08, right=0.98, bottom=0.11, top=0.87)
+    ax = fig.add_subplot()
+    tau = drift.tau_s
+    n_laps = drift.distance_m.shape[0] + 1
+    colors = _lap_colors(n_laps)
+    pair = plan.side_s + plan.turn_s
+    for i in range(4):
+        lo = i * pair + plan.side_s
+        ax.axvspan(lo, lo + plan.turn_s, color="0.92", zorder=0, label="in-place turn" if i == 0 else None)
+    for k in range(drift.distance_m.shape[0]):
+        last = k == drift.distance_m.shape[0] - 1
+        d_mm = drift.distance_m[k] * 1000
+        label = f"lap {k + 2} vs lap 1"
+        if last:
+            m = metrics["drift"]
+            label += f" (mean {_mm(m['mean_m'])}, RMS {_mm(m['rms_m'])}, max {_mm(m['max_m'])})"
+        ax.plot(
+            tau, d_mm, color=colors[k + 1], lw=2.0 if last else 0.9, alpha=1.0 if last else 0.6, label=label
+        )
+    first_fault = True
+    for fault in faults:
+        for lap in (0, n_laps - 1):
+            lo = fault["start_s"] - (motion.start_s + lap * plan.lap_s)
+            hi = lo + fault["duration_s"]
+            if hi > 0 and lo < plan.lap_s:
+                label = "link fault (lap 1 or last lap)" if first_fault else None
+                ax.axvspan(max(lo, 0), min(hi, plan.lap_s), color=FAULT_COLOR, alpha=0.2, label=label)
+                first_fault = False
+    ax.set_xlim(0, plan.lap_s)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time into the lap (s), from the lap's start")
+    ax.set_ylabel("distance from lap 1 at the same time (mm)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(_title(metrics, "drift between laps"), fontsize=10)
+    return fig
+
+
+def latency_figure(metrics, data: TrialData, series: LatencySeries, motion: Motion, faults) -> Figure:
+    fig = Figure(figsize=(10.0, 8.0))
+    lat = metrics["latency"]
+    if not lat.get("available") or len(series.one_way_ms) == 0:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "no command receipts from the robot: no latency", ha="center", va="center")
+        ax.set_axis_off()
+        fig.suptitle(_title(metrics, "link latency"), fontsize=10)
+        return fig
+    grid = fig.add_gridspec(
+        2, 2, height_ratios=[1.1, 1], left=0.07, right=0.98, bottom=0.07, top=0.9, hspace=0.45, wspace=0.2
+    )
+    ax_t = fig.add_subplot(grid[0, :])
+    ax_h = fig.add_subplot(grid[1, 0])
+    ax_c = fig.add_subplot(grid[1, 1])
+    one_way = series.one_way_ms
+    ax_t.plot(series.sent_s, one_way, ".", ms=2.5, color="C0", label="one-way, offline clock correction")
+    live_differs = (
+        np.nanmax(np.abs(series.live_ms - one_way), initial=0.0) > 0.05
+        if np.any(np.isfinite(series.live_ms))
+        else False
+    )
+    if live_differs:  # drawn only when the robot's live correction differs from the offline one
+        ax_t.plot(
+            series.sent_s,
+            series.live_ms,
+            ".",
+            ms=1.5,
+            color="C1",
+            alpha=0.5,
+            label="one-way, robot's live clock estimate",
+        )
+    if len(series.lost_sent_s):
+        rug = np.full(len(series.lost_sent_s), 0.03)  # in axes height, so it sits on the x axis
+        ax_t.plot(
+            series.lost_sent_s,
+            rug,
+            "|",
+            color="k",
+            ms=12,
+            transform=ax_t.get_xaxis_transform(),
+            label=f"lost command ({lat['lost']})",
+        )
+    for k, fault in enumerate(faults):
+        ax_t.axvspan(
+            fault["start_s"],
+            fault["end_s"],
+            color=FAULT_COLOR,
+            alpha=0.2,
+            label=f"{fault['kind']}" if k == 0 else None,
+        )
+    for i, (lo, _) in enumerate(motion.lap_windows):
+        ax_t.axvline(lo, color="0.6", lw=0.8, ls=":", label="lap start" if i == 0 else None)
+    ax_t.set_xlabel("send time (s from stream start)", labelpad=1)
+    ax_t.set_ylabel("latency (ms)")
+    ax_t.grid(True, alpha=0.3)
+    ax_t.set_ylim(bottom=min(0.0, np.nanmin(one_way, initial=0.0)))
+    ax_t.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=5, frameon=False)
+    finite = np.sort(one_way[np.isfinite(one_way)])
+    ax_h.hist(finite, bins=min(80, max(10, len(finite) // 20)), color="C0")
+    ax_h.set_xlabel("one-way latency (ms)")
+    ax_h.set_ylabel("commands")
+    ax_h.grid(True, alpha=0.3)
+    cdf = np.arange(1, len(finite) + 1) / len(finite)
+    ax_c.plot(finite, cdf, color="C0")
+    stats = lat["one_way_ms"]
+    for name, style in (("median", "--"), ("p90", "-."), ("p99", ":")):
+        if stats.get(name) is not None:
+            ax_c.axvline(stats[name], color="0.3", ls=style, lw=1, label=f"{name} {stats[name]:.2f} ms")
+    ax_c.set_xlabel("one-way latency (ms)")
+    ax_c.set_ylabel("fraction of received commands")
+    ax_c.set_ylim(0, 1.01)
+    ax_c.grid(True, alpha=0.3)
+    ax_c.legend(fontsize=8, loc="lower right")
+    loss = lat.get("loss_ratio")
+    summary = f"received {lat['commands_received']} of {lat['commands_sent']}" + (
+        f", loss {loss * 100:.2f} %" if loss is not None else ""
+    )
+    fig.suptitle(_title(metrics, f"link latency ({summary})"), fontsize=10)
+    return fig
