@@ -41,4 +41,6 @@ if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
   CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
 fi
 "$VENV/bin/python" -m pip install -q -e ".[dev]"
+# the userspace link emulator (used when the kernel has no netem); otherwise built on first use
+"$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 echo "[install] ready: $VENV"

@@ -1,0 +1,244 @@
+"""Link profiles: what an emulated network link does to packets, per direction.
+
+A profile describes the path between the robot and the rest of the lab network (see
+docs/networks.md for the topology). ``up`` is the robot's uplink (robot -> host), ``down`` its
+downlink. The built-in numbers and where they come from are listed in docs/networks.md; every
+number not taken from a measurement is marked there as an assumption.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ProfileError(ValueError):
+    """A link profile is unknown or invalid (the message names the source and the problem)."""
+
+
+class GilbertElliott(BaseModel):
+    """Bursty loss: a two-state Markov chain stepped once per packet (as netem's ``gemodel``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    p_pct: float = Field(ge=0, le=100, description="chance per packet to go from good to bad state")
+    r_pct: float = Field(gt=0, le=100, description="chance per packet to go from bad back to good")
+    loss_bad_pct: float = Field(100.0, ge=0, le=100, description="loss chance in the bad state (1-h)")
+    loss_good_pct: float = Field(0.0, ge=0, le=100, description="loss chance in the good state (1-k)")
+
+    def stationary_loss(self) -> float:
+        """Long-run fraction of packets this chain drops."""
+        p, r = self.p_pct / 100.0, self.r_pct / 100.0
+        bad = p / (p + r)
+        return bad * self.loss_bad_pct / 100.0 + (1.0 - bad) * self.loss_good_pct / 100.0
+
+    def mean_burst_packets(self) -> float:
+        """Mean number of consecutive packets spent in the bad state."""
+        return 100.0 / self.r_pct
+
+
+class Direction(BaseModel):
+    """What one direction of a link does to each packet."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delay_ms: float = Field(0.0, ge=0, description="base one-way delay")
+    jitter_ms: float = Field(0.0, ge=0, description="standard deviation of the one-way delay")
+    jitter_interval_ms: float | None = Field(
+        None, gt=0, description="correlation time of the jitter; default max(20 ms, 8 x jitter)"
+    )
+    loss_pct: float = Field(0.0, ge=0, le=100, description="independent random loss")
+    burst: GilbertElliott | None = Field(None, description="bursty loss on top of the random loss")
+    rate_kbit: float | None = Field(None, gt=0, description="rate limit (None: unlimited)")
+    queue_packets: int = Field(1000, ge=1, le=4096, description="packets the link may hold")
+
+    def jitter_interval(self) -> float:
+        """Correlation time in ms. 8 x jitter keeps the delay slope well above -1, so FIFO order
+        practically never has to hold a packet back (no reordering-induced delay growth)."""
+        if self.jitter_interval_ms is not None:
+            return self.jitter_interval_ms
+        return max(20.0, 8.0 * self.jitter_ms)
+
+    def expected_loss(self) -> float:
+        random_loss = self.loss_pct / 100.0
+        burst_loss = self.burst.stationary_loss() if self.burst else 0.0
+        return 1.0 - (1.0 - random_loss) * (1.0 - burst_loss)
+
+
+class LinkProfile(BaseModel):
+    """A named, documented link: per-direction impairments plus link-wide switches."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: str = Field("", description="where the numbers come from")
+    up: Direction = Field(default_factory=Direction, description="robot -> rest of the network")
+    down: Direction = Field(default_factory=Direction, description="rest of the network -> robot")
+    multicast: bool = Field(True, description="False: the link drops multicast frames")
+    reorder: bool = Field(False, description="True: jitter may reorder packets (as plain netem)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _symmetric_shorthand(cls, data: Any) -> Any:
+        """Direction keys at the top level mean 'the same in both directions'."""
+        if not isinstance(data, dict):
+            return data
+        shared = {k: data[k] for k in Direction.model_fields if k in data}
+        if not shared:
+            return data
+        rest = {k: v for k, v in data.items() if k not in shared}
+        for side in ("up", "down"):
+            rest[side] = {**shared, **(rest.get(side) or {})}
+        return rest
+
+    def expected_rtt_ms(self) -> float:
+        """Median round trip through this link alone (jitter is symmetric around the base)."""
+        return self.up.delay_ms + self.down.delay_ms
+
+    def expected_loss(self) -> float:
+        """Round-trip loss: a probe is lost if either direction drops it."""
+        return 1.0 - (1.0 - self.up.expected_loss()) * (1.0 - self.down.expected_loss())
+
+    def summary(self) -> dict[str, Any]:
+        """Compact form for trial records."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+_ZHANG = (
+    "Zhang et al., Comparison of Middlewares in Edge-to-Edge and Edge-to-Cloud Communication "
+    "for Distributed ROS 2 Systems (docs/networks.md, CONTEXT.md section 1)"
+)
+
+BUILTIN: dict[str, dict[str, Any]] = {
+    "ideal": {
+        "description": "No impairment: only the emulator's own cost (used to measure it).",
+        "source": "none: a reference link",
+    },
+    "ethernet": {
+        "description": "Switched gigabit Ethernet: host, robot and broker on one wired LAN.",
+        "source": f"Assumption (switched GbE one-way well under 0.1 ms); orientation: {_ZHANG}, Ethernet "
+        "rows, 1.3-2.0 ms mean latency for DDS/Zenoh including the middleware.",
+        "delay_ms": 0.05,
+        "jitter_ms": 0.01,
+        "rate_kbit": 1_000_000,
+    },
+    "wifi": {
+        "description": "Robot on a lab Wi-Fi access point at a few metres, moderate contention.",
+        "source": f"Orientation: {_ZHANG}: Wi-Fi minus Ethernet mean latency is +3.2 ms (MQTT no broker) "
+        "to +10.8/+12.8 ms (Zenoh broker/TCP); we take 4 ms per direction. Jitter, loss and rate are "
+        "assumptions (802.11n/ac after MAC retransmissions).",
+        "delay_ms": 4.0,
+        "jitter_ms": 2.0,
+        "loss_pct": 0.5,
+        "rate_kbit": 50_000,
+    },
+    "wifi-lossy": {
+        "description": "Robot far from the access point: low modulation rate, retransmissions, loss bursts.",
+        "source": "Assumptions: cell-edge 802.11 (MCS0 ~6.5 Mbit/s), doubled delay, strong jitter; "
+        "bursty loss follows Chen 2019's observation that loss rises sharply with distance (CONTEXT.md "
+        "section 2).",
+        "delay_ms": 8.0,
+        "jitter_ms": 5.0,
+        "loss_pct": 2.0,
+        "burst": {"p_pct": 1.0, "r_pct": 25.0, "loss_bad_pct": 50.0},
+        "rate_kbit": 6_000,
+        "queue_packets": 300,
+    },
+    "4g": {
+        "description": "Robot on a 4G/LTE modem, host on the wired network (edge-to-cloud style).",
+        "source": f"Orientation: {_ZHANG}: 4G rows 58.8 ms (DDS) and 72.1 ms (Zenoh-TCP) mean latency; "
+        "we take a 60 ms RTT with a slower uplink, a common LTE figure (assumption). Rates and loss "
+        "are assumptions.",
+        "up": {"delay_ms": 35.0, "jitter_ms": 8.0, "loss_pct": 0.5, "rate_kbit": 5_000},
+        "down": {"delay_ms": 25.0, "jitter_ms": 6.0, "loss_pct": 0.5, "rate_kbit": 20_000},
+    },
+}
+
+
+def _build(name: str, spec: dict[str, Any], known: dict[str, LinkProfile], origin: str) -> LinkProfile:
+    spec = dict(spec)
+    base_name = spec.pop("extends", None)
+    if base_name is not None:
+        if base_name not in known:
+            raise ProfileError(f"{origin}: profile {name!r} extends unknown profile {base_name!r}")
+        merged = known[base_name].model_dump(exclude={"name"})
+        for side in ("up", "down"):
+            merged[side] = {**merged[side], **{k: v for k, v in spec.items() if k in Direction.model_fields}}
+            merged[side].update(spec.pop(side, None) or {})
+        spec = {**merged, **{k: v for k, v in spec.items() if k not in Direction.model_fields}}
+    try:
+        return LinkProfile.model_validate({**spec, "name": name})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "profile"
+        raise ProfileError(f"{origin}: profile {name!r}: {where}: {first['msg']}") from None
+
+
+def builtin_profiles() -> dict[str, LinkProfile]:
+    return {name: _build(name, spec, {}, "built-in profiles") for name, spec in BUILTIN.items()}
+
+
+def load_profiles(specs: dict[str, Any] | None, origin: str = "trial plan") -> dict[str, LinkProfile]:
+    """Built-in profiles plus user-defined ones (a mapping name -> fields, as in a trial plan).
+
+    A user profile may ``extends: <name>`` another profile and override some fields.
+    """
+    profiles = builtin_profiles()
+    if specs is None:
+        return profiles
+    if not isinstance(specs, dict):
+        raise ProfileError(f"{origin}: link profiles must be a mapping of name -> fields")
+    for name, spec in specs.items():
+        if not isinstance(spec, dict):
+            raise ProfileError(f"{origin}: profile {name!r} must be a mapping of fields")
+        profiles[str(name)] = _build(str(name), spec, profiles, origin)
+    return profiles
+
+
+def load_profiles_file(path: str | Path) -> dict[str, LinkProfile]:
+    """Profiles from a YAML file: either a mapping of profiles or one with a ``profiles`` key."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if isinstance(data, dict) and "profiles" in data:
+        data = data["profiles"]
+    return load_profiles(data, origin=str(path))
+
+
+def get_profile(
+    spec: str | dict[str, Any] | LinkProfile, user_profiles: dict[str, Any] | None = None
+) -> LinkProfile:
+    """Resolve a profile given by name (built-in or user-defined), by fields, or as a model."""
+    if isinstance(spec, LinkProfile):
+        return spec
+    profiles = load_profiles(user_profiles)
+    if isinstance(spec, dict):
+        spec = dict(spec)
+        name = str(spec.pop("name", "custom"))
+        return _build(name, spec, profiles, "link profile")
+    if spec not in profiles:
+        raise ProfileError(f"unknown link profile {spec!r}; known: {', '.join(sorted(profiles))}")
+    return profiles[spec]
+
+
+def loss_tolerance(expected: float, packets: int, burst: GilbertElliott | None = None) -> float:
+    """A generous bound on |measured - expected| loss for ``packets`` probes (about 4.5 sigma).
+
+    Bursty loss is correlated from packet to packet, which widens the spread; the factor
+    (1 + rho) / (1 - rho) with rho = 1 - p - r is the variance inflation of a two-state chain.
+    """
+    inflation = 1.0
+    if burst is not None:
+        rho = max(0.0, 1.0 - (burst.p_pct + burst.r_pct) / 100.0)
+        inflation = (1.0 + rho) / (1.0 - rho)
+    sigma = math.sqrt(max(expected * (1.0 - expected), 1e-4) * inflation / max(packets, 1))
+    return 4.5 * sigma + 0.01
