@@ -162,7 +162,6 @@ class TwinRobot:
         self.realtime = realtime
         self.trial_dir = trial_dir
         self.clock = Clock(request.twin.robot_clock_offset_s)
-        self.true_clock = Clock()  # the simulation's own time: what the mocap sees
         self.model = model_for(request)
         self.physics_period_ns = round(1e9 / physics_hz)
         self.truth_every = max(1, round(physics_hz / truth_log_hz))
@@ -256,7 +255,8 @@ class TwinRobot:
             x, y, yaw = self.model.pose
             trips = list(self.model.watchdog_trips)
         if self.feed is not None:
-            self.feed.send((x, y, 0.0, *rosmsg.yaw_quaternion(yaw)), t=self.true_clock.now_ns() / 1e9)
+            true_s = (now - self.clock.offset_ns) / 1e9  # the mocap sees true (unshifted) time
+            self.feed.send((x, y, 0.0, *rosmsg.yaw_quaternion(yaw)), t=true_s)
         if tick % self.truth_every == 0:
             pose = rosmsg.pose_stamped(now, TRUTH_FRAME, (x, y, 0.0), rosmsg.yaw_quaternion(yaw))
             self.bag.write(TWIN_TRUTH_TOPIC, rosmsg.POSE_STAMPED, now, pose)
