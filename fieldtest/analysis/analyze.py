@@ -18,6 +18,7 @@ from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
 from .loading import TrialData, load_trial
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
+from .plotworker import PlotWorker, PlotWorkerError
 
 METRICS_VERSION = 1
 METRICS_FILE, REPORT_FILE = "metrics.json", "report.md"
@@ -47,11 +48,50 @@ def analyze_trial(
     started = time.perf_counter()
     trial_dir = Path(trial_dir)
     out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
+    worker = PlotWorker.start() if (plots and write) else None
+    try:
+        return _analyze(
+            trial_dir,
+            out_dir,
+            worker,
+            started,
+            pose_topic,
+            pose_bag,
+            up_axis,
+            pose_time,
+            max_gap_s,
+            plots,
+            report,
+            export_tum,
+            write,
+        )
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _analyze(
+    trial_dir,
+    out_dir,
+    worker,
+    started,
+    pose_topic,
+    pose_bag,
+    up_axis,
+    pose_time,
+    max_gap_s,
+    plots,
+    report,
+    export_tum,
+    write,
+) -> dict[str, Any]:
     data = load_trial(
         trial_dir, pose_topic=pose_topic, pose_bag=pose_bag, up_axis=up_axis, pose_time=pose_time
     )
     clock = estimate_clock(data)
-    faults, fault_notes = normalize_faults(data.record.outcome.faults, data.stream_start_ns)
+    faults, fault_notes = normalize_faults(
+        data.record.outcome.faults, data.stream_start_ns, data.plan.total_s
+    )
     latency, latency_series = latency_metrics(data, clock, faults)
 
     track = build_track(data.poses, data.stream_start_ns, clock) if data.poses is not None else None
@@ -66,11 +106,6 @@ def analyze_trial(
     end_s = None
     if track is not None and motion.start_s is not None:
         end_s = motion_end_s(track, motion, data.plan)
-    ape = (
-        ape_mod.ape_metrics(track, motion, data.plan, end_s)
-        if end_s is not None
-        else {"available": False, "reason": "no motion start"}
-    )
     mocap, holes = ({}, [])
     if track is not None:
         window = (motion.start_s, end_s) if end_s is not None else None
@@ -78,29 +113,50 @@ def analyze_trial(
         mocap["source"] = {"topic": data.poses.topic, "bag": data.poses.bag, "clock": data.poses.clock}
         mocap["dropped_non_finite"] = data.poses.dropped_invalid
 
+    pending = {"available": False, "reason": "not computed yet"}
     metrics = _assemble(
-        data, clock, motion, drift, ape, latency, mocap, faults, fault_notes, up_axis, max_gap_s
+        data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, up_axis, max_gap_s
     )
     metrics = _jsonable(metrics)
-    metrics["analysis_s"] = round(time.perf_counter() - started, 4)
+    plot_args = (out_dir, metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if write:
         out_dir.mkdir(parents=True, exist_ok=True)
-        metrics["files"] = _write_series(out_dir, drift_series, latency_series)
-        if export_tum and end_s is not None:
-            ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
-            metrics["ape"]["tum_files"] = [ref.name, est.name]
-        if plots:
-            from .plots import write_plots
+    if worker is not None:
+        worker.submit(*plot_args)  # it draws while evo computes the APE here
+    ape = (
+        ape_mod.ape_metrics(track, motion, data.plan, end_s)
+        if end_s is not None
+        else {"available": False, "reason": "no motion start"}
+    )
+    metrics["ape"] = _jsonable(ape)
+    if worker is not None:
+        worker.send_ape(metrics["ape"])
+    metrics["analysis_s"] = round(time.perf_counter() - started, 4)
+    if not write:
+        return metrics
+    metrics["files"] = _write_series(out_dir, drift_series, latency_series)
+    if export_tum and end_s is not None:
+        ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
+        metrics["ape"]["tum_files"] = [ref.name, est.name]
+    if plots:
+        metrics["plots"] = _plots(worker, plot_args, metrics)
+    _write_json(out_dir / METRICS_FILE, metrics)
+    if report:
+        from .report import write_report
 
-            metrics["plots"] = write_plots(
-                out_dir, metrics, data, track, motion, drift_series, latency_series, holes, faults
-            )
-        _write_json(out_dir / METRICS_FILE, metrics)
-        if report:
-            from .report import write_report
-
-            write_report(out_dir / REPORT_FILE, metrics)
+        write_report(out_dir / REPORT_FILE, metrics)
     return metrics
+
+
+def _plots(worker: PlotWorker | None, plot_args, metrics: dict) -> list[str]:
+    if worker is not None:
+        try:
+            return worker.result()
+        except PlotWorkerError as exc:
+            metrics["warnings"].append(f"{exc}; plots drawn in the main process")
+    from .plots import write_plots
+
+    return write_plots(*plot_args)
 
 
 def _assemble(
@@ -230,11 +286,14 @@ def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else float(a - b)
 
 
-def normalize_faults(raw: list[dict], stream_start_ns: int) -> tuple[list[dict], list[str]]:
+def normalize_faults(
+    raw: list[dict], stream_start_ns: int, stream_end_s: float
+) -> tuple[list[dict], list[str]]:
     """outcome.faults entries as {kind, start_s, duration_s, end_s, detail, ...} in stream seconds.
 
     Accepted time keys (docs/analysis.md, "Faults"): start_s (stream seconds) or start_ns (host clock,
-    ns since the epoch); duration_s, duration_ns, end_s or end_ns.
+    ns since the epoch); duration_s, duration_ns, end_s or end_ns; none of these four means the
+    fault lasts to the end of the stream (a profile change that was never undone).
     """
     out, notes = [], []
     for i, fault in enumerate(raw):
@@ -245,9 +304,12 @@ def normalize_faults(raw: list[dict], stream_start_ns: int) -> tuple[list[dict],
             duration = fault["duration_ns"] / 1e9
         if duration is None and start is not None and end is not None:
             duration = end - start
-        if start is None or duration is None:
-            notes.append(f"outcome.faults[{i}] has no start/duration; not shown")
+        open_ended = duration is None
+        if start is None:
+            notes.append(f"outcome.faults[{i}] has no start_s or start_ns; not shown")
             continue
+        if open_ended:
+            duration = max(0.0, stream_end_s - start)
         entry = {k: v for k, v in fault.items() if k not in {"start_ns", "end_ns", "duration_ns"}}
         entry.update(
             kind=str(fault.get("kind", "fault")),
@@ -255,6 +317,7 @@ def normalize_faults(raw: list[dict], stream_start_ns: int) -> tuple[list[dict],
             duration_s=float(duration),
             end_s=float(start + duration),
             detail=str(fault.get("detail", "")),
+            open_ended=open_ended,
         )
         out.append(entry)
     return out, notes

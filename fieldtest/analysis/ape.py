@@ -49,6 +49,14 @@ def _se3(xyz: np.ndarray, q_xyzw: np.ndarray) -> list[np.ndarray]:
     return list(m)
 
 
+def _wxyz(q_xyzw: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(q_xyzw[:, [3, 0, 1, 2]])
+
+
+def _xyzw(q_wxyz: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(q_wxyz[:, [1, 2, 3, 0]])
+
+
 def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
     from evo import __version__ as evo_version
     from evo.core import metrics, sync
@@ -57,9 +65,16 @@ def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) ->
     t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
     if len(t) < 2:
         return {"available": False, "reason": "fewer than two ground-truth poses in the motion window"}
-    ref = PoseTrajectory3D(poses_se3=_se3(ref_xyz, ref_q), timestamps=t.copy())
-    est = PoseTrajectory3D(poses_se3=_se3(est_xyz, est_q), timestamps=t.copy())
+    ref = PoseTrajectory3D(ref_xyz, _wxyz(ref_q), timestamps=t.copy())
+    est = PoseTrajectory3D(est_xyz, _wxyz(est_q), timestamps=t.copy())
     ref, est = sync.associate_trajectories(ref, est)
+    # evo builds SE(3) matrices one pose at a time; hand it the same matrices built in one go
+    ref = PoseTrajectory3D(
+        poses_se3=_se3(ref.positions_xyz, _xyzw(ref.orientations_quat_wxyz)), timestamps=ref.timestamps
+    )
+    est = PoseTrajectory3D(
+        poses_se3=_se3(est.positions_xyz, _xyzw(est.orientations_quat_wxyz)), timestamps=est.timestamps
+    )
     est.align_origin(ref)
     ape = metrics.APE(metrics.PoseRelation.translation_part)
     ape.process_data((ref, est))
@@ -71,7 +86,7 @@ def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) ->
         "alignment": "origin",
         "poses": int(est.num_poses),
         "window_s": [float(motion.start_s), float(end_s)],
-        **{f"{k}_m": v for k, v in stats.items()},
+        **{(f"{k}_m2" if k == "sse" else f"{k}_m"): v for k, v in stats.items()},
     }
 
 

@@ -202,15 +202,17 @@ def _context(m: dict) -> list[str]:
             "Measured link before the trial: " + ", ".join(f"{k} {v}" for k, v in o["link"].items()) + "."
         )
     if o["cpu"]:
-        out += ["", "| process | CPU s | CPU % of one core |", "| --- | --- | --- |"]
+        out += ([""] if len(out) > 2 else []) + [
+            "| process | CPU s | CPU % of one core |",
+            "| --- | --- | --- |",
+        ]
         out += [
             f"| {p} | {_fmt(v.get('cpu_s'), digits=2)} | {_fmt(v.get('cpu_percent'), digits=1)} |"
             for p, v in o["cpu"].items()
         ]
     faults = m["faults"]
     if faults:
-        out += [
-            "",
+        out += ([""] if len(out) > 2 else []) + [
             "| fault | start (s) | duration (s) | detail | commands sent | lost |",
             "| --- | --- | --- | --- | --- | --- |",
         ]

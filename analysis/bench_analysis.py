@@ -1,0 +1,162 @@
+"""Benchmark the analysis: one 96 s trial at 120 Hz and 360 Hz ground truth, and comparing 100 trials.
+
+    .venv/bin/python analysis/bench_analysis.py [--keep DIR]
+
+Prints wall times only (no pass/fail); each command's time is the best of three runs. Beside each single-trial figure it prints the wall time of
+one ``evo_ape`` run on the same poses (the TUM files the analysis exports), the yardstick the
+whole analysis should beat. Targets: the whole single-trial analysis (a fresh ``fieldtest analyze``
+process, plots included) faster than that one evo_ape run; 100 trials compared in under 20 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from fieldtest.analysis import analyze_trial, compare_trials
+from fieldtest.synth import SynthSpec, synthesize
+
+REPEAT = 3
+MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return time.perf_counter() - start, result
+
+
+def _run(cmd: list[str], env: dict | None = None, repeat: int = REPEAT) -> float:
+    """Best wall time of ``repeat`` runs of a command (the machine is shared: the best is the cost)."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        times.append(time.perf_counter() - start)
+        if proc.returncode != 0:
+            raise SystemExit(f"{cmd[0]} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return min(times)
+
+
+def realistic_spec(rate_hz: float, **overrides) -> SynthSpec:
+    """The seed study's square (4 laps, 96 s) with noise, gaps, jitter, a clock offset and some loss."""
+    fields = {
+        "mocap_rate_hz": rate_hz,
+        "mocap_noise_m": 0.0003,
+        "last_lap_shift_m": (0.03, -0.02),
+        "last_lap_rotation_deg": 1.5,
+        "lost_frames": [(20.0, 0.3), (50.0, 0.02)],
+        "invalid_frames": [(70.0, 0.2)],
+        "clock_offset_s": 0.8,
+        "clock_drift_ppm": 15.0,
+        "latency_s": 0.003,
+        "latency_jitter_s": 0.004,
+        "lost_seqs": tuple(range(400, 420)),
+    }
+    fields.update(overrides)
+    return SynthSpec(**fields)
+
+
+def bench_single(root: Path, rate_hz: float) -> None:
+    trial = root / f"trial-{int(rate_hz)}hz"
+    t_synth, _ = _timed(synthesize, trial, realistic_spec(rate_hz))
+    exe = Path(sys.executable).parent
+    cli = [sys.executable, "-m", "fieldtest.cli", "analyze", str(trial)]
+    _run(cli, repeat=1)  # compiles the modules once, as an installed kit has them compiled
+    t_process = _run(cli)  # a fresh process: imports, bags, metrics, evo APE, plots, report
+    t_no_plots = _run(cli + ["--no-plots"])
+    analyze_trial(trial)  # imports and caches warm
+    t_warm, _ = _timed(analyze_trial, trial)
+    metrics = analyze_trial(trial, root / "tum", plots=False, report=False, export_tum=True)
+    ref, est = (root / "tum" / name for name in metrics["ape"]["tum_files"])
+    home = root / "evo-home"
+    home.mkdir(exist_ok=True)
+    env = dict(os.environ, HOME=str(home), MPLBACKEND="Agg")
+    evo_cmd = [str(exe / "evo_ape"), "tum", str(ref), str(est), "--align_origin", "--no_warnings"]
+    _run(evo_cmd, env, repeat=1)  # the first run writes evo's settings file
+    t_evo = _run(evo_cmd, env)
+    poses = metrics["ape"]["poses"]
+    print(
+        f"\n96 s trial, {rate_hz:g} Hz ground truth ({poses} poses in the APE window; synthesized in {t_synth:.2f} s)"
+    )
+    print(f"  fieldtest analyze (new process, plots + report) {t_process:6.2f} s")
+    print(f"  fieldtest analyze --no-plots (new process)      {t_no_plots:6.2f} s")
+    print(f"  analyze_trial in a warm process (plots + report) {t_warm:5.2f} s")
+    print(f"  one evo_ape run on the same poses               {t_evo:6.2f} s")
+    verdict = "faster" if t_process < t_evo else "SLOWER"
+    print(f"  -> the whole analysis is {verdict} than one evo_ape run ({t_process / t_evo:.2f}x its time)")
+
+
+def make_campaign(root: Path, n: int) -> Path:
+    """n trials: five middlewares x security on/off, repetitions; copies of ten synthesized trials."""
+    seeds = root / "seeds"
+    runs = root / "campaign"
+    configs = [(mw, sec) for mw in MIDDLEWARES for sec in ("none", "sros2")]
+    for i, (mw, sec) in enumerate(configs):
+        synthesize(
+            seeds / f"{mw}-{sec}",
+            realistic_spec(
+                120.0, middleware=mw, security=sec, seed=i, last_lap_shift_m=(0.01 * (i + 1), 0.0)
+            ),
+        )
+    for k in range(n):
+        mw, sec = configs[k % len(configs)]
+        rep = k // len(configs)
+        dst = runs / f"{mw}-{sec}-r{rep}"
+        shutil.copytree(seeds / f"{mw}-{sec}", dst)
+        raw = yaml.safe_load((dst / "trial.yaml").read_text())
+        raw["request"]["repetition"] = rep
+        raw["request"]["name"] = dst.name
+        raw["trial_id"] = f"bench-{dst.name}"
+        (dst / "trial.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    return runs
+
+
+def bench_compare(root: Path, n: int) -> None:
+    t_make, runs = _timed(make_campaign, root, n)
+    t_scratch, _ = _timed(compare_trials, [runs], root / "compare-scratch")
+    t_cached, result = _timed(compare_trials, [runs], root / "compare")
+    t_process = _run(
+        [sys.executable, "-m", "fieldtest.cli", "compare", str(runs), "--out", str(root / "compare-cli")]
+    )
+    print(
+        f"\ncompare {len(result['trials'])} trials ({len(result['rows'])} configurations; made in {t_make:.1f} s)"
+    )
+    print(f"  no metrics.json yet (analyses every trial, no plots) {t_scratch:6.2f} s")
+    print(f"  every trial already analysed (reads metrics.json)    {t_cached:6.2f} s")
+    print(f"  fieldtest compare (new process, metrics.json read)   {t_process:6.2f} s")
+    print(
+        f"  -> target 100 trials under 20 s: {'met' if t_process < 20 else 'MISSED'} for a campaign whose trials were analysed after each run, "
+        f"{'met' if t_scratch < 20 else 'missed'} from scratch"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--keep", help="work in this directory and keep it (default: a temporary one)")
+    parser.add_argument("--trials", type=int, default=100, help="trials to compare (default 100)")
+    args = parser.parse_args()
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-analysis-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        for rate in (120.0, 360.0):
+            bench_single(root, rate)
+        bench_compare(root, args.trials)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
