@@ -1,0 +1,292 @@
+"""Campaigns: a YAML matrix of trials expanded into ``TrialRequest``s, for the lab and the twin alike.
+
+A campaign file names a ``base`` request (any ``TrialRequest`` fields), a ``matrix`` of fields to
+vary (dotted paths into the request, with the short names ``middleware``, ``security``, ``qos`` and
+``namespace`` for the ``transport`` fields), ``exclude`` rules, a number of ``repetitions`` and the
+``order`` trials run in. Every expanded request is validated, so a bad value is reported before
+the first trial starts, on one line that names the file and the field.
+
+Order ``interleaved`` (default) runs repetition 0 of every case, then repetition 1 of every case,
+and so on: slow drifts (battery, temperature, Wi-Fi neighbours) then spread over all cases instead
+of biasing whichever case ran last. ``grouped`` runs each case's repetitions back to back;
+``shuffled`` is a random order drawn from ``seed`` (the same file always gives the same order).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from fieldtest.plan import PlanError
+from fieldtest.record.trial import TrialRequest
+
+ALIASES = {
+    "middleware": "transport.middleware",
+    "security": "transport.security",
+    "qos": "transport.qos",
+    "namespace": "transport.namespace",
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+# ``security: on`` in a matrix picks each middleware's standard protection, so one campaign axis
+# can read "security off/on" as in the seed study: SROS2 on plain DDS, mutual TLS + access control
+# on the Zenoh and MQTT links.
+SECURITY_ON = "on"
+DEFAULT_SECURE_SETTING = {"dds": "sros2"}
+DEFAULT_SECURE_SETTING_BRIDGED = "mtls-acl"
+
+
+def resolve_security(middleware: str, setting: str) -> str:
+    if setting == SECURITY_ON:
+        return DEFAULT_SECURE_SETTING.get(middleware, DEFAULT_SECURE_SETTING_BRIDGED)
+    return setting
+
+
+class CampaignError(ValueError):
+    """A campaign file that cannot be expanded; the message is one line naming file and field."""
+
+
+class LabSettings(BaseModel):
+    """How the lab runner treats each trial of the campaign (ignored by the twin)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ros_distro: Literal["humble", "jazzy"] = "humble"
+    countdown_s: float = Field(5.0, ge=0, description="seconds announced before the robot moves")
+    max_clock_offset_ms: float = Field(
+        5.0, gt=0, description="pre-flight: largest |host - robot| clock offset"
+    )
+    max_clock_round_trip_ms: float = Field(100.0, gt=0, description="pre-flight: largest probe round trip")
+    min_battery_percent: float = Field(30.0, ge=0, le=100, description="pre-flight: lowest battery charge")
+    min_mocap_valid_fraction: float = Field(
+        0.9, ge=0, le=1, description="pre-flight: tracked share of frames"
+    )
+    preflight_timeout_s: float = Field(20.0, gt=0, description="time to wait for robot, mocap and clock")
+    warn_only: list[str] = Field(default_factory=list, description="pre-flight checks that only warn")
+    pause_between_trials_s: float = Field(0.0, ge=0, description="wait (or confirm) between trials")
+    confirm_each_trial: bool = Field(True, description="ask before each trial (robot placed at the start?)")
+
+
+class Campaign(BaseModel):
+    """A campaign file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    campaign: str = Field(description="campaign name: letters, digits, '-', '_', '.'")
+    description: str = ""
+    base: dict[str, Any] = Field(default_factory=dict, description="TrialRequest fields every trial shares")
+    matrix: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values to vary")
+    exclude: list[dict[str, Any]] = Field(default_factory=list, description="combinations to leave out")
+    repetitions: int = Field(1, ge=1)
+    order: Literal["interleaved", "grouped", "shuffled"] = "interleaved"
+    seed: int = 0
+    lab: LabSettings = Field(default_factory=LabSettings)
+    _source: str = PrivateAttr("<campaign>")  # the file it came from, for error messages
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @field_validator("campaign")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(f"{value!r} is not a usable name (letters, digits, '-', '_', '.')")
+        return value
+
+
+def canonical_field(name: str) -> str:
+    """Dotted TrialRequest path of a matrix key: 'middleware' -> 'transport.middleware'."""
+    return ALIASES.get(name, name)
+
+
+def _set_path(values: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    node = values
+    for part in parents:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise KeyError(part)
+        node = child
+    node[leaf] = value
+
+
+def _case_label(value: Any) -> str:
+    if isinstance(value, dict | list):
+        return "x"
+    text = str(value).replace("/", "_").replace(" ", "_")
+    return text or "empty"
+
+
+def _pydantic_where(exc: ValidationError) -> tuple[str, str]:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return where, first["msg"].removeprefix("Value error, ")
+
+
+class CaseSpec(BaseModel):
+    """One cell of the matrix: the varied values by canonical path."""
+
+    values: dict[str, Any]
+
+    def matches(self, rule: dict[str, Any]) -> bool:
+        return all(self.values.get(canonical_field(k)) == v for k, v in rule.items())
+
+    def label(self) -> str:
+        return "-".join(_case_label(v) for v in self.values.values())
+
+
+def _check_matrix(campaign: Campaign, source: str) -> None:
+    for key, values in campaign.matrix.items():
+        if not values:
+            raise CampaignError(f"{source}: matrix.{key}: empty list of values")
+        path = canonical_field(key)
+        if path.split(".")[0] not in TrialRequest.model_fields:
+            known = ", ".join([*ALIASES, *TrialRequest.model_fields])
+            raise CampaignError(f"{source}: matrix.{key}: not a trial field (known: {known})")
+        for reserved in ("name", "repetition"):
+            if path == reserved:
+                raise CampaignError(f"{source}: matrix.{key}: set by the campaign itself, cannot be varied")
+    keys = {canonical_field(k) for k in campaign.matrix}
+    for i, rule in enumerate(campaign.exclude):
+        for key in rule:
+            if canonical_field(key) not in keys:
+                raise CampaignError(
+                    f"{source}: exclude[{i}].{key}: not a matrix field ({', '.join(campaign.matrix)})"
+                )
+
+
+def cases(campaign: Campaign) -> list[CaseSpec]:
+    """The matrix cells left after ``exclude``, in the order the matrix lists its values."""
+    paths = [canonical_field(k) for k in campaign.matrix]
+    out = []
+    for combo in itertools.product(*campaign.matrix.values()):
+        case = CaseSpec(values=dict(zip(paths, combo, strict=True)))
+        if not any(case.matches(rule) for rule in campaign.exclude):
+            out.append(case)
+    return out
+
+
+def _request(campaign: Campaign, case: CaseSpec, repetition: int, index: int, source: str) -> TrialRequest:
+    values = copy.deepcopy(campaign.base)
+    for path, value in case.values.items():
+        try:
+            _set_path(values, path, copy.deepcopy(value))
+        except KeyError as exc:
+            raise CampaignError(f"{source}: base.{exc.args[0]}: must be a mapping to vary {path}") from None
+    label = case.label()
+    values["name"] = (
+        f"{campaign.campaign}-{label}-r{repetition}" if label else f"{campaign.campaign}-r{repetition}"
+    )
+    values["repetition"] = repetition
+    values["seed"] = int(values.get("seed", campaign.seed)) + index
+    transport = values.get("transport")
+    if isinstance(transport, dict) and transport.get("security") == SECURITY_ON:
+        transport["security"] = resolve_security(transport.get("middleware", "dds"), SECURITY_ON)
+    try:
+        request = TrialRequest.model_validate(values)
+    except ValidationError as exc:
+        where, reason = _pydantic_where(exc)
+        raise CampaignError(f"{source}: {_origin_of(where, case, campaign)}: {reason}") from None
+    except PlanError as exc:
+        raise CampaignError(f"{source}: base.plan: {exc}") from None
+    _check_names(request, case, campaign, source)
+    return request
+
+
+def _check_names(request: TrialRequest, case: CaseSpec, campaign: Campaign, source: str) -> None:
+    """Free-text fields that must name something the kit knows: QoS profile, security setting."""
+    from fieldtest.qos import QosError, get_qos
+    from fieldtest.security.settings import SecuritySettingError, get_setting
+
+    t = request.transport
+    try:
+        get_qos(t.qos)
+    except QosError as exc:
+        raise CampaignError(f"{source}: {_origin_of('transport.qos', case, campaign)}: {exc}") from None
+    try:
+        get_setting(t.security, t.middleware)
+    except SecuritySettingError as exc:
+        raise CampaignError(f"{source}: {_origin_of('transport.security', case, campaign)}: {exc}") from None
+    if t.security != "none" and not t.keystore:
+        raise CampaignError(
+            f"{source}: base.transport.keystore: security {t.security!r} needs a keystore path"
+        )
+
+
+def _origin_of(where: str, case: CaseSpec, campaign: Campaign) -> str:
+    """Where the user should look: the matrix entry that set the failing field, else the base."""
+    for key in campaign.matrix:
+        path = canonical_field(key)
+        if where == path or where.startswith(path + "."):
+            return f"matrix.{key} value {case.values[path]!r}"
+    return f"base.{where}"
+
+
+def expand(campaign: Campaign, source: str | None = None) -> list[TrialRequest]:
+    """Every trial of the campaign, validated, in run order."""
+    source = source or campaign.source
+    _check_matrix(campaign, source)
+    cells = cases(campaign)
+    if not cells:
+        raise CampaignError(f"{source}: exclude: leaves no trial to run")
+    if campaign.order == "grouped":
+        pairs = [(c, r) for c in cells for r in range(campaign.repetitions)]
+    else:
+        pairs = [(c, r) for r in range(campaign.repetitions) for c in cells]
+        if campaign.order == "shuffled":
+            random.Random(campaign.seed).shuffle(pairs)
+    return [_request(campaign, c, r, i, source) for i, (c, r) in enumerate(pairs)]
+
+
+def parse_campaign(raw: Any, source: str = "<campaign>") -> Campaign:
+    if not isinstance(raw, dict):
+        raise CampaignError(f"{source}: expected a mapping at the top level (campaign:, base:, matrix:, ...)")
+    try:
+        campaign = Campaign.model_validate(raw)
+    except ValidationError as exc:
+        where, reason = _pydantic_where(exc)
+        raise CampaignError(f"{source}: {where}: {reason}") from None
+    campaign._source = source
+    return campaign
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Read and check a campaign YAML file (not yet expanded: see ``expand``)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CampaignError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise CampaignError(
+            f"{path}: not valid YAML{line} ({getattr(exc, 'problem', None) or exc})"
+        ) from None
+    return parse_campaign(raw, str(path))
+
+
+def load_trials(path: str | Path) -> tuple[Campaign, list[TrialRequest]]:
+    """The campaign and its expanded, validated trial requests."""
+    campaign = load_campaign(path)
+    return campaign, expand(campaign)
+
+
+def campaign_json_schema() -> dict[str, Any]:
+    """JSON schema of the campaign file (trials/campaign.schema.json is generated from it)."""
+    schema = Campaign.model_json_schema()
+    request = TrialRequest.model_json_schema()
+    schema["$defs"] = {**schema.get("$defs", {}), **request.pop("$defs", {}), "TrialRequest": request}
+    schema["properties"]["base"]["description"] += " (see $defs.TrialRequest)"
+    return schema

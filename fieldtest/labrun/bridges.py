@@ -1,0 +1,502 @@
+"""Bridge, router, broker and recorder configuration of the lab, from a ``LabLaunch`` (no ROS needed).
+
+Which topics cross the host-robot link, per direction (ROS names under the robot namespace):
+
+    host -> robot   cmd_vel (fieldtest/cmd_vel when the robot relays), fieldtest/cmd_stamp (Humble
+                    Twist commands only), fieldtest/clock_probe_reply
+    robot -> host   fieldtest/clock_probe
+
+Everything else (odometry, receipts, clock offsets) stays on its machine and is recorded there.
+
+zenoh-bridge-ros2dds (1.x): the mode is the positional first argument (``zenoh-bridge-ros2dds
+client -c <file>``); the config file holds endpoints, scouting, TLS/ACL and the ``plugins.ros2dds``
+section, whose keys are checked against ``ROS2DDS_PLUGIN_KEYS`` (the plugin's DEFAULT_CONFIG.json5;
+unknown keys are errors in the bridge and ``id`` moved out of the plugin section). Note that the
+bridge's command line overrides ``ros_localhost_only`` with ``$ROS_LOCALHOST_ONLY`` (false when
+unset), so the launch file sets the environment *and* passes the flag.
+
+mqtt_client (ika-rwth-aachen, ROS 2 2.3+ layout): ``bridge.ros2mqtt.ros_topics`` lists the ROS
+topics, each with its own ``mqtt_topic``/``primitive``/``ros_type``/``inject_timestamp``/``advanced``
+block; ``bridge.mqtt2ros.mqtt_topics`` likewise with ``ros_topic``. Receivers get a fixed
+``ros_type`` so they need not wait for the retained type announcement.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fieldtest import rosmsg
+from fieldtest.labrun.environment import _local_only, dds_security_enabled
+from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
+from fieldtest.qos import get_qos
+from fieldtest.record.trial import (
+    CLOCK_OFFSET_TOPIC,
+    CLOCK_PROBE_REPLY_TOPIC,
+    CLOCK_PROBE_TOPIC,
+    RECEIPTS_TOPIC,
+)
+from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
+from fieldtest.transport.base import full_topic
+
+CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"
+BATTERY_TOPIC = "/battery_state"
+ODOM_TOPIC = "/odom"
+ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
+ZENOHD = "zenohd"
+MOSQUITTO = "mosquitto"
+
+# plugins.ros2dds keys documented in zenoh-plugin-ros2dds DEFAULT_CONFIG.json5 (1.x). The plugin
+# rejects unknown keys; "id" is a Zenoh root key now, not a plugin key.
+ROS2DDS_PLUGIN_KEYS = frozenset(
+    {
+        "nodename",
+        "namespace",
+        "domain",
+        "ros_localhost_only",
+        "ros_automatic_discovery_range",
+        "ros_static_peers",
+        "shm_enabled",
+        "allow",
+        "deny",
+        "pub_max_frequencies",
+        "pub_priorities",
+        "reliable_routes_blocking",
+        "queries_timeout",
+        "transient_local_cache_multiplier",
+        "work_thread_num",
+        "max_block_thread_num",
+    }
+)
+ROS2DDS_INTERFACE_KINDS = frozenset(
+    {"publishers", "subscribers", "service_servers", "service_clients", "action_servers", "action_clients"}
+)
+ROS2DDS_REMOVED_KEYS = frozenset({"id"})
+
+
+class BridgeConfigError(ValueError):
+    """A bridge/broker configuration that the real program would refuse."""
+
+
+@dataclass(frozen=True)
+class LinkTopic:
+    topic: str  # ROS name under the namespace, e.g. "/cmd_vel"
+    typename: str
+    sender: str  # "host" or "robot"
+
+
+def link_topics(cfg: LabLaunch) -> list[LinkTopic]:
+    """The topics the bridges carry for this trial, in a fixed order."""
+    cmd_type = rosmsg.TWIST if cfg.cmd_type == "twist" else rosmsg.TWIST_STAMPED
+    topics = [LinkTopic("/" + cfg.cmd_topic, cmd_type, "host")]
+    if cfg.cmd_type == "twist":
+        topics.append(LinkTopic(CMD_STAMP_TOPIC, rosmsg.HEADER, "host"))
+    topics += [
+        LinkTopic(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, "host"),
+        LinkTopic(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, "robot"),
+    ]
+    return topics
+
+
+def ros_topic(cfg: LabLaunch, topic: str) -> str:
+    return full_topic(cfg.namespace, topic)
+
+
+def wire_name(cfg: LabLaunch, topic: str) -> str:
+    """Zenoh key / MQTT topic, as zenoh-bridge-ros2dds maps ROS names (and the kit's transports do)."""
+    return ros_topic(cfg, topic).lstrip("/")
+
+
+def sent_by(cfg: LabLaunch) -> list[LinkTopic]:
+    return [t for t in link_topics(cfg) if t.sender == cfg.role]
+
+
+def received_by(cfg: LabLaunch) -> list[LinkTopic]:
+    return [t for t in link_topics(cfg) if t.sender != cfg.role]
+
+
+# ----------------------------------------------------------------------------------------- Zenoh
+
+
+def zenoh_mode(cfg: LabLaunch) -> str:
+    """Bridge mode: both peers in zenoh-peer, both clients of the router in zenoh-router."""
+    if cfg.middleware == "zenoh-peer":
+        return "peer"
+    if cfg.middleware == "zenoh-router":
+        return "client"
+    raise BridgeConfigError(f"middleware {cfg.middleware!r} has no Zenoh bridge")
+
+
+def _tcp(address: str, port: int) -> str:
+    host = f"[{address}]" if ":" in address and not address.startswith("[") else address
+    return f"tcp/{host}:{port}"
+
+
+def zenoh_endpoints(cfg: LabLaunch) -> tuple[list[str], list[str]]:
+    """(listen, connect) of this side's bridge: the robot listens in peer mode, the host connects."""
+    if cfg.middleware == "zenoh-peer":
+        if cfg.role == "robot":
+            return [_tcp("0.0.0.0", cfg.zenoh_port)], []
+        return [], [_tcp(cfg.robot_address, cfg.zenoh_port)]
+    return [], [_tcp(cfg.router_address, cfg.zenoh_port)]
+
+
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_/]+$")
+
+
+def _exact(name: str) -> str:
+    """A ROS name as an allow-list entry: the plugin matches each regex against the full name, and
+    ROS names hold no regex metacharacters (checked, so a literal name cannot match more)."""
+    if not _PLAIN_NAME.match(name):
+        raise BridgeConfigError(f"{name!r} is not a plain ROS name")
+    return name
+
+
+def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
+    """The ``plugins.ros2dds`` section: route exactly this side's link topics, nothing else."""
+    plugin: dict[str, Any] = {
+        "nodename": f"zenoh_bridge_ros2dds_{cfg.role}",
+        "domain": cfg.domain_id,
+        "allow": {
+            "publishers": [_exact(ros_topic(cfg, t.topic)) for t in sent_by(cfg)],
+            "subscribers": [_exact(ros_topic(cfg, t.topic)) for t in received_by(cfg)],
+            "service_servers": [],
+            "service_clients": [],
+            "action_servers": [],
+            "action_clients": [],
+        },
+        "reliable_routes_blocking": True,
+    }
+    if _local_only(cfg):
+        if cfg.ros_distro == "humble":
+            plugin["ros_localhost_only"] = True
+        else:
+            plugin["ros_automatic_discovery_range"] = "LOCALHOST"
+    if cfg.zenoh_express:
+        plugin["pub_priorities"] = [f"{_exact(ros_topic(cfg, '/' + cfg.cmd_topic))}=1:express"]
+    return plugin
+
+
+def zenoh_bridge_config(cfg: LabLaunch) -> dict[str, Any]:
+    """The bridge's config file (as a dict; ``to_json5`` writes it). The mode is not in it."""
+    listen, connect = zenoh_endpoints(cfg)
+    config: dict[str, Any] = {
+        "plugins": {"ros2dds": ros2dds_plugin(cfg)},
+        "listen": {"endpoints": listen},
+        "connect": {"endpoints": connect},
+        # No multicast scouting on the Wi-Fi: the link is exactly the configured endpoint.
+        "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+    }
+    return _with_zenoh_security(cfg, config, cfg.role)
+
+
+def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) -> dict[str, Any]:
+    if cfg.security == "none":
+        return config
+    overrides = zenoh_security_overrides(
+        cfg.keystore, identity, cfg.security, namespace=cfg.namespace, session_config=config
+    )
+    from fieldtest.transport.zenoh_ import deep_merge
+
+    return deep_merge(config, overrides)
+
+
+def zenoh_router_config(cfg: LabLaunch) -> dict[str, Any]:
+    """Config of the router of zenoh-router trials (for zenohd, or the kit's Python router)."""
+    config: dict[str, Any] = {
+        "mode": "router",
+        "listen": {"endpoints": [_tcp("0.0.0.0", cfg.zenoh_port)]},
+        "connect": {"endpoints": []},
+        "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+    }
+    return _with_zenoh_security(cfg, config, "router")
+
+
+def check_ros2dds_plugin(plugin: dict[str, Any], source: str = "plugins.ros2dds") -> None:
+    """Refuse keys the bridge would refuse, with the key named."""
+    for key in plugin:
+        if key in ROS2DDS_REMOVED_KEYS:
+            raise BridgeConfigError(
+                f"{source}.{key}: removed from the plugin section (use the Zenoh root key 'id')"
+            )
+        if key not in ROS2DDS_PLUGIN_KEYS:
+            raise BridgeConfigError(
+                f"{source}.{key}: unknown key (known: {', '.join(sorted(ROS2DDS_PLUGIN_KEYS))})"
+            )
+    for section in ("allow", "deny"):
+        for kind, patterns in (plugin.get(section) or {}).items():
+            if kind not in ROS2DDS_INTERFACE_KINDS:
+                raise BridgeConfigError(f"{source}.{section}.{kind}: unknown interface kind")
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise BridgeConfigError(
+                        f"{source}.{section}.{kind}: bad regex {pattern!r} ({exc})"
+                    ) from None
+    if "allow" in plugin and "deny" in plugin:
+        raise BridgeConfigError(f"{source}: 'allow' and 'deny' cannot both be set")
+
+
+def to_json5(config: dict[str, Any], comment: str = "") -> str:
+    """JSON is valid JSON5; a leading comment says where the file came from."""
+    header = f"// {comment}\n" if comment else ""
+    return header + json.dumps(config, indent=2) + "\n"
+
+
+def zenoh_bridge_command(cfg: LabLaunch, config_path: str | Path) -> list[str]:
+    """``zenoh-bridge-ros2dds <mode> -c <file>`` plus the discovery-scope flags."""
+    argv = [ZENOH_BRIDGE, zenoh_mode(cfg), "-c", str(config_path)]
+    if _local_only(cfg):
+        if cfg.ros_distro == "humble":
+            argv.append("--ros-localhost-only")
+        else:
+            argv += ["--ros-automatic-discovery-range", "LOCALHOST"]
+    return argv
+
+
+def zenoh_router_command(
+    cfg: LabLaunch, config_path: str | Path, config: dict[str, Any], *, zenohd: str | None = None
+) -> list[str]:
+    """zenohd with the config file when installed, else the kit's own router (eclipse-zenoh in
+    router mode) with the same listen/TLS/ACL settings."""
+    if zenohd:
+        return [zenohd, "-c", str(config_path)]
+    argv = ["python3", "-m", "fieldtest.transport.broker", "zenoh-router", "--address", "0.0.0.0"]
+    argv += ["--port", str(cfg.zenoh_port)]
+    extra = {k: v for k, v in config.items() if k in ("transport", "access_control", "listen")}
+    return [*argv, "--overrides-json", json.dumps(extra)]
+
+
+# --------------------------------------------------------------------------------------- rmw_zenoh
+
+
+def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
+    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router)."""
+    env = {}
+    if cfg.role == "robot":
+        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{_tcp(cfg.host_address, cfg.zenoh_port)}"]'
+    return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
+
+
+# ------------------------------------------------------------------------------------------ MQTT
+
+
+def mqtt_qos(cfg: LabLaunch) -> int:
+    return 1 if get_qos(cfg.qos).reliability == "reliable" else 0
+
+
+def mqtt_broker_host(cfg: LabLaunch) -> str:
+    return cfg.host_address if cfg.middleware == "mqtt-local-broker" else cfg.broker_address
+
+
+def _ros_qos_params(cfg: LabLaunch) -> dict[str, Any]:
+    qos = get_qos(cfg.qos)
+    return {"queue_size": qos.depth, "qos": {"reliability": qos.reliability, "durability": qos.durability}}
+
+
+def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
+    """mqtt_client's parameter file content for this side."""
+    if not cfg.mqtt:
+        raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT bridge")
+    broker: dict[str, Any] = {"host": mqtt_broker_host(cfg), "port": cfg.mqtt_port}
+    client: dict[str, Any] = {"id": f"fieldtest_{cfg.role}"}
+    if cfg.security != "none":
+        from fieldtest.security.keystore import tls_files
+
+        files = tls_files(cfg.keystore, cfg.role)
+        broker["tls"] = {"enabled": True, "ca_certificate": str(Path(files.ca).absolute())}
+        client["tls"] = {
+            "certificate": str(Path(files.cert).absolute()),
+            "key": str(Path(files.key).absolute()),
+        }
+    ros2mqtt: dict[str, Any] = {"ros_topics": [ros_topic(cfg, t.topic) for t in sent_by(cfg)]}
+    for t in sent_by(cfg):
+        ros2mqtt[ros_topic(cfg, t.topic)] = {
+            "mqtt_topic": wire_name(cfg, t.topic),
+            "primitive": False,
+            "inject_timestamp": cfg.mqtt_inject_timestamp,
+            "advanced": {"ros": _ros_qos_params(cfg), "mqtt": {"qos": mqtt_qos(cfg), "retained": False}},
+        }
+    mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
+    for t in received_by(cfg):
+        mqtt2ros[wire_name(cfg, t.topic)] = {
+            "ros_topic": ros_topic(cfg, t.topic),
+            "primitive": False,
+            "ros_type": t.typename,
+            "advanced": {"mqtt": {"qos": mqtt_qos(cfg)}, "ros": {**_ros_qos_params(cfg), "latched": False}},
+        }
+    return {
+        "/**": {
+            "ros__parameters": {
+                "broker": broker,
+                "client": client,
+                "bridge": {"ros2mqtt": ros2mqtt, "mqtt2ros": mqtt2ros},
+            }
+        }
+    }
+
+
+def to_yaml(data: dict[str, Any], comment: str = "") -> str:
+    header = f"# {comment}\n" if comment else ""
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def mqtt_client_command(params_path: str | Path) -> list[str]:
+    return ["ros2", "run", "mqtt_client", "mqtt_client", "--ros-args", "--params-file", str(params_path)]
+
+
+def mosquitto_acl(cfg: LabLaunch) -> str:
+    """ACL by certificate CN: each side writes what it sends, reads what it receives, and may
+    announce its message types on mqtt_client's ``mqtt_client/ros_msg_type/<topic>``."""
+    lines = ["# fieldtest lab ACL (generated): one block per certificate CN; everything else denied", ""]
+    for role in ("host", "robot"):
+        lines.append(f"user {tls_common_name(role)}")
+        for t in link_topics(cfg):
+            access = "write" if t.sender == role else "read"
+            lines.append(f"topic {access} {wire_name(cfg, t.topic)}")
+            lines.append(f"topic {access} mqtt_client/ros_msg_type/{wire_name(cfg, t.topic)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def mosquitto_conf(
+    cfg: LabLaunch,
+    acl_path: str | Path | None = None,
+    *,
+    bind_address: str = "0.0.0.0",
+    run_as: str | None = None,
+) -> str:
+    """mosquitto.conf (2.x) for the broker of an MQTT trial: plain, or TLS with client certificates.
+
+    Started as root, Mosquitto drops to the ``mosquitto`` user before reading the ACL: ``run_as``
+    sets the ``user`` option when the files are readable only by another user.
+    """
+    lines = [
+        "# fieldtest lab broker (generated by fieldtest.labrun.bridges)",
+        *([f"user {run_as}"] if run_as else []),
+        "per_listener_settings false",
+        "persistence false",
+        "log_dest stderr",
+        "log_type error",
+        "log_type warning",
+        "log_type notice",
+        "log_type information",
+        "connection_messages true",
+        "max_inflight_messages 0",  # no throttling of QoS 1 flows (mqtt_client's max_inflight is 65535)
+    ]
+    if cfg.security == "none":
+        lines += [f"listener {cfg.mqtt_port} {bind_address}", "allow_anonymous true"]
+    else:
+        from fieldtest.security.keystore import tls_files
+
+        if acl_path is None:
+            raise BridgeConfigError("a TLS broker needs its ACL file path")
+        files = tls_files(cfg.keystore, "broker")
+        lines += [
+            "allow_anonymous false",
+            f"acl_file {Path(acl_path).absolute()}",
+            f"listener {cfg.mqtt_port} {bind_address}",
+            f"cafile {Path(files.ca).absolute()}",
+            f"certfile {Path(files.cert).absolute()}",
+            f"keyfile {Path(files.key).absolute()}",
+            "require_certificate true",
+            "use_identity_as_username true",
+            "tls_version tlsv1.2",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------------------- recording
+
+
+def recorded_topics(cfg: LabLaunch) -> list[str]:
+    """What ``ros2 bag record`` takes on this side (the kit's own bags are written by the nodes)."""
+    topics = [t.topic for t in link_topics(cfg)]
+    if cfg.role == "robot":
+        topics += [RECEIPTS_TOPIC, CLOCK_OFFSET_TOPIC, ODOM_TOPIC, BATTERY_TOPIC]
+        if cfg.relay:
+            topics.append("/cmd_vel")
+    return [ros_topic(cfg, t) for t in dict.fromkeys(topics)]
+
+
+def ros2bag_dir(cfg: LabLaunch) -> Path:
+    return Path(cfg.trial_dir) / "ros2bag" / cfg.role
+
+
+def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
+    """``ros2 bag record`` in MCAP into ``<trial>/ros2bag/<role>`` (Humble needs
+    ros-humble-rosbag2-storage-mcap; Jazzy's default storage is MCAP already)."""
+    if not cfg.trial_dir:
+        raise BridgeConfigError("trial_dir is empty: nowhere to record")
+    argv = ["ros2", "bag", "record", "-s", "mcap", "-o", str(ros2bag_dir(cfg)), *recorded_topics(cfg)]
+    if dds_security_enabled(cfg):
+        argv += ["--ros-args", "--enclave", "/fieldtest/recorder"]
+    return argv
+
+
+# --------------------------------------------------------------------------------------- overview
+
+
+@dataclass(frozen=True)
+class SideProcess:
+    """One process a launch file starts besides the kit's node."""
+
+    name: str
+    argv: list[str]
+    env: dict[str, str]
+    config_files: dict[str, str]  # file name -> content, written before the process starts
+
+
+def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None = None) -> list[SideProcess]:
+    """Bridges, routers, brokers and recorders for this side, with the files they read."""
+    folder = Path(config_dir)
+    out: list[SideProcess] = []
+    if cfg.middleware == RMW_ZENOH:
+        if cfg.start_router or cfg.role == "robot":
+            argv, env = rmw_zenoh_router(cfg)
+            out.append(SideProcess("rmw_zenohd", argv, env, {}))
+    elif cfg.zenoh:
+        if cfg.start_router and cfg.role == "host":
+            path = folder / "zenoh_router.json5"
+            config = zenoh_router_config(cfg)
+            text = to_json5(config, "fieldtest lab Zenoh router (generated)")
+            argv = zenoh_router_command(cfg, path, config, zenohd=zenohd)
+            out.append(SideProcess("zenoh_router", argv, {}, {path.name: text}))
+        path = folder / f"zenoh_bridge_{cfg.role}.json5"
+        text = to_json5(
+            zenoh_bridge_config(cfg), f"fieldtest lab zenoh-bridge-ros2dds, {cfg.role} side (generated)"
+        )
+        out.append(SideProcess("zenoh_bridge", zenoh_bridge_command(cfg, path), {}, {path.name: text}))
+    elif cfg.mqtt:
+        if cfg.start_broker and cfg.role == "host":
+            files = {}
+            acl = folder / "mosquitto.acl"
+            if cfg.security != "none":
+                files[acl.name] = mosquitto_acl(cfg)
+            conf = folder / "mosquitto.conf"
+            files[conf.name] = mosquitto_conf(cfg, acl)
+            out.append(SideProcess("mosquitto", [MOSQUITTO, "-c", str(conf)], {}, files))
+        params = folder / f"mqtt_client_{cfg.role}.yaml"
+        text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
+        out.append(SideProcess("mqtt_client", mqtt_client_command(params), {}, {params.name: text}))
+    if cfg.record_ros2bag and cfg.trial_dir:
+        out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), {}, {}))
+    return out
+
+
+def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> list[Path]:
+    folder = Path(config_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for proc in processes:
+        for name, text in proc.config_files.items():
+            path = folder / name
+            path.write_text(text)
+            written.append(path)
+    return written

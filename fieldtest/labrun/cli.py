@@ -1,0 +1,201 @@
+"""``fieldtest lab``: run campaigns with a real TurtleBot 4, and inspect what the launch files do.
+
+fieldtest lab list trials/seed-study.yaml                 the campaign's trials, in run order
+fieldtest lab run trials/seed-study.yaml --robot ubuntu@tb4 --natnet-server 192.168.1.5
+fieldtest lab launch-plan host middleware:=zenoh-peer robot_address:=192.168.1.20 [--out DIR]
+fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter file
+fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from fieldtest.campaign import CampaignError, load_trials
+from fieldtest.labrun.create3 import (
+    Create3ParamError,
+    check_create3,
+    create3_param_file,
+    parse_param_dump,
+    verdict,
+)
+from fieldtest.labrun.settings import LaunchArgError, load_plan
+
+
+def _kv(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise LaunchArgError(f"{flag} {item!r}: expected name=value")
+        out[name] = value
+    return out
+
+
+def list_main(args: argparse.Namespace) -> int:
+    campaign, trials = load_trials(args.campaign)
+    print(f"{campaign.campaign}: {len(trials)} trials, order {campaign.order}")
+    for i, t in enumerate(trials):
+        tr = t.transport
+        print(f"{i + 1:3d}  {t.name:<48} {tr.middleware:<18} security={tr.security:<10} qos={tr.qos}")
+    return 0
+
+
+def _select(trials: list, only: str | None, first: int | None) -> list:
+    if only:
+        trials = [t for t in trials if only in t.name]
+    return trials[:first] if first else trials
+
+
+def run_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.remote import RemoteShell, RobotSide
+    from fieldtest.labrun.runner import HOST_LAUNCH, LabOptions, LabRunner
+
+    campaign, trials = load_trials(args.campaign)
+    trials = _select(trials, args.only, args.first)
+    if not trials:
+        print("fieldtest lab run: no trial selected", file=sys.stderr)
+        return 2
+    host_args, robot_args = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+    distro = args.ros_distro or campaign.lab.ros_distro
+    if args.standin:
+        standin = (sys.executable, "-m", "fieldtest.labrun.standin")
+        host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
+        estop = lambda request: zero_commands_over_transport(request)  # noqa: E731
+    else:
+        host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, RobotSide().setup
+        estop = lambda request: ros2_zero_commands(request, distro, host_args)  # noqa: E731
+    robot = RobotSide(
+        shell=RemoteShell(args.robot),
+        setup=args.robot_setup or setup,
+        remote_root=args.remote_root,
+        launch=robot_launch,
+    )
+    mocap = None
+    if args.natnet_server:
+        from fieldtest.natnet.recorder import RecorderConfig
+
+        mocap = RecorderConfig(
+            server_address=args.natnet_server,
+            local_address=args.natnet_local,
+            multicast=args.natnet_mode == "multicast",
+            up_axis=args.up_axis,
+        )
+    confirm = None if args.yes else (lambda question: input(question).strip().lower() in ("y", "yes"))
+    options = LabOptions(
+        runs_dir=Path(args.runs_dir) / campaign.campaign,
+        ros_distro=distro,
+        lab=campaign.lab,
+        robot=robot,
+        host_launch=host_launch,
+        host_args=host_args,
+        robot_args=robot_args,
+        mocap=mocap,
+        confirm=confirm if campaign.lab.confirm_each_trial else None,
+        analyse=not args.no_analyse,
+        emergency_stop=estop,
+    )
+    results = LabRunner(options).run_all(trials)
+    done = sum(r.end_reason == "completed" for r in results)
+    print(f"{done}/{len(results)} trials completed; results under {options.runs_dir}")
+    return 0 if results and done == len(results) else 1
+
+
+def launch_plan_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.launchplan import launch_plan
+
+    values = {}
+    for item in args.arguments:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            raise LaunchArgError(f"argument {item!r}: expected name:=value")
+        values[name] = value
+    if args.out:
+        values.setdefault("trial_dir", str(Path(args.out)))
+    plan = launch_plan(values, args.role)
+    print("\n".join(plan.summary()))
+    if args.out:
+        for path in plan.write_files():
+            print(f"wrote {path}")
+    return 0
+
+
+def create3_params_main(args: argparse.Namespace) -> int:
+    sys.stdout.write(create3_param_file(args.namespace))
+    return 0
+
+
+def check_create3_main(args: argparse.Namespace) -> int:
+    params = parse_param_dump(Path(args.dump).read_text(), args.dump)
+    plan, _ = load_plan(args.plan or "")
+    go, findings = verdict(check_create3(params, plan))
+    for f in findings:
+        print(f"[{f.severity.upper():4}] {f.check}: {f.detail}")
+    return 0 if go else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fieldtest lab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list a campaign's trials in run order")
+    p.add_argument("campaign")
+    p.set_defaults(func=list_main)
+
+    p = sub.add_parser("run", help="run a campaign's trials with the real robot")
+    p.add_argument("campaign")
+    p.add_argument("--only", help="run only trials whose name contains this")
+    p.add_argument("--first", type=int, help="run only the first N selected trials")
+    p.add_argument(
+        "--robot", help="ssh destination of the robot's Pi (user@host); omit to run the robot side locally"
+    )
+    p.add_argument("--remote-root", default="~/fieldtest/trials", help="where the robot records")
+    p.add_argument("--robot-setup", default="", help="shell setup on the robot before ros2 launch")
+    p.add_argument("--ros-distro", choices=("humble", "jazzy"), help="override the campaign's lab.ros_distro")
+    p.add_argument("--natnet-server", help="Motive's address (omit: no mocap; the mocap check then fails)")
+    p.add_argument("--natnet-local", default="0.0.0.0", help="this machine's address on the mocap network")
+    p.add_argument("--natnet-mode", choices=("multicast", "unicast"), default="multicast")
+    p.add_argument("--up-axis", choices=("y", "z"), default="y", help="Motive's streaming Up Axis")
+    p.add_argument(
+        "--host-arg", action="append", default=[], metavar="NAME=VALUE", help="extra host launch argument"
+    )
+    p.add_argument(
+        "--robot-arg", action="append", default=[], metavar="NAME=VALUE", help="extra robot launch argument"
+    )
+    p.add_argument("--runs-dir", default="trials/runs")
+    p.add_argument("--yes", action="store_true", help="do not ask before each trial")
+    p.add_argument("--no-analyse", action="store_true")
+    p.add_argument(
+        "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
+    )
+    p.set_defaults(func=run_main)
+
+    p = sub.add_parser("launch-plan", help="show (and write) what a launch file would start")
+    p.add_argument("role", choices=("host", "robot"))
+    p.add_argument("arguments", nargs="*", metavar="NAME:=VALUE")
+    p.add_argument("--out", help="write the generated configs under this trial directory")
+    p.set_defaults(func=launch_plan_main)
+
+    p = sub.add_parser("create3-params", help="print the Create 3 parameter file")
+    p.add_argument("--namespace", default="")
+    p.set_defaults(func=create3_params_main)
+
+    p = sub.add_parser(
+        "check-create3", help="judge a `ros2 param dump <ns>/motion_control` file against a plan"
+    )
+    p.add_argument("dump")
+    p.add_argument("--plan", help="plan YAML (default: the seed study's)")
+    p.set_defaults(func=check_create3_main)
+    return parser
+
+
+def lab_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (CampaignError, LaunchArgError, Create3ParamError, OSError, ValueError) as exc:
+        print(f"fieldtest lab {args.command}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2

@@ -1,0 +1,197 @@
+"""Create 3 base: the parameter file the lab uses and the pre-flight check of the base's parameters.
+
+The seed study drives at 0.33 m/s, above the Create 3's default cap of 0.306 m/s: unless
+``/motion_control`` ``safety_override`` is ``full`` (cap 0.46 m/s) the base silently clamps every
+side to 0.918 m instead of 0.99 m. Reflexes (bump, cliff, wheel drop...) override commands;
+``reflexes_enabled: false`` with ``safety_override: full`` is the known working combination. The
+command watchdog (``wheels_stop_threshold_sec``, 0.5 s) stops the wheels when commands arrive late.
+
+``check_create3`` takes the parameters as read from the base (``ros2 param dump`` YAML, or the
+robot's pre-flight node reading them over the GetParameters service) and the plan, and says what
+would go wrong. The robot's pre-flight refuses to start on a failure unless told to only warn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import yaml
+
+from fieldtest.plan import CREATE3_DEFAULT_MAX_SPEED_MPS, CREATE3_OVERRIDE_MAX_SPEED_MPS, SquarePlan
+
+MOTION_CONTROL_NODE = "motion_control"
+CHECKED_PARAMETERS = ("safety_override", "reflexes_enabled", "wheels_stop_threshold_sec")
+DEFAULT_WATCHDOG_S = 0.5
+MAX_ANGULAR_RPS = 1.9
+Severity = Literal["ok", "warn", "fail"]
+
+
+class Create3ParamError(ValueError):
+    """Parameter data that cannot be read (one line naming where it came from)."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    severity: Severity
+    detail: str
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def create3_param_file(namespace: str = "") -> str:
+    """YAML for the Create 3 web server's "ROS 2 parameters file" (Application -> Configuration).
+
+    The ``/**/`` prefix matches the node in any namespace, so the file survives a ROBOT_NAMESPACE
+    change. Reboot the base (or restart its application) after uploading.
+    """
+    data = {
+        f"/**/{MOTION_CONTROL_NODE}": {
+            "ros__parameters": {
+                "safety_override": "full",
+                "reflexes_enabled": False,
+            }
+        }
+    }
+    head = (
+        "# Create 3 parameters for fieldtest trials (upload in the Create 3 web server:\n"
+        "# Application -> Configuration -> ROS 2 parameters file, then restart the application).\n"
+        "# safety_override full: lifts the 0.306 m/s cap to 0.46 m/s (the plan drives 0.33 m/s) and the\n"
+        "#   backup limit; cliff safety is OFF: run trials on a floor without drops.\n"
+        "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
+    )
+    if namespace.strip("/"):
+        head += f"# Robot namespace /{namespace.strip('/')}: the node is /{namespace.strip('/')}/motion_control.\n"
+    return head + yaml.safe_dump(data, sort_keys=False)
+
+
+def parse_param_dump(text: str, source: str = "ros2 param dump") -> dict[str, Any]:
+    """Parameters of motion_control from ``ros2 param dump`` YAML (any namespace, or a plain mapping)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise Create3ParamError(f"{source}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise Create3ParamError(f"{source}: expected a mapping of node -> ros__parameters")
+    for node, body in data.items():
+        if str(node).rstrip("/").split("/")[-1] == MOTION_CONTROL_NODE and isinstance(body, dict):
+            params = body.get("ros__parameters")
+            if isinstance(params, dict):
+                return params
+    if "safety_override" in data:
+        return data
+    raise Create3ParamError(f"{source}: no motion_control parameters in it")
+
+
+def _speed_finding(params: dict[str, Any], plan: SquarePlan) -> Finding:
+    override = params.get("safety_override")
+    if override is None:
+        return Finding(
+            "speed cap", "fail", "safety_override unknown: could not read /motion_control parameters"
+        )
+    if override not in ("none", "backup_only", "full"):
+        return Finding("speed cap", "fail", f"safety_override {override!r} is not a Create 3 value")
+    cap = CREATE3_OVERRIDE_MAX_SPEED_MPS if override == "full" else CREATE3_DEFAULT_MAX_SPEED_MPS
+    speed = plan.linear_speed_mps
+    if speed > cap + 1e-9:
+        return Finding(
+            "speed cap",
+            "fail",
+            f"{speed} m/s would be clamped to {cap} m/s (safety_override {override}); sides would be "
+            f"{cap * plan.side_s:.3f} m, not {plan.side_m:.3f} m: set safety_override full (create3_params.yaml)",
+        )
+    return Finding("speed cap", "ok", f"safety_override {override}: cap {cap} m/s >= plan {speed} m/s")
+
+
+def _reflex_finding(params: dict[str, Any]) -> Finding:
+    enabled = params.get("reflexes_enabled")
+    if enabled is None:
+        return Finding("reflexes", "warn", "reflexes_enabled unknown (not read)")
+    if enabled:
+        return Finding(
+            "reflexes", "warn", "reflexes enabled: a bump/cliff reflex can override the plan mid-trial"
+        )
+    return Finding("reflexes", "ok", "reflexes disabled")
+
+
+def _watchdog_finding(params: dict[str, Any], plan: SquarePlan) -> Finding:
+    threshold = params.get("wheels_stop_threshold_sec", DEFAULT_WATCHDOG_S)
+    try:
+        threshold = float(threshold)
+    except (TypeError, ValueError):
+        return Finding("watchdog", "warn", f"wheels_stop_threshold_sec {threshold!r} is not a number")
+    ticks = threshold * plan.command_rate_hz
+    if ticks < 3:
+        return Finding(
+            "watchdog",
+            "warn",
+            f"the base stops after {threshold:g} s without a command = {ticks:.1f} command periods at "
+            f"{plan.command_rate_hz:g} Hz: a short Wi-Fi stall stops the wheels mid-side",
+        )
+    return Finding("watchdog", "ok", f"stop after {threshold:g} s of silence = {ticks:.0f} command periods")
+
+
+def _turn_finding(plan: SquarePlan) -> Finding:
+    rate = abs(plan.turn_rps)
+    if rate > MAX_ANGULAR_RPS:
+        return Finding(
+            "turn rate", "fail", f"turn rate {math.degrees(rate):.0f} deg/s exceeds the base's ~1.9 rad/s"
+        )
+    return Finding("turn rate", "ok", f"turn rate {plan.turn_rate_dps:g} deg/s within the base's limit")
+
+
+def check_create3(params: dict[str, Any], plan: SquarePlan) -> list[Finding]:
+    """What the base's parameters mean for this plan: speed cap, reflexes, watchdog, turn rate."""
+    return [
+        _speed_finding(params, plan),
+        _reflex_finding(params),
+        _watchdog_finding(params, plan),
+        _turn_finding(plan),
+    ]
+
+
+def battery_finding(percentage: float | None, minimum_percent: float) -> Finding:
+    """sensor_msgs/BatteryState.percentage is 0..1 (NaN if unknown)."""
+    if percentage is None or not math.isfinite(percentage):
+        return Finding("battery", "fail", "no battery state received (is the base running?)")
+    percent = 100.0 * percentage
+    if percent < minimum_percent:
+        return Finding(
+            "battery", "fail", f"battery at {percent:.0f} % < {minimum_percent:g} %: dock the robot first"
+        )
+    return Finding("battery", "ok", f"battery at {percent:.0f} %")
+
+
+def verdict(findings: list[Finding], warn_only: bool = False) -> tuple[bool, list[Finding]]:
+    """(go, findings) where failures become warnings when ``warn_only``."""
+    if warn_only:
+        findings = [Finding(f.check, "warn", f.detail) if f.severity == "fail" else f for f in findings]
+    return all(f.severity != "fail" for f in findings), findings
+
+
+def preflight_report(
+    params: dict[str, Any],
+    plan: SquarePlan,
+    battery_percentage: float | None,
+    *,
+    min_battery_percent: float,
+    warn_only: bool = False,
+) -> dict[str, Any]:
+    """The robot pre-flight's result as written to ``lab/robot_preflight.json`` (and read by the runner)."""
+    findings = check_create3(params, plan) + [battery_finding(battery_percentage, min_battery_percent)]
+    go, findings = verdict(findings, warn_only)
+    return {
+        "go": go,
+        "warn_only": warn_only,
+        "findings": [f.as_dict() for f in findings],
+        "parameters": {k: params.get(k) for k in CHECKED_PARAMETERS},
+        "battery_percentage": battery_percentage,
+    }
+
+
+def format_findings(findings: list[dict[str, str]]) -> list[str]:
+    marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+    return [f"[{marks.get(f['severity'], f['severity'])}] {f['check']}: {f['detail']}" for f in findings]

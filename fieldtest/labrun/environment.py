@@ -1,0 +1,181 @@
+"""The RMW environment of every lab process, and the CycloneDDS configuration it points at.
+
+Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
+
+- Bridged middlewares (Zenoh, MQTT): DDS must stay on each machine so only the bridge crosses the
+  network. Humble: ``ROS_LOCALHOST_ONLY=1``. Jazzy: ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``
+  (Jazzy ignores ROS_LOCALHOST_ONLY with a deprecation warning, so it is removed). On the robot the
+  base still has to hear the bridge's ``/cmd_vel``: with ``base_interface`` set (usb0 on a
+  TurtleBot 4 whose Create 3 is not behind the Jazzy ``create3_republisher``), DDS is pinned to
+  that interface instead, so it reaches the base but never the Wi-Fi.
+- Plain DDS: discovery over the lab network. With ``network_interface`` CycloneDDS is pinned to it
+  and multicast is limited to discovery (``AllowMulticast spdp``): data goes unicast, which keeps
+  RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers only (Jazzy
+  gets them as ``ROS_STATIC_PEERS`` too).
+- SROS2 (security on with plain DDS or rmw_zenoh): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
+  ``ROS_SECURITY_STRATEGY=Enforce``; each node gets its enclave with ``--ros-args --enclave``.
+  zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
+  machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
+- Fast DDS (``dds:=fastrtps``): RMW_IMPLEMENTATION changes, the CycloneDDS file is not used; the
+  Create 3 must run its Fast DDS firmware then (see docs/lab-guide.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
+
+RMW_IMPLEMENTATIONS = {
+    "cyclonedds": "rmw_cyclonedds_cpp",
+    "fastrtps": "rmw_fastrtps_cpp",
+    "zenoh": "rmw_zenoh_cpp",
+}
+ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
+BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
+MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
+
+
+@dataclass
+class RosEnvironment:
+    """Variables to set and to remove for every ROS process of one side."""
+
+    set: dict[str, str] = field(default_factory=dict)
+    unset: list[str] = field(default_factory=list)
+    cyclonedds_xml: str | None = None  # written to a file that CYCLONEDDS_URI points at
+    notes: list[str] = field(default_factory=list)
+
+    def apply(self, base: dict[str, str]) -> dict[str, str]:
+        """``base`` (e.g. os.environ) with this environment applied."""
+        env = {k: v for k, v in base.items() if k not in self.unset}
+        env.update(self.set)
+        return env
+
+
+def rmw_implementation(cfg: LabLaunch) -> str:
+    return RMW_IMPLEMENTATIONS["zenoh" if cfg.middleware == RMW_ZENOH else cfg.dds]
+
+
+def dds_security_enabled(cfg: LabLaunch) -> bool:
+    """SROS2 applies to the ROS graph itself only when it crosses machines (plain DDS, rmw_zenoh)."""
+    return cfg.security != "none" and cfg.middleware in ("dds", RMW_ZENOH)
+
+
+def node_enclave(cfg: LabLaunch) -> str | None:
+    return ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
+
+
+def ros_environment(cfg: LabLaunch, cyclonedds_path: str | Path | None = None) -> RosEnvironment:
+    """The environment for ``cfg``; ``cyclonedds_path`` is where the caller writes ``cyclonedds_xml``."""
+    env = RosEnvironment()
+    env.set["ROS_DOMAIN_ID"] = str(cfg.domain_id)
+    env.set["RMW_IMPLEMENTATION"] = rmw_implementation(cfg)
+    _discovery_scope(cfg, env)
+    if cfg.dds == "cyclonedds" and cfg.middleware != RMW_ZENOH:
+        xml = cyclonedds_xml(cfg)
+        if xml is not None:
+            env.cyclonedds_xml = xml
+            if cyclonedds_path is None:
+                env.notes.append(
+                    "CycloneDDS configuration generated but no path given: CYCLONEDDS_URI not set"
+                )
+            else:
+                env.set["CYCLONEDDS_URI"] = f"file://{Path(cyclonedds_path).absolute()}"
+    elif cfg.dds == "fastrtps" and (cfg.network_interface or cfg.base_interface):
+        env.notes.append(
+            "Fast DDS: interface pinning is not generated; use a Fast DDS XML profile (lab guide)"
+        )
+    if dds_security_enabled(cfg):
+        env.set.update(
+            {
+                "ROS_SECURITY_KEYSTORE": str(Path(cfg.keystore).expanduser().absolute()),
+                "ROS_SECURITY_ENABLE": "true",
+                "ROS_SECURITY_STRATEGY": "Enforce",
+            }
+        )
+    else:
+        env.unset += ["ROS_SECURITY_ENABLE", "ROS_SECURITY_KEYSTORE", "ROS_SECURITY_STRATEGY"]
+    return env
+
+
+def _local_only(cfg: LabLaunch) -> bool:
+    """Whether DDS stays on the machine (loopback): bridged, unless the robot must reach its base."""
+    if cfg.middleware == RMW_ZENOH:
+        return True  # rmw_zenoh does not use DDS at all; the router links the machines
+    return cfg.bridged and not (cfg.role == "robot" and cfg.base_interface)
+
+
+def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
+    local = _local_only(cfg)
+    if cfg.ros_distro == "humble":
+        env.set["ROS_LOCALHOST_ONLY"] = "1" if local else "0"
+        env.unset.append("ROS_AUTOMATIC_DISCOVERY_RANGE")
+        return
+    env.unset += ["ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS"]
+    if cfg.middleware == RMW_ZENOH:
+        return  # discovery is the router's business; the variables would be ignored
+    if local:
+        env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    elif cfg.dds_peers:
+        env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+        env.set["ROS_STATIC_PEERS"] = ";".join(cfg.dds_peers)
+        env.unset.remove("ROS_STATIC_PEERS")
+    else:
+        env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+
+
+def _interfaces(cfg: LabLaunch) -> list[str]:
+    return list(dict.fromkeys(_interface_choice(cfg)))  # CycloneDDS refuses an interface named twice
+
+
+def _interface_choice(cfg: LabLaunch) -> list[str]:
+    if cfg.bridged:
+        # Only the robot pins an interface in bridged mode: its link to the base. The bridge and the
+        # nodes on the Pi reach each other over the same interface (local delivery); loopback is
+        # not added because CycloneDDS then disables multicast, and the base is found by multicast.
+        return [cfg.base_interface] if cfg.role == "robot" and cfg.base_interface else []
+    names = [cfg.network_interface] if cfg.network_interface else []
+    if cfg.role == "robot" and cfg.base_interface:
+        names.append(cfg.base_interface)
+    return names
+
+
+def cyclonedds_xml(cfg: LabLaunch) -> str | None:
+    """CycloneDDS (0.10, as in Humble and Jazzy) configuration, or None when the defaults fit."""
+    interfaces = _interfaces(cfg)
+    if not interfaces and not cfg.dds_peers:
+        return None
+    general = []
+    if interfaces:
+        items = "".join(f"<NetworkInterface name={quoteattr(n)}/>" for n in interfaces)
+        general.append(f"<Interfaces>{items}</Interfaces>")
+    # Multicast for discovery only, unless static peers replace it; loopback has no multicast.
+    allow = "false" if cfg.dds_peers else "spdp"
+    general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
+    discovery = []
+    if cfg.dds_peers:
+        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in cfg.dds_peers)
+        discovery += [
+            f"<Peers>{peers}</Peers>",
+            "<ParticipantIndex>auto</ParticipantIndex>",
+            f"<MaxAutoParticipantIndex>{MAX_AUTO_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>",
+        ]
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        "<!-- generated by fieldtest.labrun.environment for the "
+        f"{escape(cfg.role)} side, middleware {escape(cfg.middleware)} -->\n"
+        '<CycloneDDS xmlns="https://cdds.io/config">\n'
+        '  <Domain id="any">\n'
+        f"    <General>{''.join(general)}</General>\n"
+        + (f"    <Discovery>{''.join(discovery)}</Discovery>\n" if discovery else "")
+        + "  </Domain>\n"
+        "</CycloneDDS>\n"
+    )
+
+
+def ros_args(cfg: LabLaunch, enclave: str | None = None) -> list[str]:
+    """Extra ``--ros-args`` for a node of this side (its SROS2 enclave when security applies)."""
+    enclave = enclave or node_enclave(cfg)
+    return ["--enclave", enclave] if enclave and dds_security_enabled(cfg) else []

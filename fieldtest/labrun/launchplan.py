@@ -1,0 +1,174 @@
+"""What a lab launch file starts, decided without ROS: the launch files only translate this.
+
+``launch_plan(args, role)`` turns the launch arguments into a ``LaunchPlan``: environment to set
+and unset, config files to write, helper processes (bridge, router, broker, ``ros2 bag record``)
+and the kit's nodes with their parameters and ``--ros-args``. ``host.launch.py`` and
+``robot.launch.py`` map it one to one onto SetEnvironmentVariable / UnsetEnvironmentVariable /
+ExecuteProcess / Node actions, so everything below is tested here without ROS.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
+from fieldtest.labrun.create3 import CHECKED_PARAMETERS
+from fieldtest.labrun.driver import CONTROL_DIR
+from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
+from fieldtest.labrun.settings import LabLaunch, LaunchArgError, Role, parse_launch_args
+
+HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
+CONFIG_SUBDIR = "config"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    package: str
+    executable: str
+    name: str
+    namespace: str
+    parameters: dict[str, Any]
+    ros_arguments: list[str]
+
+
+@dataclass
+class LaunchPlan:
+    cfg: LabLaunch
+    config_dir: Path
+    environment: RosEnvironment
+    files: dict[Path, str] = field(default_factory=dict)
+    processes: list[SideProcess] = field(default_factory=list)
+    nodes: list[NodeSpec] = field(default_factory=list)
+    gate: NodeSpec | None = None  # runs first; the nodes start only if it exits 0 (robot pre-flight)
+
+    def write_files(self) -> list[Path]:
+        written = []
+        for path, text in self.files.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            written.append(path)
+        written += write_config_files(self.processes, self.config_dir)
+        return written
+
+    def summary(self) -> list[str]:
+        """Human-readable lines: what will run, for the launch log and ``fieldtest lab plan``."""
+        lines = [
+            f"{self.cfg.role}: middleware {self.cfg.middleware}, security {self.cfg.security}, "
+            f"ROS 2 {self.cfg.ros_distro}, cmd {self.cfg.cmd_type} on {self.cfg.ns}/{self.cfg.cmd_topic}"
+        ]
+        lines += [f"  env {k}={v}" for k, v in sorted(self.environment.set.items())]
+        lines += [f"  unset {k}" for k in self.environment.unset]
+        if self.gate is not None:
+            lines.append(f"  gate {self.gate.package}/{self.gate.executable}")
+        lines += [f"  run {p.name}: {' '.join(p.argv)}" for p in self.processes]
+        lines += [f"  node {n.package}/{n.executable} as {n.namespace}/{n.name}" for n in self.nodes]
+        lines += [f"  note: {note}" for note in self.environment.notes]
+        return lines
+
+
+def config_dir_for(cfg: LabLaunch) -> Path:
+    """Generated configs go into the trial (kept with the record) or a scratch folder."""
+    if cfg.trial_dir:
+        return Path(cfg.trial_dir) / CONTROL_DIR / CONFIG_SUBDIR / cfg.role
+    return Path(tempfile.gettempdir()) / f"fieldtest-{cfg.role}-config"
+
+
+def _plan_file(cfg: LabLaunch, config_dir: Path) -> tuple[Path, str]:
+    return config_dir / "plan.yaml", yaml.safe_dump(cfg.plan.model_dump(mode="json"), sort_keys=False)
+
+
+def _common_parameters(cfg: LabLaunch, plan_path: Path) -> dict[str, Any]:
+    return {
+        "plan": str(plan_path),
+        "qos": cfg.qos,
+        "cmd_type": cfg.cmd_type,
+        "middleware": cfg.middleware,
+        "security": cfg.security,
+        "trial_dir": cfg.trial_dir,
+        "relay": cfg.relay,
+    }
+
+
+def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
+    params = {**_common_parameters(cfg, plan_path), "wait_for_go": bool(cfg.trial_dir), "rate_hz": 0.0}
+    return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg))]
+
+
+def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
+    params = {
+        **_common_parameters(cfg, plan_path),
+        "relay_topic": "cmd_vel",
+        "relay_type": cfg.cmd_type,
+        # A secure DDS domain cannot include the Create 3: the relay then publishes from a second,
+        # plain ROS context.
+        "relay_plain_context": cfg.relay and cfg.security != "none" and cfg.middleware == "dds",
+    }
+    return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg))]
+
+
+def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_percent: float) -> NodeSpec:
+    params = {
+        "plan": str(plan_path),
+        "warn_only": warn_only,
+        "min_battery_percent": float(min_battery_percent),
+        "parameters": list(CHECKED_PARAMETERS),
+        "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
+        "timeout_s": 10.0,
+    }
+    return NodeSpec(
+        ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
+    )
+
+
+def _enclave_args(cfg: LabLaunch) -> list[str]:
+    enclave = node_enclave(cfg)
+    return ["--enclave", enclave] if enclave else []
+
+
+PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
+
+
+def split_preflight_args(args: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """Robot launch: the pre-flight arguments apart from the common ones."""
+    common = {k: v for k, v in args.items() if k not in PREFLIGHT_ARGUMENTS}
+    pre = {**PREFLIGHT_ARGUMENTS, **{k: v for k, v in args.items() if k in PREFLIGHT_ARGUMENTS}}
+    return common, pre
+
+
+def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] | None = None) -> LaunchPlan:
+    """Everything one side's launch file does, from its string arguments."""
+    from fieldtest.labrun.settings import _bool
+
+    common, pre = split_preflight_args(args) if role == "robot" else (dict(args), {})
+    cfg = parse_launch_args(common, role, environ=environ)
+    config_dir = config_dir_for(cfg)
+    env = ros_environment(cfg, config_dir / "cyclonedds.xml")
+    plan_path, plan_text = _plan_file(cfg, config_dir)
+    files = {plan_path: plan_text}
+    if env.cyclonedds_xml is not None:
+        files[config_dir / "cyclonedds.xml"] = env.cyclonedds_xml
+    zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
+    plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
+    if role == "host":
+        plan.nodes = host_nodes(cfg, plan_path)
+    else:
+        plan.nodes = robot_nodes(cfg, plan_path)
+        if _bool("preflight", pre["preflight"]):
+            try:
+                battery = float(pre["min_battery_percent"])
+            except ValueError:
+                raise LaunchArgError(
+                    f"launch argument min_battery_percent:={pre['min_battery_percent']!r}: expected a number"
+                ) from None
+            plan.gate = robot_gate(
+                cfg, plan_path, _bool("preflight_warn_only", pre["preflight_warn_only"]), battery
+            )
+    return plan

@@ -1,0 +1,166 @@
+"""A ``Transport`` over an rclpy node: the lab nodes run the twin's code on real ROS 2 topics.
+
+Messages stay rosbags objects (``fieldtest.rosmsg``) end to end. Publishing hands rclpy the CDR
+bytes rosbags produced (``Publisher.publish(bytes)`` -> ``publish_raw``, Humble and Jazzy), and
+subscriptions are created with ``raw=True`` so callbacks get the CDR bytes rosbags decodes. The
+generated message classes (geometry_msgs, std_msgs, fieldtest_msgs) are only needed for the topic
+type, so what goes on the wire is exactly what the twin sends over its own transports.
+
+rclpy is imported lazily: this module loads (and its pure helpers are tested) without ROS; the
+classes need a sourced ROS 2 environment and the built ``fieldtest_msgs`` package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from fieldtest import rosmsg
+from fieldtest.qos import get_qos
+from fieldtest.transport.base import full_topic
+
+log = logging.getLogger(__name__)
+
+
+def type_parts(typename: str) -> tuple[str, str]:
+    """'geometry_msgs/msg/TwistStamped' -> ('geometry_msgs.msg', 'TwistStamped')."""
+    parts = typename.split("/")
+    if len(parts) != 3 or parts[1] != "msg" or not all(parts):
+        raise ValueError(f"{typename!r} is not a ROS 2 message type name (package/msg/Name)")
+    return f"{parts[0]}.msg", parts[2]
+
+
+def message_class(typename: str) -> type:
+    module, name = type_parts(typename)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        hint = (
+            " (build and source the workspace with fieldtest_msgs)"
+            if typename.startswith("fieldtest_msgs")
+            else ""
+        )
+        raise RuntimeError(
+            f"message type {typename} is not available in this ROS 2 environment{hint}"
+        ) from exc
+
+
+def qos_policy_names(qos_name: str) -> dict[str, Any]:
+    """The kit's QoS profile as rclpy QoSProfile keyword values (enum member names)."""
+    qos = get_qos(qos_name)
+    return {
+        "history": qos.history.upper(),
+        "depth": qos.depth,
+        "reliability": qos.reliability.upper(),
+        "durability": qos.durability.upper(),
+    }
+
+
+def rclpy_qos(qos_name: str):
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    names = qos_policy_names(qos_name)
+    return QoSProfile(
+        history=HistoryPolicy[names["history"]],
+        depth=names["depth"],
+        reliability=ReliabilityPolicy[names["reliability"]],
+        durability=DurabilityPolicy[names["durability"]],
+    )
+
+
+class RclpyTransport:
+    """Transport over ``node``; topics are placed under ``namespace`` (absolute names)."""
+
+    def __init__(self, node: Any, namespace: str = "", qos: str = "default"):
+        self.node = node
+        self.namespace = namespace
+        self.qos = rclpy_qos(qos)
+        self._publishers: dict[str, Any] = {}
+        self._subscriptions: list[Any] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def topic(self, topic: str) -> str:
+        return full_topic(self.namespace, topic)
+
+    def _publisher(self, topic: str, typename: str) -> Any:
+        name = self.topic(topic)
+        with self._lock:
+            if name not in self._publishers:
+                self._publishers[name] = self.node.create_publisher(message_class(typename), name, self.qos)
+            return self._publishers[name]
+
+    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+        pub = self._publisher(topic, typename)
+
+        def publish(msg: Any) -> None:
+            pub.publish(rosmsg.serialize(msg, typename))
+
+        return publish
+
+    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        name = self.topic(topic)
+
+        def on_raw(data: bytes) -> None:
+            try:
+                msg = rosmsg.deserialize(data, typename)
+            except Exception as exc:  # a malformed sample must not kill the executor thread
+                log.warning("dropping undecodable %s on %s: %s", typename, name, exc)
+                return
+            callback(msg)
+
+        sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
+        with self._lock:
+            self._subscriptions.append(sub)
+
+    def wait_matched(self, topic: str, timeout_s: float) -> bool:
+        """True once a subscriber of ``topic`` is matched (DDS discovery or the local bridge)."""
+        name = self.topic(topic)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                pub = self._publishers.get(name)
+            if pub is not None and pub.get_subscription_count() > 0:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pubs, subs = list(self._publishers.values()), list(self._subscriptions)
+        for sub in subs:
+            self.node.destroy_subscription(sub)
+        for pub in pubs:
+            self.node.destroy_publisher(pub)
+
+
+def init_without_signal_handlers(
+    args: list[str] | None = None, context: Any = None, domain_id: int | None = None
+) -> None:
+    """rclpy.init that leaves SIGINT/SIGTERM to the node: rclpy's own handler shuts the context
+    down at once, after which the stop burst could no longer be published."""
+    import rclpy
+    from rclpy.signals import SignalHandlerOptions
+
+    rclpy.init(
+        args=args, context=context, domain_id=domain_id, signal_handler_options=SignalHandlerOptions.NO
+    )
+
+
+def spin_in_background(node: Any, context: Any = None) -> tuple[Any, threading.Thread]:
+    """A multi-threaded executor spinning ``node`` on a daemon thread; returns (executor, thread)."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    executor = MultiThreadedExecutor(num_threads=2, context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, name="rclpy-executor", daemon=True)
+    thread.start()
+    return executor, thread

@@ -1,0 +1,170 @@
+"""Running things on the robot's Raspberry Pi from the host: ssh command lines, start/stop/collect.
+
+The lab runner starts the robot side once per trial (``ros2 launch fieldtest_robot robot.launch.py``
+with the trial's arguments, recording into ``<remote_root>/<trial_id>``), stops it with SIGINT
+(so the link monitor relays its final zeros and closes its bag), reads its status files for
+pre-flight and copies the recording back into the trial directory. ``RemoteShell(target=None)``
+runs the same scripts locally with bash: that is how the runner is tested here, and how it runs
+when the runner itself sits on the Pi or the robot folder is a shared mount.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2")
+PID_FILE = "launch.pid"
+STOP_WAIT_S = 8.0
+
+
+class RemoteError(RuntimeError):
+    """A remote command failed; the message has its stderr's last line."""
+
+
+@dataclass(frozen=True)
+class RemoteShell:
+    """``target`` is ssh's destination (user@host); None runs the scripts locally."""
+
+    target: str | None = None
+    ssh_options: tuple[str, ...] = SSH_OPTIONS
+
+    def argv(self, script: str) -> list[str]:
+        if self.target is None:
+            return ["bash", "-c", script]
+        # ssh joins its arguments into one remote command line, run by the login shell.
+        return ["ssh", *self.ssh_options, self.target, f"bash -c {shlex.quote(script)}"]
+
+    def run(self, script: str, timeout_s: float = 20.0, check: bool = True) -> subprocess.CompletedProcess:
+        try:
+            done = subprocess.run(
+                self.argv(script), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"{self.where()}: timed out after {timeout_s:g} s: {script[:80]}") from None
+        if check and done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RemoteError(f"{self.where()}: exit {done.returncode}: {last}")
+        return done
+
+    def popen(self, script: str, log: IO[str]) -> subprocess.Popen:
+        return subprocess.Popen(
+            self.argv(script),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def copy_argv(self, remote_path: str, local_dir: Path) -> list[str]:
+        """Copy a remote folder's contents into ``local_dir`` (created by the caller)."""
+        if self.target is None:
+            return ["cp", "-a", f"{remote_path}/.", str(local_dir)]
+        if shutil.which("rsync"):
+            return [
+                "rsync",
+                "-a",
+                "-e",
+                shlex.join(["ssh", *self.ssh_options]),
+                f"{self.target}:{remote_path}/",
+                f"{local_dir}/",
+            ]
+        return ["scp", "-r", "-q", *self.ssh_options, f"{self.target}:{remote_path}/.", str(local_dir)]
+
+    def where(self) -> str:
+        return self.target or "local shell"
+
+
+@dataclass
+class RobotSide:
+    """The robot's end of a trial: where it records and how its launch is started and stopped."""
+
+    shell: RemoteShell = field(default_factory=RemoteShell)
+    setup: str = (
+        "source /opt/ros/${ROS_DISTRO:-humble}/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash"
+    )
+    remote_root: str = "~/fieldtest/trials"
+    launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
+
+    def trial_dir(self, trial_id: str) -> str:
+        return f"{self.remote_root.rstrip('/')}/{trial_id}"
+
+    def _dir(self, trial_id: str) -> str:
+        """The trial folder for a shell script: '~' left unquoted so the remote shell expands it."""
+        path = self.trial_dir(trial_id)
+        if path.startswith("~/"):
+            return "~/" + shlex.quote(path[2:])
+        return shlex.quote(path)
+
+    def start_script(self, trial_id: str, launch_args: dict[str, str]) -> str:
+        """Record the launch's pid, then replace the shell with it (so the pid is the launch's)."""
+        d = self._dir(trial_id)
+        args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
+        launch = " ".join(shlex.quote(part) for part in self.launch)
+        setup = f"{self.setup} && " if self.setup else ""
+        return f"{setup}mkdir -p {d} && echo $$ > {d}/{PID_FILE} && exec {launch} {args}"
+
+    def stop_script(self, trial_id: str, wait_s: float = STOP_WAIT_S) -> str:
+        """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM if it lingers."""
+        d = self._dir(trial_id)
+        polls = max(1, round(wait_s / 0.1))
+        return (
+            f"pid=$(cat {d}/{PID_FILE} 2>/dev/null) || exit 0; "
+            f"kill -INT $pid 2>/dev/null || exit 0; "
+            f"for i in $(seq {polls}); do kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; "
+            f"kill -TERM $pid 2>/dev/null; exit 0"
+        )
+
+    def start(self, trial_id: str, launch_args: dict[str, str], log: IO[str]) -> subprocess.Popen:
+        return self.shell.popen(self.start_script(trial_id, launch_args), log)
+
+    def stop(self, trial_id: str) -> None:
+        self.shell.run(self.stop_script(trial_id), timeout_s=STOP_WAIT_S + 10.0, check=False)
+
+    def read_json(self, trial_id: str, relative: str) -> dict[str, Any] | None:
+        """A JSON status file of the robot side, None if absent or half-written."""
+        done = self.shell.run(
+            f"cat {self._dir(trial_id)}/{shlex.quote(relative)}", timeout_s=10.0, check=False
+        )
+        if done.returncode != 0:
+            return None
+        try:
+            data = json.loads(done.stdout)
+        except json.JSONDecodeError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def collect(self, trial_id: str, local_dir: Path, timeout_s: float = 120.0) -> None:
+        """Copy the robot's recording into ``local_dir`` (robot bag, status, pre-flight, ros2 bag)."""
+        local_dir.mkdir(parents=True, exist_ok=True)
+        remote = self.trial_dir(trial_id)
+        if self.shell.target is None:
+            remote = str(Path(remote).expanduser())
+        argv = self.shell.copy_argv(remote, local_dir)
+        try:
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
+            )
+        except subprocess.TimeoutExpired:
+            raise RemoteError(f"{self.shell.where()}: copying {remote} timed out") from None
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RemoteError(f"{self.shell.where()}: copying {remote} failed: {last}")
+
+
+def local_robot_side(root: Path, launch: tuple[str, ...], setup: str = "") -> RobotSide:
+    """A robot side on this machine (tests, or a runner on the Pi itself)."""
+    return RobotSide(shell=RemoteShell(None), setup=setup, remote_root=str(root), launch=launch)
+
+
+def json_file(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

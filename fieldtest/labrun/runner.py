@@ -1,0 +1,392 @@
+"""The lab runner: one real trial (or a campaign of them) from pre-flight to analysis.
+
+Per trial:
+
+1. trial directory and ``trial.yaml`` (request, software versions, plan warnings);
+2. the mocap recorder (ROS-free NatNet client) starts writing ``<trial>/mocap``;
+3. the robot side starts (``ros2 launch fieldtest_robot robot.launch.py`` over ssh, recording into
+   ``<remote_root>/<trial_id>``), then the host side (``ros2 launch fieldtest_host host.launch.py``
+   recording into the trial directory); the host's driver waits for the go file;
+4. pre-flight, repeated until every check passes or ``preflight_timeout_s``: robot link both ways
+   over the trial's middleware, clock offset and round trip, mocap streaming the rigid body,
+   keystore, the robot's Create 3 pre-flight (speed cap, reflexes, watchdog, battery);
+5. confirmation (robot at the start pose?) and a countdown, then the go file;
+6. the host streams the plan and exits; the runner watches it (and Ctrl-C);
+7. stop: host first (its stop burst must reach a robot that still listens), robot, recorder - on
+   every path, and if the host cannot confirm its stop burst, an emergency stop publishes zero
+   commands itself; then the robot's recording is copied in, ``trial.yaml`` gets its outcome and
+   the analysis runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fieldtest.campaign import LabSettings
+from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
+from fieldtest.labrun.preflight import (
+    CheckResult,
+    MocapSnapshot,
+    check_clock,
+    check_keystore,
+    check_mocap,
+    check_robot_link,
+    check_robot_preflight,
+    format_results,
+    summarize,
+)
+from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
+from fieldtest.labrun.settings import launch_args_for_trial
+from fieldtest.procs import ProcessGroup
+from fieldtest.record import (
+    HOST_BAG,
+    MOCAP_BAG,
+    ROBOT_BAG,
+    TrialRecord,
+    TrialRequest,
+    new_trial_id,
+    read_bag,
+    read_trial,
+    repair_bag,
+    software_versions,
+    write_trial,
+)
+from fieldtest.twin.host import EXIT_NO_ROBOT
+from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS
+
+HOST_LAUNCH = ("ros2", "launch", "fieldtest_host", "host.launch.py")
+ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"
+PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
+POLL_S = 0.25
+STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
+HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
+
+
+class AbortTrial(Exception):
+    """The trial cannot go on; the message says why (one line)."""
+
+
+@dataclass
+class LabOptions:
+    runs_dir: Path
+    ros_distro: str = "humble"
+    lab: LabSettings = field(default_factory=LabSettings)
+    robot: RobotSide = field(default_factory=RobotSide)
+    host_launch: tuple[str, ...] = HOST_LAUNCH
+    host_args: dict[str, str] = field(default_factory=dict)  # e.g. network_interface, relay
+    robot_args: dict[str, str] = field(default_factory=dict)  # e.g. base_interface, preflight_warn_only
+    mocap: Any = None  # fieldtest.natnet.recorder.RecorderConfig, or None (mocap check then fails/warns)
+    confirm: Callable[[str], bool] | None = None  # asked before each trial; None = no question
+    say: Callable[[str], None] = print
+    analyse: bool = True
+    emergency_stop: Callable[[TrialRequest], None] | None = None
+
+
+@dataclass
+class LabTrialResult:
+    trial_dir: Path
+    end_reason: str
+    detail: str = ""
+    preflight: list[CheckResult] = field(default_factory=list)
+
+
+class LabRunner:
+    def __init__(self, options: LabOptions):
+        self.options = options
+        self.say = options.say
+
+    # ------------------------------------------------------------------------------- a campaign
+    def run_all(self, requests: list[TrialRequest]) -> list[LabTrialResult]:
+        results = []
+        for i, request in enumerate(requests):
+            self.say(f"trial {i + 1}/{len(requests)}: {request.name}")
+            if self.options.confirm is not None and not self.options.confirm(
+                f"{request.name}: robot at the start pose, area clear? [y/N] "
+            ):
+                self.say("stopping the campaign (not confirmed)")
+                break
+            result = self.run_trial(request)
+            results.append(result)
+            self.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
+            if i + 1 < len(requests) and self.options.lab.pause_between_trials_s:
+                time.sleep(self.options.lab.pause_between_trials_s)
+        return results
+
+    # ------------------------------------------------------------------------------- one trial
+    def run_trial(self, request: TrialRequest) -> LabTrialResult:
+        trial_dir = self.options.runs_dir / new_trial_id(request.name)
+        record = TrialRecord(trial_id=trial_dir.name, request=request)
+        record.outcome.software = software_versions()
+        record.outcome.warnings = list(request.plan.warnings())
+        write_trial(trial_dir, record)
+        (trial_dir / CONTROL_DIR).mkdir(parents=True, exist_ok=True)
+        trial = _Trial(self, request, trial_dir)
+        reason, detail = "error", ""
+        try:
+            with trial.running():
+                trial.preflight()
+                trial.countdown()
+                reason, detail = trial.stream()
+        except AbortTrial as exc:
+            reason, detail = "error", str(exc)
+        except KeyboardInterrupt:
+            reason, detail = "interrupted", "interrupted by the operator (Ctrl-C): robot stopped"
+        trial.finish(reason, detail)
+        if self.options.analyse and reason in ("completed", "host-stopped", "interrupted"):
+            trial.analyse()
+        record = read_trial(trial_dir)
+        return LabTrialResult(trial_dir, record.outcome.end_reason, record.outcome.end_detail, trial.checks)
+
+
+class _Trial:
+    """The moving parts of one trial; ``running()`` guarantees the stop sequence."""
+
+    def __init__(self, runner: LabRunner, request: TrialRequest, trial_dir: Path):
+        self.runner = runner
+        self.options = runner.options
+        self.request = request
+        self.trial_dir = trial_dir
+        self.trial_id = trial_dir.name
+        self.procs = ProcessGroup(trial_dir / "logs")
+        self.robot_proc: subprocess.Popen | None = None
+        self.recorder: Any = None
+        self.checks: list[CheckResult] = []
+        self.go_sent = False
+        self.stopped_by_runner = False
+        self.notes: list[str] = []
+
+    # --- start and always stop ----------------------------------------------------------------
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        try:
+            self._start_mocap()
+            self._start_robot()
+            self._start_host()
+            yield
+        finally:
+            self.stop_everything()
+
+    def _start_mocap(self) -> None:
+        if self.options.mocap is None:
+            return
+        from fieldtest.natnet.recorder import MocapRecorder
+
+        config = self.options.mocap
+        config.rigid_body_id = self.request.rigid_body_id
+        self.recorder = MocapRecorder(self.trial_dir / MOCAP_BAG, config).start()
+
+    def _start_robot(self) -> None:
+        args = launch_args_for_trial(
+            self.request,
+            "robot",
+            ros_distro=self.options.ros_distro,
+            trial_dir=self.options.robot.trial_dir(self.trial_id),
+            extra=self.options.robot_args,
+        )
+        log_path = self.trial_dir / "logs" / "robot.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as log_file:
+            self.robot_proc = self.options.robot.start(self.trial_id, args, log_file)
+
+    def _start_host(self) -> None:
+        args = launch_args_for_trial(
+            self.request,
+            "host",
+            ros_distro=self.options.ros_distro,
+            trial_dir=self.trial_dir.absolute(),
+            extra=self.options.host_args,
+        )
+        argv = [*self.options.host_launch, *(f"{k}:={v}" for k, v in args.items())]
+        self.procs.start("host", argv)
+
+    def stop_everything(self) -> None:
+        """Host (stop burst), grace, robot, recorder. Never raises; every step runs."""
+        self._stop_host()
+        time.sleep(STOP_GRACE_S if self.go_sent else 0.2)
+        try:
+            self.options.robot.stop(self.trial_id)
+        except RemoteError as exc:
+            self.notes.append(f"robot stop: {exc}")
+        if self.robot_proc is not None:
+            try:
+                self.robot_proc.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                self.robot_proc.kill()
+                self.robot_proc.wait()
+        if self.recorder is not None:
+            stats = self.recorder.stop()
+            self.notes.append(f"mocap: {stats.summary()}")
+
+    def _stop_host(self) -> None:
+        host = self.procs.procs.get("host")
+        if host is None:
+            return
+        if host.popen.poll() is None:
+            self.stopped_by_runner = True
+            (self.trial_dir / CONTROL_DIR / STOP_FILE).touch()
+            host.popen.send_signal(signal.SIGINT)
+            try:
+                host.popen.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                self.procs.stop("host")
+        status = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS) or {}
+        if self.go_sent and not status.get("stop_burst_sent"):
+            self._emergency_stop("the host did not confirm its stop burst")
+
+    def _emergency_stop(self, why: str) -> None:
+        self.notes.append(f"emergency stop: {why}")
+        self.runner.say(f"  EMERGENCY STOP: {why}")
+        if self.options.emergency_stop is not None:
+            try:
+                self.options.emergency_stop(self.request)
+            except Exception as exc:  # the base's own watchdog is the last line; say so
+                self.notes.append(f"emergency stop failed ({exc}); the base's 0.5 s watchdog stops it")
+
+    # --- pre-flight ----------------------------------------------------------------------------
+    def _mocap_snapshot(self) -> MocapSnapshot | None:
+        if self.recorder is None:
+            return None
+        return MocapSnapshot(self.recorder.stats.frames, self.recorder.stats.valid, time.monotonic())
+
+    def _exited(self) -> str | None:
+        host = self.procs.procs["host"].popen.poll()
+        if host is not None:
+            return f"the host side exited (code {host}) before the trial: {self.procs.tail('host')}"
+        if self.robot_proc is not None and self.robot_proc.poll() is not None:
+            return f"the robot side exited (code {self.robot_proc.returncode}): see {self.trial_dir}/logs/robot.log"
+        return None
+
+    def run_checks(self, before: MocapSnapshot | None) -> list[CheckResult]:
+        lab = self.options.lab
+        robot_side = self.options.robot
+        host_status = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS)
+        robot_status = robot_side.read_json(self.trial_id, ROBOT_STATUS)
+        results = [
+            check_robot_link(host_status, robot_status),
+            check_clock(robot_status, lab.max_clock_offset_ms, lab.max_clock_round_trip_ms),
+            check_mocap(
+                before, self._mocap_snapshot(), self.request.rigid_body_id, lab.min_mocap_valid_fraction
+            ),
+            check_keystore(self.request, trial_length_s=self.request.plan.total_s),
+        ]
+        results += check_robot_preflight(robot_side.read_json(self.trial_id, ROBOT_PREFLIGHT))
+        return results
+
+    def preflight(self) -> None:
+        lab = self.options.lab
+        deadline = time.monotonic() + lab.preflight_timeout_s
+        before = self._mocap_snapshot()
+        while True:
+            time.sleep(1.0)  # also the mocap rate window
+            exited = self._exited()
+            if exited:
+                raise AbortTrial(exited)
+            go, self.checks = summarize(self.run_checks(before), lab.warn_only)
+            before = self._mocap_snapshot()
+            if go or time.monotonic() > deadline:
+                break
+        (self.trial_dir / PREFLIGHT_FILE).write_text(
+            json.dumps([c.as_dict() for c in self.checks], indent=2) + "\n"
+        )
+        for line in format_results(self.checks):
+            self.runner.say(f"  {line}")
+        if not go:
+            failed = next(c for c in self.checks if not c.ok)
+            raise AbortTrial(f"pre-flight failed: {failed.check}: {failed.detail}")
+
+    # --- the run -----------------------------------------------------------------------------
+    def countdown(self) -> None:
+        seconds = int(round(self.options.lab.countdown_s))
+        for left in range(seconds, 0, -1):
+            self.runner.say(f"  starting in {left} s (Ctrl-C aborts)")
+            time.sleep(1.0)
+            exited = self._exited()
+            if exited:
+                raise AbortTrial(exited)
+
+    def stream(self) -> tuple[str, str]:
+        (self.trial_dir / CONTROL_DIR / GO_FILE).touch()
+        self.go_sent = True
+        self.runner.say("  GO")
+        host = self.procs.procs["host"]
+        limit = time.monotonic() + self.request.plan.total_s + HOST_MARGIN_S
+        while host.popen.poll() is None:
+            self.procs.sample_cpu()
+            if time.monotonic() > limit:
+                raise AbortTrial(f"the host did not finish within the plan + {HOST_MARGIN_S:g} s")
+            if self.robot_proc is not None and self.robot_proc.poll() is not None:
+                raise AbortTrial(f"the robot side exited mid-trial (code {self.robot_proc.returncode})")
+            time.sleep(POLL_S)
+        return host_end_reason(host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS))
+
+    # --- afterwards --------------------------------------------------------------------------
+    def finish(self, reason: str, detail: str) -> None:
+        try:
+            self.options.robot.collect(self.trial_id, self.trial_dir)
+            (self.trial_dir / PID_FILE).unlink(missing_ok=True)
+        except RemoteError as exc:
+            self.notes.append(f"robot recording not collected: {exc}")
+        record = read_trial(self.trial_dir)
+        outcome = record.outcome
+        outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
+        outcome.cpu = self.procs.cpu()
+        host = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS) or {}
+        robot = json_file(self.trial_dir / ROBOT_STATUS) or {}
+        if host.get("stream_start_ns"):
+            outcome.stream_start_ns = host["stream_start_ns"]
+        if robot:
+            outcome.clock_offset_s = robot.get("clock_offset_s")
+            outcome.clock_round_trip_s = robot.get("clock_round_trip_s")
+            if robot.get("started_ns"):
+                outcome.started_ns["robot"] = robot["started_ns"]
+            if robot.get("stopped_ns"):
+                outcome.stopped_ns["robot"] = robot["stopped_ns"]
+            if robot.get("missing_in_range"):
+                outcome.warnings.append(
+                    f"robot: {robot['missing_in_range']} commands missing between first and last seq"
+                )
+        outcome.warnings += [f"pre-flight {c.check}: {c.detail}" for c in self.checks if c.severity == "warn"]
+        outcome.warnings += self.notes
+        for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
+            if (self.trial_dir / bag).exists() and read_bag(self.trial_dir / bag).truncated:
+                repair_bag(self.trial_dir / bag)
+                outcome.warnings.append(f"{bag} bag was cut off mid-write and repaired up to the cut")
+        write_trial(self.trial_dir, record)
+
+    def analyse(self) -> None:
+        try:
+            from fieldtest.analysis import analyze_trial
+
+            analyze_trial(self.trial_dir)
+        except Exception as exc:  # the recording is safe; analysis can be re-run with fieldtest analyze
+            self.runner.say(
+                f"  analysis failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                f"re-run: fieldtest analyze {self.trial_dir}"
+            )
+
+
+def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[str, str]:
+    """The trial's end reason from the host side's exit code and final status."""
+    status = status or {}
+    sent = f"{status.get('plan_sent', '?')}/{status.get('plan_ticks', '?')} commands, stop burst {status.get('stop_burst_sent', '?')}"
+    if code == 0:
+        return "completed", ""
+    if code == EXIT_ROBOT_LOST:
+        return "error", f"robot lost mid-trial ({status.get('end_detail', '')}); {sent}"
+    if code == EXIT_NO_ROBOT:
+        return "error", "the robot never appeared on the link"
+    if code == EXIT_NO_GO:
+        return "error", "the host was stopped before the go"
+    if code in (-signal.SIGKILL, 137):
+        return "host-killed", f"the host side was killed: no stop burst from it; {sent}"
+    if code in (130, 143, -signal.SIGINT, -signal.SIGTERM):
+        return "host-stopped", f"the host side was stopped; {sent}"
+    return "error", f"the host side exited with code {code}; {sent}"

@@ -1,0 +1,334 @@
+"""Launch arguments of the lab's launch files, checked into one settings object (no ROS needed).
+
+``host.launch.py`` and ``robot.launch.py`` hand their string arguments to ``parse_launch_args``;
+everything else (environment, bridge command lines, configs) is computed from the ``LabLaunch`` it
+returns. ``launch_args_for_trial`` goes the other way: the lab runner turns a ``TrialRequest`` into
+the ``name:=value`` arguments of ``ros2 launch``, so a campaign trial and a hand-typed launch end
+up in the same settings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
+from fieldtest.qos import QosError, get_qos
+from fieldtest.record.trial import TrialRequest
+from fieldtest.security.settings import SecuritySettingError, get_setting
+from fieldtest.transport.base import MIDDLEWARES
+
+ROS_DISTROS = ("humble", "jazzy")
+RMW_ZENOH = "rmw-zenoh"  # lab-only extra: every node on rmw_zenoh_cpp, no bridge
+LAB_MIDDLEWARES = (*MIDDLEWARES, RMW_ZENOH)
+BRIDGED = ("zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
+Role = Literal["host", "robot"]
+_ROS_NAME = re.compile(r"^(/[A-Za-z][A-Za-z0-9_]*)*/?$")
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off", ""}
+
+
+class LaunchArgError(ValueError):
+    """A launch argument that cannot be used; the message is one line naming the argument."""
+
+
+class LabLaunch(BaseModel):
+    """Everything one side's launch file needs to start its processes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Role
+    ros_distro: Literal["humble", "jazzy"] = "humble"
+    middleware: str = "dds"
+    security: str = "none"
+    qos: str = "default"
+    namespace: str = ""
+    plan: SquarePlan = Field(default_factory=SquarePlan)
+    plan_source: str = "seed study (default plan)"
+    cmd_type: Literal["twist", "twist_stamped"] = "twist"
+    dds: Literal["cyclonedds", "fastrtps"] = "cyclonedds"
+    domain_id: int = Field(0, ge=0, le=232)
+    host_address: str = "127.0.0.1"
+    robot_address: str = "127.0.0.1"
+    router_address: str = "127.0.0.1"
+    broker_address: str = "127.0.0.1"
+    zenoh_port: int = Field(7447, ge=1, le=65535)
+    mqtt_port: int = Field(1883, ge=1, le=65535)
+    keystore: str = ""
+    trial_dir: str = ""  # where this side records; empty = do not record
+    network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
+    base_interface: str = ""  # robot only: the Pi's link to the Create 3 (usb0 on a TurtleBot 4)
+    dds_peers: list[str] = Field(default_factory=list)  # static unicast discovery peers
+    relay: bool = (
+        False  # robot link monitor relays commands to the base (host then sends on fieldtest/cmd_vel)
+    )
+    zenoh_express: bool = (
+        False  # bridge routes cmd_vel with priority 1 + express (not the seed study's setup)
+    )
+    start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
+    start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
+    record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
+    mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (changes the payload)
+
+    @model_validator(mode="after")
+    def _check(self) -> LabLaunch:
+        if self.middleware not in LAB_MIDDLEWARES:
+            raise ValueError(
+                f"middleware: unknown {self.middleware!r} (choose from {', '.join(LAB_MIDDLEWARES)})"
+            )
+        try:
+            get_qos(self.qos)
+        except QosError as exc:
+            raise ValueError(f"qos: {exc}") from None
+        if not _ROS_NAME.match(self.namespace):
+            raise ValueError(f"namespace: {self.namespace!r} is not a ROS namespace such as /tb4")
+        if self.keystore:
+            self.keystore = str(Path(self.keystore).expanduser())  # on the machine that runs the side
+        if self.security != "none":
+            if not self.keystore:
+                raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
+            if self.middleware != RMW_ZENOH:
+                try:
+                    get_setting(self.security, self.middleware)
+                except SecuritySettingError as exc:
+                    raise ValueError(f"security: {exc}") from None
+        if self.dds_peers and self.middleware != "dds":
+            raise ValueError(
+                "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
+            )
+        return self
+
+    @property
+    def bridged(self) -> bool:
+        return self.middleware in BRIDGED
+
+    @property
+    def zenoh(self) -> bool:
+        return self.middleware.startswith("zenoh")
+
+    @property
+    def mqtt(self) -> bool:
+        return self.middleware.startswith("mqtt")
+
+    @property
+    def ns(self) -> str:
+        """Namespace in the form ROS nodes take it: '' or '/tb4'."""
+        stripped = self.namespace.strip("/")
+        return f"/{stripped}" if stripped else ""
+
+    @property
+    def cmd_topic(self) -> str:
+        """Topic (relative to the namespace) the host streams on: the base's own cmd_vel unless the
+        robot relays, in which case the base must not hear the host directly."""
+        return "fieldtest/cmd_vel" if self.relay else "cmd_vel"
+
+
+# Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.
+LAUNCH_ARGUMENTS: dict[str, str] = {
+    "middleware": "str",
+    "security": "str",
+    "qos": "str",
+    "namespace": "str",
+    "plan": "plan",
+    "ros_distro": "distro",
+    "cmd_type": "cmd_type",
+    "dds": "str",
+    "domain_id": "int",
+    "host_address": "str",
+    "robot_address": "str",
+    "router_address": "str",
+    "broker_address": "str",
+    "zenoh_port": "int",
+    "mqtt_port": "mqtt_port",
+    "keystore": "str",
+    "trial_dir": "str",
+    "network_interface": "str",
+    "base_interface": "str",
+    "dds_peers": "list",
+    "relay": "bool",
+    "zenoh_express": "bool",
+    "start_router": "start_router",
+    "start_broker": "start_broker",
+    "record_ros2bag": "bool",
+    "mqtt_inject_timestamp": "bool",
+}
+AUTO = "auto"
+
+
+def _bool(name: str, text: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise LaunchArgError(f"launch argument {name}:={text!r}: expected true or false")
+
+
+def _int(name: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise LaunchArgError(f"launch argument {name}:={text!r}: expected a whole number") from None
+
+
+def load_plan(text: str) -> tuple[SquarePlan, str]:
+    """``plan:=`` value: empty or 'seed' for the seed study's square, an inline JSON object, or a
+    YAML file of SquarePlan fields (a file with a ``plan:`` mapping, like trial.yaml's request, too)."""
+    if text.strip() in ("", "seed", "default"):
+        return SquarePlan(), "seed study (default plan)"
+    if text.strip().startswith("{"):  # inline JSON: how the lab runner hands the plan to the robot
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LaunchArgError(f"launch argument plan: inline JSON does not parse ({exc.msg})") from None
+        try:
+            return plan_from_mapping(raw, "plan (inline)"), "inline"
+        except PlanError as exc:
+            raise LaunchArgError(f"launch argument {exc}") from None
+    path = Path(text).expanduser()
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except OSError as exc:
+        raise LaunchArgError(f"launch argument plan:={text}: cannot read ({exc.strerror})") from None
+    except yaml.YAMLError as exc:
+        raise LaunchArgError(
+            f"launch argument plan:={text}: not valid YAML ({str(exc).splitlines()[0]})"
+        ) from None
+    if isinstance(raw, dict) and isinstance(raw.get("request"), dict):
+        raw = raw["request"]
+    if isinstance(raw, dict) and isinstance(raw.get("plan"), dict):
+        raw = raw["plan"]
+    if not isinstance(raw, dict):
+        raise LaunchArgError(f"launch argument plan:={text}: expected a mapping of plan fields")
+    try:
+        return plan_from_mapping(raw, str(path)), str(path)
+    except PlanError as exc:
+        raise LaunchArgError(f"launch argument plan:={exc}") from None
+
+
+def detect_distro(environ: Mapping[str, str] | None = None) -> str:
+    environ = os.environ if environ is None else environ
+    distro = environ.get("ROS_DISTRO", "").strip().lower()
+    if distro not in ROS_DISTROS:
+        shown = distro or "unset"
+        raise LaunchArgError(
+            f"launch argument ros_distro:=auto: $ROS_DISTRO is {shown}; supported: {', '.join(ROS_DISTROS)} "
+            "(source /opt/ros/<distro>/setup.bash or pass ros_distro:=humble|jazzy)"
+        )
+    return distro
+
+
+def parse_launch_args(
+    args: Mapping[str, str], role: Role, environ: Mapping[str, str] | None = None
+) -> LabLaunch:
+    """Check the string arguments of a launch file; unknown names and bad values are one-line errors."""
+    unknown = sorted(set(args) - set(LAUNCH_ARGUMENTS))
+    if unknown:
+        raise LaunchArgError(f"unknown launch argument {unknown[0]} (known: {', '.join(LAUNCH_ARGUMENTS)})")
+    values: dict[str, Any] = {"role": role}
+    deferred: dict[str, str] = {}
+    for name, text in args.items():
+        kind = LAUNCH_ARGUMENTS[name]
+        text = str(text)
+        if kind == "str":
+            values[name] = text
+        elif kind == "int":
+            values[name] = _int(name, text)
+        elif kind == "bool":
+            values[name] = _bool(name, text)
+        elif kind == "list":
+            values[name] = [item.strip() for item in text.replace(";", ",").split(",") if item.strip()]
+        elif kind == "plan":
+            values["plan"], values["plan_source"] = load_plan(text)
+        else:
+            deferred[name] = text.strip()
+    distro = deferred.get("ros_distro", AUTO)
+    values["ros_distro"] = detect_distro(environ) if distro in ("", AUTO) else distro
+    if values["ros_distro"] not in ROS_DISTROS:
+        raise LaunchArgError(f"launch argument ros_distro:={distro}: supported: {', '.join(ROS_DISTROS)}")
+    _resolve_auto(values, deferred, role)
+    try:
+        return LabLaunch.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        reason = first["msg"].removeprefix("Value error, ")
+        raise LaunchArgError(f"launch argument {where + ': ' if where else ''}{reason}") from None
+
+
+def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) -> None:
+    """Arguments whose default depends on others: 'auto' or absent picks the sensible value."""
+    middleware = values.get("middleware", "dds")
+    cmd = deferred.get("cmd_type", AUTO)
+    values["cmd_type"] = (
+        ("twist" if values["ros_distro"] == "humble" else "twist_stamped") if cmd in ("", AUTO) else cmd
+    )
+    port = deferred.get("mqtt_port", AUTO)
+    secure = values.get("security", "none") != "none"
+    values["mqtt_port"] = (8883 if secure else 1883) if port in ("", AUTO) else _int("mqtt_port", port)
+    router = deferred.get("start_router", AUTO)
+    if router in ("", AUTO):
+        same = values.get("router_address", "127.0.0.1") == values.get("host_address", "127.0.0.1")
+        values["start_router"] = role == "host" and (
+            (middleware == "zenoh-router" and same) or middleware == RMW_ZENOH
+        )
+    else:
+        values["start_router"] = _bool("start_router", router)
+    broker = deferred.get("start_broker", AUTO)
+    if broker in ("", AUTO):
+        values["start_broker"] = role == "host" and middleware == "mqtt-local-broker"
+    else:
+        values["start_broker"] = _bool("start_broker", broker)
+
+
+def inline_plan(plan: SquarePlan) -> str:
+    """The plan as the one-line JSON ``plan:=`` accepts (no file to copy to the robot)."""
+    return json.dumps(plan.model_dump(mode="json"), separators=(",", ":"))
+
+
+def launch_args_for_trial(
+    request: TrialRequest,
+    role: Role,
+    *,
+    ros_distro: str,
+    plan_file: str | Path | None = None,
+    trial_dir: str | Path,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The ``ros2 launch`` arguments that run ``request`` on one side (lab runner -> launch file)."""
+    t = request.transport
+    if request.cmd_type not in ("twist", "twist_stamped"):
+        raise LaunchArgError(f"cmd_type {request.cmd_type!r} is not a lab command type")
+    args = {
+        "middleware": t.middleware,
+        "security": t.security,
+        "qos": t.qos,
+        "namespace": t.namespace,
+        "plan": str(plan_file) if plan_file else inline_plan(request.plan),
+        "ros_distro": ros_distro,
+        "cmd_type": request.cmd_type,
+        "domain_id": str(t.domain_id),
+        "host_address": t.host_address,
+        "robot_address": t.robot_address,
+        "router_address": t.router_address,
+        "broker_address": t.broker_address,
+        "zenoh_port": str(t.zenoh_port),
+        "mqtt_port": str(t.mqtt_port),
+        "keystore": t.keystore,
+        "trial_dir": str(trial_dir),
+    }
+    args.update(extra or {})
+    parse_launch_args(args, role, environ={})  # fail here, before anything starts
+    return args
+
+
+def format_launch_command(package: str, launch_file: str, args: Mapping[str, str]) -> list[str]:
+    """``ros2 launch <package> <file> name:=value ...`` as an argv list."""
+    return ["ros2", "launch", package, launch_file, *(f"{k}:={v}" for k, v in args.items())]

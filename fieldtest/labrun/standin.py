@@ -1,0 +1,124 @@
+"""ROS-free stand-ins for the lab launch files: the same arguments, the same driver and monitor code.
+
+    python -m fieldtest.labrun.standin host middleware:=zenoh-peer trial_dir:=/tmp/t ...
+    python -m fieldtest.labrun.standin robot middleware:=zenoh-peer trial_dir:=/tmp/r ...
+
+Instead of rclpy plus a bridge, each side joins the trial's middleware directly with the kit's own
+transports (wire-compatible with the bridges and with ROS 2 DDS), and runs ``LabDriver`` /
+``LabLinkMonitor`` exactly as the rclpy nodes do: go/stop files, status files, lost-robot
+watchdog, stop burst, relay with its watchdog. The lab runner drives them like the real launch
+files, which is how the runner is tested on a machine without ROS; on a lab machine they are a
+quick link check before ROS is involved (there is no base behind the stand-in robot).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from fieldtest.labrun.driver import LabDriver, RemappedTransport, command_remap, request_for_side
+from fieldtest.labrun.launchplan import split_preflight_args
+from fieldtest.labrun.monitor import LabLinkMonitor
+from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch, LaunchArgError, parse_launch_args
+from fieldtest.transport import open_transport
+from fieldtest.transport.base import TransportConfig
+from fieldtest.twin.common import say, stop_on_signals, watch_parent
+
+
+def transport_config(cfg: LabLaunch) -> TransportConfig:
+    if cfg.middleware == RMW_ZENOH:
+        raise LaunchArgError("middleware rmw-zenoh needs ROS 2 (rmw_zenoh_cpp); no stand-in exists")
+    return TransportConfig(
+        middleware=cfg.middleware,
+        qos=cfg.qos,
+        namespace=cfg.namespace,
+        domain_id=cfg.domain_id,
+        host_address=cfg.host_address,
+        robot_address=cfg.robot_address,
+        router_address=cfg.router_address,
+        broker_address=cfg.broker_address,
+        zenoh_port=cfg.zenoh_port,
+        mqtt_port=cfg.mqtt_port,
+        security=cfg.security,
+        keystore=cfg.keystore,
+    )
+
+
+@contextlib.contextmanager
+def infrastructure(cfg: LabLaunch, config: TransportConfig, workdir: Path) -> Iterator[None]:
+    """The router or broker the host starts for zenoh-router / mqtt-local-broker trials."""
+    if cfg.role == "host" and cfg.start_router and cfg.middleware == "zenoh-router":
+        from fieldtest.transport.broker import ZenohRouter
+
+        with ZenohRouter(config):
+            yield
+    elif cfg.role == "host" and cfg.start_broker and cfg.mqtt:
+        from fieldtest.transport.broker import MosquittoBroker
+
+        with MosquittoBroker(config, workdir / "broker"):
+            yield
+    else:
+        yield
+
+
+def parse_argv(argv: list[str]) -> tuple[str, dict[str, str]]:
+    if not argv or argv[0] not in ("host", "robot"):
+        raise LaunchArgError("usage: python -m fieldtest.labrun.standin host|robot name:=value ...")
+    args = {}
+    for item in argv[1:]:
+        name, sep, value = item.partition(":=")
+        if not sep:
+            raise LaunchArgError(f"argument {item!r}: expected name:=value")
+        args[name] = value
+    return argv[0], args
+
+
+def run_side(role: str, args: dict[str, str]) -> int:
+    common, _ = split_preflight_args(args) if role == "robot" else (args, {})
+    environ = {"ROS_DISTRO": os.environ.get("ROS_DISTRO") or "humble"}
+    cfg = parse_launch_args(common, role, environ=environ)  # type: ignore[arg-type]
+    config = transport_config(cfg)
+    trial_dir = Path(cfg.trial_dir) if cfg.trial_dir else Path.cwd() / f"fieldtest-{role}"
+    request = request_for_side(config, cfg.plan, cfg.cmd_type, name=f"lab-{role}")
+    with stop_on_signals() as stop, infrastructure(cfg, config, trial_dir):
+        watch_parent(stop)
+        transport = RemappedTransport(open_transport(config, role), command_remap(cfg.relay))  # type: ignore[arg-type]
+        if role == "host":
+            driver = LabDriver(request, trial_dir, transport=transport, wait_for_go=bool(cfg.trial_dir))
+            say(f"READY stand-in host {cfg.middleware}")
+            try:
+                code = driver.run(stop)
+            finally:
+                status = driver.close()
+            say(f"HOST DONE end={status['end']} sent={status['plan_sent']}/{status['plan_ticks']}")
+            return code
+        relayed: list[int] = []
+        monitor = LabLinkMonitor(
+            request,
+            trial_dir,
+            transport=transport,
+            relay=(lambda _t: relayed.append(1)) if cfg.relay else None,
+        )
+        say(f"READY stand-in robot {cfg.middleware}")
+        try:
+            monitor.run(stop)
+        finally:
+            status = monitor.close()
+        say(f"ROBOT DONE received={status['received']} offset_s={status['clock_offset_s']}")
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        role, args = parse_argv(list(sys.argv[1:] if argv is None else argv))
+        return run_side(role, args)
+    except LaunchArgError as exc:
+        print(f"fieldtest.labrun.standin: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

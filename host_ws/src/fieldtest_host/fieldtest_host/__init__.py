@@ -1,0 +1,1 @@
+"""Host side of the fieldtest kit's lab trials (rclpy glue over the ROS-free fieldtest package)."""

@@ -1,0 +1,109 @@
+"""create3_preflight: reads the Create 3's /motion_control parameters and battery before a trial.
+
+Refuses to start the trial (exit code 1) when the plan's 0.33 m/s would be clamped by the base
+(safety_override not "full"), the battery is below ``min_battery_percent`` or the parameters
+cannot be read; with ``warn_only`` the same findings are printed as warnings and it exits 0.
+The checks themselves are ``fieldtest.labrun.create3`` (tested without ROS); this is the glue
+that reads the values over the GetParameters service and the battery_state topic.
+
+Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
+parameters (string list, names to read), out (str, JSON report path, empty = none),
+timeout_s (float), battery_topic (str, default battery_state).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def _declare(node, name: str, default):
+    return node.declare_parameter(name, default).value
+
+
+def read_motion_control(node, names: list[str], timeout_s: float) -> dict:
+    """Values of ``names`` from <ns>/motion_control, {} when the service does not answer in time."""
+    import rclpy
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    client = node.create_client(GetParameters, "motion_control/get_parameters")
+    try:
+        if not client.wait_for_service(timeout_sec=timeout_s):
+            node.get_logger().error(f"{client.srv_name} not available: is the base up and on this DDS graph?")
+            return {}
+        future = client.call_async(GetParameters.Request(names=list(names)))
+        rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+        if not future.done() or future.result() is None:
+            return {}
+        values = future.result().values
+        return {
+            name: parameter_value_to_python(v) for name, v in zip(names, values, strict=False) if v.type != 0
+        }
+    finally:
+        node.destroy_client(client)
+
+
+def read_battery(node, topic: str, timeout_s: float) -> float | None:
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+    from sensor_msgs.msg import BatteryState
+
+    seen: list[float] = []
+    sub = node.create_subscription(
+        BatteryState, topic, lambda m: seen.append(float(m.percentage)), qos_profile_sensor_data
+    )
+    deadline = time.monotonic() + timeout_s
+    try:
+        while not seen and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.1)
+    finally:
+        node.destroy_subscription(sub)
+    return seen[-1] if seen else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+
+    from fieldtest.labrun.create3 import CHECKED_PARAMETERS, format_findings, preflight_report
+    from fieldtest.labrun.settings import LaunchArgError, load_plan
+
+    rclpy.init(args=list(sys.argv if argv is None else argv))
+    node = rclpy.create_node("create3_preflight")
+    log = node.get_logger()
+    try:
+        plan, _ = load_plan(_declare(node, "plan", ""))
+    except LaunchArgError as exc:
+        log.fatal(str(exc))
+        return 2
+    warn_only = bool(_declare(node, "warn_only", False))
+    minimum = float(_declare(node, "min_battery_percent", 30.0))
+    names = list(_declare(node, "parameters", list(CHECKED_PARAMETERS)))
+    out = _declare(node, "out", "")
+    timeout_s = float(_declare(node, "timeout_s", 10.0))
+    battery_topic = _declare(node, "battery_topic", "battery_state")
+    try:
+        params = read_motion_control(node, names, timeout_s)
+        battery = read_battery(node, battery_topic, timeout_s)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    report = preflight_report(params, plan, battery, min_battery_percent=minimum, warn_only=warn_only)
+    for line in format_findings(report["findings"]):
+        (log.info if line.startswith("[ok") else log.warn)(line)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+    if not report["go"]:
+        print(
+            "create3_preflight: refusing to start the trial (pass preflight_warn_only:=true to override)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""link_monitor: logs every received command with its latency on the robot's Pi (rclpy glue over
+fieldtest.labrun.monitor, which reuses the twin robot's receipt and clock-probe code).
+
+Parameters (set by robot.launch.py):
+  qos (str)                fieldtest QoS profile name of the link topics
+  cmd_type (str)           twist (Humble: Twist + /fieldtest/cmd_stamp Header) or twist_stamped (Jazzy)
+  trial_dir (str)          the robot bag (robot/) and robot_status.json go here; empty = temporary folder
+  relay (bool)             listen on fieldtest/cmd_vel and forward to relay_topic with a stop-on-silence watchdog
+  relay_topic (str)        the base's command topic, relative to the namespace (default cmd_vel)
+  relay_type (str)         twist or twist_stamped: what the base (or create3_republisher) expects
+  relay_silence_s (float)  send a zero command after this long without a command (< the base's 0.5 s)
+  relay_plain_context (bool)  publish the relay from a second, non-secure ROS context (the Create 3
+                           cannot join an SROS2 domain)
+  relay_domain_id (int)    domain of that context; -1 = ROS_DOMAIN_ID
+  battery_topic (str)      sensor_msgs/BatteryState topic, reported in robot_status.json for pre-flight
+
+The node initiates the clock probes (host answers) and writes a CommandReceipt per command and a
+ClockOffsetSample per probe into <trial_dir>/robot, in the robot's clock.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _declare(node, name: str, default):
+    return node.declare_parameter(name, default).value
+
+
+def _plain_relay_node(namespace: str, domain_id: int):
+    """A node in a second context created with ROS security off (the base is not an SROS2 member)."""
+    import rclpy
+    from rclpy.context import Context
+
+    from fieldtest.labrun.rclpy_transport import init_without_signal_handlers
+
+    context = Context()
+    saved = os.environ.get("ROS_SECURITY_ENABLE")
+    os.environ["ROS_SECURITY_ENABLE"] = "false"  # rcl reads the security options at context init
+    try:
+        init_without_signal_handlers(None, context=context, domain_id=domain_id if domain_id >= 0 else None)
+    finally:
+        if saved is None:
+            os.environ.pop("ROS_SECURITY_ENABLE", None)
+        else:
+            os.environ["ROS_SECURITY_ENABLE"] = saved
+    return rclpy.create_node("link_monitor_relay", namespace=namespace or None, context=context), context
+
+
+def _relay_function(transport, topic: str, relay_type: str, clock_ns):
+    from fieldtest import rosmsg
+
+    if relay_type == "twist":
+        return transport.publisher(topic, rosmsg.TWIST)
+    publish = transport.publisher(topic, rosmsg.TWIST_STAMPED)
+
+    def publish_stamped(twist) -> None:
+        publish(rosmsg.msg_class(rosmsg.TWIST_STAMPED)(header=rosmsg.header(clock_ns()), twist=twist))
+
+    return publish_stamped
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+    from rclpy.qos import qos_profile_sensor_data
+
+    from fieldtest.labrun.driver import RemappedTransport, command_remap, request_for_side
+    from fieldtest.labrun.monitor import LabLinkMonitor
+    from fieldtest.labrun.rclpy_transport import (
+        RclpyTransport,
+        init_without_signal_handlers,
+        message_class,
+        spin_in_background,
+    )
+    from fieldtest.plan import SquarePlan
+    from fieldtest.transport.base import TransportConfig
+    from fieldtest.twin.common import stop_on_signals
+
+    argv = list(sys.argv if argv is None else argv)
+    init_without_signal_handlers(argv)
+    node = rclpy.create_node("link_monitor")
+    log = node.get_logger()
+    qos = _declare(node, "qos", "default")
+    cmd_type = _declare(node, "cmd_type", "twist_stamped")
+    trial_dir = _declare(node, "trial_dir", "") or tempfile.mkdtemp(prefix="fieldtest-robot-")
+    relay = bool(_declare(node, "relay", False))
+    relay_topic = "/" + _declare(node, "relay_topic", "cmd_vel").strip("/")
+    relay_type = _declare(node, "relay_type", cmd_type)
+    relay_silence_s = float(_declare(node, "relay_silence_s", 0.3))
+    relay_plain = bool(_declare(node, "relay_plain_context", False))
+    relay_domain_id = int(_declare(node, "relay_domain_id", -1))
+    battery_topic = _declare(node, "battery_topic", "battery_state")
+    for unused in ("plan", "middleware", "security"):
+        _declare(node, unused, "")
+    namespace = node.get_namespace().rstrip("/")
+
+    transport = RemappedTransport(RclpyTransport(node, namespace, qos), command_remap(relay))
+    request = request_for_side(
+        TransportConfig(qos=qos, namespace=namespace), SquarePlan(), cmd_type, "lab-robot"
+    )
+    extra_status: dict = {}
+
+    def on_battery(msg) -> None:
+        extra_status["battery_percentage"] = float(msg.percentage)
+
+    node.create_subscription(
+        message_class("sensor_msgs/msg/BatteryState"), battery_topic, on_battery, qos_profile_sensor_data
+    )
+    relay_node = relay_context = None
+    relay_fn = None
+    if relay:
+        if relay_plain:
+            relay_node, relay_context = _plain_relay_node(namespace, relay_domain_id)
+        relay_transport = RclpyTransport(relay_node or node, namespace, "default")
+        relay_fn = _relay_function(
+            relay_transport, relay_topic, relay_type, lambda: node.get_clock().now().nanoseconds
+        )
+        log.info(
+            f"relaying {namespace}/fieldtest/cmd_vel -> {namespace}{relay_topic} ({relay_type}), "
+            f"zero after {relay_silence_s:g} s of silence"
+        )
+    executor, spinner = spin_in_background(node)
+    with stop_on_signals() as stop:
+        monitor = LabLinkMonitor(
+            request, Path(trial_dir), transport=transport, relay=relay_fn, relay_silence_s=relay_silence_s
+        )
+        monitor.extra_status = extra_status
+        log.info(f"logging commands ({cmd_type}, qos {qos}) to {trial_dir}/robot; probing the host clock")
+        try:
+            monitor.run(stop)
+        finally:
+            status = monitor.close()
+            log.info(
+                f"received {status['received']} commands, missing {status['missing_in_range']}, "
+                f"clock offset {status['clock_offset_s']} s"
+            )
+    executor.shutdown(timeout_sec=1.0)
+    spinner.join(timeout=1.0)
+    if relay_node is not None:
+        relay_node.destroy_node()
+        rclpy.try_shutdown(context=relay_context)
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,385 @@
+"""Bridge, router and broker configs of the lab, checked by the real programs where they run here:
+eclipse-zenoh's config loader and TLS sessions, a real Mosquitto, and the documented parameter and
+plugin layouts of zenoh-bridge-ros2dds and mqtt_client for what cannot run here."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+import yaml
+import zenoh
+
+from fieldtest.labrun.bridges import (
+    ROS2DDS_INTERFACE_KINDS,
+    ROS2DDS_PLUGIN_KEYS,
+    BridgeConfigError,
+    check_ros2dds_plugin,
+    link_topics,
+    mosquitto_acl,
+    mosquitto_conf,
+    mqtt_client_params,
+    ros2bag_record_command,
+    to_json5,
+    zenoh_bridge_command,
+    zenoh_bridge_config,
+    zenoh_router_config,
+)
+from fieldtest.labrun.settings import parse_launch_args
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import paho_tls_args
+
+ZENOH_CASES = [
+    (middleware, role, distro)
+    for middleware in ("zenoh-peer", "zenoh-router")
+    for role in ("host", "robot")
+    for distro in ("humble", "jazzy")
+]
+
+# The layout mqtt_client (ika-rwth-aachen, ROS 2, 2.3+) declares in MqttClient::loadParameters():
+# broker.*, client.*, and per bridged topic the keys below.
+MQTT_BROKER_KEYS = {"host", "port", "user", "pass", "tls"}
+MQTT_TLS_BROKER_KEYS = {"enabled", "ca_certificate"}
+MQTT_CLIENT_KEYS = {
+    "id",
+    "buffer",
+    "last_will",
+    "clean_session",
+    "keep_alive_interval",
+    "max_inflight",
+    "tls",
+}
+MQTT_CLIENT_TLS_KEYS = {"certificate", "key", "password", "version", "verify", "alpn_protos"}
+ROS2MQTT_KEYS = {"mqtt_topic", "primitive", "ros_type", "inject_timestamp", "advanced"}
+MQTT2ROS_KEYS = {"ros_topic", "primitive", "ros_type", "advanced"}
+ROS2MQTT_ADVANCED = {"ros": {"queue_size", "qos"}, "mqtt": {"qos", "retained"}}
+MQTT2ROS_ADVANCED = {"ros": {"queue_size", "qos", "latched"}, "mqtt": {"qos"}}
+ROS_QOS_VALUES = {
+    "reliability": {"system_default", "reliable", "best_effort"},
+    "durability": {"system_default", "volatile", "transient_local"},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
+    return create_keystore(tmp_path_factory.mktemp("lab") / "keystore", options)
+
+
+def cfg(role, **args):
+    args.setdefault("ros_distro", "humble")
+    args.setdefault("namespace", "/tb4")
+    return parse_launch_args(args, role, environ={})
+
+
+# ------------------------------------------------------------------------------------------ Zenoh
+
+
+@pytest.mark.parametrize(("middleware", "role", "distro"), ZENOH_CASES)
+@pytest.mark.parametrize("security", ["none", "mtls-acl"])
+def test_zenoh_bridge_configs_parse_with_zenohs_own_loader(
+    tmp_path, keystore, middleware, role, distro, security
+):
+    c = cfg(role, middleware=middleware, ros_distro=distro, security=security, keystore=str(keystore))
+    config = zenoh_bridge_config(c)
+    path = tmp_path / "bridge.json5"
+    path.write_text(to_json5(config, "generated"))
+    zenoh.Config.from_file(str(path))  # raises on any key zenoh does not know
+    zenoh.Config.from_json5(path.read_text())
+    plugin = config["plugins"]["ros2dds"]
+    assert set(plugin) <= ROS2DDS_PLUGIN_KEYS
+    assert set(plugin["allow"]) == ROS2DDS_INTERFACE_KINDS
+    check_ros2dds_plugin(plugin)
+    assert "mode" not in config  # positional on the command line
+    argv = zenoh_bridge_command(c, path)
+    assert argv[:4] == [
+        "zenoh-bridge-ros2dds",
+        "peer" if middleware == "zenoh-peer" else "client",
+        "-c",
+        str(path),
+    ]
+    if distro == "humble":
+        assert plugin["ros_localhost_only"] is True and "--ros-localhost-only" in argv
+    else:
+        assert plugin["ros_automatic_discovery_range"] == "LOCALHOST"
+        assert argv[-2:] == ["--ros-automatic-discovery-range", "LOCALHOST"]
+    if security != "none":
+        assert config["transport"]["link"]["tls"]["enable_mtls"] is True
+        assert all(
+            e.startswith("tls/") for e in config["connect"]["endpoints"] + config["listen"]["endpoints"]
+        )
+        assert config["access_control"]["enabled"] is True
+
+
+def test_zenoh_bridge_routes_exactly_the_link_topics():
+    host = zenoh_bridge_config(cfg("host", middleware="zenoh-peer", cmd_type="twist"))["plugins"]["ros2dds"]
+    robot = zenoh_bridge_config(cfg("robot", middleware="zenoh-peer", cmd_type="twist"))["plugins"]["ros2dds"]
+    sent = ["/tb4/cmd_vel", "/tb4/fieldtest/cmd_stamp", "/tb4/fieldtest/clock_probe_reply"]
+    assert host["allow"]["publishers"] == sent == robot["allow"]["subscribers"]
+    assert host["allow"]["subscribers"] == ["/tb4/fieldtest/clock_probe"] == robot["allow"]["publishers"]
+    for kind in ("service_servers", "service_clients", "action_servers", "action_clients"):
+        assert host["allow"][kind] == []
+    relay = zenoh_bridge_config(cfg("host", middleware="zenoh-peer", relay="true", cmd_type="twist_stamped"))
+    assert relay["plugins"]["ros2dds"]["allow"]["publishers"][0] == "/tb4/fieldtest/cmd_vel"
+    express = zenoh_bridge_config(cfg("host", middleware="zenoh-router", zenoh_express="true"))
+    assert express["plugins"]["ros2dds"]["pub_priorities"] == ["/tb4/cmd_vel=1:express"]
+
+
+def test_plugin_check_refuses_removed_and_unknown_keys():
+    with pytest.raises(BridgeConfigError, match=r"plugins.ros2dds.id: removed"):
+        check_ros2dds_plugin({"id": "abc"})
+    with pytest.raises(BridgeConfigError, match=r"plugins.ros2dds.allowlist: unknown key"):
+        check_ros2dds_plugin({"allowlist": {}})
+    with pytest.raises(BridgeConfigError, match=r"allow.topics: unknown interface kind"):
+        check_ros2dds_plugin({"allow": {"topics": []}})
+    with pytest.raises(BridgeConfigError, match=r"'allow' and 'deny' cannot both be set"):
+        check_ros2dds_plugin({"allow": {}, "deny": {}})
+    with pytest.raises(BridgeConfigError, match=r"bad regex"):
+        check_ros2dds_plugin({"allow": {"publishers": ["(unclosed"]}})
+
+
+def _session_part(config: dict) -> dict:
+    """What an eclipse-zenoh session takes of a bridge config: all but the plugin section."""
+    return {k: v for k, v in config.items() if k != "plugins"}
+
+
+def _exchange(robot_config: dict, host_config: dict, key: str, timeout_s: float = 10.0) -> bytes | None:
+    got: list[bytes] = []
+    event = threading.Event()
+    robot = zenoh.open(zenoh.Config.from_json5(json.dumps(robot_config)))
+    try:
+        robot.declare_subscriber(key, lambda s: (got.append(s.payload.to_bytes()), event.set()))
+        host = zenoh.open(zenoh.Config.from_json5(json.dumps(host_config)))
+        try:
+            pub = host.declare_publisher(key)
+            deadline = time.monotonic() + timeout_s
+            while not event.is_set() and time.monotonic() < deadline:
+                pub.put(b"cdr")
+                event.wait(0.1)
+        finally:
+            host.close()
+    finally:
+        robot.close()
+    return got[0] if got else None
+
+
+def test_zenoh_peer_bridge_configs_link_over_mutual_tls(keystore):
+    """The two peer-mode bridge configs (TLS + ACL) really connect: the host's session dials the
+    robot's listener over tls/ with client certificates, and a command key gets through."""
+    port = free_port()
+    common = {
+        "middleware": "zenoh-peer",
+        "security": "mtls-acl",
+        "keystore": str(keystore),
+        "zenoh_port": str(port),
+    }
+    robot = _session_part(zenoh_bridge_config(cfg("robot", robot_address="127.0.0.1", **common)))
+    host = _session_part(zenoh_bridge_config(cfg("host", robot_address="127.0.0.1", **common)))
+    robot["listen"]["endpoints"] = [f"tls/127.0.0.1:{port}"]  # loopback only in tests
+    assert _exchange(robot, host, "tb4/cmd_vel") == b"cdr"
+    # the ACL is live: a key the host may not publish does not get through
+    assert _exchange(robot, host, "tb4/fieldtest/cmd_receipts", timeout_s=2.0) is None
+
+
+def test_zenoh_router_config_parses(keystore, tmp_path):
+    c = cfg("host", middleware="zenoh-router", security="mtls-acl", keystore=str(keystore))
+    path = tmp_path / "router.json5"
+    path.write_text(to_json5(zenoh_router_config(c)))
+    zenoh.Config.from_file(str(path))
+
+
+# ------------------------------------------------------------------------------------------- MQTT
+
+
+def _flatten(prefix: str, value, out: dict) -> dict:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+    return out
+
+
+@pytest.mark.parametrize("role", ["host", "robot"])
+@pytest.mark.parametrize("security", ["none", "mtls-acl"])
+@pytest.mark.parametrize("qos", ["default", "sensor", "fernandez-e"])
+def test_mqtt_client_params_follow_its_ros2_layout(keystore, role, security, qos):
+    c = cfg(
+        role,
+        middleware="mqtt-broker",
+        broker_address="10.0.0.30",
+        security=security,
+        keystore=str(keystore),
+        qos=qos,
+    )
+    doc = yaml.safe_load(yaml.safe_dump(mqtt_client_params(c)))
+    (node,) = doc
+    assert node == "/**"
+    params = doc[node]["ros__parameters"]
+    assert set(params) == {"broker", "client", "bridge"}
+    assert set(params["broker"]) <= MQTT_BROKER_KEYS and params["broker"]["host"] == "10.0.0.30"
+    assert set(params["broker"].get("tls", {})) <= MQTT_TLS_BROKER_KEYS
+    assert (
+        set(params["client"]) <= MQTT_CLIENT_KEYS
+        and set(params["client"].get("tls", {})) <= MQTT_CLIENT_TLS_KEYS
+    )
+    bridge = params["bridge"]
+    out, into = bridge["ros2mqtt"], bridge["mqtt2ros"]
+    assert out["ros_topics"] and into["mqtt_topics"]
+    assert set(out) == {"ros_topics", *out["ros_topics"]}
+    assert set(into) == {"mqtt_topics", *into["mqtt_topics"]}
+    for topic in out["ros_topics"]:
+        block = out[topic]
+        assert topic.startswith("/tb4/") and set(block) <= ROS2MQTT_KEYS
+        assert block["mqtt_topic"] == topic.lstrip("/")
+        for side, keys in ROS2MQTT_ADVANCED.items():
+            assert set(block["advanced"][side]) <= keys
+        for policy, allowed in ROS_QOS_VALUES.items():
+            assert block["advanced"]["ros"]["qos"][policy] in allowed
+    for topic in into["mqtt_topics"]:
+        block = into[topic]
+        assert set(block) <= MQTT2ROS_KEYS and block["ros_topic"] == "/" + topic
+        assert block["ros_type"].count("/msg/") == 1
+        for side, keys in MQTT2ROS_ADVANCED.items():
+            assert set(block["advanced"][side]) <= keys
+    # the parameter names rclcpp derives from the file: no key contains the separator itself
+    names = _flatten("", params, {})
+    assert "bridge.ros2mqtt.ros_topics" in names and "broker.port" in names
+    sent = {t.topic for t in link_topics(c) if t.sender == role}
+    assert {t.removeprefix("/tb4") for t in out["ros_topics"]} == sent
+
+
+def test_mqtt_qos_follows_the_profile():
+    reliable = mqtt_client_params(cfg("host", middleware="mqtt-local-broker", qos="default"))
+    best_effort = mqtt_client_params(cfg("host", middleware="mqtt-local-broker", qos="sensor"))
+    r = reliable["/**"]["ros__parameters"]["bridge"]["ros2mqtt"]["/tb4/cmd_vel"]["advanced"]
+    b = best_effort["/**"]["ros__parameters"]["bridge"]["ros2mqtt"]["/tb4/cmd_vel"]["advanced"]
+    assert (r["mqtt"]["qos"], r["ros"]["qos"]["reliability"], r["ros"]["queue_size"]) == (1, "reliable", 10)
+    assert (b["mqtt"]["qos"], b["ros"]["qos"]["reliability"], b["ros"]["queue_size"]) == (0, "best_effort", 5)
+
+
+needs_mosquitto = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
+
+
+class Broker:
+    def __init__(self, conf: str, port: int, workdir: Path):
+        path = workdir / "mosquitto.conf"
+        path.write_text(conf)
+        self.port = port
+        self.proc = subprocess.Popen(
+            ["mosquitto", "-c", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
+
+    def __enter__(self) -> Broker:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"mosquitto exited: {self.proc.stderr.read()}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise AssertionError("mosquitto did not listen")
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+
+
+def _client(port: int, tls: dict | None = None, name: str = "c") -> mqtt.Client:
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"fieldtest-test-{name}-{port}")
+    if tls:
+        client.tls_set(**tls)
+    client.connect("127.0.0.1", port)
+    client.loop_start()
+    return client
+
+
+def _delivered(publisher: mqtt.Client, subscriber: mqtt.Client, topic: str, wait_s: float = 3.0) -> bool:
+    got = threading.Event()
+    subscriber.on_message = lambda *_: got.set()
+    subscriber.subscribe(topic, qos=1)
+    time.sleep(0.3)
+    publisher.publish(topic, b"cdr", qos=1)
+    return got.wait(wait_s)
+
+
+@needs_mosquitto
+def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
+    port = free_port()
+    c = cfg("host", middleware="mqtt-local-broker", mqtt_port=str(port))
+    with Broker(mosquitto_conf(c, bind_address="127.0.0.1"), port, tmp_path):
+        pub, sub = _client(port, name="pub"), _client(port, name="sub")
+        try:
+            assert _delivered(pub, sub, "tb4/cmd_vel")
+        finally:
+            for client in (pub, sub):
+                client.loop_stop()
+                client.disconnect()
+
+
+@needs_mosquitto
+def test_tls_broker_config_enforces_certificates_and_the_acl(tmp_path, keystore):
+    port = free_port()
+    c = cfg(
+        "host",
+        middleware="mqtt-local-broker",
+        mqtt_port=str(port),
+        security="mtls-acl",
+        keystore=str(keystore),
+    )
+    acl = tmp_path / "mosquitto.acl"
+    acl.write_text(mosquitto_acl(c))
+    with Broker(mosquitto_conf(c, acl, bind_address="127.0.0.1", run_as="root"), port, tmp_path):
+        host = _client(port, paho_tls_args(keystore, "host"), "host")
+        robot = _client(port, paho_tls_args(keystore, "robot"), "robot")
+        try:
+            assert _delivered(host, robot, "tb4/cmd_vel")  # host may send commands
+            assert _delivered(host, robot, "mqtt_client/ros_msg_type/tb4/cmd_vel")  # and announce their type
+            assert _delivered(robot, host, "tb4/fieldtest/clock_probe")
+            assert not _delivered(robot, host, "tb4/cmd_vel", wait_s=1.0)  # the robot may not command itself
+        finally:
+            for client in (host, robot):
+                client.loop_stop()
+                client.disconnect()
+        # no client certificate: refused (plain TCP, and TLS with only the CA)
+        assert not _connects(port, None)
+        assert not _connects(port, {"ca_certs": paho_tls_args(keystore, "host")["ca_certs"]})
+
+
+def _connects(port: int, tls: dict | None, wait_s: float = 1.5) -> bool:
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"fieldtest-test-anon-{port}")
+    accepted = threading.Event()
+    client.on_connect = lambda _c, _u, _f, reason, _p: accepted.set() if not reason.is_failure else None
+    if tls:
+        client.tls_set(**tls)
+    try:
+        try:
+            client.connect("127.0.0.1", port, keepalive=5)
+        except OSError:
+            return False
+        client.loop_start()
+        return accepted.wait(wait_s)
+    finally:
+        client.loop_stop()
+        client.disconnect()
+
+
+def test_ros2bag_records_mcap_into_the_trial():
+    argv = ros2bag_record_command(cfg("robot", middleware="zenoh-peer", trial_dir="/trials/x", relay="true"))
+    assert argv[:7] == ["ros2", "bag", "record", "-s", "mcap", "-o", "/trials/x/ros2bag/robot"]
+    assert {"/tb4/fieldtest/cmd_vel", "/tb4/cmd_vel", "/tb4/fieldtest/cmd_receipts", "/tb4/odom"} <= set(argv)

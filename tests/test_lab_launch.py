@@ -1,0 +1,195 @@
+"""What the lab launch files start (decided ROS-free), and static checks of the ROS 2 workspaces.
+
+rclpy, launch and colcon cannot be installed here: the nodes and launch files are compiled, their
+packages checked for consistency, and every decision they delegate is tested through
+``fieldtest.labrun.launchplan``.
+"""
+
+from __future__ import annotations
+
+import ast
+import py_compile
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fieldtest.labrun.launch_actions import argument_names
+from fieldtest.labrun.launchplan import launch_plan
+from fieldtest.labrun.settings import LAB_MIDDLEWARES, LaunchArgError
+from fieldtest.rosmsg import MSG_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKSPACES = {"host": ROOT / "host_ws/src/fieldtest_host", "robot": ROOT / "robot_ws/src/fieldtest_robot"}
+MSG_PACKAGES = [ROOT / "host_ws/src/fieldtest_msgs", ROOT / "robot_ws/src/fieldtest_msgs"]
+ENV = {"ROS_DISTRO": "humble", "PATH": "/usr/bin:/bin"}
+
+
+def _plan(role, tmp_path, **args):
+    args.setdefault("trial_dir", str(tmp_path / "trial"))
+    return launch_plan({k: str(v) for k, v in args.items()}, role, environ=ENV)
+
+
+@pytest.mark.parametrize("middleware", LAB_MIDDLEWARES)
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role):
+    plan = _plan(role, tmp_path, middleware=middleware, namespace="/tb4")
+    names = [p.name for p in plan.processes]
+    expected = {
+        "dds": [],
+        "zenoh-peer": ["zenoh_bridge"],
+        "zenoh-router": ["zenoh_router", "zenoh_bridge"] if role == "host" else ["zenoh_bridge"],
+        "mqtt-local-broker": ["mosquitto", "mqtt_client"] if role == "host" else ["mqtt_client"],
+        "mqtt-broker": ["mqtt_client"],
+        "rmw-zenoh": ["rmw_zenohd"],
+    }[middleware]
+    assert names == [*expected, "ros2bag"]
+    (node,) = plan.nodes
+    assert (node.package, node.executable, node.namespace) == (
+        f"fieldtest_{role}",
+        "square_driver" if role == "host" else "link_monitor",
+        "/tb4",
+    )
+    assert (plan.gate is not None) == (role == "robot")
+    written = plan.write_files()
+    assert all(path.is_file() for path in written)
+    assert all(str(path).startswith(str(tmp_path / "trial" / "lab" / "config" / role)) for path in written)
+    plan_file = Path(node.parameters["plan"])
+    assert yaml.safe_load(plan_file.read_text())["linear_speed_mps"] == 0.33
+    assert any(line.startswith(f"{role}: middleware {middleware}") for line in plan.summary())
+
+
+def test_host_waits_for_the_runner_only_when_recording(tmp_path):
+    assert _plan("host", tmp_path, middleware="dds").nodes[0].parameters["wait_for_go"] is True
+    manual = launch_plan({"middleware": "dds"}, "host", environ=ENV)
+    assert manual.nodes[0].parameters["wait_for_go"] is False
+    assert [p.name for p in manual.processes] == []  # nothing to record into
+
+
+def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
+    dds = _plan("host", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path))
+    assert dds.nodes[0].ros_arguments == ["--enclave", "/fieldtest/host"]
+    assert dds.environment.set["ROS_SECURITY_ENABLE"] == "true"
+    assert dds.processes[-1].argv[-2:] == ["--enclave", "/fieldtest/recorder"]
+    relay = _plan("robot", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path), relay="true")
+    assert relay.nodes[0].parameters["relay_plain_context"] is True
+    assert relay.gate.ros_arguments == ["--enclave", "/fieldtest/robot"]
+
+
+def test_robot_preflight_arguments(tmp_path):
+    plan = _plan("robot", tmp_path, middleware="dds", preflight_warn_only="true", min_battery_percent="45")
+    assert plan.gate.parameters["warn_only"] is True
+    assert plan.gate.parameters["min_battery_percent"] == 45.0
+    assert plan.gate.parameters["out"].endswith("lab/robot_preflight.json")
+    assert _plan("robot", tmp_path, middleware="dds", preflight="false").gate is None
+    with pytest.raises(LaunchArgError, match="min_battery_percent"):
+        _plan("robot", tmp_path, middleware="dds", min_battery_percent="lots")
+    with pytest.raises(LaunchArgError, match="unknown launch argument preflight"):
+        launch_plan({"preflight": "false"}, "host", environ=ENV)
+
+
+def test_launch_arguments_cover_the_issues_list():
+    for role in ("host", "robot"):
+        assert {"middleware", "security", "qos", "namespace", "plan"} <= set(argument_names(role))
+    assert "preflight_warn_only" in argument_names("robot")
+
+
+# ------------------------------------------------------------------------- static workspace checks
+
+
+def _python_files():
+    return sorted(p for ws in ("host_ws", "robot_ws") for p in (ROOT / ws).rglob("*.py"))
+
+
+def test_nodes_and_launch_files_compile(tmp_path):
+    files = _python_files()
+    assert {p.name for p in files} >= {
+        "square_driver.py",
+        "link_monitor.py",
+        "create3_preflight.py",
+        "host.launch.py",
+        "robot.launch.py",
+        "setup.py",
+    }
+    for path in files:
+        py_compile.compile(str(path), cfile=str(tmp_path / (path.name + "c")), doraise=True)
+
+
+def _entry_points(setup_py: Path) -> dict[str, str]:
+    tree = ast.parse(setup_py.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            scripts = ast.literal_eval(node.value)["console_scripts"]
+            return dict(s.replace(" ", "").split("=") for s in scripts)
+    raise AssertionError(f"{setup_py}: no entry_points")
+
+
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_packages_are_consistent(role):
+    pkg = WORKSPACES[role]
+    name = pkg.name
+    manifest = ET.parse(pkg / "package.xml").getroot()
+    assert manifest.findtext("name") == name
+    assert manifest.find("export/build_type").text == "ament_python"
+    deps = {e.text for e in manifest.iter("exec_depend")}
+    assert {"rclpy", "launch", "launch_ros", "fieldtest_msgs"} <= deps
+    assert (pkg / "resource" / name).is_file()
+    assert (pkg / "setup.cfg").read_text().count(f"$base/lib/{name}") == 2
+    for script, target in _entry_points(pkg / "setup.py").items():
+        module, func = target.split(":")
+        source = pkg / (module.replace(".", "/") + ".py")
+        tree = ast.parse(source.read_text())
+        assert any(isinstance(n, ast.FunctionDef) and n.name == func for n in tree.body), (
+            f"{script} -> {target}"
+        )
+    launch_files = list((pkg / "launch").glob("*.launch.py"))
+    assert launch_files
+    for launch in launch_files:
+        tree = ast.parse(launch.read_text())
+        assert any(
+            isinstance(n, ast.FunctionDef) and n.name == "generate_launch_description" for n in tree.body
+        )
+        assert f'"{role}"' in launch.read_text()
+
+
+def test_message_package_copies_are_identical_and_read_fieldtest_msg():
+    first, second = MSG_PACKAGES
+    for name in ("CMakeLists.txt", "package.xml"):
+        assert (first / name).read_text() == (second / name).read_text(), name
+    assert not list(first.rglob("*.msg")) and not list(second.rglob("*.msg"))  # no second copy to drift
+    manifest = ET.parse(first / "package.xml").getroot()
+    assert manifest.findtext("name") == "fieldtest_msgs"
+    assert "rosidl_interface_packages" in {e.text for e in manifest.iter("member_of_group")}
+    # every message's dependencies are declared
+    used = set()
+    for msg in MSG_DIR.glob("*.msg"):
+        for line in msg.read_text().splitlines():
+            field = line.split("#")[0].split()
+            if field and "/" in field[0]:
+                used.add(field[0].split("/")[0])
+    declared = {e.text for e in manifest.iter("depend")}
+    assert used <= declared, used - declared
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
+@pytest.mark.parametrize("package", MSG_PACKAGES, ids=lambda p: p.parent.parent.name)
+def test_cmake_glob_finds_exactly_the_kits_msg_files(tmp_path, package):
+    """Run the CMakeLists' own glob (everything before rosidl) in CMake script mode."""
+    text = (package / "CMakeLists.txt").read_text()
+    start, end = text.index("if(NOT FIELDTEST_MSG_ROOT)"), text.index("rosidl_generate_interfaces")
+    script = tmp_path / "glob.cmake"
+    script.write_text(
+        f'set(CMAKE_CURRENT_SOURCE_DIR "{package}")\n'
+        + text[start:end]
+        + 'foreach(_i ${_fieldtest_interfaces})\n  message(STATUS "IFACE ${_i}")\nendforeach()\n'
+    )
+    done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    found = sorted(
+        line.split("IFACE ", 1)[1] for line in (done.stdout + done.stderr).splitlines() if "IFACE " in line
+    )
+    expected = sorted(f"{MSG_DIR.resolve().parent}:msg/{p.name}" for p in MSG_DIR.glob("*.msg"))
+    assert found == expected and len(found) == 4
