@@ -1,0 +1,720 @@
+#!/usr/bin/env python3
+"""Digital-twin benchmark: command emission jitter, one-way latency per middleware, ddsperf reference.
+
+    .venv/bin/python benchmarks/bench_twin.py            # about 5 minutes
+    .venv/bin/python benchmarks/bench_twin.py --quick    # about 1.5 minutes
+
+1. Emission jitter: the real host streamer process (``fieldtest.twin.host``) streams a plan at
+   20 Hz and at 100 Hz over DDS to a real twin robot process. The host is pinned to one core;
+   a busy-loop process and the robot are pinned to the other core. Lateness of tick k = its
+   send time (the host bag's log time, taken by ``HostStreamer.send_command`` right before the
+   publish call) minus its due time (stream start + k / rate, from the host's status file).
+   Beside it, the host's own loop function ``emit_schedule`` alone, with a send function that
+   only reads the clock (no serialization, publish or bag write), under the same CPU hog.
+2. Latency per middleware: robot + host processes (plus the Zenoh router or Mosquitto broker the
+   case needs) over each middleware, one after another, no hog; the robot bag's CommandReceipt
+   ``latency_s`` (received - sent, corrected by the robot's clock-offset estimate).
+3. Reference: CycloneDDS's own ``ddsperf`` ping/pong on loopback with the kit's DDS
+   configuration, at the command rate and TwistStamped's size; its figures are round trip / 2.
+
+Targets: emission lateness p99 <= 0.2 ms at both rates; the kit's DDS one-way latency (p50) at
+most 2x ddsperf's (round trip / 2, p50). See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from fieldtest import rosmsg
+from fieldtest.ddsperf import DdsperfError, run_pingpong
+from fieldtest.plan import SquarePlan
+from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
+from fieldtest.record import (
+    CMD_VEL_TOPIC,
+    HOST_BAG,
+    RECEIPTS_TOPIC,
+    ROBOT_BAG,
+    TrialRecord,
+    TrialRequest,
+    new_trial_id,
+    read_bag,
+    write_trial,
+)
+from fieldtest.transport.base import MIDDLEWARES, TransportConfig
+from fieldtest.twin.clock import Clock
+from fieldtest.twin.common import GIL_SWITCH_S
+from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
+from fieldtest.twin.host import emit_schedule
+from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS_FILE
+
+JITTER_TARGET_P99_MS = 0.2
+DDSPERF_FACTOR_TARGET = 2.0
+TWIST_STAMPED_CDR_BYTES = 76  # a /cmd_vel TwistStamped with "seq:<n>" frame id, CDR incl. header
+STOP_GRACE_S = 1.0  # after the host ends: the robot logs the stop burst
+HOST_EXTRA_S = 60.0  # host link wait (up to 30 s) and stop burst on top of the plan
+
+
+class BenchError(RuntimeError):
+    """A benchmark run that produced no usable figures; the message says which and why."""
+
+
+# Figures --------------------------------------------------------------------------------------
+@dataclass
+class Figures:
+    """Order statistics of one series, milliseconds."""
+
+    count: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    mean_ms: float
+
+    @classmethod
+    def of_ns(cls, values_ns: np.ndarray) -> Figures:
+        v = np.asarray(values_ns, dtype=float) / 1e6
+        if len(v) == 0:
+            raise BenchError("no samples")
+        p50, p90, p99 = np.percentile(v, [50, 90, 99])
+        return cls(len(v), float(p50), float(p90), float(p99), float(v.max()), float(v.mean()))
+
+
+@dataclass
+class Load:
+    """How busy the machine was during a run: 1-min load average at the start, per-core busy %."""
+
+    loadavg_1min: float
+    core_busy_percent: list[float]
+    steal_percent: float = 0.0  # CPU time the hypervisor gave to other VMs (all cores)
+
+    def text(self) -> str:
+        cores = "/".join(f"{b:.0f}" for b in self.core_busy_percent)
+        steal = f", steal {self.steal_percent:.0f} %" if self.steal_percent >= 0.5 else ""
+        return f"load {self.loadavg_1min:.2f}, cores busy {cores} %{steal}"
+
+
+@contextlib.contextmanager
+def measured_load() -> Iterator[Load]:
+    """Fills the yielded Load when the block ends (busy = not idle/iowait, per core)."""
+    load = Load(os.getloadavg()[0], [])
+    before = psutil.cpu_times(percpu=True)
+    yield load
+    after = psutil.cpu_times(percpu=True)
+    total_all = steal = 0.0
+    for b, a in zip(before, after, strict=True):
+        total = sum(a) - sum(b)
+        idle = (a.idle + a.iowait) - (b.idle + b.iowait)
+        load.core_busy_percent.append(100.0 * (1.0 - idle / total) if total > 0 else 0.0)
+        total_all += total
+        steal += getattr(a, "steal", 0.0) - getattr(b, "steal", 0.0)
+    load.steal_percent = 100.0 * steal / total_all if total_all > 0 else 0.0
+
+
+def loads_text(loads: list[Load]) -> str:
+    """Conditions of one or more runs: load average and busy % ranges, the largest steal."""
+    if len(loads) == 1:
+        return loads[0].text()
+    avg = [x.loadavg_1min for x in loads]
+    busy = np.array([x.core_busy_percent for x in loads])
+    cores = "/".join(f"{lo:.0f}-{hi:.0f}" for lo, hi in zip(busy.min(axis=0), busy.max(axis=0), strict=True))
+    steal = max(x.steal_percent for x in loads)
+    steal_text = f", steal up to {steal:.0f} %" if steal >= 0.5 else ""
+    return f"load {min(avg):.2f}-{max(avg):.2f}, cores busy {cores} %{steal_text}"
+
+
+@dataclass
+class JitterRow:
+    """Lateness of one configuration, pooled over its repeated runs."""
+
+    rate_hz: float
+    source: str  # "host process" or "emit_schedule only"
+    sched: str  # "normal" (SCHED_OTHER) or "fifo" (SCHED_FIFO, real-time priority)
+    lateness: Figures
+    run_p99_ms: list[float]
+    loads: list[Load]
+    ticks_planned: int
+    note: str = ""
+
+
+@dataclass
+class LatencyRow:
+    middleware: str
+    latency: Figures | None
+    raw: Figures | None  # received - sent without the offset correction (same clock here)
+    received: int
+    planned: int
+    clock_offset_us: float | None
+    error: str = ""
+    load: Load | None = None
+
+
+@dataclass
+class Report:
+    settings: dict
+    jitter: list[JitterRow] = field(default_factory=list)
+    latency: list[LatencyRow] = field(default_factory=list)
+    ddsperf: dict | None = None
+    ddsperf_error: str = ""
+    ddsperf_load: str = ""
+    publish_cost_us: dict | None = None
+
+
+# CPU placement --------------------------------------------------------------------------------
+def core_pair() -> tuple[int, int] | None:
+    """(core for the host, core for the hog) from the cores this process may use; None if only one."""
+    cores = sorted(os.sched_getaffinity(0))
+    return (cores[0], cores[1]) if len(cores) >= 2 else None
+
+
+FIFO_PRIORITY = 50  # SCHED_FIFO priority for "fifo" runs (above every normal task, below kernel IRQ threads)
+
+
+def pinned(core: int | None, sched: str = "normal") -> list[str]:
+    """Command prefix: run on ``core`` (taskset) and, for "fifo", at real-time priority (chrt)."""
+    prefix = ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
+    if sched == "fifo":
+        prefix += ["chrt", "-f", str(FIFO_PRIORITY)]
+    return prefix
+
+
+@contextlib.contextmanager
+def scheduling(sched: str) -> Iterator[None]:
+    """This thread at SCHED_FIFO for the block when ``sched`` is "fifo" (needs root/CAP_SYS_NICE)."""
+    if sched != "fifo":
+        yield
+        return
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+    except PermissionError:
+        raise BenchError("SCHED_FIFO needs root or CAP_SYS_NICE (run with --sched normal)") from None
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
+@contextlib.contextmanager
+def cpu_hog(core: int | None) -> Iterator[None]:
+    """A busy-loop process pinned to ``core`` for the duration; always stopped (by its pid)."""
+    if core is None:
+        yield
+        return
+    hog = subprocess.Popen(
+        [*pinned(core), sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL
+    )
+    try:
+        yield
+    finally:
+        hog.kill()
+        hog.wait()
+
+
+# One twin run ---------------------------------------------------------------------------------
+def bench_plan(rate_hz: float, duration_s: float) -> SquarePlan:
+    """A square of 1 s sides and 1 s turns (8 s a lap), as many laps as fill ``duration_s``."""
+    laps = max(1, round(duration_s / 8.0))
+    return SquarePlan(
+        side_duration_s=1.0, turn_rate_dps=90.0, laps=laps, command_rate_hz=rate_hz, start_delay_s=0.5
+    )
+
+
+@dataclass
+class TwinRun:
+    trial_dir: Path
+    plan: SquarePlan
+    host_code: int | None
+    host_status: dict
+    robot_status: dict
+
+
+@contextlib.contextmanager
+def infrastructure(config: TransportConfig, workdir: Path) -> Iterator[None]:
+    """The Zenoh router or Mosquitto broker the middleware case needs (stopped on every path)."""
+    if config.middleware == "zenoh-router":
+        from fieldtest.transport.broker import ZenohRouter
+
+        with ZenohRouter(config):
+            yield
+    elif config.middleware.startswith("mqtt"):
+        from fieldtest.transport.broker import MosquittoBroker
+
+        with MosquittoBroker(config, workdir / "broker"):
+            yield
+    else:
+        yield
+
+
+def run_twin(
+    middleware: str,
+    plan: SquarePlan,
+    work_dir: Path,
+    domain_id: int,
+    *,
+    host_core: int | None = None,
+    robot_core: int | None = None,
+    host_sched: str = "normal",
+) -> TwinRun:
+    """Robot and host processes over ``middleware`` until the host has streamed the plan."""
+    transport = {
+        "middleware": middleware,
+        "domain_id": domain_id,
+        "zenoh_port": free_port(),
+        "mqtt_port": free_port(),
+    }
+    request = TrialRequest(
+        name=f"bench-{middleware}-{plan.command_rate_hz:g}hz", plan=plan, transport=transport
+    )
+    trial_dir = work_dir / new_trial_id(request.name)
+    write_trial(trial_dir, TrialRecord(trial_id=trial_dir.name, request=request))
+    procs = ProcessGroup(trial_dir / "logs")
+    arg = ["--trial-dir", str(trial_dir)]
+    try:
+        with infrastructure(request.transport, trial_dir):
+            procs.start("robot", [*pinned(robot_core), sys.executable, "-m", "fieldtest.twin.robot", *arg])
+            procs.wait_ready("robot", timeout_s=30.0)
+            host = procs.start(
+                "host", [*pinned(host_core), sys.executable, "-m", "fieldtest.twin.host", *arg]
+            )
+            try:
+                host.popen.wait(plan.total_s + HOST_EXTRA_S)
+            except subprocess.TimeoutExpired:
+                procs.stop("host")
+            time.sleep(STOP_GRACE_S)
+    except ProcessStartError as exc:
+        raise BenchError(f"{middleware}: {exc}") from None
+    finally:
+        procs.stop_all(order=["host", "robot"])
+    return TwinRun(
+        trial_dir,
+        plan,
+        procs.procs["host"].popen.returncode if "host" in procs.procs else None,
+        _read_json(trial_dir / HOST_STATUS_FILE),
+        _read_json(trial_dir / ROBOT_STATUS_FILE),
+    )
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_host(run: TwinRun, what: str) -> None:
+    if run.host_code != 0 or run.host_status.get("stream_start_ns") is None:
+        log = run.trial_dir / "logs" / "host.log"
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-2:]) if log.exists() else ""
+        raise BenchError(f"{what}: host exited with code {run.host_code} ({tail or 'no output'})")
+
+
+# Emission jitter ------------------------------------------------------------------------------
+def host_lateness_ns(run: TwinRun) -> np.ndarray:
+    """Send time minus due time of every plan tick in the host bag (ns)."""
+    start_ns = int(run.host_status["stream_start_ns"])
+    t_s = run.plan.schedule().t_s
+    n_ticks = len(t_s)
+    lateness = []
+    for sent_ns, msg in read_bag(run.trial_dir / HOST_BAG).messages(CMD_VEL_TOPIC):
+        seq = rosmsg.seq_of(msg.header.frame_id)
+        if seq is not None and seq < n_ticks:
+            lateness.append(sent_ns - (start_ns + round(float(t_s[seq]) * 1e9)))
+    return np.array(lateness, dtype=np.int64)
+
+
+def host_jitter_run(
+    plan: SquarePlan, work_dir: Path, domain_id: int, cores: tuple[int, int] | None, sched: str
+) -> tuple[np.ndarray, Load]:
+    """One real host run over DDS: host on the first core, robot and CPU hog on the other."""
+    host_core, other_core = cores if cores else (None, None)
+    with cpu_hog(other_core), measured_load() as load:
+        run = run_twin(
+            "dds", plan, work_dir, domain_id, host_core=host_core, robot_core=other_core, host_sched=sched
+        )
+    _check_host(run, f"jitter run at {plan.command_rate_hz:g} Hz")
+    return host_lateness_ns(run), load
+
+
+def loop_jitter_run(plan: SquarePlan, cores: tuple[int, int] | None, sched: str) -> tuple[np.ndarray, Load]:
+    """``emit_schedule`` in this process on the host core, sending nothing (clock read only)."""
+    schedule = plan.schedule()
+    clock = Clock()
+    sent = np.zeros(len(schedule.seq), dtype=np.int64)
+
+    def send(seq: int, _linear: float, _angular: float) -> int:
+        sent[seq] = clock.now_ns()
+        return int(sent[seq])
+
+    previous_affinity = os.sched_getaffinity(0)
+    previous_switch = sys.getswitchinterval()
+    sys.setswitchinterval(GIL_SWITCH_S)  # as the host process does
+    try:
+        with cpu_hog(cores[1] if cores else None), measured_load() as load:
+            if cores:
+                os.sched_setaffinity(0, {cores[0]})
+            with scheduling(sched):
+                start_ns = clock.now_ns() + 50_000_000
+                emit_schedule(clock, start_ns, schedule, send)
+    finally:
+        os.sched_setaffinity(0, previous_affinity)
+        sys.setswitchinterval(previous_switch)
+    return sent - (start_ns + np.round(schedule.t_s * 1e9).astype(np.int64)), load
+
+
+def measure_jitter(
+    source: str,
+    rate_hz: float,
+    sched: str,
+    settings: dict,
+    work_dir: Path,
+    domain_id: int,
+    cores: tuple[int, int] | None,
+) -> JitterRow:
+    plan = bench_plan(rate_hz, settings["jitter_duration_s"])
+    runs = []
+    for _ in range(settings["repeat"]):
+        if source == "host process":
+            runs.append(host_jitter_run(plan, work_dir, domain_id, cores, sched))
+        else:
+            runs.append(loop_jitter_run(plan, cores, sched))
+    pooled = np.concatenate([lateness for lateness, _ in runs])
+    expected = plan.n_ticks() * len(runs)
+    note = "" if len(pooled) == expected else f"{len(pooled)} of {expected} ticks sent"
+    return JitterRow(
+        rate_hz,
+        source,
+        sched,
+        Figures.of_ns(pooled),
+        [Figures.of_ns(lateness).p99_ms for lateness, _ in runs],
+        [load for _, load in runs],
+        plan.n_ticks(),
+        note,
+    )
+
+
+# Latency per middleware -----------------------------------------------------------------------
+def measure_latency(middleware: str, duration_s: float, work_dir: Path, domain_id: int) -> LatencyRow:
+    plan = bench_plan(20.0, duration_s)
+    try:
+        with measured_load() as load:
+            run = run_twin(middleware, plan, work_dir, domain_id)
+        _check_host(run, middleware)
+    except BenchError as exc:
+        return LatencyRow(middleware, None, None, 0, plan.n_ticks(), None, str(exc))
+    latency, raw, seqs = [], [], set()
+    for _t_ns, receipt in read_bag(run.trial_dir / ROBOT_BAG).messages(RECEIPTS_TOPIC):
+        if receipt.seq >= plan.n_ticks() or receipt.seq in seqs:
+            continue  # stop burst or a duplicate
+        seqs.add(receipt.seq)
+        latency.append(receipt.latency_s * 1e9)
+        raw.append(rosmsg.ns_of(receipt.received) - rosmsg.ns_of(receipt.sent))
+    offset = run.robot_status.get("clock_offset_s")
+    finite = [x for x in latency if np.isfinite(x)]
+    return LatencyRow(
+        middleware,
+        Figures.of_ns(np.array(finite)) if finite else None,
+        Figures.of_ns(np.array(raw)) if raw else None,
+        len(seqs),
+        plan.n_ticks(),
+        None if offset is None else offset * 1e6,
+        "" if finite else "no receipts with a clock-offset estimate",
+        load,
+    )
+
+
+def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dict[str, float]:
+    """How long the kit's DDS publish call takes at the command rate (20 Hz, so after 50 ms idle),
+    to a real twin robot subscriber: the send side's share of the measured latency (us)."""
+    from fieldtest.transport import open_transport
+
+    plan = bench_plan(20.0, 8.0)
+    request = TrialRequest(
+        name="bench-publish-cost", plan=plan, transport={"middleware": "dds", "domain_id": domain_id}
+    )
+    trial_dir = work_dir / new_trial_id(request.name)
+    write_trial(trial_dir, TrialRecord(trial_id=trial_dir.name, request=request))
+    procs = ProcessGroup(trial_dir / "logs")
+    transport = None
+    try:
+        procs.start("robot", [sys.executable, "-m", "fieldtest.twin.robot", "--trial-dir", str(trial_dir)])
+        procs.wait_ready("robot", timeout_s=30.0)
+        transport = open_transport(request.transport, "host")
+        publish = transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
+        if not transport.wait_for_match(CMD_VEL_TOPIC, timeout_s=10.0):
+            raise BenchError("publish cost: the twin robot did not match /cmd_vel within 10 s")
+        durations = np.empty(count)
+        for i in range(count):
+            time.sleep(0.05)
+            msg = rosmsg.command(i, time.time_ns(), 0.0, 0.0)
+            t0 = time.perf_counter_ns()
+            publish(msg)
+            durations[i] = (time.perf_counter_ns() - t0) / 1e3
+    except ProcessStartError as exc:
+        raise BenchError(f"publish cost: {exc}") from None
+    finally:
+        if transport is not None:
+            transport.close()
+        procs.stop_all()
+    return {
+        "publish_p50_us": float(np.median(durations)),
+        "publish_p90_us": float(np.percentile(durations, 90)),
+    }
+
+
+# Output ---------------------------------------------------------------------------------------
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _met(ok: bool | None) -> str:
+    return {True: "MET", False: "NOT MET", None: "n/a"}[ok]
+
+
+def jitter_table(rows: list[JitterRow]) -> list[str]:
+    lines = [
+        "Command emission lateness vs the plan (send time - due time), ms; CPU hog on the other core",
+        f"{'rate':>7}  {'measured':<19} {'sched':<6} {'ticks':>6} {'p50':>7} {'p99':>7} {'max':>7}  "
+        f"{'p99<=' + str(JITTER_TARGET_P99_MS):<12} {'p99 per run':<20} conditions",
+    ]
+    for r in rows:
+        f = r.lateness
+        target = _met(f.p99_ms <= JITTER_TARGET_P99_MS) if r.source == "host process" else "(diagnostic)"
+        per_run = "/".join(f"{x:.3f}" for x in r.run_p99_ms)
+        lines.append(
+            f"{r.rate_hz:>5g}Hz  {r.source:<19} {r.sched:<6} {f.count:>6} {f.p50_ms:>7.3f} {f.p99_ms:>7.3f} "
+            f"{f.max_ms:>7.3f}  {target:<12} {per_run:<20} {loads_text(r.loads)} {r.note}".rstrip()
+        )
+    return lines
+
+
+def latency_table(report: Report) -> list[str]:
+    lines = [
+        "One-way latency of /cmd_vel at 20 Hz, measured by the twin robot (CommandReceipt.latency_s), ms",
+        f"{'middleware':<18} {'received':>9} {'p50':>7} {'p90':>7} {'p99':>7} {'max':>7} {'raw p50':>7} "
+        f"{'offset':>7}  conditions",
+    ]
+    for r in report.latency:
+        if r.latency is None:
+            lines.append(f"{r.middleware:<18} {r.received:>4}/{r.planned:<4} FAILED: {r.error}")
+            continue
+        f = r.latency
+        offset = "-" if r.clock_offset_us is None else f"{r.clock_offset_us:.0f}us"
+        lines.append(
+            f"{r.middleware:<18} {r.received:>4}/{r.planned:<4} {f.p50_ms:>7.3f} {f.p90_ms:>7.3f} "
+            f"{f.p99_ms:>7.3f} {f.max_ms:>7.3f} {_ms(r.raw.p50_ms if r.raw else None):>7} {offset:>7}  "
+            f"{r.load.text() if r.load else ''}"
+        )
+    d = report.ddsperf
+    if d is not None:
+        lines.append(
+            f"{'ddsperf (RTT/2)':<18} {d['count']:>9} {d['p50_us'] / 1e3:>7.3f} {d['p90_us'] / 1e3:>7.3f} "
+            f"{d['p99_us'] / 1e3:>7.3f} {d['max_us'] / 1e3:>7.3f} {'':>7} {'':>7}  {report.ddsperf_load}"
+        )
+    elif "ddsperf" in report.settings.get("parts", []):
+        lines.append(f"{'ddsperf (RTT/2)':<18} FAILED: {report.ddsperf_error or 'not run'}")
+    if report.publish_cost_us:
+        c = report.publish_cost_us
+        lines.append(
+            f"(inside the dds row: the host's publish call itself - rosbags CDR + Python binding write - takes "
+            f"p50 {c['publish_p50_us']:.0f} us, p90 {c['publish_p90_us']:.0f} us at 20 Hz)"
+        )
+    return lines
+
+
+def target_lines(report: Report) -> list[str]:
+    lines = ["Targets"]
+    for r in (r for r in report.jitter if r.source == "host process"):
+        how = "as the kit runs it" if r.sched == "normal" else f"host under chrt -f {FIFO_PRIORITY}"
+        lines.append(
+            f"  emission jitter p99 <= {JITTER_TARGET_P99_MS} ms at {r.rate_hz:g} Hz, hog on the other core "
+            f"({how}): {r.lateness.p99_ms:.3f} ms -> {_met(r.lateness.p99_ms <= JITTER_TARGET_P99_MS)}"
+        )
+    dds = next((r for r in report.latency if r.middleware == "dds" and r.latency is not None), None)
+    if dds is not None and report.ddsperf is not None:
+        ref_p50_ms = report.ddsperf["p50_us"] / 1e3
+        limit_ms = DDSPERF_FACTOR_TARGET * ref_p50_ms
+        lines.append(
+            f"  DDS one-way p50 <= {DDSPERF_FACTOR_TARGET:g} x ddsperf RTT/2 p50 ({limit_ms:.3f} ms): "
+            f"{dds.latency.p50_ms:.3f} ms = {dds.latency.p50_ms / ref_p50_ms:.2f}x -> "
+            f"{_met(dds.latency.p50_ms <= limit_ms)}"
+        )
+        if dds.raw is not None:
+            lines.append(
+                f"  (for information, without the robot's clock-offset correction - same clock here: raw p50 "
+                f"{dds.raw.p50_ms:.3f} ms = {dds.raw.p50_ms / ref_p50_ms:.2f}x)"
+            )
+        ref_p99_ms = report.ddsperf["p99_us"] / 1e3
+        lines.append(
+            f"  (for information, p99: DDS {dds.latency.p99_ms:.3f} ms vs ddsperf {ref_p99_ms:.3f} ms = "
+            f"{dds.latency.p99_ms / ref_p99_ms:.2f}x)"
+        )
+    elif "latency" in report.settings.get("parts", []):
+        lines.append("  DDS one-way vs ddsperf: n/a (one of the two was not measured)")
+    return lines
+
+
+def print_report(report: Report) -> None:
+    s = report.settings
+    print()
+    print(
+        f"bench_twin on {s['machine']} ({s['cores']} cores), latency runs {s['duration_s']:g} s each, "
+        f"jitter runs {s['jitter_duration_s']:g} s, host core {s['host_core']}, hog core {s['hog_core']}"
+    )
+    print("conditions: 1-min load average at the start of the run, busy % of each core during it")
+    print()
+    for line in jitter_table(report.jitter):
+        print(line)
+    print()
+    for line in latency_table(report):
+        print(line)
+    print()
+    for line in target_lines(report):
+        print(line)
+
+
+# Main -----------------------------------------------------------------------------------------
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs (8 s each)")
+    parser.add_argument("--duration", type=float, help="seconds per latency run (default 32, quick 8)")
+    parser.add_argument("--jitter-duration", type=float, help="seconds per jitter run (default 24, quick 8)")
+    parser.add_argument("--rates", default="20,100", help="command rates for the jitter runs, Hz")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per jitter configuration (pooled)")
+    parser.add_argument(
+        "--sched",
+        choices=("normal", "fifo", "both"),
+        default="both",
+        help="host scheduling in the jitter runs: normal (as the kit runs it), fifo (chrt -f), both",
+    )
+    parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
+    parser.add_argument("--ddsperf-rate", type=float, default=20.0, help="ddsperf ping rate, Hz (default 20)")
+    parser.add_argument("--skip-jitter", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-ddsperf", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the trial directories here (default: temporary)")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    return parser
+
+
+def _settings(args: argparse.Namespace, cores: tuple[int, int] | None) -> dict:
+    parts = [
+        name
+        for name, skip in (
+            ("jitter", args.skip_jitter),
+            ("latency", args.skip_latency),
+            ("ddsperf", args.skip_ddsperf),
+        )
+        if not skip
+    ]
+    return {
+        "machine": os.uname().nodename,
+        "cores": os.cpu_count(),
+        "parts": parts,
+        "duration_s": args.duration or (8.0 if args.quick else 32.0),
+        "jitter_duration_s": args.jitter_duration or (8.0 if args.quick else 24.0),
+        "rates_hz": [float(r) for r in args.rates.split(",") if r],
+        "repeat": max(1, args.repeat),
+        "sched": ["normal", "fifo"] if args.sched == "both" else [args.sched],
+        "middlewares": [m for m in args.middlewares.split(",") if m],
+        "host_core": cores[0] if cores else None,
+        "hog_core": cores[1] if cores else None,
+        "ddsperf_rate_hz": args.ddsperf_rate,
+        "ddsperf_size": TWIST_STAMPED_CDR_BYTES,
+        "domain_base": random.randint(100, 180),  # away from 0 and from other kit runs on this machine
+    }
+
+
+def run_jitter(report: Report, work_dir: Path, cores: tuple[int, int] | None) -> None:
+    s = report.settings
+    domain = s["domain_base"]
+    for rate in s["rates_hz"]:
+        for sched in s["sched"]:
+            for source in ("emit_schedule only", "host process"):
+                say(f"jitter: {source} at {rate:g} Hz, {sched} scheduling, hog on core {s['hog_core']} ...")
+                report.jitter.append(measure_jitter(source, rate, sched, s, work_dir, domain, cores))
+            domain += 1
+
+
+def run_latency(report: Report, work_dir: Path) -> None:
+    s = report.settings
+    for i, middleware in enumerate(s["middlewares"]):
+        say(f"latency: {middleware} for {s['duration_s']:g} s ...")
+        report.latency.append(
+            measure_latency(middleware, s["duration_s"], work_dir, s["domain_base"] + 20 + i)
+        )
+    if "dds" in s["middlewares"]:
+        say("latency: cost of one DDS publish call at 20 Hz ...")
+        try:
+            report.publish_cost_us = dds_publish_cost_us(work_dir, s["domain_base"] + 35)
+        except BenchError as exc:
+            say(str(exc))
+
+
+def run_ddsperf(report: Report) -> None:
+    s = report.settings
+    say(f"reference: ddsperf ping/pong at {s['ddsperf_rate_hz']:g} Hz for {s['duration_s']:g} s ...")
+    try:
+        with measured_load() as load:
+            result = run_pingpong(
+                s["ddsperf_rate_hz"], TWIST_STAMPED_CDR_BYTES, s["duration_s"], s["domain_base"] + 40
+            )
+        report.ddsperf = asdict(result.one_way)
+        report.ddsperf_load = load.text()
+    except DdsperfError as exc:
+        report.ddsperf_error = str(exc)
+
+
+def run(args: argparse.Namespace) -> Report:
+    cores = core_pair()
+    report = Report(settings=_settings(args, cores))
+    unknown = sorted(set(report.settings["middlewares"]) - set(MIDDLEWARES))
+    if unknown:
+        raise BenchError(f"unknown middleware {', '.join(unknown)} (choose from {', '.join(MIDDLEWARES)})")
+    work_dir = args.keep or Path(tempfile.mkdtemp(prefix="bench_twin_"))
+    work_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        if "jitter" in report.settings["parts"]:
+            run_jitter(report, work_dir, cores)
+        if "latency" in report.settings["parts"]:
+            run_latency(report, work_dir)
+        if "ddsperf" in report.settings["parts"]:
+            run_ddsperf(report)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return report
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        report = run(args)
+    except BenchError as exc:
+        print(f"bench_twin: {exc}", file=sys.stderr)
+        return 2
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
