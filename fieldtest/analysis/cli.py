@@ -144,13 +144,18 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument(
         "--reanalyze", action="store_true", help="analyse every trial again instead of reading metrics.json"
     )
+    parser.add_argument(
+        "--jobs", type=int, help="processes analysing trials that need it (default: one per core)"
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     _ground_truth_options(parser, with_bag=False)
     args = parser.parse_args(argv)
     try:
         from . import compare_trials
 
-        result = compare_trials(args.dirs, args.out, reanalyze=args.reanalyze, **_gt_kwargs(args))
+        result = compare_trials(
+            args.dirs, args.out, reanalyze=args.reanalyze, jobs=args.jobs, **_gt_kwargs(args)
+        )
     except Exception as exc:
         return _fail("fieldtest compare", exc, args.debug)
     for skipped in result["skipped"]:

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import csv
 import json
+import multiprocessing
+import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,27 +120,59 @@ def _sort_key(key: tuple[str, str, str]):
     return network, order, middleware, security != "none", security
 
 
-def load_or_analyze(trial_dir: Path, reanalyze: bool, **analyze_kwargs) -> dict:
+def current_metrics(trial_dir: Path) -> dict | None:
+    """The trial's metrics.json if it is there and of the current version."""
     path = trial_dir / ANALYSIS_DIR / METRICS_FILE
-    if path.is_file() and not reanalyze:
-        try:
-            return read_metrics(path)
-        except ValueError:
-            pass  # older metrics version or damaged: analyse again
-    return analyze_trial(trial_dir, plots=False, **analyze_kwargs)
+    if not path.is_file():
+        return None
+    try:
+        return read_metrics(path)
+    except ValueError:
+        return None  # older metrics version or damaged: analyse again
+
+
+def _analyze_one(job: tuple[Path, dict]) -> tuple[Path, dict | None, str]:
+    """(trial, metrics or None, one-line problem); runs in a pool process or in line."""
+    trial_dir, kwargs = job
+    try:
+        return trial_dir, analyze_trial(trial_dir, plots=False, **kwargs), ""
+    except (TrialFormatError, AnalysisError, BagError, ValueError, OSError) as exc:
+        return trial_dir, None, (f"{trial_dir}: {exc}" if str(trial_dir) not in str(exc) else str(exc))
+
+
+def _analyze_all(dirs: list[Path], jobs: int | None, kwargs: dict):
+    """Analyse trials, in parallel processes when there are several and fork is available."""
+    workers = min(jobs or os.cpu_count() or 1, len(dirs))
+    work = [(d, kwargs) for d in dirs]
+    if workers < 2 or len(dirs) < 4 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_analyze_one(job) for job in work]
+    if threading.active_count() > 1:  # forking a threaded process is not safe
+        return [_analyze_one(job) for job in work]
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return pool.map(_analyze_one, work, chunksize=1)
 
 
 def compare_trials(
-    dirs: Iterable[str | Path], out_dir: str | Path, reanalyze: bool = False, **analyze_kwargs
+    dirs: Iterable[str | Path],
+    out_dir: str | Path,
+    reanalyze: bool = False,
+    jobs: int | None = None,
+    **analyze_kwargs,
 ) -> dict:
-    """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}."""
+    """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}.
+
+    Trials without a current metrics.json (all with ``reanalyze``) are analysed first, without
+    plots, in up to ``jobs`` processes (default: one per core).
+    """
     out_dir = Path(out_dir)
-    trials, skipped = [], []
-    for trial_dir in find_trials(dirs):
-        try:
-            trials.append(load_or_analyze(trial_dir, reanalyze, **analyze_kwargs))
-        except (TrialFormatError, AnalysisError, BagError, ValueError, OSError) as exc:
-            skipped.append(f"{trial_dir}: {exc}" if str(trial_dir) not in str(exc) else str(exc))
+    found = find_trials(dirs)
+    known = {d: (None if reanalyze else current_metrics(d)) for d in found}
+    todo = [d for d in found if known[d] is None]
+    problems: dict[Path, str] = {}
+    for trial_dir, metrics, problem in _analyze_all(todo, jobs, analyze_kwargs):
+        known[trial_dir], problems[trial_dir] = metrics, problem
+    trials = [known[d] for d in found if known[d] is not None]
+    skipped = [problems[d] for d in found if known[d] is None]
     if not trials:
         raise AnalysisError("no trial could be analysed: " + "; ".join(skipped))
     groups: dict[tuple[str, str, str], list[dict]] = {}

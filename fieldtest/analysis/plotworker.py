@@ -10,10 +10,14 @@ draws in-process instead.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
+import sys
 import threading
 from multiprocessing.connection import Connection
+
+_started = 0  # workers started by this process
 
 
 class PlotWorkerError(RuntimeError):
@@ -27,7 +31,14 @@ class PlotWorker:
         self._proc = ctx.Process(
             target=_child_main, args=(child, self._conn), name="fieldtest-plots", daemon=True
         )
-        self._proc.start()
+        # Objects that exist now are shared copy-on-write with the child: keep the garbage collector
+        # from walking (and so copying) all of them in either process.
+        self._sender: threading.Thread | None = None
+        gc.freeze()
+        try:
+            self._proc.start()
+        finally:
+            gc.unfreeze()
         child.close()
 
     @classmethod
@@ -39,16 +50,31 @@ class PlotWorker:
             return None
         if threading.active_count() > 1:  # forking a threaded Python process is not safe
             return None
+        global _started
+        if _started and "matplotlib.figure" not in sys.modules:
+            # a process analysing many trials: import matplotlib once here so every child inherits it
+            from . import plots  # noqa: F401
+        _started += 1
         try:
             return cls()
         except OSError:
             return None
 
     def submit(self, *plot_args) -> None:
-        """The arguments of plots.write_plots (without ``ape``)."""
-        self._send(("job", plot_args))
+        """The arguments of plots.write_plots (without ``ape``), sent from a thread: the pipe holds
+        64 KB and the child reads only once matplotlib is imported, so sending in line would stall."""
+        self._sender = threading.Thread(target=self._send_quietly, args=(("job", plot_args),), daemon=True)
+        self._sender.start()
+
+    def _send_quietly(self, msg) -> None:
+        try:
+            self._conn.send(msg)
+        except (OSError, ValueError):
+            pass  # the child is gone; result() reports it
 
     def send_ape(self, ape: dict) -> None:
+        if self._sender is not None:
+            self._sender.join()
         self._send(("ape", ape))
 
     def _send(self, msg) -> None:
@@ -69,7 +95,7 @@ class PlotWorker:
         return value
 
     def close(self) -> None:
-        self._conn.close()
+        self._conn.close()  # also ends a sender still blocked on the pipe
         self._proc.join(5.0)
         if self._proc.is_alive():
             self._proc.terminate()
@@ -78,6 +104,7 @@ class PlotWorker:
 
 def _child_main(conn: Connection, parent_end: Connection) -> None:
     parent_end.close()  # else the child holds both ends and never sees the parent close its own
+    gc.disable()  # short-lived: collecting would touch, and so copy, the parent's whole heap
     try:
         from . import plots  # matplotlib loads while the parent reads the bags
 
