@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,47 +47,40 @@ def analyze_trial(
     anything less is a result with ``partial: true`` and the reasons.
     """
     started = time.perf_counter()
+    opts = Options(pose_topic, pose_bag, up_axis, pose_time, max_gap_s, plots, report, export_tum, write)
     trial_dir = Path(trial_dir)
     out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
     worker = PlotWorker.start() if (plots and write) else None
     try:
-        return _analyze(
-            trial_dir,
-            out_dir,
-            worker,
-            started,
-            pose_topic,
-            pose_bag,
-            up_axis,
-            pose_time,
-            max_gap_s,
-            plots,
-            report,
-            export_tum,
-            write,
-        )
+        return _analyze(trial_dir, out_dir, opts, worker, started)
     finally:
         if worker is not None:
             worker.close()
 
 
+@dataclass(frozen=True)
+class Options:
+    pose_topic: str
+    pose_bag: str | Path | None
+    up_axis: str
+    pose_time: str
+    max_gap_s: float
+    plots: bool
+    report: bool
+    export_tum: bool
+    write: bool
+
+
 def _analyze(
-    trial_dir,
-    out_dir,
-    worker,
-    started,
-    pose_topic,
-    pose_bag,
-    up_axis,
-    pose_time,
-    max_gap_s,
-    plots,
-    report,
-    export_tum,
-    write,
-) -> dict[str, Any]:
+    trial_dir: Path, out_dir: Path, opts: Options, worker: PlotWorker | None, started: float
+) -> dict:
+    max_gap_s = opts.max_gap_s
     data = load_trial(
-        trial_dir, pose_topic=pose_topic, pose_bag=pose_bag, up_axis=up_axis, pose_time=pose_time
+        trial_dir,
+        pose_topic=opts.pose_topic,
+        pose_bag=opts.pose_bag,
+        up_axis=opts.up_axis,
+        pose_time=opts.pose_time,
     )
     clock = estimate_clock(data)
     faults, fault_notes = normalize_faults(
@@ -115,11 +109,11 @@ def _analyze(
 
     pending = {"available": False, "reason": "not computed yet"}
     metrics = _assemble(
-        data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, up_axis, max_gap_s
+        data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
     )
     metrics = _jsonable(metrics)
     plot_args = (out_dir, metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
-    if write:
+    if opts.write:
         out_dir.mkdir(parents=True, exist_ok=True)
     if worker is not None:
         worker.submit(*plot_args)  # it draws while evo computes the APE here
@@ -132,16 +126,16 @@ def _analyze(
     if worker is not None:
         worker.send_ape(metrics["ape"])
     metrics["analysis_s"] = round(time.perf_counter() - started, 4)
-    if not write:
+    if not opts.write:
         return metrics
     metrics["files"] = _write_series(out_dir, drift_series, latency_series)
-    if export_tum and end_s is not None:
+    if opts.export_tum and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]
-    if plots:
+    if opts.plots:
         metrics["plots"] = _plots(worker, plot_args, metrics)
     _write_json(out_dir / METRICS_FILE, metrics)
-    if report:
+    if opts.report:
         from .report import write_report
 
         write_report(out_dir / REPORT_FILE, metrics)
