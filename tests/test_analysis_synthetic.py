@@ -217,3 +217,18 @@ def test_other_ground_truth_sources_give_the_same_drift(tmp_path, shifted, varia
         assert m["drift"][key] == pytest.approx(reference["drift"][key], abs=1e-6)
     assert m["motion"]["start_s"] == pytest.approx(reference["motion"]["start_s"], abs=US)
     assert m["ape"]["rmse_m"] == pytest.approx(reference["ape"]["rmse_m"], abs=1e-6)
+
+
+def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_commands(tmp_path):
+    truth = synthesize(tmp_path / "t", SynthSpec(plan=SHORT, latency_jitter_s=0.004, lost_seqs=(50, 51, 52)))
+    m = analyze_trial(tmp_path / "t", plots=False, report=False)
+    lat = m["latency"]
+    seqs = sorted(truth.one_way_s)
+    gaps = [
+        0.05 + truth.one_way_s[b] - truth.one_way_s[a]
+        for a, b in zip(seqs, seqs[1:], strict=False)
+        if b == a + 1
+    ]
+    assert lat["interarrival_ms"]["count"] == len(gaps)
+    assert lat["jitter_ms"] / 1e3 == pytest.approx(np.std(gaps), abs=US)
+    assert lat["interarrival_ms"]["max"] < 60.0  # the 200 ms hole of the lost commands is not jitter

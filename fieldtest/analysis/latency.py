@@ -145,8 +145,10 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     one_way_s = (received_host_ns - rec.sent_ns[first].astype(float)) / 1e9
     out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
     out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
-    arrivals = np.sort(rec.received_ns[first])
-    interarrival_ms = np.diff(arrivals) / 1e6
+    # consecutive sequence numbers only: a lost command's gap is loss, not jitter
+    by_seq = np.argsort(seq)
+    consecutive = np.diff(seq[by_seq]) == 1
+    interarrival_ms = (np.diff(rec.received_ns[first][by_seq]) / 1e6)[consecutive]
     out["interarrival_ms"] = perftest_stats(interarrival_ms)
     out["jitter_ms"] = finite_or_none(np.std(interarrival_ms)) if len(interarrival_ms) else None
     in_seq_order = one_way_s[np.argsort(seq)]
