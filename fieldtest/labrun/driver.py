@@ -100,6 +100,7 @@ class LabDriver(HostStreamer):
         self.state = State.WAITING_ROBOT
         self.last_probe_mono: float | None = None
         self.robot_lost = False
+        self.commands_sent = 0  # live count (the streamer's result is filled in at the end)
         self.end_detail = ""
         self._status_lock = threading.Lock()
         super().__init__(request, trial_dir, transport=transport)
@@ -111,6 +112,11 @@ class LabDriver(HostStreamer):
 
     def probe_age_s(self) -> float | None:
         return None if self.last_probe_mono is None else time.monotonic() - self.last_probe_mono
+
+    def send_command(self, seq: int, linear: float, angular: float) -> int:
+        sent_ns = super().send_command(seq, linear, angular)
+        self.commands_sent += 1
+        return sent_ns
 
     # Control files ------------------------------------------------------------------------
     def _file(self, name: str) -> Path:
@@ -128,6 +134,7 @@ class LabDriver(HostStreamer):
             "stream_start_ns": self.result.start_ns,
             "plan_ticks": self.plan.n_ticks(),
             "plan_sent": self.result.plan_sent,
+            "commands_sent": self.commands_sent,
             "stop_burst_sent": self.result.burst_sent,
             "end": self.result.end,
             "end_detail": self.end_detail,

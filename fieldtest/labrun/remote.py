@@ -113,10 +113,12 @@ class RobotSide:
         """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM if it lingers."""
         d = self._dir(trial_id)
         polls = max(1, round(wait_s / 0.1))
+        # "alive" = exists and is not a zombie (a finished child whose parent has not reaped it yet)
+        alive = 'case "$(ps -o stat= -p $pid 2>/dev/null)" in ""|Z*) false;; *) true;; esac'
         return (
             f"pid=$(cat {d}/{PID_FILE} 2>/dev/null) || exit 0; "
             f"kill -INT $pid 2>/dev/null || exit 0; "
-            f"for i in $(seq {polls}); do kill -0 $pid 2>/dev/null || exit 0; sleep 0.1; done; "
+            f"for i in $(seq {polls}); do {alive} || exit 0; sleep 0.1; done; "
             f"kill -TERM $pid 2>/dev/null; exit 0"
         )
 

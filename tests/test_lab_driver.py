@@ -1,0 +1,256 @@
+"""The lab driver and link monitor (the twin's host/robot code plus lab control) over real Zenoh,
+the relay watchdog, the emergency stop, and the ssh scripts of the robot side (run locally)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest import rosmsg
+from fieldtest.labrun.driver import (
+    CONTROL_DIR,
+    EXIT_ROBOT_LOST,
+    GO_FILE,
+    HOST_STATUS,
+    STOP_FILE,
+    LabDriver,
+    RemappedTransport,
+    command_remap,
+)
+from fieldtest.labrun.estop import ESTOP_SEQ, ros2_zero_command_argv, zero_commands_over_transport
+from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
+from fieldtest.labrun.remote import RemoteShell, local_robot_side
+from fieldtest.labrun.runner import host_end_reason
+from fieldtest.plan import SquarePlan
+from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
+from fieldtest.transport import open_transport
+from fieldtest.transport.base import TransportConfig
+from fieldtest.transport.broker import free_port
+
+# 0.1 m/s sides of 0.5 s and 0.5 s turns: 2.2 s per lap including the start delay.
+SHORT = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
+
+
+def _request(plan: SquarePlan = SHORT, cmd_type: str = "twist") -> TrialRequest:
+    transport = TransportConfig(middleware="zenoh-peer", zenoh_port=free_port())
+    return TrialRequest(plan=plan, transport=transport, cmd_type=cmd_type)
+
+
+class Robot:
+    """A LabLinkMonitor on its own thread, with a recording relay."""
+
+    def __init__(self, request: TrialRequest, folder: Path, relay: bool):
+        self.relayed: list = []
+        inner = open_transport(request.transport, "robot")
+        transport = RemappedTransport(inner, command_remap(relay))
+        self.monitor = LabLinkMonitor(
+            request, folder, transport=transport, relay=self.relayed.append if relay else None
+        )
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.monitor.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+        self.status: dict | None = None
+
+    def close(self) -> dict:
+        if self.status is None:
+            self.stop.set()
+            self.thread.join(10)
+            self.status = self.monitor.close()
+        return self.status
+
+
+def _drive(
+    request: TrialRequest, folder: Path, relay: bool, **driver_args
+) -> tuple[LabDriver, threading.Thread, dict]:
+    transport = RemappedTransport(open_transport(request.transport, "host"), command_remap(relay))
+    driver = LabDriver(request, folder, transport=transport, **driver_args)
+    result: dict = {}
+    stop = threading.Event()
+    result["stop"] = stop
+    thread = threading.Thread(target=lambda: result.setdefault("code", driver.run(stop, 20.0)), daemon=True)
+    thread.start()
+    return driver, thread, result
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _status(folder: Path) -> dict:
+    try:
+        return json.loads((folder / CONTROL_DIR / HOST_STATUS).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def test_full_stream_with_relay_twist_mode_and_go_file(tmp_path):
+    request = _request()
+    robot = Robot(request, tmp_path / "pi", relay=True)
+    driver, thread, result = _drive(request, tmp_path / "host", relay=True)
+    try:
+        assert _wait_for(lambda: _status(tmp_path / "host").get("state") == "waiting-go", 15)
+        assert not driver.result.plan_sent  # nothing moves before the go
+        (tmp_path / "host" / CONTROL_DIR / GO_FILE).touch()
+        thread.join(30)
+        assert result["code"] == 0
+    finally:
+        host_status = driver.close()
+        time.sleep(0.5)
+        status = robot.close()
+    n = SHORT.n_ticks()
+    assert host_status["plan_sent"] == n and host_status["stop_burst_sent"] == 5
+    assert status["received"] == n + 5 and status["missing_in_range"] == 0
+    assert status["clock_offset_s"] is not None and status["relay"]["forwarded"] == n + 5
+    receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
+    assert [r.seq for r in receipts] == list(range(n + 5))  # Twist + cmd_stamp paired by arrival
+    assert receipts[-1].twist.linear.x == 0.0 and max(r.twist.linear.x for r in receipts) == pytest.approx(
+        0.1
+    )
+    assert all(r.latency_s == r.latency_s for r in receipts[5:])  # corrected once the offset is known
+    # the relay forwarded every command and ended with zeros for the base
+    assert len(robot.relayed) == n + 5 + 3
+    assert all(t.linear.x == 0.0 and t.angular.z == 0.0 for t in robot.relayed[-8:])
+    assert _status(tmp_path / "host")["state"] == "done"
+
+
+def test_lost_robot_ends_the_stream_with_the_stop_burst(tmp_path):
+    plan = SHORT.model_copy(update={"laps": 3})
+    request = _request(plan, cmd_type="twist_stamped")
+    robot = Robot(request, tmp_path / "pi", relay=False)
+    driver, thread, result = _drive(request, tmp_path / "host", relay=False, robot_lost_s=1.0)
+    try:
+        assert _wait_for(lambda: _status(tmp_path / "host").get("state") == "waiting-go", 15)
+        (tmp_path / "host" / CONTROL_DIR / GO_FILE).touch()
+        assert _wait_for(lambda: driver.commands_sent > 10, 10)
+        robot.close()  # the Pi goes away mid-trial: no more clock probes
+        thread.join(20)
+    finally:
+        status = driver.close()
+    assert result["code"] == EXIT_ROBOT_LOST
+    assert status["end"] == "robot-lost"
+    assert 10 < status["plan_sent"] < plan.n_ticks() and status["stop_burst_sent"] == 5
+    assert "robot lost" in _status(tmp_path / "host")["end_detail"]
+
+
+def test_stop_file_aborts_before_the_go_and_sends_zeros(tmp_path):
+    request = _request()
+    robot = Robot(request, tmp_path / "pi", relay=False)
+    driver, thread, result = _drive(request, tmp_path / "host", relay=False)
+    try:
+        assert _wait_for(lambda: _status(tmp_path / "host").get("state") == "waiting-go", 15)
+        (tmp_path / "host" / CONTROL_DIR / STOP_FILE).touch()
+        thread.join(10)
+    finally:
+        status = driver.close()
+        time.sleep(0.3)
+        robot_status = robot.close()
+    assert result["code"] != 0 and status["plan_sent"] == 0 and status["stop_burst_sent"] == 5
+    receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
+    assert robot_status["received"] == 5 and all(r.twist.linear.x == 0.0 for r in receipts)
+
+
+def test_emergency_stop_reaches_the_robot(tmp_path):
+    request = _request(cmd_type="twist_stamped")
+    robot = Robot(request, tmp_path / "pi", relay=False)
+    try:
+        time.sleep(0.3)
+        zero_commands_over_transport(request)
+        assert _wait_for(lambda: robot.monitor.stats.received >= 1, 5)
+    finally:
+        status = robot.close()
+    receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
+    assert status["received"] >= 1 and {r.seq for r in receipts} == {ESTOP_SEQ}
+    argv = ros2_zero_command_argv(request.model_copy(update={"cmd_type": "twist"}), relay=True)
+    assert (
+        argv[:3] == ["ros2", "topic", "pub"]
+        and "/fieldtest/cmd_vel" in argv
+        and "geometry_msgs/msg/Twist" in argv
+    )
+
+
+def test_relay_watchdog_sends_one_zero_after_silence():
+    sent: list = []
+    watchdog = RelayWatchdog(sent.append, silence_s=0.3)
+    assert not watchdog.check(now_mono=100.0)  # nothing relayed yet: nothing to stop
+    watchdog.forward(rosmsg.twist(0.2, 0.0), now_mono=100.0)
+    assert not watchdog.check(now_mono=100.29)
+    assert watchdog.check(now_mono=100.31)
+    assert not watchdog.check(now_mono=101.0)  # once per silence
+    assert sent[-1].linear.x == 0.0 and watchdog.silence_stops == 1
+    watchdog.forward(rosmsg.twist(0.0, 0.0), now_mono=102.0)
+    assert not watchdog.check(now_mono=103.0)  # the host itself stopped the robot
+    watchdog.final_stop()
+    assert len(sent) == 2 + 1 + 3
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (0, "completed"),
+        (EXIT_ROBOT_LOST, "error"),
+        (3, "error"),
+        (-signal.SIGKILL, "host-killed"),
+        (130, "host-stopped"),
+    ],
+)
+def test_host_end_reasons(code, reason):
+    assert host_end_reason(code, {"plan_sent": 1, "plan_ticks": 2, "stop_burst_sent": 5})[0] == reason
+
+
+FAKE_LAUNCH = """
+import json, signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+out.write_text(json.dumps({"args": sys.argv[2:]}))
+signal.signal(signal.SIGINT, lambda *_: (out.with_suffix(".sigint").write_text("1"), sys.exit(0)))
+time.sleep(30)
+"""
+
+
+def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path):
+    script = tmp_path / "fake_launch.py"
+    script.write_text(FAKE_LAUNCH)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    args = {
+        "plan": json.dumps({"laps": 1, "note": "it's a 'plan'"}),
+        "namespace": "/tb4",
+        "keystore": "~/k s",
+    }
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", args, log)
+    try:
+        assert _wait_for(out.exists, 10)
+        assert json.loads(out.read_text())["args"] == [f"{k}:={v}" for k, v in args.items()]
+        assert (tmp_path / "pi" / "t1" / "launch.pid").read_text().strip() == str(proc.pid)
+        (tmp_path / "pi" / "t1" / "robot_status.json").write_text('{"probes_completed": 3}')
+        assert side.read_json("t1", "robot_status.json") == {"probes_completed": 3}
+        assert side.read_json("t1", "missing.json") is None
+        side.stop("t1")
+        assert proc.wait(10) == 0 and out.with_suffix(".sigint").exists()
+        side.collect("t1", tmp_path / "trial")
+        assert (tmp_path / "trial" / "robot_status.json").is_file()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_ssh_command_line_quotes_the_script_once():
+    shell = RemoteShell("ubuntu@tb4")
+    script = "source /opt/ros/humble/setup.bash && echo 'a b' \"$HOME\""
+    argv = shell.argv(script)
+    assert argv[0] == "ssh" and "BatchMode=yes" in argv and argv[-2] == "ubuntu@tb4"
+    assert shlex.split(argv[-1]) == ["bash", "-c", script]

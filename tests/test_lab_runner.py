@@ -1,0 +1,123 @@
+"""The lab runner end to end with the ROS-free stand-ins of the launch files: real processes, real
+Zenoh on loopback, a real NatNet stream (the kit's emulator), the robot side started and stopped by
+the same shell scripts the runner sends over ssh (run locally), files and signals as in the lab."""
+
+from __future__ import annotations
+
+import _thread
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fieldtest.campaign import LabSettings
+from fieldtest.labrun.estop import zero_commands_over_transport
+from fieldtest.labrun.remote import local_robot_side
+from fieldtest.labrun.runner import LabOptions, LabRunner
+from fieldtest.natnet.recorder import RecorderConfig
+from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
+from fieldtest.plan import SquarePlan
+from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
+from fieldtest.transport.base import TransportConfig
+from fieldtest.transport.broker import free_port
+
+STANDIN = (sys.executable, "-m", "fieldtest.labrun.standin")
+PLAN = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
+
+
+@pytest.fixture
+def natnet():
+    config = EmulatorConfig(multicast=False, bind_address="127.0.0.1", command_port=0, rate_hz=120.0)
+    emulator = NatNetEmulator(lambda _t: (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0), config).start()
+    try:
+        yield RecorderConfig(
+            server_address="127.0.0.1",
+            local_address="127.0.0.1",
+            multicast=False,
+            command_port=emulator.command_port,
+        )
+    finally:
+        emulator.stop()
+
+
+def _options(tmp_path: Path, mocap, messages: list[str], **lab) -> LabOptions:
+    settings = {"countdown_s": 0, "warn_only": ["create3", "battery"], "preflight_timeout_s": 15, **lab}
+    return LabOptions(
+        runs_dir=tmp_path / "runs",
+        lab=LabSettings(**settings),
+        robot=local_robot_side(tmp_path / "pi", (*STANDIN, "robot")),
+        host_launch=(*STANDIN, "host"),
+        mocap=mocap,
+        say=messages.append,
+        analyse=False,
+        emergency_stop=zero_commands_over_transport,
+    )
+
+
+def _request(plan: SquarePlan = PLAN) -> TrialRequest:
+    transport = TransportConfig(middleware="zenoh-peer", zenoh_port=free_port(), namespace="/tb4")
+    return TrialRequest(
+        name="lab-test", plan=plan, transport=transport, network="lab", cmd_type="twist_stamped"
+    )
+
+
+def test_a_completed_trial_has_every_recording_and_its_outcome(tmp_path, natnet):
+    messages: list[str] = []
+    result = LabRunner(_options(tmp_path, natnet, messages)).run_trial(_request())
+    assert (result.end_reason, result.detail) == ("completed", "")
+    checks = {c.check: c.severity for c in result.preflight}
+    assert checks == {
+        "robot-link": "ok",
+        "clock": "ok",
+        "mocap": "ok",
+        "keystore": "ok",
+        "create3": "warn",
+        "battery": "warn",
+    }
+    trial = result.trial_dir
+    record = read_trial(trial)
+    assert record.outcome.stream_start_ns and record.outcome.clock_offset_s is not None
+    assert abs(record.outcome.clock_offset_s) < 0.005
+    assert any("pre-flight create3" in w for w in record.outcome.warnings)
+    n = PLAN.n_ticks()
+    assert len(read_bag(trial / "host").messages("/cmd_vel")) == n + 5
+    receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
+    assert [r.seq for r in receipts] == list(range(n + 5))
+    assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
+    assert json.loads((trial / "lab" / "preflight.json").read_text())[0]["check"] == "robot-link"
+    assert not (trial / "launch.pid").exists()
+    assert "  GO" in messages
+
+
+def test_ctrl_c_mid_trial_stops_the_robot(tmp_path, natnet):
+    messages: list[str] = []
+    options = _options(tmp_path, natnet, messages)
+
+    def say(line: str) -> None:
+        messages.append(line)
+        if line.strip() == "GO":  # the operator presses Ctrl-C one second into the square
+            threading.Timer(1.0, _thread.interrupt_main).start()
+
+    options.say = say
+    plan = PLAN.model_copy(update={"laps": 4})
+    result = LabRunner(options).run_trial(_request(plan))
+    assert result.end_reason == "interrupted"
+    receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
+    moving = [r for r in receipts if r.seq < plan.n_ticks()]
+    assert 0 < len(moving) < plan.n_ticks()  # stopped mid-plan
+    burst = [r for r in receipts if r.seq >= plan.n_ticks()]
+    assert len(burst) == 5 and all(r.twist.linear.x == 0.0 and r.twist.angular.z == 0.0 for r in burst)
+    assert receipts[-1].seq == plan.n_ticks() + 4  # the last thing the robot heard was a stop
+
+
+def test_failed_preflight_never_moves_the_robot(tmp_path):
+    messages: list[str] = []
+    options = _options(tmp_path, None, messages, preflight_timeout_s=2)  # no mocap, not warn-only
+    result = LabRunner(options).run_trial(_request())
+    assert result.end_reason == "error"
+    assert result.detail.startswith("pre-flight failed: mocap: no mocap recorder")
+    receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
+    assert all(r.twist.linear.x == 0.0 for r in receipts)  # at most the stop burst, never a motion command
+    assert any(line.startswith("  [FAIL] mocap") for line in messages)
