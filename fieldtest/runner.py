@@ -31,6 +31,7 @@ from fieldtest.record import (
     software_versions,
     write_trial,
 )
+from fieldtest.security.trial import prepare_trial_security
 from fieldtest.transport.base import MIDDLEWARES
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
@@ -168,6 +169,7 @@ def run_twin_trial(
     """Run one trial end to end (without the analysis) and return where it is."""
     request = _assign_ports(request, domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
+    request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
     record = TrialRecord(trial_id=trial_dir.name, request=request)
     record.outcome.software = software_versions()
     record.outcome.warnings = list(request.plan.warnings())

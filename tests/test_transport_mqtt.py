@@ -98,7 +98,7 @@ def test_broker_address_and_conf():
     assert mqtt_broker_address(separate) == "127.0.0.2"
     conf = mosquitto_conf(separate, "127.0.0.2", 1884).splitlines()
     assert "listener 1884 127.0.0.2" in conf and "allow_anonymous true" in conf
-    with pytest.raises(BrokerError, match="security 'sros2'"):
+    with pytest.raises(ValueError, match="'sros2' does not apply to middleware 'mqtt-broker'"):
         mosquitto_conf(separate_broker_config(security="sros2"), "127.0.0.2", 1884)
     with pytest.raises(BrokerError, match="not an MQTT middleware"):
         mqtt_broker_address(TransportConfig(middleware="dds"))
@@ -210,5 +210,5 @@ def test_missing_mosquitto_and_unreachable_broker_are_clear_errors(tmp_path):
             pass
     with pytest.raises(MqttTransportError, match="cannot reach MQTT broker"):
         open_mqtt(local_broker_config(), "host", connect_timeout_s=0.5)
-    with pytest.raises(MqttTransportError, match="security 'sros2'"):
+    with pytest.raises(ValueError, match="'sros2' does not apply to middleware 'mqtt-local-broker'"):
         open_mqtt(local_broker_config(security="sros2"), "host")

@@ -177,6 +177,10 @@ def test_router_that_cannot_listen_is_reported_and_reaped():
                 pass
 
 
-def test_security_without_settings_is_refused():
-    with pytest.raises(ZenohTransportError, match="security 'sros2'"):
+def test_security_that_cannot_apply_is_refused():
+    from fieldtest.security import KeystoreError, SecuritySettingError
+
+    with pytest.raises(SecuritySettingError, match="'sros2' does not apply to middleware 'zenoh-peer'"):
         open_zenoh(peer_config(security="sros2"), "host")
+    with pytest.raises(KeystoreError, match="needs a keystore"):
+        open_zenoh(peer_config(security="mtls-acl"), "host")

@@ -218,7 +218,11 @@ def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | No
 
 
 class ZenohRouter(ManagedProcess):
-    """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>."""
+    """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>.
+
+    With ``config.security`` set and no ``overrides``, it listens with the router's TLS identity
+    and the access control from ``config.keystore`` (tls/<router_address>:<zenoh_port>).
+    """
 
     def __init__(
         self,
@@ -228,6 +232,10 @@ class ZenohRouter(ManagedProcess):
         overrides: dict[str, Any] | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
     ):
+        if overrides is None and config.security != "none":
+            from fieldtest.security import zenoh_config_overrides
+
+            overrides = zenoh_config_overrides(config, "router", router_session_config(config))
         super().__init__(
             "zenoh router",
             [*prefix, *zenoh_router_command(config, overrides)],
@@ -251,21 +259,29 @@ def mqtt_broker_address(config: TransportConfig) -> str:
     raise BrokerError(f"middleware {config.middleware!r} is not an MQTT middleware")
 
 
-def mosquitto_listener_lines(config: TransportConfig, address: str, port: int) -> list[str]:
+def mosquitto_listener_lines(
+    config: TransportConfig, address: str, port: int, acl_path: str | Path | None = None
+) -> list[str]:
     """The listener block of mosquitto.conf for ``config.security``.
 
-    Security settings extend this (TLS listener: cafile/certfile/keyfile, require_certificate true,
-    use_identity_as_username true, acl_file, allow_anonymous false) or pass ``listener_lines``.
+    "none": a plain anonymous listener. Otherwise the TLS listener from ``config.keystore``
+    (``fieldtest.security.mosquitto_listener_lines``: cafile/certfile/keyfile, require_certificate,
+    use_identity_as_username, allow_anonymous false, the ACL written to ``acl_path``); a missing or
+    invalid broker identity raises KeystoreError / SecuritySettingError.
     """
     if config.security != "none":
-        raise BrokerError(
-            f"security {config.security!r}: no Mosquitto listener settings given (listener_lines)"
-        )
+        from fieldtest.security import mosquitto_listener_lines as secure_listener_lines
+
+        return secure_listener_lines(config, address, port, acl_path)
     return [f"listener {port} {address}", "allow_anonymous true"]
 
 
 def mosquitto_conf(
-    config: TransportConfig, address: str, port: int, listener_lines: Sequence[str] | None = None
+    config: TransportConfig,
+    address: str,
+    port: int,
+    listener_lines: Sequence[str] | None = None,
+    acl_path: str | Path | None = None,
 ) -> str:
     """A complete mosquitto.conf: no persistence, log to stderr (unbuffered, so readiness is visible)."""
     lines = [
@@ -282,7 +298,7 @@ def mosquitto_conf(
     lines += (
         list(listener_lines)
         if listener_lines is not None
-        else mosquitto_listener_lines(config, address, port)
+        else mosquitto_listener_lines(config, address, port, acl_path)
     )
     return "\n".join(lines) + "\n"
 
@@ -297,7 +313,11 @@ def find_mosquitto(binary: str = MOSQUITTO) -> str:
 
 
 class MosquittoBroker(ManagedProcess):
-    """Debian's Mosquitto as a subprocess, configured by ``<workdir>/mosquitto.conf``."""
+    """Debian's Mosquitto as a subprocess, configured by ``<workdir>/mosquitto.conf``.
+
+    With ``config.security`` set and no ``listener_lines``, the listener is the TLS one from
+    ``config.keystore`` with its ACL in ``<workdir>/acl``.
+    """
 
     def __init__(
         self,
@@ -311,7 +331,11 @@ class MosquittoBroker(ManagedProcess):
     ):
         address = mqtt_broker_address(config)
         self.conf_path = Path(workdir) / "mosquitto.conf"
-        self.conf_text = mosquitto_conf(config, address, config.mqtt_port, listener_lines)
+        acl_path = None
+        if listener_lines is None and config.security != "none":
+            acl_path = Path(workdir) / "acl"  # per broker: trials sharing a keystore keep their own ACL
+            acl_path.parent.mkdir(parents=True, exist_ok=True)
+        self.conf_text = mosquitto_conf(config, address, config.mqtt_port, listener_lines, acl_path)
         self.binary = binary
         self.prefix = list(prefix)
         super().__init__(

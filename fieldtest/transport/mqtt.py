@@ -242,12 +242,14 @@ def open_mqtt(
     """Connect to the trial's broker as ``role``.
 
     ``configure_client(client)`` runs before connecting (security: ``client.tls_set(...)``,
-    credentials); it is required when ``config.security`` is not "none".
+    credentials). Without it, a ``config.security`` other than "none" is applied from
+    ``config.keystore`` (``fieldtest.security.mqtt_configure_client``: TLS with the role's client
+    certificate); missing or invalid credentials raise KeystoreError / SecuritySettingError first.
     """
     if config.security != "none" and configure_client is None:
-        raise MqttTransportError(
-            f"security {config.security!r} needs MQTT TLS settings (configure_client); none given"
-        )
+        from fieldtest.security import mqtt_configure_client
+
+        configure_client = mqtt_configure_client(config, role)
     address = mqtt_broker_address(config)
     client_id = f"fieldtest-{role}-{os.getpid()}-{next(_client_ids)}"
     client = paho.Client(

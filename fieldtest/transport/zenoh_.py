@@ -12,7 +12,8 @@ Middlewares:
   (see ``fieldtest.transport.broker`` for running one).
 
 The session configuration is a plain dict built by ``zenoh_config`` so security settings can add
-``transport.link.tls`` and ``access_control`` blocks (``open_zenoh(..., config_overrides=...)``).
+``transport.link.tls`` and ``access_control`` blocks: ``open_zenoh`` does so itself from
+``config.security`` / ``config.keystore``, or takes them explicitly (``config_overrides=...``).
 """
 
 from __future__ import annotations
@@ -187,13 +188,18 @@ def open_zenoh(
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
 ) -> ZenohTransport:
     """Join the Zenoh link as ``role``. ``config_overrides`` is deep-merged into the session config
-    (e.g. TLS under ``transport.link.tls``, an ``access_control`` block)."""
-    if config.security != "none" and not config_overrides:
-        raise ZenohTransportError(
-            f"security {config.security!r} needs Zenoh TLS/access-control settings (config_overrides); none given"
-        )
+    (e.g. TLS under ``transport.link.tls``, an ``access_control`` block).
+
+    With ``config.security`` set and no ``config_overrides``, the security settings come from
+    ``config.keystore`` (``fieldtest.security.zenoh_config_overrides``: mTLS + access control);
+    missing or invalid credentials raise KeystoreError / SecuritySettingError before any link opens.
+    """
     congestion_control(config.qos)  # an unknown QoS name fails here, not at the first publisher
     session_config = zenoh_config(config, role, connect_timeout_s=connect_timeout_s)
+    if config.security != "none" and not config_overrides:
+        from fieldtest.security import zenoh_config_overrides
+
+        config_overrides = zenoh_config_overrides(config, role, session_config)
     if config_overrides:
         session_config = deep_merge(session_config, config_overrides)
     return ZenohTransport(open_session(session_config), config)

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""What each security setting costs: one-way latency and CPU per middleware, with and without security.
+
+    .venv/bin/python benchmarks/bench_security.py                 # every middleware, about 6 minutes
+    .venv/bin/python benchmarks/bench_security.py --quick         # shorter trials, about 3 minutes
+    .venv/bin/python benchmarks/bench_security.py --middlewares dds,zenoh-peer --repeat 2 --json out.json
+
+Every row is a complete twin trial (``fieldtest.runner.run_twin_trial``: NatNet emulator, mocap
+recorder, twin robot, twin host, plus the Zenoh router or Mosquitto broker), on loopback, one after
+another; each secured row uses a fresh keystore made by ``prepare_trial_security``. For one
+middleware the rows differ only in ``transport.security``: same plan, same QoS, same link. With
+``--repeat N`` the whole set runs N times, the order of the settings rotated each time, and the
+figures pool all repeats.
+
+- Latency: the robot's CommandReceipt ``latency_s`` of every command (received - sent, corrected by
+  the robot's clock-offset estimate; one clock here), median and p99, and the change of the median
+  against the same middleware's "none" row.
+- CPU: per process (host, robot, router/broker), percent of one core while the commands stream
+  (process CPU time between the first and last command, from psutil samples every 0.25 s), so the
+  start-up (imports, handshakes) is not counted.
+
+The seeds' figures are printed beside ours; they come from other links and payloads (see
+docs/security.md, "Measured cost"), so compare the direction and the added milliseconds, not the
+percentages one to one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from fieldtest.plan import SquarePlan
+from fieldtest.record import (
+    CMD_VEL_TOPIC,
+    HOST_BAG,
+    RECEIPTS_TOPIC,
+    ROBOT_BAG,
+    TrialRequest,
+    read_bag,
+    read_trial,
+)
+from fieldtest.runner import run_twin_trial
+from fieldtest.security.settings import settings_for
+from fieldtest.transport.base import MIDDLEWARES
+
+FULL_PLAN = SquarePlan(side_duration_s=1.0, laps=1, command_rate_hz=50.0)  # 17 s, 850 commands
+QUICK_PLAN = SquarePlan(
+    side_duration_s=1.0, turn_rate_dps=90.0, laps=1, command_rate_hz=50.0, start_delay_s=0.5
+)
+SAMPLE_PERIOD_S = 0.25
+ROLES = {  # process role -> a string its command line contains
+    "robot": "fieldtest.twin.robot",
+    "host": "fieldtest.twin.host",
+    "router": "fieldtest.transport.broker",
+    "broker": "mosquitto",
+}
+# The seeds' security cost figures (reference only: other links, payloads, tools).
+REFERENCES = (
+    (
+        "Zhang et al., Table 4",
+        "Zenoh-TCP over 4G, Array1k, SROS2 vs none",
+        "77.35 ms vs 72.11 ms mean (+7.3 %)",
+    ),
+    ("Chen 2019", "ROS 2 over ns-3 802.11a, Sensor QoS (best effort)", "+19 % latency"),
+    ("Chen 2019", "same, Default QoS (reliable)", "+60 % latency"),
+    ("Fernandez et al. 2020", "0.25-4 MB messages, QoS a-e", "> +140 % latency"),
+    ("Kim et al. 2018", "SROS2 vs none, wired and wireless", "throughput roughly halved"),
+)
+
+
+class BenchError(RuntimeError):
+    """A trial that produced no usable figures."""
+
+
+# ---------------------------------------------------------------- CPU sampling
+
+
+def _role_of(proc: psutil.Process) -> str | None:
+    try:
+        cmdline = " ".join(proc.cmdline())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+    for role, needle in ROLES.items():
+        if needle in cmdline:
+            return role
+    return None
+
+
+class CpuSampler:
+    """Samples (wall time ns, CPU seconds) of this process' children by role, in a thread."""
+
+    def __init__(self, period_s: float = SAMPLE_PERIOD_S):
+        self.period_s = period_s
+        self.samples: dict[tuple[str, int], list[tuple[int, float]]] = defaultdict(list)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-sampler", daemon=True)
+        self._roles: dict[int, str | None] = {}
+
+    def _sample(self) -> None:
+        for child in psutil.Process().children(recursive=True):
+            if child.pid not in self._roles:
+                self._roles[child.pid] = _role_of(child)
+            role = self._roles[child.pid]
+            if role is None:
+                continue
+            try:
+                times = child.cpu_times()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+            self.samples[(role, child.pid)].append((time.time_ns(), times.user + times.system))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self._sample()
+
+    def __enter__(self) -> CpuSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def percent_between(self, start_ns: int, end_ns: int) -> dict[str, float]:
+        """Per role: CPU percent of one core between the samples closest inside [start, end]."""
+        out: dict[str, float] = {}
+        for (role, _pid), series in self.samples.items():
+            inside = [(t, c) for t, c in series if start_ns <= t <= end_ns]
+            if len(inside) < 2 or inside[-1][0] == inside[0][0]:
+                continue
+            (t0, c0), (t1, c1) = inside[0], inside[-1]
+            out[role] = out.get(role, 0.0) + 100.0 * (c1 - c0) / ((t1 - t0) / 1e9)
+        return out
+
+
+# ---------------------------------------------------------------- one trial
+
+
+@dataclass
+class Row:
+    middleware: str
+    security: str
+    latencies_ms: list[float] = field(default_factory=list)
+    cpu_percent: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    run_p50_ms: list[float] = field(default_factory=list)  # each trial's own median: the spread is the noise
+    received: int = 0
+    planned: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def p(self, q: float) -> float:
+        return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
+
+    def cpu(self, role: str) -> float:
+        values = self.cpu_percent.get(role, [])
+        return float(np.mean(values)) if values else float("nan")
+
+
+def run_one(row: Row, plan: SquarePlan, qos: str, out: Path, domain_id: int) -> None:
+    request = TrialRequest.model_validate(
+        {
+            "name": f"bench-{row.middleware}-{row.security}",
+            "plan": plan.model_dump(),
+            "transport": {"middleware": row.middleware, "security": row.security, "qos": qos},
+        }
+    )
+    with CpuSampler() as sampler:
+        result = run_twin_trial(request, out, domain_id=domain_id)
+    if result.end_reason != "completed":
+        row.errors.append(f"{result.trial_dir.name}: {result.end_reason} {result.detail}".strip())
+        return
+    record = read_trial(result.trial_dir)
+    sent = read_bag(result.trial_dir / HOST_BAG).messages(CMD_VEL_TOPIC)
+    receipts = read_bag(result.trial_dir / ROBOT_BAG).messages(RECEIPTS_TOPIC)
+    if not sent or not receipts:
+        row.errors.append(f"{result.trial_dir.name}: no commands sent or received")
+        return
+    latencies_ms = [msg.latency_s * 1e3 for _, msg in receipts]
+    row.latencies_ms += latencies_ms
+    row.run_p50_ms.append(float(np.median(latencies_ms)))
+    row.received += len(receipts)
+    row.planned += len(sent)
+    for role, percent in sampler.percent_between(sent[0][0], sent[-1][0]).items():
+        row.cpu_percent[role].append(percent)
+    if record.request.transport.security != row.security:
+        raise BenchError(f"{result.trial_dir}: ran with security {record.request.transport.security!r}")
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _delta(row: Row, baseline: Row | None) -> str:
+    if baseline is None or row is baseline or not baseline.latencies_ms or not row.latencies_ms:
+        return ""
+    base = baseline.p(50)
+    return f"{100.0 * (row.p(50) - base) / base:+.0f} % ({row.p(50) - base:+.3f} ms)"
+
+
+def _cpu_cell(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:.1f}"
+
+
+def markdown_table(rows: list[Row]) -> str:
+    head = (
+        "| middleware | security | latency p50 (ms) | p99 (ms) | p50 vs none | CPU robot % | CPU host % "
+        "| CPU router/broker % | received/sent | p50 of each run (ms) |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
+    lines = [head]
+    baselines = {r.middleware: r for r in rows if r.security == "none"}
+    for r in rows:
+        infra = r.cpu("router") if r.middleware == "zenoh-router" else r.cpu("broker")
+        if r.errors and not r.latencies_ms:
+            lines.append(f"| {r.middleware} | {r.security} | failed: {'; '.join(r.errors)} | | | | | | | |")
+            continue
+        lines.append(
+            f"| {r.middleware} | {r.security} | {r.p(50):.3f} | {r.p(99):.3f} | {_delta(r, baselines.get(r.middleware))} "
+            f"| {_cpu_cell(r.cpu('robot'))} | {_cpu_cell(r.cpu('host'))} | {_cpu_cell(infra)} | {r.received}/{r.planned} "
+            f"| {', '.join(f'{v:.2f}' for v in r.run_p50_ms)} |"
+        )
+    return "\n".join(lines)
+
+
+def reference_table() -> str:
+    lines = ["| source | setup | security cost |", "|---|---|---|"]
+    lines += [f"| {source} | {setup} | {cost} |" for source, setup, cost in REFERENCES]
+    return "\n".join(lines)
+
+
+def row_summary(row: Row) -> dict:
+    return {
+        "middleware": row.middleware,
+        "security": row.security,
+        "p50_ms": row.p(50),
+        "p99_ms": row.p(99),
+        "run_p50_ms": row.run_p50_ms,
+        "cpu_percent": {role: row.cpu(role) for role in row.cpu_percent},
+        "received": row.received,
+        "sent": row.planned,
+        "errors": row.errors,
+    }
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
+    parser.add_argument("--quick", action="store_true", help="8.5 s laps (90 deg/s turns) instead of 17 s")
+    parser.add_argument(
+        "--duration", type=float, help="stream at least this many seconds per trial (more laps)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole set N times (order rotated)")
+    parser.add_argument("--qos", default="default", help="QoS profile (default: ROS 2 default, reliable)")
+    parser.add_argument("--out", type=Path, help="keep the trial directories here (default: a temp dir)")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+
+    plan = QUICK_PLAN if args.quick else FULL_PLAN
+    if args.duration:  # whole laps, at least this long
+        plan = SquarePlan.model_validate(
+            {**plan.model_dump(), "laps": max(1, math.ceil(args.duration / plan.lap_s))}
+        )
+    middlewares = [m for m in args.middlewares.split(",") if m]
+    rows = [Row(m, s) for m in middlewares for s in settings_for(m)]
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench-security-"))
+    print(
+        f"{len(rows)} settings x {args.repeat} on loopback, plan {plan.total_s:g} s at {plan.command_rate_hz:g} Hz, "
+        f"QoS {args.qos}, {os.cpu_count()} cores, trials in {out}",
+        flush=True,
+    )
+    started = time.monotonic()
+    for repeat in range(args.repeat):
+        for middleware in middlewares:
+            group = [r for r in rows if r.middleware == middleware]
+            shift = repeat % len(group)
+            for row in group[shift:] + group[:shift]:
+                t0 = time.monotonic()
+                run_one(row, plan, args.qos, out, domain_id=200 + repeat)
+                status = f"p50 {row.p(50):.3f} ms" if row.latencies_ms else f"FAILED {row.errors}"
+                print(
+                    f"  {row.middleware:<18} {row.security:<20} {status}  ({time.monotonic() - t0:.0f} s)",
+                    flush=True,
+                )
+    print(f"\nMeasured here ({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.2f}):\n")
+    print(markdown_table(rows))
+    print("\nThe seeds' figures (other links and payloads; reference only):\n")
+    print(reference_table())
+    if args.json:
+        args.json.write_text(json.dumps([row_summary(r) for r in rows], indent=1) + "\n")
+    return 0 if all(r.latencies_ms for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
