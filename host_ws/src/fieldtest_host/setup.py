@@ -25,6 +25,7 @@ setup(
     entry_points={
         "console_scripts": [
             "square_driver = fieldtest_host.square_driver:main",
+            "mocap_relay = fieldtest_host.mocap_relay:main",
         ],
     },
 )
