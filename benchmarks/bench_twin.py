@@ -57,7 +57,7 @@ from fieldtest.record import (
 )
 from fieldtest.transport.base import MIDDLEWARES, TransportConfig
 from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import GIL_SWITCH_S
+from fieldtest.twin.common import GIL_SWITCH_S, REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
 from fieldtest.twin.host import emit_schedule
 from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS_FILE
@@ -101,6 +101,7 @@ class Load:
     loadavg_1min: float
     core_busy_percent: list[float]
     steal_percent: float = 0.0  # CPU time the hypervisor gave to other VMs (all cores)
+    host_realtime: bool | None = None  # host runs: whether the kit's try_realtime was granted
 
     def text(self) -> str:
         cores = "/".join(f"{b:.0f}" for b in self.core_busy_percent)
@@ -182,24 +183,37 @@ def core_pair() -> tuple[int, int] | None:
 
 
 FIFO_PRIORITY = 50  # SCHED_FIFO priority for "fifo" runs (above every normal task, below kernel IRQ threads)
+# How the host streamer is scheduled in the jitter runs:
+SCHED_VARIANTS = {
+    "kit": f"as the kit runs it: the whole process SCHED_FIFO {REALTIME_PRIORITY} if permitted (try_realtime)",
+    "normal": "SCHED_OTHER (FIELDTEST_REALTIME=0)",
+    "fifo-loop": f"the kit's setting plus the emission loop's thread at SCHED_FIFO {FIFO_PRIORITY}",
+}
+# The emission loop alone runs at the priority its host variant gives the loop's thread.
+LOOP_PRIORITY = {"kit": REALTIME_PRIORITY, "normal": None, "fifo-loop": FIFO_PRIORITY}
 
 
-def pinned(core: int | None, sched: str = "normal") -> list[str]:
-    """Command prefix: run on ``core`` (taskset) and, for "fifo", at real-time priority (chrt)."""
-    prefix = ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
-    if sched == "fifo":
-        prefix += ["chrt", "-f", str(FIFO_PRIORITY)]
-    return prefix
+def pinned(core: int | None) -> list[str]:
+    """Command prefix: run on ``core`` (taskset)."""
+    return ["taskset", "-c", str(core)] if core is not None and shutil.which("taskset") else []
+
+
+def host_command(core: int | None, sched: str, args: list[str]) -> list[str]:
+    """The host streamer's command line for a scheduling variant (see SCHED_VARIANTS)."""
+    if sched == "fifo-loop":
+        wrapper = Path(__file__).with_name("fifo_loop_host.py")
+        return [*pinned(core), sys.executable, str(wrapper), "--priority", str(FIFO_PRIORITY), *args]
+    return [*pinned(core), sys.executable, "-m", "fieldtest.twin.host", *args]
 
 
 @contextlib.contextmanager
-def scheduling(sched: str) -> Iterator[None]:
-    """This thread at SCHED_FIFO for the block when ``sched`` is "fifo" (needs root/CAP_SYS_NICE)."""
-    if sched != "fifo":
+def scheduling(priority: int | None) -> Iterator[None]:
+    """This thread at SCHED_FIFO ``priority`` for the block (None: unchanged; needs root/CAP_SYS_NICE)."""
+    if priority is None:
         yield
         return
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(FIFO_PRIORITY))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     except PermissionError:
         raise BenchError("SCHED_FIFO needs root or CAP_SYS_NICE (run with --sched normal)") from None
     try:
@@ -287,9 +301,8 @@ def run_twin(
         with infrastructure(request.transport, trial_dir):
             procs.start("robot", [*pinned(robot_core), sys.executable, "-m", "fieldtest.twin.robot", *arg])
             procs.wait_ready("robot", timeout_s=30.0)
-            host = procs.start(
-                "host", [*pinned(host_core), sys.executable, "-m", "fieldtest.twin.host", *arg]
-            )
+            env = {REALTIME_ENV: "0"} if host_sched == "normal" else None
+            host = procs.start("host", host_command(host_core, host_sched, arg), env)
             try:
                 host.popen.wait(plan.total_s + HOST_EXTRA_S)
             except subprocess.TimeoutExpired:
@@ -346,6 +359,7 @@ def host_jitter_run(
             "dds", plan, work_dir, domain_id, host_core=host_core, robot_core=other_core, host_sched=sched
         )
     _check_host(run, f"jitter run at {plan.command_rate_hz:g} Hz")
+    load.host_realtime = run.host_status.get("realtime")
     return host_lateness_ns(run), load
 
 
@@ -366,7 +380,7 @@ def loop_jitter_run(plan: SquarePlan, cores: tuple[int, int] | None, sched: str)
         with cpu_hog(cores[1] if cores else None), measured_load() as load:
             if cores:
                 os.sched_setaffinity(0, {cores[0]})
-            with scheduling(sched):
+            with scheduling(LOOP_PRIORITY[sched]):
                 start_ns = clock.now_ns() + 50_000_000
                 emit_schedule(clock, start_ns, schedule, send)
     finally:
@@ -393,7 +407,11 @@ def measure_jitter(
             runs.append(loop_jitter_run(plan, cores, sched))
     pooled = np.concatenate([lateness for lateness, _ in runs])
     expected = plan.n_ticks() * len(runs)
-    note = "" if len(pooled) == expected else f"{len(pooled)} of {expected} ticks sent"
+    notes = [] if len(pooled) == expected else [f"{len(pooled)} of {expected} ticks sent"]
+    realtime = {load.host_realtime for _, load in runs} - {None}
+    if realtime:
+        notes.append("host realtime=" + "/".join(sorted(str(x).lower() for x in realtime)))
+    note = "; ".join(notes)
     return JitterRow(
         rate_hz,
         source,
@@ -487,7 +505,7 @@ def _met(ok: bool | None) -> str:
 def jitter_table(rows: list[JitterRow]) -> list[str]:
     lines = [
         "Command emission lateness vs the plan (send time - due time), ms; CPU hog on the other core",
-        f"{'rate':>7}  {'measured':<19} {'sched':<6} {'ticks':>6} {'p50':>7} {'p99':>7} {'max':>7}  "
+        f"{'rate':>7}  {'measured':<19} {'sched':<9} {'ticks':>6} {'p50':>7} {'p99':>7} {'max':>7}  "
         f"{'p99<=' + str(JITTER_TARGET_P99_MS):<12} {'p99 per run':<20} conditions",
     ]
     for r in rows:
@@ -495,9 +513,11 @@ def jitter_table(rows: list[JitterRow]) -> list[str]:
         target = _met(f.p99_ms <= JITTER_TARGET_P99_MS) if r.source == "host process" else "(diagnostic)"
         per_run = "/".join(f"{x:.3f}" for x in r.run_p99_ms)
         lines.append(
-            f"{r.rate_hz:>5g}Hz  {r.source:<19} {r.sched:<6} {f.count:>6} {f.p50_ms:>7.3f} {f.p99_ms:>7.3f} "
+            f"{r.rate_hz:>5g}Hz  {r.source:<19} {r.sched:<9} {f.count:>6} {f.p50_ms:>7.3f} {f.p99_ms:>7.3f} "
             f"{f.max_ms:>7.3f}  {target:<12} {per_run:<20} {loads_text(r.loads)} {r.note}".rstrip()
         )
+    if rows:
+        lines.append("sched: " + "; ".join(f"{k} = {v}" for k, v in SCHED_VARIANTS.items()))
     return lines
 
 
@@ -538,10 +558,9 @@ def latency_table(report: Report) -> list[str]:
 def target_lines(report: Report) -> list[str]:
     lines = ["Targets"]
     for r in (r for r in report.jitter if r.source == "host process"):
-        how = "as the kit runs it" if r.sched == "normal" else f"host under chrt -f {FIFO_PRIORITY}"
         lines.append(
             f"  emission jitter p99 <= {JITTER_TARGET_P99_MS} ms at {r.rate_hz:g} Hz, hog on the other core "
-            f"({how}): {r.lateness.p99_ms:.3f} ms -> {_met(r.lateness.p99_ms <= JITTER_TARGET_P99_MS)}"
+            f"(host {r.sched}): {r.lateness.p99_ms:.3f} ms -> {_met(r.lateness.p99_ms <= JITTER_TARGET_P99_MS)}"
         )
     dds = next((r for r in report.latency if r.middleware == "dds" and r.latency is not None), None)
     if dds is not None and report.ddsperf is not None:
@@ -596,9 +615,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeat", type=int, default=1, help="runs per jitter configuration (pooled)")
     parser.add_argument(
         "--sched",
-        choices=("normal", "fifo", "both"),
-        default="both",
-        help="host scheduling in the jitter runs: normal (as the kit runs it), fifo (chrt -f), both",
+        default=",".join(SCHED_VARIANTS),
+        help="host scheduling variants in the jitter runs, comma-separated: "
+        + "; ".join(f"{k}: {v}" for k, v in SCHED_VARIANTS.items()),
     )
     parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
     parser.add_argument("--ddsperf-rate", type=float, default=20.0, help="ddsperf ping rate, Hz (default 20)")
@@ -628,7 +647,7 @@ def _settings(args: argparse.Namespace, cores: tuple[int, int] | None) -> dict:
         "jitter_duration_s": args.jitter_duration or (8.0 if args.quick else 24.0),
         "rates_hz": [float(r) for r in args.rates.split(",") if r],
         "repeat": max(1, args.repeat),
-        "sched": ["normal", "fifo"] if args.sched == "both" else [args.sched],
+        "sched": [x for x in args.sched.split(",") if x],
         "middlewares": [m for m in args.middlewares.split(",") if m],
         "host_core": cores[0] if cores else None,
         "hog_core": cores[1] if cores else None,
@@ -642,10 +661,10 @@ def run_jitter(report: Report, work_dir: Path, cores: tuple[int, int] | None) ->
     s = report.settings
     domain = s["domain_base"]
     for rate in s["rates_hz"]:
-        for sched in s["sched"]:
-            for source in ("emit_schedule only", "host process"):
-                say(f"jitter: {source} at {rate:g} Hz, {sched} scheduling, hog on core {s['hog_core']} ...")
-                report.jitter.append(measure_jitter(source, rate, sched, s, work_dir, domain, cores))
+        jobs = [("emit_schedule only", x) for x in s["sched"]] + [("host process", x) for x in s["sched"]]
+        for source, sched in jobs:
+            say(f"jitter: {source} at {rate:g} Hz, {sched} scheduling, hog on core {s['hog_core']} ...")
+            report.jitter.append(measure_jitter(source, rate, sched, s, work_dir, domain, cores))
             domain += 1
 
 
@@ -681,6 +700,9 @@ def run_ddsperf(report: Report) -> None:
 def run(args: argparse.Namespace) -> Report:
     cores = core_pair()
     report = Report(settings=_settings(args, cores))
+    bad_sched = sorted(set(report.settings["sched"]) - set(SCHED_VARIANTS))
+    if bad_sched:
+        raise BenchError(f"unknown --sched {', '.join(bad_sched)} (choose from {', '.join(SCHED_VARIANTS)})")
     unknown = sorted(set(report.settings["middlewares"]) - set(MIDDLEWARES))
     if unknown:
         raise BenchError(f"unknown middleware {', '.join(unknown)} (choose from {', '.join(MIDDLEWARES)})")
