@@ -281,7 +281,7 @@ def run_twin(
     *,
     host_core: int | None = None,
     robot_core: int | None = None,
-    host_sched: str = "normal",
+    host_sched: str = "kit",
 ) -> TwinRun:
     """Robot and host processes over ``middleware`` until the host has streamed the plan."""
     transport = {
@@ -431,6 +431,7 @@ def measure_latency(middleware: str, duration_s: float, work_dir: Path, domain_i
         with measured_load() as load:
             run = run_twin(middleware, plan, work_dir, domain_id)
         _check_host(run, middleware)
+        load.host_realtime = run.host_status.get("realtime")
     except BenchError as exc:
         return LatencyRow(middleware, None, None, 0, plan.n_ticks(), None, str(exc))
     latency, raw, seqs = [], [], set()
@@ -521,6 +522,13 @@ def jitter_table(rows: list[JitterRow]) -> list[str]:
     return lines
 
 
+def _conditions(load: Load | None) -> str:
+    if load is None:
+        return ""
+    realtime = "" if load.host_realtime is None else f" host realtime={str(load.host_realtime).lower()}"
+    return load.text() + realtime
+
+
 def latency_table(report: Report) -> list[str]:
     lines = [
         "One-way latency of /cmd_vel at 20 Hz, measured by the twin robot (CommandReceipt.latency_s), ms",
@@ -536,7 +544,7 @@ def latency_table(report: Report) -> list[str]:
         lines.append(
             f"{r.middleware:<18} {r.received:>4}/{r.planned:<4} {f.p50_ms:>7.3f} {f.p90_ms:>7.3f} "
             f"{f.p99_ms:>7.3f} {f.max_ms:>7.3f} {_ms(r.raw.p50_ms if r.raw else None):>7} {offset:>7}  "
-            f"{r.load.text() if r.load else ''}"
+            f"{_conditions(r.load)}"
         )
     d = report.ddsperf
     if d is not None:
@@ -595,12 +603,10 @@ def print_report(report: Report) -> None:
     )
     print("conditions: 1-min load average at the start of the run, busy % of each core during it")
     print()
-    for line in jitter_table(report.jitter):
-        print(line)
-    print()
-    for line in latency_table(report):
-        print(line)
-    print()
+    if report.jitter:
+        print("\n".join(jitter_table(report.jitter)) + "\n")
+    if report.latency or report.ddsperf is not None or report.ddsperf_error:
+        print("\n".join(latency_table(report)) + "\n")
     for line in target_lines(report):
         print(line)
 
