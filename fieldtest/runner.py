@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import signal
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,19 +63,103 @@ def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
     return request.model_copy(update={"transport": transport, "twin": twin})
 
 
+class _Network:
+    """Where each process runs: all on loopback, or each in its own namespace on emulated links."""
+
+    def __init__(self, request: TrialRequest):
+        self.topo = None
+        self.truth_socket = ""
+        if request.network != "loopback":
+            from fieldtest.netem import open_topology
+
+            middleware = request.transport.middleware
+            extra = (
+                ["router"]
+                if middleware == "zenoh-router"
+                else ["broker"]
+                if middleware == "mqtt-broker"
+                else []
+            )
+            self.topo = open_topology(request.network, nodes=["host", "robot", "mocap", *extra])
+
+    @property
+    def emulated(self) -> bool:
+        return self.topo is not None and getattr(self.topo, "emulated", False)
+
+    def prefix(self, node: str) -> list[str]:
+        return self.topo.command(node, []) if self.emulated else []
+
+    def apply(self, request: TrialRequest) -> TrialRequest:
+        """Addresses of the namespaces in the request, so every process finds its peers."""
+        if not self.emulated:
+            return request
+        addr = self.topo.address
+        nodes = self.topo_nodes()
+        transport = request.transport.model_copy(
+            update={
+                "host_address": addr("host"),
+                "robot_address": addr("robot"),
+                "router_address": addr("router") if "router" in nodes else addr("host"),
+                "broker_address": addr("broker") if "broker" in nodes else addr("host"),
+            }
+        )
+        truth = self.truth_socket = (
+            f"/tmp/fieldtest-truth-{uuid.uuid4().hex[:12]}.sock"  # Unix paths: max 107 bytes
+        )
+        twin = request.twin.model_copy(update={"natnet_address": addr("mocap"), "truth_socket": truth})
+        return request.model_copy(update={"transport": transport, "twin": twin})
+
+    def topo_nodes(self) -> list[str]:
+        return list(getattr(self.topo, "nodes", []) or getattr(self.topo, "links", {}).keys())
+
+    def schedule_faults(self, faults: list[dict], stream_start_ns: int) -> None:
+        if not faults:
+            return
+        if not self.emulated:
+            raise ProcessStartError("link faults need an emulated network (network namespaces)")
+        t0_mono = time.monotonic_ns() - (time.time_ns() - stream_start_ns)
+        for fault in faults:
+            if fault.get("kind") == "outage":
+                self.topo.schedule_outage(float(fault["at_s"]), float(fault["duration_s"]), t0_ns=t0_mono)
+            elif fault.get("kind") == "profile":
+                self.topo.set_profile(fault["profile"], at_s=float(fault["at_s"]), t0_ns=t0_mono)
+            else:
+                raise ProcessStartError(f"unknown fault kind {fault.get('kind')!r} (outage or profile)")
+
+    def close(self) -> None:
+        if self.topo is not None:
+            self.topo.close()
+        if self.truth_socket:
+            with contextlib.suppress(OSError):
+                Path(self.truth_socket).unlink()
+
+
+def _fault_records(faults: list[dict], stream_start_ns: int | None) -> list[dict]:
+    """Faults as the analysis reads them: kind, start_ns on the host clock, duration_s, detail."""
+    out = []
+    for fault in faults:
+        start = None if stream_start_ns is None else stream_start_ns + round(float(fault["at_s"]) * 1e9)
+        row = {"kind": fault["kind"], "start_ns": start, "detail": str(fault.get("profile", ""))}
+        if "duration_s" in fault:
+            row["duration_s"] = float(fault["duration_s"])
+        out.append(row)
+    return out
+
+
 @contextlib.contextmanager
-def _infrastructure(request: TrialRequest, trial_dir: Path) -> Iterator[None]:
+def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> Iterator[None]:
     """The broker or router the middleware case needs, stopped on every exit path."""
     middleware = request.transport.middleware
     if middleware == "zenoh-router":
         from fieldtest.transport.broker import ZenohRouter
 
-        with ZenohRouter(request.transport):
+        with ZenohRouter(request.transport, prefix=net.prefix("router")):
             yield
     elif middleware.startswith("mqtt"):
         from fieldtest.transport.broker import MosquittoBroker
 
-        with MosquittoBroker(request.transport, trial_dir / "broker"):
+        node = "broker" if middleware == "mqtt-broker" else "host"
+        with MosquittoBroker(request.transport, trial_dir / "broker", prefix=net.prefix(node)):
             yield
     else:
         yield
@@ -91,7 +177,8 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
         "serve", *common, "--bind", twin.natnet_address,
         "--rate", f"{twin.mocap_rate_hz:g}", "--noise-mm", f"{twin.mocap_noise_m * 1000:g}",
         "--invalid-prob", f"{twin.mocap_dropout:g}", "--seed", str(request.seed),
-        "--source", "feed", "--feed-port", str(twin.truth_port),
+        "--source", "feed", *(["--feed-bind", twin.truth_socket] if twin.truth_socket else []),
+        "--feed-port", str(twin.truth_port),
     ]  # fmt: skip
     record = [
         "record", str(trial_dir / MOCAP_BAG), *common, "--server", twin.natnet_address,
@@ -100,25 +187,41 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
     return serve, record
 
 
-def _start_trial_processes(request: TrialRequest, trial_dir: Path, procs: ProcessGroup) -> None:
+def _start_trial_processes(
+    request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
+) -> None:
     serve, record = _natnet_args(request, trial_dir)
-    procs.start_python("natnet", "fieldtest.natnet", serve)
+    procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
     procs.wait_ready("natnet", marker="NatNet emulator:")
-    procs.start_python("recorder", "fieldtest.natnet", record)
+    procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("host"))
     procs.wait_ready("recorder", marker="mocap recorder:")
     arg = ["--trial-dir", str(trial_dir)]
-    procs.start_python("robot", "fieldtest.twin.robot", arg)
+    procs.start_python("robot", "fieldtest.twin.robot", arg, prefix=net.prefix("robot"))
     procs.wait_ready("robot", timeout_s=30.0)
-    procs.start_python("host", "fieldtest.twin.host", arg)
+    procs.start_python("host", "fieldtest.twin.host", arg, prefix=net.prefix("host"))
+
+
+def _stream_start_ns(procs: ProcessGroup) -> int | None:
+    match = re.search(r"STREAM start_ns=(\d+)", procs.procs["host"].log_path.read_text(errors="replace"))
+    return int(match.group(1)) if match else None
 
 
 def _wait_for_host(
-    procs: ProcessGroup, plan: SquarePlan, progress: Callable[[float], None], kill_host_at_s: float | None
+    procs: ProcessGroup,
+    request: TrialRequest,
+    net: _Network,
+    progress: Callable[[float], None],
+    kill_host_at_s: float | None,
 ) -> None:
+    plan = request.plan
     host = procs.procs["host"]
     started = time.monotonic()
     limit = plan.total_s + 30.0
+    faults_scheduled = not request.faults
     while host.popen.poll() is None:
+        if not faults_scheduled and (start_ns := _stream_start_ns(procs)) is not None:
+            net.schedule_faults(request.faults, start_ns)
+            faults_scheduled = True
         elapsed = time.monotonic() - started
         progress(min(elapsed / plan.total_s, 1.0))
         procs.sample_cpu()
@@ -147,9 +250,11 @@ def _end_reason(host_code: int | None) -> tuple[str, str]:
     return "error", f"the host streamer exited with code {host_code}"
 
 
-def _finish_record(trial_dir: Path, procs: ProcessGroup, reason: str, detail: str) -> None:
+def _finish_record(trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict) -> None:
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
+    outcome.link = link
+    outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
     outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
     outcome.cpu = procs.cpu()
     for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
@@ -169,17 +274,48 @@ def run_twin_trial(
     """Run one trial end to end (without the analysis) and return where it is."""
     request = _assign_ports(request, domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
+    net = _Network(request)
+    try:
+        return _run_in_network(request, trial_dir, net, progress, kill_host_at_s)
+    finally:
+        net.close()
+
+
+def _measure_link(net: _Network) -> dict:
+    if not net.emulated:
+        return (
+            {"profile": "loopback"}
+            if net.topo is None
+            else {"profile": "loopback", "note": net.topo.describe()}
+        )
+    from fieldtest.netem import measure_link
+
+    measured = measure_link(net.topo, "host", "robot", count=50)
+    return {"description": net.topo.describe(), **measured}
+
+
+def _run_in_network(
+    request: TrialRequest,
+    trial_dir: Path,
+    net: _Network,
+    progress: Callable[[float], None],
+    kill_host_at_s: float | None,
+) -> TrialResult:
+    request = net.apply(request)
     request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
     record = TrialRecord(trial_id=trial_dir.name, request=request)
     record.outcome.software = software_versions()
     record.outcome.warnings = list(request.plan.warnings())
+    if net.topo is not None and not net.emulated:
+        record.outcome.warnings.append(f"network {request.network!r} not emulated here: ran on loopback")
     write_trial(trial_dir, record)
     procs = ProcessGroup(trial_dir / "logs")
-    reason, detail = "error", ""
+    reason, detail, link = "error", "", {}
     try:
-        with _infrastructure(request, trial_dir):
-            _start_trial_processes(request, trial_dir, procs)
-            _wait_for_host(procs, request.plan, progress, kill_host_at_s)
+        link = _measure_link(net)
+        with _infrastructure(request, trial_dir, net):
+            _start_trial_processes(request, trial_dir, procs, net)
+            _wait_for_host(procs, request, net, progress, kill_host_at_s)
             time.sleep(STOP_GRACE_S)
             reason, detail = _end_reason(procs.procs["host"].popen.returncode)
             procs.stop_all(order=["host", "robot", "recorder", "natnet"])
@@ -190,7 +326,7 @@ def run_twin_trial(
     finally:
         # The host first: its stop burst must go out while the robot still listens.
         procs.stop_all(order=["host", "robot", "recorder", "natnet"])
-        _finish_record(trial_dir, procs, reason, detail)
+        _finish_record(trial_dir, procs, reason, detail, link)
     return TrialResult(trial_dir, reason, detail)
 
 

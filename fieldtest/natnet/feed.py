@@ -54,8 +54,11 @@ class PoseFeedSender:
     """Used by the twin robot: ``send(pose)`` after each physics step, ``send(None)`` to occlude."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_FEED_PORT):
-        self.address = (host, port)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        # A path instead of an address selects a Unix datagram socket: it crosses network
+        # namespaces, so the simulated truth never travels over an emulated link.
+        unix = host.startswith("/")
+        self.address = host if unix else (host, port)
+        self._sock = socket.socket(socket.AF_UNIX if unix else socket.AF_INET, socket.SOCK_DGRAM)
 
     def send(self, pose: Pose | None, t: float | None = None) -> None:
         try:
@@ -89,10 +92,15 @@ class PoseFeedReceiver:
         stale_s: float = 0.25,
         max_extrapolate_s: float = 0.05,
     ):
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self._sock.bind((bind, port))
+        if bind.startswith("/"):  # Unix datagram socket path (see PoseFeedSender)
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.bind(bind)
+            self.port = 0
+        else:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._sock.bind((bind, port))
+            self.port = self._sock.getsockname()[1]
         self._sock.setblocking(False)
-        self.port = self._sock.getsockname()[1]
         self.stale_s = stale_s
         self.max_extrapolate_s = max_extrapolate_s
         self._prev: _Sample | None = None

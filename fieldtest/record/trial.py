@@ -61,6 +61,7 @@ class TwinSettings(BaseModel):
     natnet_data_port: int = 1511
     natnet_multicast: bool = False  # stream to 239.255.42.99 instead of unicast
     truth_port: int = 0  # UDP port where the twin robot sends its true pose to the NatNet emulator
+    truth_socket: str = ""  # or a Unix socket path for it (crosses network namespaces)
 
 
 class TrialRequest(BaseModel):
@@ -78,6 +79,9 @@ class TrialRequest(BaseModel):
     seed: int = 0
     twin: TwinSettings = Field(default_factory=TwinSettings)
     rigid_body_id: int = 1
+    # Link faults, seconds from stream start: {"kind": "outage", "at_s": 10, "duration_s": 2} or
+    # {"kind": "profile", "at_s": 30, "profile": "wifi-lossy"} (needs an emulated network).
+    faults: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class TrialOutcome(BaseModel):

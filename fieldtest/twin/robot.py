@@ -179,8 +179,8 @@ class TwinRobot:
         except BaseException:
             self.transport.close()
             raise
-        port = request.twin.truth_port
-        self.feed = PoseFeedSender("127.0.0.1", port) if port else None
+        port, path = request.twin.truth_port, request.twin.truth_socket
+        self.feed = PoseFeedSender(path) if path else PoseFeedSender("127.0.0.1", port) if port else None
         self._publish_probe = self.transport.publisher(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE)
         self.transport.subscribe(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe_reply)
         if request.cmd_type == "twist":
