@@ -75,9 +75,15 @@ class ProcessGroup:
         return proc
 
     def start_python(
-        self, name: str, module: str, args: list[str], env: dict[str, str] | None = None
+        self,
+        name: str,
+        module: str,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        prefix: list[str] = (),
     ) -> TrialProcess:
-        return self.start(name, [sys.executable, "-m", module, *args], env)
+        """``python -m module args``; a ``prefix`` such as ``ip netns exec NS`` runs it elsewhere."""
+        return self.start(name, [*prefix, sys.executable, "-m", module, *args], env)
 
     def wait_ready(self, name: str, marker: str = "READY", timeout_s: float = 20.0) -> None:
         """Wait until the process prints ``marker`` on a line of its log."""
