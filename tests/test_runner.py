@@ -89,3 +89,30 @@ def test_killed_host_stops_the_robot_within_the_watchdog(tmp_path):
     assert settled.sum() > 5
     assert np.ptp(xy[settled], axis=0).max() < 1e-4 and np.ptp(yaw[settled]) < 1e-4
     assert len(read_bag(result.trial_dir / "host").messages(CMD_VEL_TOPIC)) > 20
+
+
+def test_trial_over_emulated_wifi_with_an_outage(tmp_path):
+    from fieldtest.netem import netns_available
+
+    available, reason = netns_available()
+    if not available:
+        pytest.skip(f"network namespaces unavailable: {reason}")
+    request = TrialRequest(
+        name="e2e-wifi",
+        plan=SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5),
+        network="wifi",
+        transport={"middleware": "dds"},
+        faults=[{"kind": "outage", "at_s": 5.0, "duration_s": 1.5}],
+    )
+    result = run_twin_trial(request, tmp_path)
+    assert result.end_reason == "completed", result.detail
+    record = read_trial(result.trial_dir)
+    assert record.request.transport.robot_address != "127.0.0.1"  # ran in its own namespace
+    assert 4.0 < record.outcome.link["rtt_median_ms"] < 20.0  # wifi profile: about 8 ms
+    (fault,) = record.outcome.faults
+    assert fault["kind"] == "outage" and fault["start_ns"] == record.outcome.stream_start_ns + 5_000_000_000
+    assert any("watchdog" in w for w in record.outcome.warnings)  # the outage outlasts the 0.5 s watchdog
+    receipts = read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)
+    latencies = np.array([m.latency_s for _, m in receipts])
+    assert np.nanmedian(latencies) > 0.002  # the emulated link's delay shows in the robot's log
+    assert read_bag(result.trial_dir / "mocap").count(MOCAP_POSE_TOPIC) > 500  # truth crossed namespaces
