@@ -294,6 +294,8 @@ def mosquitto_conf(
         "log_type notice",
         "log_type information",
         "connection_messages true",
+        # Nagle's algorithm holds small messages back up to ~40 ms: it would dominate every latency.
+        "set_tcp_nodelay true",
     ]
     lines += (
         list(listener_lines)

@@ -26,10 +26,12 @@ have no MQTT equivalent and are not applied).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -216,9 +218,16 @@ class MqttTransport:
         self.client.loop_stop()
 
 
+def _disable_nagle(client, userdata, sock) -> None:
+    """Send each small message at once (the broker does the same with set_tcp_nodelay)."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 def _connect_with_retries(client: paho.Client, address: str, port: int, timeout_s: float) -> None:
     """TCP-connect to the broker, retrying while it is not up yet (bounded by ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
+    client.on_socket_open = _disable_nagle
     while True:
         try:
             client.connect(address, port, keepalive=KEEPALIVE_S)
