@@ -433,5 +433,41 @@ def demo_main(argv: list[str]) -> int:
 
 
 def campaign_main(argv: list[str]) -> int:
-    print("fieldtest campaign: not available yet", file=sys.stderr)
-    return 2
+    parser = argparse.ArgumentParser(
+        prog="fieldtest campaign",
+        description="Run every trial of a campaign YAML in the twin, analyse each, then compare them.",
+    )
+    parser.add_argument("campaign_yaml", type=Path, help="e.g. trials/twin-networks.yaml")
+    parser.add_argument("--quick", action="store_true", help="two short laps per trial instead of the plan")
+    parser.add_argument("--parallel", type=int, default=1, help="trials run side by side (default 1)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
+    parser.add_argument("--list", action="store_true", help="only list the trials")
+    args = parser.parse_args(argv)
+    from fieldtest.campaign import load_trials
+
+    try:
+        campaign, requests = load_trials(args.campaign_yaml)
+    except (OSError, ValueError) as exc:
+        print(f"fieldtest campaign: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    if args.quick:
+        requests = [r.model_copy(update={"plan": QUICK_PLAN}) for r in requests]
+    if args.list:
+        for request in requests:
+            print(request.name)
+        return 0
+    out = args.out / campaign.campaign
+    results: list[TrialResult] = []
+    for start in range(0, len(requests), max(args.parallel, 1)):
+        results += _run_with_progress(requests[start : start + max(args.parallel, 1)], out)
+    _analyse(results)
+    from fieldtest.analysis import compare_trials
+
+    compare_trials([r.trial_dir for r in results], out / "compare")
+    failed = [r for r in results if r.end_reason != "completed"]
+    for result in failed:
+        print(f"{result.end_reason:>12}  {result.trial_dir}  {result.detail}")
+    print(
+        f"{len(results) - len(failed)}/{len(results)} trials completed; comparison: {out / 'compare' / 'compare.md'}"
+    )
+    return 0 if not failed else 1

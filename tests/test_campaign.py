@@ -112,7 +112,7 @@ def test_exclude_and_dotted_fields(tmp_path):
             "c.yaml: matrix.security value 'sros2': security setting 'sros2' does not apply",
         ),
         (
-            "campaign: c\nmatrix: {security: ['on']}\n",
+            "campaign: c\nmatrix: {security: ['on']}\nbase: {robot_model: turtlebot4-standard}\n",
             "c.yaml: base.transport.keystore: security 'sros2' needs a keystore",
         ),
         ("campaign: c\nmatrix: {middleware: []}\n", "c.yaml: matrix.middleware: empty list"),
