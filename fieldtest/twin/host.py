@@ -38,6 +38,7 @@ from fieldtest.record import (
     TrialFormatError,
     TrialRequest,
 )
+from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
@@ -274,7 +275,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with stop_on_signals() as stop:
         watch_parent(stop)
-        host = HostStreamer(request, args.trial_dir, realtime=realtime)
+        try:
+            host = HostStreamer(request, args.trial_dir, realtime=realtime)
+        except (KeystoreError, ValueError, OSError) as exc:  # keys, settings, link: refuse to start
+            print(f"twin host: cannot start: {exc}".splitlines()[0], file=sys.stderr)
+            return 2
         say(f"READY host {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
         try:
             code = run_host(host, stop, args.link_timeout_s)

@@ -39,6 +39,7 @@ from fieldtest.record import (
     TrialOutcome,
     TrialRequest,
 )
+from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
@@ -384,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     with stop_on_signals() as stop:
         watch_parent(stop)
-        robot = TwinRobot(request, args.trial_dir, physics_hz=args.physics_hz, realtime=realtime)
+        try:
+            robot = TwinRobot(request, args.trial_dir, physics_hz=args.physics_hz, realtime=realtime)
+        except (KeystoreError, ValueError, OSError) as exc:  # keys, settings, link: refuse to start
+            print(f"twin robot: cannot start: {exc}".splitlines()[0], file=sys.stderr)
+            return 2
         try:
             say(f"READY robot {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
             robot.run(stop, args.max_runtime_s)
