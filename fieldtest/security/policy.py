@@ -23,6 +23,7 @@ CMD_VEL = "/cmd_vel"
 CLOCK_PROBE = "/fieldtest/clock_probe"
 CLOCK_PROBE_REPLY = "/fieldtest/clock_probe_reply"
 CMD_RECEIPTS = "/fieldtest/cmd_receipts"
+CMD_STAMP = "/fieldtest/cmd_stamp"  # Header companion of a plain Twist command (Humble)
 CLOCK_OFFSET = "/fieldtest/clock_offset"
 MOCAP_POSE = "/mocap/pose"
 MOCAP_FRAMES = "/mocap/frames"
@@ -31,6 +32,7 @@ MOCAP_FRAMES = "/mocap/frames"
 # The robot initiates clock probes (it logs the offset samples), the host answers them.
 LINK_FLOWS: tuple[tuple[str, str, str], ...] = (
     (CMD_VEL, "host", "robot"),
+    (CMD_STAMP, "host", "robot"),
     (CLOCK_PROBE, "robot", "host"),
     (CLOCK_PROBE_REPLY, "host", "robot"),
 )
@@ -80,7 +82,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "host",
         "square driver: publishes /cmd_vel, answers clock probes",
         nodes=("square_driver",),
-        publish=(CMD_VEL, CLOCK_PROBE_REPLY),
+        publish=(CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
         subscribe=(CLOCK_PROBE,),
     ),
     EnclaveSpec(
@@ -89,7 +91,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "link monitor: receives /cmd_vel, sends clock probes, reports receipts",
         nodes=("link_monitor",),
         publish=(CLOCK_PROBE, CMD_RECEIPTS, CLOCK_OFFSET),
-        subscribe=(CMD_VEL, CLOCK_PROBE_REPLY),
+        subscribe=(CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
     ),
     # The bridges relay the link topics between a local DDS graph and Zenoh/MQTT in both
     # directions, so each needs both rights on every link topic.
