@@ -44,6 +44,7 @@ from fieldtest import rosmsg
 from fieldtest.ddsperf import DdsperfError, run_pingpong
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
+from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import (
     CMD_VEL_TOPIC,
     HOST_BAG,
@@ -57,7 +58,7 @@ from fieldtest.record import (
 )
 from fieldtest.transport.base import MIDDLEWARES, TransportConfig
 from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import GIL_SWITCH_S, REALTIME_ENV, REALTIME_PRIORITY
+from fieldtest.twin.common import GIL_SWITCH_S
 from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
 from fieldtest.twin.host import emit_schedule
 from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS_FILE

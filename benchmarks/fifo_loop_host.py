@@ -7,7 +7,7 @@ It runs ``fieldtest.twin.host`` unchanged, except that the thread that calls ``e
 switches itself to SCHED_FIFO ``priority`` just before the first tick and back to its previous
 policy afterwards. The host's other threads (middleware receive threads, the clock-probe
 responder, the parent watch) keep what the kit gives them: SCHED_FIFO 10 for the whole process
-(``fieldtest.twin.common.try_realtime``), or SCHED_OTHER with FIELDTEST_REALTIME=0. Threads at
+(``fieldtest.realtime.try_realtime``), or SCHED_OTHER with FIELDTEST_REALTIME=0. Threads at
 equal FIFO priority never preempt one another on a core. So with the kit's setting alone, a probe
 reply that is being handled (or any other FIFO-10 process on the host's core) delays the next
 tick until it sleeps. With the loop above them, it does not. Needs root or CAP_SYS_NICE.

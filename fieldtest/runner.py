@@ -178,7 +178,7 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
         "--rate", f"{twin.mocap_rate_hz:g}", "--noise-mm", f"{twin.mocap_noise_m * 1000:g}",
         "--invalid-prob", f"{twin.mocap_dropout:g}", "--seed", str(request.seed),
         "--source", "feed", *(["--feed-bind", twin.truth_socket] if twin.truth_socket else []),
-        "--feed-port", str(twin.truth_port),
+        "--feed-port", str(twin.truth_port), "--realtime",
     ]  # fmt: skip
     record = [
         "record", str(trial_dir / MOCAP_BAG), *common, "--server", twin.natnet_address,

@@ -4,8 +4,9 @@ the same shell scripts the runner sends over ssh (run locally), files and signal
 
 from __future__ import annotations
 
-import _thread
 import json
+import os
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -91,19 +92,27 @@ def test_a_completed_trial_has_every_recording_and_its_outcome(tmp_path, natnet)
     assert "  GO" in messages
 
 
-def test_ctrl_c_mid_trial_stops_the_robot(tmp_path, natnet):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt, as at a terminal (a shell starts background jobs with it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_mid_trial_stops_the_robot(tmp_path, natnet, ctrl_c_raises):
     messages: list[str] = []
     options = _options(tmp_path, natnet, messages)
 
     def say(line: str) -> None:
         messages.append(line)
         if line.strip() == "GO":  # the operator presses Ctrl-C one second into the square
-            threading.Timer(1.0, _thread.interrupt_main).start()
+            threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
 
     options.say = say
     plan = PLAN.model_copy(update={"laps": 4})
     result = LabRunner(options).run_trial(_request(plan))
-    assert result.end_reason == "interrupted"
+    assert result.end_reason == "interrupted", (result.detail, messages)
     receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
     moving = [r for r in receipts if r.seq < plan.n_ticks()]
     assert 0 < len(moving) < plan.n_ticks()  # stopped mid-plan

@@ -282,7 +282,8 @@ def test_teardown_removes_namespaces_devices_and_processes_and_names_do_not_coll
 
 
 CHILD = r"""
-import time
+import signal, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, even if pytest runs in a background job
 from fieldtest.netem import Topology
 topo = Topology("wifi", nodes=["host", "robot"])
 sleeper = topo.run("robot", ["sleep", "30"])

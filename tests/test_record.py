@@ -22,15 +22,16 @@ from fieldtest.record import (
 )
 
 
-def _write_commands(bag_dir, n):
-    with BagWriter(bag_dir) as writer:
+def _write_commands(bag_dir, n, background=False):
+    with BagWriter(bag_dir, background=background) as writer:
         for i in range(n):
             t = 1_000_000_000 + i * 50_000_000
             writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, t, rosmsg.command(i, t, 0.33, 0.1))
 
 
-def test_bag_round_trip_and_rosbags_opens_it(tmp_path):
-    _write_commands(tmp_path / "host", 200)
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "writer-thread"])
+def test_bag_round_trip_and_rosbags_opens_it(tmp_path, background):
+    _write_commands(tmp_path / "host", 200, background)
     data = read_bag(tmp_path / "host")
     assert not data.truncated
     msgs = data.messages(CMD_VEL_TOPIC)
@@ -41,12 +42,13 @@ def test_bag_round_trip_and_rosbags_opens_it(tmp_path):
         assert [c.msgtype for c in reader.connections] == [rosmsg.TWIST_STAMPED]
 
 
-def test_killed_writer_leaves_a_bag_readable_up_to_the_cut(tmp_path):
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "writer-thread"])
+def test_killed_writer_leaves_a_bag_readable_up_to_the_cut(tmp_path, background):
     code = textwrap.dedent(f"""
         import sys, time
         from fieldtest import rosmsg
         from fieldtest.record import BagWriter
-        w = BagWriter({str(tmp_path / "cut")!r}, flush_interval_s=0.05)
+        w = BagWriter({str(tmp_path / "cut")!r}, flush_interval_s=0.05, background={background})
         for i in range(100000):
             w.write("/cmd_vel", rosmsg.TWIST_STAMPED, time.time_ns(), rosmsg.command(i, time.time_ns(), 0.3, 0.0))
             if i == 50:
@@ -65,6 +67,24 @@ def test_killed_writer_leaves_a_bag_readable_up_to_the_cut(tmp_path):
     repair_bag(tmp_path / "cut")
     repaired = read_bag(tmp_path / "cut")
     assert not repaired.truncated and repaired.count(CMD_VEL_TOPIC) == len(seqs)
+
+
+def test_background_writer_flushes_on_request_and_reports_its_failures(tmp_path):
+    writer = BagWriter(tmp_path / "bg", background=True)
+    for i in range(20):
+        writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, 1_000 + i, rosmsg.command(i, 1_000 + i, 0.3, 0.0))
+    writer.flush()
+    assert read_bag(tmp_path / "bg").count(CMD_VEL_TOPIC) == 20  # readable mid-recording
+    writer.write(CMD_VEL_TOPIC, rosmsg.TWIST, 2_000, rosmsg.twist(0.3, 0.0))  # wrong type
+    writer.flush()
+    with pytest.raises(BagError, match="bg_0.mcap: writer thread failed: .*/cmd_vel is"):
+        writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, 3_000, rosmsg.command(99, 3_000, 0.3, 0.0))
+    with pytest.raises(BagError, match="writer thread failed"):
+        writer.close()
+    data = read_bag(tmp_path / "bg")  # what was recorded before the failure is kept, and closed
+    assert not data.truncated and data.count(CMD_VEL_TOPIC) == 20
+    with pytest.raises(BagError, match="write after close"):
+        writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, 4_000, rosmsg.command(1, 4_000, 0.3, 0.0))
 
 
 def test_missing_and_garbage_bags_give_one_line_errors(tmp_path):

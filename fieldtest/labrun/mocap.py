@@ -51,7 +51,7 @@ class MocapRelay:
     def __init__(self, trial_dir: str | Path, up_axis: UpAxis, rigid_body_id: int = 1):
         self.up_axis = check_up_axis(up_axis)
         self.rigid_body_id = rigid_body_id
-        self.bag = BagWriter(Path(trial_dir) / MOCAP_BAG)
+        self.bag = BagWriter(Path(trial_dir) / MOCAP_BAG, background=True)
         self.frames = 0
         self.valid = 0
         self._lock = threading.Lock()

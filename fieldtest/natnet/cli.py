@@ -24,6 +24,7 @@ from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedReceiver
 from fieldtest.natnet.recorder import MocapRecorder, MocapRecorderError, RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
+from fieldtest.realtime import try_realtime
 
 
 @contextlib.contextmanager
@@ -91,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--feed-port", type=int, default=DEFAULT_FEED_PORT)
     serve.add_argument("--static-pose", default="0,0,0,0", help="x,y,z,yaw_deg for --source static")
     serve.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    serve.add_argument(
+        "--realtime", action="store_true", help="ask for SCHED_FIFO (the twin: keeps frame timing under load)"
+    )
 
     record = sub.add_parser("record", help="record mocap frames into a rosbag2 bag")
     record.add_argument("bag_dir", help="bag folder to create, e.g. <trial>/mocap")
@@ -131,6 +135,7 @@ def _pose_source(args):
 
 
 def serve_main(args) -> int:
+    realtime = args.realtime and try_realtime()
     config = EmulatorConfig(
         rate_hz=args.rate,
         natnet_version=args.natnet_version,
@@ -164,7 +169,7 @@ def serve_main(args) -> int:
         print(
             f"NatNet emulator: NatNet {nn.version_text(config.natnet_version)}, {config.rate_hz:g} Hz, "
             f"command {config.bind_address}:{emulator.command_port}, {where}, "
-            f"up axis {config.up_axis}{feed}",
+            f"up axis {config.up_axis}{feed}{', SCHED_FIFO' if realtime else ''}",
             flush=True,
         )
         timer = threading.Timer(args.duration, stop.set) if args.duration is not None else None

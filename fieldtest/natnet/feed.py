@@ -59,12 +59,15 @@ class PoseFeedSender:
         unix = host.startswith("/")
         self.address = host if unix else (host, port)
         self._sock = socket.socket(socket.AF_UNIX if unix else socket.AF_INET, socket.SOCK_DGRAM)
+        # Never block the robot's physics loop: a Unix datagram queue holds only ~10 samples, and
+        # a busy emulator would otherwise stall the robot (and its truth log) until it drains.
+        self._sock.setblocking(False)
 
     def send(self, pose: Pose | None, t: float | None = None) -> None:
         try:
             self._sock.sendto(pack_sample(time.time() if t is None else t, pose), self.address)
         except OSError:
-            pass  # nobody listening (emulator not up yet or gone): the sample is simply lost
+            pass  # nobody listening, or the queue is full: the sample is simply lost
 
     def close(self) -> None:
         self._sock.close()

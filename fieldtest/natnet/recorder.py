@@ -288,7 +288,7 @@ class MocapRecorder:
 
     def _open_writer(self) -> BagWriter:
         if self._writer is None:
-            self._writer = BagWriter(self.bag_dir)
+            self._writer = BagWriter(self.bag_dir, background=True)
         return self._writer
 
     # --- main loop ---------------------------------------------------------------------------------

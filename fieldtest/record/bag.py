@@ -8,6 +8,7 @@ order and stops cleanly at a cut, so an unfinished bag is read up to the cut.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import defaultdict
@@ -34,7 +35,7 @@ class BagError(ValueError):
 class BagWriter:
     """Write ROS 2 messages to ``bag_dir`` (a rosbag2 folder); thread-safe."""
 
-    def __init__(self, bag_dir: str | Path, flush_interval_s: float = 0.5):
+    def __init__(self, bag_dir: str | Path, flush_interval_s: float = 0.5, background: bool = False):
         self.bag_dir = Path(bag_dir)
         self.bag_dir.mkdir(parents=True, exist_ok=True)
         self.mcap_path = self.bag_dir / f"{self.bag_dir.name}_0.mcap"
@@ -50,6 +51,14 @@ class BagWriter:
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
         self._closed = False
+        # background: a writer thread does the file work, so a slow disk never delays the caller
+        # (the twin's physics loop, a middleware callback stamping a receive time).
+        self._queue: queue.Queue | None = queue.Queue() if background else None
+        self._thread_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if self._queue is not None:
+            self._thread = threading.Thread(target=self._drain, name=f"bag-{self.bag_dir.name}", daemon=True)
+            self._thread.start()
 
     def _channel(self, topic: str, typename: str) -> int:
         known = self._channels.get(topic)
@@ -70,8 +79,32 @@ class BagWriter:
         self.write_raw(topic, typename, t_ns, rosmsg.serialize(msg, typename))
 
     def write_raw(self, topic: str, typename: str, t_ns: int, data: bytes) -> None:
+        if self._closed:
+            raise BagError(f"{self.mcap_path}: write after close")
+        if self._thread_error is not None:
+            raise BagError(f"{self.mcap_path}: writer thread failed: {self._thread_error}")
+        if self._queue is not None:
+            self._queue.put((topic, typename, t_ns, data))
+        else:
+            self._add(topic, typename, t_ns, data)
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._thread_error is None:
+                    self._add(*item)
+            except BaseException as exc:  # reported to the next write() or close()
+                self._thread_error = exc
+            finally:
+                self._queue.task_done()
+
+    def _add(self, topic: str, typename: str, t_ns: int, data: bytes) -> None:
         with self._lock:
-            if self._closed:
+            if self._file.closed:
                 raise BagError(f"{self.mcap_path}: write after close")
             channel_id = self._channel(topic, typename)
             self._writer.add_message(
@@ -84,6 +117,9 @@ class BagWriter:
                 self._flush_locked()
 
     def flush(self) -> None:
+        """Everything written so far is in the file when this returns."""
+        if self._queue is not None:
+            self._queue.join()
         with self._lock:
             self._flush_locked()
 
@@ -92,15 +128,20 @@ class BagWriter:
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._queue is not None and self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
             self._writer.finish()
             self._file.close()
             write_metadata(
                 self.bag_dir, self.mcap_path.name, self._topic_summary(), self._first_ns, self._last_ns
             )
+        if self._thread_error is not None:
+            raise BagError(f"{self.mcap_path}: writer thread failed: {self._thread_error}")
 
     def _topic_summary(self) -> list[tuple[str, str, int]]:
         return [(topic, typename, self._counts[topic]) for topic, (_, typename) in self._channels.items()]

@@ -31,6 +31,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeResponder
 from fieldtest.plan import Schedule
+from fieldtest.realtime import try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
@@ -50,7 +51,6 @@ from fieldtest.twin.common import (
     say,
     signal_exit_code,
     stop_on_signals,
-    try_realtime,
     update_outcome,
     warm_up_codecs,
     watch_parent,
@@ -146,7 +146,7 @@ class HostStreamer:
         warm_up_codecs(rosmsg.TWIST_STAMPED, rosmsg.TWIST, rosmsg.HEADER, rosmsg.CLOCK_PROBE)
         self.transport = transport or open_transport(request.transport, "host")
         try:
-            self.bag = BagWriter(trial_dir / HOST_BAG)
+            self.bag = BagWriter(trial_dir / HOST_BAG, background=True)
         except BaseException:
             self.transport.close()
             raise

@@ -26,6 +26,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
 from fieldtest.natnet.feed import PoseFeedSender
+from fieldtest.realtime import try_realtime
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -48,7 +49,6 @@ from fieldtest.twin.common import (
     load_request,
     say,
     stop_on_signals,
-    try_realtime,
     update_outcome,
     warm_up_codecs,
     watch_parent,
@@ -176,7 +176,7 @@ class TwinRobot:
         warm_up_codecs(*_CODECS)
         self.transport = transport or open_transport(request.transport, "robot")
         try:
-            self.bag = BagWriter(trial_dir / ROBOT_BAG)
+            self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True)
         except BaseException:
             self.transport.close()
             raise
