@@ -73,10 +73,40 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     dds = _plan("host", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path))
     assert dds.nodes[0].ros_arguments == ["--enclave", "/fieldtest/host"]
     assert dds.environment.set["ROS_SECURITY_ENABLE"] == "true"
-    assert dds.processes[-1].argv[-2:] == ["--enclave", "/fieldtest/recorder"]
+    assert dds.processes[-1].name == "ros2bag"
+    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": "/fieldtest/recorder"}
     relay = _plan("robot", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path), relay="true")
-    assert relay.nodes[0].parameters["relay_plain_context"] is True
-    assert relay.gate.ros_arguments == ["--enclave", "/fieldtest/robot"]
+    assert relay.nodes[0].parameters["base_plain_context"] is True
+    # The pre-flight talks to the Create 3 only, which cannot join the secure domain.
+    assert relay.gate.ros_arguments == [] and relay.gate.env == {"ROS_SECURITY_ENABLE": "false"}
+    plain = _plan("robot", tmp_path, middleware="dds", relay="true")
+    assert plain.nodes[0].parameters["base_plain_context"] is False
+    assert plain.processes[-1].env == {} and plain.gate.env == {}
+
+
+@pytest.mark.parametrize("relay", ["false", "true"])
+@pytest.mark.parametrize("cmd_type", ["twist", "twist_stamped"])
+def test_each_secure_lab_process_is_granted_the_topics_it_uses(tmp_path, relay, cmd_type):
+    """The enclaves' DDS permissions cover what each lab process publishes, takes and records."""
+    from fieldtest.labrun.bridges import link_topics, recorded_topics
+    from fieldtest.security.policy import dds_grants, kit_enclave
+
+    args = {"middleware": "dds", "security": "sros2", "keystore": str(tmp_path), "namespace": "/tb4"}
+    args |= {"relay": relay, "cmd_type": cmd_type}
+    for role in ("host", "robot"):
+        plan = _plan(role, tmp_path, **args)
+        node = dds_grants(kit_enclave(plan.nodes[0].ros_arguments[-1]), "/tb4")
+        for link in link_topics(plan.cfg):
+            dds_name = "rt/tb4" + link.topic
+            rights = node.publish if link.sender == role else node.subscribe
+            assert dds_name in rights, (role, link.topic)
+        recorder = dds_grants(kit_enclave(plan.processes[-1].env["ROS_SECURITY_ENCLAVE_OVERRIDE"]), "/tb4")
+        plain = {"/tb4/cmd_vel"} if role == "robot" and relay == "true" else set()  # the relay's output
+        for topic in set(recorded_topics(plan.cfg)) - plain:
+            assert "rt" + topic in recorder.subscribe, (role, topic)
+        assert (
+            "rq/rosbag2_recorder/get_parametersRequest" in recorder.publish
+        )  # started without the namespace
 
 
 def test_robot_preflight_arguments(tmp_path):

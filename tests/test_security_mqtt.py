@@ -90,8 +90,13 @@ class Client:
 
 def test_acl_gives_each_identity_its_direction():
     acl = mosquitto_acl("tb4").splitlines()
-    host = acl[acl.index("user /fieldtest/host") :][:4]
-    robot = acl[acl.index("user /fieldtest/robot") :][:4]
+
+    def block(user: str) -> list[str]:  # that user's lines, up to the next "user" line
+        rest = acl[acl.index(f"user {user}") + 1 :]
+        return rest[: next((i for i, line in enumerate(rest) if line.startswith("user ")), len(rest))]
+
+    host, robot = block("/fieldtest/host"), block("/fieldtest/robot")
+    assert "topic write tb4/fieldtest/cmd_vel" in host and "topic read tb4/fieldtest/cmd_vel" in robot
     assert "topic write tb4/cmd_vel" in host and "topic read tb4/cmd_vel" in robot
     assert "topic read tb4/fieldtest/clock_probe" in host and "topic write tb4/fieldtest/clock_probe" in robot
 

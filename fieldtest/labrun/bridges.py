@@ -47,6 +47,7 @@ from fieldtest.transport.base import full_topic
 CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"
 BATTERY_TOPIC = "/battery_state"
 ODOM_TOPIC = "/odom"
+RECORDER_ENCLAVE = "/fieldtest/recorder"
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
 MOSQUITTO = "mosquitto"
@@ -434,10 +435,12 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
     ros-humble-rosbag2-storage-mcap; Jazzy's default storage is MCAP already)."""
     if not cfg.trial_dir:
         raise BridgeConfigError("trial_dir is empty: nowhere to record")
-    argv = ["ros2", "bag", "record", "-s", "mcap", "-o", str(ros2bag_dir(cfg)), *recorded_topics(cfg)]
-    if dds_security_enabled(cfg):
-        argv += ["--ros-args", "--enclave", "/fieldtest/recorder"]
-    return argv
+    return ["ros2", "bag", "record", "-s", "mcap", "-o", str(ros2bag_dir(cfg)), *recorded_topics(cfg)]
+
+
+def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
+    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable."""
+    return {"ROS_SECURITY_ENCLAVE_OVERRIDE": RECORDER_ENCLAVE} if dds_security_enabled(cfg) else {}
 
 
 # --------------------------------------------------------------------------------------- overview
@@ -486,7 +489,7 @@ def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None
         text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
         out.append(SideProcess("mqtt_client", mqtt_client_command(params), {}, {params.name: text}))
     if cfg.record_ros2bag and cfg.trial_dir:
-        out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), {}, {}))
+        out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), ros2bag_record_env(cfg), {}))
     return out
 
 

@@ -62,6 +62,7 @@ def _node(spec: NodeSpec) -> Any:
         namespace=spec.namespace or None,
         parameters=[spec.parameters],
         arguments=["--ros-args", *spec.ros_arguments] if spec.ros_arguments else [],
+        additional_env=spec.env or None,
         output="screen",
         emulate_tty=True,
     )

@@ -37,6 +37,7 @@ class NodeSpec:
     namespace: str
     parameters: dict[str, Any]
     ros_arguments: list[str]
+    env: dict[str, str] = field(default_factory=dict)  # set for this node only
 
 
 @dataclass
@@ -107,9 +108,9 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         **_common_parameters(cfg, plan_path),
         "relay_topic": "cmd_vel",
         "relay_type": cfg.cmd_type,
-        # A secure DDS domain cannot include the Create 3: the relay then publishes from a second,
-        # plain ROS context.
-        "relay_plain_context": cfg.relay and cfg.security != "none" and cfg.middleware == "dds",
+        # A secure DDS domain cannot include the Create 3: what faces the base (the relay, the
+        # battery reading) then goes through a second, plain ROS context.
+        "base_plain_context": _base_outside_domain(cfg),
     }
     return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg))]
 
@@ -123,9 +124,15 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
     }
-    return NodeSpec(
-        ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
-    )
+    if _base_outside_domain(cfg):  # it talks to the base only: no enclave, security off
+        return NodeSpec(
+            ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
+        )
+    return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [])
+
+
+def _base_outside_domain(cfg: LabLaunch) -> bool:
+    return cfg.middleware == "dds" and node_enclave(cfg) is not None
 
 
 def _enclave_args(cfg: LabLaunch) -> list[str]:
@@ -133,6 +140,7 @@ def _enclave_args(cfg: LabLaunch) -> list[str]:
     return ["--enclave", enclave] if enclave else []
 
 
+PLAIN_NODE_ENV = {"ROS_SECURITY_ENABLE": "false"}
 PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
 
 

@@ -478,6 +478,14 @@ def list_enclaves(keystore: Path | str) -> list[str]:
     return sorted("/" + p.parent.relative_to(base).as_posix() for p in base.glob("**/key.pem"))
 
 
+def _same_governance(enclave_copy: Path, active: Path) -> bool:
+    """The enclave's governance is the active one: a link to it (as created; reading both would race
+    with a concurrent activation), or a copy with the same bytes."""
+    if enclave_copy.is_symlink() and enclave_copy.resolve() == active.resolve():
+        return True
+    return enclave_copy.read_bytes() == active.read_bytes()
+
+
 def _check_enclave(root: Path, enclave: str, domains: set[int], now: dt.datetime) -> list[str]:
     folder = enclave_dir(root, enclave)
     missing = [f"{folder / n}: missing" for n in ENCLAVE_FILES if not _is_file(folder / n)]
@@ -491,7 +499,7 @@ def _check_enclave(root: Path, enclave: str, domains: set[int], now: dt.datetime
     )
     if load_key(folder / "key.pem").public_key() != cert.public_key():
         problems.append(f"{folder / 'key.pem'}: does not match cert.pem")
-    if (folder / "governance.p7s").read_bytes() != (root / ENCLAVES / "governance.p7s").read_bytes():
+    if not _same_governance(folder / "governance.p7s", root / ENCLAVES / "governance.p7s"):
         problems.append(f"{folder / 'governance.p7s'}: differs from {root / ENCLAVES / 'governance.p7s'}")
     try:
         content = verify_smime(folder / "permissions.p7s", folder / "permissions_ca.cert.pem")

@@ -24,14 +24,22 @@ CLOCK_PROBE = "/fieldtest/clock_probe"
 CLOCK_PROBE_REPLY = "/fieldtest/clock_probe_reply"
 CMD_RECEIPTS = "/fieldtest/cmd_receipts"
 CMD_STAMP = "/fieldtest/cmd_stamp"  # Header companion of a plain Twist command (Humble)
+RELAY_CMD_VEL = "/fieldtest/cmd_vel"  # the commands when the link monitor relays them to the base
 CLOCK_OFFSET = "/fieldtest/clock_offset"
 MOCAP_POSE = "/mocap/pose"
 MOCAP_FRAMES = "/mocap/frames"
+# The Create 3's own topics that the robot-side recorder takes (the base itself stays outside a
+# secure domain; these are granted for a bridge or a base that joins it).
+BASE_TOPICS = ("/odom", "/battery_state")
+# What the ROS mocap drivers publish (mocap/ configs): mocap4r2's rigid_bodies, vrpn_mocap's and
+# mocap_optitrack's per-body poses. DDS permissions match topic names as fnmatch patterns.
+MOCAP_DRIVER_TOPICS = ("/rigid_bodies", "/vrpn_mocap/*/pose", "/*/pose", "/*/ground_pose")
 
 # The topics that cross the host-robot link, as (topic, publishing role, subscribing role).
 # The robot initiates clock probes (it logs the offset samples), the host answers them.
 LINK_FLOWS: tuple[tuple[str, str, str], ...] = (
     (CMD_VEL, "host", "robot"),
+    (RELAY_CMD_VEL, "host", "robot"),
     (CMD_STAMP, "host", "robot"),
     (CLOCK_PROBE, "robot", "host"),
     (CLOCK_PROBE_REPLY, "host", "robot"),
@@ -70,6 +78,11 @@ class EnclaveSpec:
     publish: tuple[str, ...] = ()
     subscribe: tuple[str, ...] = ()
     ros_node_defaults: bool = True  # add rosout, parameter events, clock and parameter services
+    namespaced: bool = True  # False: the mocap side, whose topics are not under the robot namespace
+    nodes_at_root: bool = False  # nodes started without the namespace (ros2 bag record)
+
+    def node_namespace(self, namespace: str) -> str:
+        return namespace if self.namespaced and not self.nodes_at_root else ""
 
 
 def _both_ways(*topics: str) -> dict[str, tuple[str, ...]]:
@@ -80,9 +93,9 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     EnclaveSpec(
         "/fieldtest/host",
         "host",
-        "square driver: publishes /cmd_vel, answers clock probes",
+        "square driver: publishes /cmd_vel (or /fieldtest/cmd_vel to a relay), answers clock probes",
         nodes=("square_driver",),
-        publish=(CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
+        publish=(CMD_VEL, RELAY_CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
         subscribe=(CLOCK_PROBE,),
     ),
     EnclaveSpec(
@@ -91,7 +104,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "link monitor: receives /cmd_vel, sends clock probes, reports receipts",
         nodes=("link_monitor",),
         publish=(CLOCK_PROBE, CMD_RECEIPTS, CLOCK_OFFSET),
-        subscribe=(CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
+        subscribe=(CMD_VEL, RELAY_CMD_VEL, CMD_STAMP, CLOCK_PROBE_REPLY),
     ),
     # The bridges relay the link topics between a local DDS graph and Zenoh/MQTT in both
     # directions, so each needs both rights on every link topic.
@@ -112,9 +125,28 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     EnclaveSpec(
         "/fieldtest/mocap",
         "mocap",
-        "OptiTrack NatNet relay: publishes the tracked pose and frame log",
+        "mocap relay: records a ROS mocap driver's poses (and may republish them)",
         nodes=("mocap_relay",),
         publish=(MOCAP_POSE, MOCAP_FRAMES),
+        subscribe=MOCAP_DRIVER_TOPICS,
+        namespaced=False,
+    ),
+    EnclaveSpec(
+        "/fieldtest/mocap_driver",
+        "mocap_driver",
+        "ROS mocap driver (mocap4r2_optitrack_driver, vrpn_mocap, mocap_optitrack) in a secure domain",
+        nodes=("mocap4r2_optitrack_driver_node", "vrpn_mocap_client_node", "mocap_node"),
+        publish=MOCAP_DRIVER_TOPICS,
+        namespaced=False,
+    ),
+    # ros2 bag record on either side (ROS_SECURITY_ENCLAVE_OVERRIDE: its CLI has no --enclave).
+    EnclaveSpec(
+        "/fieldtest/recorder",
+        "recorder",
+        "ros2 bag record of the trial topics on host or robot",
+        nodes=("rosbag2_recorder",),
+        nodes_at_root=True,
+        subscribe=(*LINK_TOPICS, CMD_RECEIPTS, CLOCK_OFFSET, MOCAP_POSE, MOCAP_FRAMES, *BASE_TOPICS),
     ),
 )
 
@@ -155,8 +187,16 @@ class Grants:
     subscribe: set[str] = field(default_factory=set)
 
 
+def _policy_name(spec: EnclaveSpec, topic: str, namespace: str) -> str:
+    """SROS2 policy names: relative ones resolve under the profile's namespace, absolute ones stay."""
+    if spec.node_namespace(namespace) == namespace and spec.namespaced:
+        return topic.lstrip("/")
+    return trial_topic(namespace if spec.namespaced else "", topic)
+
+
 def dds_grants(spec: EnclaveSpec, namespace: str = "") -> Grants:
     grants = Grants()
+    namespace = namespace if spec.namespaced else ""
     grants.publish |= {"rt" + trial_topic(namespace, t) for t in spec.publish}
     grants.subscribe |= {"rt" + trial_topic(namespace, t) for t in spec.subscribe}
     if spec.ros_node_defaults:
@@ -164,7 +204,7 @@ def dds_grants(spec: EnclaveSpec, namespace: str = "") -> Grants:
         grants.subscribe |= {"rt" + t for t in ROS_GLOBAL_SUBSCRIBE}
         for node in spec.nodes:
             for service in ROS_NODE_SERVICES:
-                name = ros_name(namespace, node + "/" + service[1:])
+                name = ros_name(spec.node_namespace(namespace), node + "/" + service[1:])
                 # request and reply both allowed, as in SROS2's common parameters profile
                 pair = {f"rq{name}Request", f"rr{name}Reply"}
                 grants.publish |= pair
@@ -233,17 +273,17 @@ def policy_xml(specs: tuple[EnclaveSpec, ...], namespace: str = "") -> str:
     """An SROS2 policy file (format 0.2.0) with the same rights, for ``ros2 security`` tools."""
     root = ET.Element("policy", version="0.2.0")
     enclaves = _sub(root, "enclaves")
-    ns = "/" + namespace.strip("/") if namespace.strip("/") else "/"
     for spec in specs:
         enclave = _sub(enclaves, "enclave")
         enclave.set("path", spec.path)
         profiles = _sub(enclave, "profiles")
+        node_ns = spec.node_namespace(namespace).strip("/")
         for node in spec.nodes or ("fieldtest",):
             profile = _sub(profiles, "profile")
-            profile.set("ns", ns)
+            profile.set("ns", "/" + node_ns if node_ns else "/")
             profile.set("node", node)
-            _policy_topics(profile, "publish", [t.lstrip("/") for t in spec.publish])
-            _policy_topics(profile, "subscribe", [t.lstrip("/") for t in spec.subscribe])
+            _policy_topics(profile, "publish", [_policy_name(spec, t, namespace) for t in spec.publish])
+            _policy_topics(profile, "subscribe", [_policy_name(spec, t, namespace) for t in spec.subscribe])
             if spec.ros_node_defaults:
                 _policy_topics(profile, "publish", list(ROS_GLOBAL_PUBLISH))
                 _policy_topics(profile, "subscribe", list(ROS_GLOBAL_SUBSCRIBE))

@@ -9,8 +9,8 @@ Parameters (set by robot.launch.py):
   relay_topic (str)        the base's command topic, relative to the namespace (default cmd_vel)
   relay_type (str)         twist or twist_stamped: what the base (or create3_republisher) expects
   relay_silence_s (float)  send a zero command after this long without a command (< the base's 0.5 s)
-  relay_plain_context (bool)  publish the relay from a second, non-secure ROS context (the Create 3
-                           cannot join an SROS2 domain)
+  base_plain_context (bool)   talk to the base (relay, battery) from a second, non-secure ROS
+                           context: the Create 3 cannot join an SROS2 domain
   relay_domain_id (int)    domain of that context; -1 = ROS_DOMAIN_ID
   battery_topic (str)      sensor_msgs/BatteryState topic, reported in robot_status.json for pre-flight
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     relay_topic = "/" + _declare(node, "relay_topic", "cmd_vel").strip("/")
     relay_type = _declare(node, "relay_type", cmd_type)
     relay_silence_s = float(_declare(node, "relay_silence_s", 0.3))
-    relay_plain = bool(_declare(node, "relay_plain_context", False))
+    base_plain = bool(_declare(node, "base_plain_context", False))
     relay_domain_id = int(_declare(node, "relay_domain_id", -1))
     battery_topic = _declare(node, "battery_topic", "battery_state")
     for unused in ("plan", "middleware", "security"):
@@ -106,15 +106,16 @@ def main(argv: list[str] | None = None) -> int:
     def on_battery(msg) -> None:
         extra_status["battery_percentage"] = float(msg.percentage)
 
-    node.create_subscription(
+    relay_node = relay_context = None
+    if base_plain:
+        relay_node, relay_context = _plain_relay_node(namespace, relay_domain_id)
+    base_node = relay_node or node
+    base_node.create_subscription(
         message_class("sensor_msgs/msg/BatteryState"), battery_topic, on_battery, qos_profile_sensor_data
     )
-    relay_node = relay_context = None
     relay_fn = None
     if relay:
-        if relay_plain:
-            relay_node, relay_context = _plain_relay_node(namespace, relay_domain_id)
-        relay_transport = RclpyTransport(relay_node or node, namespace, "default")
+        relay_transport = RclpyTransport(base_node, namespace, "default")
         relay_fn = _relay_function(
             relay_transport, relay_topic, relay_type, lambda: node.get_clock().now().nanoseconds
         )
@@ -123,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             f"zero after {relay_silence_s:g} s of silence"
         )
     executor, spinner = spin_in_background(node)
+    # The plain context has its own executor: its battery subscription must be served too.
+    base_spin = spin_in_background(relay_node, relay_context) if relay_node is not None else None
     with stop_on_signals() as stop:
         monitor = LabLinkMonitor(
             request, Path(trial_dir), transport=transport, relay=relay_fn, relay_silence_s=relay_silence_s
@@ -137,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"received {status['received']} commands, missing {status['missing_in_range']}, "
                 f"clock offset {status['clock_offset_s']} s"
             )
-    executor.shutdown(timeout_sec=1.0)
-    spinner.join(timeout=1.0)
+    for spun_executor, thread in [(executor, spinner), *([base_spin] if base_spin else [])]:
+        spun_executor.shutdown(timeout_sec=1.0)
+        thread.join(timeout=1.0)
     if relay_node is not None:
         relay_node.destroy_node()
         rclpy.try_shutdown(context=relay_context)
