@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import heapq
 import ipaddress
+import json
 import logging
 import os
 import re
@@ -324,6 +325,7 @@ class Topology:
             for node in nodes:
                 link_profile = self.profile if node in wireless else self.wired_profile
                 self._build_node(node, str(next(hosts)), f"p{len(self.links)}", link_profile, subnet)
+            self._pin_neighbours()
         except BaseException:
             self.close()
             raise
@@ -374,6 +376,20 @@ class Topology:
             link.forwarder = LinkForwarder(ns, IFACE, self.switch_ns, port, seed=self._link_seed(node))
         if profile is not None:
             self._apply(link, profile)
+
+    def _pin_neighbours(self) -> None:
+        """Permanent ARP entries between the nodes: the first packets of a trial must not wait for
+        an ARP exchange that an emulated lossy or slow link (or a forwarder still starting) delays
+        by a 1 s retransmission."""
+        macs = {}
+        for node, link in self.links.items():
+            info = json.loads(_ip("-n", link.namespace, "-j", "link", "show", IFACE).stdout)
+            macs[node] = info[0]["address"]
+        for node, link in self.links.items():
+            for other, peer in self.links.items():
+                if other != node:
+                    _ip("-n", link.namespace, "neigh", "replace", peer.address, "lladdr", macs[other],
+                        "dev", IFACE, "nud", "permanent")  # fmt: skip
 
     def _link_seed(self, node: str) -> int | None:
         return None if self.seed is None else self.seed * 1000 + list(self.links).index(node)
