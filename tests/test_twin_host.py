@@ -118,3 +118,30 @@ def test_outcome_updates_from_two_processes_do_not_lose_each_other(tmp_path: Pat
         thread.join()
     assert read_trial(tmp_path).outcome.started_ns == {f"p{i}": i for i in range(8)}
     assert update_outcome(tmp_path / "nowhere", lambda o: None) is False
+
+
+def test_a_middleware_that_hangs_on_close_does_not_hold_the_shutdown(capsys):
+    import threading as _threading
+    import time as _time
+
+    from fieldtest.twin.common import close_transport
+
+    released = _threading.Event()
+
+    class Hanging:
+        def close(self):
+            released.wait(10)
+
+    class Closing:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    start = _time.monotonic()
+    assert close_transport(Hanging(), "robot", timeout_s=0.2) is False
+    assert _time.monotonic() - start < 2.0
+    assert "WARNING robot: the middleware did not close within 0.2 s" in capsys.readouterr().out
+    released.set()
+    fine = Closing()
+    assert close_transport(fine, "host") is True and fine.closed

@@ -142,6 +142,22 @@ def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> threading.Thread
     return thread
 
 
+TRANSPORT_CLOSE_TIMEOUT_S = 5.0
+
+
+def close_transport(transport: Any, who: str, timeout_s: float = TRANSPORT_CLOSE_TIMEOUT_S) -> bool:
+    """Leave the link, giving up after ``timeout_s``: a middleware that hangs on close must not keep
+    the process from closing its bag and status. False (and a warning line) if it hung; the caller
+    then ends with ``os._exit`` after its own shutdown, as the hung library threads may block exit."""
+    closer = threading.Thread(target=transport.close, name=f"{who}-transport-close", daemon=True)
+    closer.start()
+    closer.join(timeout_s)
+    if closer.is_alive():
+        say(f"WARNING {who}: the middleware did not close within {timeout_s:g} s; recording kept")
+        return False
+    return True
+
+
 def say(line: str) -> None:
     """One status line on stdout, flushed at once (the runner watches the process log)."""
     print(line, flush=True)

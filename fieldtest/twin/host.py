@@ -47,6 +47,7 @@ from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
     TwinConfigError,
+    close_transport,
     load_request,
     say,
     signal_exit_code,
@@ -145,6 +146,7 @@ class HostStreamer:
         self.first_probe_ns: int | None = None
         warm_up_codecs(rosmsg.TWIST_STAMPED, rosmsg.TWIST, rosmsg.HEADER, rosmsg.CLOCK_PROBE)
         self.transport = transport or open_transport(request.transport, "host")
+        self.transport_hung = False
         try:
             self.bag = BagWriter(trial_dir / HOST_BAG, background=True)
         except BaseException:
@@ -227,7 +229,7 @@ class HostStreamer:
         try:
             if self.result.burst_sent:
                 time.sleep(LINGER_S)
-            self.transport.close()
+            self.transport_hung = not close_transport(self.transport, "host")
         finally:
             self.bag.close()
         status = {
@@ -319,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if code == EXIT_NO_ROBOT:
         print(f"twin host: no robot on the link within {args.link_timeout_s:g} s", file=sys.stderr)
+    if host.transport_hung:  # the middleware's own threads may block interpreter exit
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     return code
 
 

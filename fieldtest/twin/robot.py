@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import threading
 from collections import deque
@@ -46,6 +47,7 @@ from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
     TwinConfigError,
+    close_transport,
     load_request,
     say,
     stop_on_signals,
@@ -175,6 +177,7 @@ class TwinRobot:
         self._watchdog_reported = 0
         warm_up_codecs(*_CODECS)
         self.transport = transport or open_transport(request.transport, "robot")
+        self.transport_hung = False
         try:
             self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True)
         except BaseException:
@@ -313,7 +316,7 @@ class TwinRobot:
     def close(self) -> dict[str, Any]:
         """Leave the link, close the bag, write the status; safe to call twice."""
         try:
-            self.transport.close()
+            self.transport_hung = not close_transport(self.transport, "robot")
         finally:
             with self._lock:
                 self.model.advance_to(self._model_t(self.clock.now_ns()))
@@ -400,6 +403,9 @@ def main(argv: list[str] | None = None) -> int:
         f"missing={status['missing_in_range']} offset_s={status['clock_offset_s']} "
         f"watchdog_stops={len(status['watchdog_stops_ns'])}"
     )
+    if robot.transport_hung:  # the middleware's own threads may block interpreter exit
+        sys.stdout.flush()
+        os._exit(0)
     return 0
 
 
