@@ -128,7 +128,9 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         return NodeSpec(
             ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
         )
-    return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [])
+    return NodeSpec(
+        ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
+    )
 
 
 def _base_outside_domain(cfg: LabLaunch) -> bool:
