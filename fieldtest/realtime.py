@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 REALTIME_PRIORITY = 10
 REALTIME_ENV = "FIELDTEST_REALTIME"  # "0" turns the real-time scheduling attempt off
@@ -23,3 +25,27 @@ def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
     except (PermissionError, OSError):
         return False
     return True
+
+
+@contextlib.contextmanager
+def thread_priority(priority: int) -> Iterator[None]:
+    """Raise only the calling thread to SCHED_FIFO ``priority`` for the block, if the process already
+    runs real-time (``try_realtime`` granted); otherwise leave it as it is.
+
+    The twin host's send loop uses it: the whole process at FIFO 10 beside the other twin processes
+    still let ticks wait behind them under load (p99 0.5 ms at 20 Hz). On Linux, pid 0 means the
+    calling thread.
+    """
+    try:
+        before = os.sched_getscheduler(0), os.sched_getparam(0)
+        if before[0] != os.SCHED_FIFO:  # real-time was refused or turned off (FIELDTEST_REALTIME=0)
+            raise PermissionError
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (AttributeError, PermissionError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(0, before[0], before[1])

@@ -11,7 +11,7 @@ from fieldtest import rosmsg
 from fieldtest.plan import Schedule, SquarePlan
 from fieldtest.record import TrialRecord, TrialRequest, read_trial, write_trial
 from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import TwinConfigError, load_request, update_outcome
+from fieldtest.twin.common import TwinConfigError, close_transport, load_request, update_outcome
 from fieldtest.twin.host import emit_schedule
 from fieldtest.twin.robot import Arrival, ArrivalPairer
 
@@ -121,12 +121,7 @@ def test_outcome_updates_from_two_processes_do_not_lose_each_other(tmp_path: Pat
 
 
 def test_a_middleware_that_hangs_on_close_does_not_hold_the_shutdown(capsys):
-    import threading as _threading
-    import time as _time
-
-    from fieldtest.twin.common import close_transport
-
-    released = _threading.Event()
+    released = threading.Event()
 
     class Hanging:
         def close(self):
@@ -138,9 +133,9 @@ def test_a_middleware_that_hangs_on_close_does_not_hold_the_shutdown(capsys):
         def close(self):
             self.closed = True
 
-    start = _time.monotonic()
+    start = time.monotonic()
     assert close_transport(Hanging(), "robot", timeout_s=0.2) is False
-    assert _time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 2.0
     assert "WARNING robot: the middleware did not close within 0.2 s" in capsys.readouterr().out
     released.set()
     fine = Closing()

@@ -41,13 +41,11 @@ from fieldtest.record.trial import (
     CLOCK_PROBE_TOPIC,
     RECEIPTS_TOPIC,
 )
+from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
 from fieldtest.transport.base import full_topic
 
 CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"
-BATTERY_TOPIC = "/battery_state"
-ODOM_TOPIC = "/odom"
-RECORDER_ENCLAVE = "/fieldtest/recorder"
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
 MOSQUITTO = "mosquitto"
@@ -420,7 +418,7 @@ def recorded_topics(cfg: LabLaunch) -> list[str]:
     """What ``ros2 bag record`` takes on this side (the kit's own bags are written by the nodes)."""
     topics = [t.topic for t in link_topics(cfg)]
     if cfg.role == "robot":
-        topics += [RECEIPTS_TOPIC, CLOCK_OFFSET_TOPIC, ODOM_TOPIC, BATTERY_TOPIC]
+        topics += [RECEIPTS_TOPIC, CLOCK_OFFSET_TOPIC, *BASE_TOPICS]
         if cfg.relay:
             topics.append("/cmd_vel")
     return [ros_topic(cfg, t) for t in dict.fromkeys(topics)]
@@ -440,7 +438,9 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
 
 def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
     """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable."""
-    return {"ROS_SECURITY_ENCLAVE_OVERRIDE": RECORDER_ENCLAVE} if dds_security_enabled(cfg) else {}
+    return (
+        {"ROS_SECURITY_ENCLAVE_OVERRIDE": kit_enclave("recorder").path} if dds_security_enabled(cfg) else {}
+    )
 
 
 # --------------------------------------------------------------------------------------- overview

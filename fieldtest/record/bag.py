@@ -51,6 +51,7 @@ class BagWriter:
         self._flush_interval_s = flush_interval_s
         self._last_flush = time.monotonic()
         self._closed = False
+        self._close_lock = threading.Lock()
         # background: a writer thread does the file work, so a slow disk never delays the caller
         # (the twin's physics loop, a middleware callback stamping a receive time).
         self._queue: queue.Queue | None = queue.Queue() if background else None
@@ -128,9 +129,10 @@ class BagWriter:
         self._last_flush = time.monotonic()
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        with self._close_lock:  # not self._lock: the writer thread needs that one to drain
+            if self._closed:
+                return
+            self._closed = True
         if self._queue is not None and self._thread is not None:
             self._queue.put(None)
             self._thread.join()

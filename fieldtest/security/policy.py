@@ -30,7 +30,9 @@ MOCAP_POSE = "/mocap/pose"
 MOCAP_FRAMES = "/mocap/frames"
 # The Create 3's own topics that the robot-side recorder takes (the base itself stays outside a
 # secure domain; these are granted for a bridge or a base that joins it).
-BASE_TOPICS = ("/odom", "/battery_state")
+BASE_ODOM = "/odom"
+BASE_BATTERY = "/battery_state"
+BASE_TOPICS = (BASE_ODOM, BASE_BATTERY)
 # What the ROS mocap drivers publish (mocap/ configs): mocap4r2's rigid_bodies, vrpn_mocap's and
 # mocap_optitrack's per-body poses. DDS permissions match topic names as fnmatch patterns.
 MOCAP_DRIVER_TOPICS = ("/rigid_bodies", "/vrpn_mocap/*/pose", "/*/pose", "/*/ground_pose")
@@ -189,7 +191,7 @@ class Grants:
 
 def _policy_name(spec: EnclaveSpec, topic: str, namespace: str) -> str:
     """SROS2 policy names: relative ones resolve under the profile's namespace, absolute ones stay."""
-    if spec.node_namespace(namespace) == namespace and spec.namespaced:
+    if spec.namespaced and not spec.nodes_at_root:
         return topic.lstrip("/")
     return trial_topic(namespace if spec.namespaced else "", topic)
 

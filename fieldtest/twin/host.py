@@ -18,7 +18,6 @@ completed, 128 + signal number when stopped by a signal, 3 when the robot never 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 import threading
@@ -31,7 +30,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeResponder
 from fieldtest.plan import Schedule
-from fieldtest.realtime import try_realtime
+from fieldtest.realtime import thread_priority, try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
@@ -69,31 +68,7 @@ STATUS_FILE = "host_status.json"
 EXIT_NO_ROBOT = 3
 
 SendFn = Callable[[int, float, float], int]
-
-
 EMISSION_PRIORITY = 50  # above the other twin processes (FIFO 10): the send loop must win its core
-
-
-@contextlib.contextmanager
-def _emission_priority():
-    """Raise only this thread (the send loop) above the rest while it streams, if allowed.
-
-    The whole process already runs at FIFO 10 beside the other twin processes; ticks then waited
-    behind them under load (p99 0.5 ms at 20 Hz). On Linux, pid 0 means the calling thread.
-    """
-    try:
-        before = os.sched_getscheduler(0), os.sched_getparam(0)
-        if before[0] != os.SCHED_FIFO:  # real-time was refused or turned off (FIELDTEST_REALTIME=0)
-            raise PermissionError
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(EMISSION_PRIORITY))
-    except (AttributeError, PermissionError, OSError):
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, before[0], before[1])
 
 
 def emit_schedule(
@@ -206,7 +181,7 @@ class HostStreamer:
         result.start_ns = self.clock.now_ns() + round(STREAM_LEAD_S * 1e9)
         update_outcome(self.trial_dir, lambda o: setattr(o, "stream_start_ns", result.start_ns))
         say(f"STREAM start_ns={result.start_ns} ticks={len(schedule.seq)}")
-        with _emission_priority():
+        with thread_priority(EMISSION_PRIORITY):
             result.plan_sent = emit_schedule(self.clock, result.start_ns, schedule, self.send_command, stop)
         result.completed = result.plan_sent == len(schedule.seq)
         result.end = "completed" if result.completed else "stopped"

@@ -30,8 +30,9 @@ def _declare(node, name: str, default):
     return node.declare_parameter(name, default).value
 
 
-def _plain_relay_node(namespace: str, domain_id: int):
-    """A node in a second context created with ROS security off (the base is not an SROS2 member)."""
+def _plain_base_node(namespace: str, domain_id: int):
+    """A node in a second context created with ROS security off (the base is not an SROS2 member):
+    the relay and the battery reading talk to the base through it."""
     import rclpy
     from rclpy.context import Context
 
@@ -106,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     def on_battery(msg) -> None:
         extra_status["battery_percentage"] = float(msg.percentage)
 
-    relay_node = relay_context = None
+    base_plain_node = base_context = None
     if base_plain:
-        relay_node, relay_context = _plain_relay_node(namespace, relay_domain_id)
-    base_node = relay_node or node
+        base_plain_node, base_context = _plain_base_node(namespace, relay_domain_id)
+    base_node = base_plain_node or node
     base_node.create_subscription(
         message_class("sensor_msgs/msg/BatteryState"), battery_topic, on_battery, qos_profile_sensor_data
     )
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     executor, spinner = spin_in_background(node)
     # The plain context has its own executor: its battery subscription must be served too.
-    base_spin = spin_in_background(relay_node, relay_context) if relay_node is not None else None
+    base_spin = spin_in_background(base_plain_node, base_context) if base_plain_node is not None else None
     with stop_on_signals() as stop:
         monitor = LabLinkMonitor(
             request, Path(trial_dir), transport=transport, relay=relay_fn, relay_silence_s=relay_silence_s
@@ -143,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     for spun_executor, thread in [(executor, spinner), *([base_spin] if base_spin else [])]:
         spun_executor.shutdown(timeout_sec=1.0)
         thread.join(timeout=1.0)
-    if relay_node is not None:
-        relay_node.destroy_node()
-        rclpy.try_shutdown(context=relay_context)
+    if base_plain_node is not None:
+        base_plain_node.destroy_node()
+        rclpy.try_shutdown(context=base_context)
     node.destroy_node()
     rclpy.try_shutdown()
     return 0
