@@ -2,7 +2,9 @@
 
 The initiator (the robot, which needs the offset to correct its latency log) sends a probe with
 t1 (its clock); the responder (the host) stamps t2 on receipt and t3 on reply (its clock); the
-initiator stamps t4 when the reply arrives. Then
+initiator stamps t4 when the reply arrives. Each stamp is taken as close to the wire as the
+transport allows (``fieldtest.transport.base.stamped_publisher`` / ``timed_subscribe``): Python's
+own wake-up and send costs on the four legs are not symmetric and would bias the offset. Then
 
     offset = ((t2 - t1) + (t3 - t4)) / 2     responder clock minus initiator clock
     delay  = (t4 - t1) - (t3 - t2)           round trip without the responder's own time
@@ -10,7 +12,7 @@ initiator stamps t4 when the reply arrives. Then
 The offset error is at most delay / 2 (when all of the delay sits on one side), so the estimate
 used is the offset of the minimum-delay probe among the latest ``window`` ones: the window lets
 the estimate follow slowly drifting clocks through a long trial. The twin processes and the lab's
-rclpy nodes wrap the same ``ProbeInitiator`` / ``ProbeResponder`` in their own messages.
+rclpy nodes wrap the same ``ProbeInitiator`` in their own messages.
 """
 
 from __future__ import annotations
@@ -135,15 +137,21 @@ class ProbeInitiator:
 
     def make_probe(self, now_ns: int) -> tuple[int, int]:
         """Register a probe sent now; returns (id, t1_ns) to put in the message."""
+        return self.send_probe(lambda _probe_id: now_ns)
+
+    def send_probe(self, send: Callable[[int], int]) -> tuple[int, int]:
+        """Send a probe: ``send(probe_id)`` publishes it and returns the t1 it carries (stamped as
+        it went out). A reply is not taken before its probe is registered (same lock)."""
         with self._lock:
             probe_id = self.sent & 0xFFFFFFFF  # uint32 on the wire
+            t1_ns = send(probe_id)
             self.sent += 1
-            self._outstanding[probe_id] = now_ns
+            self._outstanding[probe_id] = t1_ns
             for old_id, t1 in list(self._outstanding.items()):
-                if now_ns - t1 > self.timeout_ns:
+                if t1_ns - t1 > self.timeout_ns:
                     del self._outstanding[old_id]
-            self._last_sent_ns = now_ns
-            return probe_id, now_ns
+            self._last_sent_ns = t1_ns
+            return probe_id, t1_ns
 
     def on_reply(self, probe_id: int, t1_ns: int, t2_ns: int, t3_ns: int, t4_ns: int) -> ProbeSample | None:
         """Take a reply received at ``t4_ns``; returns the completed sample, None if ignored."""
@@ -171,17 +179,3 @@ class ProbeInitiator:
     @property
     def completed(self) -> int:
         return len(self.samples)
-
-
-class ProbeResponder:
-    """The answering side: stamp t2 on receipt, t3 just before the reply goes out."""
-
-    def __init__(self) -> None:
-        self.answered = 0
-
-    def answer(
-        self, probe_id: int, t1_ns: int, t2_ns: int, now_ns: Callable[[], int]
-    ) -> tuple[int, int, int, int]:
-        """(id, t1, t2, t3) for the reply; ``now_ns`` is the clock function read for t3."""
-        self.answered += 1
-        return probe_id, t1_ns, t2_ns, now_ns()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import functools
 import math
+import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,36 @@ def time_msg(ns: int):
 
 def ns_of(time) -> int:
     return int(time.sec) * 1_000_000_000 + int(time.nanosec)
+
+
+@dataclass(frozen=True)
+class TimeField:
+    """A builtin_interfaces/Time field of a message type: its attribute path, and its byte offset in
+    the type's CDR (encapsulation header included), where a transport stamps serialized bytes at
+    the last moment before sending. ``tests/test_rosmsg.py`` checks each offset against rosbags."""
+
+    typename: str
+    path: tuple[str, ...]
+    offset: int
+
+    def set(self, msg: Any, ns: int) -> None:
+        owner = msg
+        for name in self.path[:-1]:
+            owner = getattr(owner, name)
+        setattr(owner, self.path[-1], time_msg(ns))
+
+    def patch(self, data: bytearray, ns: int) -> None:
+        """Write ``ns`` into little-endian CDR ``data`` (as rosbags serializes on this machine)."""
+        if not data[1] & 1:
+            raise ValueError(f"{self.typename}: cannot stamp big-endian CDR")
+        sec, nanosec = divmod(int(ns), 1_000_000_000)
+        struct.pack_into("<iI", data, self.offset, sec, nanosec)
+
+
+# Where transports stamp the send time of what the twin measures (offsets: 4-byte CDR header first).
+COMMAND_SENT = TimeField(TWIST_STAMPED, ("header", "stamp"), 4)
+PROBE_T1 = TimeField(CLOCK_PROBE, ("t1",), 8)  # after uint32 id
+PROBE_T3 = TimeField(CLOCK_PROBE, ("t3",), 24)
 
 
 def header(stamp_ns: int, frame_id: str = ""):

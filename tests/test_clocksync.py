@@ -8,7 +8,6 @@ import pytest
 from fieldtest.clocksync import (
     MinDelayFilter,
     ProbeInitiator,
-    ProbeResponder,
     ProbeSample,
     best_offset,
     offset_and_delay,
@@ -103,7 +102,6 @@ def test_estimate_with_random_asymmetric_delays_is_within_half_the_best_round_tr
     rng = random.Random(3)
     true_offset = -7 * S + 123_456
     init = ProbeInitiator(burst=10, window=16)
-    responder = ProbeResponder()
     now = 1_000 * S
     delays = []
     for _ in range(40):
@@ -111,11 +109,21 @@ def test_estimate_with_random_asymmetric_delays_is_within_half_the_best_round_tr
         out, back = rng.randint(200_000, 20 * MS), rng.randint(200_000, 20 * MS)
         delays.append((out + back) / S)
         t2 = t1 + out + true_offset
-        _, _, _, t3 = responder.answer(probe_id, t1, t2, lambda t2=t2: t2 + 50_000)
+        t3 = t2 + 50_000  # the responder's hold time
         init.on_reply(probe_id, t1, t2, t3, t3 - true_offset + back)
         now = init.next_due_ns()
     error = abs(init.offset_s - true_offset / S)
     print(f"offset error {error * 1e6:.1f} us with best round trip {init.delay_s * 1e3:.2f} ms")
     assert error <= init.delay_s / 2 + 1e-9
     assert init.delay_s == pytest.approx(min(delays[-16:]))  # the window's best (hold time excluded)
-    assert responder.answered == 40
+    assert init.completed == 40
+
+
+def test_send_probe_registers_the_t1_the_sender_stamped():
+    init = ProbeInitiator()
+    probe_id, t1 = init.send_probe(lambda pid: 5 * S + pid)  # the transport's stamp, not "now"
+    assert (probe_id, t1) == (0, 5 * S)
+    assert init.next_due_ns() == t1 + init.burst_interval_ns
+    assert init.on_reply(probe_id, t1 - 1, t1 + MS, t1 + 2 * MS, t1 + 3 * MS) is None  # t1 must match
+    sample = init.on_reply(probe_id, t1, t1 + MS, t1 + 2 * MS, t1 + 3 * MS)
+    assert sample is not None and sample.delay_s == pytest.approx(2e-3)

@@ -43,4 +43,6 @@ fi
 "$VENV/bin/python" -m pip install -q -e ".[dev]"
 # the userspace link emulator (used when the kernel has no netem); otherwise built on first use
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
+# the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
+"$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
 echo "[install] ready: $VENV"

@@ -27,7 +27,15 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
-from fieldtest.transport.base import Transport, TransportConfig
+from fieldtest.rosmsg import TimeField
+from fieldtest.transport.base import (
+    TimedCallback,
+    TimeSource,
+    Transport,
+    TransportConfig,
+    stamped_publisher,
+    timed_subscribe,
+)
 from fieldtest.twin.common import write_status
 from fieldtest.twin.host import EXIT_NO_ROBOT, LINK_TIMEOUT_S, HostStreamer
 
@@ -64,6 +72,14 @@ class RemappedTransport:
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
         self.inner.subscribe(self._name(topic), typename, callback)
+
+    def stamped_publisher(
+        self, topic: str, typename: str, stamp: TimeField, clock: TimeSource
+    ) -> Callable[[Any], int]:
+        return stamped_publisher(self.inner, self._name(topic), typename, stamp, clock)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        timed_subscribe(self.inner, self._name(topic), typename, callback, clock)
 
     def wait_matched(self, topic: str, timeout_s: float) -> bool | None:
         for name in ("wait_matched", "wait_for_match"):
@@ -106,9 +122,9 @@ class LabDriver(HostStreamer):
         super().__init__(request, trial_dir, transport=transport)
 
     # Probes: remember when the robot last spoke ------------------------------------------
-    def _on_probe(self, msg: Any) -> None:
+    def _on_probe(self, msg: Any, t2: int) -> None:
         self.last_probe_mono = time.monotonic()
-        super()._on_probe(msg)
+        super()._on_probe(msg, t2)
 
     def probe_age_s(self) -> float | None:
         return None if self.last_probe_mono is None else time.monotonic() - self.last_probe_mono
@@ -129,7 +145,7 @@ class LabDriver(HostStreamer):
         age = self.probe_age_s()
         return {
             "state": self.state.value,
-            "probes_answered": self.responder.answered,
+            "probes_answered": self.probes_answered,
             "last_probe_age_s": None if age is None else round(age, 3),
             "stream_start_ns": self.result.start_ns,
             "plan_ticks": self.plan.n_ticks(),

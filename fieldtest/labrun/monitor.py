@@ -93,17 +93,15 @@ class LabLinkMonitor(TwinRobot):
         trial_dir.mkdir(parents=True, exist_ok=True)
         super().__init__(request, trial_dir, transport=transport, physics_hz=MONITOR_HZ)
 
-    def _apply(self, twist: Any) -> int:
-        """A command arrived: stamp it, relay it. (The twin drives its model here.)"""
-        received_ns = self.clock.now_ns()
+    def _apply(self, twist: Any, received_ns: int) -> None:
+        """A command arrived: relay it. (The twin drives its model here.)"""
         if self.relay is not None:
             self.relay.forward(twist)
-        return received_ns
 
     def step(self, tick: int) -> None:
         now = self.clock.now_ns()
         if self.probes.due(now):
-            self._send_probe(now)
+            self._send_probe()
         if self.relay is not None:
             self.relay.check()
         mono = time.monotonic()

@@ -8,14 +8,12 @@ closes and it exits, so a killed trial never leaves a forwarder behind.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import threading
 from pathlib import Path
 
+from fieldtest.cbuild import BuildError, build_c
 from fieldtest.netem.profiles import Direction, LinkProfile
 
 SOURCE = Path(__file__).with_name("linkfwd.c")
@@ -25,33 +23,12 @@ class ForwarderError(RuntimeError):
     """The forwarder could not be built, did not start, or refused a command."""
 
 
-def cache_dir() -> Path:
-    base = os.environ.get("FIELDTEST_CACHE") or os.environ.get("XDG_CACHE_HOME") or "~/.cache"
-    return Path(base).expanduser() / "fieldtest"
-
-
-def binary_path() -> Path:
-    """Where the binary for the current source lives (the name carries the source hash)."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    return cache_dir() / f"linkfwd-{digest}"
-
-
 def build_forwarder() -> Path:
     """Compile linkfwd.c unless the binary for this exact source already exists."""
-    target = binary_path()
-    if target.exists():
-        return target
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if gcc is None:
-        raise ForwarderError("the userspace link emulator needs a C compiler (apt install gcc)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".tmp{os.getpid()}")
-    cmd = [gcc, "-O2", "-Wall", "-o", str(tmp), str(SOURCE), "-lm"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise ForwarderError(f"{SOURCE}: gcc failed: {result.stderr.strip().splitlines()[-1:]}")
-    os.replace(tmp, target)  # atomic: a concurrent build never sees half a binary
-    return target
+    try:
+        return build_c(SOURCE, libs=("m",))
+    except BuildError as exc:
+        raise ForwarderError(f"the userspace link emulator cannot be built: {exc}") from None
 
 
 def direction_command(direction_name: str, d: Direction, profile: LinkProfile) -> str:

@@ -12,6 +12,9 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from fieldtest import rosmsg
+from fieldtest.rosmsg import TimeField
+
 Role = Literal["host", "robot"]
 MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
 
@@ -37,6 +40,20 @@ class TransportConfig(BaseModel):
     keystore: str = ""  # path of the keystore when security is on
 
 
+class TimeSource(Protocol):
+    """The process clock stamps are taken on (``fieldtest.twin.clock.Clock``)."""
+
+    def now_ns(self) -> int: ...
+
+    @property
+    def monotonic_base_ns(self) -> int:
+        """Add to CLOCK_MONOTONIC nanoseconds to get this clock's reading."""
+
+
+StampedPublish = Callable[[Any], int]
+TimedCallback = Callable[[Any, int], None]
+
+
 class Transport(Protocol):
     def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
         """A function that publishes one message object on ``topic``."""
@@ -53,3 +70,52 @@ def full_topic(namespace: str, topic: str) -> str:
     ns = namespace.strip("/")
     name = topic.strip("/")
     return f"/{ns}/{name}" if ns else f"/{name}"
+
+
+# A transport may also offer ``stamped_publisher`` and ``timed_subscribe`` with the signatures of the
+# two functions below, taking its stamps closer to the wire than these portable versions can.
+
+
+def stamped_publisher(
+    transport: Transport, topic: str, typename: str, stamp: TimeField, clock: TimeSource
+) -> StampedPublish:
+    """``publish(msg) -> send time``: the send time (``clock``, ns) goes into ``msg`` at ``stamp``
+    and onto the wire; where the transport can, it is read just before the middleware's send call,
+    after serialization, so the measured latency is the link's and not this process's."""
+    native = getattr(transport, "stamped_publisher", None)
+    if native is not None:
+        return native(topic, typename, stamp, clock)
+    publish = transport.publisher(topic, typename)
+
+    def publish_stamped(msg: Any) -> int:
+        sent_ns = clock.now_ns()
+        stamp.set(msg, sent_ns)
+        publish(msg)
+        return sent_ns
+
+    return publish_stamped
+
+
+def timed_subscribe(
+    transport: Transport, topic: str, typename: str, callback: TimedCallback, clock: TimeSource
+) -> None:
+    """Call ``callback(msg, arrival_ns)``; the arrival time (``clock``, ns) is read as early as the
+    transport allows: in the middleware's own thread before deserialization where it can."""
+    native = getattr(transport, "timed_subscribe", None)
+    if native is not None:
+        native(topic, typename, callback, clock)
+        return
+    transport.subscribe(topic, typename, lambda msg: callback(msg, clock.now_ns()))
+
+
+def stamp_serialized(
+    msg: Any, typename: str, stamp: TimeField, clock: TimeSource, send: Callable[[bytes], None]
+) -> int:
+    """Serialize ``msg``, then read the clock, stamp the bytes and ``send`` them at once (the
+    Python transports' stamped publish); the stamp also goes into ``msg``."""
+    data = bytearray(rosmsg.serialize(msg, typename))
+    sent_ns = clock.now_ns()
+    stamp.patch(data, sent_ns)
+    send(bytes(data))
+    stamp.set(msg, sent_ns)
+    return sent_ns

@@ -22,20 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-# The binding's own C layer: write/take already-serialized CDR (what DataWriter.write does after
-# serializing, and DataReader.take before deserializing).
-from cyclonedds._clayer import ddspy_take, ddspy_write
-from cyclonedds.core import (
-    DDS,
-    DDSException,
-    Entity,
-    GuardCondition,
-    InstanceState,
-    ReadCondition,
-    SampleState,
-    ViewState,
-    WaitSet,
-)
+# The binding's own C layer: write already-serialized CDR (what DataWriter.write does after
+# serializing).
+from cyclonedds._clayer import ddspy_write
+from cyclonedds.core import DDS, DDSException, Entity
 from cyclonedds.domain import Domain, DomainParticipant
 from cyclonedds.internal import dds_c_t
 from cyclonedds.pub import DataWriter
@@ -47,7 +37,8 @@ from cyclonedds.util import duration
 from fieldtest import rosmsg
 from fieldtest.qos import QosProfile, get_qos
 
-from .base import Role, TransportConfig, full_topic
+from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic
+from .ddsstamp import ArrivalQueue, StampLibraryError, write_stamped
 from .ros_idl import idl_class
 
 log = logging.getLogger(__name__)
@@ -57,8 +48,6 @@ ROS_TOPIC_PREFIX = "rt"  # rmw_cyclonedds: ROS topics live under "rt", services 
 # few dozen ROS processes (one participant each), so leave ample room.
 MAX_PARTICIPANT_INDEX = 100
 RELIABLE_MAX_BLOCKING_S = 0.1  # Cyclone's default; only KEEP_ALL writers ever block
-TAKE_BATCH = 64
-WAIT_FOREVER = duration(infinite=True)
 CYCLONEDDS_NS = "https://cdds.io/config"
 
 
@@ -199,8 +188,9 @@ def _matched_count(entity: Any, is_writer: bool) -> int:
 class DdsTransport:
     """One DDS participant carrying the kit's topics (see the module docstring).
 
-    Subscriptions are served by one thread per transport waiting on a WaitSet; callbacks run
-    there, one at a time.
+    Samples are taken in Cyclone's delivering thread by a C listener (``ddsstamp.c``), which
+    stamps their arrival; one thread per transport deserializes them and runs the callbacks, one
+    at a time, in arrival order.
     """
 
     def __init__(self, config: TransportConfig, role: Role) -> None:
@@ -213,7 +203,7 @@ class DdsTransport:
         self._closed = False
         self._topics: dict[str, Topic] = {}
         self._writers: list[tuple[str, DataWriter]] = []
-        self._readers: list[tuple[str, DataReader, str, Callable[[Any], None]]] = []
+        self._readers: list[tuple[str, DataReader, str, TimedCallback, TimeSource | None]] = []
         self._owned: list[Entity] = []  # every entity made under the participant, for close()
         _acquire_domain(config.domain_id, self.xml)
         try:
@@ -221,60 +211,66 @@ class DdsTransport:
         except DDSException as exc:
             _release_domain(config.domain_id)
             raise DdsError(f"cannot create a DDS participant in domain {config.domain_id}: {exc}") from None
-        # The reader thread waits on this WaitSet; the guard wakes it for close() (and keeps the
-        # WaitSet non-empty: Cyclone returns at once from waiting on an empty one).
-        self._waitset = WaitSet(self.participant)
-        self._wakeup = GuardCondition(self.participant)
-        self._waitset.attach(self._wakeup)
-        self._owned += [self._waitset, self._wakeup]
+        try:
+            self._arrivals = ArrivalQueue(base_ns=0)  # CLOCK_MONOTONIC; each subscription converts
+        except StampLibraryError as exc:
+            _delete(self.participant)
+            _release_domain(config.domain_id)
+            raise DdsError(str(exc)) from None
         self._thread = threading.Thread(target=self._serve_readers, name=f"dds-{role}-readers", daemon=True)
         self._thread.start()
 
     # -- Transport protocol --
 
     def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
-        name = dds_topic_name(self.config.namespace, topic)
-        with self._lock:
-            self._check_open()
-            writer = DataWriter(self.participant, self._topic(name, typename), qos=self.qos)
-            self._writers.append((name, writer))
-            self._owned.append(writer)
-        ref = writer._ref
+        name, ref = self._writer(topic, typename)
 
         def publish(msg: Any) -> None:
             if self._closed:
                 raise DdsError(f"DDS transport is closed; cannot publish on {name}")
-            data = rosmsg.serialize(msg, typename)
-            ret = ddspy_write(ref, data.ljust((len(data) + 3) & ~3, b"\0"))  # Cyclone pads to 4
-            if ret < 0:
-                # A KEEP_ALL reliable writer whose readers stopped acknowledging times out: the
-                # command is lost like on any lossy link, so count it rather than stop the caller.
-                self.write_failures += 1
-                log.warning("DDS write on %s failed (%s); %d failures", name, ret, self.write_failures)
+            self._check_write(ddspy_write(ref, _padded(rosmsg.serialize(msg, typename))), name)
+
+        return publish
+
+    def stamped_publisher(
+        self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
+    ) -> Callable[[Any], int]:
+        """The clock is read in C right before ``dds_write`` (after serialization; the GIL is free)."""
+        name, ref = self._writer(topic, typename)
+
+        def publish(msg: Any) -> int:
+            if self._closed:
+                raise DdsError(f"DDS transport is closed; cannot publish on {name}")
+            data = _padded(rosmsg.serialize(msg, typename))
+            ret, sent_ns = write_stamped(ref, data, stamp.offset, clock.monotonic_base_ns)
+            self._check_write(ret, name)
+            stamp.set(msg, sent_ns)
+            return sent_ns
 
         return publish
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        name = dds_topic_name(self.config.namespace, topic)
-        with self._lock:
-            self._check_open()
-            reader = DataReader(self.participant, self._topic(name, typename), qos=self.qos)
-            self._readers.append((name, reader, typename, callback))
-            condition = ReadCondition(reader, SampleState.Any | ViewState.Any | InstanceState.Any)
-            self._owned += [reader, condition]
-            self._waitset.attach(condition)
+        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), None)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        """The arrival is stamped in Cyclone's thread that makes the sample available to the reader."""
+        self._subscribe(topic, typename, callback, clock)
 
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-        self._wakeup.set(True)
-        if threading.current_thread() is not self._thread:
+        self._arrivals.wake()
+        joined = threading.current_thread() is self._thread
+        if not joined:
             self._thread.join(timeout=5.0)
+            joined = not self._thread.is_alive()
         _delete(self.participant)  # deletes everything it owns; forget their Python wrappers too
         for entity in self._owned:
             _forget(entity)
+        if joined:  # the readers are gone (Cyclone waited for their listeners); nobody waits on it
+            self._arrivals.free()
         self._owned.clear()
         self._writers.clear()
         self._readers.clear()
@@ -318,35 +314,58 @@ class DdsTransport:
             self._owned.append(self._topics[name])
         return self._topics[name]
 
+    def _writer(self, topic: str, typename: str) -> tuple[str, int]:
+        name = dds_topic_name(self.config.namespace, topic)
+        with self._lock:
+            self._check_open()
+            writer = DataWriter(self.participant, self._topic(name, typename), qos=self.qos)
+            self._writers.append((name, writer))
+            self._owned.append(writer)
+        return name, writer._ref
+
+    def _check_write(self, ret: int, name: str) -> None:
+        if ret < 0:
+            # A KEEP_ALL reliable writer whose readers stopped acknowledging times out: the
+            # command is lost like on any lossy link, so count it rather than stop the caller.
+            self.write_failures += 1
+            log.warning("DDS write on %s failed (%s); %d failures", name, ret, self.write_failures)
+
+    def _subscribe(
+        self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource | None
+    ) -> None:
+        name = dds_topic_name(self.config.namespace, topic)
+        with self._lock:
+            self._check_open()
+            reader = DataReader(self.participant, self._topic(name, typename), qos=self.qos)
+            self._owned.append(reader)
+            self._readers.append((name, reader, typename, callback, clock))
+            ret = self._arrivals.attach(reader._ref, len(self._readers) - 1)
+        if ret < 0:
+            raise DdsError(f"cannot listen on {name} ({ret})")
+
     def _serve_readers(self) -> None:
         while not self._closed:
-            try:
-                self._waitset.wait(WAIT_FOREVER)
-            except DDSException:
-                if self._closed:  # close() gave up waiting for a stuck callback and deleted it
-                    return
-                raise
-            with self._lock:
-                readers = [] if self._closed else list(self._readers)
-            for name, reader, typename, callback in readers:
-                _drain(reader, name, typename, callback)
+            self._arrivals.wait()
+            while not self._closed:
+                item = self._arrivals.pop()
+                if item is None:
+                    break
+                self._deliver(*item)
+
+    def _deliver(self, tag: int, arrival_mono_ns: int, data: bytes) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            name, _reader, typename, callback, clock = self._readers[tag]
+        arrival_ns = arrival_mono_ns + clock.monotonic_base_ns if clock is not None else arrival_mono_ns
+        try:
+            callback(rosmsg.deserialize(data, typename), arrival_ns)
+        except Exception:  # one bad sample or callback must not stop the subscription
+            log.exception("DDS subscriber callback on %s failed", name)
 
 
-def _drain(reader: DataReader, name: str, typename: str, callback: Callable[[Any], None]) -> None:
-    """Hand every waiting sample of ``reader`` to ``callback`` as a rosbags message."""
-    while True:
-        samples = ddspy_take(reader._ref, TAKE_BATCH)
-        if isinstance(samples, int):  # an error code: the reader is gone
-            return
-        for data, info in samples:
-            if not info.valid_data:
-                continue
-            try:
-                callback(rosmsg.deserialize(data, typename))
-            except Exception:  # one bad sample or callback must not stop the subscription
-                log.exception("DDS subscriber callback on %s failed", name)
-        if len(samples) < TAKE_BATCH:
-            return
+def _padded(data: bytes) -> bytes:
+    return data.ljust((len(data) + 3) & ~3, b"\0")  # Cyclone pads serialized samples to 4 bytes
 
 
 def _forget(entity: Any) -> None:

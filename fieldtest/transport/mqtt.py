@@ -42,7 +42,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from .. import rosmsg
 from ..qos import get_qos
-from .base import Role, TransportConfig, full_topic
+from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic, stamp_serialized
 from .broker import mqtt_broker_address
 
 log = logging.getLogger(__name__)
@@ -162,27 +162,59 @@ class MqttTransport:
         return mqtt_topic(self.config.namespace, ros_topic)
 
     # ---- Transport
-    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+    def _senders(self, topic: str, typename: str) -> tuple[Callable[[], None], Callable[[bytes], None]]:
+        """(announce the type, send serialized bytes) as the mqtt_client bridge does: the type on a
+        retained topic; the bridge's injected stamp, if on, taken last."""
         data_topic = self.topic(topic)
         type_topic = ROS_MSG_TYPE_TOPIC_PREFIX + data_topic
         type_payload = ros_msg_type_payload(typename, self.inject_timestamp)
 
-        def publish(msg: Any) -> None:
-            payload = rosmsg.serialize(msg, typename)
+        def announce() -> None:
             if self.announce_type:
                 self.client.publish(type_topic, type_payload, self.qos, retain=True)
+
+        def send(payload: bytes) -> None:
             if self.inject_timestamp:
-                payload = stamped_payload(payload, time.time_ns())  # taken last, as the bridge does
+                payload = stamped_payload(payload, time.time_ns())
             self.client.publish(data_topic, payload, self.qos)
+
+        return announce, send
+
+    def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
+        announce, send = self._senders(topic, typename)
+
+        def publish(msg: Any) -> None:
+            payload = rosmsg.serialize(msg, typename)
+            announce()
+            send(payload)
+
+        return publish
+
+    def stamped_publisher(
+        self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
+    ) -> Callable[[Any], int]:
+        announce, send = self._senders(topic, typename)
+
+        def publish(msg: Any) -> int:
+            announce()
+            return stamp_serialized(msg, typename, stamp, clock, send)
 
         return publish
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
         """Subscribe and wait for the broker's SUBACK, so messages published afterwards arrive."""
+        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), time.time_ns)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        self._subscribe(topic, typename, callback, clock.now_ns)
+
+    def _subscribe(
+        self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
+    ) -> None:
         data_topic = self.topic(topic)
 
         def on_message(client, userdata, message: paho.MQTTMessage) -> None:
-            arrival_ns = time.time_ns()
+            arrival_ns = now_ns()
             try:
                 payload = message.payload
                 if self.inject_timestamp:
@@ -193,7 +225,7 @@ class MqttTransport:
             except Exception as exc:  # a malformed message must not stop the network loop
                 log.warning("dropping undecodable %s message on %s: %s", typename, data_topic, exc)
                 return
-            callback(msg)
+            deliver(msg, arrival_ns)
 
         self.client.message_callback_add(data_topic, on_message)
         with self._cond:

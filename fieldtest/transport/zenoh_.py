@@ -30,7 +30,7 @@ import zenoh
 
 from .. import rosmsg
 from ..qos import get_qos
-from .base import Role, TransportConfig, full_topic
+from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic, stamp_serialized
 
 log = logging.getLogger(__name__)
 
@@ -144,16 +144,31 @@ class ZenohTransport:
 
         return publish
 
+    def stamped_publisher(
+        self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
+    ) -> Callable[[Any], int]:
+        zpub = self._declared_publisher(topic)
+        return lambda msg: stamp_serialized(msg, typename, stamp, clock, zpub.put)
+
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        self._declare_subscriber(topic, typename, lambda msg, _arrival: callback(msg), time.monotonic_ns)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        self._declare_subscriber(topic, typename, callback, clock.now_ns)
+
+    def _declare_subscriber(
+        self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
+    ) -> None:
         key = self.key(topic)
 
         def on_sample(sample: zenoh.Sample) -> None:
+            arrival_ns = now_ns()  # first thing in the binding's callback, before decoding
             try:
                 msg = rosmsg.deserialize(sample.payload.to_bytes(), typename)
             except Exception as exc:  # a malformed sample must not kill the session's thread
                 log.warning("dropping undecodable %s sample on %s: %s", typename, key, exc)
                 return
-            callback(msg)
+            deliver(msg, arrival_ns)
 
         with self._lock:
             self._subscribers.append(self.session.declare_subscriber(key, on_sample))

@@ -24,6 +24,11 @@ class Clock:
     def now_ns(self) -> int:
         return self._wall0 + (time.monotonic_ns() - self._mono0) + self.offset_ns
 
+    @property
+    def monotonic_base_ns(self) -> int:
+        """Add to CLOCK_MONOTONIC nanoseconds (``time.monotonic_ns``) to get this clock's reading."""
+        return self._wall0 - self._mono0 + self.offset_ns
+
     def now_s(self) -> float:
         return self.now_ns() / 1e9
 

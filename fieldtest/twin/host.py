@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
-from fieldtest.clocksync import ProbeResponder
 from fieldtest.plan import Schedule
 from fieldtest.realtime import thread_priority, try_realtime
 from fieldtest.record import (
@@ -42,6 +41,7 @@ from fieldtest.record import (
 )
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
+from fieldtest.transport.base import stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
@@ -117,7 +117,7 @@ class HostStreamer:
         self.trial_dir = trial_dir
         self.clock = Clock()
         self.started_ns = self.clock.now_ns()
-        self.responder = ProbeResponder()
+        self.probes_answered = 0
         self.first_probe_ns: int | None = None
         warm_up_codecs(rosmsg.TWIST_STAMPED, rosmsg.TWIST, rosmsg.HEADER, rosmsg.CLOCK_PROBE)
         self.transport = transport or open_transport(request.transport, "host")
@@ -131,33 +131,36 @@ class HostStreamer:
         if self.twist_mode:
             self._publish_twist = self.transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST)
             self._publish_stamp = self.transport.publisher(CMD_STAMP_TOPIC, rosmsg.HEADER)
-        else:
-            self._publish_cmd = self.transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
-        self._publish_reply = self.transport.publisher(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE)
-        self.transport.subscribe(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe)
+        else:  # the send stamp is taken by the transport, as close to the wire as it can
+            self._publish_cmd = stamped_publisher(
+                self.transport, CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, self.clock
+            )
+        self._publish_reply = stamped_publisher(
+            self.transport, CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, rosmsg.PROBE_T3, self.clock
+        )
+        timed_subscribe(self.transport, CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe, self.clock)
         self.result = StreamResult()
 
     # Clock probes -------------------------------------------------------------------------
-    def _on_probe(self, msg: Any) -> None:
-        t2 = self.clock.now_ns()
+    def _on_probe(self, msg: Any, t2: int) -> None:
+        """Answer with t1 echoed, t2 = the probe's arrival; the transport stamps t3 as it sends."""
         if self.first_probe_ns is None:
             self.first_probe_ns = t2
-        probe_id, t1, _, t3 = self.responder.answer(msg.id, rosmsg.ns_of(msg.t1), t2, self.clock.now_ns)
-        reply = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(
-            id=probe_id, t1=rosmsg.time_msg(t1), t2=rosmsg.time_msg(t2), t3=rosmsg.time_msg(t3)
-        )
+        reply = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=msg.id, t1=msg.t1, t2=rosmsg.time_msg(t2), t3=msg.t3)
         self._publish_reply(reply)
+        self.probes_answered += 1
 
     # Commands -----------------------------------------------------------------------------
     def send_command(self, seq: int, linear: float, angular: float) -> int:
         """Publish one command now; returns its send time (host clock, ns)."""
-        sent_ns = self.clock.now_ns()
-        cmd = rosmsg.command(seq, sent_ns, linear, angular)
-        if self.twist_mode:
+        if self.twist_mode:  # a Twist has no stamp: the companion Header carries the time read first
+            sent_ns = self.clock.now_ns()
+            cmd = rosmsg.command(seq, sent_ns, linear, angular)
             self._publish_twist(cmd.twist)
             self._publish_stamp(cmd.header)
         else:
-            self._publish_cmd(cmd)
+            cmd = rosmsg.command(seq, 0, linear, angular)
+            sent_ns = self._publish_cmd(cmd)
         self.bag.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, sent_ns, cmd)
         return sent_ns
 
@@ -214,7 +217,7 @@ class HostStreamer:
             "plan_sent": self.result.plan_sent,
             "last_plan_seq": self.result.plan_sent - 1 if self.result.plan_sent else None,
             "stop_burst_sent": self.result.burst_sent,
-            "probes_answered": self.responder.answered,
+            "probes_answered": self.probes_answered,
             "realtime": self.realtime,
             "started_ns": self.started_ns,
             "stopped_ns": self.clock.now_ns(),
@@ -237,7 +240,7 @@ def run_host(host: HostStreamer, stop: threading.Event, link_timeout_s: float = 
     """Wait for the robot, stream, always send the stop burst; returns the exit code."""
     try:
         if host.wait_for_robot(stop, link_timeout_s):
-            say(f"LINK robot seen, probes answered={host.responder.answered}")
+            say(f"LINK robot seen, probes answered={host.probes_answered}")
             host.stream(stop)
         else:
             host.result.end = "stopped" if stop.is_set() else "no-robot"

@@ -43,6 +43,7 @@ from fieldtest.record import (
 )
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
+from fieldtest.transport.base import stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
@@ -185,13 +186,17 @@ class TwinRobot:
             raise
         port, path = request.twin.truth_port, request.twin.truth_socket
         self.feed = PoseFeedSender(path) if path else PoseFeedSender("127.0.0.1", port) if port else None
-        self._publish_probe = self.transport.publisher(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE)
-        self.transport.subscribe(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe_reply)
+        # Arrival and send stamps come from the transport, taken as close to the wire as it can.
+        t = self.transport
+        self._publish_probe = stamped_publisher(
+            t, CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, rosmsg.PROBE_T1, self.clock
+        )
+        timed_subscribe(t, CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe_reply, self.clock)
         if request.cmd_type == "twist":
-            self.transport.subscribe(CMD_VEL_TOPIC, rosmsg.TWIST, self._on_twist)
-            self.transport.subscribe(CMD_STAMP_TOPIC, rosmsg.HEADER, self._on_stamp)
+            timed_subscribe(t, CMD_VEL_TOPIC, rosmsg.TWIST, self._on_twist, self.clock)
+            t.subscribe(CMD_STAMP_TOPIC, rosmsg.HEADER, self._on_stamp)
         else:
-            self.transport.subscribe(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, self._on_twist_stamped)
+            timed_subscribe(t, CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, self._on_twist_stamped, self.clock)
 
     # Time ---------------------------------------------------------------------------------
     def _model_t(self, robot_ns: int) -> float:
@@ -201,18 +206,17 @@ class TwinRobot:
         return self._t0_ns + round(t * 1e9)
 
     # Commands -----------------------------------------------------------------------------
-    def _apply(self, twist: Any) -> int:
-        received_ns = self.clock.now_ns()
+    def _apply(self, twist: Any, received_ns: int) -> None:
         with self._lock:
             self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
-        return received_ns
 
-    def _on_twist_stamped(self, msg: Any) -> None:
-        received_ns = self._apply(msg.twist)
+    def _on_twist_stamped(self, msg: Any, received_ns: int) -> None:
+        self._apply(msg.twist, received_ns)
         self._log_receipt(msg.header, received_ns, msg.twist)
 
-    def _on_twist(self, msg: Any) -> None:
-        pair = self.pairer.twist(Arrival(self._apply(msg), msg))
+    def _on_twist(self, msg: Any, received_ns: int) -> None:
+        self._apply(msg, received_ns)
+        pair = self.pairer.twist(Arrival(received_ns, msg))
         if pair is not None:
             self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist)
 
@@ -237,14 +241,15 @@ class TwinRobot:
         self.bag.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, received_ns, receipt)
 
     # Clock probes -------------------------------------------------------------------------
-    def _send_probe(self, now_ns: int) -> None:
-        probe_id, t1 = self.probes.make_probe(now_ns)
-        zero = rosmsg.time_msg(0)
-        probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=probe_id, t1=rosmsg.time_msg(t1), t2=zero, t3=zero)
-        self._publish_probe(probe)
+    def _send_probe(self) -> None:
+        def send(probe_id: int) -> int:
+            zero = rosmsg.time_msg(0)
+            probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=probe_id, t1=zero, t2=zero, t3=zero)
+            return self._publish_probe(probe)  # stamps t1
 
-    def _on_probe_reply(self, msg: Any) -> None:
-        t4 = self.clock.now_ns()
+        self.probes.send_probe(send)
+
+    def _on_probe_reply(self, msg: Any, t4: int) -> None:
         t1, t2, t3 = (rosmsg.ns_of(t) for t in (msg.t1, msg.t2, msg.t3))
         sample = self.probes.on_reply(msg.id, t1, t2, t3, t4)
         if sample is not None:
@@ -265,7 +270,7 @@ class TwinRobot:
             pose = rosmsg.pose_stamped(now, TRUTH_FRAME, (x, y, 0.0), rosmsg.yaw_quaternion(yaw))
             self.bag.write(TWIN_TRUTH_TOPIC, rosmsg.POSE_STAMPED, now, pose)
         if self.probes.due(now):
-            self._send_probe(now)
+            self._send_probe()
         for t in trips[self._watchdog_reported :]:
             say(
                 f"WATCHDOG stop at robot time {self.robot_ns_of_model(t)}: no command for {self.model.watchdog_s} s"

@@ -1,0 +1,114 @@
+"""Python side of ``ddsstamp.c``: DDS writes stamped in C, and samples queued with C arrival stamps.
+
+The helper library is compiled on first use (``fieldtest.cbuild``; ``tools/install.sh`` does it at
+install) against Debian's libddsc, the same library the cyclonedds binding uses, so entity handles
+from the binding (``entity._ref``) are valid here. ctypes releases the GIL during each call.
+"""
+
+from __future__ import annotations
+
+import ctypes as ct
+import functools
+import os
+from pathlib import Path
+
+from fieldtest.cbuild import BuildError, build_c
+
+SOURCE = Path(__file__).with_name("ddsstamp.c")
+_POP_BUFFER = 4096  # grows when a sample is larger
+
+
+class StampLibraryError(RuntimeError):
+    """The C helper could not be built or loaded."""
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ct.CDLL:
+    try:
+        lib = ct.CDLL(str(build_c(SOURCE, shared=True, libs=("ddsc",))))
+    except (BuildError, OSError) as exc:
+        raise StampLibraryError(
+            f"the DDS stamping helper is unavailable (needs gcc and cyclonedds-dev): {exc}"
+        ) from None
+    i32, i64, u32, ptr = ct.c_int32, ct.c_int64, ct.c_uint32, ct.c_void_p
+    lib.ft_write_stamped.argtypes = [i32, ct.c_char_p, u32, u32, i64, ct.POINTER(i64)]
+    lib.ft_write_stamped.restype = ct.c_int
+    lib.ft_now.argtypes = [i64]
+    lib.ft_now.restype = i64
+    lib.ft_queue_new.argtypes = [i64]
+    lib.ft_queue_new.restype = ptr
+    lib.ft_queue_fd.argtypes = [ptr]
+    lib.ft_queue_fd.restype = ct.c_int
+    lib.ft_queue_dropped.argtypes = [ptr]
+    lib.ft_queue_dropped.restype = ct.c_uint64
+    lib.ft_queue_attach.argtypes = [ptr, i32, i32]
+    lib.ft_queue_attach.restype = ct.c_int
+    lib.ft_queue_pop.argtypes = [ptr, ct.POINTER(i32), ct.POINTER(i64), ct.c_char_p, u32]
+    lib.ft_queue_pop.restype = i64
+    lib.ft_queue_wake.argtypes = [ptr]
+    lib.ft_queue_wake.restype = None
+    lib.ft_queue_free.argtypes = [ptr]
+    lib.ft_queue_free.restype = None
+    return lib
+
+
+def write_stamped(writer: int, data: bytes, offset: int, base_ns: int) -> tuple[int, int]:
+    """Write CDR ``data`` on ``writer`` with the clock (CLOCK_MONOTONIC + ``base_ns``) put as a
+    builtin_interfaces/Time at byte ``offset`` just before ``dds_write``; (return code, stamp ns)."""
+    stamp = ct.c_int64()
+    buf = ct.create_string_buffer(data, len(data))
+    ret = library().ft_write_stamped(writer, buf, len(data), offset, base_ns, ct.byref(stamp))
+    return ret, stamp.value
+
+
+def now_ns(base_ns: int) -> int:
+    """The clock the helper stamps with."""
+    return library().ft_now(base_ns)
+
+
+class ArrivalQueue:
+    """Samples of the attached readers, each with the time Cyclone made it available (ns).
+
+    ``wait()`` blocks until something was queued or ``wake()`` was called; ``pop()`` returns
+    ``(tag, arrival_ns, cdr_bytes)`` or None. ``free()`` only after the readers are deleted.
+    """
+
+    def __init__(self, base_ns: int):
+        self._lib = library()
+        self._queue = self._lib.ft_queue_new(base_ns)
+        if not self._queue:
+            raise StampLibraryError("cannot create the DDS arrival queue (out of memory or eventfd)")
+        self.fd = self._lib.ft_queue_fd(self._queue)
+        self._buf = ct.create_string_buffer(_POP_BUFFER)
+        self._tag = ct.c_int32()
+        self._arrival = ct.c_int64()
+
+    def attach(self, reader: int, tag: int) -> int:
+        """Queue ``reader``'s samples under ``tag``; a negative DDS return code on failure."""
+        return self._lib.ft_queue_attach(self._queue, reader, tag)
+
+    def wait(self) -> None:
+        os.read(self.fd, 8)
+
+    def wake(self) -> None:
+        self._lib.ft_queue_wake(self._queue)
+
+    def pop(self) -> tuple[int, int, bytes] | None:
+        while True:
+            size = self._lib.ft_queue_pop(
+                self._queue, ct.byref(self._tag), ct.byref(self._arrival), self._buf, len(self._buf)
+            )
+            if size == 0:
+                return None
+            if size > 0:
+                return self._tag.value, self._arrival.value, self._buf.raw[:size]
+            self._buf = ct.create_string_buffer(-size)
+
+    @property
+    def dropped(self) -> int:
+        return int(self._lib.ft_queue_dropped(self._queue))
+
+    def free(self) -> None:
+        if self._queue:
+            self._lib.ft_queue_free(self._queue)
+            self._queue = None

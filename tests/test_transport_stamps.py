@@ -1,0 +1,229 @@
+"""Send and arrival stamps taken by the transports (``stamped_publisher`` / ``timed_subscribe``).
+
+What the twin measures as link latency is the time between these two stamps, so each transport
+must put the send time it returns into the message and on the wire, read it before the message
+leaves, and stamp the arrival no earlier than the message can have arrived: all on the process
+clock it is given (a shifted one here, as the twin robot's). DDS stamps both ends in C; the
+arrival stamp there must not wait for Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from test_transport_dds import WAIT_S, wait_until
+
+from fieldtest import rosmsg
+from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport.base import stamped_publisher, timed_subscribe
+from fieldtest.transport.broker import MosquittoBroker, free_port
+from fieldtest.transport.ddsstamp import ArrivalQueue, now_ns, write_stamped
+from fieldtest.twin.clock import Clock
+
+COUNT = 20
+ROBOT_SHIFT_S = 250.0  # the robot's clock runs this far ahead of the host's
+
+
+def _dds_config() -> TransportConfig:
+    return TransportConfig(domain_id=random.randint(100, 230), namespace=f"t{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(params=["dds", "zenoh-peer", "mqtt-local-broker"])
+def host_and_robot(request, tmp_path):
+    """A host and a robot transport in this process, on loopback."""
+    if request.param == "dds":
+        config = _dds_config()
+    elif request.param == "zenoh-peer":
+        config = TransportConfig(middleware="zenoh-peer", zenoh_port=free_port())
+    else:
+        config = TransportConfig(middleware="mqtt-local-broker", mqtt_port=free_port())
+    with contextlib.ExitStack() as stack:
+        if config.middleware.startswith("mqtt"):
+            stack.enter_context(MosquittoBroker(config, tmp_path))
+        robot = open_transport(config, "robot")  # zenoh-peer: the robot listens, the host connects
+        stack.callback(robot.close)
+        host = open_transport(config, "host")
+        stack.callback(host.close)
+        yield host, robot
+
+
+def _wait_for_link(host, robot) -> None:
+    """Until a probe round trip works (every middleware drops what nobody listens to yet)."""
+    seen = threading.Event()
+    robot.subscribe("/ping", rosmsg.HEADER, lambda _msg: seen.set())
+    ping = host.publisher("/ping", rosmsg.HEADER)
+    deadline = time.monotonic() + WAIT_S
+    while not seen.is_set():
+        assert time.monotonic() < deadline, "no link between host and robot"
+        ping(rosmsg.header(0, "ping"))
+        seen.wait(0.05)
+
+
+def test_send_and_arrival_stamps_bracket_the_delivery(host_and_robot):
+    host, robot = host_and_robot
+    host_clock, robot_clock = Clock(), Clock(ROBOT_SHIFT_S)
+    got: list[tuple[int, int, int, float]] = []  # (seq, stamp in msg, arrival, callback time)
+
+    def on_command(msg, arrival_ns: int) -> None:
+        got.append(
+            (
+                rosmsg.seq_of(msg.header.frame_id),
+                rosmsg.ns_of(msg.header.stamp),
+                arrival_ns,
+                robot_clock.now_ns(),
+            )
+        )
+
+    timed_subscribe(robot, "/cmd_vel", rosmsg.TWIST_STAMPED, on_command, robot_clock)
+    publish = stamped_publisher(host, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, host_clock)
+    _wait_for_link(host, robot)
+    sent = []
+    for seq in range(COUNT):
+        cmd = rosmsg.command(seq, 0, 0.33, 0.0)
+        before = host_clock.now_ns()
+        sent_ns = publish(cmd)
+        after = host_clock.now_ns()
+        assert before <= sent_ns <= after
+        assert rosmsg.ns_of(cmd.header.stamp) == sent_ns  # the message object says what was sent
+        sent.append(sent_ns)
+        time.sleep(0.005)
+    assert wait_until(lambda: len(got) == COUNT), got
+    shift_ns = round(ROBOT_SHIFT_S * 1e9)
+    for seq, (got_seq, stamp, arrival, callback) in enumerate(got):
+        assert (got_seq, stamp) == (seq, sent[seq])  # the wire carries the returned stamp
+        assert stamp <= arrival - shift_ns  # arrival on the robot's clock, never before the send
+        assert arrival <= callback  # stamped before the callback ran
+
+
+def test_probe_reply_stamp_is_t3_and_leaves_the_rest(host_and_robot):
+    host, robot = host_and_robot
+    clock = Clock()
+    got = []
+    timed_subscribe(robot, "/probe_reply", rosmsg.CLOCK_PROBE, lambda msg, t4: got.append((msg, t4)), clock)
+    reply = stamped_publisher(host, "/probe_reply", rosmsg.CLOCK_PROBE, rosmsg.PROBE_T3, clock)
+    _wait_for_link(host, robot)
+    cls = rosmsg.msg_class(rosmsg.CLOCK_PROBE)
+    t1, t2 = rosmsg.time_msg(111), rosmsg.time_msg(222)
+    t3 = reply(cls(id=7, t1=t1, t2=t2, t3=rosmsg.time_msg(0)))
+    assert wait_until(lambda: got)
+    msg, t4 = got[0]
+    assert (msg.id, rosmsg.ns_of(msg.t1), rosmsg.ns_of(msg.t2), rosmsg.ns_of(msg.t3)) == (7, 111, 222, t3)
+    assert t3 <= t4
+
+
+def test_dds_arrival_is_stamped_when_cyclone_delivers_not_when_python_gets_to_it():
+    """A callback that blocks delays the next callback, not the next sample's arrival stamp."""
+    config = _dds_config()
+    host, robot = open_transport(config, "host"), open_transport(config, "robot")
+    clock = Clock()
+    got: list[tuple[int, int, int]] = []
+    release = threading.Event()
+
+    def slow_first(msg, arrival_ns: int) -> None:
+        got.append((rosmsg.seq_of(msg.header.frame_id), arrival_ns, clock.now_ns()))
+        if len(got) == 1:
+            release.wait(WAIT_S)  # Python is busy while the second command arrives
+
+    try:
+        timed_subscribe(robot, "/cmd_vel", rosmsg.TWIST_STAMPED, slow_first, clock)
+        publish = stamped_publisher(host, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
+        assert host.wait_for_match("/cmd_vel", timeout_s=WAIT_S)
+        publish(rosmsg.command(0, 0, 0.0, 0.0))
+        assert wait_until(lambda: len(got) == 1)
+        second_sent = publish(rosmsg.command(1, 0, 0.0, 0.0))
+        time.sleep(0.3)
+        release.set()
+        assert wait_until(lambda: len(got) == 2)
+    finally:
+        release.set()
+        host.close()
+        robot.close()
+    seq, arrival, callback = got[1]
+    assert seq == 1
+    assert callback - second_sent >= 250_000_000  # Python saw it only after the first callback
+    assert arrival - second_sent < 100_000_000, "arrival stamped by Python, not by the listener"
+
+
+def test_dds_stamping_helper_writes_what_the_binding_reads():
+    """The C write takes the binding's sample layout; the queued bytes are the CDR as sent."""
+    config = _dds_config()
+    host, robot = open_transport(config, "host"), open_transport(config, "robot")
+    got = []
+    try:
+        robot.subscribe("/probe", rosmsg.CLOCK_PROBE, got.append)  # through the C queue
+        send = host.publisher("/probe", rosmsg.CLOCK_PROBE)  # through the binding's own write
+        assert host.wait_for_match("/probe", timeout_s=WAIT_S)
+        probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(
+            id=3, t1=rosmsg.time_msg(1), t2=rosmsg.time_msg(2), t3=rosmsg.time_msg(3)
+        )
+        send(probe)
+        assert wait_until(lambda: got)
+        assert rosmsg.serialize(got[0], rosmsg.CLOCK_PROBE) == rosmsg.serialize(probe, rosmsg.CLOCK_PROBE)
+    finally:
+        host.close()
+        robot.close()
+
+
+def test_dds_stamping_helper_refuses_what_it_cannot_stamp():
+    data = rosmsg.serialize(rosmsg.command(0, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED)
+    bad_parameter = -3  # DDS_RETCODE_BAD_PARAMETER, before any write
+    assert write_stamped(0, data, len(data) - 4, 0)[0] == bad_parameter  # Time past the end
+    assert write_stamped(0, data, 0, 0)[0] == bad_parameter  # over the encapsulation header
+    big_endian = b"\x00\x00" + data[2:]
+    assert write_stamped(0, big_endian, 4, 0)[0] == bad_parameter
+
+
+def test_dds_helper_clock_is_the_process_clock():
+    clock = Clock(-3.5)
+    before = clock.now_ns()
+    helper = now_ns(clock.monotonic_base_ns)
+    after = clock.now_ns()
+    assert before <= helper <= after
+
+
+def test_arrival_queue_wakes_and_frees_without_readers():
+    queue = ArrivalQueue(base_ns=0)
+    queue.wake()
+    queue.wait()  # returns at once: woken
+    assert queue.pop() is None and queue.dropped == 0
+    queue.free()
+    queue.free()  # twice is harmless
+
+
+class PlainTransport:
+    """A transport with only the protocol's three methods, delivering in the caller's thread."""
+
+    def __init__(self):
+        self.callbacks = {}
+        self.closed = False
+
+    def publisher(self, topic, typename):
+        def publish(msg):
+            data = rosmsg.serialize(msg, typename)  # what goes on the wire
+            for callback in self.callbacks.get(topic, []):
+                callback(rosmsg.deserialize(data, typename))
+
+        return publish
+
+    def subscribe(self, topic, typename, callback):
+        self.callbacks.setdefault(topic, []).append(callback)
+
+    def close(self):
+        self.closed = True
+
+
+def test_transports_without_their_own_stamping_get_them_in_python():
+    transport, clock = PlainTransport(), Clock(1.0)
+    got = []
+    timed_subscribe(transport, "/cmd_vel", rosmsg.TWIST_STAMPED, lambda msg, t: got.append((msg, t)), clock)
+    publish = stamped_publisher(transport, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
+    before = clock.now_ns()
+    sent_ns = publish(rosmsg.command(5, 0, 0.1, 0.2))
+    msg, arrival = got[0]
+    assert before <= sent_ns <= arrival <= clock.now_ns()
+    assert rosmsg.ns_of(msg.header.stamp) == sent_ns and rosmsg.seq_of(msg.header.frame_id) == 5
