@@ -56,7 +56,7 @@ from fieldtest.record import (
     read_bag,
     write_trial,
 )
-from fieldtest.transport.base import MIDDLEWARES, TransportConfig
+from fieldtest.transport.base import MIDDLEWARES, TransportConfig, prepare, stamped_publisher
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import GIL_SWITCH_S
 from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
@@ -457,8 +457,9 @@ def measure_latency(middleware: str, duration_s: float, work_dir: Path, domain_i
 
 
 def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dict[str, float]:
-    """How long the kit's DDS publish call takes at the command rate (20 Hz, so after 50 ms idle),
-    to a real twin robot subscriber: the send side's share of the measured latency (us)."""
+    """How long the kit's DDS publish takes from its send stamp on, at the command rate (20 Hz, so
+    after 50 ms idle), to a real twin robot subscriber: the send side's share of the measured
+    latency, plus the return to Python (us)."""
     from fieldtest.transport import open_transport
 
     plan = bench_plan(20.0, 8.0)
@@ -473,16 +474,21 @@ def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dic
         procs.start("robot", [sys.executable, "-m", "fieldtest.twin.robot", "--trial-dir", str(trial_dir)])
         procs.wait_ready("robot", timeout_s=30.0)
         transport = open_transport(request.transport, "host")
-        publish = transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
+        clock = Clock()
+        publish = stamped_publisher(
+            transport, CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock
+        )
         if not transport.wait_for_match(CMD_VEL_TOPIC, timeout_s=10.0):
             raise BenchError("publish cost: the twin robot did not match /cmd_vel within 10 s")
         durations = np.empty(count)
         for i in range(count):
             time.sleep(0.05)
-            msg = rosmsg.command(i, time.time_ns(), 0.0, 0.0)
-            t0 = time.perf_counter_ns()
-            publish(msg)
-            durations[i] = (time.perf_counter_ns() - t0) / 1e3
+            out = prepare(rosmsg.command(i, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED)  # as the host, ahead
+            t0 = clock.now_ns()
+            sent_ns = publish(out)
+            durations[i] = (clock.now_ns() - sent_ns) / 1e3  # after the send stamp: inside the latency
+            if sent_ns < t0:
+                raise BenchError("publish cost: the send stamp precedes the publish call")
     except ProcessStartError as exc:
         raise BenchError(f"publish cost: {exc}") from None
     finally:
@@ -558,7 +564,8 @@ def latency_table(report: Report) -> list[str]:
     if report.publish_cost_us:
         c = report.publish_cost_us
         lines.append(
-            f"(inside the dds row: the host's publish call itself - rosbags CDR + Python binding write - takes "
+            f"(inside the dds row: the host's publish from its send stamp on - dds_write in C, then back to "
+            f"Python - takes "
             f"p50 {c['publish_p50_us']:.0f} us, p90 {c['publish_p90_us']:.0f} us at 20 Hz)"
         )
     return lines

@@ -20,7 +20,7 @@ from test_transport_dds import WAIT_S, wait_until
 
 from fieldtest import rosmsg
 from fieldtest.transport import TransportConfig, open_transport
-from fieldtest.transport.base import stamped_publisher, timed_subscribe
+from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 from fieldtest.transport.broker import MosquittoBroker, free_port
 from fieldtest.transport.ddsstamp import ArrivalQueue, now_ns, write_stamped
 from fieldtest.twin.clock import Clock
@@ -85,8 +85,9 @@ def test_send_and_arrival_stamps_bracket_the_delivery(host_and_robot):
     sent = []
     for seq in range(COUNT):
         cmd = rosmsg.command(seq, 0, 0.33, 0.0)
+        out = prepare(cmd, rosmsg.TWIST_STAMPED)
         before = host_clock.now_ns()
-        sent_ns = publish(cmd)
+        sent_ns = publish(out)
         after = host_clock.now_ns()
         assert before <= sent_ns <= after
         assert rosmsg.ns_of(cmd.header.stamp) == sent_ns  # the message object says what was sent
@@ -109,7 +110,7 @@ def test_probe_reply_stamp_is_t3_and_leaves_the_rest(host_and_robot):
     _wait_for_link(host, robot)
     cls = rosmsg.msg_class(rosmsg.CLOCK_PROBE)
     t1, t2 = rosmsg.time_msg(111), rosmsg.time_msg(222)
-    t3 = reply(cls(id=7, t1=t1, t2=t2, t3=rosmsg.time_msg(0)))
+    t3 = reply(prepare(cls(id=7, t1=t1, t2=t2, t3=rosmsg.time_msg(0)), rosmsg.CLOCK_PROBE))
     assert wait_until(lambda: got)
     msg, t4 = got[0]
     assert (msg.id, rosmsg.ns_of(msg.t1), rosmsg.ns_of(msg.t2), rosmsg.ns_of(msg.t3)) == (7, 111, 222, t3)
@@ -133,9 +134,9 @@ def test_dds_arrival_is_stamped_when_cyclone_delivers_not_when_python_gets_to_it
         timed_subscribe(robot, "/cmd_vel", rosmsg.TWIST_STAMPED, slow_first, clock)
         publish = stamped_publisher(host, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
         assert host.wait_for_match("/cmd_vel", timeout_s=WAIT_S)
-        publish(rosmsg.command(0, 0, 0.0, 0.0))
+        publish(prepare(rosmsg.command(0, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED))
         assert wait_until(lambda: len(got) == 1)
-        second_sent = publish(rosmsg.command(1, 0, 0.0, 0.0))
+        second_sent = publish(prepare(rosmsg.command(1, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED))
         time.sleep(0.3)
         release.set()
         assert wait_until(lambda: len(got) == 2)
@@ -223,7 +224,7 @@ def test_transports_without_their_own_stamping_get_them_in_python():
     timed_subscribe(transport, "/cmd_vel", rosmsg.TWIST_STAMPED, lambda msg, t: got.append((msg, t)), clock)
     publish = stamped_publisher(transport, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
     before = clock.now_ns()
-    sent_ns = publish(rosmsg.command(5, 0, 0.1, 0.2))
+    sent_ns = publish(prepare(rosmsg.command(5, 0, 0.1, 0.2), rosmsg.TWIST_STAMPED))
     msg, arrival = got[0]
     assert before <= sent_ns <= arrival <= clock.now_ns()
     assert rosmsg.ns_of(msg.header.stamp) == sent_ns and rosmsg.seq_of(msg.header.frame_id) == 5

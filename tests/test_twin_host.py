@@ -68,6 +68,25 @@ def test_stop_event_ends_the_loop_between_ticks():
     assert sent == [0, 1, 2, 3]
 
 
+def test_each_tick_is_prepared_before_its_deadline_and_sent_after_it():
+    clock = Clock()
+    events: list[tuple[str, int, int]] = []
+    start = clock.now_ns() + 20_000_000
+    emit_schedule(
+        clock,
+        start,
+        ticks(10, 50.0),
+        lambda seq, v, w: events.append(("send", seq, clock.now_ns())),
+        prepare=lambda seq, v, w: events.append(("prepare", seq, clock.now_ns())),
+    )
+    assert [(kind, seq) for kind, seq, _ in events] == [
+        (k, i) for i in range(10) for k in ("prepare", "send")
+    ]
+    for (_, seq, prepared_ns), (_, _, sent_ns) in zip(events[::2], events[1::2], strict=True):
+        due_ns = start + seq * 20_000_000
+        assert prepared_ns < due_ns <= sent_ns
+
+
 def test_shifted_clock_reads_ahead():
     true, shifted = Clock(), Clock(offset_s=2.5)
     assert shifted.now_ns() - true.now_ns() == pytest.approx(2.5e9, abs=5e6)

@@ -8,6 +8,7 @@ Messages are rosbags message objects (see ``fieldtest.rosmsg``); topics are ROS 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -50,7 +51,19 @@ class TimeSource(Protocol):
         """Add to CLOCK_MONOTONIC nanoseconds to get this clock's reading."""
 
 
-StampedPublish = Callable[[Any], int]
+@dataclass
+class Prepared:
+    """A message serialized ahead of its send time: a stamped publish then only stamps and writes."""
+
+    msg: Any
+    cdr: bytearray
+
+
+def prepare(msg: Any, typename: str) -> Prepared:
+    return Prepared(msg, bytearray(rosmsg.serialize(msg, typename)))
+
+
+StampedPublish = Callable[[Prepared], int]
 TimedCallback = Callable[[Any, int], None]
 
 
@@ -79,18 +92,19 @@ def full_topic(namespace: str, topic: str) -> str:
 def stamped_publisher(
     transport: Transport, topic: str, typename: str, stamp: TimeField, clock: TimeSource
 ) -> StampedPublish:
-    """``publish(msg) -> send time``: the send time (``clock``, ns) goes into ``msg`` at ``stamp``
-    and onto the wire; where the transport can, it is read just before the middleware's send call,
-    after serialization, so the measured latency is the link's and not this process's."""
+    """``publish(prepare(msg, typename)) -> send time``: the send time (``clock``, ns) goes into the
+    message at ``stamp`` and onto the wire. Where the transport can, it is read right before the
+    middleware's send call, so neither serialization (done by ``prepare``, ahead of time) nor this
+    process's scheduling counts as link latency."""
     native = getattr(transport, "stamped_publisher", None)
     if native is not None:
         return native(topic, typename, stamp, clock)
     publish = transport.publisher(topic, typename)
 
-    def publish_stamped(msg: Any) -> int:
+    def publish_stamped(out: Prepared) -> int:
         sent_ns = clock.now_ns()
-        stamp.set(msg, sent_ns)
-        publish(msg)
+        stamp.set(out.msg, sent_ns)
+        publish(out.msg)
         return sent_ns
 
     return publish_stamped
@@ -108,14 +122,11 @@ def timed_subscribe(
     transport.subscribe(topic, typename, lambda msg: callback(msg, clock.now_ns()))
 
 
-def stamp_serialized(
-    msg: Any, typename: str, stamp: TimeField, clock: TimeSource, send: Callable[[bytes], None]
-) -> int:
-    """Serialize ``msg``, then read the clock, stamp the bytes and ``send`` them at once (the
-    Python transports' stamped publish); the stamp also goes into ``msg``."""
-    data = bytearray(rosmsg.serialize(msg, typename))
+def stamp_and_send(out: Prepared, stamp: TimeField, clock: TimeSource, send: Callable[[bytes], None]) -> int:
+    """Read the clock, stamp the prepared bytes and ``send`` them at once (the stamped publish of
+    the Python transports); the stamp also goes into the message object."""
     sent_ns = clock.now_ns()
-    stamp.patch(data, sent_ns)
-    send(bytes(data))
-    stamp.set(msg, sent_ns)
+    stamp.patch(out.cdr, sent_ns)
+    send(bytes(out.cdr))
+    stamp.set(out.msg, sent_ns)
     return sent_ns

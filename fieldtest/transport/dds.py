@@ -37,7 +37,7 @@ from cyclonedds.util import duration
 from fieldtest import rosmsg
 from fieldtest.qos import QosProfile, get_qos
 
-from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic
+from .base import Prepared, Role, StampedPublish, TimedCallback, TimeSource, TransportConfig, full_topic
 from .ddsstamp import ArrivalQueue, StampLibraryError, write_stamped
 from .ros_idl import idl_class
 
@@ -234,17 +234,16 @@ class DdsTransport:
 
     def stamped_publisher(
         self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
-    ) -> Callable[[Any], int]:
+    ) -> StampedPublish:
         """The clock is read in C right before ``dds_write`` (after serialization; the GIL is free)."""
         name, ref = self._writer(topic, typename)
 
-        def publish(msg: Any) -> int:
+        def publish(out: Prepared) -> int:
             if self._closed:
                 raise DdsError(f"DDS transport is closed; cannot publish on {name}")
-            data = _padded(rosmsg.serialize(msg, typename))
-            ret, sent_ns = write_stamped(ref, data, stamp.offset, clock.monotonic_base_ns)
+            ret, sent_ns = write_stamped(ref, out.cdr, stamp.offset, clock.monotonic_base_ns)
             self._check_write(ret, name)
-            stamp.set(msg, sent_ns)
+            stamp.set(out.msg, sent_ns)
             return sent_ns
 
         return publish

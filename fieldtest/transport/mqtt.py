@@ -42,7 +42,16 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from .. import rosmsg
 from ..qos import get_qos
-from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic, stamp_serialized
+from .base import (
+    Prepared,
+    Role,
+    StampedPublish,
+    TimedCallback,
+    TimeSource,
+    TransportConfig,
+    full_topic,
+    stamp_and_send,
+)
 from .broker import mqtt_broker_address
 
 log = logging.getLogger(__name__)
@@ -192,12 +201,12 @@ class MqttTransport:
 
     def stamped_publisher(
         self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
-    ) -> Callable[[Any], int]:
+    ) -> StampedPublish:
         announce, send = self._senders(topic, typename)
 
-        def publish(msg: Any) -> int:
+        def publish(out: Prepared) -> int:
             announce()
-            return stamp_serialized(msg, typename, stamp, clock, send)
+            return stamp_and_send(out, stamp, clock, send)
 
         return publish
 

@@ -30,7 +30,15 @@ import zenoh
 
 from .. import rosmsg
 from ..qos import get_qos
-from .base import Role, TimedCallback, TimeSource, TransportConfig, full_topic, stamp_serialized
+from .base import (
+    Role,
+    StampedPublish,
+    TimedCallback,
+    TimeSource,
+    TransportConfig,
+    full_topic,
+    stamp_and_send,
+)
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +154,9 @@ class ZenohTransport:
 
     def stamped_publisher(
         self, topic: str, typename: str, stamp: rosmsg.TimeField, clock: TimeSource
-    ) -> Callable[[Any], int]:
+    ) -> StampedPublish:
         zpub = self._declared_publisher(topic)
-        return lambda msg: stamp_serialized(msg, typename, stamp, clock, zpub.put)
+        return lambda out: stamp_and_send(out, stamp, clock, zpub.put)
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
         self._declare_subscriber(topic, typename, lambda msg, _arrival: callback(msg), time.monotonic_ns)

@@ -41,7 +41,7 @@ from fieldtest.record import (
 )
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
-from fieldtest.transport.base import stamped_publisher, timed_subscribe
+from fieldtest.transport.base import Prepared, prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
@@ -68,17 +68,27 @@ STATUS_FILE = "host_status.json"
 EXIT_NO_ROBOT = 3
 
 SendFn = Callable[[int, float, float], int]
+PrepareFn = Callable[[int, float, float], None]
 EMISSION_PRIORITY = 50  # above the other twin processes (FIFO 10): the send loop must win its core
 
 
 def emit_schedule(
-    clock: Clock, start_ns: int, schedule: Schedule, send: SendFn, stop: threading.Event | None = None
+    clock: Clock,
+    start_ns: int,
+    schedule: Schedule,
+    send: SendFn,
+    stop: threading.Event | None = None,
+    prepare: PrepareFn | None = None,
 ) -> int:
-    """Send tick i at ``start_ns + t_s[i]`` (absolute deadlines); returns how many were sent."""
+    """Send tick i at ``start_ns + t_s[i]`` (absolute deadlines); returns how many were sent.
+    ``prepare`` gets each tick before the wait for its deadline (work that must not delay it)."""
     for i in range(len(schedule.seq)):
+        tick = int(schedule.seq[i]), float(schedule.linear_mps[i]), float(schedule.angular_rps[i])
+        if prepare is not None:
+            prepare(*tick)
         if not clock.sleep_until(start_ns + round(float(schedule.t_s[i]) * 1e9), stop):
             return i
-        send(int(schedule.seq[i]), float(schedule.linear_mps[i]), float(schedule.angular_rps[i]))
+        send(*tick)
     return len(schedule.seq)
 
 
@@ -140,6 +150,7 @@ class HostStreamer:
         )
         timed_subscribe(self.transport, CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe, self.clock)
         self.result = StreamResult()
+        self._prepared: tuple[int, Prepared] | None = None
 
     # Clock probes -------------------------------------------------------------------------
     def _on_probe(self, msg: Any, t2: int) -> None:
@@ -147,10 +158,15 @@ class HostStreamer:
         if self.first_probe_ns is None:
             self.first_probe_ns = t2
         reply = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=msg.id, t1=msg.t1, t2=rosmsg.time_msg(t2), t3=msg.t3)
-        self._publish_reply(reply)
+        self._publish_reply(prepare(reply, rosmsg.CLOCK_PROBE))
         self.probes_answered += 1
 
     # Commands -----------------------------------------------------------------------------
+    def prepare_command(self, seq: int, linear: float, angular: float) -> None:
+        """Serialize a command ahead of its deadline, so that sending it is only stamp and write."""
+        if not self.twist_mode:
+            self._prepared = seq, prepare(rosmsg.command(seq, 0, linear, angular), rosmsg.TWIST_STAMPED)
+
     def send_command(self, seq: int, linear: float, angular: float) -> int:
         """Publish one command now; returns its send time (host clock, ns)."""
         if self.twist_mode:  # a Twist has no stamp: the companion Header carries the time read first
@@ -159,8 +175,12 @@ class HostStreamer:
             self._publish_twist(cmd.twist)
             self._publish_stamp(cmd.header)
         else:
-            cmd = rosmsg.command(seq, 0, linear, angular)
-            sent_ns = self._publish_cmd(cmd)
+            if self._prepared is None or self._prepared[0] != seq:
+                self.prepare_command(seq, linear, angular)
+            out = self._prepared[1]
+            self._prepared = None
+            sent_ns = self._publish_cmd(out)
+            cmd = out.msg
         self.bag.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, sent_ns, cmd)
         return sent_ns
 
@@ -185,7 +205,9 @@ class HostStreamer:
         update_outcome(self.trial_dir, lambda o: setattr(o, "stream_start_ns", result.start_ns))
         say(f"STREAM start_ns={result.start_ns} ticks={len(schedule.seq)}")
         with thread_priority(EMISSION_PRIORITY):
-            result.plan_sent = emit_schedule(self.clock, result.start_ns, schedule, self.send_command, stop)
+            result.plan_sent = emit_schedule(
+                self.clock, result.start_ns, schedule, self.send_command, stop, self.prepare_command
+            )
         result.completed = result.plan_sent == len(schedule.seq)
         result.end = "completed" if result.completed else "stopped"
         # On completion the first zero goes out on the next tick, so the last segment keeps its length.
@@ -198,6 +220,7 @@ class HostStreamer:
         first_ns = self.clock.now_ns() if first_ns is None else first_ns
         n_ticks = self.plan.n_ticks()
         for i in range(STOP_BURST_COUNT):
+            self.prepare_command(n_ticks + i, 0.0, 0.0)
             self.clock.sleep_until(first_ns + round(i * STOP_BURST_SPACING_S * 1e9))
             self.send_command(n_ticks + i, 0.0, 0.0)
             self.result.burst_sent += 1

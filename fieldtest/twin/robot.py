@@ -43,7 +43,7 @@ from fieldtest.record import (
 )
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport, open_transport
-from fieldtest.transport.base import stamped_publisher, timed_subscribe
+from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
     GIL_SWITCH_S,
@@ -245,7 +245,7 @@ class TwinRobot:
         def send(probe_id: int) -> int:
             zero = rosmsg.time_msg(0)
             probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=probe_id, t1=zero, t2=zero, t3=zero)
-            return self._publish_probe(probe)  # stamps t1
+            return self._publish_probe(prepare(probe, rosmsg.CLOCK_PROBE))  # stamps t1
 
         self.probes.send_probe(send)
 
