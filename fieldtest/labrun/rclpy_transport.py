@@ -21,7 +21,8 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.qos import get_qos
-from fieldtest.transport.base import full_topic
+from fieldtest.rosmsg import TimeField
+from fieldtest.transport.base import StampedPublish, TimedCallback, TimeSource, full_topic, stamp_and_send
 
 log = logging.getLogger(__name__)
 
@@ -102,16 +103,33 @@ class RclpyTransport:
 
         return publish
 
+    def stamped_publisher(
+        self, topic: str, typename: str, stamp: TimeField, clock: TimeSource
+    ) -> StampedPublish:
+        """The stamp goes into the prepared bytes right before rclpy publishes them."""
+        pub = self._publisher(topic, typename)
+        return lambda out: stamp_and_send(out, stamp, clock, pub.publish)
+
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), time.time_ns)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        """The arrival is stamped first thing in the executor's callback, before decoding."""
+        self._subscribe(topic, typename, callback, clock.now_ns)
+
+    def _subscribe(
+        self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
+    ) -> None:
         name = self.topic(topic)
 
         def on_raw(data: bytes) -> None:
+            arrival_ns = now_ns()
             try:
                 msg = rosmsg.deserialize(data, typename)
             except Exception as exc:  # a malformed sample must not kill the executor thread
                 log.warning("dropping undecodable %s on %s: %s", typename, name, exc)
                 return
-            callback(msg)
+            deliver(msg, arrival_ns)
 
         sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
         with self._lock:
