@@ -35,7 +35,7 @@ from fieldtest import rosmsg
 from fieldtest.labrun.environment import _local_only, dds_security_enabled
 from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
 from fieldtest.qos import get_qos
-from fieldtest.record.trial import (
+from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,

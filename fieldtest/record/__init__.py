@@ -1,7 +1,12 @@
-"""The trial record format: trial.yaml plus rosbag2 MCAP bags (docs/trial-format.md)."""
+"""The trial record format: trial.yaml plus rosbag2 MCAP bags (docs/trial-format.md).
 
-from .bag import BagData, BagError, BagWriter, read_bag, repair_bag
-from .trial import (
+The names (files, bags, topics) load with the package; the models and the bag code (pydantic,
+mcap) on first use of one of theirs, so importing a topic name costs nothing.
+"""
+
+from fieldtest.lazy import lazy_attributes
+
+from .names import (
     ANALYSIS_DIR,
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -16,16 +21,25 @@ from .trial import (
     TRIAL_FILE,
     TRIAL_FORMAT_VERSION,
     TWIN_TRUTH_TOPIC,
-    TrialFormatError,
-    TrialOutcome,
-    TrialRecord,
-    TrialRequest,
-    TwinSettings,
-    new_trial_id,
-    read_trial,
-    software_versions,
-    write_trial,
 )
+
+_LAZY = {
+    **dict.fromkeys(("BagData", "BagError", "BagWriter", "read_bag", "repair_bag"), ".bag"),
+    **dict.fromkeys(
+        (
+            "TrialFormatError",
+            "TrialOutcome",
+            "TrialRecord",
+            "TrialRequest",
+            "TwinSettings",
+            "new_trial_id",
+            "read_trial",
+            "software_versions",
+            "write_trial",
+        ),
+        ".trial",
+    ),
+}
 
 __all__ = [
     "ANALYSIS_DIR",
@@ -42,18 +56,6 @@ __all__ = [
     "TRIAL_FILE",
     "TRIAL_FORMAT_VERSION",
     "TWIN_TRUTH_TOPIC",
-    "BagData",
-    "BagError",
-    "BagWriter",
-    "TrialFormatError",
-    "TrialOutcome",
-    "TrialRecord",
-    "TrialRequest",
-    "TwinSettings",
-    "new_trial_id",
-    "read_bag",
-    "read_trial",
-    "repair_bag",
-    "software_versions",
-    "write_trial",
+    *_LAZY,
 ]
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())

@@ -14,15 +14,17 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from mcap.exceptions import McapError
-from mcap.records import Channel, Message, Schema
-from mcap.stream_reader import StreamReader
-from mcap.writer import CompressionType, Writer
 
 from fieldtest import rosmsg
+
+if TYPE_CHECKING:
+    from mcap.records import Channel, Message, Schema
+
+# mcap is imported where a bag is written or read with it: the analysis reads bags with its own
+# reader (fieldtest.analysis.fastbag) and needs only BagError from here.
 
 ROSBAG2_VERSION = 9
 _CHUNK_BYTES = 16 * 1024
@@ -39,6 +41,8 @@ class BagWriter:
         self.bag_dir = Path(bag_dir)
         self.bag_dir.mkdir(parents=True, exist_ok=True)
         self.mcap_path = self.bag_dir / f"{self.bag_dir.name}_0.mcap"
+        from mcap.writer import CompressionType, Writer
+
         self._file = self.mcap_path.open("wb")
         self._writer = Writer(self._file, chunk_size=_CHUNK_BYTES, compression=CompressionType.NONE)
         self._writer.start(profile="ros2", library="fieldtest")
@@ -251,6 +255,10 @@ def _register_foreign_schema(schema: Schema) -> None:
 
 def read_bag(bag_dir: str | Path, topics: set[str] | None = None) -> BagData:
     """Read every message (or those of ``topics``) of a rosbag2 MCAP bag, up to a cut if it has one."""
+    from mcap.exceptions import McapError
+    from mcap.records import Channel, Message, Schema
+    from mcap.stream_reader import StreamReader
+
     path = _mcap_file(Path(bag_dir))
     data = BagData(path=path)
     schemas: dict[int, Schema] = {}

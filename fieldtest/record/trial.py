@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,18 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fieldtest.plan import SquarePlan, validation_message
 from fieldtest.transport.base import TransportConfig
 
-TRIAL_FORMAT_VERSION = 1
-TRIAL_FILE = "trial.yaml"
-HOST_BAG, ROBOT_BAG, MOCAP_BAG, ANALYSIS_DIR = "host", "robot", "mocap", "analysis"
-
-CMD_VEL_TOPIC = "/cmd_vel"
-RECEIPTS_TOPIC = "/fieldtest/cmd_receipts"
-CLOCK_OFFSET_TOPIC = "/fieldtest/clock_offset"
-CLOCK_PROBE_TOPIC = "/fieldtest/clock_probe"
-CLOCK_PROBE_REPLY_TOPIC = "/fieldtest/clock_probe_reply"
-MOCAP_POSE_TOPIC = "/mocap/pose"
-MOCAP_FRAMES_TOPIC = "/mocap/frames"
-TWIN_TRUTH_TOPIC = "/twin/true_pose"
+from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
 EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
 
@@ -113,6 +101,8 @@ class TrialRecord(BaseModel):
 
 
 def software_versions() -> dict[str, str]:
+    from importlib import metadata  # here: importing it costs a reader of trial.yaml 15 ms
+
     versions = {"python": platform.python_version(), "platform": platform.platform()}
     for dist in ("fieldtest", "cyclonedds", "eclipse-zenoh", "paho-mqtt", "rosbags", "mcap", "evo", "numpy"):
         try:
