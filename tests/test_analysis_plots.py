@@ -6,7 +6,7 @@ import os
 import pytest
 from PIL import Image
 
-from fieldtest.analysis import analyze_trial
+from fieldtest.analysis import analyze_trial, plots
 from fieldtest.analysis.plotworker import PlotWorker
 from fieldtest.plan import SquarePlan
 from fieldtest.synth import SynthSpec, synthesize
@@ -71,3 +71,45 @@ def test_plots_with_and_without_the_worker(faulty, tmp_path, monkeypatch, worker
     for name in m["plots"]:
         with Image.open(tmp_path / "out" / name) as img:
             assert img.format == "PNG" and img.width >= 800 and img.height >= 500
+
+
+def _pixels(path):
+    with Image.open(path) as img:
+        return img.tobytes()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
+@pytest.mark.parametrize("failing", ["worker", "latency fork"])
+def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
+    """A worker that fails early (before it gets the APE) or a latency fork that dies: every plot
+    is still drawn, the same as without the worker; only the worker's failure is a warning."""
+    monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "0")
+    reference = analyze_trial(faulty, tmp_path / "ref")
+    monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "1")
+    parent = os.getpid()
+    if failing == "worker":
+        drift_figure = plots.drift_figure
+
+        def broken(data):
+            if os.getpid() != parent:
+                raise RuntimeError("broken in the worker")
+            return drift_figure(data)
+
+        monkeypatch.setattr(plots, "drift_figure", broken)
+    else:
+        marker, write_latency_plot = tmp_path / "latency-fork-died", plots.write_latency_plot
+
+        def dies_once(out_dir, data):  # the latency fork calls it first; the worker then draws itself
+            if os.getpid() != parent and not marker.exists():
+                marker.touch()
+                os._exit(3)
+            return write_latency_plot(out_dir, data)
+
+        monkeypatch.setattr(plots, "write_latency_plot", dies_once)
+    m = analyze_trial(faulty, tmp_path / "out")
+    assert m["plots"] == reference["plots"]
+    warned = [w for w in m["warnings"] if "plot worker" in w]
+    assert len(warned) == (failing == "worker")
+    assert failing == "worker" or marker.exists()  # the latency fork did die
+    for name in m["plots"]:
+        assert _pixels(tmp_path / "out" / name) == _pixels(tmp_path / "ref" / name)

@@ -3,15 +3,21 @@
 ``analyze_trial(trial_dir)`` writes ``<trial>/analysis/{metrics.json, report.md, *.png}`` and returns
 the metrics; ``compare_trials(dirs, out_dir)`` tabulates many trials per middleware x security x
 network. Definitions: docs/analysis.md.
+
+Importing the package is cheap: the analysis (numpy, pydantic, evo) loads on first use, so
+``fieldtest analyze`` can fork its plot worker before that (fieldtest/analysis/plotworker.py).
 """
 
-from .analyze import METRICS_VERSION, analyze_trial, read_metrics
-from .loading import AnalysisError
+from fieldtest.lazy import lazy_attributes
 
-__all__ = ["METRICS_VERSION", "AnalysisError", "analyze_trial", "compare_trials", "read_metrics"]
+DEFAULT_MAX_GAP_S = 0.1  # longest mocap gap bridged by interpolation (docs/analysis.md)
 
-
-def compare_trials(dirs, out_dir, **kwargs):
-    from .compare import compare_trials as _compare
-
-    return _compare(dirs, out_dir, **kwargs)
+_LAZY = {
+    "METRICS_VERSION": ".analyze",
+    "analyze_trial": ".analyze",
+    "read_metrics": ".analyze",
+    "AnalysisError": ".loading",
+    "compare_trials": ".compare",
+}
+__all__ = ["DEFAULT_MAX_GAP_S", *_LAZY]
+__getattr__ = lazy_attributes(__name__, _LAZY, globals())

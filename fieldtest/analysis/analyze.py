@@ -13,18 +13,19 @@ import numpy as np
 
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
+from . import DEFAULT_MAX_GAP_S
 from . import ape as ape_mod
 from .drift import drift_metrics
 from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
 from .loading import TrialData, load_trial
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
+from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
 
 METRICS_VERSION = 1
 METRICS_FILE, REPORT_FILE = "metrics.json", "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
-DEFAULT_MAX_GAP_S = 0.1
 
 
 def analyze_trial(
@@ -40,21 +41,24 @@ def analyze_trial(
     report: bool = True,
     export_tum: bool = False,
     write: bool = True,
+    plot_worker: PlotWorker | None = None,
 ) -> dict[str, Any]:
     """Analyse a trial; returns the metrics dict (also written to ``<out_dir>/metrics.json``).
 
     Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analysed;
-    anything less is a result with ``partial: true`` and the reasons.
+    anything less is a result with ``partial: true`` and the reasons. ``plot_worker``: one the
+    caller started earlier (and closes); by default the plots get a worker of their own.
     """
     started = time.perf_counter()
     opts = Options(pose_topic, pose_bag, up_axis, pose_time, max_gap_s, plots, report, export_tum, write)
     trial_dir = Path(trial_dir)
     out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
-    worker = PlotWorker.start() if (plots and write) else None
+    own = plot_worker is None and plots and write
+    worker = PlotWorker.start() if own else (plot_worker if plots and write else None)
     try:
         return _analyze(trial_dir, out_dir, opts, worker, started)
     finally:
-        if worker is not None:
+        if own and worker is not None:
             worker.close()
 
 
@@ -112,11 +116,11 @@ def _analyze(
         data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
     )
     metrics = _jsonable(metrics)
-    plot_args = (out_dir, metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
+    plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if opts.write:
         out_dir.mkdir(parents=True, exist_ok=True)
     if worker is not None:
-        worker.submit(*plot_args)  # it draws while evo computes the APE here
+        worker.submit(out_dir, plot_data)  # it draws while evo computes the APE here
     ape = (
         ape_mod.ape_metrics(track, motion, data.plan, end_s)
         if end_s is not None
@@ -133,7 +137,7 @@ def _analyze(
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]
     if opts.plots:
-        metrics["plots"] = _plots(worker, plot_args, metrics)
+        metrics["plots"] = _plots(worker, out_dir, plot_data)
     _write_json(out_dir / METRICS_FILE, metrics)
     if opts.report:
         from .report import write_report
@@ -142,15 +146,15 @@ def _analyze(
     return metrics
 
 
-def _plots(worker: PlotWorker | None, plot_args, metrics: dict) -> list[str]:
+def _plots(worker: PlotWorker | None, out_dir: Path, plot_data: PlotData) -> list[str]:
     if worker is not None:
         try:
             return worker.result()
         except PlotWorkerError as exc:
-            metrics["warnings"].append(f"{exc}; plots drawn in the main process")
+            plot_data.metrics["warnings"].append(f"{exc}; plots drawn in the main process")
     from .plots import write_plots
 
-    return write_plots(*plot_args)
+    return write_plots(out_dir, plot_data)
 
 
 def _assemble(

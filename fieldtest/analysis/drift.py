@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from fieldtest.plan import SquarePlan
 
 from .motion import Motion, Track
+from .plotdata import DriftSeries
 from .stats import circular_mean, finite_or_none, interp_with_gaps, summary, wrap_angle
 
 GRID_STEP_S = 0.01
 REST_AFTER_S = (0.5, 1.0)  # window after the planned end where the robot stands still
-
-
-@dataclass
-class DriftSeries:
-    """Phase grid and the distance of every later lap from lap 1 (laps x grid), for the plots."""
-
-    tau_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    distance_m: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # row k: lap k+2 vs lap 1
-    corners_first: np.ndarray | None = None  # start frame, (4, 2)
-    corners_last: np.ndarray | None = None
 
 
 def phase_grid(plan: SquarePlan, step_s: float = GRID_STEP_S) -> np.ndarray:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .loading import TrialData
+from .plotdata import LatencySeries
 from .stats import finite_or_none, perftest_stats, spans
 
 PROBE_WINDOW_S = 10.0  # one minimum-delay probe per window; the offset line is fitted through them
@@ -88,18 +89,6 @@ def _from_probes(probes, window_s: float) -> ClockModel:
         detail["residual_max_s"] = float(np.max(np.abs(residual)))
         return ClockModel("probes", float(offset0), float(drift), ref, detail)
     return ClockModel("probes", float(offset[best]), 0.0, int(t_ns[best]), detail)
-
-
-@dataclass
-class LatencySeries:
-    """Per-command series for the plots (stream seconds, milliseconds)."""
-
-    seq: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    sent_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    one_way_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    live_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    lost_seq: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    lost_sent_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> tuple[dict, LatencySeries]:

@@ -1,6 +1,7 @@
 """PNG plots of one trial: trajectory with laps and the ideal square, drift over lap time, latency.
 
-Drawn with matplotlib's object API on the Agg canvas (no pyplot state, no display needed).
+Drawn with matplotlib's object API on the Agg canvas (no pyplot state, no display needed), from a
+PlotData: importing this module loads numpy and matplotlib, nothing else of the analysis.
 """
 
 from __future__ import annotations
@@ -12,11 +13,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from fieldtest.plan import SquarePlan
-
-from .drift import DriftSeries
-from .latency import LatencySeries
-from .motion import Motion, Track
+from .plotdata import PlotData
 
 DPI = 110
 FAULT_COLOR = "#d62728"
@@ -38,23 +35,20 @@ def _save(fig: Figure, path: Path) -> str:
 
 def write_plots(
     out_dir: Path,
-    metrics: dict,
-    plan: SquarePlan,
-    track: Track | None,
-    motion: Motion,
-    drift: DriftSeries | None,
-    latency: LatencySeries,
-    holes: list[tuple[float, float, bool]],
-    faults: list[dict],
+    data: PlotData,
     ape: Callable[[], dict] | None = None,
+    latency: Callable[[], str] | None = None,
 ) -> list[str]:
-    """Draw and save the plots; ``ape()`` gives the APE section, asked for only when it is needed last."""
-    written = [_save(latency_figure(metrics, plan, latency, motion, faults), out_dir / LATENCY_PNG)]
-    if drift is not None and len(drift.tau_s):
-        written.insert(0, _save(drift_figure(metrics, plan, drift, motion, faults), out_dir / DRIFT_PNG))
-    if track is not None and motion.start_s is not None:
-        fig = trajectory_figure(metrics, plan, track, motion, holes, faults)
-        ape_section = ape() if ape is not None else metrics.get("ape", {})
+    """Draw and save the plots; ``ape()`` gives the APE section, asked for only when it is needed last.
+    ``latency()``, if given, stands for the latency plot (drawn elsewhere meanwhile) and is asked for
+    at the end."""
+    latency_png = write_latency_plot(out_dir, data) if latency is None else None
+    written = []
+    if data.drift is not None and len(data.drift.tau_s):
+        written.append(_save(drift_figure(data), out_dir / DRIFT_PNG))
+    if data.xy is not None:
+        fig = trajectory_figure(data)
+        ape_section = ape() if ape is not None else data.metrics.get("ape", {})
         ax = fig.axes[0]
         if ape_section.get("available"):
             ax.plot(
@@ -62,7 +56,12 @@ def write_plots(
             )
         ax.legend(loc="center", fontsize=8, framealpha=0.85)
         written.insert(0, _save(fig, out_dir / TRAJECTORY_PNG))
+    written.append(latency() if latency is not None else latency_png)
     return written
+
+
+def write_latency_plot(out_dir: Path, data: PlotData) -> str:
+    return _save(latency_figure(data), out_dir / LATENCY_PNG)
 
 
 def _lap_colors(n: int):
@@ -72,19 +71,18 @@ def _lap_colors(n: int):
     return [cmap(i % 10) for i in range(n)]
 
 
-def trajectory_figure(metrics, plan: SquarePlan, track: Track, motion: Motion, holes, faults) -> Figure:
+def trajectory_figure(data: PlotData) -> Figure:
     """The figure without its legend: write_plots adds the APE line and the legend."""
+    metrics, faults, holes = data.metrics, data.faults, data.holes
     fig = Figure(figsize=(8.0, 7.6))
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.08, top=0.91)
     ax = fig.add_subplot()
-    local = motion.to_start_frame(track.xy)
-    t = track.t_s
+    local, t = data.xy, data.t_s
     ax.plot(local[:, 0], local[:, 1], color="0.75", lw=0.8, label="before / after the laps, partial lap")
-    ideal = plan.segment_start_poses()
-    corners = ideal[: 2 * 4 + 1 : 2]  # lap 1: start of each side and back to the start
-    ax.plot(corners[:, 0], corners[:, 1], "k--", lw=1.2, label=f"ideal square ({plan.side_m:.2f} m sides)")
-    colors = _lap_colors(max(1, len(motion.lap_windows)))
-    for i, (lo, hi) in enumerate(motion.lap_windows):
+    corners = data.ideal_corners  # lap 1: start of each side and back to the start
+    ax.plot(corners[:, 0], corners[:, 1], "k--", lw=1.2, label=f"ideal square ({data.side_m:.2f} m sides)")
+    colors = _lap_colors(max(1, len(data.lap_windows)))
+    for i, (lo, hi) in enumerate(data.lap_windows):
         inside = (t >= lo) & (t <= hi)
         ax.plot(local[inside, 0], local[inside, 1], color=colors[i], lw=1.3, label=f"lap {i + 1}")
     for k, fault in enumerate(faults):
@@ -118,17 +116,18 @@ def _mm(value_m) -> str:
     return "n/a" if value_m is None else f"{value_m * 1000:.1f} mm"
 
 
-def drift_figure(metrics, plan: SquarePlan, drift: DriftSeries, motion: Motion, faults) -> Figure:
+def drift_figure(data: PlotData) -> Figure:
+    metrics, drift, faults = data.metrics, data.drift, data.faults
     fig = Figure(figsize=(9.0, 5.0))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.11, top=0.87)
     ax = fig.add_subplot()
     tau = drift.tau_s
     n_laps = drift.distance_m.shape[0] + 1
     colors = _lap_colors(n_laps)
-    pair = plan.side_s + plan.turn_s
+    pair = data.side_s + data.turn_s
     for i in range(4):
-        lo = i * pair + plan.side_s
-        ax.axvspan(lo, lo + plan.turn_s, color="0.92", zorder=0, label="in-place turn" if i == 0 else None)
+        lo = i * pair + data.side_s
+        ax.axvspan(lo, lo + data.turn_s, color="0.92", zorder=0, label="in-place turn" if i == 0 else None)
     for k in range(drift.distance_m.shape[0]):
         last = k == drift.distance_m.shape[0] - 1
         d_mm = drift.distance_m[k] * 1000
@@ -142,13 +141,13 @@ def drift_figure(metrics, plan: SquarePlan, drift: DriftSeries, motion: Motion, 
     first_fault = True
     for fault in faults:
         for lap in (0, n_laps - 1):
-            lo = fault["start_s"] - (motion.start_s + lap * plan.lap_s)
+            lo = fault["start_s"] - (data.motion_start_s + lap * data.lap_s)
             hi = lo + fault["duration_s"]
-            if hi > 0 and lo < plan.lap_s:
+            if hi > 0 and lo < data.lap_s:
                 label = "link fault (lap 1 or last lap)" if first_fault else None
-                ax.axvspan(max(lo, 0), min(hi, plan.lap_s), color=FAULT_COLOR, alpha=0.2, label=label)
+                ax.axvspan(max(lo, 0), min(hi, data.lap_s), color=FAULT_COLOR, alpha=0.2, label=label)
                 first_fault = False
-    ax.set_xlim(0, plan.lap_s)
+    ax.set_xlim(0, data.lap_s)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("time into the lap (s), from the lap's start")
     ax.set_ylabel("distance from lap 1 at the same time (mm)")
@@ -158,7 +157,8 @@ def drift_figure(metrics, plan: SquarePlan, drift: DriftSeries, motion: Motion, 
     return fig
 
 
-def latency_figure(metrics, plan: SquarePlan, series: LatencySeries, motion: Motion, faults) -> Figure:
+def latency_figure(data: PlotData) -> Figure:
+    metrics, series, faults = data.metrics, data.latency, data.faults
     fig = Figure(figsize=(10.0, 8.0))
     lat = metrics["latency"]
     if not lat.get("available") or len(series.one_way_ms) == 0:
@@ -209,7 +209,7 @@ def latency_figure(metrics, plan: SquarePlan, series: LatencySeries, motion: Mot
             alpha=0.2,
             label=f"{fault['kind']}" if k == 0 else None,
         )
-    for i, (lo, _) in enumerate(motion.lap_windows):
+    for i, (lo, _) in enumerate(data.lap_windows):
         ax_t.axvline(lo, color="0.6", lw=0.8, ls=":", label="lap start" if i == 0 else None)
     ax_t.set_xlabel("send time (s from stream start)", labelpad=1)
     ax_t.set_ylabel("latency (ms)")
