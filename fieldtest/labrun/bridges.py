@@ -39,13 +39,13 @@ from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
+    CMD_STAMP_TOPIC,
     RECEIPTS_TOPIC,
 )
 from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
 from fieldtest.transport.base import full_topic
 
-CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
 MOSQUITTO = "mosquitto"

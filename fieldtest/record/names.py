@@ -9,6 +9,7 @@ TRIAL_FILE = "trial.yaml"
 HOST_BAG, ROBOT_BAG, MOCAP_BAG, ANALYSIS_DIR = "host", "robot", "mocap", "analysis"
 
 CMD_VEL_TOPIC = "/cmd_vel"
+CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"  # Humble (Twist) mode: send time and seq of each Twist
 RECEIPTS_TOPIC = "/fieldtest/cmd_receipts"
 CLOCK_OFFSET_TOPIC = "/fieldtest/clock_offset"
 CLOCK_PROBE_TOPIC = "/fieldtest/clock_probe"

@@ -18,16 +18,17 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime
 
-# Topics of a trial (ROS names, before the robot namespace is applied).
-CMD_VEL = "/cmd_vel"
-CLOCK_PROBE = "/fieldtest/clock_probe"
-CLOCK_PROBE_REPLY = "/fieldtest/clock_probe_reply"
-CMD_RECEIPTS = "/fieldtest/cmd_receipts"
-CMD_STAMP = "/fieldtest/cmd_stamp"  # Header companion of a plain Twist command (Humble)
+from fieldtest.record.names import CLOCK_OFFSET_TOPIC as CLOCK_OFFSET
+from fieldtest.record.names import CLOCK_PROBE_REPLY_TOPIC as CLOCK_PROBE_REPLY
+from fieldtest.record.names import CLOCK_PROBE_TOPIC as CLOCK_PROBE
+from fieldtest.record.names import CMD_STAMP_TOPIC as CMD_STAMP
+from fieldtest.record.names import CMD_VEL_TOPIC as CMD_VEL
+from fieldtest.record.names import MOCAP_FRAMES_TOPIC as MOCAP_FRAMES
+from fieldtest.record.names import MOCAP_POSE_TOPIC as MOCAP_POSE
+from fieldtest.record.names import RECEIPTS_TOPIC as CMD_RECEIPTS
+
+# Topics of a trial (ROS names, before the robot namespace is applied): the record's, plus these.
 RELAY_CMD_VEL = "/fieldtest/cmd_vel"  # the commands when the link monitor relays them to the base
-CLOCK_OFFSET = "/fieldtest/clock_offset"
-MOCAP_POSE = "/mocap/pose"
-MOCAP_FRAMES = "/mocap/frames"
 # The Create 3's own topics that the robot-side recorder takes (the base itself stays outside a
 # secure domain; these are granted for a bridge or a base that joins it).
 BASE_ODOM = "/odom"

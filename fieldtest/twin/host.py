@@ -33,6 +33,7 @@ from fieldtest.realtime import thread_priority, try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
+    CMD_STAMP_TOPIC,
     CMD_VEL_TOPIC,
     HOST_BAG,
     BagWriter,
@@ -56,7 +57,6 @@ from fieldtest.twin.common import (
     watch_parent,
     write_status,
 )
-from fieldtest.twin.robot import CMD_STAMP_TOPIC
 
 STOP_BURST_COUNT = 5
 STOP_BURST_SPACING_S = 0.02

@@ -32,6 +32,7 @@ from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
+    CMD_STAMP_TOPIC,
     CMD_VEL_TOPIC,
     RECEIPTS_TOPIC,
     ROBOT_BAG,
@@ -59,7 +60,6 @@ from fieldtest.twin.common import (
 )
 from fieldtest.twin.create3 import Create3Model, Imperfections
 
-CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"  # Humble (Twist) mode: send time and seq of each Twist
 NO_SEQ = 2**64 - 1  # receipt seq of a command that carried none (e.g. from a teleop node)
 TRUTH_FRAME = "twin_world"
 PHYSICS_HZ = 250.0
