@@ -36,6 +36,7 @@ from fieldtest.record import (
 from fieldtest.transport.base import TransportConfig
 
 STOP_BURST = 3  # zero commands the host sends after the last tick
+STOP_BURST_SPACING_S = 0.02  # as the twin host's: seq n_ticks, n_ticks + 1, ... this far apart
 
 
 @dataclass
@@ -181,9 +182,9 @@ def _schedule(spec: SynthSpec) -> list[tuple[int, float, float, float]]:
         (int(sched.seq[i]), float(sched.t_s[i]), float(sched.linear_mps[i]), float(sched.angular_rps[i]))
         for i in range(last)
     ]
+    first_zero_s = last / plan.command_rate_hz  # the next tick
     for k in range(STOP_BURST):
-        seq = last + k
-        rows.append((seq, seq / plan.command_rate_hz, 0.0, 0.0))
+        rows.append((plan.n_ticks() + k, first_zero_s + k * STOP_BURST_SPACING_S, 0.0, 0.0))
     return rows
 
 

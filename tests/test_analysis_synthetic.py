@@ -227,8 +227,16 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
     gaps = [
         0.05 + truth.one_way_s[b] - truth.one_way_s[a]
         for a, b in zip(seqs, seqs[1:], strict=False)
-        if b == a + 1
+        if b == a + 1 and b < SHORT.n_ticks()  # plan ticks: the stop burst has its own spacing
     ]
     assert lat["interarrival_ms"]["count"] == len(gaps)
     assert lat["jitter_ms"] / 1e3 == pytest.approx(np.std(gaps), abs=US)
     assert lat["interarrival_ms"]["max"] < 60.0  # the 200 ms hole of the lost commands is not jitter
+    assert lat["interarrival_ms"]["min"] > 40.0  # nor the stop burst's 20 ms spacing
+
+
+def test_synthetic_stop_burst_is_the_twin_hosts():
+    from fieldtest import synth
+    from fieldtest.twin import host
+
+    assert synth.STOP_BURST_SPACING_S == host.STOP_BURST_SPACING_S

@@ -134,9 +134,10 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     one_way_s = (received_host_ns - rec.sent_ns[first].astype(float)) / 1e9
     out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
     out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
-    # consecutive sequence numbers only: a lost command's gap is loss, not jitter
+    # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
+    # the host's choice (seq n_ticks on), not jitter
     by_seq = np.argsort(seq)
-    consecutive = np.diff(seq[by_seq]) == 1
+    consecutive = (np.diff(seq[by_seq]) == 1) & (seq[by_seq][1:] < plan.n_ticks())
     interarrival_ms = (np.diff(rec.received_ns[first][by_seq]) / 1e6)[consecutive]
     out["interarrival_ms"] = perftest_stats(interarrival_ms)
     out["jitter_ms"] = finite_or_none(np.std(interarrival_ms)) if len(interarrival_ms) else None

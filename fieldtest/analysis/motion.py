@@ -187,7 +187,8 @@ def laps_commanded(data: TrialData) -> int:
     plan = data.plan
     if data.commands is None:
         return plan.laps
-    last = int(data.commands.seq.max())
+    ticks = data.commands.seq[data.commands.seq < plan.n_ticks()]  # the stop burst is numbered after
+    last = int(ticks.max()) if len(ticks) else -1
     done = 0
     for lap in range(plan.laps):
         last_tick = round((plan.lap_start_s(lap) + plan.lap_s) * plan.command_rate_hz) - 1
