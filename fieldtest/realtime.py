@@ -27,6 +27,24 @@ def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
     return True
 
 
+def leave_realtime() -> None:
+    """Put every thread of this process back to normal scheduling (SCHED_OTHER).
+
+    The twin processes call it once their timed work is over: closing bags, rewriting trial.yaml
+    and the interpreter's exit are bursts of CPU that, at FIFO 10, delay every other trial's FIFO-10
+    threads on that core (a concurrent trial's command arrived 41 ms late while two hosts closed).
+    """
+    if not hasattr(os, "sched_setscheduler"):
+        return
+    try:
+        tids = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+
+
 @contextlib.contextmanager
 def thread_priority(priority: int) -> Iterator[None]:
     """Raise only the calling thread to SCHED_FIFO ``priority`` for the block, if the process already

@@ -29,7 +29,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.plan import Schedule
-from fieldtest.realtime import thread_priority, try_realtime
+from fieldtest.realtime import leave_realtime, thread_priority, try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
     CLOCK_PROBE_TOPIC,
@@ -227,6 +227,7 @@ class HostStreamer:
 
     def close(self) -> dict[str, Any]:
         """Leave the link (after a short linger), close the bag, write the status; safe to call twice."""
+        leave_realtime()  # the stream is over: shutdown work must not hold up other trials
         try:
             if self.result.burst_sent:
                 time.sleep(LINGER_S)

@@ -27,7 +27,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
 from fieldtest.natnet.feed import PoseFeedSender
-from fieldtest.realtime import try_realtime
+from fieldtest.realtime import leave_realtime, try_realtime
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -320,6 +320,7 @@ class TwinRobot:
 
     def close(self) -> dict[str, Any]:
         """Leave the link, close the bag, write the status; safe to call twice."""
+        leave_realtime()  # the run is over: shutdown work must not hold up other trials
         try:
             self.transport_hung = not close_transport(self.transport, "robot")
         finally:
