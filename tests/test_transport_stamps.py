@@ -20,7 +20,7 @@ from test_transport_dds import WAIT_S, wait_until
 
 from fieldtest import rosmsg
 from fieldtest.transport import TransportConfig, open_transport
-from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
+from fieldtest.transport.base import decoder, prepare, stamped_publisher, timed_subscribe
 from fieldtest.transport.broker import MosquittoBroker, free_port
 from fieldtest.transport.ddsstamp import ArrivalQueue, now_ns, write_stamped
 from fieldtest.twin.clock import Clock
@@ -228,3 +228,12 @@ def test_transports_without_their_own_stamping_get_them_in_python():
     msg, arrival = got[0]
     assert before <= sent_ns <= arrival <= clock.now_ns()
     assert rosmsg.ns_of(msg.header.stamp) == sent_ns and rosmsg.seq_of(msg.header.frame_id) == 5
+
+
+def test_decoder_delivers_with_the_arrival_and_drops_what_does_not_decode(caplog):
+    got = []
+    decode = decoder(rosmsg.HEADER, lambda msg, arrival: got.append((msg.frame_id, arrival)), "/x")
+    decode(b"\x00\x01\x00", 5)  # cut short: not a Header
+    decode(rosmsg.serialize(rosmsg.header(0, "ok"), rosmsg.HEADER), 7)
+    assert got == [("ok", 7)]
+    assert "dropping undecodable std_msgs/msg/Header on /x" in caplog.text

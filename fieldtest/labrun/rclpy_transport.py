@@ -13,7 +13,6 @@ classes need a sourced ROS 2 environment and the built ``fieldtest_msgs`` packag
 from __future__ import annotations
 
 import importlib
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,9 +21,15 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.qos import get_qos
 from fieldtest.rosmsg import TimeField
-from fieldtest.transport.base import StampedPublish, TimedCallback, TimeSource, full_topic, stamp_and_send
-
-log = logging.getLogger(__name__)
+from fieldtest.transport.base import (
+    StampedPublish,
+    TimedCallback,
+    TimeSource,
+    decoder,
+    full_topic,
+    stamp_and_send,
+    untimed,
+)
 
 
 def type_parts(typename: str) -> tuple[str, str]:
@@ -111,7 +116,7 @@ class RclpyTransport:
         return lambda out: stamp_and_send(out, stamp, clock, pub.publish)
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), time.time_ns)
+        self._subscribe(topic, typename, untimed(callback), time.time_ns)
 
     def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
         """The arrival is stamped first thing in the executor's callback, before decoding."""
@@ -121,15 +126,10 @@ class RclpyTransport:
         self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
     ) -> None:
         name = self.topic(topic)
+        decode = decoder(typename, deliver, name)
 
         def on_raw(data: bytes) -> None:
-            arrival_ns = now_ns()
-            try:
-                msg = rosmsg.deserialize(data, typename)
-            except Exception as exc:  # a malformed sample must not kill the executor thread
-                log.warning("dropping undecodable %s on %s: %s", typename, name, exc)
-                return
-            deliver(msg, arrival_ns)
+            decode(data, now_ns())  # the arrival first, before decoding
 
         sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
         with self._lock:

@@ -7,6 +7,7 @@ Messages are rosbags message objects (see ``fieldtest.rosmsg``); topics are ROS 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -15,6 +16,8 @@ from pydantic import BaseModel, ConfigDict
 
 from fieldtest import rosmsg
 from fieldtest.rosmsg import TimeField
+
+log = logging.getLogger(__name__)
 
 Role = Literal["host", "robot"]
 MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
@@ -130,3 +133,23 @@ def stamp_and_send(out: Prepared, stamp: TimeField, clock: TimeSource, send: Cal
     send(bytes(out.cdr))
     stamp.set(out.msg, sent_ns)
     return sent_ns
+
+
+def decoder(typename: str, deliver: TimedCallback, where: str) -> Callable[[bytes, int], None]:
+    """``decode(data, arrival_ns)`` for a library's receive callback: deserialize, then deliver. A
+    sample that does not decode is dropped with a warning: the library's thread must not die."""
+
+    def decode(data: bytes, arrival_ns: int) -> None:
+        try:
+            msg = rosmsg.deserialize(data, typename)
+        except Exception as exc:
+            log.warning("dropping undecodable %s on %s: %s", typename, where, exc)
+            return
+        deliver(msg, arrival_ns)
+
+    return decode
+
+
+def untimed(callback: Callable[[Any], None]) -> TimedCallback:
+    """A ``timed_subscribe`` callback for a plain ``subscribe`` one."""
+    return lambda msg, _arrival_ns: callback(msg)

@@ -37,7 +37,16 @@ from cyclonedds.util import duration
 from fieldtest import rosmsg
 from fieldtest.qos import QosProfile, get_qos
 
-from .base import Prepared, Role, StampedPublish, TimedCallback, TimeSource, TransportConfig, full_topic
+from .base import (
+    Prepared,
+    Role,
+    StampedPublish,
+    TimedCallback,
+    TimeSource,
+    TransportConfig,
+    full_topic,
+    untimed,
+)
 from .ddsstamp import ArrivalQueue, StampLibraryError, write_stamped
 from .ros_idl import idl_class
 
@@ -249,7 +258,7 @@ class DdsTransport:
         return publish
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), None)
+        self._subscribe(topic, typename, untimed(callback), None)
 
     def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
         """The arrival is stamped in Cyclone's thread that makes the sample available to the reader."""

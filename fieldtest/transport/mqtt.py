@@ -49,8 +49,10 @@ from .base import (
     TimedCallback,
     TimeSource,
     TransportConfig,
+    decoder,
     full_topic,
     stamp_and_send,
+    untimed,
 )
 from .broker import mqtt_broker_address
 
@@ -212,7 +214,7 @@ class MqttTransport:
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
         """Subscribe and wait for the broker's SUBACK, so messages published afterwards arrive."""
-        self._subscribe(topic, typename, lambda msg, _arrival: callback(msg), time.time_ns)
+        self._subscribe(topic, typename, untimed(callback), time.time_ns)
 
     def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
         self._subscribe(topic, typename, callback, clock.now_ns)
@@ -222,19 +224,20 @@ class MqttTransport:
     ) -> None:
         data_topic = self.topic(topic)
 
+        decode = decoder(typename, deliver, data_topic)
+
         def on_message(client, userdata, message: paho.MQTTMessage) -> None:
             arrival_ns = now_ns()
-            try:
-                payload = message.payload
-                if self.inject_timestamp:
+            payload = message.payload
+            if self.inject_timestamp:
+                try:
                     stamp_ns, payload = split_stamped_payload(payload)
-                    if self.on_latency is not None:
-                        self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
-                msg = rosmsg.deserialize(payload, typename)
-            except Exception as exc:  # a malformed message must not stop the network loop
-                log.warning("dropping undecodable %s message on %s: %s", typename, data_topic, exc)
-                return
-            deliver(msg, arrival_ns)
+                except Exception as exc:  # a malformed message must not stop the network loop
+                    log.warning("dropping unstamped %s message on %s: %s", typename, data_topic, exc)
+                    return
+                if self.on_latency is not None:
+                    self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
+            decode(payload, arrival_ns)
 
         self.client.message_callback_add(data_topic, on_message)
         with self._cond:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import threading
 import time
 from collections.abc import Callable
@@ -36,11 +35,11 @@ from .base import (
     TimedCallback,
     TimeSource,
     TransportConfig,
+    decoder,
     full_topic,
     stamp_and_send,
+    untimed,
 )
-
-log = logging.getLogger(__name__)
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 # Reconnect quickly after a link drop (zenoh's default first retry is after 1 s).
@@ -159,7 +158,7 @@ class ZenohTransport:
         return lambda out: stamp_and_send(out, stamp, clock, zpub.put)
 
     def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        self._declare_subscriber(topic, typename, lambda msg, _arrival: callback(msg), time.monotonic_ns)
+        self._declare_subscriber(topic, typename, untimed(callback), time.monotonic_ns)
 
     def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
         self._declare_subscriber(topic, typename, callback, clock.now_ns)
@@ -168,15 +167,11 @@ class ZenohTransport:
         self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
     ) -> None:
         key = self.key(topic)
+        decode = decoder(typename, deliver, key)
 
         def on_sample(sample: zenoh.Sample) -> None:
             arrival_ns = now_ns()  # first thing in the binding's callback, before decoding
-            try:
-                msg = rosmsg.deserialize(sample.payload.to_bytes(), typename)
-            except Exception as exc:  # a malformed sample must not kill the session's thread
-                log.warning("dropping undecodable %s sample on %s: %s", typename, key, exc)
-                return
-            deliver(msg, arrival_ns)
+            decode(sample.payload.to_bytes(), arrival_ns)
 
         with self._lock:
             self._subscribers.append(self.session.declare_subscriber(key, on_sample))
