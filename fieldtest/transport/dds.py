@@ -47,7 +47,7 @@ from .base import (
     full_topic,
     untimed,
 )
-from .ddsstamp import ArrivalQueue, StampLibraryError, write_stamped
+from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from .ros_idl import idl_class
 
 log = logging.getLogger(__name__)
@@ -373,7 +373,7 @@ class DdsTransport:
 
 
 def _padded(data: bytes) -> bytes:
-    return data.ljust((len(data) + 3) & ~3, b"\0")  # Cyclone pads serialized samples to 4 bytes
+    return data.ljust(padded_size(len(data)), b"\0")
 
 
 def _forget(entity: Any) -> None:

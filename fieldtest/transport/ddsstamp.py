@@ -52,11 +52,16 @@ def library() -> ct.CDLL:
     return lib
 
 
+def padded_size(size: int) -> int:
+    """Cyclone pads serialized samples to a multiple of 4 bytes."""
+    return (size + 3) & ~3
+
+
 def write_stamped(writer: int, data: bytes | bytearray, offset: int, base_ns: int) -> tuple[int, int]:
     """Write CDR ``data`` on ``writer`` with the clock (CLOCK_MONOTONIC + ``base_ns``) put as a
     builtin_interfaces/Time at byte ``offset`` just before ``dds_write``; (return code, stamp ns)."""
     stamp = ct.c_int64()
-    size = (len(data) + 3) & ~3  # Cyclone pads serialized samples to 4 bytes; the buffer adds zeros
+    size = padded_size(len(data))  # the buffer fills the padding with zeros
     buf = ct.create_string_buffer(bytes(data), size)
     ret = library().ft_write_stamped(writer, buf, size, offset, base_ns, ct.byref(stamp))
     return ret, stamp.value
