@@ -259,18 +259,11 @@ class TwinRun:
 
 @contextlib.contextmanager
 def infrastructure(config: TransportConfig, workdir: Path) -> Iterator[None]:
-    """The Zenoh router or Mosquitto broker the middleware case needs (stopped on every path)."""
-    if config.middleware == "zenoh-router":
-        from fieldtest.transport.broker import ZenohRouter
+    """The Zenoh router or Mosquitto broker the middleware case needs, as the kit runs it (real-time)."""
+    from fieldtest.transport.broker import middleware_process
 
-        with ZenohRouter(config):
-            yield
-    elif config.middleware.startswith("mqtt"):
-        from fieldtest.transport.broker import MosquittoBroker
-
-        with MosquittoBroker(config, workdir / "broker"):
-            yield
-    else:
+    process = middleware_process(config, workdir, realtime=True)
+    with process if process is not None else contextlib.nullcontext():
         yield
 
 

@@ -56,6 +56,7 @@ class ProcessGroup:
         self.log_dir = log_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, TrialProcess] = {}
+        self.watched: dict[str, TrialProcess] = {}  # started and stopped elsewhere; CPU sampled here
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> TrialProcess:
         log_path = self.log_dir / f"{name}.log"
@@ -101,8 +102,12 @@ class ProcessGroup:
         text = self.procs[name].log_path.read_text(errors="replace").strip().splitlines()
         return " | ".join(text[-lines:]) if text else "(no output)"
 
+    def watch(self, name: str, popen: subprocess.Popen) -> None:
+        """Record the CPU of a process that something else starts and stops (a broker, a router)."""
+        self.watched[name] = TrialProcess(name, popen, self.log_dir / f"{name}.log")
+
     def sample_cpu(self) -> None:
-        for proc in self.procs.values():
+        for proc in [*self.procs.values(), *self.watched.values()]:
             if proc.popen.poll() is None:
                 proc.sample_cpu()
 
@@ -126,4 +131,5 @@ class ProcessGroup:
             self.stop(name)
 
     def cpu(self) -> dict[str, dict[str, float]]:
-        return {name: proc.cpu_summary() for name, proc in self.procs.items()}
+        every = {**self.procs, **self.watched}
+        return {name: proc.cpu_summary() for name, proc in every.items()}

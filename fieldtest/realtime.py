@@ -27,6 +27,14 @@ def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
     return True
 
 
+def is_realtime(pid: int = 0) -> bool:
+    """Whether process ``pid`` (0: this one) runs at SCHED_FIFO; False if it cannot be read."""
+    try:
+        return os.sched_getscheduler(pid) == os.SCHED_FIFO
+    except (OSError, AttributeError):
+        return False
+
+
 def leave_realtime() -> None:
     """Put every thread of this process back to normal scheduling (SCHED_OTHER).
 

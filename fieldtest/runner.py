@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
@@ -36,8 +37,13 @@ from fieldtest.record import (
 from fieldtest.security.trial import prepare_trial_security
 from fieldtest.transport.base import MIDDLEWARES
 
+if TYPE_CHECKING:
+    from fieldtest.transport.broker import ManagedProcess
+
 DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
+# The middleware's own process (its log and its CPU figure in trial.yaml go by this name).
+INFRA_LOG_NAME = {"zenoh-router": "router", "mqtt-local-broker": "broker", "mqtt-broker": "broker"}
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
 
 
@@ -147,22 +153,26 @@ def _fault_records(faults: list[dict], stream_start_ns: int | None) -> list[dict
 
 
 @contextlib.contextmanager
-def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> Iterator[None]:
-    """The broker or router the middleware case needs, stopped on every exit path."""
+def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> Iterator[ManagedProcess | None]:
+    """The router or broker the middleware needs, stopped on every exit path; its output is saved as
+    ``logs/<router|broker>.log``. Real-time like the twin's processes: it forwards every command."""
+    from fieldtest.transport.broker import middleware_process
+
     middleware = request.transport.middleware
-    if middleware == "zenoh-router":
-        from fieldtest.transport.broker import ZenohRouter
-
-        with ZenohRouter(request.transport, prefix=net.prefix("router")):
-            yield
-    elif middleware.startswith("mqtt"):
-        from fieldtest.transport.broker import MosquittoBroker
-
-        node = "broker" if middleware == "mqtt-broker" else "host"
-        with MosquittoBroker(request.transport, trial_dir / "broker", prefix=net.prefix(node)):
-            yield
-    else:
-        yield
+    node = {"zenoh-router": "router", "mqtt-broker": "broker"}.get(middleware, "host")
+    infra = middleware_process(request.transport, trial_dir, prefix=net.prefix(node), realtime=True)
+    if infra is None:
+        yield None
+        return
+    log_path = trial_dir / "logs" / f"{INFRA_LOG_NAME[middleware]}.log"
+    try:
+        with infra:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log_path.write_text(f"# fieldtest: {infra.name} pid {infra.pid}, real-time {infra.realtime}\n")
+            yield infra
+    finally:
+        with log_path.open("a") as log:
+            log.write(infra.output() + "\n")
 
 
 def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], list[str]]:
@@ -313,7 +323,9 @@ def _run_in_network(
     reason, detail, link = "error", "", {}
     try:
         link = _measure_link(net)
-        with _infrastructure(request, trial_dir, net):
+        with _infrastructure(request, trial_dir, net) as infra:
+            if infra is not None:
+                procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
             _start_trial_processes(request, trial_dir, procs, net)
             _wait_for_host(procs, request, net, progress, kill_host_at_s)
             time.sleep(STOP_GRACE_S)

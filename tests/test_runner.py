@@ -17,7 +17,7 @@ from fieldtest.record import (
     read_bag,
     read_trial,
 )
-from fieldtest.runner import run_twin_trial
+from fieldtest.runner import INFRA_LOG_NAME, run_twin_trial
 from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
@@ -66,6 +66,11 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
         m.tracking_valid for _, m in mocap.messages(MOCAP_FRAMES_TOPIC)
     )
     assert set(record.outcome.cpu) >= {"host", "robot", "natnet", "recorder"}
+    infra = INFRA_LOG_NAME.get(middleware)
+    if infra is not None:  # the router or broker: its CPU recorded, its output kept
+        assert record.outcome.cpu[infra]["cpu_s"] > 0
+        log = (result.trial_dir / "logs" / f"{infra}.log").read_text()
+        assert log.startswith("# fieldtest: ") and ("zenoh-router ready" in log or " running" in log), log
     assert record.outcome.stream_start_ns is not None
 
 

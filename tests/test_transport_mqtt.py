@@ -1,5 +1,8 @@
 """MQTT transport and Mosquitto broker: a real mosquitto, paho clients, the robot in its own process."""
 
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -202,6 +205,26 @@ def test_broker_behind_a_command_prefix_is_ready_from_its_log(tmp_path):
         assert not broker.check_port and " running" in broker.output()
         open_mqtt(config, "host").close()
     assert broker.proc.returncode is not None
+
+
+def _realtime_permitted() -> bool:
+    """Whether a child of this process may take SCHED_FIFO (root or CAP_SYS_NICE)."""
+    child = "from fieldtest.realtime import try_realtime; print(try_realtime())"
+    return (
+        subprocess.run([sys.executable, "-c", child], capture_output=True, text=True).stdout.strip() == "True"
+    )
+
+
+@pytest.mark.parametrize("realtime_env", ["1", "0"])
+def test_broker_asked_for_realtime_gets_it_where_permitted(tmp_path, monkeypatch, realtime_env):
+    monkeypatch.setenv("FIELDTEST_REALTIME", realtime_env)  # "0": the kit's switch to turn it off
+    expected = realtime_env == "1" and _realtime_permitted()
+    with MosquittoBroker(local_broker_config(), tmp_path, realtime=True) as broker:
+        assert broker.realtime is expected
+        assert os.sched_getscheduler(broker.pid) == (os.SCHED_FIFO if expected else os.SCHED_OTHER)
+    with MosquittoBroker(local_broker_config(), tmp_path) as plain:
+        assert plain.realtime is False
+    assert broker.realtime is False  # ended
 
 
 def test_missing_mosquitto_and_unreachable_broker_are_clear_errors(tmp_path):
