@@ -44,6 +44,8 @@ DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
 # The middleware's own process (its log and its CPU figure in trial.yaml go by this name).
 INFRA_LOG_NAME = {"zenoh-router": "router", "mqtt-local-broker": "broker", "mqtt-broker": "broker"}
+# On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
+STACK_DRIFT_LIMIT_M = 0.001
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
 
 
@@ -389,14 +391,32 @@ def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialRes
         return [f.result() for f in futures]
 
 
-def _analyse(results: list[TrialResult]) -> list[Path]:
+def _analyse(results: list[TrialResult]) -> list[dict]:
+    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order."""
     from fieldtest.analysis import analyze_trial
 
-    reports = []
-    for result in results:
-        analyze_trial(result.trial_dir)
-        reports.append(result.trial_dir / "analysis" / "report.md")
-    return reports
+    return [analyze_trial(result.trial_dir) for result in results]
+
+
+def stack_drift_check(requests: list[TrialRequest], metrics: list[dict]) -> str | None:
+    """One line on whether the stack added drift: on loopback with no imperfections every trial's
+    lap drift should stay within ``STACK_DRIFT_LIMIT_M``. None where that does not apply."""
+    if any(r.network != "loopback" or r.faults or r.twin.has_imperfections() for r in requests):
+        return None
+    figures = []
+    for request, m in zip(requests, metrics, strict=True):
+        drift = m.get("drift", {})
+        value = drift.get("mean_m") if drift.get("available") else None
+        figures.append((request.transport.middleware, value))
+    shown = ", ".join(f"{name} {'n/a' if v is None else f'{v * 1000:.1f}'}" for name, v in figures)
+    limit_mm = f"{STACK_DRIFT_LIMIT_M * 1000:g} mm"
+    over = [name for name, v in figures if v is None or v > STACK_DRIFT_LIMIT_M]
+    if not over:
+        return f"stack check: lap drift within {limit_mm} on loopback in every trial (mm: {shown})"
+    return (
+        f"stack check NOT met: lap drift over {limit_mm} (or not measured) on loopback for {', '.join(over)}"
+        f" (mm: {shown}); this machine's scheduling adds drift (docs/benchmarks.md, 'Drift on loopback')"
+    )
 
 
 def trial_main(argv: list[str]) -> int:
@@ -405,13 +425,16 @@ def trial_main(argv: list[str]) -> int:
     _add_common_args(parser)
     args = parser.parse_args(argv)
     try:
-        results = _run_with_progress([_request_from_args(args, args.middleware)], args.out)
+        requests = [_request_from_args(args, args.middleware)]
+        results = _run_with_progress(requests, args.out)
     except ValueError as exc:
         print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
         return 2
-    reports = _analyse(results)
-    for result, report in zip(results, reports, strict=True):
-        print(f"{result.end_reason}: {result.trial_dir}  report: {report}")
+    metrics = _analyse(results)
+    for result in results:
+        print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
+    if (check := stack_drift_check(requests, metrics)) is not None:
+        print(check)
     return 0 if all(r.end_reason == "completed" for r in results) else 1
 
 
@@ -433,7 +456,7 @@ def demo_main(argv: list[str]) -> int:
         return 2
     requests = [_request_from_args(args, m) for m in middlewares]
     results = _run_with_progress(requests, args.out)
-    _analyse(results)
+    metrics = _analyse(results)
     from fieldtest.analysis import compare_trials
 
     compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
@@ -441,6 +464,8 @@ def demo_main(argv: list[str]) -> int:
     for result in results:
         print(f"{result.end_reason:>12}  {result.trial_dir}/analysis/report.md  {result.detail}")
     print(f"comparison report: {compare_dir / 'compare.md'}")
+    if (check := stack_drift_check(requests, metrics)) is not None:
+        print(check)
     return 0 if all(r.end_reason == "completed" for r in results) else 1
 
 

@@ -1,6 +1,7 @@
 """End to end through the trial runner: every process separate, real middlewares, real NatNet."""
 
-from concurrent.futures import ThreadPoolExecutor
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from fieldtest.record import (
     read_bag,
     read_trial,
 )
-from fieldtest.runner import INFRA_LOG_NAME, run_twin_trial
+from fieldtest.runner import INFRA_LOG_NAME, QUICK_PLAN, TrialResult, run_twin_trial, stack_drift_check
 from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
@@ -28,15 +29,42 @@ def _request(middleware: str) -> TrialRequest:
 
 
 @pytest.fixture(scope="module")
-def all_middleware_trials(tmp_path_factory):
-    """One short trial per middleware, all at once, as the demo runs them."""
+def quick_demo(tmp_path_factory):
+    """The main command's quick variant, as a user runs it: every middleware at once, analysed, compared."""
     out = tmp_path_factory.mktemp("runs")
-    with ThreadPoolExecutor(len(MIDDLEWARES)) as pool:
-        futures = {
-            m: pool.submit(run_twin_trial, _request(m), out, domain_id=i + 1)
-            for i, m in enumerate(MIDDLEWARES)
-        }
-        return {m: f.result() for m, f in futures.items()}
+    done = subprocess.run(
+        [sys.executable, "-m", "fieldtest.cli", "demo", "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return out, done
+
+
+@pytest.fixture(scope="module")
+def all_middleware_trials(quick_demo):
+    out, done = quick_demo
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    trials = {}
+    for trial_dir in sorted(p for p in out.iterdir() if (p / "trial.yaml").exists()):
+        record = read_trial(trial_dir)
+        trials[record.request.transport.middleware] = TrialResult(
+            trial_dir, record.outcome.end_reason, record.outcome.end_detail
+        )
+    assert sorted(trials) == sorted(MIDDLEWARES)
+    return trials
+
+
+def test_demo_prints_every_report_the_comparison_and_the_stack_check(quick_demo, all_middleware_trials):
+    out, done = quick_demo
+    for result in all_middleware_trials.values():
+        assert f"{result.trial_dir}/analysis/report.md" in done.stdout
+        assert (result.trial_dir / "analysis" / "report.md").exists()
+    (compare,) = out.glob("compare-*/compare.md")
+    assert f"comparison report: {compare}" in done.stdout
+    assert all(m in compare.read_text() for m in MIDDLEWARES)
+    (check,) = [line for line in done.stdout.splitlines() if line.startswith("stack check")]
+    assert all(m in check for m in MIDDLEWARES), check
 
 
 @pytest.mark.parametrize("middleware", MIDDLEWARES)
@@ -47,7 +75,7 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     sent = read_bag(result.trial_dir / "host").messages(CMD_VEL_TOPIC)
     receipts = read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)
     sent_seqs = {rosmsg.seq_of(m.header.frame_id) for _, m in sent}
-    assert sent_seqs >= set(range(SHORT_PLAN.n_ticks()))
+    assert sent_seqs >= set(range(QUICK_PLAN.n_ticks()))
     assert {m.seq for _, m in receipts} == sent_seqs
     mocap = read_bag(result.trial_dir / "mocap")
     assert not mocap.truncated
@@ -127,3 +155,26 @@ def test_trial_over_emulated_wifi_with_an_outage(tmp_path):
     latencies = np.array([m.latency_s for _, m in receipts])
     assert np.nanmedian(latencies) > 0.002  # the emulated link's delay shows in the robot's log
     assert read_bag(result.trial_dir / "mocap").count(MOCAP_POSE_TOPIC) > 500  # truth crossed namespaces
+
+
+def _drift(mean_m: float | None) -> dict:
+    return {"drift": {"available": mean_m is not None, "mean_m": mean_m}}
+
+
+def test_stack_check_says_which_middleware_adds_drift():
+    requests = [_request(m) for m in ("dds", "mqtt-broker")]
+    met = stack_drift_check(requests, [_drift(0.0003), _drift(0.0009)])
+    assert met.startswith("stack check: lap drift within 1 mm") and "dds 0.3, mqtt-broker 0.9" in met
+    over = stack_drift_check(requests, [_drift(0.0003), _drift(0.0021)])
+    assert over.startswith("stack check NOT met") and "for mqtt-broker (" in over and "2.1" in over
+    unmeasured = stack_drift_check(requests, [_drift(None), _drift(0.0002)])
+    assert "NOT met" in unmeasured and "for dds (" in unmeasured and "dds n/a" in unmeasured
+
+
+def test_stack_check_only_where_the_stack_alone_should_not_drift():
+    wifi = _request("dds").model_copy(update={"network": "wifi"})
+    assert stack_drift_check([wifi], [_drift(0.01)]) is None
+    biased = TrialRequest(name="b", plan=SHORT_PLAN, twin={"heading_bias_dps": 0.1})
+    assert stack_drift_check([biased], [_drift(0.01)]) is None
+    faulted = _request("dds").model_copy(update={"faults": [{"kind": "outage", "at_s": 1, "duration_s": 1}]})
+    assert stack_drift_check([faulted], [_drift(0.01)]) is None

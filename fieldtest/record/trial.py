@@ -51,6 +51,10 @@ class TwinSettings(BaseModel):
     truth_port: int = 0  # UDP port where the twin robot sends its true pose to the NatNet emulator
     truth_socket: str = ""  # or a Unix socket path for it (crosses network namespaces)
 
+    def has_imperfections(self) -> bool:
+        """Whether the robot model is set to drive imperfectly (then it drifts by itself)."""
+        return bool(self.wheel_speed_error or self.heading_bias_dps or self.slip)
+
 
 class TrialRequest(BaseModel):
     """What the trial was asked to do."""
