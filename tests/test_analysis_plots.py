@@ -1,12 +1,17 @@
 """Faults in the record become spans in metrics and plots; plots come out the same with or without
 the forked plot worker."""
 
+import json
 import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 from PIL import Image
 
 from fieldtest.analysis import analyze_trial, plots
+from fieldtest.analysis.plotdata import PlotData
 from fieldtest.analysis.plotworker import PlotWorker
 from fieldtest.plan import SquarePlan
 from fieldtest.synth import SynthSpec, synthesize
@@ -79,15 +84,32 @@ def _pixels(path):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
-@pytest.mark.parametrize("failing", ["worker", "latency fork"])
+def test_worker_draws_the_same_pixels(faulty, tmp_path):
+    """In a fresh process the worker imports matplotlib its own way (plotworker._import_plots): the
+    pictures must not change."""
+    out = {}
+    for worker in ("0", "1"):
+        out[worker] = tmp_path / worker
+        env = dict(os.environ, FIELDTEST_PLOT_WORKER=worker)
+        cmd = [sys.executable, "-m", "fieldtest.cli", "analyze", str(faulty), "--out", str(out[worker])]
+        subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=120)
+    assert not any(
+        "plot worker" in w for w in json.loads((out["1"] / "metrics.json").read_text())["warnings"]
+    )
+    for name in ("trajectory.png", "drift.png", "latency.png"):
+        assert _pixels(out["1"] / name) == _pixels(out["0"] / name)
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
+@pytest.mark.parametrize("failing", ["raises", "dies"])
 def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
-    """A worker that fails early (before it gets the APE) or a latency fork that dies: every plot
-    is still drawn, the same as without the worker; only the worker's failure is a warning."""
+    """A worker that fails early (before it gets the APE) or dies while drawing: every plot is
+    still drawn, the same as without the worker, and the worker's failure is one warning."""
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "0")
     reference = analyze_trial(faulty, tmp_path / "ref")
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "1")
     parent = os.getpid()
-    if failing == "worker":
+    if failing == "raises":
         drift_figure = plots.drift_figure
 
         def broken(data):
@@ -97,19 +119,69 @@ def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
 
         monkeypatch.setattr(plots, "drift_figure", broken)
     else:
-        marker, write_latency_plot = tmp_path / "latency-fork-died", plots.write_latency_plot
+        latency_figure = plots.latency_figure
 
-        def dies_once(out_dir, data):  # the latency fork calls it first; the worker then draws itself
-            if os.getpid() != parent and not marker.exists():
-                marker.touch()
+        def dies(data):
+            if os.getpid() != parent:
                 os._exit(3)
-            return write_latency_plot(out_dir, data)
+            return latency_figure(data)
 
-        monkeypatch.setattr(plots, "write_latency_plot", dies_once)
+        monkeypatch.setattr(plots, "latency_figure", dies)
     m = analyze_trial(faulty, tmp_path / "out")
     assert m["plots"] == reference["plots"]
     warned = [w for w in m["warnings"] if "plot worker" in w]
-    assert len(warned) == (failing == "worker")
-    assert failing == "worker" or marker.exists()  # the latency fork did die
+    assert len(warned) == 1
+    assert ("failed" if failing == "raises" else "ended without an answer") in warned[0]
     for name in m["plots"]:
         assert _pixels(tmp_path / "out" / name) == _pixels(tmp_path / "ref" / name)
+
+
+def test_trajectory_legend_drawn_on_top_as_in_a_full_draw(faulty, tmp_path, monkeypatch):
+    """write_plots draws the trajectory before the APE is known and its legend on top afterwards:
+    the same pixels as drawing the finished figure in one go."""
+    from fieldtest.analysis import analyze
+
+    captured, of = [], PlotData.of
+    monkeypatch.setattr(analyze.PlotData, "of", lambda *a: captured.append(of(*a)) or captured[-1])
+    m = analyze_trial(faulty, tmp_path / "a", plots=False)
+    data = captured[0]
+    data.metrics["ape"] = m["ape"]
+    plots.write_plots(tmp_path, data)
+    fig = plots.trajectory_figure(data)
+    ax = fig.axes[0]
+    ax.plot([], [], " ", label=f"APE vs ideal (evo, origin aligned): RMSE {plots._mm(m['ape']['rmse_m'])}")
+    ax.legend(loc="center", fontsize=8, framealpha=0.85)
+    full = np.asarray(plots._draw(fig).buffer_rgba())[:, :, :3]
+    with Image.open(tmp_path / plots.TRAJECTORY_PNG) as img:
+        assert np.array_equal(np.asarray(img), full)
+
+
+@pytest.mark.parametrize("alpha", [255, 128])
+def test_write_png_round_trip(tmp_path, alpha):
+    rng = np.random.default_rng(1)
+    rgba = rng.integers(0, 256, (37, 53, 4), dtype=np.uint8)
+    rgba[:, :, 3] = 255
+    rgba[5, 7, 3] = alpha
+    plots.write_png(tmp_path / "x.png", rgba, 110)
+    with Image.open(tmp_path / "x.png") as img:
+        assert img.mode == ("RGB" if alpha == 255 else "RGBA")
+        assert img.info["dpi"] == pytest.approx((110, 110), abs=0.01)
+        back = np.asarray(img)
+    assert np.array_equal(back, rgba[:, :, : back.shape[2]])
+
+
+def test_worker_import_keeps_matplotlib_working():
+    """The worker imports matplotlib without the generated ``set()`` docs, then puts the generator back."""
+    code = """
+import matplotlib.artist as artist
+kwdoc = artist.kwdoc
+from fieldtest.analysis.plotworker import _import_plots
+_import_plots()
+from matplotlib.lines import Line2D
+assert artist.kwdoc is kwdoc and artist.kwdoc(Line2D)
+assert "Supported properties" not in (Line2D.set.__doc__ or "")
+line = Line2D([0, 1], [0, 1])
+line.set(lw=3, color="r")
+assert line.get_linewidth() == 3
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
