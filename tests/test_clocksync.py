@@ -127,3 +127,43 @@ def test_send_probe_registers_the_t1_the_sender_stamped():
     assert init.on_reply(probe_id, t1 - 1, t1 + MS, t1 + 2 * MS, t1 + 3 * MS) is None  # t1 must match
     sample = init.on_reply(probe_id, t1, t1 + MS, t1 + 2 * MS, t1 + 3 * MS)
     assert sample is not None and sample.delay_s == pytest.approx(2e-3)
+
+
+def _probe_round(init: ProbeInitiator, now: int, offset_ns: int, warm_ns: int, cold_extra_ns: int) -> int:
+    """One scheduled probe sent after idle (its request leg cold), then the follow-up the initiator
+    asks for (both legs warm); returns when the next scheduled probe is due."""
+    follow_up = False
+    while True:
+        probe_id, t1 = init.send_probe(lambda _pid, t=now: t, follow_up=follow_up)
+        out = warm_ns if follow_up else warm_ns + cold_extra_ns
+        sample = init.on_reply(probe_id, *exchange(offset_ns, t1, out, 20_000, warm_ns))
+        assert sample is not None and sample.follow_up is follow_up
+        if not init.wants_follow_up(sample):
+            return init.next_due_ns()
+        follow_up, now = True, exchange(offset_ns, t1, out, 20_000, warm_ns)[3]
+
+
+@pytest.mark.parametrize("follow_up", [True, False])
+def test_follow_up_probes_remove_the_bias_of_a_cold_request_leg(follow_up):
+    offset_ns, warm_ns, cold_extra_ns = 3 * S + 777, 50_000, 100_000
+    init = ProbeInitiator(follow_up=follow_up)
+    now = 100 * S
+    for _ in range(12):
+        now = _probe_round(init, now, offset_ns, warm_ns, cold_extra_ns)
+    error_ns = init.offset_s * S - offset_ns
+    if follow_up:  # the follow-ups (both legs warm) have the least delay, so the filter keeps them
+        assert init.sent == 24 and abs(error_ns) < 1 and init.filter.best.follow_up
+        assert init.delay_s == pytest.approx(2 * warm_ns / S)
+    else:  # every sample carries half the cold leg's extra time
+        assert init.sent == 12 and error_ns == pytest.approx(cold_extra_ns / 2, abs=1)
+
+
+def test_a_follow_up_is_asked_for_only_after_a_scheduled_probe():
+    init = ProbeInitiator()
+    probe_id, t1 = init.make_probe(10 * S)
+    first = init.on_reply(probe_id, *exchange(0, t1, MS, 0, MS))
+    assert init.wants_follow_up(first) and not first.follow_up
+    probe_id, t1 = init.send_probe(lambda _pid: 11 * S, follow_up=True)
+    second = init.on_reply(probe_id, *exchange(0, t1, MS, 0, MS))
+    assert second.follow_up and not init.wants_follow_up(second)
+    assert not init.wants_follow_up(None)  # an ignored reply asks for nothing

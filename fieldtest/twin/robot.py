@@ -241,17 +241,19 @@ class TwinRobot:
         self.bag.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, received_ns, receipt)
 
     # Clock probes -------------------------------------------------------------------------
-    def _send_probe(self) -> None:
+    def _send_probe(self, follow_up: bool = False) -> None:
         def send(probe_id: int) -> int:
             zero = rosmsg.time_msg(0)
             probe = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=probe_id, t1=zero, t2=zero, t3=zero)
             return self._publish_probe(prepare(probe, rosmsg.CLOCK_PROBE))  # stamps t1
 
-        self.probes.send_probe(send)
+        self.probes.send_probe(send, follow_up=follow_up)
 
     def _on_probe_reply(self, msg: Any, t4: int) -> None:
         t1, t2, t3 = (rosmsg.ns_of(t) for t in (msg.t1, msg.t2, msg.t3))
         sample = self.probes.on_reply(msg.id, t1, t2, t3, t4)
+        if self.probes.wants_follow_up(sample):
+            self._send_probe(follow_up=True)  # at once, while both ends are warm (fieldtest.clocksync)
         if sample is not None:
             self.bag.write(CLOCK_OFFSET_TOPIC, rosmsg.CLOCK_OFFSET_SAMPLE, t4, offset_sample_msg(sample))
 
