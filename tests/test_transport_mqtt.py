@@ -120,6 +120,55 @@ def test_commands_delivered_in_order_between_processes(tmp_path, make_config):
     assert not port_accepts(mqtt_broker_address(config), config.mqtt_port)
 
 
+def test_publish_is_on_the_wire_when_it_returns(tmp_path):
+    config = local_broker_config()
+    with MosquittoBroker(config, tmp_path):
+        host = open_mqtt(config, "host", announce_type=False)
+        writers: list[str] = []
+        loop_write = host.client.loop_write
+
+        def recording_loop_write():
+            if host.client.want_write():
+                writers.append(threading.current_thread().name)
+            return loop_write()
+
+        host.client.loop_write = recording_loop_write
+        try:
+            for i in range(20):
+                host.loop.publish("probe/topic", b"x%d" % i, 1)
+                assert not host.client.want_write()  # nothing left for the network thread
+        finally:
+            host.close()
+    # The publishing thread writes (the network thread may write a packet first, if it is awake
+    # between paho queueing it and the publisher taking the write lock: the packet is out either way).
+    assert writers.count(threading.current_thread().name) >= 10, writers
+
+
+def test_publishers_on_two_threads_lose_and_reorder_nothing(tmp_path):
+    config = local_broker_config()
+    per_thread = 300
+    with MosquittoBroker(config, tmp_path):
+        sniffer = RawClient(config)
+        host = open_mqtt(config, "host", announce_type=False)
+        try:
+
+            def publish_all(name: str) -> None:
+                for i in range(per_thread):
+                    host.loop.publish(f"load/{name}", str(i).encode(), 1)
+
+            threads = [threading.Thread(target=publish_all, args=(name,)) for name in "ab"]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for name in "ab":
+                payloads = sniffer.wait_for(f"load/{name}", per_thread)
+                assert [int(p) for p in payloads] == list(range(per_thread))
+        finally:
+            host.close()
+            sniffer.close()
+
+
 def test_wire_is_bridge_payload_and_type_announcement(tmp_path):
     config = separate_broker_config(namespace="/tb4")
     with MosquittoBroker(config, tmp_path):
