@@ -101,37 +101,45 @@ def test_worker_draws_the_same_pixels(faulty, tmp_path):
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
-@pytest.mark.parametrize("failing", ["raises", "dies"])
+@pytest.mark.parametrize("failing", ["raises", "dies", "latency fork dies"])
 def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
-    """A worker that fails early (before it gets the APE) or dies while drawing: every plot is
-    still drawn, the same as without the worker, and the worker's failure is one warning."""
+    """A worker that fails early (before it gets the APE) or dies while drawing, or a latency fork
+    that dies: every plot is still drawn, the same as without the worker; only the worker's failure
+    is a warning (the worker draws the latency plot itself when its fork dies)."""
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "0")
     reference = analyze_trial(faulty, tmp_path / "ref")
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "1")
     parent = os.getpid()
-    if failing == "raises":
-        drift_figure = plots.drift_figure
+    marker = tmp_path / "latency-fork-died"
+    if failing in ("raises", "dies"):
+        drift_figure = plots.drift_figure  # drawn by the worker, not by its latency fork
 
         def broken(data):
             if os.getpid() != parent:
+                if failing == "dies":
+                    os._exit(3)
                 raise RuntimeError("broken in the worker")
             return drift_figure(data)
 
         monkeypatch.setattr(plots, "drift_figure", broken)
     else:
-        latency_figure = plots.latency_figure
+        write_latency_plot = plots.write_latency_plot
 
-        def dies(data):
-            if os.getpid() != parent:
+        def dies_once(out_dir, data):  # the latency fork calls it first; the worker then draws itself
+            if os.getpid() != parent and not marker.exists():
+                marker.touch()
                 os._exit(3)
-            return latency_figure(data)
+            return write_latency_plot(out_dir, data)
 
-        monkeypatch.setattr(plots, "latency_figure", dies)
+        monkeypatch.setattr(plots, "write_latency_plot", dies_once)
     m = analyze_trial(faulty, tmp_path / "out")
     assert m["plots"] == reference["plots"]
     warned = [w for w in m["warnings"] if "plot worker" in w]
-    assert len(warned) == 1
-    assert ("failed" if failing == "raises" else "ended without an answer") in warned[0]
+    if failing == "latency fork dies":
+        assert marker.exists() and not warned
+    else:
+        assert len(warned) == 1
+        assert ("failed" if failing == "raises" else "ended without an answer") in warned[0]
     for name in m["plots"]:
         assert _pixels(tmp_path / "out" / name) == _pixels(tmp_path / "ref" / name)
 

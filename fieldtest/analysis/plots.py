@@ -74,17 +74,24 @@ def write_png(path: Path, rgba: np.ndarray, dpi: float) -> None:
             f.write(struct.pack(">I", zlib.crc32(kind + data)))
 
 
-def write_plots(out_dir: Path, data: PlotData, ape: Callable[[], dict] | None = None) -> list[str]:
+def write_plots(
+    out_dir: Path,
+    data: PlotData,
+    ape: Callable[[], dict] | None = None,
+    latency: Callable[[], str] | None = None,
+) -> list[str]:
     """Draw and save the plots; ``ape()`` gives the APE section for the trajectory's legend.
+    ``latency()``, if given, stands for the latency plot (drawn elsewhere meanwhile) and is asked for
+    at the end.
 
-    It is asked for last: the plot worker gets it from the analysis, which computes it while the
-    worker draws. The trajectory is drawn without its legend before that, and the legend on top of
-    it once the APE is known (the legend covers only the trajectory's lines and grid, which are
+    The APE is asked for last: the plot worker gets it from the analysis, which computes it while
+    the worker draws. The trajectory is drawn without its legend before that, and the legend on top
+    of it once the APE is known (the legend covers only the trajectory's lines and grid, which are
     drawn before it in a full draw as well)."""
+    latency_png = write_latency_plot(out_dir, data) if latency is None else None
     written = []
     if data.drift is not None and len(data.drift.tau_s):
         written.append(_save(drift_figure(data), out_dir / DRIFT_PNG))
-    latency_png = _save(latency_figure(data), out_dir / LATENCY_PNG)
     if data.xy is not None:
         fig = trajectory_figure(data)
         canvas = _draw(fig)
@@ -96,8 +103,12 @@ def write_plots(out_dir: Path, data: PlotData, ape: Callable[[], dict] | None = 
             )
         ax.draw_artist(ax.legend(loc="center", fontsize=8, framealpha=0.85))
         written.insert(0, _write(canvas, out_dir / TRAJECTORY_PNG))
-    written.append(latency_png)
+    written.append(latency() if latency is not None else latency_png)
     return written
+
+
+def write_latency_plot(out_dir: Path, data: PlotData) -> str:
+    return _save(latency_figure(data), out_dir / LATENCY_PNG)
 
 
 def _lap_colors(n: int):
