@@ -284,3 +284,60 @@ def test_missing_mosquitto_and_unreachable_broker_are_clear_errors(tmp_path):
         open_mqtt(local_broker_config(), "host", connect_timeout_s=0.5)
     with pytest.raises(ValueError, match="'sros2' does not apply to middleware 'mqtt-local-broker'"):
         open_mqtt(local_broker_config(security="sros2"), "host")
+
+
+def _wait_until(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_a_failing_receiver_loses_only_its_message(tmp_path, caplog):
+    config = local_broker_config()
+    got = []
+
+    def on_command(msg):
+        got.append(msg.header.frame_id)
+        if msg.header.frame_id == "seq:0":
+            raise RuntimeError("receiver failed")
+
+    with MosquittoBroker(config, tmp_path):
+        robot, host = open_mqtt(config, "robot"), open_mqtt(config, "host")
+        try:
+            robot.subscribe(CMD_VEL, rosmsg.TWIST_STAMPED, on_command)
+            publish = host.publisher(CMD_VEL, rosmsg.TWIST_STAMPED)
+            for i in range(3):
+                publish(command_for(i))
+            _wait_until(lambda: len(got) >= 3)
+        finally:
+            host.close()
+            robot.close()
+    assert got == ["seq:0", "seq:1", "seq:2"]
+    assert "receiver failed" in caplog.text
+
+
+def test_an_error_inside_the_network_loop_ends_in_a_reconnect_not_a_dead_loop(tmp_path, caplog):
+    config = local_broker_config()
+    got = []
+    with MosquittoBroker(config, tmp_path):
+        robot, host = open_mqtt(config, "robot"), open_mqtt(config, "host")
+        try:
+            robot.subscribe(CMD_VEL, rosmsg.TWIST_STAMPED, lambda msg: got.append(msg.header.frame_id))
+            loop_misc, failed = robot.client.loop_misc, []
+
+            def failing_once():
+                if not failed:
+                    failed.append(True)
+                    raise RuntimeError("injected loop failure")
+                return loop_misc()
+
+            robot.client.loop_misc = failing_once
+            robot.loop.wake()
+            _wait_until(lambda: failed and robot.client.is_connected() and robot.client.socket() is not None)
+            publish = host.publisher(CMD_VEL, rosmsg.TWIST_STAMPED)
+            _wait_until(lambda: publish(command_for(len(got))) or len(got) >= 1, timeout_s=10.0)
+        finally:
+            host.close()
+            robot.close()
+    assert failed and got, caplog.text
+    assert "injected loop failure" in caplog.text

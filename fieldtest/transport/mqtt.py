@@ -205,16 +205,26 @@ class NetworkLoop:
                 readable = self._wait(sock)
             except (OSError, ValueError):  # the socket was closed meanwhile (disconnect)
                 continue
-            tls = isinstance(sock, ssl.SSLSocket)
-            if readable:
-                with self._io if tls else contextlib.nullcontext():
-                    self.client.loop_read()
-            with self._io:
-                if self.client.want_write():
-                    self.client.loop_write()
-                self.client.loop_misc()
+            try:
+                self._turn(sock, readable)
+            except Exception:
+                # paho's read state is undefined after an exception: drop the connection (the loop
+                # reconnects and the transport subscribes again) rather than end the loop.
+                log.exception("MQTT network loop: error on the connection; reconnecting")
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             if self.client.is_connected():
                 failures = 0
+
+    def _turn(self, sock: socket.socket, readable: bool) -> None:
+        """Read what arrived (callbacks run here), write what is queued, keep the connection alive."""
+        if readable:
+            with self._io if isinstance(sock, ssl.SSLSocket) else contextlib.nullcontext():
+                self.client.loop_read()
+        with self._io:
+            if self.client.want_write():
+                self.client.loop_write()
+            self.client.loop_misc()
 
     def _wait(self, sock: socket.socket) -> bool:
         """Block until the connection has data to read (True) or something else to do (False)."""
@@ -360,7 +370,10 @@ class MqttTransport:
                     return
                 if self.on_latency is not None:
                     self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
-            decode(payload, arrival_ns)
+            try:
+                decode(payload, arrival_ns)
+            except Exception:  # the receiver's own error: drop this message, keep the connection
+                log.exception("error handling a %s message on %s; dropped", typename, data_topic)
 
         self.client.message_callback_add(data_topic, on_message)
         with self._cond:
