@@ -237,3 +237,26 @@ def test_decoder_delivers_with_the_arrival_and_drops_what_does_not_decode(caplog
     decode(rosmsg.serialize(rosmsg.header(0, "ok"), rosmsg.HEADER), 7)
     assert got == [("ok", 7)]
     assert "dropping undecodable std_msgs/msg/Header on /x" in caplog.text
+
+
+def test_a_failing_receiver_loses_only_its_message(host_and_robot, caplog):
+    host, robot = host_and_robot
+    got = []
+
+    def on_command(msg):
+        got.append(msg.header.frame_id)
+        if msg.header.frame_id == "seq:0":
+            raise RuntimeError("receiver failed")
+
+    robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, on_command)
+    publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+    deadline = time.monotonic() + WAIT_S
+    while not got:  # until the link is up: each of these raises in the receiver
+        assert time.monotonic() < deadline, "no link between host and robot"
+        publish(rosmsg.command(0, 0, 0.1, 0.0))
+        time.sleep(0.05)
+    for seq in (1, 2):
+        publish(rosmsg.command(seq, 0, 0.1, 0.0))
+    wait_until(lambda: got[-1:] == ["seq:2"])
+    assert got[-2:] == ["seq:1", "seq:2"] and set(got[:-2]) == {"seq:0"}
+    assert "receiver failed" in caplog.text

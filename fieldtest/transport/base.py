@@ -137,7 +137,8 @@ def stamp_and_send(out: Prepared, stamp: TimeField, clock: TimeSource, send: Cal
 
 def decoder(typename: str, deliver: TimedCallback, where: str) -> Callable[[bytes, int], None]:
     """``decode(data, arrival_ns)`` for a library's receive callback: deserialize, then deliver. A
-    sample that does not decode is dropped with a warning: the library's thread must not die."""
+    sample that does not decode, or whose receiver raises, is dropped with a log line: the
+    library's thread must not die, and the next sample must still arrive."""
 
     def decode(data: bytes, arrival_ns: int) -> None:
         try:
@@ -145,7 +146,10 @@ def decoder(typename: str, deliver: TimedCallback, where: str) -> Callable[[byte
         except Exception as exc:
             log.warning("dropping undecodable %s on %s: %s", typename, where, exc)
             return
-        deliver(msg, arrival_ns)
+        try:
+            deliver(msg, arrival_ns)
+        except Exception:
+            log.exception("error handling a %s message on %s; dropped", typename, where)
 
     return decode
 

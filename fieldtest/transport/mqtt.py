@@ -370,10 +370,7 @@ class MqttTransport:
                     return
                 if self.on_latency is not None:
                     self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
-            try:
-                decode(payload, arrival_ns)
-            except Exception:  # the receiver's own error: drop this message, keep the connection
-                log.exception("error handling a %s message on %s; dropped", typename, data_topic)
+            decode(payload, arrival_ns)
 
         self.client.message_callback_add(data_topic, on_message)
         with self._cond:
