@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -12,6 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+
+def die_with_parent() -> None:
+    """In a child before exec: get SIGTERM when the parent goes away (even by SIGKILL), so no trial
+    process outlives the kit, and a host streamer still sends its stop burst. Linux only."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class ProcessStartError(RuntimeError):
@@ -69,6 +77,7 @@ class ProcessGroup:
             stdin=subprocess.DEVNULL,
             env=full_env,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         log.close()
         proc = TrialProcess(name, popen, log_path)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import json
 import os
 import shutil
@@ -33,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..procs import die_with_parent
 from ..realtime import is_realtime, try_realtime
 from .base import TransportConfig
 
@@ -62,15 +62,9 @@ def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
         return False
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the parent goes away, so no router outlives its kit."""
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _die_with_parent_realtime() -> None:
-    """As ``_die_with_parent``, and ask for SCHED_FIFO, which the exec'd program keeps."""
-    _die_with_parent()
+    """As ``die_with_parent``, and ask for SCHED_FIFO, which the exec'd program keeps."""
+    die_with_parent()
     try_realtime()
 
 
@@ -139,7 +133,7 @@ class ManagedProcess:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-                preexec_fn=_die_with_parent_realtime if self.realtime_requested else _die_with_parent,
+                preexec_fn=_die_with_parent_realtime if self.realtime_requested else die_with_parent,
             )
         except OSError as exc:
             raise BrokerError(f"{self.name}: cannot start {self.argv[0]}: {exc}") from exc
