@@ -50,6 +50,7 @@ from fieldtest.twin.common import (
     GIL_SWITCH_S,
     TwinConfigError,
     close_transport,
+    link_qos,
     load_request,
     say,
     stop_on_signals,
@@ -180,7 +181,7 @@ class TwinRobot:
         self.transport = transport or open_transport(request.transport, "robot")
         self.transport_hung = False
         try:
-            self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True)
+            self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True, offered_qos=link_qos(request))
         except BaseException:
             self.transport.close()
             raise
