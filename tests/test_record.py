@@ -42,40 +42,13 @@ def test_bag_round_trip_and_rosbags_opens_it(tmp_path, background):
         assert [c.msgtype for c in reader.connections] == [rosmsg.TWIST_STAMPED]
 
 
-def test_offered_qos_is_what_rosbag2_readers_see(tmp_path):
-    from mcap.reader import make_reader
-    from rosbags.interfaces import QosDurability, QosHistory, QosReliability
-    from rosbags.rosbag2.metadata import parse_qos
-
-    from fieldtest.qos import get_qos
-    from fieldtest.record.bag import offered_qos_yaml
-
-    sensor = offered_qos_yaml(get_qos("sensor"))  # best effort, keep last 5
-    with BagWriter(tmp_path / "host", offered_qos={CMD_VEL_TOPIC: sensor}) as writer:
-        writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, 1, rosmsg.command(0, 1, 0.3, 0.0))
-        writer.write("/other", rosmsg.HEADER, 2, rosmsg.header(2, "x"))
-    with Reader(tmp_path / "host") as reader:  # from metadata.yaml
-        qos = {c.topic: c.ext.offered_qos_profiles for c in reader.connections}
-    (profile,) = qos[CMD_VEL_TOPIC]
-    assert (profile.history, profile.depth) == (QosHistory.KEEP_LAST, 5)
-    assert (profile.reliability, profile.durability) == (QosReliability.BEST_EFFORT, QosDurability.VOLATILE)
-    assert qos["/other"] == []  # not published over the link: no offered profile
-    with (tmp_path / "host" / "host_0.mcap").open("rb") as stream:  # what Foxglove and rosbag2 read
-        channels = {c.topic: c.metadata for c in make_reader(stream).get_summary().channels.values()}
-    assert parse_qos(channels[CMD_VEL_TOPIC]["offered_qos_profiles"]) == [profile]
-    assert read_bag(tmp_path / "host").offered_qos == {CMD_VEL_TOPIC: sensor}
-
-
 @pytest.mark.parametrize("background", [False, True], ids=["inline", "writer-thread"])
 def test_killed_writer_leaves_a_bag_readable_up_to_the_cut(tmp_path, background):
     code = textwrap.dedent(f"""
         import sys, time
         from fieldtest import rosmsg
-        from fieldtest.qos import get_qos
         from fieldtest.record import BagWriter
-        from fieldtest.record.bag import offered_qos_yaml
-        qos = {{"/cmd_vel": offered_qos_yaml(get_qos("default"))}}
-        w = BagWriter({str(tmp_path / "cut")!r}, flush_interval_s=0.05, background={background}, offered_qos=qos)
+        w = BagWriter({str(tmp_path / "cut")!r}, flush_interval_s=0.05, background={background})
         for i in range(100000):
             w.write("/cmd_vel", rosmsg.TWIST_STAMPED, time.time_ns(), rosmsg.command(i, time.time_ns(), 0.3, 0.0))
             if i == 50:
@@ -94,10 +67,6 @@ def test_killed_writer_leaves_a_bag_readable_up_to_the_cut(tmp_path, background)
     repair_bag(tmp_path / "cut")
     repaired = read_bag(tmp_path / "cut")
     assert not repaired.truncated and repaired.count(CMD_VEL_TOPIC) == len(seqs)
-    assert (
-        repaired.offered_qos == data.offered_qos
-        and "reliability: reliable" in data.offered_qos[CMD_VEL_TOPIC]
-    )
 
 
 def test_background_writer_flushes_on_request_and_reports_its_failures(tmp_path):

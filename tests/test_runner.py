@@ -72,10 +72,7 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     result = all_middleware_trials[middleware]
     assert result.end_reason == "completed", result.detail
     record = read_trial(result.trial_dir)
-    host_bag = read_bag(result.trial_dir / "host")
-    sent = host_bag.messages(CMD_VEL_TOPIC)
-    # the trial's QoS profile, which ros2 bag play republishes with
-    assert "reliability: reliable" in host_bag.offered_qos[CMD_VEL_TOPIC]
+    sent = read_bag(result.trial_dir / "host").messages(CMD_VEL_TOPIC)
     receipts = read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)
     sent_seqs = {rosmsg.seq_of(m.header.frame_id) for _, m in sent}
     assert sent_seqs >= set(range(QUICK_PLAN.n_ticks()))

@@ -21,11 +21,7 @@ import yaml
 from fieldtest import rosmsg
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from mcap.records import Channel, Message, Schema
-
-    from fieldtest.qos import QosProfile
 
 # mcap is imported where a bag is written or read with it: the analysis reads bags with its own
 # reader (fieldtest.analysis.fastbag) and needs only BagError from here.
@@ -41,16 +37,8 @@ class BagError(ValueError):
 class BagWriter:
     """Write ROS 2 messages to ``bag_dir`` (a rosbag2 folder); thread-safe."""
 
-    def __init__(
-        self,
-        bag_dir: str | Path,
-        flush_interval_s: float = 0.5,
-        background: bool = False,
-        offered_qos: Mapping[str, str] | None = None,
-    ):
+    def __init__(self, bag_dir: str | Path, flush_interval_s: float = 0.5, background: bool = False):
         self.bag_dir = Path(bag_dir)
-        # topic -> rosbag2's offered_qos_profiles (``offered_qos_yaml``); other topics get none
-        self._offered_qos = dict(offered_qos or {})
         self.bag_dir.mkdir(parents=True, exist_ok=True)
         self.mcap_path = self.bag_dir / f"{self.bag_dir.name}_0.mcap"
         from mcap.writer import CompressionType, Writer
@@ -86,9 +74,8 @@ class BagWriter:
         if typename not in self._schemas:
             msgdef, _ = rosmsg.typestore().generate_msgdef(typename, ros_version=2)
             self._schemas[typename] = self._writer.register_schema(typename, "ros2msg", msgdef.encode())
-        qos = self._offered_qos.get(topic, "")
         channel_id = self._writer.register_channel(
-            topic, "cdr", self._schemas[typename], metadata={"offered_qos_profiles": qos}
+            topic, "cdr", self._schemas[typename], metadata={"offered_qos_profiles": ""}
         )
         self._channels[topic] = (channel_id, typename)
         return channel_id
@@ -157,12 +144,7 @@ class BagWriter:
             self._writer.finish()
             self._file.close()
             write_metadata(
-                self.bag_dir,
-                self.mcap_path.name,
-                self._topic_summary(),
-                self._first_ns,
-                self._last_ns,
-                self._offered_qos,
+                self.bag_dir, self.mcap_path.name, self._topic_summary(), self._first_ns, self._last_ns
             )
         if self._thread_error is not None:
             raise BagError(f"{self.mcap_path}: writer thread failed: {self._thread_error}")
@@ -177,38 +159,10 @@ class BagWriter:
         self.close()
 
 
-def offered_qos_yaml(profile: QosProfile) -> str:
-    """rosbag2's ``offered_qos_profiles`` of a topic published with ``profile``, as it stands in an
-    MCAP channel's metadata (metadata version 9: policy names, not numbers). Deadline, lifespan and
-    lease are 0, the rmw default, and liveliness automatic, as the kit's publishers leave them."""
-    from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
-    from rosbags.rosbag2.metadata import dump_qos_v9
-
-    default = QosTime(0, 0)
-    qos = Qos(
-        QosHistory[profile.history.upper()],
-        profile.depth,
-        QosReliability[profile.reliability.upper()],
-        QosDurability[profile.durability.upper()],
-        default,
-        default,
-        QosLiveliness.AUTOMATIC,
-        default,
-        False,
-    )
-    return yaml.safe_dump(dump_qos_v9([qos]), default_flow_style=False, sort_keys=False).strip()
-
-
 def write_metadata(
-    bag_dir: Path,
-    file_name: str,
-    topics: list[tuple[str, str, int]],
-    first_ns: int | None,
-    last_ns: int,
-    offered_qos: Mapping[str, str] | None = None,
+    bag_dir: Path, file_name: str, topics: list[tuple[str, str, int]], first_ns: int | None, last_ns: int
 ) -> None:
     """rosbag2's metadata.yaml (format version 9) for a single-file MCAP bag."""
-    offered_qos = offered_qos or {}
     start = first_ns or 0
     duration = max(0, last_ns - start) if first_ns is not None else 0
     count = sum(n for _, _, n in topics)
@@ -226,7 +180,7 @@ def write_metadata(
                     "name": topic,
                     "type": typename,
                     "serialization_format": "cdr",
-                    "offered_qos_profiles": yaml.safe_load(offered_qos.get(topic, "")) or [],
+                    "offered_qos_profiles": [],
                     "type_description_hash": store.hash_rihs01(typename),
                 },
                 "message_count": n,
@@ -257,7 +211,6 @@ class BagData:
 
     path: Path
     topics: dict[str, str] = field(default_factory=dict)  # topic -> type name
-    offered_qos: dict[str, str] = field(default_factory=dict)  # topic -> its channel's offered_qos_profiles
     by_topic: dict[str, list[tuple[int, Any]]] = field(default_factory=lambda: defaultdict(list))
     truncated: bool = False  # the file ends mid-record or without its summary (writer was killed)
     problem: str = ""
@@ -320,8 +273,6 @@ def read_bag(bag_dir: str | Path, topics: set[str] | None = None) -> BagData:
                 elif isinstance(record, Channel):
                     channels[record.id] = record
                     data.topics[record.topic] = schemas[record.schema_id].name
-                    if qos := record.metadata.get("offered_qos_profiles"):
-                        data.offered_qos[record.topic] = qos
                 elif isinstance(record, Message):
                     _add_message(data, channels[record.channel_id], schemas, record, topics)
                 elif type(record).__name__ == "Footer":
@@ -350,7 +301,7 @@ def repair_bag(bag_dir: str | Path) -> BagData:
         return data
     damaged = data.path.with_suffix(".mcap.damaged")
     data.path.rename(damaged)
-    with BagWriter(bag_dir, offered_qos=data.offered_qos) as writer:
+    with BagWriter(bag_dir) as writer:
         rows = [(t, topic, msg) for topic, msgs in data.by_topic.items() for t, msg in msgs]
         for t, topic, msg in sorted(rows, key=lambda r: r[0]):
             writer.write(topic, data.topics[topic], t, msg)

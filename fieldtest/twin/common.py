@@ -15,29 +15,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from fieldtest.qos import get_qos
-from fieldtest.record import (
-    CMD_STAMP_TOPIC,
-    CMD_VEL_TOPIC,
-    TRIAL_FILE,
-    TrialOutcome,
-    TrialRequest,
-    read_trial,
-    write_trial,
-)
-from fieldtest.record.bag import offered_qos_yaml
+from fieldtest.record import TRIAL_FILE, TrialOutcome, TrialRequest, read_trial, write_trial
 
 # A middleware thread waiting for the GIL gets it within this long (Python's default is 5 ms,
 # which shows up as millisecond spikes in the measured latency and in when commands apply).
 GIL_SWITCH_S = 0.0002
 LOCK_FILE = ".trial.lock"  # every process that rewrites trial.yaml mid-trial holds this lock
-
-
-def link_qos(request: TrialRequest) -> dict[str, str]:
-    """The bags' ``offered_qos_profiles`` of the topics that cross the link: the trial's QoS
-    profile, which the host's publishers offer (``ros2 bag play`` replays with it)."""
-    qos = offered_qos_yaml(get_qos(request.transport.qos))
-    return {CMD_VEL_TOPIC: qos, CMD_STAMP_TOPIC: qos}
 
 
 class TwinConfigError(ValueError):

@@ -48,7 +48,6 @@ from fieldtest.twin.common import (
     GIL_SWITCH_S,
     TwinConfigError,
     close_transport,
-    link_qos,
     load_request,
     say,
     signal_exit_code,
@@ -134,7 +133,7 @@ class HostStreamer:
         self.transport = transport or open_transport(request.transport, "host")
         self.transport_hung = False
         try:
-            self.bag = BagWriter(trial_dir / HOST_BAG, background=True, offered_qos=link_qos(request))
+            self.bag = BagWriter(trial_dir / HOST_BAG, background=True)
         except BaseException:
             self.transport.close()
             raise

@@ -50,7 +50,6 @@ from fieldtest.twin.common import (
     GIL_SWITCH_S,
     TwinConfigError,
     close_transport,
-    link_qos,
     load_request,
     say,
     stop_on_signals,
@@ -181,7 +180,7 @@ class TwinRobot:
         self.transport = transport or open_transport(request.transport, "robot")
         self.transport_hung = False
         try:
-            self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True, offered_qos=link_qos(request))
+            self.bag = BagWriter(trial_dir / ROBOT_BAG, background=True)
         except BaseException:
             self.transport.close()
             raise
