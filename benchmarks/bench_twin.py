@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Digital-twin benchmark: command emission jitter, one-way latency per middleware, ddsperf reference.
 
-    .venv/bin/python benchmarks/bench_twin.py            # about 5 minutes
-    .venv/bin/python benchmarks/bench_twin.py --quick    # about 1.5 minutes
+    .venv/bin/python benchmarks/bench_twin.py            # about 12 minutes
+    .venv/bin/python benchmarks/bench_twin.py --quick    # about 4 minutes
 
 1. Emission jitter: the real host streamer process (``fieldtest.twin.host``) streams a plan at
    20 Hz and at 100 Hz over DDS to a real twin robot process. The host is pinned to one core;
@@ -16,9 +16,13 @@
    ``latency_s`` (received - sent, corrected by the robot's clock-offset estimate).
 3. Reference: CycloneDDS's own ``ddsperf`` ping/pong on loopback with the kit's DDS
    configuration, at the command rate and TwistStamped's size; its figures are round trip / 2.
+4. Drift: the full 96 s trial over every middleware at once, as ``fieldtest demo`` runs it
+   (trial runner: NatNet emulator, mocap recorder, twin robot and host, router or broker), each
+   analysed: lap-N vs lap-1 drift from the mocap ground truth, latency, CPU per process.
 
 Targets: emission lateness p99 <= 0.2 ms at both rates; the kit's DDS one-way latency (p50) at
-most 2x ddsperf's (round trip / 2, p50). See benchmarks/README.md.
+most 2x ddsperf's (round trip / 2, p50); lap drift at most 1 mm per middleware (loopback, ideal
+robot: the stack itself adds no drift). See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -54,8 +58,10 @@ from fieldtest.record import (
     TrialRequest,
     new_trial_id,
     read_bag,
+    read_trial,
     write_trial,
 )
+from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
 from fieldtest.transport.base import MIDDLEWARES, TransportConfig, prepare, stamped_publisher
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import GIL_SWITCH_S
@@ -166,10 +172,29 @@ class LatencyRow:
 
 
 @dataclass
+class DriftRow:
+    """One full twin trial of the drift part, as analysed."""
+
+    middleware: str
+    end_reason: str
+    drift_mm: float | None = None
+    at_lap_end_mm: float | None = None
+    heading_change_deg: float | None = None
+    received: int = 0
+    sent: int = 0
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    cpu_percent: dict[str, float] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass
 class Report:
     settings: dict
     jitter: list[JitterRow] = field(default_factory=list)
     latency: list[LatencyRow] = field(default_factory=list)
+    drift: list[DriftRow] = field(default_factory=list)
+    drift_load: Load | None = None
     ddsperf: dict | None = None
     ddsperf_error: str = ""
     ddsperf_load: str = ""
@@ -564,6 +589,35 @@ def latency_table(report: Report) -> list[str]:
     return lines
 
 
+def drift_table(report: Report) -> list[str]:
+    plan = report.settings["drift_plan"]
+    lines = [
+        f"Lap drift on loopback, ideal robot: {plan}, every middleware at once as `fieldtest demo` runs them",
+        f"{'middleware':<18} {'drift':>7} {'lap end':>8} {'heading':>8} {'received':>10} {'lat p50':>8} "
+        f"{'lat p99':>8}  CPU % of one core",
+        f"{'':<18} {'mm':>7} {'mm':>8} {'deg':>8} {'':>10} {'ms':>8} {'ms':>8}",
+    ]
+    for r in report.drift:
+        if r.error:
+            lines.append(f"{r.middleware:<18} {r.end_reason}: {r.error}")
+            continue
+        cpu = " ".join(f"{name} {pct:.1f}" for name, pct in r.cpu_percent.items())
+        lines.append(
+            f"{r.middleware:<18} {_ms(r.drift_mm):>7} {_ms(r.at_lap_end_mm):>8} {_ms(r.heading_change_deg):>8} "
+            f"{f'{r.received}/{r.sent}':>10} {_ms(r.latency_p50_ms):>8} {_ms(r.latency_p99_ms):>8}  {cpu}"
+        )
+    if report.drift_load is not None:
+        lines.append(f"conditions: {report.drift_load.text()}")
+    return lines
+
+
+def drift_met(report: Report) -> bool | None:
+    if not report.drift:
+        return None
+    limit_mm = STACK_DRIFT_LIMIT_M * 1e3
+    return all(r.drift_mm is not None and r.drift_mm <= limit_mm for r in report.drift)
+
+
 def target_lines(report: Report) -> list[str]:
     lines = ["Targets"]
     for r in (r for r in report.jitter if r.source == "host process"):
@@ -592,6 +646,15 @@ def target_lines(report: Report) -> list[str]:
         )
     elif "latency" in report.settings.get("parts", []):
         lines.append("  DDS one-way vs ddsperf: n/a (one of the two was not measured)")
+    if report.drift:
+        limit_mm = STACK_DRIFT_LIMIT_M * 1e3
+        over = [r for r in report.drift if r.drift_mm is None or r.drift_mm > limit_mm]
+        shown = over or [max(report.drift, key=lambda r: r.drift_mm)]
+        figures = ", ".join(f"{r.middleware} {_ms(r.drift_mm)} mm" for r in shown)
+        lines.append(
+            f"  lap drift <= {limit_mm:g} mm per middleware on loopback: "
+            f"{'over or not measured' if over else 'worst'}: {figures} -> {_met(drift_met(report))}"
+        )
     return lines
 
 
@@ -608,6 +671,8 @@ def print_report(report: Report) -> None:
         print("\n".join(jitter_table(report.jitter)) + "\n")
     if report.latency or report.ddsperf is not None or report.ddsperf_error:
         print("\n".join(latency_table(report)) + "\n")
+    if report.drift:
+        print("\n".join(drift_table(report)) + "\n")
     for line in target_lines(report):
         print(line)
 
@@ -631,6 +696,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-jitter", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-ddsperf", action="store_true")
+    parser.add_argument("--skip-drift", action="store_true", help="leave out the full trials (drift)")
     parser.add_argument("--keep", type=Path, help="keep the trial directories here (default: temporary)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
     return parser
@@ -643,6 +709,7 @@ def _settings(args: argparse.Namespace, cores: tuple[int, int] | None) -> dict:
             ("jitter", args.skip_jitter),
             ("latency", args.skip_latency),
             ("ddsperf", args.skip_ddsperf),
+            ("drift", args.skip_drift),
         )
         if not skip
     ]
@@ -660,6 +727,8 @@ def _settings(args: argparse.Namespace, cores: tuple[int, int] | None) -> dict:
         "hog_core": cores[1] if cores else None,
         "ddsperf_rate_hz": args.ddsperf_rate,
         "ddsperf_size": TWIST_STAMPED_CDR_BYTES,
+        "drift_plan": "quick plan (2 short laps)" if args.quick else "96 s plan (4 laps)",
+        "drift_quick": bool(args.quick),
         "domain_base": random.randint(100, 180),  # away from 0 and from other kit runs on this machine
     }
 
@@ -722,10 +791,60 @@ def run(args: argparse.Namespace) -> Report:
             run_latency(report, work_dir)
         if "ddsperf" in report.settings["parts"]:
             run_ddsperf(report)
+        if "drift" in report.settings["parts"]:
+            run_drift(report, work_dir)
     finally:
         if args.keep is None:
             shutil.rmtree(work_dir, ignore_errors=True)
     return report
+
+
+def run_drift(report: Report, work_dir: Path) -> None:
+    """Every middleware's full trial at once, through the trial runner, then each one analysed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fieldtest.analysis import analyze_trial
+
+    s = report.settings
+    plan = QUICK_PLAN if s["drift_quick"] else SquarePlan()
+    requests = [
+        TrialRequest(name=f"bench-drift-{m}", plan=plan, transport={"middleware": m})
+        for m in s["middlewares"]
+    ]
+    say(f"drift: {len(requests)} full trials at once ({s['drift_plan']}) ...")
+    out = work_dir / "drift"
+    with measured_load() as load, ThreadPoolExecutor(len(requests)) as pool:
+        futures = [
+            pool.submit(run_twin_trial, r, out, domain_id=s["domain_base"] + 50 + i)
+            for i, r in enumerate(requests)
+        ]
+        results = [f.result() for f in futures]
+    report.drift_load = load
+    for request, result in zip(requests, results, strict=True):
+        report.drift.append(_drift_row(request.transport.middleware, result, analyze_trial))
+
+
+def _drift_row(middleware: str, result, analyze_trial) -> DriftRow:
+    row = DriftRow(middleware, result.end_reason)
+    if result.end_reason != "completed":
+        row.error = result.detail
+        return row
+    try:
+        metrics = analyze_trial(result.trial_dir, plots=False)
+    except Exception as exc:  # one line in the table, the other rows still count
+        row.error = f"analysis failed: {exc}"
+        return row
+    drift, link = metrics["drift"], metrics["latency"]
+    if drift.get("available"):
+        row.drift_mm = drift["mean_m"] * 1e3
+        row.at_lap_end_mm = drift["at_lap_end_m"] * 1e3
+        row.heading_change_deg = drift["heading_change_deg"]
+    row.received, row.sent = link.get("commands_received", 0), link.get("commands_sent", 0)
+    one_way = link.get("one_way_ms") or {}
+    row.latency_p50_ms, row.latency_p99_ms = one_way.get("median"), one_way.get("p99")
+    cpu = read_trial(result.trial_dir).outcome.cpu
+    row.cpu_percent = {name: figures["cpu_percent"] for name, figures in cpu.items()}
+    return row
 
 
 def say(line: str) -> None:
