@@ -16,7 +16,7 @@ figures pool all repeats.
   this machine's clock, as the twin's clocks are one here), median and p99, and the change of the
   median against the same middleware's "none" row. The receipts' ``latency_s`` subtracts the
   robot's clock-offset estimate as well; its median is printed too ("offset-corrected"), but here
-  it only adds the estimate's error (over MQTT a few ms at times), so the table is raw.
+  it only adds the estimate's error, so the table is raw.
 - CPU: per process (host, robot, router/broker), percent of one core while the commands stream
   (process CPU time between the first and last command, from psutil samples every 0.25 s), so the
   start-up (imports, handshakes) is not counted.
