@@ -12,6 +12,7 @@ import contextlib
 import re
 import signal
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
 INFRA_LOG_NAME = {"zenoh-router": "router", "mqtt-local-broker": "broker", "mqtt-broker": "broker"}
 # On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001
+STOP_ORDER = ["host", "robot", "recorder", "natnet"]  # the host first: its stop burst needs a robot
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
 
 
@@ -224,6 +226,7 @@ def _wait_for_host(
     net: _Network,
     progress: Callable[[float], None],
     kill_host_at_s: float | None,
+    stop: threading.Event | None = None,
 ) -> None:
     plan = request.plan
     host = procs.procs["host"]
@@ -231,6 +234,8 @@ def _wait_for_host(
     limit = plan.total_s + 30.0
     faults_scheduled = not request.faults
     while host.popen.poll() is None:
+        if stop is not None and stop.is_set():
+            raise KeyboardInterrupt  # Ctrl-C reached the main thread: stop as an interruption
         if not faults_scheduled and (start_ns := _stream_start_ns(procs)) is not None:
             net.schedule_faults(request.faults, start_ns)
             faults_scheduled = True
@@ -282,13 +287,15 @@ def run_twin_trial(
     progress: Callable[[float], None] = lambda _: None,
     domain_id: int = 0,
     kill_host_at_s: float | None = None,
+    stop: threading.Event | None = None,
 ) -> TrialResult:
-    """Run one trial end to end (without the analysis) and return where it is."""
+    """Run one trial end to end (without the analysis) and return where it is. Setting ``stop``
+    (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
     request = _assign_ports(request, domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
     net = _Network(request)
     try:
-        return _run_in_network(request, trial_dir, net, progress, kill_host_at_s)
+        return _run_in_network(request, trial_dir, net, progress, kill_host_at_s, stop)
     finally:
         net.close()
 
@@ -312,6 +319,7 @@ def _run_in_network(
     net: _Network,
     progress: Callable[[float], None],
     kill_host_at_s: float | None,
+    stop: threading.Event | None = None,
 ) -> TrialResult:
     request = net.apply(request)
     request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
@@ -326,20 +334,23 @@ def _run_in_network(
     try:
         link = _measure_link(net)
         with _infrastructure(request, trial_dir, net) as infra:
-            if infra is not None:
-                procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
-            _start_trial_processes(request, trial_dir, procs, net)
-            _wait_for_host(procs, request, net, progress, kill_host_at_s)
-            time.sleep(STOP_GRACE_S)
-            reason, detail = _end_reason(procs.procs["host"].popen.returncode)
-            procs.stop_all(order=["host", "robot", "recorder", "natnet"])
+            try:
+                if infra is not None:
+                    procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
+                _start_trial_processes(request, trial_dir, procs, net)
+                _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
+                time.sleep(STOP_GRACE_S)
+                reason, detail = _end_reason(procs.procs["host"].popen.returncode)
+            finally:
+                # On every path, and before the router or broker goes: the host first, so that its
+                # stop burst still reaches a listening robot through them.
+                procs.stop_all(order=STOP_ORDER)
     except ProcessStartError as exc:
         reason, detail = "error", str(exc)
     except KeyboardInterrupt:
         reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
     finally:
-        # The host first: its stop burst must go out while the robot still listens.
-        procs.stop_all(order=["host", "robot", "recorder", "natnet"])
+        procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         _finish_record(trial_dir, procs, reason, detail, link)
     return TrialResult(trial_dir, reason, detail)
 
@@ -371,7 +382,8 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialResult]:
-    """Run trials side by side (one thread each), with one progress bar per trial."""
+    """Run trials side by side (one thread each), with one progress bar per trial. Ctrl-C stops
+    every trial (each host sends its stop burst) and returns what they recorded."""
     from concurrent.futures import ThreadPoolExecutor
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -382,20 +394,43 @@ def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialRes
         TextColumn("{task.percentage:>5.1f}%"),
         TimeRemainingColumn(),
     )
+    stop = threading.Event()
     with Progress(*columns) as bar, ThreadPoolExecutor(max_workers=len(requests)) as pool:
         tasks = [bar.add_task(r.name, total=1.0) for r in requests]
         futures = [
-            pool.submit(run_twin_trial, r, out, lambda f, t=t: bar.update(t, completed=f), domain_id=i + 1)
+            pool.submit(
+                run_twin_trial, r, out, lambda f, t=t: bar.update(t, completed=f), domain_id=i + 1, stop=stop
+            )
             for i, (r, t) in enumerate(zip(requests, tasks, strict=True))
         ]
-        return [f.result() for f in futures]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:  # the trials run in worker threads: tell them
+            stop.set()
+            bar.console.print("interrupted: stopping every trial (the hosts send their stop bursts) ...")
+            return [f.result() for f in futures]
 
 
 def _analyse(results: list[TrialResult]) -> list[dict]:
-    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order."""
+    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order. A trial
+    with nothing to analyse (stopped before it streamed) gets its one-line reason and ``{}``."""
     from fieldtest.analysis import analyze_trial
 
-    return [analyze_trial(result.trial_dir) for result in results]
+    metrics = []
+    for result in results:
+        try:
+            metrics.append(analyze_trial(result.trial_dir))
+        except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
+            print(f"{result.trial_dir.name}: not analysed: {str(exc).splitlines()[0]}", file=sys.stderr)
+            metrics.append({})
+    return metrics
+
+
+def _print_stack_check(requests: list[TrialRequest], results: list[TrialResult], metrics: list[dict]) -> None:
+    """The stack check, for runs where every trial completed (a stopped one has no last lap)."""
+    if all(r.end_reason == "completed" for r in results):
+        if (check := stack_drift_check(requests, metrics)) is not None:
+            print(check)
 
 
 def stack_drift_check(requests: list[TrialRequest], metrics: list[dict]) -> str | None:
@@ -433,8 +468,14 @@ def trial_main(argv: list[str]) -> int:
     metrics = _analyse(results)
     for result in results:
         print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
-    if (check := stack_drift_check(requests, metrics)) is not None:
-        print(check)
+    _print_stack_check(requests, metrics=metrics, results=results)
+    return _exit_code(results)
+
+
+def _exit_code(results: list[TrialResult]) -> int:
+    """0 if every trial completed, 130 (as for SIGINT) if one was interrupted, else 1."""
+    if any(r.end_reason == "interrupted" for r in results):
+        return 130
     return 0 if all(r.end_reason == "completed" for r in results) else 1
 
 
@@ -464,9 +505,8 @@ def demo_main(argv: list[str]) -> int:
     for result in results:
         print(f"{result.end_reason:>12}  {result.trial_dir}/analysis/report.md  {result.detail}")
     print(f"comparison report: {compare_dir / 'compare.md'}")
-    if (check := stack_drift_check(requests, metrics)) is not None:
-        print(check)
-    return 0 if all(r.end_reason == "completed" for r in results) else 1
+    _print_stack_check(requests, metrics=metrics, results=results)
+    return _exit_code(results)
 
 
 def campaign_main(argv: list[str]) -> int:

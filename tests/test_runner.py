@@ -1,7 +1,9 @@
 """End to end through the trial runner: every process separate, real middlewares, real NatNet."""
 
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -178,3 +180,34 @@ def test_stack_check_only_where_the_stack_alone_should_not_drift():
     assert stack_drift_check([biased], [_drift(0.01)]) is None
     faulted = _request("dds").model_copy(update={"faults": [{"kind": "outage", "at_s": 1, "duration_s": 1}]})
     assert stack_drift_check([faulted], [_drift(0.01)]) is None
+
+
+def test_ctrl_c_stops_the_trial_and_the_stop_burst_still_crosses_the_broker(tmp_path):
+    """Ctrl-C reaches the runner's main thread while the trial runs in a worker thread; the broker
+    must outlive the host so that the host's stop burst reaches the robot through it."""
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "fieldtest.cli", "trial", "--middleware", "mqtt-local-broker", "--quick"]
+        + ["--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any("STREAM start_ns" in p.read_text() for p in tmp_path.glob("*/logs/host.log")):
+            assert time.monotonic() < deadline and runner.poll() is None, "the host never streamed"
+            time.sleep(0.2)
+        time.sleep(2.0)
+        runner.send_signal(signal.SIGINT)
+        out, _ = runner.communicate(timeout=30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, out
+    (trial_dir,) = [p for p in tmp_path.iterdir() if (p / "trial.yaml").exists()]
+    assert read_trial(trial_dir).outcome.end_reason == "interrupted"
+    receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
+    assert any(m.seq >= QUICK_PLAN.n_ticks() for _, m in receipts), "the stop burst never reached the robot"
+    assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
+    assert "interrupted" in (trial_dir / "analysis" / "report.md").read_text()

@@ -330,5 +330,6 @@ def drift_plot(path: Path, rows: list[dict]) -> None:
         fontsize=10,
     )
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8, title="middleware", title_fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # no bars when no trial completed its laps
+        ax.legend(fontsize=8, title="middleware", title_fontsize=8)
     fig.savefig(path, dpi=110)
