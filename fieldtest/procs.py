@@ -17,7 +17,10 @@ import psutil
 
 def die_with_parent() -> None:
     """In a child before exec: get SIGTERM when the parent goes away (even by SIGKILL), so no trial
-    process outlives the kit, and a host streamer still sends its stop burst. Linux only."""
+    process outlives the kit, and a host streamer still sends its stop burst. Linux only.
+
+    Linux sends it when the *thread* that started the child ends: start and stop a trial's
+    processes from one thread that lives as long as the trial (the runner's worker thread does)."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
