@@ -165,3 +165,46 @@ def test_heading_bias_needs_moving_wheels():
     m.set_command(0.1, 0.0, 2.0)
     m.advance_to(3.0)
     assert m.yaw > 0.0
+
+
+def _state(model: Create3Model) -> tuple[float, ...]:
+    return (model.t, model.x, model.y, model.yaw, model.left, model.right, model.commands_applied)
+
+
+@pytest.mark.parametrize("slip", [0.0, 0.02])
+def test_a_command_handled_after_the_next_step_still_applies_at_its_arrival_time(slip):
+    """A middleware callback can run after the physics step has passed the command's arrival
+    stamp: replayed from the step's checkpoint, it acts at its own time, as if handled at once."""
+    imperfections = Imperfections(slip=slip, seed=3)
+    commands = [(0.100, 0.3, 0.0), (0.8031, 0.3, 0.5236), (0.8049, 0.3, 0.5236), (1.5012, 0.0, 0.0)]
+    on_time = Create3Model(imperfections=imperfections)
+    for t, v, w in commands:
+        on_time.set_command(v, w, t)
+    on_time.advance_to(2.5)
+
+    late = Create3Model(imperfections=imperfections)
+    steps = iter(np.arange(0.0, 2.5 + 1e-9, 0.005))
+    step_t = next(steps)
+    for t, v, w in commands:
+        while step_t < t + 0.004:  # the step runs up to 4 ms past the arrival before the callback
+            late.checkpoint()
+            late.advance_to(step_t)
+            step_t = next(steps)
+        late.set_command(v, w, t)
+    for step_t in steps:
+        late.checkpoint()
+        late.advance_to(step_t)
+    assert late.late_replays >= 3 and late.late_applied == 0
+    assert _state(late)[:6] == pytest.approx(_state(on_time)[:6], abs=1e-12)
+    assert late.commands_applied == on_time.commands_applied == len(commands)
+
+
+def test_a_command_older_than_the_checkpoint_applies_late_and_is_counted():
+    model = Create3Model()
+    model.checkpoint()
+    model.advance_to(1.0)
+    model.checkpoint()
+    model.advance_to(1.005)
+    model.set_command(0.3, 0.0, 0.990)  # before the last checkpoint: cannot be replayed
+    assert (model.late_applied, model.late_replays) == (1, 0)
+    assert model.last_command_t == pytest.approx(1.005)  # the watchdog counts from when it acted

@@ -11,6 +11,12 @@ wheel targets, and ``advance_to`` splits time at every ramp end, watchdog expiry
 integrating each piece with Simpson's rule (wheel speeds are linear in time within a piece). So
 the path depends only on when commands arrive, not on how often the caller steps the model.
 
+A command can reach ``set_command`` after the caller has already stepped the model past its arrival
+time (its middleware callback ran late). The caller marks each step with ``checkpoint()``; such a
+command is then replayed from the last checkpoint with every command since, so it still takes effect
+at its own time (``late_replays`` counts them). Only one that is older than the checkpoint applies
+late, at the model's current time (``late_applied``).
+
 Imperfections (off by default): a relative wheel-speed error common to both wheels, a constant
 yaw-rate bias while the wheels turn, and per-wheel random slip redrawn every ``slip_interval_s`` of
 model time from a generator seeded with ``seed`` (reproducible for the same command times).
@@ -38,6 +44,11 @@ MAX_SUBSTEP_S = 0.005  # integrate at 200 Hz or finer
 _EPS_S = 1e-12
 
 SafetyOverride = Literal["none", "backup_only", "full"]
+# What a checkpoint keeps (with the watchdog trips and, under slip, the random generator's state).
+_STATE_FIELDS = (
+    "t", "x", "y", "yaw", "left", "right", "target_left", "target_right", "last_command_t",
+    "commands_applied", "late_replays", "_slip_index", "_slip_left", "_slip_right",
+)  # fmt: skip
 
 
 def max_linear_speed(safety_override: SafetyOverride) -> float:
@@ -101,6 +112,10 @@ class Create3Model:
         self._t0 = t0
         self._slip_index = -1
         self._slip_left = self._slip_right = 1.0
+        self.late_replays = 0  # commands replayed from the checkpoint to apply at their own time
+        self.late_applied = 0  # commands older than the checkpoint, applied at the model's time
+        self._checkpoint: dict | None = None
+        self._since_checkpoint: list[tuple[float, float, float]] = []  # (t, linear, angular)
 
     # Commands -----------------------------------------------------------------------------
     def clamp(self, linear: float, angular: float) -> tuple[float, float]:
@@ -118,6 +133,15 @@ class Create3Model:
         """Apply a velocity command that arrived at model time ``t``; returns the clamped target."""
         if not (math.isfinite(linear) and math.isfinite(angular)):
             return self.target_velocity()  # the base ignores NaN/inf commands
+        checkpoint = self._checkpoint
+        if t < self.t - _EPS_S and checkpoint is not None and t >= checkpoint["t"]:
+            return self._replay_with(linear, angular, t)
+        if t < self.t - _EPS_S:
+            self.late_applied += 1
+        self._since_checkpoint.append((t, linear, angular))
+        return self._apply(linear, angular, t)
+
+    def _apply(self, linear: float, angular: float, t: float) -> tuple[float, float]:
         self.advance_to(t)
         v, w = self.clamp(linear, angular)
         half = w * self.wheel_separation_m / 2.0
@@ -125,6 +149,44 @@ class Create3Model:
         self.last_command_t = max(t, self.t)
         self.commands_applied += 1
         return v, w
+
+    def checkpoint(self) -> None:
+        """Remember the state now, so that a command arriving late for a time after this one can
+        still be applied at its own time (``set_command``). Call it before each step."""
+        self._checkpoint = self._state()
+        self._since_checkpoint = []
+
+    def _state(self) -> dict:
+        state = {name: getattr(self, name) for name in _STATE_FIELDS}
+        state["watchdog_trips"] = list(self.watchdog_trips)
+        if self.imperfections.slip:  # the slip draws must repeat on a replay
+            state["rng"] = self._rng.bit_generator.state
+        return state
+
+    def _restore(self, state: dict) -> None:
+        for name in _STATE_FIELDS:
+            setattr(self, name, state[name])
+        self.watchdog_trips = list(state["watchdog_trips"])
+        if "rng" in state:
+            self._rng.bit_generator.state = state["rng"]
+
+    def _replay_with(self, linear: float, angular: float, t: float) -> tuple[float, float]:
+        """Go back to the checkpoint, apply every command since in time order with this one, and
+        advance to where the model was."""
+        assert self._checkpoint is not None
+        now, replays, late = self.t, self.late_replays + 1, self.late_applied
+        commands = sorted([*self._since_checkpoint, (t, linear, angular)], key=lambda c: c[0])
+        self._restore(self._checkpoint)
+        self.late_applied = late
+        result = self.target_velocity()
+        for when, v, w in commands:
+            applied = self._apply(v, w, when)
+            if (when, v, w) == (t, linear, angular):
+                result = applied
+        self.advance_to(now)
+        self.late_replays = replays
+        self._since_checkpoint = commands
+        return result
 
     def target_velocity(self) -> tuple[float, float]:
         return self._body(self.target_left, self.target_right)

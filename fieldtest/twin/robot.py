@@ -262,6 +262,7 @@ class TwinRobot:
         """Advance the model to now, feed and log the true pose, probe if due."""
         now = self.clock.now_ns()
         with self._lock:
+            self.model.checkpoint()  # a command stamped after this, applied late, is replayed from here
             self.model.advance_to(self._model_t(now))
             x, y, yaw = self.model.pose
             trips = list(self.model.watchdog_trips)
@@ -313,6 +314,10 @@ class TwinRobot:
             "probes_sent": self.probes.sent,
             "probes_completed": self.probes.completed,
             "watchdog_stops_ns": trips,
+            # commands whose callback ran after the physics step passed their arrival: replayed at
+            # their own time, or (older than the step's checkpoint) applied late
+            "late_command_replays": self.model.late_replays,
+            "late_commands_applied": self.model.late_applied,
             "final_pose": [x, y, yaw],
             "final_velocity": [v, w],
             "robot_clock_shift_s": self.request.twin.robot_clock_offset_s,
