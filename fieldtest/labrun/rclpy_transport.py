@@ -22,13 +22,13 @@ from fieldtest import rosmsg
 from fieldtest.qos import get_qos
 from fieldtest.rosmsg import TimeField
 from fieldtest.transport.base import (
+    CallbackSubscriber,
     StampedPublish,
     TimedCallback,
     TimeSource,
     decoder,
     full_topic,
     stamp_and_send,
-    untimed,
 )
 
 
@@ -78,7 +78,7 @@ def rclpy_qos(qos_name: str):
     )
 
 
-class RclpyTransport:
+class RclpyTransport(CallbackSubscriber):
     """Transport over ``node``; topics are placed under ``namespace`` (absolute names)."""
 
     def __init__(self, node: Any, namespace: str = "", qos: str = "default"):
@@ -114,13 +114,6 @@ class RclpyTransport:
         """The stamp goes into the prepared bytes right before rclpy publishes them."""
         pub = self._publisher(topic, typename)
         return lambda out: stamp_and_send(out, stamp, clock, pub.publish)
-
-    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        self._subscribe(topic, typename, untimed(callback), time.time_ns)
-
-    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
-        """The arrival is stamped first thing in the executor's callback, before decoding."""
-        self._subscribe(topic, typename, callback, clock.now_ns)
 
     def _subscribe(
         self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]

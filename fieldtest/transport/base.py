@@ -8,6 +8,7 @@ Messages are rosbags message objects (see ``fieldtest.rosmsg``); topics are ROS 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -157,3 +158,21 @@ def decoder(typename: str, deliver: TimedCallback, where: str) -> Callable[[byte
 def untimed(callback: Callable[[Any], None]) -> TimedCallback:
     """A ``timed_subscribe`` callback for a plain ``subscribe`` one."""
     return lambda msg, _arrival_ns: callback(msg)
+
+
+class CallbackSubscriber:
+    """``subscribe`` and ``timed_subscribe`` of a transport whose library calls back per sample:
+    both go to ``_subscribe(topic, typename, deliver, now_ns)``, which reads ``now_ns()`` first
+    thing in that callback, before decoding. A plain subscription reads the wall clock (MQTT's
+    injected-timestamp latency compares it with the sender's wall clock)."""
+
+    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
+        self._subscribe(topic, typename, untimed(callback), time.time_ns)
+
+    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
+        self._subscribe(topic, typename, callback, clock.now_ns)
+
+    def _subscribe(
+        self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
+    ) -> None:
+        raise NotImplementedError

@@ -45,6 +45,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from .. import rosmsg
 from ..qos import get_qos
 from .base import (
+    CallbackSubscriber,
     Prepared,
     Role,
     StampedPublish,
@@ -54,7 +55,6 @@ from .base import (
     decoder,
     full_topic,
     stamp_and_send,
-    untimed,
 )
 from .broker import mqtt_broker_address
 
@@ -249,7 +249,7 @@ class NetworkLoop:
         return failures + 1
 
 
-class MqttTransport:
+class MqttTransport(CallbackSubscriber):
     """A Transport over one paho client; its network loop is a ``NetworkLoop``."""
 
     def __init__(
@@ -345,16 +345,10 @@ class MqttTransport:
 
         return publish
 
-    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        """Subscribe and wait for the broker's SUBACK, so messages published afterwards arrive."""
-        self._subscribe(topic, typename, untimed(callback), time.time_ns)
-
-    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
-        self._subscribe(topic, typename, callback, clock.now_ns)
-
     def _subscribe(
         self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
     ) -> None:
+        """Subscribe and wait for the broker's SUBACK, so messages published afterwards arrive."""
         data_topic = self.topic(topic)
 
         decode = decoder(typename, deliver, data_topic)

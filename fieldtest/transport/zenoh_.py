@@ -30,6 +30,7 @@ import zenoh
 from .. import rosmsg
 from ..qos import get_qos
 from .base import (
+    CallbackSubscriber,
     Role,
     StampedPublish,
     TimedCallback,
@@ -38,7 +39,6 @@ from .base import (
     decoder,
     full_topic,
     stamp_and_send,
-    untimed,
 )
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -120,7 +120,7 @@ def open_session(session_config: dict[str, Any]) -> zenoh.Session:
         ) from exc
 
 
-class ZenohTransport:
+class ZenohTransport(CallbackSubscriber):
     """A Transport over one Zenoh session; ``close()`` closes the session (else the process lingers)."""
 
     def __init__(self, session: zenoh.Session, config: TransportConfig):
@@ -157,13 +157,7 @@ class ZenohTransport:
         zpub = self._declared_publisher(topic)
         return lambda out: stamp_and_send(out, stamp, clock, zpub.put)
 
-    def subscribe(self, topic: str, typename: str, callback: Callable[[Any], None]) -> None:
-        self._declare_subscriber(topic, typename, untimed(callback), time.monotonic_ns)
-
-    def timed_subscribe(self, topic: str, typename: str, callback: TimedCallback, clock: TimeSource) -> None:
-        self._declare_subscriber(topic, typename, callback, clock.now_ns)
-
-    def _declare_subscriber(
+    def _subscribe(
         self, topic: str, typename: str, deliver: TimedCallback, now_ns: Callable[[], int]
     ) -> None:
         key = self.key(topic)
