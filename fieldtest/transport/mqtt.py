@@ -152,9 +152,13 @@ class NetworkLoop:
 
     # ---- writing, from any thread
     def publish(self, topic: str, payload: bytes, qos: int, retain: bool = False) -> None:
+        self._queue_and_write(lambda: self.client.publish(topic, payload, qos, retain=retain))
+
+    def _queue_and_write(self, queue: Callable[[], Any]) -> None:
+        """Let paho queue a packet (``queue()``), then write it from this thread, not the loop's."""
         self._local.writing = True
         try:
-            self.client.publish(topic, payload, qos, retain=retain)
+            queue()
         finally:
             self._local.writing = False
         self.flush()
@@ -171,12 +175,7 @@ class NetworkLoop:
 
     def publish_disconnect(self) -> None:
         """Send DISCONNECT and close the connection (paho closes it once the packet is written)."""
-        self._local.writing = True
-        try:
-            self.client.disconnect()
-        finally:
-            self._local.writing = False
-        self.flush()
+        self._queue_and_write(self.client.disconnect)
 
     def wake(self) -> None:
         with contextlib.suppress(BlockingIOError, OSError):
