@@ -22,6 +22,18 @@ import yaml
 from fieldtest.plan import CREATE3_DEFAULT_MAX_SPEED_MPS, CREATE3_OVERRIDE_MAX_SPEED_MPS, SquarePlan
 
 MOTION_CONTROL_NODE = "motion_control"
+# turtlebot4_setup (Jazzy): the Create 3 runs under <ns>/_do_not_use behind create3_republisher, which
+# relays topics but not parameter services; on Humble motion_control sits directly under <ns>.
+BASE_NAMESPACE_BEHIND_REPUBLISHER = "_do_not_use"
+
+
+def motion_control_node(ros_distro: str) -> str:
+    """The base's motion_control node, relative to the robot namespace, on ``ros_distro``."""
+    if ros_distro.lower() in ("humble", "iron"):
+        return "motion_control"
+    return f"{BASE_NAMESPACE_BEHIND_REPUBLISHER}/motion_control"
+
+
 CHECKED_PARAMETERS = ("safety_override", "reflexes_enabled", "wheels_stop_threshold_sec")
 DEFAULT_WATCHDOG_S = 0.5
 MAX_ANGULAR_RPS = 1.9

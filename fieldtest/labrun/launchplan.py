@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
-from fieldtest.labrun.create3 import CHECKED_PARAMETERS
+from fieldtest.labrun.create3 import CHECKED_PARAMETERS, motion_control_node
 from fieldtest.labrun.driver import CONTROL_DIR
 from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
 from fieldtest.labrun.settings import LabLaunch, LaunchArgError, Role, parse_launch_args
@@ -123,6 +123,7 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "parameters": list(CHECKED_PARAMETERS),
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
+        "motion_control": motion_control_node(cfg.ros_distro),
     }
     if _base_outside_domain(cfg):  # it talks to the base only: no enclave, security off
         return NodeSpec(

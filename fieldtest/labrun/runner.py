@@ -44,7 +44,7 @@ from fieldtest.labrun.preflight import (
     summarize,
 )
 from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
-from fieldtest.labrun.settings import launch_args_for_trial
+from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.procs import ProcessGroup
 from fieldtest.record import (
     HOST_BAG,
@@ -105,6 +105,7 @@ class LabRunner:
 
     # ------------------------------------------------------------------------------- a campaign
     def run_all(self, requests: list[TrialRequest]) -> list[LabTrialResult]:
+        check_side_args(self.options.host_args, self.options.robot_args)
         results = []
         for i, request in enumerate(requests):
             self.say(f"trial {i + 1}/{len(requests)}: {request.name}")
@@ -370,6 +371,22 @@ class _Trial:
             self.runner.say(
                 f"  analysis failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
                 f"re-run: fieldtest analyze {self.trial_dir}"
+            )
+
+
+# Launch arguments that must be the same on both sides: with relay on the robot only, the host would
+# drive the base directly on cmd_vel while the robot listens (and logs) on fieldtest/cmd_vel.
+BOTH_SIDES_ARGS = ("relay",)
+
+
+def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> None:
+    """A LaunchArgError if an argument both sides must share differs between them."""
+    for name in BOTH_SIDES_ARGS:
+        host, robot = host_args.get(name, ""), robot_args.get(name, "")
+        if host.strip().lower() != robot.strip().lower():
+            raise LaunchArgError(
+                f"launch argument {name} must be the same on both sides: host {host or '(default)'}, "
+                f"robot {robot or '(default)'} (give it as --host-arg and --robot-arg)"
             )
 
 
