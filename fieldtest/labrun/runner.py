@@ -68,6 +68,8 @@ PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
 POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
+# Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
+ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "interrupted")
 
 
 class AbortTrial(Exception):
@@ -141,7 +143,7 @@ class LabRunner:
         except KeyboardInterrupt:
             reason, detail = "interrupted", "interrupted by the operator (Ctrl-C): robot stopped"
         trial.finish(reason, detail)
-        if self.options.analyse and reason in ("completed", "host-stopped", "interrupted"):
+        if self.options.analyse and reason in ANALYSED_END_REASONS:
             trial.analyse()
         record = read_trial(trial_dir)
         return LabTrialResult(trial_dir, record.outcome.end_reason, record.outcome.end_detail, trial.checks)
