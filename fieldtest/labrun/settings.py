@@ -213,11 +213,28 @@ def load_plan(text: str) -> tuple[SquarePlan, str]:
         raise LaunchArgError(f"launch argument plan:={exc}") from None
 
 
+# rclpy's major version per distro (ros2/rclpy branches): the ROS 2 wheels set no ROS_DISTRO.
+RCLPY_MAJOR_DISTRO = {3: "humble", 7: "jazzy"}
+
+
+def installed_rclpy_distro() -> str:
+    """The distro of the rclpy installed in this Python, '' if none (read from its metadata, not imported)."""
+    from importlib import metadata
+
+    for dist in ("rclpy", "ros-rclpy"):
+        try:
+            major = int(metadata.version(dist).split(".")[0])
+        except (metadata.PackageNotFoundError, ValueError):
+            continue
+        return RCLPY_MAJOR_DISTRO.get(major, "")
+    return ""
+
+
 def detect_distro(environ: Mapping[str, str] | None = None) -> str:
     environ = os.environ if environ is None else environ
-    distro = environ.get("ROS_DISTRO", "").strip().lower()
+    distro = environ.get("ROS_DISTRO", "").strip().lower() or installed_rclpy_distro()
     if distro not in ROS_DISTROS:
-        shown = distro or "unset"
+        shown = distro or "unset (and no rclpy of a known distro installed)"
         raise LaunchArgError(
             f"launch argument ros_distro:=auto: $ROS_DISTRO is {shown}; supported: {', '.join(ROS_DISTROS)} "
             "(source /opt/ros/<distro>/setup.bash or pass ros_distro:=humble|jazzy)"

@@ -132,10 +132,18 @@ class RobotStats:
         self.first_seq = seq if self.first_seq is None else min(self.first_seq, seq)
         self.last_seq = seq if self.last_seq is None else max(self.last_seq, seq)
 
+    plan_ticks: int | None = None  # seqs from here on are the host's stop burst, numbered on after the plan
+
     def missing(self) -> int:
-        if self.first_seq is None or self.last_seq is None:
-            return 0
-        return (self.last_seq - self.first_seq + 1) - len(self.seqs)
+        """Gaps among the plan commands received (first to last) and in the stop burst (from its
+        first number): a trial stopped early sent neither the rest of the plan nor is it missing."""
+        with self._lock:
+            seqs = sorted(self.seqs)
+        end = self.plan_ticks if self.plan_ticks is not None else (seqs[-1] + 1 if seqs else 0)
+        plan = [s for s in seqs if s < end]
+        burst = [s for s in seqs if s >= end]
+        gaps = (plan[-1] - plan[0] + 1 - len(plan)) if plan else 0
+        return gaps + ((burst[-1] - end + 1 - len(burst)) if burst else 0)
 
 
 def model_for(request: TrialRequest) -> Create3Model:
@@ -170,7 +178,7 @@ class TwinRobot:
         self.physics_period_ns = round(1e9 / physics_hz)
         self.truth_every = max(1, round(physics_hz / truth_log_hz))
         self.probes = ProbeInitiator()
-        self.stats = RobotStats()
+        self.stats = RobotStats(plan_ticks=request.plan.n_ticks())
         self.pairer = ArrivalPairer()
         self.started_ns = self.clock.now_ns()
         self._t0_ns = self.started_ns

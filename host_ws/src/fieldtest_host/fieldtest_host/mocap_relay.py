@@ -23,6 +23,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     import rclpy
+    from rcl_interfaces.msg import ParameterDescriptor
     from rclpy.qos import qos_profile_sensor_data
 
     from fieldtest.labrun.mocap import MocapRelay
@@ -33,9 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     node = rclpy.create_node("mocap_relay")
     source = node.declare_parameter("source", "mocap4r2").value
     topic = node.declare_parameter("topic", "rigid_bodies").value
-    name = node.declare_parameter("rigid_body_name", "1").value
+    # rcl reads parameter values as YAML 1.1: a bare `-p up_axis:=y` arrives as the boolean true and
+    # `-p rigid_body_name:=1` as an integer; take both as the text that was typed.
+    any_type = ParameterDescriptor(dynamic_typing=True)
+    name = str(node.declare_parameter("rigid_body_name", "1", any_type).value)
     body_id = int(node.declare_parameter("rigid_body_id", 1).value)
-    up_axis = node.declare_parameter("up_axis", "y").value
+    up_axis = node.declare_parameter("up_axis", "y", any_type).value
+    up_axis = "y" if up_axis is True else str(up_axis).lower()
+    if up_axis not in ("y", "z"):
+        node.get_logger().fatal(f"parameter up_axis:={up_axis}: expected y or z")
+        node.destroy_node()
+        rclpy.try_shutdown()
+        return 2
     trial_dir = node.declare_parameter("trial_dir", ".").value
     relay = MocapRelay(trial_dir, up_axis, body_id)
     if source == "mocap4r2":

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         message_class,
         spin_in_background,
     )
-    from fieldtest.plan import SquarePlan
+    from fieldtest.labrun.settings import load_plan
     from fieldtest.transport.base import TransportConfig
     from fieldtest.twin.common import stop_on_signals
 
@@ -94,14 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     base_plain = bool(_declare(node, "base_plain_context", False))
     relay_domain_id = int(_declare(node, "relay_domain_id", -1))
     battery_topic = _declare(node, "battery_topic", "battery_state")
-    for unused in ("plan", "middleware", "security"):
+    plan, _ = load_plan(_declare(node, "plan", ""))  # the trial's plan: where the stop burst's seqs begin
+    for unused in ("middleware", "security"):
         _declare(node, unused, "")
     namespace = node.get_namespace().rstrip("/")
 
     transport = RemappedTransport(RclpyTransport(node, namespace, qos), command_remap(relay))
-    request = request_for_side(
-        TransportConfig(qos=qos, namespace=namespace), SquarePlan(), cmd_type, "lab-robot"
-    )
+    request = request_for_side(TransportConfig(qos=qos, namespace=namespace), plan, cmd_type, "lab-robot")
     extra_status: dict = {}
 
     def on_battery(msg) -> None:
