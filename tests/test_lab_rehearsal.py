@@ -64,7 +64,9 @@ def _campaign(tmp_path: Path, distro: str = "jazzy", cmd_type: str = "twist_stam
     return path
 
 
-def _rehearse(tmp_path, lab: SimulatedLab | None = None, say=None, side_args=None, **campaign):
+def _rehearse(
+    tmp_path, lab: SimulatedLab | None = None, say=None, side_args=None, robot_args_only=None, **campaign
+):
     source = _campaign(tmp_path, **campaign)
     settings, requests = load_trials(source)
     messages: list[str] = []
@@ -74,7 +76,7 @@ def _rehearse(tmp_path, lab: SimulatedLab | None = None, say=None, side_args=Non
         lab=settings.lab,
         robot=RobotSide(),
         host_args=dict(side_args or {}),
-        robot_args=dict(side_args or {}),
+        robot_args={**(side_args or {}), **(robot_args_only or {})},
         say=say or messages.append,
     )
     [result] = rehearse(requests, options, lab or SimulatedLab())
@@ -117,6 +119,19 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, distr
     assert metrics["mocap"]["valid_poses"] > 0.9 * 120 * plan.total_s
     # the simulated base drives the square it is told: ground truth closes within a few cm
     assert metrics["drift"]["available"], metrics["drift"]
+
+
+def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):
+    """Across vendors: the rclpy nodes on Fast DDS, the base on the kit's CycloneDDS (the Create 3's
+    other firmware). The kit's CycloneDDS has no ROS parameter services, so the speed-cap check can
+    only warn here: pre-flight in warn-only mode."""
+    side = {"preflight_warn_only": "true"}
+    result, base, messages = _rehearse(tmp_path, SimulatedLab(base_vendor="cyclonedds"), robot_args_only=side)
+    assert result.end_reason == "completed", (result.detail, messages)
+    plan = read_trial(result.trial_dir).request.plan
+    assert base["commands"] >= plan.n_ticks() and not base["moving"]
+    assert any("battery at 90 %" in c.detail for c in result.preflight)  # BatteryState crossed too
+    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == plan.laps
 
 
 def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):

@@ -17,7 +17,10 @@ Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
   zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
   machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
 - Fast DDS (``dds:=fastrtps``): RMW_IMPLEMENTATION changes, the CycloneDDS file is not used; the
-  Create 3 must run its Fast DDS firmware then (see docs/lab-guide.md).
+  Create 3 must run its Fast DDS firmware then (see docs/lab-guide.md). When both machines are
+  this one (``host_address`` = ``robot_address`` = 127.0.0.1: a rehearsal), a Fast DDS profile
+  keeps it to one UDPv4 transport on 127.0.0.1: by default Fast DDS announces its other addresses
+  and shared memory, and a CycloneDDS peer pinned to loopback then never meets it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class RosEnvironment:
     set: dict[str, str] = field(default_factory=dict)
     unset: list[str] = field(default_factory=list)
     cyclonedds_xml: str | None = None  # written to a file that CYCLONEDDS_URI points at
+    fastdds_xml: str | None = None  # written to a file that FASTRTPS/FASTDDS_DEFAULT_PROFILES_FILE point at
     notes: list[str] = field(default_factory=list)
 
     def apply(self, base: dict[str, str]) -> dict[str, str]:
@@ -67,8 +71,10 @@ def node_enclave(cfg: LabLaunch) -> str | None:
     return ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
 
 
-def ros_environment(cfg: LabLaunch, cyclonedds_path: str | Path | None = None) -> RosEnvironment:
-    """The environment for ``cfg``; ``cyclonedds_path`` is where the caller writes ``cyclonedds_xml``."""
+def ros_environment(
+    cfg: LabLaunch, cyclonedds_path: str | Path | None = None, fastdds_path: str | Path | None = None
+) -> RosEnvironment:
+    """The environment for ``cfg``; the caller writes ``cyclonedds_xml`` / ``fastdds_xml`` to the paths."""
     env = RosEnvironment()
     env.set["ROS_DOMAIN_ID"] = str(cfg.domain_id)
     env.set["RMW_IMPLEMENTATION"] = rmw_implementation(cfg)
@@ -83,10 +89,8 @@ def ros_environment(cfg: LabLaunch, cyclonedds_path: str | Path | None = None) -
                 )
             else:
                 env.set["CYCLONEDDS_URI"] = f"file://{Path(cyclonedds_path).absolute()}"
-    elif cfg.dds == "fastrtps" and (cfg.network_interface or cfg.base_interface):
-        env.notes.append(
-            "Fast DDS: interface pinning is not generated; use a Fast DDS XML profile (lab guide)"
-        )
+    elif cfg.dds == "fastrtps" and cfg.middleware != RMW_ZENOH:
+        _fastdds_profile(cfg, env, fastdds_path)
     if dds_security_enabled(cfg):
         env.set.update(
             {
@@ -98,6 +102,44 @@ def ros_environment(cfg: LabLaunch, cyclonedds_path: str | Path | None = None) -
     else:
         env.unset += ["ROS_SECURITY_ENABLE", "ROS_SECURITY_KEYSTORE", "ROS_SECURITY_STRATEGY"]
     return env
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _fastdds_profile(cfg: LabLaunch, env: RosEnvironment, path: str | Path | None) -> None:
+    if cfg.host_address == cfg.robot_address == LOOPBACK and path is not None:
+        env.fastdds_xml = fastdds_profile_xml(LOOPBACK)
+        uri = str(Path(path).absolute())
+        # Fast DDS 2.x (Humble, Jazzy) reads the first name, 3.x (Kilted) the second
+        env.set["FASTRTPS_DEFAULT_PROFILES_FILE"] = env.set["FASTDDS_DEFAULT_PROFILES_FILE"] = uri
+    elif cfg.network_interface or cfg.base_interface:
+        env.notes.append(
+            "Fast DDS: interface pinning is not generated; use a Fast DDS XML profile (lab guide)"
+        )
+
+
+def fastdds_profile_xml(address: str) -> str:
+    """A default participant profile with one UDPv4 transport on ``address`` and no builtin ones
+    (Fast DDS XML profiles: transport_descriptors, userTransports, useBuiltinTransports)."""
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<!-- fieldtest (generated): Fast DDS on {escape(address)} only, so CycloneDDS peers there meet it -->
+<profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+  <transport_descriptors>
+    <transport_descriptor>
+      <transport_id>fieldtest_udpv4</transport_id>
+      <type>UDPv4</type>
+      <interfaceWhiteList><address>{escape(address)}</address></interfaceWhiteList>
+    </transport_descriptor>
+  </transport_descriptors>
+  <participant profile_name="fieldtest_participant" is_default_profile="true">
+    <rtps>
+      <userTransports><transport_id>fieldtest_udpv4</transport_id></userTransports>
+      <useBuiltinTransports>false</useBuiltinTransports>
+    </rtps>
+  </participant>
+</profiles>
+"""
 
 
 def _local_only(cfg: LabLaunch) -> bool:

@@ -23,7 +23,7 @@ from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_f
 from fieldtest.labrun.create3 import CHECKED_PARAMETERS, motion_control_node
 from fieldtest.labrun.driver import CONTROL_DIR
 from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
-from fieldtest.labrun.settings import LabLaunch, LaunchArgError, Role, parse_launch_args
+from fieldtest.labrun.settings import PREFLIGHT_ARGUMENTS, LabLaunch, LaunchArgError, Role, parse_launch_args
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
@@ -144,7 +144,6 @@ def _enclave_args(cfg: LabLaunch) -> list[str]:
 
 
 PLAIN_NODE_ENV = {"ROS_SECURITY_ENABLE": "false"}
-PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
 
 
 def split_preflight_args(args: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
@@ -161,11 +160,13 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
     common, pre = split_preflight_args(args) if role == "robot" else (dict(args), {})
     cfg = parse_launch_args(common, role, environ=environ)
     config_dir = config_dir_for(cfg)
-    env = ros_environment(cfg, config_dir / "cyclonedds.xml")
+    env = ros_environment(cfg, config_dir / "cyclonedds.xml", config_dir / "fastdds.xml")
     plan_path, plan_text = _plan_file(cfg, config_dir)
     files = {plan_path: plan_text}
     if env.cyclonedds_xml is not None:
         files[config_dir / "cyclonedds.xml"] = env.cyclonedds_xml
+    if env.fastdds_xml is not None:
+        files[config_dir / "fastdds.xml"] = env.fastdds_xml
     zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
     plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
     if role == "host":

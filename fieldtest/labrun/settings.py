@@ -310,6 +310,10 @@ def inline_plan(plan: SquarePlan) -> str:
     return json.dumps(plan.model_dump(mode="json"), separators=(",", ":"))
 
 
+# The robot launch's pre-flight gate arguments and their defaults (apart from the common arguments).
+PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
+
+
 def launch_args_for_trial(
     request: TrialRequest,
     role: Role,
@@ -342,7 +346,8 @@ def launch_args_for_trial(
         "trial_dir": str(trial_dir),
     }
     args.update(extra or {})
-    parse_launch_args(args, role, environ={})  # fail here, before anything starts
+    checked = {k: v for k, v in args.items() if role != "robot" or k not in PREFLIGHT_ARGUMENTS}
+    parse_launch_args(checked, role, environ={})  # fail here, before anything starts
     return args
 
 
