@@ -68,7 +68,10 @@ rm -rf "$BUILD" && mkdir -p "$BUILD"
 )
 
 # The kit (the nodes' logic) and the two ament_python lab packages, editable: they run from the clone.
-"$PY" -m pip install -q -e "$ROOT" -e "$ROOT/host_ws/src/fieldtest_host" -e "$ROOT/robot_ws/src/fieldtest_robot"
+# (setuptools warns at length about the ament_python setup.py files: kept in a log unless it fails)
+"$PY" -m pip install -q -e "$ROOT" -e "$ROOT/host_ws/src/fieldtest_host" -e "$ROOT/robot_ws/src/fieldtest_robot" \
+  >"$VENV/pip-lab-packages.log" 2>&1 ||
+  { tail -30 "$VENV/pip-lab-packages.log"; echo "[install-ros] installing the kit and lab packages failed"; exit 1; }
 "$PY" -c "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot, fieldtest"
 inputs_hash >"$STAMP"
 echo "[install-ros] ROS 2 $DISTRO environment ready: $VENV"
