@@ -153,12 +153,27 @@ def _find_start(track: Track, rest_until: float, motion: Motion) -> None:
     still = np.flatnonzero(dist[: k_move + 1] <= floor)
     still = still[still >= first]
     k_rest = int(still[-1]) if len(still) else first
+    motion.start_s = _extrapolated_start(t, dist, k_rest, k_move, floor)
+
+
+def _extrapolated_start(t: np.ndarray, dist: np.ndarray, k_rest: int, k_move: int, floor: float) -> float:
+    """Where the straight line through the samples between leaving the noise floor and the move
+    threshold (at least two) reaches distance 0.
+
+    Sample ``k_rest`` (within the floor) may already be moving: at speed v the robot stays within the
+    floor for floor / v after the start. So the start may lie before it, but not so far before that the
+    robot would have been twice the floor away by then (a bound against a noisy, flat fit); and not after
+    the first sample outside the floor.
+    """
     a = min(k_rest + 1, k_move)
-    b = a + 1
-    t0 = t[a]
-    if b < len(t) and dist[b] > dist[a]:
-        t0 = t[a] - dist[a] * (t[b] - t[a]) / (dist[b] - dist[a])  # back along the first steps to distance 0
-    motion.start_s = float(np.clip(t0, t[k_rest], t[a]))
+    fit = np.arange(a, min(max(k_move, a + 1), len(t) - 1) + 1)
+    if len(fit) < 2:
+        return float(t[a])
+    slope, at_a = np.polyfit(t[fit] - t[a], dist[fit], 1)
+    if slope <= 0:
+        return float(t[a])
+    t0 = t[a] - at_a / slope
+    return float(np.clip(t0, t[k_rest] - 2.0 * floor / slope, t[a]))
 
 
 def _calibrate_heading(track: Track, plan: SquarePlan, motion: Motion, max_gap_s: float) -> None:
