@@ -4,7 +4,7 @@ The robot follows ``plan.ideal_pose`` exactly, ``motion_lag_s`` behind the plan,
 the mocap world; the last driven lap can be shifted by a known vector and rotated by a known angle
 about the start point (the laps in between change gradually, lap 1 not at all). Mocap rate, lost
 and tracking-invalid frames, the robot's clock offset and drift, per-command latency, lost
-commands, an early stop and cut-off bags are all options. Used by the tests and the benchmark.
+commands, duplicated receipts, an early stop and cut-off bags are all options. Used by the tests and the benchmark.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class SynthSpec:
     latency_jitter_s: float = 0.0  # plus uniform [0, jitter) per command (seeded)
     live_offset_error_s: float = 0.0  # error of the robot's own offset estimate
     lost_seqs: tuple[int, ...] = ()
+    duplicated: tuple[tuple[int, float], ...] = ()  # (seq, s after its first copy): received twice
     probe_interval_s: float = 1.0
     probe_min_delay_s: float = 0.002  # one way
     probe_extra_delay_s: float = 0.003  # random extra per direction (every 5th probe has none)
@@ -216,6 +217,10 @@ def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[in
         received_robot = received_host - int(round(float(_offset_at(spec, received_host)) * 1e9))
         truth[seq] = (received_host - sent_ns) / 1e9
         rows.append((received_robot, received_host, seq, sent_ns, lin, ang))
+        for copy_seq, later_s in spec.duplicated:
+            if copy_seq == seq:
+                later_ns = int(round(later_s * 1e9))
+                rows.append((received_robot + later_ns, received_host + later_ns, seq, sent_ns, lin, ang))
     rows.sort()
     receipt = rosmsg.msg_class(rosmsg.COMMAND_RECEIPT)
     sample = rosmsg.msg_class(rosmsg.CLOCK_OFFSET_SAMPLE)

@@ -17,6 +17,10 @@ REST_WINDOW_S = 1.0  # rest pose: ground truth in the last second before the fir
 MIN_NOISE_FLOOR_M = 0.001
 MIN_MOVE_M = 0.010
 SUSTAIN_S = 0.2  # a move must still be there this long after, so a single glitch is not a start
+# A robot on a lab floor changes height by millimetres while it drives metres: more than this much
+# vertical spread (and this fraction of the horizontal one) means the poses are not Z-up.
+MAX_VERTICAL_M = 0.1
+MAX_VERTICAL_FRACTION = 0.2
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Motion:
     laps_completed: int = 0
     lap_windows: list[tuple[float, float]] = field(default_factory=list)  # completed laps, stream s
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # the figures are not to be trusted (partial)
 
     def to_start_frame(self, xy: np.ndarray) -> np.ndarray:
         """World x,y into the start frame: origin at the start, x along the start driving direction."""
@@ -99,6 +104,7 @@ def detect_motion(track: Track, data: TrialData, clock: ClockModel, max_gap_s: f
     if len(track) < 3:
         motion.notes.append("too few ground-truth samples to find the motion start")
         return motion
+    _check_z_up(track, motion)
     rest_until = motion.first_command_s if motion.first_command_s is not None else plan.start_delay_s
     _find_start(track, rest_until, motion)
     if motion.start_s is None:
@@ -115,6 +121,17 @@ def detect_motion(track: Track, data: TrialData, clock: ClockModel, max_gap_s: f
         elif lag > 1.0:
             motion.notes.append(f"the robot started moving {lag:.3f} s after the first moving command")
     return motion
+
+
+def _check_z_up(track: Track, motion: Motion) -> None:
+    """A bag's up axis is recorded nowhere: a Y-up bag read as Z-up drives up and down the walls."""
+    spread = np.percentile(track.xyz, 99, axis=0) - np.percentile(track.xyz, 1, axis=0)
+    vertical, horizontal = float(spread[2]), float(max(spread[0], spread[1]))
+    if vertical > MAX_VERTICAL_M and vertical > MAX_VERTICAL_FRACTION * horizontal:
+        motion.problems.append(
+            f"ground truth spreads {vertical:.2f} m vertically against {horizontal:.2f} m horizontally: "
+            "the poses are not Z-up (Motive streams Y-up by default: --up-axis y)"
+        )
 
 
 def motion_end_s(track: Track, motion: Motion, plan: SquarePlan) -> float:
