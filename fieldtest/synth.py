@@ -66,6 +66,8 @@ class SynthSpec:
         default_factory=list
     )  # (start_s, duration_s): never arrive
     invalid_frames: list[tuple[float, float]] = field(default_factory=list)  # arrive with tracking invalid
+    renumber_frames: tuple[tuple[float, int], ...] = ()  # (stream_s, n): numbered n from there (restart)
+    garbage_frame_numbers: tuple[float, ...] = ()  # the frame at this stream time has a wild number
     write_frames: bool = True
     pose_topic: str = MOCAP_POSE_TOPIC
     pose_bag: str = MOCAP_BAG  # or ROBOT_BAG: poses stamped with the robot clock (like the twin's truth)
@@ -286,6 +288,7 @@ def _write_mocap(bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | N
     quat = np.column_stack([np.zeros(n), np.zeros(n), np.sin(half), np.cos(half)])
     if spec.mocap_up_axis == "y":
         xyz, quat = _z_up_to_y_up(xyz, quat)
+    numbers = _frame_numbers(spec, t_s)
     frame = rosmsg.msg_class(rosmsg.MOCAP_FRAME)
     with BagWriter(bag_dir) as writer:
         for i in range(n):
@@ -303,13 +306,24 @@ def _write_mocap(bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | N
             if spec.write_frames:
                 msg = frame(
                     header=rosmsg.header(t_ns, "mocap"),
-                    frame_number=1000 + int(k[i]),
+                    frame_number=int(numbers[i]),
                     rigid_body_id=1,
                     tracking_valid=not invalid[i],
                     mean_error_m=0.0002,
                     mocap_timestamp_s=float(k[i]) / spec.mocap_rate_hz,
                 )
                 writer.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, t_ns, msg)
+
+
+def _frame_numbers(spec: SynthSpec, t_s: np.ndarray) -> np.ndarray:
+    numbers = 1000 + np.arange(len(t_s), dtype=np.int64)
+    for start_s, first in spec.renumber_frames:
+        later = np.flatnonzero(t_s >= start_s)
+        if len(later):
+            numbers[later] += first - numbers[later[0]]
+    for at_s in spec.garbage_frame_numbers:
+        numbers[np.argmin(np.abs(t_s - at_s))] = 2_147_480_000
+    return numbers
 
 
 def _z_up_to_y_up(xyz: np.ndarray, quat_xyzw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

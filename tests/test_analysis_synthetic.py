@@ -287,3 +287,28 @@ def test_invalid_runs_are_counted_over_received_frames(tmp_path):
     assert mc["lost_in_transit"] == 6
     assert mc["invalid_runs"] == 1
     assert mc["tracking_invalid"] == mc["longest_invalid_run_frames"] == 30 - 6
+
+
+def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
+    spec = SynthSpec(
+        plan=SHORT,
+        lost_frames=[(5.0, 0.05)],  # 6 frames really lost
+        renumber_frames=((12.0, 3),),  # Motive restarted
+        garbage_frame_numbers=(20.0,),
+    )
+    synthesize(tmp_path / "t", spec)
+    mc = analyze_trial(tmp_path / "t", plots=False, report=False)["mocap"]
+    assert mc["lost_in_transit"] == 6
+    assert mc["frame_number_resets"] == 2  # the restart, and back down from the garbage number
+    assert mc["frame_number_jumps"] == 1  # up to the garbage number
+
+
+def test_the_analysis_and_the_recorder_share_the_frame_number_rule():
+    from fieldtest.analysis import gaps
+    from fieldtest.natnet import protocol
+
+    assert gaps.REORDER_WINDOW_FRAMES == protocol.REORDER_WINDOW_FRAMES
+    assert gaps.MAX_FRAME_RATE_HZ == protocol.MAX_FRAME_RATE_HZ
+    steps, elapsed = np.array([2, 60, 70, 1001, 1067, 1068]), np.array([0.01, 0.0, 0.0, 1.0, 1.0, 1.0])
+    expected = [protocol.frame_step_is_loss(int(s), float(e)) for s, e in zip(steps, elapsed, strict=True)]
+    assert gaps._plausible_loss(steps, elapsed).tolist() == expected
