@@ -195,3 +195,23 @@ def test_the_emulator_reports_the_motive_release_of_its_natnet_version(natnet, m
     config = EmulatorConfig(natnet_version=natnet, multicast=False, bind_address="127.0.0.1", command_port=0)
     with NatNetEmulator(lambda t: None, config) as emulator:
         assert emulator.server_info().app_version[:2] == motive
+
+
+def test_a_bitstream_change_mid_session_is_followed_when_the_server_says_so(tmp_path, server_factory):
+    """Motive switched from 3.1 to 4.1: the first unreadable frame makes the recorder ask again."""
+    server = server_factory(nn.NATNET_3_1)
+    recorder, thread, errors = _connected(tmp_path, server)
+    for n in range(1, 11):
+        server.send(_one_body_frame(n, nn.NATNET_3_1))
+    _wait(lambda: recorder.stats.frames == 10)
+    server.info = nn.ServerInfo(natnet_version=nn.NATNET_4_1, multicast=False)
+    server.send(_one_body_frame(11, nn.NATNET_4_1))  # unreadable as 3.1: the recorder asks again
+    _wait(lambda: recorder.version == nn.NATNET_4_1)
+    for n in range(12, 30):
+        server.send(_one_body_frame(n, nn.NATNET_4_1))
+    _wait(lambda: recorder.stats.frames == 28)
+    recorder._stop.set()
+    thread.join(5.0)
+    assert errors == [None]
+    assert (recorder.stats.valid, recorder.stats.parse_errors, recorder.stats.absent) == (28, 1, 0)
+    assert recorder.stats.missing == 1  # frame 11, the one read with the old layout

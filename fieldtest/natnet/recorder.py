@@ -298,6 +298,8 @@ class MocapRecorder:
     def _unreadable_frame(self, exc: nn.NatNetProtocolError) -> None:
         self._note_error(exc)
         self._unreadable_run += 1
+        if self._unreadable_run == 1 and self.config.natnet_version is None and self.server_info is not None:
+            self._send(nn.pack_connect())  # Motive may have changed its bitstream: ask for the version again
         if self.stats.frames == 0 or self._unreadable_run >= MAX_UNREADABLE_RUN:
             run = "the first frame" if self.stats.frames == 0 else f"{self._unreadable_run} frames in a row"
             self._fail(
