@@ -35,8 +35,8 @@ from fieldtest.natnet.feed import Pose
 
 PoseSource = Callable[[float], "Pose | None"]
 
-# The Motive release that introduced each NatNet bitstream version (NatNet SDK release notes:
-# 3.0 Motive 2.0, 3.1 Motive 2.1, 4.0 Motive 3.0, 4.1 Motive 3.1, 4.2 Motive 3.2); an unlisted
+# The Motive release that introduced each NatNet bitstream version (3.0 Motive 2.0, 3.1 Motive 2.1,
+# 4.0 Motive 3.0, 4.1 Motive 3.1, 4.2 Motive 3.2; Motive 3.3 and 3.4 still stream 4.2); an unlisted
 # version reports the release of the closest lower one.
 _MOTIVE_FOR_NATNET = {
     (3, 0): (2, 0, 0, 0),
