@@ -527,11 +527,12 @@ def unpack_frame(payload: bytes | memoryview, version: Version) -> Frame:
 
 
 def _check_frame_end(r: _Reader) -> None:
-    """Only the 4-byte end-of-data tag (0) may follow the frame; some tools omit it. Anything else means
-    the frame was read with the wrong layout (e.g. a NatNet 4.1 frame read as 3.x finds no rigid body
-    and ends early), so it is refused rather than recorded with the body missing."""
+    """Only the 4-byte end-of-data tag may follow the frame (its value is not checked: the SDK samples
+    skip it); some tools omit it. Anything else means the frame was read with the wrong layout (e.g. a
+    NatNet 4.1 frame read as 3.x finds no rigid body and ends early), so it is refused rather than
+    recorded with the body missing."""
     left = r.remaining()
-    if left == 0 or (left == 4 and r.one(_I32) == 0):
+    if left in (0, 4):
         return
     raise NatNetProtocolError(
         f"{r.what}: {left} bytes left over after the frame (read with the wrong NatNet version?)"
