@@ -4,7 +4,7 @@ The robot follows ``plan.ideal_pose`` exactly, ``motion_lag_s`` behind the plan,
 the mocap world; the last driven lap can be shifted by a known vector and rotated by a known angle
 about the start point (the laps in between change gradually, lap 1 not at all). Mocap rate, lost
 and tracking-invalid frames, the robot's clock offset and drift, per-command latency, lost
-commands, an early stop and cut-off bags are all options. Used by the tests and the benchmark.
+commands, duplicated receipts, an early stop and cut-off bags are all options. Used by the tests and the benchmark.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ class SynthSpec:
         default_factory=list
     )  # (start_s, duration_s): never arrive
     invalid_frames: list[tuple[float, float]] = field(default_factory=list)  # arrive with tracking invalid
+    renumber_frames: tuple[tuple[float, int], ...] = ()  # (stream_s, n): numbered n from there (restart)
+    garbage_frame_numbers: tuple[float, ...] = ()  # the frame at this stream time has a wild number
     write_frames: bool = True
     pose_topic: str = MOCAP_POSE_TOPIC
     pose_bag: str = MOCAP_BAG  # or ROBOT_BAG: poses stamped with the robot clock (like the twin's truth)
@@ -77,6 +79,7 @@ class SynthSpec:
     latency_jitter_s: float = 0.0  # plus uniform [0, jitter) per command (seeded)
     live_offset_error_s: float = 0.0  # error of the robot's own offset estimate
     lost_seqs: tuple[int, ...] = ()
+    duplicated: tuple[tuple[int, float], ...] = ()  # (seq, s after its first copy): received twice
     probe_interval_s: float = 1.0
     probe_min_delay_s: float = 0.002  # one way
     probe_extra_delay_s: float = 0.003  # random extra per direction (every 5th probe has none)
@@ -216,6 +219,10 @@ def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[in
         received_robot = received_host - int(round(float(_offset_at(spec, received_host)) * 1e9))
         truth[seq] = (received_host - sent_ns) / 1e9
         rows.append((received_robot, received_host, seq, sent_ns, lin, ang))
+        for copy_seq, later_s in spec.duplicated:
+            if copy_seq == seq:
+                later_ns = int(round(later_s * 1e9))
+                rows.append((received_robot + later_ns, received_host + later_ns, seq, sent_ns, lin, ang))
     rows.sort()
     receipt = rosmsg.msg_class(rosmsg.COMMAND_RECEIPT)
     sample = rosmsg.msg_class(rosmsg.CLOCK_OFFSET_SAMPLE)
@@ -281,6 +288,7 @@ def _write_mocap(bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | N
     quat = np.column_stack([np.zeros(n), np.zeros(n), np.sin(half), np.cos(half)])
     if spec.mocap_up_axis == "y":
         xyz, quat = _z_up_to_y_up(xyz, quat)
+    numbers = _frame_numbers(spec, t_s)
     frame = rosmsg.msg_class(rosmsg.MOCAP_FRAME)
     with BagWriter(bag_dir) as writer:
         for i in range(n):
@@ -298,13 +306,24 @@ def _write_mocap(bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | N
             if spec.write_frames:
                 msg = frame(
                     header=rosmsg.header(t_ns, "mocap"),
-                    frame_number=1000 + int(k[i]),
+                    frame_number=int(numbers[i]),
                     rigid_body_id=1,
                     tracking_valid=not invalid[i],
                     mean_error_m=0.0002,
                     mocap_timestamp_s=float(k[i]) / spec.mocap_rate_hz,
                 )
                 writer.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, t_ns, msg)
+
+
+def _frame_numbers(spec: SynthSpec, t_s: np.ndarray) -> np.ndarray:
+    numbers = 1000 + np.arange(len(t_s), dtype=np.int64)
+    for start_s, first in spec.renumber_frames:
+        later = np.flatnonzero(t_s >= start_s)
+        if len(later):
+            numbers[later] += first - numbers[later[0]]
+    for at_s in spec.garbage_frame_numbers:
+        numbers[np.argmin(np.abs(t_s - at_s))] = 2_147_480_000
+    return numbers
 
 
 def _z_up_to_y_up(xyz: np.ndarray, quat_xyzw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

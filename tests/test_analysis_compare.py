@@ -95,3 +95,17 @@ def test_compare_reads_existing_metrics_without_analysing_again(runs, tmp_path):
     assert metrics.stat().st_mtime_ns == before
     compare_trials([runs], tmp_path / "c", reanalyze=True)
     assert metrics.stat().st_mtime_ns != before
+
+
+def test_trials_behind_symbolic_links_are_found_once(runs, tmp_path):
+    """A campaign folder of links to trials (and a link back up, which must not loop)."""
+    from fieldtest.analysis.compare import find_trials
+
+    linked = tmp_path / "linked"
+    (linked / "wifi").mkdir(parents=True)
+    (linked / "wifi" / "r0").symlink_to(runs / "dds-none-r0", target_is_directory=True)
+    (linked / "zenoh").symlink_to(runs, target_is_directory=True)  # the whole folder, again
+    (linked / "wifi" / "loop").symlink_to(linked, target_is_directory=True)
+    found = find_trials([linked])
+    assert sorted(found) == sorted(find_trials([runs]))
+    assert len(found) == 6

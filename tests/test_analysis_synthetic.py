@@ -240,3 +240,75 @@ def test_synthetic_stop_burst_is_the_twin_hosts():
     from fieldtest.twin import host
 
     assert synth.STOP_BURST_SPACING_S == host.STOP_BURST_SPACING_S
+
+
+@pytest.mark.parametrize(
+    "lost", [(), (50, 51, 52), tuple(range(10, 150, 3))], ids=["none", "a-run", "every-third"]
+)
+def test_ipdv_pairs_consecutive_sequence_numbers_that_both_arrived(tmp_path, lost):
+    """Across a lost command the pair is not consecutive: its latency change is loss, not jitter."""
+    truth = synthesize(tmp_path / "t", SynthSpec(plan=SHORT, latency_jitter_s=0.004, lost_seqs=lost))
+    m = analyze_trial(tmp_path / "t", plots=False, report=False)
+    seqs = sorted(truth.one_way_s)
+    pairs = [(a, b) for a, b in zip(seqs, seqs[1:], strict=False) if b == a + 1 and b < SHORT.n_ticks()]
+    expected = np.mean([abs(truth.one_way_s[b] - truth.one_way_s[a]) for a, b in pairs])
+    assert m["latency"]["ipdv_ms"] / 1e3 == pytest.approx(expected, abs=1e-7)
+    assert m["latency"]["interarrival_ms"]["count"] == len(pairs)
+
+
+def test_a_late_duplicate_counts_as_duplicate_and_as_out_of_order(tmp_path):
+    """A copy arriving after newer commands is out of order too; a copy right behind its original
+    (before the next command arrives) is only a duplicate. Latency is the first copy's."""
+    spec = SynthSpec(plan=SHORT, duplicated=((40, 0.5), (41, 0.2), (90, 0.001)))
+    truth = synthesize(tmp_path / "t", spec)
+    m = analyze_trial(tmp_path / "t", plots=False, report=False)
+    lat = m["latency"]
+    assert lat["receipts"] == truth.sent + 3
+    assert lat["duplicates"] == 3 and lat["out_of_order"] == 2
+    assert lat["commands_received"] == truth.sent and lat["lost"] == 0
+    assert lat["one_way_ms"]["max"] / 1e3 == pytest.approx(spec.latency_s, abs=US)
+
+
+@pytest.mark.parametrize("world_yaw_deg", [0.0, 45.0, 90.0])
+def test_a_y_up_bag_read_as_z_up_is_flagged_not_analysed_silently(tmp_path, world_yaw_deg):
+    synthesize(tmp_path / "t", SynthSpec(plan=SHORT, mocap_up_axis="y", world_yaw_deg=world_yaw_deg))
+    m = analyze_trial(tmp_path / "t", plots=False, report=False)
+    assert m["partial"] is True
+    assert any("not Z-up" in r and "--up-axis y" in r for r in m["partial_reasons"]), m["partial_reasons"]
+    right = analyze_trial(tmp_path / "t", plots=False, report=False, up_axis="y")
+    assert right["partial"] is False, right["partial_reasons"]
+
+
+def test_invalid_runs_are_counted_over_received_frames(tmp_path):
+    """Frames lost inside an invalid run neither split it nor count in its length."""
+    spec = SynthSpec(plan=SHORT, invalid_frames=[(24.2, 0.25)], lost_frames=[(24.3, 0.05)])
+    synthesize(tmp_path / "t", spec)
+    mc = analyze_trial(tmp_path / "t", plots=False, report=False)["mocap"]
+    assert mc["lost_in_transit"] == 6
+    assert mc["invalid_runs"] == 1
+    assert mc["tracking_invalid"] == mc["longest_invalid_run_frames"] == 30 - 6
+
+
+def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
+    spec = SynthSpec(
+        plan=SHORT,
+        lost_frames=[(5.0, 0.05)],  # 6 frames really lost
+        renumber_frames=((12.0, 3),),  # Motive restarted
+        garbage_frame_numbers=(20.0,),
+    )
+    synthesize(tmp_path / "t", spec)
+    mc = analyze_trial(tmp_path / "t", plots=False, report=False)["mocap"]
+    assert mc["lost_in_transit"] == 6
+    assert mc["frame_number_resets"] == 2  # the restart, and back down from the garbage number
+    assert mc["frame_number_jumps"] == 1  # up to the garbage number
+
+
+def test_the_analysis_and_the_recorder_share_the_frame_number_rule():
+    from fieldtest.analysis import gaps
+    from fieldtest.natnet import protocol
+
+    assert gaps.REORDER_WINDOW_FRAMES == protocol.REORDER_WINDOW_FRAMES
+    assert gaps.MAX_FRAME_RATE_HZ == protocol.MAX_FRAME_RATE_HZ
+    steps, elapsed = np.array([2, 60, 70, 1001, 1067, 1068]), np.array([0.01, 0.0, 0.0, 1.0, 1.0, 1.0])
+    expected = [protocol.frame_step_is_loss(int(s), float(e)) for s, e in zip(steps, elapsed, strict=True)]
+    assert gaps._plausible_loss(steps, elapsed).tolist() == expected

@@ -308,3 +308,47 @@ def test_pose_feed_interpolates_holds_and_goes_stale():
             assert receiver(100.2) is None  # occluded
     finally:
         receiver.close()
+
+
+ALL_VERSIONS = [(3, 0, 0, 0), nn.NATNET_3_1, (4, 0, 0, 0), nn.NATNET_4_1, (4, 2, 0, 0)]
+
+
+def _frame_with(bodies: int, markers: int) -> nn.Frame:
+    return nn.Frame(
+        frame_number=4242,
+        rigid_bodies=[
+            nn.RigidBody(i + 1, (0.5 * i, 0.25, -1.0), (0.0, 0.0, 0.0, 1.0)) for i in range(bodies)
+        ],
+        other_markers=[(0.1 * i, 0.2, 0.3) for i in range(markers)],
+        timestamp=12.5,
+    )
+
+
+@pytest.mark.parametrize("written", ALL_VERSIONS, ids=nn.version_text)
+@pytest.mark.parametrize("bodies", [0, 1, 2, 3])
+@pytest.mark.parametrize("markers", [0, 1, 4])
+def test_a_frame_read_as_another_layout_is_refused_never_read_without_its_bodies(written, bodies, markers):
+    """A frame is read exactly or refused: e.g. a one-body NatNet 4.1 frame read as 3.x used to come out
+    as a frame with no rigid body at timestamp 0 (recorded as "rigid body absent")."""
+    sent = _frame_with(bodies, markers)
+    body = payload(nn.pack_frame(sent, written))
+    for read in ALL_VERSIONS:
+        same_layout = nn.has_section_sizes(read) == nn.has_section_sizes(written)
+        try:
+            got = nn.unpack_frame(body, read)
+        except nn.NatNetProtocolError as exc:
+            assert not same_layout, exc
+            continue
+        assert same_layout, f"{nn.version_text(written)} read as {nn.version_text(read)}: {got}"
+        assert [rb.id for rb in got.rigid_bodies] == [rb.id for rb in sent.rigid_bodies]
+        assert got.timestamp == 12.5
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=nn.version_text)
+def test_bytes_left_over_after_a_frame_are_refused(version):
+    body = bytes(payload(nn.pack_frame(sample_frame(), version)))
+    nn.unpack_frame(body[:-4], version)  # without the end-of-data tag: accepted
+    nn.unpack_frame(body[:-4] + b"\1\0\0\0", version)  # the tag's value is not checked (the SDK skips it)
+    for extra in (b"\0", b"\0\0", b"\0\0\0\0\0"):
+        with pytest.raises(nn.NatNetProtocolError, match="left over"):
+            nn.unpack_frame(body + extra, version)

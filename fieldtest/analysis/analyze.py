@@ -161,7 +161,7 @@ def _assemble(
     data: TrialData, clock, motion, drift, ape, latency, mocap, faults, fault_notes, up_axis, max_gap_s
 ):
     req, outcome, plan = data.record.request, data.record.outcome, data.plan
-    partial_reasons = list(data.problems)
+    partial_reasons = list(data.problems) + motion.problems
     if outcome.end_reason != "completed":
         detail = f": {outcome.end_detail}" if outcome.end_detail else ""
         partial_reasons.append(f"trial ended early ({outcome.end_reason}{detail})")

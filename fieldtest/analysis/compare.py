@@ -60,13 +60,29 @@ def find_trials(dirs: Iterable[str | Path]) -> list[Path]:
         if (d / TRIAL_FILE).is_file():
             found.append(d)
         elif d.is_dir():
-            found += sorted(p.parent for p in d.rglob(TRIAL_FILE))
+            found += _trials_below(d)
         else:
             raise AnalysisError(f"{d}: no such directory")
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
         raise AnalysisError(f"no trial directories (with {TRIAL_FILE}) in {', '.join(map(str, dirs))}")
     return unique
+
+
+def _trials_below(root: Path) -> list[Path]:
+    """Directories holding a trial file below ``root``, following symbolic links (each real
+    directory once, so a link back up does not loop)."""
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        if TRIAL_FILE in filenames:
+            found.append(Path(dirpath))
+        dirnames.sort()
+    return sorted(found)
 
 
 def trial_values(m: dict) -> dict[str, float | None]:

@@ -14,6 +14,11 @@ from .stats import circular_mean, finite_or_none, interp_with_gaps, summary, wra
 
 GRID_STEP_S = 0.01
 REST_AFTER_S = (0.5, 1.0)  # window after the planned end where the robot stands still
+# A lap boundary is a step change of speed: position from a line fitted to the samples before it (the
+# in-place turn, or the rest before the start), heading from those after it (the next side, or the rest
+# after the run), each window this far from the boundary so a start a few ms off stays on its side.
+BOUNDARY_FIT_S = 0.1
+BOUNDARY_GUARD_S = 0.02
 
 
 def phase_grid(plan: SquarePlan, step_s: float = GRID_STEP_S) -> np.ndarray:
@@ -45,6 +50,11 @@ def drift_metrics(
         xy.append(p)
         yaw.append(y)
         ok.append(valid)
+    ends_xy, ends_yaw = lap_boundary_poses(track, t0 + plan.lap_s * np.arange(laps + 1), max_gap_s)
+    for lap in range(laps):  # the grid's first and last point: lap boundaries, fitted one-sided
+        for i, k in ((0, lap), (-1, lap + 1)):
+            xy[lap][i], yaw[lap][i] = ends_xy[k], ends_yaw[k]
+            ok[lap][i] = bool(np.all(np.isfinite(ends_xy[k])) and np.isfinite(ends_yaw[k]))
     dist = np.array([np.linalg.norm(xy[k] - xy[0], axis=1) for k in range(1, laps)])
     for k in range(1, laps):
         dist[k - 1][~(ok[k] & ok[0])] = np.nan
@@ -76,11 +86,37 @@ def drift_metrics(
     corners_first = _corners(track, motion, plan, 0)
     corners_last = _corners(track, motion, plan, last)
     out["corners"] = _corner_displacements(corners_first, corners_last, motion)
-    out["closing"] = _closing(track, motion, plan, laps, max_gap_s)
+    out["closing"] = _closing(track, motion, plan, laps, ends_xy, ends_yaw)
     series.tau_s, series.distance_m = tau, dist
     series.corners_first = motion.to_start_frame(corners_first)
     series.corners_last = motion.to_start_frame(corners_last)
     return out, series
+
+
+def lap_boundary_poses(track: Track, times: np.ndarray, max_gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Position (k x 2) and unwrapped heading (k) at lap boundaries, NaN where a window lacks samples."""
+    xy = np.full((len(times), 2), np.nan)
+    yaw = np.full(len(times), np.nan)
+    for i, t_b in enumerate(times):
+        before = (t_b - BOUNDARY_GUARD_S - BOUNDARY_FIT_S, t_b - BOUNDARY_GUARD_S)
+        after = (t_b + BOUNDARY_GUARD_S, t_b + BOUNDARY_GUARD_S + BOUNDARY_FIT_S)
+        xy[i] = _line_at(track.t_s, track.xy, t_b, before, max_gap_s)
+        yaw[i] = _line_at(track.t_s, track.yaw, t_b, after, max_gap_s)
+    return xy, yaw
+
+
+def _line_at(t: np.ndarray, values: np.ndarray, t_b: float, window: tuple[float, float], max_gap_s: float):
+    """Least-squares line through the samples in ``window``, evaluated at ``t_b``; NaN unless the
+    samples cover the window without a gap longer than ``max_gap_s``."""
+    inside = np.flatnonzero((t >= window[0]) & (t <= window[1]))
+    nan = np.full(np.shape(values)[1:], np.nan)
+    if len(inside) < 3:
+        return nan
+    edges = np.concatenate([[window[0]], t[inside], [window[1]]])
+    if np.max(np.diff(edges)) > max_gap_s:
+        return nan
+    _, value = np.polyfit(t[inside] - t_b, values[inside], 1)
+    return value
 
 
 def _deg(rad: float | None) -> float | None:
@@ -118,17 +154,17 @@ def _corner_displacements(first: np.ndarray, last: np.ndarray, motion: Motion) -
     return out
 
 
-def _closing(track: Track, motion: Motion, plan: SquarePlan, laps: int, max_gap_s: float) -> dict:
-    """End pose of the run against the pose at motion start.
+def _closing(
+    track: Track, motion: Motion, plan: SquarePlan, laps: int, ends_xy: np.ndarray, ends_yaw: np.ndarray
+) -> dict:
+    """End pose of the run against the pose at motion start (the lap boundary fit at ``t0``).
 
     After a complete run the end pose is the robot's rest pose (mean over REST_AFTER_S after the planned
     end, so neither noise nor a sample falling on the last turn's end biases it); otherwise, or without
-    ground truth there, the pose at the end of the last complete lap.
+    ground truth there, the lap boundary fit at the end of the last complete lap.
     """
-    t0 = motion.start_s
-    t_end = t0 + laps * plan.lap_s
-    (p0,), ok0 = interp_with_gaps(track.t_s, track.xy, np.array([t0]), max_gap_s)
-    (y0,), _ = interp_with_gaps(track.t_s, track.yaw, np.array([t0]), max_gap_s)
+    t_end = motion.start_s + laps * plan.lap_s
+    p0, y0 = ends_xy[0], ends_yaw[0]
     lo, hi = t_end + REST_AFTER_S[0], t_end + REST_AFTER_S[1]
     rest = (track.t_s >= lo) & (track.t_s <= hi)
     if laps == plan.laps and np.count_nonzero(rest) >= 3:
@@ -138,10 +174,9 @@ def _closing(track: Track, motion: Motion, plan: SquarePlan, laps: int, max_gap_
             "rest after the run",
         )
     else:
-        (p1,), ok1 = interp_with_gaps(track.t_s, track.xy, np.array([t_end]), max_gap_s)
-        (y1,), _ = interp_with_gaps(track.t_s, track.yaw, np.array([t_end]), max_gap_s)
-        where = f"end of lap {laps}" if ok1[0] else "n/a"
-    if not ok0[0] or where == "n/a":
+        p1, y1 = ends_xy[laps], ends_yaw[laps]
+        where = f"end of lap {laps}" if np.all(np.isfinite(p1)) and np.isfinite(y1) else "n/a"
+    if not (np.all(np.isfinite(p0)) and np.isfinite(y0)) or where == "n/a":
         return {"end_pose": where, "distance_m": None, "dx_m": None, "dy_m": None, "heading_deg": None}
     local = motion.rotate_to_start_frame(p1 - p0)
     return {

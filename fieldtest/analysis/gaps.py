@@ -12,6 +12,11 @@ from .loading import Frames
 from .motion import Track
 from .stats import spans
 
+# The recorder's frame-number rule (fieldtest/natnet/protocol.py, not imported: the natnet package
+# costs 0.15 s to import); tests/test_analysis_synthetic.py checks they agree.
+REORDER_WINDOW_FRAMES = 64
+MAX_FRAME_RATE_HZ = 1000.0
+
 
 def nominal_period_s(times_s: np.ndarray) -> float | None:
     d = np.diff(times_s)
@@ -45,11 +50,13 @@ def mocap_metrics(
         order = np.argsort(frames.t_ns, kind="stable")
         numbers, valid = frames.frame_number[order], frames.valid[order]
         steps = np.diff(numbers)
+        loss = _plausible_loss(steps, np.diff(frames.t_ns[order]) / 1e9)
         out["frames"] = int(len(numbers))
         out["tracking_valid"] = int(np.count_nonzero(valid))
         out["tracking_invalid"] = int(np.count_nonzero(~valid))
-        out["lost_in_transit"] = int(np.sum(steps[steps > 1] - 1))
+        out["lost_in_transit"] = int(np.sum(steps[loss] - 1))
         out["frame_number_resets"] = int(np.count_nonzero(steps <= 0))
+        out["frame_number_jumps"] = int(np.count_nonzero((steps > 1) & ~loss))
         invalid_runs = spans(np.flatnonzero(~valid))
         out["invalid_runs"] = len(invalid_runs)
         out["longest_invalid_run_frames"] = max((b - a + 1 for a, b in invalid_runs), default=0)
@@ -70,6 +77,13 @@ def mocap_metrics(
         out["analysis_window_s"] = [lo, hi]
     out["max_bridged_gap_s"] = max_gap_s
     return out, marked
+
+
+def _plausible_loss(steps: np.ndarray, elapsed_s: np.ndarray) -> np.ndarray:
+    """Forward frame-number steps that can be frames lost in the arrival time between them (the
+    recorder's rule, ``natnet.protocol.frame_step_is_loss``); a larger one is a jump, not loss."""
+    limit = elapsed_s * MAX_FRAME_RATE_HZ + REORDER_WINDOW_FRAMES + 1
+    return (steps > 1) & (steps <= limit)
 
 
 def _hole_stats(hole_list, period: float, max_gap_s: float, prefix: str) -> dict:

@@ -141,8 +141,9 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     interarrival_ms = (np.diff(rec.received_ns[first][by_seq]) / 1e6)[consecutive]
     out["interarrival_ms"] = perftest_stats(interarrival_ms)
     out["jitter_ms"] = finite_or_none(np.std(interarrival_ms)) if len(interarrival_ms) else None
-    in_seq_order = one_way_s[np.argsort(seq)]
-    out["ipdv_ms"] = finite_or_none(np.mean(np.abs(np.diff(in_seq_order))) * 1e3) if len(seq) > 1 else None
+    # the same pairs: a lost command's gap is loss, not a variation of delay
+    pair_ipdv_s = np.abs(np.diff(one_way_s[by_seq]))[consecutive]
+    out["ipdv_ms"] = finite_or_none(np.mean(pair_ipdv_s) * 1e3) if len(pair_ipdv_s) else None
     if data.probes is not None and len(data.probes.t1_ns):
         out["round_trip_ms"] = perftest_stats(data.probes.delay_s, 1e3)
     live_offsets = rec.live_offset_s[first]

@@ -17,6 +17,10 @@ REST_WINDOW_S = 1.0  # rest pose: ground truth in the last second before the fir
 MIN_NOISE_FLOOR_M = 0.001
 MIN_MOVE_M = 0.010
 SUSTAIN_S = 0.2  # a move must still be there this long after, so a single glitch is not a start
+# A robot on a lab floor changes height by millimetres while it drives metres: more than this much
+# vertical spread (and this fraction of the horizontal one) means the poses are not Z-up.
+MAX_VERTICAL_M = 0.1
+MAX_VERTICAL_FRACTION = 0.2
 
 
 @dataclass
@@ -60,6 +64,7 @@ class Motion:
     laps_completed: int = 0
     lap_windows: list[tuple[float, float]] = field(default_factory=list)  # completed laps, stream s
     notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # the figures are not to be trusted (partial)
 
     def to_start_frame(self, xy: np.ndarray) -> np.ndarray:
         """World x,y into the start frame: origin at the start, x along the start driving direction."""
@@ -99,6 +104,7 @@ def detect_motion(track: Track, data: TrialData, clock: ClockModel, max_gap_s: f
     if len(track) < 3:
         motion.notes.append("too few ground-truth samples to find the motion start")
         return motion
+    _check_z_up(track, motion)
     rest_until = motion.first_command_s if motion.first_command_s is not None else plan.start_delay_s
     _find_start(track, rest_until, motion)
     if motion.start_s is None:
@@ -115,6 +121,17 @@ def detect_motion(track: Track, data: TrialData, clock: ClockModel, max_gap_s: f
         elif lag > 1.0:
             motion.notes.append(f"the robot started moving {lag:.3f} s after the first moving command")
     return motion
+
+
+def _check_z_up(track: Track, motion: Motion) -> None:
+    """A bag's up axis is recorded nowhere: a Y-up bag read as Z-up drives up and down the walls."""
+    spread = np.percentile(track.xyz, 99, axis=0) - np.percentile(track.xyz, 1, axis=0)
+    vertical, horizontal = float(spread[2]), float(max(spread[0], spread[1]))
+    if vertical > MAX_VERTICAL_M and vertical > MAX_VERTICAL_FRACTION * horizontal:
+        motion.problems.append(
+            f"ground truth spreads {vertical:.2f} m vertically against {horizontal:.2f} m horizontally: "
+            "the poses are not Z-up (Motive streams Y-up by default: --up-axis y)"
+        )
 
 
 def motion_end_s(track: Track, motion: Motion, plan: SquarePlan) -> float:
@@ -153,12 +170,27 @@ def _find_start(track: Track, rest_until: float, motion: Motion) -> None:
     still = np.flatnonzero(dist[: k_move + 1] <= floor)
     still = still[still >= first]
     k_rest = int(still[-1]) if len(still) else first
+    motion.start_s = _extrapolated_start(t, dist, k_rest, k_move, floor)
+
+
+def _extrapolated_start(t: np.ndarray, dist: np.ndarray, k_rest: int, k_move: int, floor: float) -> float:
+    """Where the straight line through the samples between leaving the noise floor and the move
+    threshold (at least two) reaches distance 0.
+
+    Sample ``k_rest`` (within the floor) may already be moving: at speed v the robot stays within the
+    floor for floor / v after the start. So the start may lie before it, but not so far before that the
+    robot would have been twice the floor away by then (a bound against a noisy, flat fit); and not after
+    the first sample outside the floor.
+    """
     a = min(k_rest + 1, k_move)
-    b = a + 1
-    t0 = t[a]
-    if b < len(t) and dist[b] > dist[a]:
-        t0 = t[a] - dist[a] * (t[b] - t[a]) / (dist[b] - dist[a])  # back along the first steps to distance 0
-    motion.start_s = float(np.clip(t0, t[k_rest], t[a]))
+    fit = np.arange(a, min(max(k_move, a + 1), len(t) - 1) + 1)
+    if len(fit) < 2:
+        return float(t[a])
+    slope, at_a = np.polyfit(t[fit] - t[a], dist[fit], 1)
+    if slope <= 0:
+        return float(t[a])
+    t0 = t[a] - at_a / slope
+    return float(np.clip(t0, t[k_rest] - 2.0 * floor / slope, t[a]))
 
 
 def _calibrate_heading(track: Track, plan: SquarePlan, motion: Motion, max_gap_s: float) -> None:

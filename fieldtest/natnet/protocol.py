@@ -46,6 +46,12 @@ DATASET_MARKERSET, DATASET_RIGIDBODY, DATASET_SKELETON = 0, 1, 2
 
 RIGID_BODY_TRACKING_VALID = 0x01  # rigid-body params bit 0
 
+# Frame numbers: a datagram overtaken by at most this many later frames is late, not a restart; a
+# forward step larger than this many frames per second since the previous frame (plus the window) is
+# no loss but a jump (Motive restarted, or a garbage number).
+REORDER_WINDOW_FRAMES = 64
+MAX_FRAME_RATE_HZ = 1000.0
+
 Version = tuple[int, int, int, int]
 NATNET_3_1: Version = (3, 1, 0, 0)
 NATNET_4_1: Version = (4, 1, 0, 0)
@@ -84,6 +90,11 @@ def _at_least(version: Sequence[int], major: int, minor: int) -> bool:
 def has_section_sizes(version: Sequence[int]) -> bool:
     """NatNet 4.1 put a byte count after each frame section's and each description's count."""
     return _at_least(version, 4, 1)
+
+
+def frame_step_is_loss(step: int, elapsed_s: float) -> bool:
+    """Whether a forward frame-number step over ``elapsed_s`` of arrival time can be frames lost."""
+    return 1 < step <= elapsed_s * MAX_FRAME_RATE_HZ + REORDER_WINDOW_FRAMES + 1
 
 
 def _check_supported(version: Sequence[int]) -> None:
@@ -511,5 +522,18 @@ def unpack_frame(payload: bytes | memoryview, version: Version) -> Frame:
     if fr.sized:
         frame.precision_timestamp_s, frame.precision_timestamp_frac = r.take(struct.Struct("<II"))
     frame.params = r.one(_U16)
-    # The 4-byte end-of-data tag that follows is not needed; some tools omit it.
+    _check_frame_end(r)
     return frame
+
+
+def _check_frame_end(r: _Reader) -> None:
+    """Only the 4-byte end-of-data tag may follow the frame (its value is not checked: the SDK samples
+    skip it); some tools omit it. Anything else means the frame was read with the wrong layout (e.g. a
+    NatNet 4.1 frame read as 3.x finds no rigid body and ends early), so it is refused rather than
+    recorded with the body missing."""
+    left = r.remaining()
+    if left in (0, 4):
+        return
+    raise NatNetProtocolError(
+        f"{r.what}: {left} bytes left over after the frame (read with the wrong NatNet version?)"
+    )

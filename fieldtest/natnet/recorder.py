@@ -34,6 +34,9 @@ from fieldtest.natnet.axes import UpAxis, check_up_axis, stream_to_world
 from fieldtest.record import MOCAP_FRAMES_TOPIC, MOCAP_POSE_TOPIC, BagWriter
 
 MOCAP_FRAME_ID = "mocap"
+# After a frame was read, this many unreadable frames in a row stop the recorder (a single corrupt
+# datagram does not; a stream that changed its layout does). Before any frame was read, one does.
+MAX_UNREADABLE_RUN = 10
 
 # Kernel receive timestamps (Linux SO_TIMESTAMPNS, CLOCK_REALTIME like time.time_ns()): a frame's
 # stamp is when it reached this machine, not when Python got round to reading it, so a stall of
@@ -102,19 +105,22 @@ class RecorderStats:
     valid: int = 0  # with the rigid body tracked (a pose was written)
     invalid: int = 0  # rigid body present but not tracked (or non-finite)
     absent: int = 0  # rigid body id not in the frame at all
-    missing: int = 0  # frame numbers skipped between consecutive received frames
-    out_of_order: int = 0  # frame number not above the previous one
+    missing: int = 0  # frame numbers skipped between consecutive received frames (plausible loss only)
+    out_of_order: int = 0  # frame number not above the highest so far, by at most REORDER_WINDOW_FRAMES
+    jumps: int = 0  # frame number restarted or jumped: counting continues from the new number
     parse_errors: int = 0
     first_frame: int | None = None
     last_frame: int | None = None
     errors: list[str] = field(default_factory=list)
+    fatal: str | None = None  # why the recorder stopped on its own (it refuses what it cannot read)
 
     def summary(self) -> str:
-        return (
+        text = (
             f"{self.frames} frames ({self.valid} valid, {self.invalid} invalid, {self.absent} without body), "
             f"{self.missing} missing by frame number, {self.out_of_order} out of order, "
-            f"{self.parse_errors} unreadable"
+            f"{self.jumps} frame-number jumps, {self.parse_errors} unreadable"
         )
+        return text if self.fatal is None else f"{text}; stopped: {self.fatal}"
 
 
 class MocapRecorder:
@@ -136,6 +142,8 @@ class MocapRecorder:
         self._closed = False
         self._last_keepalive = 0.0
         self._last_frame_mono = time.monotonic()
+        self._last_frame_ns: int | None = None  # arrival of the frame that set stats.last_frame
+        self._unreadable_run = 0
 
     # --- sockets ------------------------------------------------------------------------------
 
@@ -202,6 +210,7 @@ class MocapRecorder:
                 self._send(nn.pack_connect())
                 next_ping = now + 0.5
             self._receive_once(min(0.1, max(0.0, deadline - now)), frames_allowed=False)
+            self._raise_if_failed()
         if self.server_info is not None:
             self._send(nn.pack_message(nn.NAT_REQUEST_MODELDEF))
             return self.server_info
@@ -237,32 +246,71 @@ class MocapRecorder:
         try:
             message_id, payload = nn.unpack_message(packet)
             if message_id == nn.NAT_SERVERINFO:
-                self.server_info = nn.unpack_server_info(payload)
-                if self.config.natnet_version is None:
-                    self.version = self.server_info.natnet_version
-                    nn._check_supported(self.version)
+                self._take_server_info(nn.unpack_server_info(payload))
             elif message_id == nn.NAT_MODELDEF and self.version is not None:
                 self.models = nn.unpack_modeldef(payload, self.version)
             elif message_id == nn.NAT_FRAMEOFDATA and frames_allowed and self.version is not None:
-                self._record(nn.unpack_frame(payload, self.version), recv_ns)
+                try:
+                    frame = nn.unpack_frame(payload, self.version)
+                except nn.NatNetProtocolError as exc:
+                    self._unreadable_frame(exc)
+                    return
+                self._unreadable_run = 0
+                self._record(frame, recv_ns)
         except nn.NatNetProtocolError as exc:
-            self.stats.parse_errors += 1
-            if len(self.stats.errors) < 100:
-                self.stats.errors.append(str(exc))
+            self._note_error(exc)
+
+    def _note_error(self, exc: Exception) -> None:
+        self.stats.parse_errors += 1
+        if len(self.stats.errors) < 100:
+            self.stats.errors.append(str(exc))
+
+    def _fail(self, reason: str) -> None:
+        if self.stats.fatal is None:
+            self.stats.fatal = reason
+
+    def _raise_if_failed(self) -> None:
+        if self.stats.fatal is not None:
+            raise MocapRecorderError(self.stats.fatal)
+
+    def _server_text(self) -> str:
+        return f"NatNet server {self.config.server_address}:{self.config.command_port}"
+
+    def _take_server_info(self, info: nn.ServerInfo) -> None:
+        """Refuse a server whose frames would be misread: NatNet 2.x, or not the configured version."""
+        reported, configured = info.natnet_version, self.config.natnet_version
+        where = f"{self._server_text()} ({info.app_name} {nn.version_text(info.app_version)})"
+        if reported[0] < 3:
+            self._fail(
+                f"{where} streams NatNet {nn.version_text(reported)}: not supported (this kit reads "
+                "NatNet 3.0 and later; set Motive's streaming to a newer bitstream)"
+            )
+        elif configured is not None and tuple(reported[:2]) != tuple(configured[:2]):
+            self._fail(
+                f"{where} streams NatNet {nn.version_text(reported)}, configured "
+                f"{nn.version_text(configured)}: its frames would be misread (configure "
+                f"{reported[0]}.{reported[1]} or no version)"
+            )
+        else:
+            self.server_info = info
+            self.version = configured or reported
+
+    def _unreadable_frame(self, exc: nn.NatNetProtocolError) -> None:
+        self._note_error(exc)
+        self._unreadable_run += 1
+        if self._unreadable_run == 1 and self.config.natnet_version is None and self.server_info is not None:
+            self._send(nn.pack_connect())  # Motive may have changed its bitstream: ask for the version again
+        if self.stats.frames == 0 or self._unreadable_run >= MAX_UNREADABLE_RUN:
+            run = "the first frame" if self.stats.frames == 0 else f"{self._unreadable_run} frames in a row"
+            self._fail(
+                f"{run} from the {self._server_text()} cannot be read (another NatNet version?): {exc}"
+            )
 
     def _record(self, frame: nn.Frame, recv_ns: int) -> None:
         stats = self.stats
         self._last_frame_mono = time.monotonic()
         stats.frames += 1
-        if stats.last_frame is not None:
-            if frame.frame_number > stats.last_frame:
-                stats.missing += frame.frame_number - stats.last_frame - 1
-            else:
-                stats.out_of_order += 1
-        else:
-            stats.first_frame = frame.frame_number
-        if stats.last_frame is None or frame.frame_number > stats.last_frame:
-            stats.last_frame = frame.frame_number
+        self._count_frame_number(frame.frame_number, recv_ns)
         body = frame.rigid_body(self.config.rigid_body_id)
         valid = body is not None and body.tracking_valid and body.finite
         if body is None:
@@ -285,6 +333,25 @@ class MocapRecorder:
             position, orientation = stream_to_world(body.position, body.orientation, self.config.up_axis)
             pose = rosmsg.pose_stamped(recv_ns, MOCAP_FRAME_ID, position, orientation)
             writer.write(MOCAP_POSE_TOPIC, rosmsg.POSE_STAMPED, recv_ns, pose)
+
+    def _count_frame_number(self, number: int, recv_ns: int) -> None:
+        stats = self.stats
+        if stats.last_frame is None:
+            stats.first_frame = number
+        else:
+            step = number - stats.last_frame
+            elapsed_s = (recv_ns - (self._last_frame_ns or recv_ns)) / 1e9
+            if step == 1:
+                pass
+            elif nn.frame_step_is_loss(step, elapsed_s):
+                stats.missing += step - 1
+            elif -nn.REORDER_WINDOW_FRAMES <= step <= 0:
+                stats.out_of_order += 1
+                return  # late: the count goes on from the highest number
+            else:
+                stats.jumps += 1
+        stats.last_frame = number
+        self._last_frame_ns = recv_ns
 
     def _open_writer(self) -> BagWriter:
         if self._writer is None:
@@ -313,6 +380,7 @@ class MocapRecorder:
                         self._send(nn.pack_connect())  # the server may have restarted and forgotten us
                         self._last_frame_mono = now
                 self._receive_once(0.1)
+                self._raise_if_failed()
         finally:
             self.close()
         return self.stats

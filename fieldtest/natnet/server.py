@@ -35,8 +35,21 @@ from fieldtest.natnet.feed import Pose
 
 PoseSource = Callable[[float], "Pose | None"]
 
-# Application versions Motive reports alongside each NatNet bitstream version.
-_MOTIVE_FOR_NATNET = {3: (2, 3, 0, 0), 4: (3, 1, 0, 0)}
+# The Motive release that introduced each NatNet bitstream version (3.0 Motive 2.0, 3.1 Motive 2.1,
+# 4.0 Motive 3.0, 4.1 Motive 3.1, 4.2 Motive 3.2; Motive 3.3 and 3.4 still stream 4.2); an unlisted
+# version reports the release of the closest lower one.
+_MOTIVE_FOR_NATNET = {
+    (3, 0): (2, 0, 0, 0),
+    (3, 1): (2, 1, 0, 0),
+    (4, 0): (3, 0, 0, 0),
+    (4, 1): (3, 1, 0, 0),
+    (4, 2): (3, 2, 0, 0),
+}
+
+
+def motive_version_for(natnet: nn.Version) -> nn.Version:
+    known = [v for v in sorted(_MOTIVE_FOR_NATNET) if v <= (natnet[0], natnet[1])]
+    return _MOTIVE_FOR_NATNET[known[-1]] if known else _MOTIVE_FOR_NATNET[(3, 0)]
 
 
 @dataclass
@@ -200,7 +213,7 @@ class NatNetEmulator:
         cfg = self.config
         return nn.ServerInfo(
             app_name=cfg.app_name,
-            app_version=_MOTIVE_FOR_NATNET.get(cfg.natnet_version[0], (3, 1, 0, 0)),
+            app_version=motive_version_for(cfg.natnet_version),
             natnet_version=cfg.natnet_version,
             clock_frequency=1_000_000_000,  # stamps are time.monotonic_ns() ticks
             data_port=cfg.data_port,
