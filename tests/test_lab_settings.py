@@ -165,6 +165,10 @@ def test_plain_dds_discovers_over_the_lab_network():
     assert "<AllowMulticast>false</AllowMulticast>" in peers.cyclonedds_xml
     cfg, default = _env("host", middleware="dds", ros_distro="humble")
     assert default.cyclonedds_xml is None and "CYCLONEDDS_URI" not in default.set
+    # ...and the TurtleBot 4's own CYCLONEDDS_URI (pinned to wlan0) is not inherited either
+    env = default.apply({"CYCLONEDDS_URI": "/etc/turtlebot4/cyclonedds_rpi.xml"})
+    assert "CYCLONEDDS_URI" not in env
+    assert "127.0.0.1" in peers.cyclonedds_xml  # same-machine processes find each other (loopback peer)
 
 
 def test_security_environment_only_where_the_ros_graph_crosses_machines(tmp_path):

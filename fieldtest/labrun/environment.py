@@ -10,12 +10,15 @@ Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
   that interface instead, so it reaches the base but never the Wi-Fi.
 - Plain DDS: discovery over the lab network. With ``network_interface`` CycloneDDS is pinned to it
   and multicast is limited to discovery (``AllowMulticast spdp``): data goes unicast, which keeps
-  RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers only (Jazzy
-  gets them as ``ROS_STATIC_PEERS`` too).
+  RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers plus
+  127.0.0.1 (without multicast, processes on the same machine find each other only through a
+  local peer); Jazzy gets the given peers as ``ROS_STATIC_PEERS`` too.
 - SROS2 (security on with plain DDS or rmw_zenoh): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
   ``ROS_SECURITY_STRATEGY=Enforce``; each node gets its enclave with ``--ros-args --enclave``.
   zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
   machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
+- Where the kit writes no CycloneDDS file, ``CYCLONEDDS_URI`` is unset: the TurtleBot 4's own
+  setup.bash points it at a file pinned to wlan0.
 - Fast DDS (``dds:=fastrtps``): RMW_IMPLEMENTATION changes, the CycloneDDS file is not used; the
   Create 3 must run its Fast DDS firmware then (see docs/lab-guide.md).
 """
@@ -36,6 +39,7 @@ RMW_IMPLEMENTATIONS = {
 ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
 BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
+LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
 
 @dataclass
@@ -83,6 +87,10 @@ def ros_environment(cfg: LabLaunch, cyclonedds_path: str | Path | None = None) -
                 )
             else:
                 env.set["CYCLONEDDS_URI"] = f"file://{Path(cyclonedds_path).absolute()}"
+        else:
+            # The TurtleBot 4 exports its own CYCLONEDDS_URI (turtlebot4_setup etc/turtlebot4/setup.bash:
+            # cyclonedds_rpi.xml pins wlan0): the kit's defaults must not inherit it.
+            env.unset.append("CYCLONEDDS_URI")
     elif cfg.dds == "fastrtps" and (cfg.network_interface or cfg.base_interface):
         env.notes.append(
             "Fast DDS: interface pinning is not generated; use a Fast DDS XML profile (lab guide)"
@@ -142,6 +150,12 @@ def _interface_choice(cfg: LabLaunch) -> list[str]:
     return names
 
 
+def unicast_peers(cfg: LabLaunch) -> list[str]:
+    """The given peers plus this machine's loopback: with multicast off, two processes on one
+    machine (recorder and driver, bridge and node) otherwise never discover each other."""
+    return list(dict.fromkeys([*cfg.dds_peers, LOCAL_PEER]))
+
+
 def cyclonedds_xml(cfg: LabLaunch) -> str | None:
     """CycloneDDS (0.10, as in Humble and Jazzy) configuration, or None when the defaults fit."""
     interfaces = _interfaces(cfg)
@@ -156,7 +170,7 @@ def cyclonedds_xml(cfg: LabLaunch) -> str | None:
     general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
     discovery = []
     if cfg.dds_peers:
-        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in cfg.dds_peers)
+        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in unicast_peers(cfg))
         discovery += [
             f"<Peers>{peers}</Peers>",
             "<ParticipantIndex>auto</ParticipantIndex>",
