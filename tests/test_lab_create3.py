@@ -12,12 +12,15 @@ from fieldtest.labrun.create3 import (
     Create3ParamError,
     battery_finding,
     check_create3,
+    create3_base_namespace,
     create3_param_file,
     format_findings,
+    motion_control_node,
     parse_param_dump,
     preflight_report,
     verdict,
 )
+from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.plan import SquarePlan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,7 +36,55 @@ def test_shipped_parameter_file_is_the_generated_one_and_sets_what_the_plan_need
     assert shipped.read_text() == create3_param_file()
     params = parse_param_dump(shipped.read_text(), str(shipped))
     assert params == {"safety_override": "full", "reflexes_enabled": False}
-    assert all(f.severity == "ok" for f in check_create3(params, SEED))
+    findings = check_create3(params, SEED)
+    assert all(f.severity == "ok" for f in findings if f.check != "watchdog")
+    # the stop-on-silence timeout is no documented parameter to set: unknown until read or measured
+    assert _severity(findings, "watchdog") == "warn"
+
+
+@pytest.mark.parametrize(
+    ("robot_ns", "distro", "server", "expected"),
+    [
+        ("", "humble", False, ""),
+        ("/tb4", "humble", False, "/tb4"),
+        ("tb4/", "humble", False, "/tb4"),
+        ("/tb4", "humble", True, "/tb4/_do_not_use"),  # Humble discovery-server mode
+        ("", "jazzy", False, "/_do_not_use"),
+        ("/tb4", "jazzy", False, "/tb4/_do_not_use"),
+        ("/tb4", "jazzy", True, "/tb4/_do_not_use"),
+    ],
+)
+def test_the_base_namespace_follows_the_turtlebot4_layout(robot_ns, distro, server, expected):
+    assert create3_base_namespace(robot_ns, distro, discovery_server=server) == expected
+    assert motion_control_node(robot_ns, distro, discovery_server=server) == f"{expected}/motion_control"
+
+
+def test_unknown_distro_is_refused():
+    with pytest.raises(ValueError, match="kilted"):
+        create3_base_namespace("/tb4", "kilted")
+
+
+@pytest.mark.parametrize(
+    ("distro", "environ", "args", "expected"),
+    [
+        ("humble", {}, {}, "/tb4/motion_control"),
+        ("jazzy", {}, {}, "/tb4/_do_not_use/motion_control"),
+        ("humble", {"ROS_DISCOVERY_SERVER": "127.0.0.1:11811;"}, {}, "/tb4/_do_not_use/motion_control"),
+        ("humble", {"ROS_DISCOVERY_SERVER": '" ;"'}, {}, "/tb4/motion_control"),  # blank, as setup.bash ships
+        ("jazzy", {}, {"base_namespace": "/base"}, "/base/motion_control"),
+    ],
+)
+def test_robot_preflight_asks_the_base_where_it_lives(distro, environ, args, expected):
+    """The pre-flight gate reads the parameters from the base's own motion_control node: on Jazzy
+    create3_republisher relays no parameter services, so <ns>/motion_control does not exist."""
+    plan = launch_plan({"namespace": "/tb4", "ros_distro": distro, **args}, "robot", environ=environ)
+    assert plan.gate is not None and plan.gate.namespace == "/tb4"
+    assert plan.gate.parameters["motion_control"] == expected
+
+
+def test_jazzy_param_dump_of_the_hidden_base_is_read():
+    dump = "/tb4/_do_not_use/motion_control:\n  ros__parameters:\n    safety_override: full\n"
+    assert parse_param_dump(dump)["safety_override"] == "full"
 
 
 def test_default_safety_override_clamps_the_seed_studys_speed():
@@ -57,6 +108,8 @@ def test_watchdog_shorter_than_a_few_command_periods_warns():
     assert _severity(ok, "watchdog") == "ok"
     short = check_create3({"safety_override": "full", "wheels_stop_threshold_sec": 0.1}, SEED)
     assert _severity(short, "watchdog") == "warn"
+    unknown = next(f for f in check_create3({"safety_override": "full"}, SEED) if f.check == "watchdog")
+    assert unknown.severity == "warn" and "unknown" in unknown.detail
 
 
 def test_param_dump_with_namespace_and_errors():
@@ -89,4 +142,4 @@ def test_cli_check_create3(tmp_path, capsys):
     assert lab_main(["create3-params", "--namespace", "/tb4"]) == 0
     out = capsys.readouterr().out
     assert yaml.safe_load(out)["/**/motion_control"]["ros__parameters"]["safety_override"] == "full"
-    assert "/tb4/motion_control" in out
+    assert "/tb4/motion_control (Humble)" in out and "/tb4/_do_not_use/motion_control (Jazzy)" in out

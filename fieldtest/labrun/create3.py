@@ -2,13 +2,21 @@
 
 The seed study drives at 0.33 m/s, above the Create 3's default cap of 0.306 m/s: unless
 ``/motion_control`` ``safety_override`` is ``full`` (cap 0.46 m/s) the base silently clamps every
-side to 0.918 m instead of 0.99 m. Reflexes (bump, cliff, wheel drop...) override commands;
-``reflexes_enabled: false`` with ``safety_override: full`` is the known working combination. The
-command watchdog (``wheels_stop_threshold_sec``, 0.5 s) stops the wheels when commands arrive late.
+side to 0.918 m instead of 0.99 m (create3_docs docs/api/safety.md). Reflexes (bump, cliff, wheel
+drop...) override commands; ``reflexes_enabled: false`` with ``safety_override: full`` is the known
+working combination.
 
-``check_create3`` takes the parameters as read from the base (``ros2 param dump`` YAML, or the
-robot's pre-flight node reading them over the GetParameters service) and the plan, and says what
-would go wrong. The robot's pre-flight refuses to start on a failure unless told to only warn.
+When commands stop, the base keeps executing the last one until "a fixed timeout" passes, then
+stops the wheels (create3_docs docs/api/moving-the-robot.md). Its length is not reliably known:
+the H.2.5 release notes (docs/releases/h_2_5.md) add ``wheels_stop_threshold_sec`` (default 0.5 s),
+but the API page keeps that parameter commented out as "not yet available" and its parameter list
+(docs/api/ros2.md) omits it. The pre-flight reads it when the base declares it and otherwise says
+the value is unknown; the lab guide has a first-day step that measures it.
+
+Where the base's nodes live: ``create3_base_namespace``. ``check_create3`` takes the parameters as
+read from the base (``ros2 param dump`` YAML, or the robot's pre-flight node reading them over the
+GetParameters service) and the plan, and says what would go wrong. The robot's pre-flight refuses
+to start on a failure unless told to only warn.
 """
 
 from __future__ import annotations
@@ -22,8 +30,13 @@ import yaml
 from fieldtest.plan import CREATE3_DEFAULT_MAX_SPEED_MPS, CREATE3_OVERRIDE_MAX_SPEED_MPS, SquarePlan
 
 MOTION_CONTROL_NODE = "motion_control"
+# wheels_stop_threshold_sec is read when the firmware declares it (see the module docstring).
 CHECKED_PARAMETERS = ("safety_override", "reflexes_enabled", "wheels_stop_threshold_sec")
-DEFAULT_WATCHDOG_S = 0.5
+# The TurtleBot 4 gives the Create 3 the namespace <ROBOT_NAMESPACE>/_do_not_use and puts
+# create3_republisher in front of it: always on Jazzy, on Humble only with its discovery server
+# (turtlebot4_setup, turtlebot4_setup/turtlebot4_setup update_create3, jazzy and humble branches;
+# turtlebot4_robot turtlebot4_bringup/launch/robot.launch.py).
+HIDDEN_BASE_NAMESPACE = "_do_not_use"
 MAX_ANGULAR_RPS = 1.9
 Severity = Literal["ok", "warn", "fail"]
 
@@ -40,6 +53,28 @@ class Finding:
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+def create3_base_namespace(robot_ns: str, distro: str, *, discovery_server: bool = False) -> str:
+    """Namespace of the Create 3's own nodes on a TurtleBot 4 ('' or '/tb4', '/tb4/_do_not_use').
+
+    The republisher relays topics, a few services and actions, but no parameter services
+    (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml): the base's parameters are read
+    from this namespace directly, on a DDS graph that reaches the base (usb0).
+    """
+    if distro not in ("humble", "jazzy"):
+        raise ValueError(f"ROS distro {distro!r}: the TurtleBot 4 layout is known for humble and jazzy")
+    stripped = robot_ns.strip("/")
+    ns = f"/{stripped}" if stripped else ""
+    hidden = distro == "jazzy" or discovery_server
+    return f"{ns}/{HIDDEN_BASE_NAMESPACE}" if hidden else ns
+
+
+def motion_control_node(robot_ns: str, distro: str, *, discovery_server: bool = False) -> str:
+    """Fully qualified name of the base's motion_control node (for GetParameters, ``ros2 param``)."""
+    return (
+        f"{create3_base_namespace(robot_ns, distro, discovery_server=discovery_server)}/{MOTION_CONTROL_NODE}"
+    )
 
 
 def create3_param_file(namespace: str = "") -> str:
@@ -64,7 +99,11 @@ def create3_param_file(namespace: str = "") -> str:
         "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
     )
     if namespace.strip("/"):
-        head += f"# Robot namespace /{namespace.strip('/')}: the node is /{namespace.strip('/')}/motion_control.\n"
+        humble = motion_control_node(namespace, "humble")
+        jazzy = motion_control_node(namespace, "jazzy")
+        head += (
+            f"# Robot namespace /{namespace.strip('/')}: the node is {humble} (Humble) or {jazzy} (Jazzy).\n"
+        )
     return head + yaml.safe_dump(data, sort_keys=False)
 
 
@@ -118,7 +157,14 @@ def _reflex_finding(params: dict[str, Any]) -> Finding:
 
 
 def _watchdog_finding(params: dict[str, Any], plan: SquarePlan) -> Finding:
-    threshold = params.get("wheels_stop_threshold_sec", DEFAULT_WATCHDOG_S)
+    threshold = params.get("wheels_stop_threshold_sec")
+    if threshold is None:
+        return Finding(
+            "watchdog",
+            "warn",
+            "the base's stop-on-silence timeout is not readable on this firmware (no "
+            "wheels_stop_threshold_sec): its value is unknown; measure it once (lab guide, Create 3 section)",
+        )
     try:
         threshold = float(threshold)
     except (TypeError, ValueError):

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
-from fieldtest.labrun.create3 import CHECKED_PARAMETERS
+from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.driver import CONTROL_DIR
 from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
 from fieldtest.labrun.settings import LabLaunch, LaunchArgError, Role, parse_launch_args
@@ -121,6 +121,7 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "warn_only": warn_only,
         "min_battery_percent": float(min_battery_percent),
         "parameters": list(CHECKED_PARAMETERS),
+        "motion_control": f"{cfg.base_namespace}/{MOTION_CONTROL_NODE}",  # Jazzy: <ns>/_do_not_use/...
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
     }

@@ -8,7 +8,8 @@ that reads the values over the GetParameters service and the battery_state topic
 
 Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
 parameters (string list, names to read), out (str, JSON report path, empty = none),
-timeout_s (float), battery_topic (str, default battery_state).
+timeout_s (float), battery_topic (str, default battery_state), motion_control (str, the base's
+motion_control node, default relative "motion_control").
 """
 
 from __future__ import annotations
@@ -23,13 +24,14 @@ def _declare(node, name: str, default):
     return node.declare_parameter(name, default).value
 
 
-def read_motion_control(node, names: list[str], timeout_s: float) -> dict:
-    """Values of ``names`` from <ns>/motion_control, {} when the service does not answer in time."""
+def read_motion_control(node, names: list[str], timeout_s: float, motion_control: str) -> dict:
+    """Values of ``names`` from the base's motion_control node (fully qualified on Jazzy:
+    <ns>/_do_not_use/motion_control), {} when the service does not answer in time."""
     import rclpy
     from rcl_interfaces.srv import GetParameters
     from rclpy.parameter import parameter_value_to_python
 
-    client = node.create_client(GetParameters, "motion_control/get_parameters")
+    client = node.create_client(GetParameters, f"{motion_control}/get_parameters")
     try:
         if not client.wait_for_service(timeout_sec=timeout_s):
             node.get_logger().error(f"{client.srv_name} not available: is the base up and on this DDS graph?")
@@ -84,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     out = _declare(node, "out", "")
     timeout_s = float(_declare(node, "timeout_s", 10.0))
     battery_topic = _declare(node, "battery_topic", "battery_state")
+    motion_control = _declare(node, "motion_control", "motion_control")  # the launch plan gives it
     try:
-        params = read_motion_control(node, names, timeout_s)
+        params = read_motion_control(node, names, timeout_s, motion_control)
         battery = read_battery(node, battery_topic, timeout_s)
     finally:
         node.destroy_node()
