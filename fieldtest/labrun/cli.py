@@ -51,7 +51,7 @@ def _select(trials: list, only: str | None, first: int | None) -> list:
 
 def run_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.estop import ros2_zero_commands, zero_commands_over_transport
-    from fieldtest.labrun.remote import RemoteShell, RobotSide
+    from fieldtest.labrun.remote import RemoteShell, RobotSide, robot_setup_script
     from fieldtest.labrun.runner import HOST_LAUNCH, LabOptions, LabRunner
 
     campaign, trials = load_trials(args.campaign)
@@ -66,7 +66,7 @@ def run_main(args: argparse.Namespace) -> int:
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
         estop = lambda request: zero_commands_over_transport(request)  # noqa: E731
     else:
-        host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, RobotSide().setup
+        host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, robot_setup_script(distro)
         estop = lambda request: ros2_zero_commands(request, distro, host_args)  # noqa: E731
     robot = RobotSide(
         shell=RemoteShell(args.robot),
