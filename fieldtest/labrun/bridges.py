@@ -35,7 +35,7 @@ from typing import Any
 import yaml
 
 from fieldtest import rosmsg
-from fieldtest.labrun.environment import _local_only, dds_security_enabled
+from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
 from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
 from fieldtest.qos import get_qos
 from fieldtest.record import (
@@ -279,10 +279,25 @@ def zenoh_router_command(
 
 
 def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
-    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router)."""
-    env = {}
+    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router).
+
+    The default router config listens on ``tcp/[::]:7447`` (rmw_zenoh_cpp
+    config/DEFAULT_RMW_ZENOH_ROUTER_CONFIG.json5), which fails where IPv6 is off: the host's listens
+    on IPv4 explicitly. Secured, the router reads zenoh_security_tools' ``zenohd.json5`` and the
+    endpoints are tls/ (ZENOH_CONFIG_OVERRIDE is applied on top of the file)."""
+    env: dict[str, str] = {}
+    scheme = "tcp"
+    if rmw_zenoh_security_enabled(cfg):
+        from fieldtest.security.rmw_zenoh import router_config
+
+        env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
+        scheme = "tls"
     if cfg.role == "robot":
-        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{_tcp(cfg.host_address, cfg.zenoh_port)}"]'
+        endpoint = _tcp(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
+    else:
+        endpoint = _tcp("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
     return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
 
 
@@ -464,7 +479,13 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
 
 
 def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
-    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable."""
+    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable;
+    on secured rmw_zenoh its session config."""
+    if rmw_zenoh_security_enabled(cfg):
+        from fieldtest.security.rmw_zenoh import session_config
+
+        node = kit_enclave("recorder").nodes[0]
+        return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
     return (
         {"ROS_SECURITY_ENCLAVE_OVERRIDE": kit_enclave("recorder").path} if dds_security_enabled(cfg) else {}
     )

@@ -13,8 +13,10 @@ Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
   RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers plus
   127.0.0.1 (without multicast, processes on the same machine find each other only through a
   local peer); Jazzy gets the given peers as ``ROS_STATIC_PEERS`` too.
-- SROS2 (security on with plain DDS or rmw_zenoh): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
+- SROS2 (security on with plain DDS): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
   ``ROS_SECURITY_STRATEGY=Enforce``; each node gets its enclave with ``--ros-args --enclave``.
+  rmw_zenoh ignores all of that: it is secured by per-node Zenoh session configs and a router
+  config (``fieldtest.security.rmw_zenoh``, set up in launchplan/bridges).
   zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
   machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
 - Where the kit writes no CycloneDDS file, ``CYCLONEDDS_URI`` is unset: the TurtleBot 4's own
@@ -63,8 +65,12 @@ def rmw_implementation(cfg: LabLaunch) -> str:
 
 
 def dds_security_enabled(cfg: LabLaunch) -> bool:
-    """SROS2 applies to the ROS graph itself only when it crosses machines (plain DDS, rmw_zenoh)."""
-    return cfg.security != "none" and cfg.middleware in ("dds", RMW_ZENOH)
+    """DDS Security (SROS2) applies where the DDS graph itself crosses machines: plain DDS only."""
+    return cfg.security != "none" and cfg.middleware == "dds"
+
+
+def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
+    return cfg.security != "none" and cfg.middleware == RMW_ZENOH
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:

@@ -22,8 +22,14 @@ import yaml
 from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
 from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.driver import CONTROL_DIR
-from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
-from fieldtest.labrun.settings import LabLaunch, LaunchArgError, Role, parse_launch_args
+from fieldtest.labrun.environment import (
+    RMW_IMPLEMENTATIONS,
+    RosEnvironment,
+    node_enclave,
+    rmw_zenoh_security_enabled,
+    ros_environment,
+)
+from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch, LaunchArgError, Role, parse_launch_args
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
@@ -98,9 +104,19 @@ def _common_parameters(cfg: LabLaunch, plan_path: Path) -> dict[str, Any]:
     }
 
 
+def _session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
+    """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
+    if not rmw_zenoh_security_enabled(cfg):
+        return {}
+    from fieldtest.security.rmw_zenoh import session_config
+
+    return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
+
+
 def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
     params = {**_common_parameters(cfg, plan_path), "wait_for_go": bool(cfg.trial_dir), "rate_hz": 0.0}
-    return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg))]
+    env = _session_env(cfg, "square_driver")
+    return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg), env)]
 
 
 def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
@@ -112,7 +128,8 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         # battery reading) then goes through a second, plain ROS context.
         "base_plain_context": _base_outside_domain(cfg),
     }
-    return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg))]
+    env = _session_env(cfg, "link_monitor")
+    return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
 
 
 def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_percent: float) -> NodeSpec:
@@ -129,6 +146,9 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         return NodeSpec(
             ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
         )
+    if cfg.middleware == RMW_ZENOH:  # the Create 3 speaks DDS only: the pre-flight must too
+        env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
+        return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], env)
     return NodeSpec(
         ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
     )
@@ -167,11 +187,14 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
     if env.cyclonedds_xml is not None:
         files[config_dir / "cyclonedds.xml"] = env.cyclonedds_xml
     zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
-    plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
-    if role == "host":
-        plan.nodes = host_nodes(cfg, plan_path)
-    else:
-        plan.nodes = robot_nodes(cfg, plan_path)
+    from fieldtest.security.rmw_zenoh import RmwZenohSecurityError
+
+    try:
+        plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
+        plan.nodes = host_nodes(cfg, plan_path) if role == "host" else robot_nodes(cfg, plan_path)
+    except RmwZenohSecurityError as exc:
+        raise LaunchArgError(f"launch argument security:={cfg.security}: {exc}") from None
+    if role == "robot":
         if _bool("preflight", pre["preflight"]):
             try:
                 battery = float(pre["min_battery_percent"])
