@@ -27,7 +27,12 @@ from typing import Any, Literal
 
 import yaml
 
-from fieldtest.plan import CREATE3_DEFAULT_MAX_SPEED_MPS, CREATE3_OVERRIDE_MAX_SPEED_MPS, SquarePlan
+from fieldtest.plan import (
+    CREATE3_DEFAULT_MAX_SPEED_MPS,
+    CREATE3_OVERRIDE_MAX_SPEED_MPS,
+    CREATE3_WHEEL_ACCEL_MPS2,
+    SquarePlan,
+)
 
 MOTION_CONTROL_NODE = "motion_control"
 # wheels_stop_threshold_sec is read when the firmware declares it (see the module docstring).
@@ -241,3 +246,58 @@ def preflight_report(
 def format_findings(findings: list[dict[str, str]]) -> list[str]:
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
     return [f"[{marks.get(f['severity'], f['severity'])}] {f['check']}: {f['detail']}" for f in findings]
+
+
+# ------------------------------------------------------------------ stop on silence (first-day step)
+
+
+@dataclass(frozen=True)
+class StopMeasurement:
+    """How long the base kept driving after its last command (seconds from that command)."""
+
+    commanded_mps: float
+    timeout_from_s: float  # the last sample still at speed, less the time the ramp takes to show
+    timeout_to_s: float  # the first sample below the commanded speed
+    stopped_s: float | None  # first sample at rest (adds the deceleration ramp)
+    odom_period_s: float
+
+    def summary(self) -> str:
+        stopped = f"{self.stopped_s:.3f} s" if self.stopped_s is not None else "not within the recording"
+        return (
+            f"after the last command ({self.commanded_mps:.2f} m/s) the base started to stop after "
+            f"{self.timeout_from_s:.3f}-{self.timeout_to_s:.3f} s (odometry every "
+            f"{self.odom_period_s * 1000:.0f} ms) and stood still after {stopped}"
+        )
+
+
+def measure_stop_after_silence(
+    commands: list[tuple[float, float]], odom: list[tuple[float, float]], *, tolerance_mps: float = 0.01
+) -> StopMeasurement:
+    """The base's stop-on-silence timeout from (time, linear command) and (time, odometry speed)
+    samples on one clock: drive straight at a constant speed, then stop publishing (no zeros)."""
+    moving = [(t, v) for t, v in commands if abs(v) > tolerance_mps]
+    if not moving:
+        raise Create3ParamError("no motion command in the recording")
+    last_t, speed = max(moving)
+    if max(t for t, _ in commands) > last_t:
+        raise Create3ParamError("the commands end with zeros: stop publishing instead of sending a stop")
+    after = sorted((t, abs(v)) for t, v in odom if t >= last_t)
+    cruising = [(t, v) for t, v in after if v >= abs(speed) - tolerance_mps]
+    braking = [(t, v) for t, v in after if v < abs(speed) - tolerance_mps]
+    if not cruising or not braking or braking[0][0] < cruising[0][0]:
+        raise Create3ParamError(
+            "odometry does not show the base at the commanded speed and then slowing after the last command"
+        )
+    still = max(t for t, _ in cruising if t < braking[0][0])
+    stopped = next((t for t, v in braking if v <= tolerance_mps), None)
+    times = sorted(t for t, _ in odom)
+    period = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else float("nan")
+    # Braking at the wheel acceleration limit takes this long to fall below the tolerance.
+    unseen = tolerance_mps / CREATE3_WHEEL_ACCEL_MPS2
+    return StopMeasurement(
+        commanded_mps=abs(speed),
+        timeout_from_s=max(0.0, still - last_t - unseen),
+        timeout_to_s=braking[0][0] - last_t,
+        stopped_s=None if stopped is None else stopped - last_t,
+        odom_period_s=period,
+    )
