@@ -140,7 +140,8 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "/fieldtest/mocap_driver",
         "mocap_driver",
         "ROS mocap driver (mocap4r2_optitrack_driver, vrpn_mocap, mocap_optitrack) in a secure domain",
-        nodes=("mocap4r2_optitrack_driver_node", "vrpn_mocap_client_node", "mocap_node"),
+        # vrpn_mocap's launch file starts its node in the vrpn_mocap namespace (client.launch.yaml)
+        nodes=("mocap4r2_optitrack_driver_node", "vrpn_mocap/vrpn_mocap_client_node", "mocap_node"),
         publish=MOCAP_DRIVER_TOPICS,
         namespaced=False,
     ),
@@ -314,11 +315,13 @@ def policy_xml(specs: tuple[EnclaveSpec, ...], namespace: str = "") -> str:
         enclave = _sub(enclaves, "enclave")
         enclave.set("path", spec.path)
         profiles = _sub(enclave, "profiles")
-        node_ns = spec.node_namespace(namespace).strip("/")
         for node in spec.nodes or ("fieldtest",):
+            # a node given with its own namespace ("vrpn_mocap/vrpn_mocap_client_node") keeps it
+            own_ns, _, name = node.rpartition("/")
+            node_ns = "/".join(p for p in (spec.node_namespace(namespace).strip("/"), own_ns) if p)
             profile = _sub(profiles, "profile")
             profile.set("ns", "/" + node_ns if node_ns else "/")
-            profile.set("node", node)
+            profile.set("node", name)
             _policy_topics(profile, "publish", [_policy_name(spec, t, namespace) for t in spec.publish])
             _policy_topics(profile, "subscribe", [_policy_name(spec, t, namespace) for t in spec.subscribe])
             if spec.ros_node_defaults:
