@@ -45,4 +45,6 @@ fi
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
 "$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
+# the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros
+bash "$ROOT/tools/install_ros.sh"
 echo "[install] ready: $VENV"

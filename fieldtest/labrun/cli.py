@@ -2,6 +2,7 @@
 
 fieldtest lab list trials/seed-study.yaml                 the campaign's trials, in run order
 fieldtest lab run trials/seed-study.yaml --robot ubuntu@tb4 --natnet-server 192.168.1.5
+fieldtest lab rehearse trials/rehearsal.yaml                  a lab trial on this machine: real rclpy nodes, simulated robot
 fieldtest lab launch-plan host middleware:=zenoh-peer robot_address:=192.168.1.20 [--out DIR]
 fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter file
 fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
@@ -105,6 +106,38 @@ def run_main(args: argparse.Namespace) -> int:
     return 0 if results and done == len(results) else 1
 
 
+def rehearse_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.rehearsal import RehearsalError, SimulatedLab, rehearse
+    from fieldtest.labrun.remote import RobotSide
+    from fieldtest.labrun.runner import LabOptions
+
+    campaign, trials = load_trials(args.campaign)
+    trials = _select(trials, args.only, args.first)
+    if not trials:
+        print("fieldtest lab rehearse: no trial selected", file=sys.stderr)
+        return 2
+    options = LabOptions(
+        runs_dir=Path(args.runs_dir) / campaign.campaign,
+        ros_distro=args.ros_distro or campaign.lab.ros_distro,
+        lab=campaign.lab,
+        robot=RobotSide(),
+        host_args=_kv(args.host_arg, "--host-arg"),
+        robot_args=_kv(args.robot_arg, "--robot-arg"),
+        analyse=not args.no_analyse,
+    )
+    lab = SimulatedLab(
+        base=not args.no_base, base_vendor=args.base_vendor, safety_override=args.safety_override
+    )
+    try:
+        results = rehearse(trials, options, lab)
+    except RehearsalError as exc:
+        print(f"fieldtest lab rehearse: {exc}", file=sys.stderr)
+        return 2
+    done = sum(r.end_reason == "completed" for r in results)
+    print(f"{done}/{len(results)} rehearsal trials completed; results under {options.runs_dir}")
+    return 0 if results and done == len(results) else 1
+
+
 def launch_plan_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.launchplan import launch_plan
 
@@ -197,6 +230,22 @@ def _parser() -> argparse.ArgumentParser:
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
     )
     p.set_defaults(func=run_main)
+
+    p = sub.add_parser(
+        "rehearse", help="a lab trial on this machine: real rclpy nodes, simulated base and Motive"
+    )
+    p.add_argument("campaign")
+    p.add_argument("--only", help="run only trials whose name contains this")
+    p.add_argument("--first", type=int, help="run only the first N selected trials")
+    p.add_argument("--ros-distro", choices=("humble", "jazzy"), help="override the campaign's lab.ros_distro")
+    p.add_argument("--base-vendor", choices=("fastdds", "cyclonedds"), default="fastdds")
+    p.add_argument("--safety-override", choices=("none", "backup_only", "full"), default="full")
+    p.add_argument("--no-base", action="store_true", help="no simulated base (the pre-flight must refuse)")
+    p.add_argument("--host-arg", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--runs-dir", default="trials/runs")
+    p.add_argument("--no-analyse", action="store_true")
+    p.set_defaults(func=rehearse_main)
 
     p = sub.add_parser("launch-plan", help="show (and write) what a launch file would start")
     p.add_argument("role", choices=("host", "robot"))

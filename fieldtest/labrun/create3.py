@@ -60,6 +60,12 @@ class Finding:
         return asdict(self)
 
 
+def _hidden_base(distro: str, discovery_server: bool) -> bool:
+    """Humble (and Iron) put the base under the robot namespace unless the discovery server is on;
+    Jazzy and later always hide it."""
+    return discovery_server or distro.lower() not in ("humble", "iron")
+
+
 def create3_base_namespace(robot_ns: str, distro: str, *, discovery_server: bool = False) -> str:
     """Namespace of the Create 3's own nodes on a TurtleBot 4 ('' or '/tb4', '/tb4/_do_not_use').
 
@@ -67,19 +73,16 @@ def create3_base_namespace(robot_ns: str, distro: str, *, discovery_server: bool
     (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml): the base's parameters are read
     from this namespace directly, on a DDS graph that reaches the base (usb0).
     """
-    if distro not in ("humble", "jazzy"):
-        raise ValueError(f"ROS distro {distro!r}: the TurtleBot 4 layout is known for humble and jazzy")
     stripped = robot_ns.strip("/")
     ns = f"/{stripped}" if stripped else ""
-    hidden = distro == "jazzy" or discovery_server
-    return f"{ns}/{HIDDEN_BASE_NAMESPACE}" if hidden else ns
+    return f"{ns}/{HIDDEN_BASE_NAMESPACE}" if _hidden_base(distro, discovery_server) else ns
 
 
-def motion_control_node(robot_ns: str, distro: str, *, discovery_server: bool = False) -> str:
-    """Fully qualified name of the base's motion_control node (for GetParameters, ``ros2 param``)."""
-    return (
-        f"{create3_base_namespace(robot_ns, distro, discovery_server=discovery_server)}/{MOTION_CONTROL_NODE}"
-    )
+def motion_control_node(distro: str, *, discovery_server: bool = False) -> str:
+    """The base's motion_control node relative to the robot namespace ("motion_control" or
+    "_do_not_use/motion_control"); create3_base_namespace gives the absolute prefix."""
+    hidden = _hidden_base(distro, discovery_server)
+    return f"{HIDDEN_BASE_NAMESPACE}/{MOTION_CONTROL_NODE}" if hidden else MOTION_CONTROL_NODE
 
 
 def create3_param_file(namespace: str = "") -> str:
@@ -104,8 +107,8 @@ def create3_param_file(namespace: str = "") -> str:
         "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
     )
     if namespace.strip("/"):
-        humble = motion_control_node(namespace, "humble")
-        jazzy = motion_control_node(namespace, "jazzy")
+        humble = f"{create3_base_namespace(namespace, 'humble')}/{MOTION_CONTROL_NODE}"
+        jazzy = f"{create3_base_namespace(namespace, 'jazzy')}/{MOTION_CONTROL_NODE}"
         head += (
             f"# Robot namespace /{namespace.strip('/')}: the node is {humble} (Humble) or {jazzy} (Jazzy).\n"
         )

@@ -121,8 +121,8 @@ class RclpyTransport(CallbackSubscriber):
         name = self.topic(topic)
         decode = decoder(typename, deliver, name)
 
-        def on_raw(data: bytes) -> None:
-            decode(data, now_ns())  # the arrival first, before decoding
+        def on_raw(data: bytes, info: dict) -> None:  # two parameters: rclpy then passes the message info
+            decode(data, arrival_ns(now_ns(), time.time_ns(), info))  # the arrival first, before decoding
 
         sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
         with self._lock:
@@ -151,6 +151,19 @@ class RclpyTransport(CallbackSubscriber):
             self.node.destroy_subscription(sub)
         for pub in pubs:
             self.node.destroy_publisher(pub)
+
+
+def arrival_ns(now_ns: int, wall_now_ns: int, info: dict | None) -> int:
+    """When the sample reached the middleware, on the caller's clock (``now_ns`` read with ``wall_now_ns``).
+
+    The RMW's reception timestamp (rmw_fastrtps: Fast DDS SampleInfo reception_timestamp, system
+    clock) is taken when the DDS layer received the sample; the time since then is the executor's
+    delay, which is the node's, not the link's, so it is taken off. Without a usable stamp (absent,
+    zero, or in the future) the callback's own reading stands."""
+    received = (info or {}).get("received_timestamp") or 0
+    if 0 < received <= wall_now_ns:
+        return now_ns - (wall_now_ns - received)
+    return now_ns
 
 
 def init_without_signal_handlers(

@@ -44,7 +44,7 @@ from fieldtest.labrun.preflight import (
     summarize,
 )
 from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
-from fieldtest.labrun.settings import launch_args_for_trial
+from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.procs import ProcessGroup
 from fieldtest.record import (
     HOST_BAG,
@@ -68,6 +68,8 @@ PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
 POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
+# Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
+ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "interrupted")
 
 
 class AbortTrial(Exception):
@@ -105,6 +107,7 @@ class LabRunner:
 
     # ------------------------------------------------------------------------------- a campaign
     def run_all(self, requests: list[TrialRequest]) -> list[LabTrialResult]:
+        check_side_args(self.options.host_args, self.options.robot_args)
         results = []
         for i, request in enumerate(requests):
             self.say(f"trial {i + 1}/{len(requests)}: {request.name}")
@@ -140,7 +143,7 @@ class LabRunner:
         except KeyboardInterrupt:
             reason, detail = "interrupted", "interrupted by the operator (Ctrl-C): robot stopped"
         trial.finish(reason, detail)
-        if self.options.analyse and reason in ("completed", "host-stopped", "interrupted"):
+        if self.options.analyse and reason in ANALYSED_END_REASONS:
             trial.analyse()
         record = read_trial(trial_dir)
         return LabTrialResult(trial_dir, record.outcome.end_reason, record.outcome.end_detail, trial.checks)
@@ -370,6 +373,22 @@ class _Trial:
             self.runner.say(
                 f"  analysis failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
                 f"re-run: fieldtest analyze {self.trial_dir}"
+            )
+
+
+# Launch arguments that must be the same on both sides: with relay on the robot only, the host would
+# drive the base directly on cmd_vel while the robot listens (and logs) on fieldtest/cmd_vel.
+BOTH_SIDES_ARGS = ("relay",)
+
+
+def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> None:
+    """A LaunchArgError if an argument both sides must share differs between them."""
+    for name in BOTH_SIDES_ARGS:
+        host, robot = host_args.get(name, ""), robot_args.get(name, "")
+        if host.strip().lower() != robot.strip().lower():
+            raise LaunchArgError(
+                f"launch argument {name} must be the same on both sides: host {host or '(default)'}, "
+                f"robot {robot or '(default)'} (give it as --host-arg and --robot-arg)"
             )
 
 

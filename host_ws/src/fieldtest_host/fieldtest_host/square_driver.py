@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.shutdown()
         return 2
     for warning in plan.warnings():
-        log.warn(warning)
+        log.warning(warning)
     request = request_for_side(transport_config, plan, cmd_type, name="lab-host")
     transport = RemappedTransport(RclpyTransport(node, namespace, qos), command_remap(relay))
     executor, spinner = spin_in_background(node)

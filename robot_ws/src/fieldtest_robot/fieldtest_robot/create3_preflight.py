@@ -9,12 +9,15 @@ that reads the values over the GetParameters service and the battery_state topic
 Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
 parameters (string list, names to read), out (str, JSON report path, empty = none),
 timeout_s (float), battery_topic (str, default battery_state), motion_control (str, the base's
-motion_control node, default relative "motion_control").
+motion_control node, relative to the namespace or fully qualified as the launch plan gives it:
+``<ns>/_do_not_use/motion_control`` on Jazzy, where create3_republisher does not relay parameter
+services, ``<ns>/motion_control`` on Humble unless the TurtleBot 4 runs its discovery server).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -25,27 +28,39 @@ def _declare(node, name: str, default):
 
 
 def read_motion_control(node, names: list[str], timeout_s: float, motion_control: str) -> dict:
-    """Values of ``names`` from the base's motion_control node (fully qualified on Jazzy:
-    <ns>/_do_not_use/motion_control), {} when the service does not answer in time."""
-    import rclpy
+    """Values of ``names`` from <ns>/<motion_control>, {} when the service does not answer in time.
+
+    One request per name: a parameter service answers a request naming any undeclared parameter with
+    no values at all (rclcpp and rclpy parameter_service), so one unknown name would hide the rest."""
     from rcl_interfaces.srv import GetParameters
-    from rclpy.parameter import parameter_value_to_python
 
     client = node.create_client(GetParameters, f"{motion_control}/get_parameters")
     try:
         if not client.wait_for_service(timeout_sec=timeout_s):
             node.get_logger().error(f"{client.srv_name} not available: is the base up and on this DDS graph?")
             return {}
-        future = client.call_async(GetParameters.Request(names=list(names)))
-        rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
-        if not future.done() or future.result() is None:
-            return {}
-        values = future.result().values
-        return {
-            name: parameter_value_to_python(v) for name, v in zip(names, values, strict=False) if v.type != 0
-        }
+        values = {}
+        for name in names:
+            value = _get_parameter(node, client, name, timeout_s)
+            if value is not None:
+                values[name] = value
+        return values
     finally:
         node.destroy_client(client)
+
+
+def _get_parameter(node, client, name: str, timeout_s: float):
+    import rclpy
+    from rcl_interfaces.msg import ParameterType
+    from rcl_interfaces.srv import GetParameters
+    from rclpy.parameter import parameter_value_to_python
+
+    future = client.call_async(GetParameters.Request(names=[name]))
+    rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+    if not future.done() or future.result() is None or not future.result().values:
+        return None
+    value = future.result().values[0]
+    return None if value.type == ParameterType.PARAMETER_NOT_SET else parameter_value_to_python(value)
 
 
 def read_battery(node, topic: str, timeout_s: float) -> float | None:
@@ -69,7 +84,12 @@ def read_battery(node, topic: str, timeout_s: float) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
-    from fieldtest.labrun.create3 import CHECKED_PARAMETERS, format_findings, preflight_report
+    from fieldtest.labrun.create3 import (
+        CHECKED_PARAMETERS,
+        format_findings,
+        motion_control_node,
+        preflight_report,
+    )
     from fieldtest.labrun.settings import LaunchArgError, load_plan
 
     rclpy.init(args=list(sys.argv if argv is None else argv))
@@ -86,7 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     out = _declare(node, "out", "")
     timeout_s = float(_declare(node, "timeout_s", 10.0))
     battery_topic = _declare(node, "battery_topic", "battery_state")
-    motion_control = _declare(node, "motion_control", "motion_control")  # the launch plan gives it
+    motion_control = _declare(
+        node, "motion_control", motion_control_node(os.environ.get("ROS_DISTRO", "jazzy"))
+    )
     try:
         params = read_motion_control(node, names, timeout_s, motion_control)
         battery = read_battery(node, battery_topic, timeout_s)
@@ -95,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.try_shutdown()
     report = preflight_report(params, plan, battery, min_battery_percent=minimum, warn_only=warn_only)
     for line in format_findings(report["findings"]):
-        (log.info if line.startswith("[ok") else log.warn)(line)
+        if line.startswith("[ok"):  # one severity per call site: rclpy refuses a change
+            log.info(line)
+        else:
+            log.warning(line)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(report, indent=2) + "\n")

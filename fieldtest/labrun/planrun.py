@@ -1,0 +1,182 @@
+"""Run one side's launch plan the way its launch file does, for machines without ``ros2 launch``.
+
+    python -m fieldtest.labrun.planrun host|robot name:=value ...
+
+``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.launchplan.launch_plan`` one to
+one onto launch actions; this does the same with plain processes, so the real rclpy nodes of
+host_ws/ and robot_ws/ run where launch / launch_ros cannot be installed (the ROS 2 wheels): the
+environment set and unset, the generated config files, the side processes (bridges, routers,
+brokers), the robot's pre-flight gate first (the nodes start only if it exits 0), then the nodes
+with their parameters in a YAML file (as launch_ros passes them) and their ``--ros-args``.
+SIGINT/SIGTERM go to the nodes first (SIGINT, as launch does), then to the side processes; when a
+node exits, everything is stopped (the launch files' OnProcessExit -> Shutdown).
+
+Run it with the Python of a ROS 2 environment: the nodes are started with the same interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
+from fieldtest.labrun.settings import LaunchArgError
+from fieldtest.labrun.standin import parse_argv
+from fieldtest.procs import die_with_parent
+
+EXIT_GATE_REFUSED = 1
+STOP_TIMEOUT_S = 5.0  # launch's sigterm_timeout default: SIGINT, then SIGTERM after this
+
+
+class _QuotedDumper(yaml.SafeDumper):
+    """Every string quoted: rcl reads YAML 1.1, where a bare y / n / on / off is a boolean."""
+
+
+_QuotedDumper.add_representer(
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="'")
+)
+
+
+def parameters_yaml(spec: NodeSpec) -> str:
+    """The node's parameters as an rcl parameter file (every node matches ``/**``, as launch_ros writes)."""
+    return yaml.dump(
+        {"/**": {"ros__parameters": dict(spec.parameters)}}, Dumper=_QuotedDumper, sort_keys=False
+    )
+
+
+def node_argv(spec: NodeSpec, params_file: Path, python: str = sys.executable) -> list[str]:
+    """The node's command line: its module run by ``python`` with launch_ros's remappings."""
+    return [
+        python,
+        "-m",
+        f"{spec.package}.{spec.executable}",
+        "--ros-args",
+        "-r",
+        f"__node:={spec.name}",
+        "-r",
+        f"__ns:={spec.namespace or '/'}",
+        "--params-file",
+        str(params_file),
+        *spec.ros_arguments,
+    ]
+
+
+class PlanRunner:
+    """Starts and stops what one ``LaunchPlan`` describes; ``run()`` returns the side's exit code."""
+
+    def __init__(
+        self, plan: LaunchPlan, environ: Mapping[str, str] | None = None, python: str = sys.executable
+    ):
+        self.plan = plan
+        self.python = python
+        self.env = plan.environment.apply(dict(os.environ if environ is None else environ))
+        self.side: list[subprocess.Popen] = []
+        self.nodes: list[subprocess.Popen] = []
+        self.stop = threading.Event()
+
+    def _say(self, line: str) -> None:
+        print(f"[planrun {self.plan.cfg.role}] {line}", flush=True)
+
+    def _start_node(self, spec: NodeSpec) -> subprocess.Popen:
+        params = self.plan.config_dir / f"{spec.name}.params.yaml"
+        params.parent.mkdir(parents=True, exist_ok=True)
+        params.write_text(parameters_yaml(spec))
+        argv = node_argv(spec, params, self.python)
+        self._say("node " + " ".join(argv))
+        return subprocess.Popen(
+            argv, env={**self.env, **spec.env}, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
+
+    def _gate(self) -> int:
+        gate = self.plan.gate
+        if gate is None:
+            return 0
+        proc = self._start_node(gate)
+        self.nodes = [proc]
+        while proc.poll() is None:
+            if self.stop.wait(0.1):
+                _stop([proc])
+        self.nodes = []
+        return proc.returncode
+
+    def run(self) -> int:
+        for line in self.plan.summary():
+            self._say(line)
+        self.plan.write_files()
+        try:
+            for proc in self.plan.processes:
+                self._say(f"run {proc.name}: {' '.join(proc.argv)}")
+                self.side.append(
+                    subprocess.Popen(
+                        proc.argv,
+                        env={**self.env, **proc.env},
+                        stdin=subprocess.DEVNULL,
+                        preexec_fn=die_with_parent,
+                    )
+                )
+            code = self._gate()
+            if code != 0:
+                self._say(f"pre-flight refused the trial (exit {code}): the nodes are not started")
+                return EXIT_GATE_REFUSED if code > 0 else code
+            if self.stop.is_set():
+                return 130
+            self.nodes = [self._start_node(spec) for spec in self.plan.nodes]
+            while not self.stop.is_set() and all(p.poll() is None for p in self.nodes):
+                time.sleep(0.1)
+            return _first_exit(self.nodes)
+        finally:
+            _stop(self.nodes)
+            _stop(self.side)
+
+    def request_stop(self, *_: Any) -> None:
+        self.stop.set()
+
+
+def _first_exit(procs: list[subprocess.Popen]) -> int:
+    """The first node's exit code; a node killed by a signal gives 128 + signal, as a shell reports it."""
+    done = [c for c in (p.poll() for p in procs) if c is not None]
+    if not done:
+        return 130
+    return 128 - done[0] if done[0] < 0 else done[0]
+
+
+def _stop(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S) -> None:
+    """SIGINT, then SIGTERM after ``timeout_s``, then SIGKILL: launch's order."""
+    for sig, wait_s in ((signal.SIGINT, timeout_s), (signal.SIGTERM, timeout_s), (signal.SIGKILL, None)):
+        live = [p for p in procs if p.poll() is None]
+        for proc in live:
+            proc.send_signal(sig)
+        deadline = time.monotonic() + (wait_s or 5.0)
+        for proc in live:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        if all(p.poll() is not None for p in procs):
+            return
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        role, args = parse_argv(list(sys.argv[1:] if argv is None else argv))
+        plan = launch_plan(args, role)  # type: ignore[arg-type]
+    except LaunchArgError as exc:
+        print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
+        return 2
+    runner = PlanRunner(plan)
+    signal.signal(signal.SIGINT, runner.request_stop)
+    signal.signal(signal.SIGTERM, runner.request_stop)
+    return runner.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Lab rehearsal: a whole lab trial on one machine, with the real rclpy nodes and a simulated robot.
+
+    fieldtest lab rehearse trials/rehearsal.yaml [--base-vendor fastdds|cyclonedds] [--no-base] ...
+
+Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.runner.LabRunner``
+(pre-flight, countdown, go, stop path, analysis), the rclpy nodes of host_ws/ and robot_ws/ started
+from the launch plan's command lines (``fieldtest.labrun.planrun``; ``ros2 launch`` cannot be
+installed from the ROS 2 wheels), the robot's Create 3 pre-flight, the kit's NatNet recorder. Only
+the hardware is simulated: the TurtleBot 4 base (``fieldtest.labrun.simbase``, the twin's Create 3
+model as a ROS 2 participant) and Motive (the NatNet emulator, fed the base's true pose).
+
+The nodes need a ROS 2 environment: ``tools/install_ros.sh`` builds one from the ROS 2 wheels
+(.venv-ros: rclpy with Fast DDS, fieldtest_msgs). Both sides run on this machine; the robot side
+records under ``<runs>/robot-side`` as the Pi would and is collected like a remote one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fieldtest.labrun.remote import local_robot_side
+from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
+from fieldtest.procs import ProcessGroup, free_port
+from fieldtest.record import TrialRequest
+
+ROS_VENV = Path(__file__).resolve().parents[2] / ".venv-ros"
+PLANRUN = ("-m", "fieldtest.labrun.planrun")
+NATNET_READY = "NatNet emulator:"
+BASE_READY = "READY simulated base"
+# rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
+NODE_ARGS = {"dds": "fastrtps", "record_ros2bag": "false"}
+
+
+class RehearsalError(RuntimeError):
+    """The rehearsal cannot start (one line: what is missing and how to get it)."""
+
+
+def ros_python(venv: Path = ROS_VENV) -> str:
+    """The ROS 2 environment's interpreter, or a RehearsalError saying how to build it."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise RehearsalError(f"no ROS 2 environment at {venv}: run tools/install_ros.sh (make install does)")
+    return str(python)
+
+
+@dataclass
+class SimulatedLab:
+    """The hardware a rehearsal simulates: which base, on which DDS vendor, set up how."""
+
+    base: bool = True  # False: no base at all (the pre-flight must refuse)
+    base_vendor: str = "fastdds"  # fastdds (rclpy, like the Create 3's default firmware) or cyclonedds
+    safety_override: str = "full"
+    mocap_rate_hz: float = 120.0
+    extra_base_args: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def simulated_hardware(
+    request: TrialRequest, distro: str, lab: SimulatedLab, log_dir: Path, python: str
+) -> Iterator[dict[str, int]]:
+    """The NatNet emulator and the simulated base for one trial; yields the NatNet ports."""
+    procs = ProcessGroup(log_dir)
+    ports = {"command": free_port(2), "data": free_port(2), "feed": free_port(2)}
+    try:
+        procs.start(
+            "natnet",
+            [
+                sys.executable,
+                "-m",
+                "fieldtest.natnet",
+                "serve",
+                "--mode",
+                "unicast",
+                "--command-port",
+                str(ports["command"]),
+                "--data-port",
+                str(ports["data"]),
+                "--bind",
+                "127.0.0.1",
+                "--rate",
+                f"{lab.mocap_rate_hz:g}",
+                "--rigid-body-id",
+                str(request.rigid_body_id),
+                "--up-axis",
+                "y",
+                "--source",
+                "feed",
+                "--feed-port",
+                str(ports["feed"]),
+            ],  # fmt: skip
+        )
+        procs.wait_ready("natnet", marker=NATNET_READY)
+        if lab.base:
+            base_python = python if lab.base_vendor == "fastdds" else sys.executable
+            procs.start(
+                "base",
+                [
+                    base_python,
+                    "-m",
+                    "fieldtest.labrun.simbase",
+                    "--namespace",
+                    request.transport.namespace,
+                    "--distro",
+                    distro,
+                    "--vendor",
+                    lab.base_vendor,
+                    "--safety-override",
+                    lab.safety_override,
+                    "--domain-id",
+                    str(request.transport.domain_id),
+                    "--feed-port",
+                    str(ports["feed"]),
+                    "--status",
+                    str(log_dir / "base_status.json"),
+                    *lab.extra_base_args,
+                ],  # fmt: skip
+            )
+            procs.wait_ready("base", marker=BASE_READY, timeout_s=30.0)
+        yield ports
+    finally:
+        procs.stop_all(["base", "natnet"])
+
+
+def rehearsal_options(
+    runs_dir: Path, distro: str, python: str, ports: dict[str, int], base: LabOptions
+) -> LabOptions:
+    """``base`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
+    from fieldtest.natnet.recorder import RecorderConfig
+
+    base.runs_dir = runs_dir
+    base.ros_distro = distro
+    base.host_launch = (python, *PLANRUN, "host")
+    base.host_args = {**NODE_ARGS, **base.host_args}
+    base.robot_args = {**NODE_ARGS, **base.robot_args}
+    base.robot = local_robot_side(runs_dir / "robot-side", (python, *PLANRUN, "robot"))
+    base.mocap = RecorderConfig(
+        server_address="127.0.0.1",
+        local_address="127.0.0.1",
+        multicast=False,
+        command_port=ports["command"],
+        data_port=ports["data"],
+        up_axis="y",
+    )
+    return base
+
+
+def rehearse(
+    requests: list[TrialRequest], options: LabOptions, lab: SimulatedLab, venv: Path = ROS_VENV
+) -> list[LabTrialResult]:
+    """Each trial with fresh simulated hardware (the robot back at the start, as in the lab)."""
+    from fieldtest.labrun.runner import check_side_args
+
+    check_side_args(options.host_args, options.robot_args)
+    python = ros_python(venv)
+    _check_ros_environment(python)
+    results = []
+    for i, request in enumerate(requests):
+        options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
+        log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
+        with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
+            runner = LabRunner(
+                rehearsal_options(options.runs_dir, options.ros_distro, python, ports, options)
+            )
+            result = runner.run_trial(request)
+        options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
+        results.append(result)
+    return results
+
+
+def _check_ros_environment(python: str) -> None:
+    done = subprocess.run(
+        [python, "-c", "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        raise RehearsalError(
+            f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
+        )

@@ -1,0 +1,46 @@
+"""The lab's rclpy transport measures the link, not its own executor: the arrival is the RMW's
+reception timestamp (message info), so time a sample waits for a busy executor is not latency.
+Runs the real rclpy (ROS 2 wheels, Fast DDS) in .venv-ros; fails without it."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fieldtest.labrun.rclpy_transport import arrival_ns
+from fieldtest.labrun.rehearsal import ROS_VENV, ros_python
+
+PROBE = Path(__file__).parent / "ros" / "rclpy_arrival_probe.py"
+
+
+def test_arrival_takes_the_reception_stamp_on_the_callers_clock():
+    # the caller's clock reads 5 s ahead of the wall clock; the sample arrived 30 ms before the callback
+    wall = 1_800_000_000_000_000_000
+    received = wall - 30_000_000
+    assert (
+        arrival_ns(wall + 5_000_000_000, wall, {"received_timestamp": received}) == received + 5_000_000_000
+    )
+
+
+@pytest.mark.parametrize("info", [None, {}, {"received_timestamp": 0}, {"received_timestamp": 200}])
+def test_without_a_usable_reception_stamp_the_callback_reading_stands(info):
+    assert arrival_ns(7_000, 100, info) == 7_000
+
+
+@pytest.mark.parametrize("busy_ms", [0.0, 20.0, 40.0])
+def test_a_busy_executor_does_not_count_as_link_latency(busy_ms):
+    python = ros_python(ROS_VENV)
+    done = subprocess.run(
+        [python, str(PROBE), str(busy_ms), "80"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    latencies = sorted(result["latencies_ms"])
+    assert result["received"] == 80
+    # Loopback within one process: well under a millisecond unless the OS delays DDS's own thread;
+    # the executor's queueing (up to busy_ms) must not appear in the median.
+    assert statistics.median(latencies) < 1.0 + busy_ms / 10, latencies

@@ -1,0 +1,169 @@
+"""The lab half run for real: rclpy nodes of host_ws/ and robot_ws/ (ROS 2 wheels, Fast DDS) started
+from the launch plan, the lab runner, a simulated TurtleBot 4 base and the NatNet emulator as Motive.
+
+Needs the ROS 2 environment that tools/install_ros.sh builds (make test installs it); without it these
+tests fail and say so."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from fieldtest.campaign import load_trials
+from fieldtest.labrun.rehearsal import ROS_VENV, SimulatedLab, rehearse, ros_python
+from fieldtest.labrun.remote import RobotSide
+from fieldtest.labrun.runner import LabOptions
+from fieldtest.labrun.settings import LaunchArgError
+from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
+
+# Two short laps (8 s each): enough for lap drift, short enough for CI.
+SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ros_environment():
+    try:
+        ros_python(ROS_VENV)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+
+
+def _campaign(tmp_path: Path, distro: str = "jazzy", cmd_type: str = "twist_stamped", **lab) -> Path:
+    path = tmp_path / "rehearsal.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "campaign": "rehearsal",
+                "base": {
+                    "network": "loopback",
+                    "cmd_type": cmd_type,
+                    "plan": SHORT_PLAN,
+                    "transport": {
+                        "namespace": "/tb4",
+                        **{f"{r}_address": "127.0.0.1" for r in ("host", "robot")},
+                    },
+                },
+                "matrix": {"middleware": ["dds"]},
+                "lab": {
+                    "ros_distro": distro,
+                    "countdown_s": 0,
+                    "confirm_each_trial": False,
+                    "preflight_timeout_s": 30,
+                    **lab,
+                },
+            }
+        )
+    )
+    return path
+
+
+def _rehearse(tmp_path, lab: SimulatedLab | None = None, say=None, side_args=None, **campaign):
+    source = _campaign(tmp_path, **campaign)
+    settings, requests = load_trials(source)
+    messages: list[str] = []
+    options = LabOptions(
+        runs_dir=tmp_path / "runs",
+        ros_distro=settings.lab.ros_distro,
+        lab=settings.lab,
+        robot=RobotSide(),
+        host_args=dict(side_args or {}),
+        robot_args=dict(side_args or {}),
+        say=say or messages.append,
+    )
+    [result] = rehearse(requests, options, lab or SimulatedLab())
+    base_status = _base_status(tmp_path / "runs")
+    return result, base_status, messages
+
+
+def _base_status(runs: Path) -> dict:
+    found = list(runs.glob("simulated-hardware/*/base_status.json"))
+    return json.loads(found[0].read_text()) if found else {}
+
+
+def _receipts(trial_dir: Path) -> list:
+    return [m for _, m in read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)]
+
+
+def _metrics(trial_dir: Path) -> dict:
+    return json.loads((trial_dir / "analysis" / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "distro, cmd_type, relay",
+    [("jazzy", "twist_stamped", False), ("jazzy", "twist_stamped", True), ("humble", "twist", False)],
+    ids=["jazzy", "jazzy-relay", "humble"],
+)
+def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, distro, cmd_type, relay):
+    args = {"relay": "true"} if relay else {}
+    result, base, messages = _rehearse(tmp_path, distro=distro, cmd_type=cmd_type, side_args=args)
+    assert result.end_reason == "completed", (result.detail, messages)
+    assert all(c.ok for c in result.preflight if c.check.startswith("create3")), result.preflight
+    record = read_trial(result.trial_dir)
+    plan = record.request.plan
+    receipts = _receipts(result.trial_dir)
+    assert len({r.seq for r in receipts if r.seq < plan.n_ticks()}) == plan.n_ticks()  # every command logged
+    # the base applied what the robot side heard (relay: the relay's copies plus its stop commands)
+    assert base["commands"] >= plan.n_ticks() and base["max_linear_commanded_mps"] == pytest.approx(0.33)
+    assert not base["moving"]
+    metrics = _metrics(result.trial_dir)
+    assert metrics["progress"]["laps_completed"] == plan.laps
+    assert metrics["mocap"]["valid_poses"] > 0.9 * 120 * plan.total_s
+    # the simulated base drives the square it is told: ground truth closes within a few cm
+    assert metrics["drift"]["available"], metrics["drift"]
+
+
+def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):
+    settings, requests = load_trials(_campaign(tmp_path))
+    options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab, robot_args={"relay": "true"})
+    with pytest.raises(LaunchArgError, match="relay must be the same on both sides"):
+        rehearse(requests, options, SimulatedLab())
+    assert not (tmp_path / "runs").exists()
+
+
+def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
+    result, base, messages = _rehearse(tmp_path, SimulatedLab(safety_override="none"))
+    assert result.end_reason == "error"
+    assert any(
+        c.check.startswith("create3") and not c.ok and "speed cap" in c.detail for c in result.preflight
+    )
+    assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
+
+
+def test_preflight_refuses_when_the_base_is_missing(tmp_path):
+    result, base, messages = _rehearse(tmp_path, SimulatedLab(base=False))
+    assert result.end_reason == "error"
+    assert "pre-flight failed" in result.detail or "robot side exited" in result.detail, result.detail
+    assert not base
+
+
+def test_killed_host_node_leaves_the_base_stopped_and_the_recording_whole(tmp_path):
+    """SIGKILL of square_driver mid-trial: no stop burst; the base stops on its own watchdog."""
+    messages: list[str] = []
+
+    def say(line: str) -> None:
+        messages.append(line)
+        if line.strip() == "GO":
+            threading.Timer(6.0, _kill_square_driver, (tmp_path,)).start()
+
+    result, base, _ = _rehearse(tmp_path, say=say)
+    assert result.end_reason == "host-killed", (result.detail, messages)
+    assert not base["moving"] and base["watchdog_stops"] >= 1
+    receipts = _receipts(result.trial_dir)
+    plan = read_trial(result.trial_dir).request.plan
+    assert 0 < len(receipts) < plan.n_ticks()
+    metrics = _metrics(result.trial_dir)
+    assert metrics["progress"]["laps_completed"] < plan.laps
+
+
+def _kill_square_driver(tmp_path: Path) -> None:
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if "fieldtest_host.square_driver" in cmdline and str(tmp_path) in cmdline:
+            os.kill(proc.pid, signal.SIGKILL)
