@@ -21,6 +21,7 @@ from fieldtest.labrun.bridges import (
     ROS2DDS_INTERFACE_KINDS,
     ROS2DDS_PLUGIN_KEYS,
     BridgeConfigError,
+    check_mqtt_client_pair,
     check_ros2dds_plugin,
     link_topics,
     mosquitto_acl,
@@ -253,7 +254,7 @@ def test_mqtt_client_params_follow_its_ros2_layout(keystore, role, security, qos
     for topic in into["mqtt_topics"]:
         block = into[topic]
         assert set(block) <= MQTT2ROS_KEYS and block["ros_topic"] == "/" + topic
-        assert block["ros_type"].count("/msg/") == 1
+        assert block["ros_type"].count("/msg/") == 1  # fixed type (no inject_timestamp here)
         for side, keys in MQTT2ROS_ADVANCED.items():
             assert set(block["advanced"][side]) <= keys
     # the parameter names rclcpp derives from the file: no key contains the separator itself
@@ -261,6 +262,32 @@ def test_mqtt_client_params_follow_its_ros2_layout(keystore, role, security, qos
     assert "bridge.ros2mqtt.ros_topics" in names and "broker.port" in names
     sent = {t.topic for t in link_topics(c) if t.sender == role}
     assert {t.removeprefix("/tb4") for t in out["ros_topics"]} == sent
+
+
+@pytest.mark.parametrize("inject", ["false", "true"])
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+@pytest.mark.parametrize("middleware", ["mqtt-local-broker", "mqtt-broker"])
+def test_mqtt_sides_agree_on_every_topic_and_on_the_injected_timestamp(inject, distro, middleware):
+    sides = {
+        role: mqtt_client_params(
+            cfg(role, middleware=middleware, ros_distro=distro, mqtt_inject_timestamp=inject)
+        )
+        for role in ("host", "robot")
+    }
+    assert check_mqtt_client_pair(sides["host"], sides["robot"]) == []
+    assert check_mqtt_client_pair(sides["robot"], sides["host"]) == []
+    receivers = sides["robot"]["/**"]["ros__parameters"]["bridge"]["mqtt2ros"]
+    fixed = {"ros_type" in receivers[t] for t in receivers["mqtt_topics"]}
+    assert fixed == {inject == "false"}  # fixed types only where no stamp is prepended
+
+
+def test_mqtt_pair_check_catches_a_fixed_type_receiver_of_stamped_messages():
+    stamped = mqtt_client_params(cfg("host", middleware="mqtt-broker", mqtt_inject_timestamp="true"))
+    fixed = mqtt_client_params(cfg("robot", middleware="mqtt-broker"))  # a side launched without it
+    problems = check_mqtt_client_pair(stamped, fixed)
+    assert problems and all("inject_timestamp with a fixed ros_type" in p for p in problems)
+    other_ns = mqtt_client_params(cfg("robot", middleware="mqtt-broker", namespace="/tb5"))
+    assert any("no mqtt2ros entry receives it" in p for p in check_mqtt_client_pair(stamped, other_ns))
 
 
 def test_mqtt_qos_follows_the_profile():

@@ -79,8 +79,11 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     assert relay.nodes[0].parameters["base_plain_context"] is True
     # The pre-flight talks to the Create 3 only, which cannot join the secure domain.
     assert relay.gate.ros_arguments == [] and relay.gate.env == {"ROS_SECURITY_ENABLE": "false"}
-    zenoh = _plan("robot", tmp_path, middleware="rmw-zenoh", security="sros2", keystore=str(tmp_path))
-    assert zenoh.gate.ros_arguments == ["--enclave", "/fieldtest/robot"] and zenoh.gate.env == {}
+    # rmw_zenoh takes no enclave (tests/test_security_rmw_zenoh.py); its pre-flight talks DDS to the base
+    with pytest.raises(LaunchArgError, match="zenohd.json5: missing; generate"):
+        _plan("robot", tmp_path, middleware="rmw-zenoh", security="sros2", keystore=str(tmp_path))
+    zenoh = _plan("robot", tmp_path, middleware="rmw-zenoh")
+    assert zenoh.gate.ros_arguments == [] and zenoh.gate.env == {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
     plain = _plan("robot", tmp_path, middleware="dds", relay="true")
     assert plain.nodes[0].parameters["base_plain_context"] is False
     assert plain.processes[-1].env == {} and plain.gate.env == {}

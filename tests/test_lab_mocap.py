@@ -108,6 +108,62 @@ def test_shipped_driver_configs_are_ros2_parameter_files():
     params = m4["mocap4r2_optitrack_driver_node"]["ros__parameters"]
     assert params["connection_type"] in ("Unicast", "Multicast")
     assert (params["server_command_port"], params["server_data_port"]) == (1510, 1511)
-    assert params["multicast_address"] == "239.255.42.99" and params["rigid_body_name"] == "1"
+    assert params["multicast_address"] == "239.255.42.99"
     opt = yaml.safe_load((ROOT / "mocap/mocap_optitrack.yaml").read_text())["mocap_node"]["ros__parameters"]
     assert set(opt) == {"rigid_bodies", "optitrack_config"} and "1" in {str(k) for k in opt["rigid_bodies"]}
+
+
+# Each driver's node as its documented command starts it, and the parameters it declares.
+DRIVER_NODES = {
+    # vrpn_mocap launch/client.launch.yaml (namespace vrpn_mocap, name vrpn_mocap_client_node);
+    # src/client.cpp declares these.
+    "vrpn_mocap.yaml": (
+        "/vrpn_mocap/vrpn_mocap_client_node",
+        {"server", "port", "frame_id", "update_freq", "refresh_freq", "multi_sensor"}
+        | {"sensor_data_qos", "use_vrpn_timestamps"},
+    ),
+    # mocap4ros2_optitrack launch/optitrack2.launch.py (name mocap4r2_optitrack_driver_node, no
+    # namespace); src/.../mocap4r2_optitrack_driver.cpp declares these six.
+    "mocap4r2_optitrack_driver.yaml": (
+        "/mocap4r2_optitrack_driver_node",
+        {"connection_type", "server_address", "local_address", "multicast_address"}
+        | {"server_command_port", "server_data_port"},
+    ),
+    # mocap_optitrack (foxy-devel) src/mocap_node.cpp: node "mocap_node", parameters taken from the
+    # file as given (automatically_declare_parameters_from_overrides).
+    "mocap_optitrack.yaml": ("/mocap_node", None),
+}
+
+
+def _key_matches(key: str, fqn: str) -> bool:
+    """rcl's parameter-file node keys: a missing leading '/' is added, '*' is one token, '/**'
+    any number of namespace tokens (rcl_yaml_param_parser)."""
+    import re
+
+    key = key if key.startswith("/") else "/" + key
+    pattern = re.escape(key).replace(r"/\*\*", "(/[^/]+)*").replace(r"\*", "[^/]+")
+    return re.fullmatch(pattern, fqn) is not None
+
+
+def test_key_matching_follows_rcl():
+    assert (
+        _key_matches("/**", "/a/b") and _key_matches("/**/node", "/ns/node") and _key_matches("node", "/node")
+    )
+    assert not _key_matches("node", "/ns/node") and not _key_matches("/ns/*", "/ns/a/node")
+
+
+@pytest.mark.parametrize("name", sorted(DRIVER_NODES))
+def test_driver_configs_reach_their_node_and_set_only_what_it_reads(name):
+    fqn, declared = DRIVER_NODES[name]
+    data = yaml.safe_load((ROOT / "mocap" / name).read_text())
+    ((key, body),) = data.items()
+    assert _key_matches(key, fqn), f"{name}: key {key!r} does not apply to {fqn}"
+    params = body["ros__parameters"]
+    if declared is not None:
+        assert set(params) <= declared, f"{name}: not read by the driver: {sorted(set(params) - declared)}"
+
+
+def test_mocap_optitrack_leaves_the_bases_odom_alone():
+    opt = yaml.safe_load((ROOT / "mocap/mocap_optitrack.yaml").read_text())["mocap_node"]["ros__parameters"]
+    # src/mocap_config.cpp: the odom topic defaults to "odom"; an empty name disables it
+    assert all(body.get("odom") == "" for body in opt["rigid_bodies"].values())

@@ -58,7 +58,10 @@ def test_created_keystore_has_sros2_layout_and_passes_check(keystore):
         assert os.readlink(public / f"{name}.cert.pem") == "ca.cert.pem"
         assert os.readlink(private / f"{name}.key.pem") == "ca.key.pem"
     assert (keystore / "enclaves/governance.xml").is_file()
-    assert list_enclaves(keystore) == sorted(spec.path for spec in KIT_ENCLAVES)
+    from fieldtest.security.rmw_zenoh import RMW_ZENOH_ENCLAVE, ROUTER_NODE, policy_names
+
+    rmw_zenoh = [f"{RMW_ZENOH_ENCLAVE}/{node}" for node in [*policy_names(""), ROUTER_NODE]]
+    assert list_enclaves(keystore) == sorted([spec.path for spec in KIT_ENCLAVES] + rmw_zenoh)
     host = keystore / "enclaves/fieldtest/host"
     assert os.readlink(host / "governance.p7s") == "../../governance.p7s"
     assert os.readlink(host / "identity_ca.cert.pem") == "../../../public/identity_ca.cert.pem"

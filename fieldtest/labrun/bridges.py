@@ -18,7 +18,10 @@ unset), so the launch file sets the environment *and* passes the flag.
 mqtt_client (ika-rwth-aachen, ROS 2 2.3+ layout): ``bridge.ros2mqtt.ros_topics`` lists the ROS
 topics, each with its own ``mqtt_topic``/``primitive``/``ros_type``/``inject_timestamp``/``advanced``
 block; ``bridge.mqtt2ros.mqtt_topics`` likewise with ``ros_topic``. Receivers get a fixed
-``ros_type`` so they need not wait for the retained type announcement.
+``ros_type`` so they need not wait for the retained type announcement, except with
+``inject_timestamp``: a receiver with a fixed type never reads the announcement, and only the
+announcement tells it that the payload starts with a timestamp (mqtt_client
+src/MqttClient.cpp, ``message_arrived``/``mqtt2ros``; mqtt2ros has no inject_timestamp parameter).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 import yaml
 
 from fieldtest import rosmsg
-from fieldtest.labrun.environment import _local_only, dds_security_enabled
+from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
 from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
 from fieldtest.qos import get_qos
 from fieldtest.record import (
@@ -276,10 +279,25 @@ def zenoh_router_command(
 
 
 def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
-    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router)."""
-    env = {}
+    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router).
+
+    The default router config listens on ``tcp/[::]:7447`` (rmw_zenoh_cpp
+    config/DEFAULT_RMW_ZENOH_ROUTER_CONFIG.json5), which fails where IPv6 is off: the host's listens
+    on IPv4 explicitly. Secured, the router reads zenoh_security_tools' ``zenohd.json5`` and the
+    endpoints are tls/ (ZENOH_CONFIG_OVERRIDE is applied on top of the file)."""
+    env: dict[str, str] = {}
+    scheme = "tcp"
+    if rmw_zenoh_security_enabled(cfg):
+        from fieldtest.security.rmw_zenoh import router_config
+
+        env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
+        scheme = "tls"
     if cfg.role == "robot":
-        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{_tcp(cfg.host_address, cfg.zenoh_port)}"]'
+        endpoint = _tcp(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
+    else:
+        endpoint = _tcp("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
     return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
 
 
@@ -324,12 +342,14 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
         }
     mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
     for t in received_by(cfg):
-        mqtt2ros[wire_name(cfg, t.topic)] = {
-            "ros_topic": ros_topic(cfg, t.topic),
-            "primitive": False,
-            "ros_type": t.typename,
-            "advanced": {"mqtt": {"qos": mqtt_qos(cfg)}, "ros": {**_ros_qos_params(cfg), "latched": False}},
+        block: dict[str, Any] = {"ros_topic": ros_topic(cfg, t.topic), "primitive": False}
+        if not cfg.mqtt_inject_timestamp:  # else the type (and the stamp flag) come from the sender
+            block["ros_type"] = t.typename
+        block["advanced"] = {
+            "mqtt": {"qos": mqtt_qos(cfg)},
+            "ros": {**_ros_qos_params(cfg), "latched": False},
         }
+        mqtt2ros[wire_name(cfg, t.topic)] = block
     return {
         "/**": {
             "ros__parameters": {
@@ -339,6 +359,28 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
             }
         }
     }
+
+
+def check_mqtt_client_pair(sender: dict[str, Any], receiver: dict[str, Any]) -> list[str]:
+    """Problems of two mqtt_client parameter files (``mqtt_client_params`` output) that would garble
+    or drop messages: every sent MQTT topic needs a receiver, and a timestamp-injecting sender needs
+    a receiver without a fixed ``ros_type`` (mqtt_client learns "stamped" only from the type
+    announcement, which a fixed-type receiver ignores: it would publish stamp + message as the
+    message; mqtt_client src/MqttClient.cpp)."""
+    out = next(iter(sender.values()))["ros__parameters"]["bridge"]["ros2mqtt"]
+    into = next(iter(receiver.values()))["ros__parameters"]["bridge"]["mqtt2ros"]
+    problems = []
+    for ros_name in out["ros_topics"]:
+        block = out[ros_name]
+        mqtt_topic = block["mqtt_topic"]
+        if mqtt_topic not in into.get("mqtt_topics", []):
+            problems.append(f"{mqtt_topic}: sent, but no mqtt2ros entry receives it")
+        elif block.get("inject_timestamp") and not block.get("primitive") and "ros_type" in into[mqtt_topic]:
+            problems.append(
+                f"{mqtt_topic}: inject_timestamp with a fixed ros_type on the receiver: the stamp "
+                "would be published as part of the message"
+            )
+    return problems
 
 
 def to_yaml(data: dict[str, Any], comment: str = "") -> str:
@@ -437,7 +479,13 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
 
 
 def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
-    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable."""
+    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable;
+    on secured rmw_zenoh its session config."""
+    if rmw_zenoh_security_enabled(cfg):
+        from fieldtest.security.rmw_zenoh import session_config
+
+        node = kit_enclave("recorder").nodes[0]
+        return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
     return (
         {"ROS_SECURITY_ENCLAVE_OVERRIDE": kit_enclave("recorder").path} if dds_security_enabled(cfg) else {}
     )

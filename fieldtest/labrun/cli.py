@@ -6,6 +6,7 @@ fieldtest lab rehearse trials/rehearsal.yaml                  a lab trial on thi
 fieldtest lab launch-plan host middleware:=zenoh-peer robot_address:=192.168.1.20 [--out DIR]
 fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter file
 fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
+fieldtest lab measure-stop BAG [--namespace /tb4]         the base's stop-on-silence time, measured
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _select(trials: list, only: str | None, first: int | None) -> list:
 
 def run_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.estop import ros2_zero_commands, zero_commands_over_transport
-    from fieldtest.labrun.remote import RemoteShell, RobotSide
+    from fieldtest.labrun.remote import RemoteShell, RobotSide, robot_setup_script
     from fieldtest.labrun.runner import HOST_LAUNCH, LabOptions, LabRunner
 
     campaign, trials = load_trials(args.campaign)
@@ -67,7 +68,7 @@ def run_main(args: argparse.Namespace) -> int:
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
         estop = lambda request: zero_commands_over_transport(request)  # noqa: E731
     else:
-        host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, RobotSide().setup
+        host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, robot_setup_script(distro)
         estop = lambda request: ros2_zero_commands(request, distro, host_args)  # noqa: E731
     robot = RobotSide(
         shell=RemoteShell(args.robot),
@@ -170,6 +171,30 @@ def check_create3_main(args: argparse.Namespace) -> int:
     return 0 if go else 1
 
 
+def measure_stop_main(args: argparse.Namespace) -> int:
+    """Read a ``ros2 bag record`` of cmd_vel and odom (one recorder, one clock: the receive times)."""
+    from rosbags.highlevel import AnyReader
+
+    from fieldtest.labrun.create3 import measure_stop_after_silence
+
+    ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
+    cmd_topic, odom_topic = f"{ns}/{args.cmd_topic}", f"{ns}/{args.odom_topic}"
+    commands, odom = [], []
+    with AnyReader([Path(args.bag)]) as reader:
+        wanted = [c for c in reader.connections if c.topic in (cmd_topic, odom_topic)]
+        if {c.topic for c in wanted} != {cmd_topic, odom_topic}:
+            raise ValueError(f"{args.bag}: needs both {cmd_topic} and {odom_topic}")
+        for connection, t_ns, raw in reader.messages(connections=wanted):
+            msg = reader.deserialize(raw, connection.msgtype)
+            if connection.topic == cmd_topic:
+                twist = getattr(msg, "twist", msg)  # TwistStamped (Jazzy) or Twist (Humble)
+                commands.append((t_ns * 1e-9, twist.linear.x))
+            else:
+                odom.append((t_ns * 1e-9, msg.twist.twist.linear.x))
+    print(measure_stop_after_silence(commands, odom).summary())
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fieldtest lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -238,6 +263,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dump")
     p.add_argument("--plan", help="plan YAML (default: the seed study's)")
     p.set_defaults(func=check_create3_main)
+
+    p = sub.add_parser(
+        "measure-stop",
+        help="how long the base drives on after its commands stop (ros2 bag of cmd_vel + odom)",
+    )
+    p.add_argument("bag")
+    p.add_argument("--namespace", default="")
+    p.add_argument("--cmd-topic", default="cmd_vel")
+    p.add_argument("--odom-topic", default="odom")
+    p.set_defaults(func=measure_stop_main)
     return parser
 
 

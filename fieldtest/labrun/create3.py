@@ -2,13 +2,21 @@
 
 The seed study drives at 0.33 m/s, above the Create 3's default cap of 0.306 m/s: unless
 ``/motion_control`` ``safety_override`` is ``full`` (cap 0.46 m/s) the base silently clamps every
-side to 0.918 m instead of 0.99 m. Reflexes (bump, cliff, wheel drop...) override commands;
-``reflexes_enabled: false`` with ``safety_override: full`` is the known working combination. The
-command watchdog (``wheels_stop_threshold_sec``, 0.5 s) stops the wheels when commands arrive late.
+side to 0.918 m instead of 0.99 m (create3_docs docs/api/safety.md). Reflexes (bump, cliff, wheel
+drop...) override commands; ``reflexes_enabled: false`` with ``safety_override: full`` is the known
+working combination.
 
-``check_create3`` takes the parameters as read from the base (``ros2 param dump`` YAML, or the
-robot's pre-flight node reading them over the GetParameters service) and the plan, and says what
-would go wrong. The robot's pre-flight refuses to start on a failure unless told to only warn.
+When commands stop, the base keeps executing the last one until "a fixed timeout" passes, then
+stops the wheels (create3_docs docs/api/moving-the-robot.md). Its length is not reliably known:
+the H.2.5 release notes (docs/releases/h_2_5.md) add ``wheels_stop_threshold_sec`` (default 0.5 s),
+but the API page keeps that parameter commented out as "not yet available" and its parameter list
+(docs/api/ros2.md) omits it. The pre-flight reads it when the base declares it and otherwise says
+the value is unknown; the lab guide has a first-day step that measures it.
+
+Where the base's nodes live: ``create3_base_namespace``. ``check_create3`` takes the parameters as
+read from the base (``ros2 param dump`` YAML, or the robot's pre-flight node reading them over the
+GetParameters service) and the plan, and says what would go wrong. The robot's pre-flight refuses
+to start on a failure unless told to only warn.
 """
 
 from __future__ import annotations
@@ -19,23 +27,21 @@ from typing import Any, Literal
 
 import yaml
 
-from fieldtest.plan import CREATE3_DEFAULT_MAX_SPEED_MPS, CREATE3_OVERRIDE_MAX_SPEED_MPS, SquarePlan
+from fieldtest.plan import (
+    CREATE3_DEFAULT_MAX_SPEED_MPS,
+    CREATE3_OVERRIDE_MAX_SPEED_MPS,
+    CREATE3_WHEEL_ACCEL_MPS2,
+    SquarePlan,
+)
 
 MOTION_CONTROL_NODE = "motion_control"
-# turtlebot4_setup (Jazzy): the Create 3 runs under <ns>/_do_not_use behind create3_republisher, which
-# relays topics but not parameter services; on Humble motion_control sits directly under <ns>.
-BASE_NAMESPACE_BEHIND_REPUBLISHER = "_do_not_use"
-
-
-def motion_control_node(ros_distro: str) -> str:
-    """The base's motion_control node, relative to the robot namespace, on ``ros_distro``."""
-    if ros_distro.lower() in ("humble", "iron"):
-        return "motion_control"
-    return f"{BASE_NAMESPACE_BEHIND_REPUBLISHER}/motion_control"
-
-
+# wheels_stop_threshold_sec is read when the firmware declares it (see the module docstring).
 CHECKED_PARAMETERS = ("safety_override", "reflexes_enabled", "wheels_stop_threshold_sec")
-DEFAULT_WATCHDOG_S = 0.5
+# The TurtleBot 4 gives the Create 3 the namespace <ROBOT_NAMESPACE>/_do_not_use and puts
+# create3_republisher in front of it: always on Jazzy, on Humble only with its discovery server
+# (turtlebot4_setup, turtlebot4_setup/turtlebot4_setup update_create3, jazzy and humble branches;
+# turtlebot4_robot turtlebot4_bringup/launch/robot.launch.py).
+HIDDEN_BASE_NAMESPACE = "_do_not_use"
 MAX_ANGULAR_RPS = 1.9
 Severity = Literal["ok", "warn", "fail"]
 
@@ -52,6 +58,31 @@ class Finding:
 
     def as_dict(self) -> dict[str, str]:
         return asdict(self)
+
+
+def _hidden_base(distro: str, discovery_server: bool) -> bool:
+    """Humble (and Iron) put the base under the robot namespace unless the discovery server is on;
+    Jazzy and later always hide it."""
+    return discovery_server or distro.lower() not in ("humble", "iron")
+
+
+def create3_base_namespace(robot_ns: str, distro: str, *, discovery_server: bool = False) -> str:
+    """Namespace of the Create 3's own nodes on a TurtleBot 4 ('' or '/tb4', '/tb4/_do_not_use').
+
+    The republisher relays topics, a few services and actions, but no parameter services
+    (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml): the base's parameters are read
+    from this namespace directly, on a DDS graph that reaches the base (usb0).
+    """
+    stripped = robot_ns.strip("/")
+    ns = f"/{stripped}" if stripped else ""
+    return f"{ns}/{HIDDEN_BASE_NAMESPACE}" if _hidden_base(distro, discovery_server) else ns
+
+
+def motion_control_node(distro: str, *, discovery_server: bool = False) -> str:
+    """The base's motion_control node relative to the robot namespace ("motion_control" or
+    "_do_not_use/motion_control"); create3_base_namespace gives the absolute prefix."""
+    hidden = _hidden_base(distro, discovery_server)
+    return f"{HIDDEN_BASE_NAMESPACE}/{MOTION_CONTROL_NODE}" if hidden else MOTION_CONTROL_NODE
 
 
 def create3_param_file(namespace: str = "") -> str:
@@ -76,7 +107,11 @@ def create3_param_file(namespace: str = "") -> str:
         "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
     )
     if namespace.strip("/"):
-        head += f"# Robot namespace /{namespace.strip('/')}: the node is /{namespace.strip('/')}/motion_control.\n"
+        humble = f"{create3_base_namespace(namespace, 'humble')}/{MOTION_CONTROL_NODE}"
+        jazzy = f"{create3_base_namespace(namespace, 'jazzy')}/{MOTION_CONTROL_NODE}"
+        head += (
+            f"# Robot namespace /{namespace.strip('/')}: the node is {humble} (Humble) or {jazzy} (Jazzy).\n"
+        )
     return head + yaml.safe_dump(data, sort_keys=False)
 
 
@@ -130,7 +165,14 @@ def _reflex_finding(params: dict[str, Any]) -> Finding:
 
 
 def _watchdog_finding(params: dict[str, Any], plan: SquarePlan) -> Finding:
-    threshold = params.get("wheels_stop_threshold_sec", DEFAULT_WATCHDOG_S)
+    threshold = params.get("wheels_stop_threshold_sec")
+    if threshold is None:
+        return Finding(
+            "watchdog",
+            "warn",
+            "the base's stop-on-silence timeout is not readable on this firmware (no "
+            "wheels_stop_threshold_sec): its value is unknown; measure it once (lab guide, Create 3 section)",
+        )
     try:
         threshold = float(threshold)
     except (TypeError, ValueError):
@@ -207,3 +249,58 @@ def preflight_report(
 def format_findings(findings: list[dict[str, str]]) -> list[str]:
     marks = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
     return [f"[{marks.get(f['severity'], f['severity'])}] {f['check']}: {f['detail']}" for f in findings]
+
+
+# ------------------------------------------------------------------ stop on silence (first-day step)
+
+
+@dataclass(frozen=True)
+class StopMeasurement:
+    """How long the base kept driving after its last command (seconds from that command)."""
+
+    commanded_mps: float
+    timeout_from_s: float  # the last sample still at speed, less the time the ramp takes to show
+    timeout_to_s: float  # the first sample below the commanded speed
+    stopped_s: float | None  # first sample at rest (adds the deceleration ramp)
+    odom_period_s: float
+
+    def summary(self) -> str:
+        stopped = f"{self.stopped_s:.3f} s" if self.stopped_s is not None else "not within the recording"
+        return (
+            f"after the last command ({self.commanded_mps:.2f} m/s) the base started to stop after "
+            f"{self.timeout_from_s:.3f}-{self.timeout_to_s:.3f} s (odometry every "
+            f"{self.odom_period_s * 1000:.0f} ms) and stood still after {stopped}"
+        )
+
+
+def measure_stop_after_silence(
+    commands: list[tuple[float, float]], odom: list[tuple[float, float]], *, tolerance_mps: float = 0.01
+) -> StopMeasurement:
+    """The base's stop-on-silence timeout from (time, linear command) and (time, odometry speed)
+    samples on one clock: drive straight at a constant speed, then stop publishing (no zeros)."""
+    moving = [(t, v) for t, v in commands if abs(v) > tolerance_mps]
+    if not moving:
+        raise Create3ParamError("no motion command in the recording")
+    last_t, speed = max(moving)
+    if max(t for t, _ in commands) > last_t:
+        raise Create3ParamError("the commands end with zeros: stop publishing instead of sending a stop")
+    after = sorted((t, abs(v)) for t, v in odom if t >= last_t)
+    cruising = [(t, v) for t, v in after if v >= abs(speed) - tolerance_mps]
+    braking = [(t, v) for t, v in after if v < abs(speed) - tolerance_mps]
+    if not cruising or not braking or braking[0][0] < cruising[0][0]:
+        raise Create3ParamError(
+            "odometry does not show the base at the commanded speed and then slowing after the last command"
+        )
+    still = max(t for t, _ in cruising if t < braking[0][0])
+    stopped = next((t for t, v in braking if v <= tolerance_mps), None)
+    times = sorted(t for t, _ in odom)
+    period = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else float("nan")
+    # Braking at the wheel acceleration limit takes this long to fall below the tolerance.
+    unseen = tolerance_mps / CREATE3_WHEEL_ACCEL_MPS2
+    return StopMeasurement(
+        commanded_mps=abs(speed),
+        timeout_from_s=max(0.0, still - last_t - unseen),
+        timeout_to_s=braking[0][0] - last_t,
+        stopped_s=None if stopped is None else stopped - last_t,
+        odom_period_s=period,
+    )

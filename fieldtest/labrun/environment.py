@@ -10,12 +10,17 @@ Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
   that interface instead, so it reaches the base but never the Wi-Fi.
 - Plain DDS: discovery over the lab network. With ``network_interface`` CycloneDDS is pinned to it
   and multicast is limited to discovery (``AllowMulticast spdp``): data goes unicast, which keeps
-  RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers only (Jazzy
-  gets them as ``ROS_STATIC_PEERS`` too).
-- SROS2 (security on with plain DDS or rmw_zenoh): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
+  RTPS from flooding the Wi-Fi. With ``dds_peers`` discovery is unicast to those peers plus
+  127.0.0.1 (without multicast, processes on the same machine find each other only through a
+  local peer); Jazzy gets the given peers as ``ROS_STATIC_PEERS`` too.
+- SROS2 (security on with plain DDS): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
   ``ROS_SECURITY_STRATEGY=Enforce``; each node gets its enclave with ``--ros-args --enclave``.
+  rmw_zenoh ignores all of that: it is secured by per-node Zenoh session configs and a router
+  config (``fieldtest.security.rmw_zenoh``, set up in launchplan/bridges).
   zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
   machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
+- Where the kit writes no CycloneDDS file, ``CYCLONEDDS_URI`` is unset: the TurtleBot 4's own
+  setup.bash points it at a file pinned to wlan0.
 - Fast DDS (``dds:=fastrtps``): RMW_IMPLEMENTATION changes, the CycloneDDS file is not used; the
   Create 3 must run its Fast DDS firmware then (see docs/lab-guide.md). When both machines are
   this one (``host_address`` = ``robot_address`` = 127.0.0.1: a rehearsal), a Fast DDS profile
@@ -39,6 +44,7 @@ RMW_IMPLEMENTATIONS = {
 ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
 BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
+LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
 
 @dataclass
@@ -63,8 +69,12 @@ def rmw_implementation(cfg: LabLaunch) -> str:
 
 
 def dds_security_enabled(cfg: LabLaunch) -> bool:
-    """SROS2 applies to the ROS graph itself only when it crosses machines (plain DDS, rmw_zenoh)."""
-    return cfg.security != "none" and cfg.middleware in ("dds", RMW_ZENOH)
+    """DDS Security (SROS2) applies where the DDS graph itself crosses machines: plain DDS only."""
+    return cfg.security != "none" and cfg.middleware == "dds"
+
+
+def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
+    return cfg.security != "none" and cfg.middleware == RMW_ZENOH
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:
@@ -89,6 +99,10 @@ def ros_environment(
                 )
             else:
                 env.set["CYCLONEDDS_URI"] = f"file://{Path(cyclonedds_path).absolute()}"
+        else:
+            # The TurtleBot 4 exports its own CYCLONEDDS_URI (turtlebot4_setup etc/turtlebot4/setup.bash:
+            # cyclonedds_rpi.xml pins wlan0): the kit's defaults must not inherit it.
+            env.unset.append("CYCLONEDDS_URI")
     elif cfg.dds == "fastrtps" and cfg.middleware != RMW_ZENOH:
         _fastdds_profile(cfg, env, fastdds_path)
     if dds_security_enabled(cfg):
@@ -184,6 +198,12 @@ def _interface_choice(cfg: LabLaunch) -> list[str]:
     return names
 
 
+def unicast_peers(cfg: LabLaunch) -> list[str]:
+    """The given peers plus this machine's loopback: with multicast off, two processes on one
+    machine (recorder and driver, bridge and node) otherwise never discover each other."""
+    return list(dict.fromkeys([*cfg.dds_peers, LOCAL_PEER]))
+
+
 def cyclonedds_xml(cfg: LabLaunch) -> str | None:
     """CycloneDDS (0.10, as in Humble and Jazzy) configuration, or None when the defaults fit."""
     interfaces = _interfaces(cfg)
@@ -198,7 +218,7 @@ def cyclonedds_xml(cfg: LabLaunch) -> str | None:
     general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
     discovery = []
     if cfg.dds_peers:
-        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in cfg.dds_peers)
+        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in unicast_peers(cfg))
         discovery += [
             f"<Peers>{peers}</Peers>",
             "<ParticipantIndex>auto</ParticipantIndex>",

@@ -22,6 +22,7 @@ ARGUMENT_HELP = {
     "ros_distro": "auto ($ROS_DISTRO) | humble | jazzy",
     "cmd_type": "auto (humble: twist, jazzy: twist_stamped) | twist | twist_stamped",
     "trial_dir": "record into this trial directory (empty: no recording, no go-file wait)",
+    "base_namespace": "robot: the Create 3's namespace; auto = <namespace>/_do_not_use on Jazzy",
     "preflight": "robot only: check the Create 3 parameters and battery first (true/false)",
     "preflight_warn_only": "robot only: report pre-flight failures as warnings and start anyway",
     "min_battery_percent": "robot only: pre-flight battery threshold",

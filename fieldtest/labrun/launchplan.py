@@ -20,10 +20,23 @@ from typing import Any
 import yaml
 
 from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
-from fieldtest.labrun.create3 import CHECKED_PARAMETERS, motion_control_node
+from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.driver import CONTROL_DIR
-from fieldtest.labrun.environment import RosEnvironment, node_enclave, ros_environment
-from fieldtest.labrun.settings import PREFLIGHT_ARGUMENTS, LabLaunch, LaunchArgError, Role, parse_launch_args
+from fieldtest.labrun.environment import (
+    RMW_IMPLEMENTATIONS,
+    RosEnvironment,
+    node_enclave,
+    rmw_zenoh_security_enabled,
+    ros_environment,
+)
+from fieldtest.labrun.settings import (
+    PREFLIGHT_ARGUMENTS,
+    RMW_ZENOH,
+    LabLaunch,
+    LaunchArgError,
+    Role,
+    parse_launch_args,
+)
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
@@ -98,9 +111,19 @@ def _common_parameters(cfg: LabLaunch, plan_path: Path) -> dict[str, Any]:
     }
 
 
+def _session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
+    """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
+    if not rmw_zenoh_security_enabled(cfg):
+        return {}
+    from fieldtest.security.rmw_zenoh import session_config
+
+    return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
+
+
 def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
     params = {**_common_parameters(cfg, plan_path), "wait_for_go": bool(cfg.trial_dir), "rate_hz": 0.0}
-    return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg))]
+    env = _session_env(cfg, "square_driver")
+    return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg), env)]
 
 
 def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
@@ -112,7 +135,8 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         # battery reading) then goes through a second, plain ROS context.
         "base_plain_context": _base_outside_domain(cfg),
     }
-    return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg))]
+    env = _session_env(cfg, "link_monitor")
+    return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
 
 
 def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_percent: float) -> NodeSpec:
@@ -121,14 +145,17 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "warn_only": warn_only,
         "min_battery_percent": float(min_battery_percent),
         "parameters": list(CHECKED_PARAMETERS),
+        "motion_control": f"{cfg.base_namespace}/{MOTION_CONTROL_NODE}",  # Jazzy: <ns>/_do_not_use/...
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
-        "motion_control": motion_control_node(cfg.ros_distro),
     }
     if _base_outside_domain(cfg):  # it talks to the base only: no enclave, security off
         return NodeSpec(
             ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
         )
+    if cfg.middleware == RMW_ZENOH:  # the Create 3 speaks DDS only: the pre-flight must too
+        env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
+        return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], env)
     return NodeSpec(
         ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
     )
@@ -168,11 +195,14 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
     if env.fastdds_xml is not None:
         files[config_dir / "fastdds.xml"] = env.fastdds_xml
     zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
-    plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
-    if role == "host":
-        plan.nodes = host_nodes(cfg, plan_path)
-    else:
-        plan.nodes = robot_nodes(cfg, plan_path)
+    from fieldtest.security.rmw_zenoh import RmwZenohSecurityError
+
+    try:
+        plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))
+        plan.nodes = host_nodes(cfg, plan_path) if role == "host" else robot_nodes(cfg, plan_path)
+    except RmwZenohSecurityError as exc:
+        raise LaunchArgError(f"launch argument security:={cfg.security}: {exc}") from None
+    if role == "robot":
         if _bool("preflight", pre["preflight"]):
             try:
                 battery = float(pre["min_battery_percent"])

@@ -80,14 +80,30 @@ class RemoteShell:
         return self.target or "local shell"
 
 
+TURTLEBOT4_SETUP = "/etc/turtlebot4/setup.bash"  # turtlebot4_setup etc/turtlebot4/setup.bash
+
+
+def robot_setup_script(
+    distro: str, workspace: str = "~/fieldtest/robot_ws", ros_root: str = "/opt/ros"
+) -> str:
+    """What the ssh session sources before ``ros2 launch``. A non-interactive ssh shell reads no
+    ~/.bashrc, so nothing has set ROS_DISTRO: the campaign's distro is named here. The TurtleBot
+    4's own setup file comes first when present (ROBOT_NAMESPACE, ROS_DISCOVERY_SERVER), then
+    /opt/ros/<distro>, which wins should that file name another workspace."""
+    if distro not in ("humble", "jazzy"):
+        raise ValueError(f"ROS distro {distro!r}: the robot side runs humble or jazzy")
+    return (
+        f"{{ [ -f {TURTLEBOT4_SETUP} ] && source {TURTLEBOT4_SETUP} || true; }} && "
+        f"source {ros_root}/{distro}/setup.bash && source {workspace}/install/setup.bash"
+    )
+
+
 @dataclass
 class RobotSide:
     """The robot's end of a trial: where it records and how its launch is started and stopped."""
 
     shell: RemoteShell = field(default_factory=RemoteShell)
-    setup: str = (
-        "source /opt/ros/${ROS_DISTRO:-humble}/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash"
-    )
+    setup: str = field(default_factory=lambda: robot_setup_script("humble"))  # see robot_setup_script
     remote_root: str = "~/fieldtest/trials"
     launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
 

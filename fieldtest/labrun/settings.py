@@ -30,7 +30,7 @@ RMW_ZENOH = "rmw-zenoh"  # lab-only extra: every node on rmw_zenoh_cpp, no bridg
 LAB_MIDDLEWARES = (*MIDDLEWARES, RMW_ZENOH)
 BRIDGED = ("zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
 Role = Literal["host", "robot"]
-_ROS_NAME = re.compile(r"^(/[A-Za-z][A-Za-z0-9_]*)*/?$")
+_ROS_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?$")  # a leading _ marks hidden names
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
 
@@ -75,7 +75,8 @@ class LabLaunch(BaseModel):
     start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
     start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
     record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
-    mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (changes the payload)
+    mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (both sides must agree)
+    base_namespace: str = ""  # robot: the Create 3's own namespace (create3_base_namespace)
 
     @model_validator(mode="after")
     def _check(self) -> LabLaunch:
@@ -87,8 +88,9 @@ class LabLaunch(BaseModel):
             get_qos(self.qos)
         except QosError as exc:
             raise ValueError(f"qos: {exc}") from None
-        if not _ROS_NAME.match(self.namespace):
-            raise ValueError(f"namespace: {self.namespace!r} is not a ROS namespace such as /tb4")
+        for name in ("namespace", "base_namespace"):
+            if not _ROS_NAME.match(getattr(self, name)):
+                raise ValueError(f"{name}: {getattr(self, name)!r} is not a ROS namespace such as /tb4")
         if self.keystore:
             self.keystore = str(Path(self.keystore).expanduser())  # on the machine that runs the side
         if self.security != "none":
@@ -158,6 +160,7 @@ LAUNCH_ARGUMENTS: dict[str, str] = {
     "start_broker": "start_broker",
     "record_ros2bag": "bool",
     "mqtt_inject_timestamp": "bool",
+    "base_namespace": "base_namespace",
 }
 AUTO = "auto"
 
@@ -271,6 +274,7 @@ def parse_launch_args(
     if values["ros_distro"] not in ROS_DISTROS:
         raise LaunchArgError(f"launch argument ros_distro:={distro}: supported: {', '.join(ROS_DISTROS)}")
     _resolve_auto(values, deferred, role)
+    values["base_namespace"] = _base_namespace(values, deferred, os.environ if environ is None else environ)
     try:
         return LabLaunch.model_validate(values)
     except ValidationError as exc:
@@ -303,6 +307,19 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
         values["start_broker"] = role == "host" and middleware == "mqtt-local-broker"
     else:
         values["start_broker"] = _bool("start_broker", broker)
+
+
+def _base_namespace(values: dict[str, Any], deferred: dict[str, str], environ: Mapping[str, str]) -> str:
+    """``base_namespace:=auto``: where the TurtleBot 4 puts the Create 3 for this distro; a
+    TurtleBot 4 in discovery-server mode exports ROS_DISCOVERY_SERVER (turtlebot4_setup
+    etc/turtlebot4/setup.bash) and hides the base on Humble too."""
+    from fieldtest.labrun.create3 import create3_base_namespace
+
+    given = deferred.get("base_namespace", AUTO)
+    if given not in ("", AUTO):
+        return given
+    server = bool(environ.get("ROS_DISCOVERY_SERVER", "").strip(' ;"'))
+    return create3_base_namespace(values.get("namespace", ""), values["ros_distro"], discovery_server=server)
 
 
 def inline_plan(plan: SquarePlan) -> str:

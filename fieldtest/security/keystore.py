@@ -13,6 +13,8 @@ path. The kit adds, without touching that layout:
 
     fieldtest/governance/<setting>.{xml,p7s}   one signed governance per DDS security setting
     fieldtest/policy.xml                       the SROS2 policy the permissions were made from
+    fieldtest/rmw_zenoh/policy.xml             the policy zenoh_security_tools reads (rmw-zenoh case),
+    enclaves/fieldtest/rmw_zenoh/<node>        one sros2 enclave per rmw_zenoh node and zenohd
     tls/ca.pem, tls/<name>.{crt,key}           TLS material for Zenoh mTLS and Mosquitto, same CA
 
 Signing uses cryptography's PKCS7SignatureBuilder (as SROS2 does); verification uses the openssl
@@ -235,8 +237,31 @@ def create_keystore(path: Path | str, options: KeystoreOptions | None = None) ->
             root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
         )
     (root / KIT_DIR / "policy.xml").write_text(policy_xml(options.enclaves, options.namespace))
+    _rmw_zenoh_material(root, options, validity)
     create_tls_material(root, names=options.tls_names, validity=validity)
     return root
+
+
+def _rmw_zenoh_material(root: Path, options: KeystoreOptions, validity: Validity) -> None:
+    """The rmw-zenoh case's policy and the per-node enclaves zenoh_security_tools takes its TLS
+    files from (their DDS permissions are not used)."""
+    from .rmw_zenoh import KIT_DIR as ZENOH_DIR
+    from .rmw_zenoh import RMW_ZENOH_ENCLAVE, RMW_ZENOH_ROLES, ROUTER_NODE, policy_names, rmw_zenoh_policy_xml
+
+    if not set(RMW_ZENOH_ROLES) <= {spec.role for spec in options.enclaves}:
+        return  # a partial keystore (some enclaves only) does not serve the rmw-zenoh case
+    (root / ZENOH_DIR).mkdir(parents=True, exist_ok=True)
+    (root / ZENOH_DIR / "policy.xml").write_text(rmw_zenoh_policy_xml(options.namespace))
+    for node in [*policy_names(options.namespace), ROUTER_NODE]:
+        spec = EnclaveSpec(
+            f"{RMW_ZENOH_ENCLAVE}/{node}",
+            f"rmw_zenoh_{node}",
+            "rmw_zenoh TLS identity",
+            ros_node_defaults=False,
+        )
+        create_enclave(
+            root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
+        )
 
 
 def _ensure_ca(root: Path, validity: Validity) -> None:

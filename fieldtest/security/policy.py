@@ -52,14 +52,16 @@ LINK_TOPICS = tuple(topic for topic, _, _ in LINK_FLOWS)
 # What every rclcpp/rclpy node touches, as SROS2's example "common node" profiles grant it.
 ROS_GLOBAL_PUBLISH = ("/rosout", "/parameter_events")
 ROS_GLOBAL_SUBSCRIBE = ("/parameter_events", "/clock")
+# Private names: sros2 expands "~" to <ns>/<node> with nothing in between (sros2
+# sros2/policy/templates/dds/permissions.xsl), so the slash belongs to the name: "~/x".
 ROS_NODE_SERVICES = (
-    "~describe_parameters",
-    "~get_parameter_types",
-    "~get_parameters",
-    "~list_parameters",
-    "~set_parameters",
-    "~set_parameters_atomically",
-    "~get_type_description",  # Jazzy and later
+    "~/describe_parameters",
+    "~/get_parameter_types",
+    "~/get_parameters",
+    "~/list_parameters",
+    "~/set_parameters",
+    "~/set_parameters_atomically",
+    "~/get_type_description",  # Jazzy and later
 )
 ROS_DISCOVERY_TOPIC = "ros_discovery_info"  # rmw_cyclonedds / rmw_fastrtps graph topic, no prefix
 
@@ -138,7 +140,8 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "/fieldtest/mocap_driver",
         "mocap_driver",
         "ROS mocap driver (mocap4r2_optitrack_driver, vrpn_mocap, mocap_optitrack) in a secure domain",
-        nodes=("mocap4r2_optitrack_driver_node", "vrpn_mocap_client_node", "mocap_node"),
+        # vrpn_mocap's launch file starts its node in the vrpn_mocap namespace (client.launch.yaml)
+        nodes=("mocap4r2_optitrack_driver_node", "vrpn_mocap/vrpn_mocap_client_node", "mocap_node"),
         publish=MOCAP_DRIVER_TOPICS,
         namespaced=False,
     ),
@@ -162,12 +165,44 @@ def kit_enclave(role: str) -> EnclaveSpec:
     raise KeyError(f"unknown enclave {role!r} (known: {known})")
 
 
-def ros_name(namespace: str, name: str) -> str:
-    """Fully qualified ROS name, as the XSL resolves it: absolute names stay, others go under ns."""
+def sros2_name(ns: str, node: str, name: str) -> str:
+    """A policy name as sros2 resolves it in a <profile ns= node=> (sros2
+    sros2/policy/templates/dds/permissions.xsl, template "topic | service | action"): absolute
+    names stay; "~x" becomes ns + "/" + node + "x" (so "~/x" is the node's private "x"); others
+    go under ns. The namespace gets a trailing "/" unless it has one."""
+    delimited = ns if ns.endswith("/") else ns + "/"
     if name.startswith("/"):
         return name
-    ns = "/" + namespace.strip("/") if namespace.strip("/") else ""
-    return f"{ns}/{name}"
+    if name.startswith("~"):
+        return delimited + node + name[1:]
+    return delimited + name
+
+
+def sros2_grants(policy_text: str) -> dict[str, Grants]:
+    """Enclave path -> the DDS topic names sros2 derives from a policy file's ALLOW rules (topics:
+    rt<name>; services: rq<name>Request / rr<name>Reply by request/reply right), following
+    sros2/policy/templates/dds/permissions.xsl. DENY rules and actions are not used by the kit."""
+    out: dict[str, Grants] = {}
+    for enclave in ET.fromstring(policy_text).iter("enclave"):
+        grants = out.setdefault(enclave.get("path", ""), Grants())
+        for profile in enclave.iter("profile"):
+            ns, node = profile.get("ns", "/"), profile.get("node", "")
+            for topics in profile.findall("topics"):
+                names = {"rt" + sros2_name(ns, node, t.text or "") for t in topics.findall("topic")}
+                if topics.get("publish") == "ALLOW":
+                    grants.publish |= names
+                if topics.get("subscribe") == "ALLOW":
+                    grants.subscribe |= names
+            for services in profile.findall("services"):
+                full = [sros2_name(ns, node, t.text or "") for t in services.findall("service")]
+                request, reply = {f"rq{n}Request" for n in full}, {f"rr{n}Reply" for n in full}
+                if services.get("request") == "ALLOW":
+                    grants.publish |= request
+                    grants.subscribe |= reply
+                if services.get("reply") == "ALLOW":
+                    grants.publish |= reply
+                    grants.subscribe |= request
+    return out
 
 
 def trial_topic(namespace: str, topic: str) -> str:
@@ -207,7 +242,7 @@ def dds_grants(spec: EnclaveSpec, namespace: str = "") -> Grants:
         grants.subscribe |= {"rt" + t for t in ROS_GLOBAL_SUBSCRIBE}
         for node in spec.nodes:
             for service in ROS_NODE_SERVICES:
-                name = ros_name(spec.node_namespace(namespace), node + "/" + service[1:])
+                name = sros2_name(spec.node_namespace(namespace) or "/", node, service)
                 # request and reply both allowed, as in SROS2's common parameters profile
                 pair = {f"rq{name}Request", f"rr{name}Reply"}
                 grants.publish |= pair
@@ -280,11 +315,13 @@ def policy_xml(specs: tuple[EnclaveSpec, ...], namespace: str = "") -> str:
         enclave = _sub(enclaves, "enclave")
         enclave.set("path", spec.path)
         profiles = _sub(enclave, "profiles")
-        node_ns = spec.node_namespace(namespace).strip("/")
         for node in spec.nodes or ("fieldtest",):
+            # a node given with its own namespace ("vrpn_mocap/vrpn_mocap_client_node") keeps it
+            own_ns, _, name = node.rpartition("/")
+            node_ns = "/".join(p for p in (spec.node_namespace(namespace).strip("/"), own_ns) if p)
             profile = _sub(profiles, "profile")
             profile.set("ns", "/" + node_ns if node_ns else "/")
-            profile.set("node", node)
+            profile.set("node", name)
             _policy_topics(profile, "publish", [_policy_name(spec, t, namespace) for t in spec.publish])
             _policy_topics(profile, "subscribe", [_policy_name(spec, t, namespace) for t in spec.subscribe])
             if spec.ros_node_defaults:

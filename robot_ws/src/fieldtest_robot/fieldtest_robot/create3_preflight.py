@@ -9,8 +9,9 @@ that reads the values over the GetParameters service and the battery_state topic
 Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
 parameters (string list, names to read), out (str, JSON report path, empty = none),
 timeout_s (float), battery_topic (str, default battery_state), motion_control (str, the base's
-motion_control node relative to the namespace: ``_do_not_use/motion_control`` on Jazzy, where
-create3_republisher does not relay parameter services, ``motion_control`` on Humble).
+motion_control node, relative to the namespace or fully qualified as the launch plan gives it:
+``<ns>/_do_not_use/motion_control`` on Jazzy, where create3_republisher does not relay parameter
+services, ``<ns>/motion_control`` on Humble unless the TurtleBot 4 runs its discovery server).
 """
 
 from __future__ import annotations
