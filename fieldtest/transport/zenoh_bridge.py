@@ -62,20 +62,20 @@ def find_bridge(prefix: Path | None = None) -> BridgeBinaries:
 
 
 def bridge_argv(binaries: BridgeBinaries, config_path: str | Path, mode: str) -> list[str]:
-    """zenohd as zenoh-bridge-ros2dds ``<mode> -c <file>``: the binary takes the mode as its first
-    argument and forces timestamping on (zenoh-bridge-ros2dds src/main.rs); zenohd would run a
-    config without ``mode`` as a router."""
-    return [
-        str(binaries.zenohd),
-        "-c",
-        str(config_path),
-        "-P",
-        f"{PLUGIN_NAME}:{binaries.plugin}",
-        "--cfg",
-        f'mode:"{mode}"',
-        "--cfg",
-        "timestamping/enabled:true",
-    ]
+    """zenohd as zenoh-bridge-ros2dds ``<mode> -c <file>``. As the binary does (zenoh-bridge-ros2dds
+    src/main.rs): the mode from the command line (zenohd would run a config without ``mode`` as a
+    router), timestamping and the admin space on, and the plugin required, so that a plugin that
+    refuses its config stops the process instead of leaving a Zenoh node that bridges nothing."""
+    overrides = {
+        "mode": f'"{mode}"',
+        "timestamping/enabled": "true",
+        "adminspace/enabled": "true",
+        f"plugins/{PLUGIN_NAME}/__required__": "true",
+    }
+    argv = [str(binaries.zenohd), "-c", str(config_path), "-P", f"{PLUGIN_NAME}:{binaries.plugin}"]
+    for key, value in overrides.items():
+        argv += ["--cfg", f"{key}:{value}"]
+    return argv
 
 
 def router_argv(binaries: BridgeBinaries, config_path: str | Path) -> list[str]:
