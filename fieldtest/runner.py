@@ -48,6 +48,7 @@ INFRA_LOG_NAME = {"zenoh-router": "router", "mqtt-local-broker": "broker", "mqtt
 # On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001
 STOP_ORDER = ["host", "robot", "recorder", "natnet"]  # the host first: its stop burst needs a robot
+BRIDGE_PROCESSES = ("bridge_host", "bridge_robot", "router")  # bridged Zenoh; stopped after the above
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
 
 
@@ -165,7 +166,7 @@ def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> It
     middleware = request.transport.middleware
     node = {"zenoh-router": "router", "mqtt-broker": "broker"}.get(middleware, "host")
     infra = middleware_process(request.transport, trial_dir, prefix=net.prefix(node), realtime=True)
-    if infra is None:
+    if infra is None or _bridged(request):  # bridged Zenoh: zenohd is the router (_start_bridges)
         yield None
         return
     log_path = trial_dir / "logs" / f"{INFRA_LOG_NAME[middleware]}.log"
@@ -201,18 +202,55 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
     return serve, record
 
 
+def _bridged(request: TrialRequest) -> bool:
+    return request.transport.middleware.startswith("zenoh") and request.transport.zenoh_path == "bridge"
+
+
+def _with_zenoh_path(request: TrialRequest) -> TrialRequest:
+    """Zenoh trials run through the real bridges, as in the lab, unless the request names the path."""
+    transport = request.transport
+    if not transport.middleware.startswith("zenoh") or "zenoh_path" in transport.model_fields_set:
+        return request
+    return request.model_copy(update={"transport": transport.model_copy(update={"zenoh_path": "bridge"})})
+
+
+def _start_bridges(
+    request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
+) -> dict[str, str]:
+    """Bridged Zenoh: zenohd as router (zenoh-router) and the two bridges, with the lab's generated
+    configs (``trial/bridges/``), fresh for this trial. Returns the environment of the twin's host
+    and robot (their ROS_DISTRO must match the bridges' for ros_discovery_info)."""
+    if not _bridged(request):
+        return {}
+    from fieldtest.labrun.bridges import trial_bridge_processes, twin_side_launches, write_config_files
+    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
+
+    try:
+        bridge = find_bridge()
+    except BridgeMissingError as exc:
+        raise ProcessStartError(str(exc)) from None
+    host, robot = twin_side_launches(request.transport, request.cmd_type)
+    processes = trial_bridge_processes(host, robot, trial_dir / "bridges", bridge)
+    write_config_files(processes, trial_dir / "bridges")
+    for proc in processes:
+        node = "router" if proc.name == "router" else proc.name.removeprefix("bridge_")
+        procs.start(proc.name, [*net.prefix(node), *proc.argv], proc.env)
+    return {"ROS_DISTRO": host.ros_distro}
+
+
 def _start_trial_processes(
     request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
 ) -> None:
+    side_env = _start_bridges(request, trial_dir, procs, net)
     serve, record = _natnet_args(request, trial_dir)
     procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
     procs.wait_ready("natnet", marker="NatNet emulator:")
     procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("host"))
     procs.wait_ready("recorder", marker="mocap recorder:")
     arg = ["--trial-dir", str(trial_dir)]
-    procs.start_python("robot", "fieldtest.twin.robot", arg, prefix=net.prefix("robot"))
+    procs.start_python("robot", "fieldtest.twin.robot", arg, side_env, prefix=net.prefix("robot"))
     procs.wait_ready("robot", timeout_s=30.0)
-    procs.start_python("host", "fieldtest.twin.host", arg, prefix=net.prefix("host"))
+    procs.start_python("host", "fieldtest.twin.host", arg, side_env, prefix=net.prefix("host"))
 
 
 def _stream_start_ns(procs: ProcessGroup) -> int | None:
@@ -249,7 +287,9 @@ def _wait_for_host(
         if elapsed > limit:
             procs.stop("host")
             break
-        for name in ("robot", "natnet", "recorder"):
+        for name in ("robot", "natnet", "recorder", *BRIDGE_PROCESSES):
+            if name not in procs.procs:
+                continue
             code = procs.procs[name].popen.poll()
             if code is not None:
                 raise ProcessStartError(f"{name} exited with code {code} mid-trial: {procs.tail(name)}")
@@ -291,7 +331,7 @@ def run_twin_trial(
 ) -> TrialResult:
     """Run one trial end to end (without the analysis) and return where it is. Setting ``stop``
     (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
-    request = _assign_ports(request, domain_id)
+    request = _assign_ports(_with_zenoh_path(request), domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
     net = _Network(request)
     try:

@@ -5,6 +5,7 @@ plugin layouts of zenoh-bridge-ros2dds and mqtt_client for what cannot run here.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -28,6 +29,7 @@ from fieldtest.labrun.bridges import (
     mosquitto_conf,
     mqtt_client_params,
     ros2bag_record_command,
+    side_processes,
     to_json5,
     zenoh_bridge_command,
     zenoh_bridge_config,
@@ -137,7 +139,43 @@ def test_zenoh_bridge_routes_exactly_the_link_topics():
     relay = zenoh_bridge_config(cfg("host", middleware="zenoh-peer", relay="true", cmd_type="twist_stamped"))
     assert relay["plugins"]["ros2dds"]["allow"]["publishers"][0] == "/tb4/fieldtest/cmd_vel"
     express = zenoh_bridge_config(cfg("host", middleware="zenoh-router", zenoh_express="true"))
-    assert express["plugins"]["ros2dds"]["pub_priorities"] == ["/tb4/cmd_vel=1:express"]
+    assert express["plugins"]["ros2dds"]["pub_priorities"] == ["^/tb4/cmd_vel$=1:express"]
+
+
+@pytest.mark.parametrize("relay", ["false", "true"])
+def test_express_priority_matches_only_the_command_topic(relay):
+    """The plugin does not anchor pub_priorities regexes: the kit does, so /tb4/cmd_vel does not
+    also give /tb4/fieldtest/cmd_vel (or anything else containing it) priority 1 + express."""
+    config = zenoh_bridge_config(cfg("host", middleware="zenoh-peer", zenoh_express="true", relay=relay))
+    plugin = config["plugins"]["ros2dds"]
+    check_ros2dds_plugin(plugin)
+    (entry,) = plugin["pub_priorities"]
+    regex = re.compile(entry.split("=", 1)[0])
+    command = plugin["allow"]["publishers"][0]
+    others = ["/tb4/fieldtest/cmd_vel", "/tb4/cmd_vel", "/tb4/cmd_vel_unstamped", "/other/tb4/cmd_vel"]
+    assert [name for name in others if regex.search(name)] == [command]
+
+
+def test_dialing_bridges_retry_instead_of_exiting():
+    """zenoh's client default exits when the router is not up yet (timeout 0, exit_on_failure);
+    a bridge that dials must keep retrying."""
+    dialing = [
+        cfg("host", middleware="zenoh-peer"),
+        cfg("host", middleware="zenoh-router"),
+        cfg("robot", middleware="zenoh-router"),
+    ]
+    for c in dialing:
+        connect = zenoh_bridge_config(c)["connect"]
+        assert connect["endpoints"] and connect["timeout_ms"] == -1 and connect["exit_on_failure"] is False
+        assert connect["retry"]["period_init_ms"] > 0
+    assert zenoh_bridge_config(cfg("robot", middleware="zenoh-peer"))["connect"] == {"endpoints": []}
+
+
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+def test_bridge_process_gets_the_ros_distro(tmp_path, distro):
+    procs = side_processes(cfg("robot", middleware="zenoh-peer", ros_distro=distro), tmp_path)
+    (bridge,) = [p for p in procs if p.name == "zenoh_bridge"]
+    assert bridge.env["ROS_DISTRO"] == distro
 
 
 def test_plugin_check_refuses_removed_and_unknown_keys():
@@ -151,6 +189,29 @@ def test_plugin_check_refuses_removed_and_unknown_keys():
         check_ros2dds_plugin({"allow": {}, "deny": {}})
     with pytest.raises(BridgeConfigError, match=r"bad regex"):
         check_ros2dds_plugin({"allow": {"publishers": ["(unclosed"]}})
+    with pytest.raises(BridgeConfigError, match=r"shm_enabled: unknown key"):
+        check_ros2dds_plugin({"shm_enabled": False})  # only with the dds_shm feature
+
+
+@pytest.mark.parametrize("priority", ["0", "8", "-1", "x", "", "1.5", "9:express"])
+def test_plugin_check_refuses_priorities_the_plugin_refuses(priority):
+    with pytest.raises(BridgeConfigError, match=r"pub_priorities: .* is not|pub_priorities: priority"):
+        check_ros2dds_plugin({"pub_priorities": [f"^/tb4/cmd_vel$={priority}"]})
+
+
+@pytest.mark.parametrize("entry", ["^/a$=1", "^/a$=7:express", ".*=4"])
+def test_plugin_check_accepts_priorities_one_to_seven(entry):
+    check_ros2dds_plugin({"pub_priorities": [entry]})
+
+
+def test_plugin_check_refuses_malformed_entries():
+    with pytest.raises(BridgeConfigError, match=r"is not \"<regex>=<priority>"):
+        check_ros2dds_plugin({"pub_priorities": ["/tb4/cmd_vel"]})
+    with pytest.raises(BridgeConfigError, match=r"bad regex"):
+        check_ros2dds_plugin({"pub_priorities": ["(=1"]})
+    with pytest.raises(BridgeConfigError, match=r"frequency 'fast'"):
+        check_ros2dds_plugin({"pub_max_frequencies": ["^/a$=fast"]})
+    check_ros2dds_plugin({"pub_max_frequencies": ["^/a$=10.5"]})
 
 
 def _session_part(config: dict) -> dict:

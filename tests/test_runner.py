@@ -97,7 +97,12 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     )
     assert set(record.outcome.cpu) >= {"host", "robot", "natnet", "recorder"}
     infra = INFRA_LOG_NAME.get(middleware)
-    if infra is not None:  # the router or broker: its CPU recorded, its output kept
+    if middleware.startswith("zenoh"):  # the lab's path: two real bridges (and zenohd as the router)
+        assert record.request.transport.zenoh_path == "bridge"
+        bridges = ["bridge_host", "bridge_robot"] + ([infra] if infra else [])
+        assert all(record.outcome.cpu[name]["cpu_s"] > 0 for name in bridges), record.outcome.cpu
+        assert (result.trial_dir / "bridges" / "zenoh_bridge_robot.json5").is_file()
+    elif infra is not None:  # the router or broker: its CPU recorded, its output kept
         assert record.outcome.cpu[infra]["cpu_s"] > 0
         log = (result.trial_dir / "logs" / f"{infra}.log").read_text()
         assert log.startswith("# fieldtest: ") and ("zenoh-router ready" in log or " running" in log), log

@@ -10,17 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
+import zenoh
 
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import (
     SecuritySettingError,
+    bridge_route_tokens,
     tls_endpoint,
     zenoh_access_control,
     zenoh_security_overrides,
 )
-
-zenoh = pytest.importorskip("zenoh")
 
 NO_SCOUTING = {"multicast": {"enabled": False}, "gossip": {"enabled": False}}
 
@@ -208,3 +208,56 @@ def test_router_relays_host_to_robot_over_mtls(keystore):
             pub.put(b"cmd-%d" % i)
         assert inbox.wait_for(5) == [b"cmd-%d" % i for i in range(5)]
         sub.undeclare()
+
+
+class KeyInbox(Inbox):
+    def __call__(self, sample) -> None:
+        with self.lock:
+            self.items.append(str(sample.key_expr))
+
+
+def _route_token(zid: str, kind: str, key: str) -> str:
+    """A token as zenoh-plugin-ros2dds declares it for a route (liveliness_mgt.rs)."""
+    return f"@/{zid}/@ros2_lv/{kind}/{key.replace('/', '§')}/geometry_msgs§msg§TwistStamped/0:1:1,10"
+
+
+@pytest.mark.parametrize("topology", ["peer", "router"])
+def test_bridge_route_announcements_cross_the_acl_for_trial_keys_only(keystore, topology):
+    """The bridges' liveliness tokens of the trial's routes pass the ACL; others stay denied."""
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    if topology == "peer":
+        configs = [
+            secured(keystore, "robot", session_config("peer", [endpoint], [])),
+            secured(keystore, "host", session_config("peer", [], [endpoint])),
+        ]
+    else:
+        configs = [
+            secured(keystore, "router", session_config("router", [endpoint], [])),
+            secured(keystore, "robot", session_config("client", [], [endpoint])),
+            secured(keystore, "host", session_config("client", [], [endpoint])),
+        ]
+    with sessions(*configs) as opened:
+        robot, host = opened[-2], opened[-1]
+        seen = KeyInbox()
+        watcher = robot.liveliness().declare_subscriber("@/*/@ros2_lv/**", seen, history=True)
+        zid = str(host.info.zid())
+        wanted = _route_token(zid, "MP", "fieldtest/clock_probe_reply")  # secured(): no namespace
+        tokens = [
+            host.liveliness().declare_token(f"@/{zid}/@ros2_lv"),
+            host.liveliness().declare_token(wanted),
+            host.liveliness().declare_token(_route_token(zid, "MP", "fieldtest/not_a_trial_topic")),
+        ]
+        got = seen.wait_for(2, timeout=8.0)
+        time.sleep(0.3)
+        assert sorted(seen.items) == sorted([f"@/{zid}/@ros2_lv", wanted]), seen.items
+        for token in tokens:
+            token.undeclare()
+        watcher.undeclare()
+    assert got
+
+
+def test_route_token_expressions_escape_slashes():
+    assert bridge_route_tokens("tb4/cmd_vel") == [
+        "@/*/@ros2_lv/MP/tb4§cmd_vel/**",
+        "@/*/@ros2_lv/MS/tb4§cmd_vel/**",
+    ]

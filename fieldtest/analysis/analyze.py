@@ -185,6 +185,7 @@ def _assemble(
             "trial_id": data.record.trial_id,
             "name": req.name,
             "middleware": req.transport.middleware,
+            "zenoh_path": req.transport.zenoh_path if req.transport.middleware.startswith("zenoh") else "",
             "security": req.transport.security,
             "qos": req.transport.qos,
             "network": req.network,

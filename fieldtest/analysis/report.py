@@ -139,6 +139,19 @@ def _stats_row(name: str, s: dict | None) -> str:
     return f"| {name} | {s['count']} | " + " | ".join(cells) + " |"
 
 
+def _duplicates_note(m: dict) -> list[str]:
+    """Why a bridged Zenoh trial can count duplicates (none expected from the middleware itself)."""
+    if not m["latency"].get("duplicates") or m["trial"].get("zenoh_path") != "bridge":
+        return []
+    return [
+        "Duplicates through zenoh-bridge-ros2dds: a bridge that sees a publisher of a bridged topic go "
+        "away and come back while it keeps running adds another DDS reader (a plugin bug), and each "
+        "extra reader forwards every command once more. Was a publisher restarted mid-trial, or were the "
+        "bridges not restarted since the previous trial? (The twin starts fresh bridges per trial.)",
+        "",
+    ]
+
+
 def _latency(m: dict) -> list[str]:
     lat = m["latency"]
     out = ["## Link", ""]
@@ -152,6 +165,7 @@ def _latency(m: dict) -> list[str]:
         f"Jitter (std of inter-arrival) {_fmt(lat.get('jitter_ms'), digits=3, unit='ms')}, "
         f"mean |latency change| {_fmt(lat.get('ipdv_ms'), digits=3, unit='ms')}.",
         "",
+        *_duplicates_note(m),
         f"Clock correction: {clock['method']}, host - robot = {_fmt(clock.get('offset_s'), 1000, 3, 'ms')}, "
         f"drift {_fmt(clock.get('drift_ppm'), digits=2, unit='ppm')}.",
         "",

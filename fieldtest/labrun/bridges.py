@@ -10,10 +10,14 @@ Everything else (odometry, receipts, clock offsets) stays on its machine and is 
 
 zenoh-bridge-ros2dds (1.x): the mode is the positional first argument (``zenoh-bridge-ros2dds
 client -c <file>``); the config file holds endpoints, scouting, TLS/ACL and the ``plugins.ros2dds``
-section, whose keys are checked against ``ROS2DDS_PLUGIN_KEYS`` (the plugin's DEFAULT_CONFIG.json5;
+section, whose keys and values are checked as strictly as the plugin does (``check_ros2dds_plugin``;
 unknown keys are errors in the bridge and ``id`` moved out of the plugin section). Note that the
 bridge's command line overrides ``ros_localhost_only`` with ``$ROS_LOCALHOST_ONLY`` (false when
-unset), so the launch file sets the environment *and* passes the flag.
+unset), so the launch file sets the environment *and* passes the flag. Where the bridge binary is
+not installed, zenohd with the ros2dds plugin runs the same file (``zenohd_bridge_command``; built
+by tools/install_zenoh_bridge.sh); ``run_trial_bridges`` starts and stops a trial's bridges (and
+router) with exactly these configs. The bridge reads ``ROS_DISTRO`` (GID size, discovery settings),
+so its process gets it explicitly.
 
 mqtt_client (ika-rwth-aachen, ROS 2 2.3+ layout): ``bridge.ros2mqtt.ros_topics`` lists the ROS
 topics, each with its own ``mqtt_topic``/``primitive``/``ros_type``/``inject_timestamp``/``advanced``
@@ -26,8 +30,14 @@ src/MqttClient.cpp, ``message_arrived``/``mqtt2ros``; mqtt2ros has no inject_tim
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,14 +57,24 @@ from fieldtest.record import (
 )
 from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
-from fieldtest.transport.base import full_topic
+from fieldtest.transport.base import TransportConfig, full_topic
+from fieldtest.transport.zenoh_bridge import (
+    LOOPBACK,
+    BridgeBinaries,
+    bridge_argv,
+    bridge_env,
+    find_bridge,
+    router_argv,
+    side_domain,
+)
 
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
 MOSQUITTO = "mosquitto"
 
-# plugins.ros2dds keys documented in zenoh-plugin-ros2dds DEFAULT_CONFIG.json5 (1.x). The plugin
-# rejects unknown keys; "id" is a Zenoh root key now, not a plugin key.
+# plugins.ros2dds keys of zenoh-plugin-ros2dds 1.x (src/config.rs, struct Config, deny_unknown_fields).
+# "id" is a Zenoh root key now, not a plugin key; "shm_enabled" exists only in builds with the
+# dds_shm feature, and the default build (the bridge binary's and ours) refuses it.
 ROS2DDS_PLUGIN_KEYS = frozenset(
     {
         "nodename",
@@ -63,7 +83,6 @@ ROS2DDS_PLUGIN_KEYS = frozenset(
         "ros_localhost_only",
         "ros_automatic_discovery_range",
         "ros_static_peers",
-        "shm_enabled",
         "allow",
         "deny",
         "pub_max_frequencies",
@@ -79,6 +98,13 @@ ROS2DDS_INTERFACE_KINDS = frozenset(
     {"publishers", "subscribers", "service_servers", "service_clients", "action_servers", "action_clients"}
 )
 ROS2DDS_REMOVED_KEYS = frozenset({"id"})
+# Zenoh priorities a route may take: 1 (real time) .. 7 (background); 0 is Zenoh's own control
+# priority, which the plugin refuses (src/config.rs, deserialize_vec_regex_prio).
+ROS2DDS_PRIORITIES = range(1, 8)
+# A client bridge waits for its router instead of exiting (zenoh's client default is timeout_ms 0
+# with exit_on_failure true: DEFAULT_CONFIG.json5 of eclipse-zenoh/zenoh, "connect"); the same retry
+# period as the kit's own sessions (fieldtest.transport.zenoh_.CONNECT_RETRY).
+BRIDGE_CONNECT_TIMEOUT_MS = -1  # retry for ever
 
 
 class BridgeConfigError(ValueError):
@@ -152,11 +178,17 @@ _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_/]+$")
 
 
 def _exact(name: str) -> str:
-    """A ROS name as an allow-list entry: the plugin matches each regex against the full name, and
-    ROS names hold no regex metacharacters (checked, so a literal name cannot match more)."""
+    """A ROS name as an allow-list entry: the plugin anchors allow/deny regexes itself (``^...$``),
+    and ROS names hold no regex metacharacters (checked, so a literal name cannot match more)."""
     if not _PLAIN_NAME.match(name):
         raise BridgeConfigError(f"{name!r} is not a plain ROS name")
     return name
+
+
+def _anchored(name: str) -> str:
+    """A ROS name as a ``pub_priorities``/``pub_max_frequencies`` regex: the plugin does not anchor
+    those (src/config.rs), so "/tb4/cmd_vel" alone would also match "/tb4/fieldtest/cmd_vel"."""
+    return f"^{_exact(name)}$"
 
 
 def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
@@ -180,7 +212,7 @@ def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
         else:
             plugin["ros_automatic_discovery_range"] = "LOCALHOST"
     if cfg.zenoh_express:
-        plugin["pub_priorities"] = [f"{_exact(ros_topic(cfg, '/' + cfg.cmd_topic))}=1:express"]
+        plugin["pub_priorities"] = [f"{_anchored(ros_topic(cfg, '/' + cfg.cmd_topic))}=1:express"]
     return plugin
 
 
@@ -190,11 +222,25 @@ def zenoh_bridge_config(cfg: LabLaunch) -> dict[str, Any]:
     config: dict[str, Any] = {
         "plugins": {"ros2dds": ros2dds_plugin(cfg)},
         "listen": {"endpoints": listen},
-        "connect": {"endpoints": connect},
+        "connect": _bridge_connect(connect),
         # No multicast scouting on the Wi-Fi: the link is exactly the configured endpoint.
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
     }
     return _with_zenoh_security(cfg, config, cfg.role)
+
+
+def _bridge_connect(endpoints: list[str]) -> dict[str, Any]:
+    """Connect settings of a bridge: one that dials (peer host, clients) retries until it is up."""
+    if not endpoints:
+        return {"endpoints": []}
+    from fieldtest.transport.zenoh_ import CONNECT_RETRY
+
+    return {
+        "endpoints": endpoints,
+        "timeout_ms": BRIDGE_CONNECT_TIMEOUT_MS,
+        "exit_on_failure": False,
+        "retry": dict(CONNECT_RETRY),
+    }
 
 
 def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) -> dict[str, Any]:
@@ -243,6 +289,41 @@ def check_ros2dds_plugin(plugin: dict[str, Any], source: str = "plugins.ros2dds"
                     ) from None
     if "allow" in plugin and "deny" in plugin:
         raise BridgeConfigError(f"{source}: 'allow' and 'deny' cannot both be set")
+    for entry in plugin.get("pub_priorities") or []:
+        _check_priority(entry, f"{source}.pub_priorities")
+    frequencies = plugin.get("pub_max_frequencies")
+    for entry in frequencies if isinstance(frequencies, list) else []:
+        _check_frequency(entry, f"{source}.pub_max_frequencies")
+
+
+def _regex_and_value(entry: Any, source: str, form: str) -> tuple[str, str]:
+    """Split ``<regex>=<value>`` at the first '=' as the plugin does; the regex must compile."""
+    if not isinstance(entry, str) or "=" not in entry:
+        raise BridgeConfigError(f"{source}: {entry!r} is not {form}")
+    regex, value = entry.split("=", 1)
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise BridgeConfigError(f"{source}: bad regex in {entry!r} ({exc})") from None
+    return regex, value
+
+
+def _check_priority(entry: Any, source: str) -> None:
+    _, value = _regex_and_value(entry, source, '"<regex>=<priority>[:express]"')
+    priority = value.removesuffix(":express")
+    if not priority.isdigit() or int(priority) not in ROS2DDS_PRIORITIES:
+        raise BridgeConfigError(
+            f"{source}: priority {priority!r} in {entry!r} is not an integer from "
+            f"{ROS2DDS_PRIORITIES.start} to {ROS2DDS_PRIORITIES.stop - 1}"
+        )
+
+
+def _check_frequency(entry: Any, source: str) -> None:
+    _, value = _regex_and_value(entry, source, '"<regex>=<frequency>"')
+    try:
+        float(value)
+    except ValueError:
+        raise BridgeConfigError(f"{source}: frequency {value!r} in {entry!r} is not a number") from None
 
 
 def to_json5(config: dict[str, Any], comment: str = "") -> str:
@@ -260,6 +341,17 @@ def zenoh_bridge_command(cfg: LabLaunch, config_path: str | Path) -> list[str]:
         else:
             argv += ["--ros-automatic-discovery-range", "LOCALHOST"]
     return argv
+
+
+def zenohd_bridge_command(cfg: LabLaunch, config_path: str | Path, bridge: BridgeBinaries) -> list[str]:
+    """The same bridge as zenohd + the ros2dds plugin (what tools/install_zenoh_bridge.sh builds).
+    The discovery scope comes from the config file (zenohd has no --ros-* flags)."""
+    return bridge_argv(bridge, config_path, zenoh_mode(cfg))
+
+
+def zenoh_bridge_env(cfg: LabLaunch) -> dict[str, str]:
+    """The plugin reads ROS_DISTRO (GID size of ros_discovery_info, discovery settings; iron if unset)."""
+    return {"ROS_DISTRO": cfg.ros_distro}
 
 
 def zenoh_router_command(
@@ -523,7 +615,11 @@ def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None
         text = to_json5(
             zenoh_bridge_config(cfg), f"fieldtest lab zenoh-bridge-ros2dds, {cfg.role} side (generated)"
         )
-        out.append(SideProcess("zenoh_bridge", zenoh_bridge_command(cfg, path), {}, {path.name: text}))
+        out.append(
+            SideProcess(
+                "zenoh_bridge", zenoh_bridge_command(cfg, path), zenoh_bridge_env(cfg), {path.name: text}
+            )
+        )
     elif cfg.mqtt:
         if cfg.start_broker and cfg.role == "host":
             files = {}
@@ -551,3 +647,121 @@ def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> 
             path.write_text(text)
             written.append(path)
     return written
+
+
+# ------------------------------------------------------------------ one trial's Zenoh bridges
+
+TWIN_BRIDGE_PROCESSES = {"router": "router", "bridge_robot": "robot", "bridge_host": "host"}  # -> machine
+BRIDGE_START_CHECK_S = 0.5  # a bridge that refuses its config exits within this
+BRIDGE_STOP_TIMEOUT_S = 5.0
+
+
+def twin_side_launches(transport: TransportConfig, cmd_type: str) -> tuple[LabLaunch, LabLaunch]:
+    """The host's and robot's LabLaunch of a twin trial bridged as in the lab: each side's DDS in
+    its own domain (``side_domain``); Humble for Twist commands, Jazzy for TwistStamped."""
+    common = {
+        "ros_distro": "humble" if cmd_type == "twist" else "jazzy",
+        "cmd_type": cmd_type,
+        "record_ros2bag": False,
+        **transport.model_dump(
+            include={"middleware", "security", "qos", "namespace", "keystore", "zenoh_port"}
+            | {"host_address", "robot_address", "router_address"}
+        ),
+    }
+    host, robot = (
+        LabLaunch(role=role, domain_id=side_domain(transport, role), **common)  # type: ignore[arg-type]
+        for role in ("host", "robot")
+    )
+    return host, robot
+
+
+def trial_bridge_processes(
+    host: LabLaunch,
+    robot: LabLaunch,
+    config_dir: str | Path,
+    bridge: BridgeBinaries,
+    *,
+    dds_address: str | None = LOOPBACK,
+) -> list[SideProcess]:
+    """The router (zenoh-router) and the robot's and host's bridges of one trial, in start order:
+    zenohd + the ros2dds plugin with exactly the configs the kit generates for the lab.
+
+    ``dds_address``: where the kit's own DDS endpoints are pinned (the bridges get a unicast peer
+    there, ``bridge_env``); None next to real ROS nodes (the plugin's own discovery settings).
+    """
+    folder = Path(config_dir)
+    out: list[SideProcess] = []
+    if host.middleware == "zenoh-router":
+        path = folder / "zenoh_router.json5"
+        text = to_json5(zenoh_router_config(host), "fieldtest Zenoh router (generated)")
+        out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))
+    for cfg in (robot, host):
+        path = folder / f"zenoh_bridge_{cfg.role}.json5"
+        text = to_json5(
+            zenoh_bridge_config(cfg), f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)"
+        )
+        env = bridge_env(cfg.ros_distro, dds_address)
+        out.append(
+            SideProcess(
+                f"bridge_{cfg.role}", zenohd_bridge_command(cfg, path, bridge), env, {path.name: text}
+            )
+        )
+    return out
+
+
+@contextlib.contextmanager
+def run_trial_bridges(
+    host: LabLaunch,
+    robot: LabLaunch,
+    config_dir: str | Path,
+    *,
+    bridge: BridgeBinaries | None = None,
+    dds_address: str | None = LOOPBACK,
+    prefixes: dict[str, list[str]] | None = None,
+) -> Iterator[dict[str, subprocess.Popen]]:
+    """Start one trial's bridges (and router) and stop them when the block ends, on every path.
+
+    For the lab rehearsal: both sides on this machine, each bridge logging to
+    ``<config_dir>/<name>.log``. Start a fresh set per trial: a bridge that sees a publisher of a
+    bridged topic go and come back adds another DDS reader (a plugin bug), and its commands then
+    arrive twice. ``prefixes`` maps a process name to a command prefix (``ip netns exec ...``).
+    Stop the kit's host node (its stop burst) before leaving the block. Raises BridgeMissingError
+    when zenohd/the plugin are not built, BridgeConfigError when a bridge refuses its config.
+
+        host, robot = parse_launch_args(..., "host"), parse_launch_args(..., "robot")
+        with run_trial_bridges(host, robot, trial_dir / "bridges"):
+            ...  # run the trial's host and robot nodes
+    """
+    bridge = bridge or find_bridge()
+    processes = trial_bridge_processes(host, robot, config_dir, bridge, dds_address=dds_address)
+    write_config_files(processes, config_dir)
+    running: dict[str, subprocess.Popen] = {}
+    try:
+        for proc in processes:
+            log = (Path(config_dir) / f"{proc.name}.log").open("w")
+            argv = [*(prefixes or {}).get(proc.name, []), *proc.argv]
+            running[proc.name] = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, **proc.env}, start_new_session=True,
+            )  # fmt: skip
+            log.close()
+        time.sleep(BRIDGE_START_CHECK_S)
+        for name, popen in running.items():
+            if popen.poll() is not None:
+                tail = (Path(config_dir) / f"{name}.log").read_text(errors="replace").strip()[-400:]
+                raise BridgeConfigError(f"{name} exited with code {popen.returncode}: {tail}")
+        yield running
+    finally:
+        for popen in reversed(list(running.values())):  # host bridge, robot bridge, router
+            stop_process(popen)
+
+
+def stop_process(popen: subprocess.Popen, timeout_s: float = BRIDGE_STOP_TIMEOUT_S) -> None:
+    """SIGTERM, then SIGKILL of its process group after ``timeout_s``."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait()

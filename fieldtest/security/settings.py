@@ -219,7 +219,9 @@ def zenoh_access_control(namespace: str = "") -> dict[str, Any]:
     The same block works on every node (peer, client or router): rules are checked per remote
     subject, so a publisher P of key K needs ``put`` ingress and ``declare_subscriber`` egress, and
     a subscriber S needs ``declare_subscriber`` ingress and ``put`` egress. The router may relay
-    everything on the trial's keys. Everything else is denied.
+    everything on the trial's keys. Every node may also exchange zenoh-bridge-ros2dds' route
+    announcements of the trial's keys (``bridge_liveliness_rules``): without them a bridge learns
+    routes only from its own DDS discovery. Everything else is denied.
     """
     sends: dict[str, list[str]] = {"host": [], "robot": []}
     receives: dict[str, list[str]] = {"host": [], "robot": []}
@@ -238,9 +240,13 @@ def zenoh_access_control(namespace: str = "") -> dict[str, Any]:
         ]
         role_rules = [r for r in role_rules if r["key_exprs"]]
         rules += role_rules
-        policies.append({"id": f"{role}-policy", "rules": [r["id"] for r in role_rules], "subjects": [role]})
+        rule_ids = [r["id"] for r in role_rules] + list(BRIDGE_LIVELINESS_RULES)
+        policies.append({"id": f"{role}-policy", "rules": rule_ids, "subjects": [role]})
     rules.append(_rule("router-relays", ["put", "declare_subscriber"], ["ingress", "egress"], all_keys))
-    policies.append({"id": "router-policy", "rules": ["router-relays"], "subjects": ["router"]})
+    rules += bridge_liveliness_rules(all_keys)
+    policies.append(
+        {"id": "router-policy", "rules": ["router-relays", *BRIDGE_LIVELINESS_RULES], "subjects": ["router"]}
+    )
     return {
         "enabled": True,
         "default_permission": "deny",
@@ -248,6 +254,35 @@ def zenoh_access_control(namespace: str = "") -> dict[str, Any]:
         "subjects": [_zenoh_subject(r) for r in ("host", "robot", "router")],
         "policies": policies,
     }
+
+
+BRIDGE_LIVELINESS_RULES = ("bridges-announce-routes", "bridges-watch-routes")
+# zenoh-plugin-ros2dds src/liveliness_mgt.rs: a bridge declares the token "@/<zid>/@ros2_lv" and one
+# per route, "@/<zid>/@ros2_lv/<MP|MS>/<key with '/' as '§'>/<type>/<qos>", and watches them all
+# with a querying liveliness subscriber on "@/*/@ros2_lv/**".
+BRIDGE_LIVELINESS_ROOT = "@/*/@ros2_lv"
+BRIDGE_SLASH = "§"
+
+
+def bridge_route_tokens(key: str) -> list[str]:
+    """Key expressions of the bridges' publisher and subscriber route tokens of one Zenoh key."""
+    escaped = key.replace("/", BRIDGE_SLASH)
+    return [f"{BRIDGE_LIVELINESS_ROOT}/{kind}/{escaped}/**" for kind in ("MP", "MS")]
+
+
+def bridge_liveliness_rules(keys: list[str]) -> list[dict[str, Any]]:
+    """The bridges' tokens and those of their routes for ``keys`` (no other topic), both ways,
+    and their watching of all bridge tokens (the watch reveals only what the tokens rule lets in)."""
+    tokens = [BRIDGE_LIVELINESS_ROOT] + [t for k in keys for t in bridge_route_tokens(k)]
+    return [
+        _rule(BRIDGE_LIVELINESS_RULES[0], ["liveliness_token"], ["ingress", "egress"], tokens),
+        _rule(
+            BRIDGE_LIVELINESS_RULES[1],
+            ["declare_liveliness_subscriber", "liveliness_query"],
+            ["ingress", "egress"],
+            [f"{BRIDGE_LIVELINESS_ROOT}/**"],
+        ),
+    ]
 
 
 def _rule(rule_id: str, messages: list[str], flows: list[str], keys: list[str]) -> dict[str, Any]:

@@ -13,6 +13,11 @@ def open_transport(config: TransportConfig, role: Role) -> Transport:
         from .dds import open_dds
 
         return open_dds(config, role)
+    if config.middleware.startswith("zenoh") and config.zenoh_path == "bridge":
+        from .dds import open_dds
+        from .zenoh_bridge import side_dds_config
+
+        return open_dds(side_dds_config(config, role), role)  # the side's bridge carries it on
     if config.middleware.startswith("zenoh"):
         from .zenoh_ import open_zenoh
 

@@ -40,6 +40,10 @@ class TransportConfig(BaseModel):
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
     zenoh_port: int = 7447
+    # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
+    # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
+    # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
+    zenoh_path: Literal["direct", "bridge"] = "direct"
     mqtt_port: int = 1883
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on

@@ -10,6 +10,10 @@ Configuration: each process creates its DDS domain from ``cyclonedds_xml(config,
 discovery towards the host and robot addresses, so loopback works without multicast), followed by
 ``$CYCLONEDDS_URI`` if set, whose settings win. A domain's configuration is fixed by the first
 transport that opens it in a process.
+
+Each transport is one ROS node to the ROS graph (``fieldtest_<role>``): it publishes the
+ParticipantEntitiesInfo rmw_cyclonedds would on ``ros_discovery_info`` (``rosgraph``), so
+``ros2 node list`` shows it and zenoh-bridge-ros2dds routes its topics.
 """
 
 from __future__ import annotations
@@ -49,6 +53,13 @@ from .base import (
 )
 from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from .ros_idl import idl_class
+from .rosgraph import (
+    ROS_DISCOVERY_TOPIC,
+    RosNode,
+    discovery_user_data,
+    participant_entities_info,
+    participant_info_class,
+)
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +237,13 @@ class DdsTransport:
             _delete(self.participant)
             _release_domain(config.domain_id)
             raise DdsError(str(exc)) from None
+        self.node = RosNode(config.namespace or "/", f"fieldtest_{role}")
+        try:
+            self._discovery_writer = self._open_discovery_writer()
+        except DDSException as exc:
+            _delete(self.participant)
+            _release_domain(config.domain_id)
+            raise DdsError(f"cannot announce the node on {ROS_DISCOVERY_TOPIC}: {exc}") from None
         self._thread = threading.Thread(target=self._serve_readers, name=f"dds-{role}-readers", daemon=True)
         self._thread.start()
 
@@ -316,6 +334,26 @@ class DdsTransport:
         if self._closed:
             raise DdsError("DDS transport is closed")
 
+    def _open_discovery_writer(self) -> DataWriter:
+        """The ros_discovery_info writer with rmw_cyclonedds' QoS (reliable, transient local, last 1)."""
+        policies = [
+            Policy.Reliability.Reliable(max_blocking_time=duration(seconds=RELIABLE_MAX_BLOCKING_S)),
+            Policy.Durability.TransientLocal,
+            Policy.History.KeepLast(1),
+        ]
+        if user_data := discovery_user_data():
+            policies.append(Policy.Userdata(data=user_data))
+        topic = Topic(self.participant, ROS_DISCOVERY_TOPIC, participant_info_class())
+        writer = DataWriter(self.participant, topic, qos=Qos(*policies))
+        self._owned += [topic, writer]
+        return writer
+
+    def _announce(self) -> None:
+        """Publish this participant's node with its current readers and writers (lock held)."""
+        self.node.writer_guids = [w.guid.bytes for _, w in self._writers]
+        self.node.reader_guids = [r.guid.bytes for _, r, *_ in self._readers]
+        self._discovery_writer.write(participant_entities_info(self.participant.guid.bytes, [self.node]))
+
     def _topic(self, name: str, typename: str) -> Topic:
         if name not in self._topics:
             self._topics[name] = Topic(self.participant, name, idl_class(typename))
@@ -329,6 +367,7 @@ class DdsTransport:
             writer = DataWriter(self.participant, self._topic(name, typename), qos=self.qos)
             self._writers.append((name, writer))
             self._owned.append(writer)
+            self._announce()
         return name, writer._ref
 
     def _check_write(self, ret: int, name: str) -> None:
@@ -348,6 +387,7 @@ class DdsTransport:
             self._owned.append(reader)
             self._readers.append((name, reader, typename, callback, clock))
             ret = self._arrivals.attach(reader._ref, len(self._readers) - 1)
+            self._announce()
         if ret < 0:
             raise DdsError(f"cannot listen on {name} ({ret})")
 

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the real Zenoh bridge: zenohd and the zenoh-plugin-ros2dds dynamic plugin, both 1.10.2,
+# from crates.io with --locked, into a cache outside the clone so later runs and CI's clean clones
+# reuse it. zenohd loading the plugin is upstream's equivalent of zenoh-bridge-ros2dds (which is
+# not published on crates.io). zenohd refuses a plugin built with another rustc, zenoh version or
+# feature set, so both are built here by the same cargo into one target dir.
+# First build: about 25 min on 2 busy cores and ~6 GB of disk. Later runs only check the binaries.
+# Idempotent; safe to run twice at once (flock).
+set -euo pipefail
+
+ZENOH_VERSION=1.10.2
+CACHE_ROOT="${FIELDTEST_CACHE:-$HOME/.cache/fieldtest}"
+PREFIX="$CACHE_ROOT/zenoh-$ZENOH_VERSION"
+ZENOHD="$PREFIX/bin/zenohd"
+PLUGIN="$PREFIX/lib/libzenoh_plugin_ros2dds.so"
+STAMP="$PREFIX/BUILT"
+APT_PACKAGES=(libclang-dev clang cmake gcc g++ make pkg-config python3)
+
+log() { echo "[zenoh-bridge] $*"; }
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+bridge_is_built() {
+  [ -x "$ZENOHD" ] && [ -f "$PLUGIN" ] && [ -f "$STAMP" ] \
+    && "$ZENOHD" --version 2>/dev/null | grep -q "v$ZENOH_VERSION" \
+    && grep -qx "zenoh-plugin-ros2dds $ZENOH_VERSION" "$STAMP"
+}
+
+if bridge_is_built; then
+  log "ready: $ZENOHD + $PLUGIN ($ZENOH_VERSION)"
+  exit 0
+fi
+
+mkdir -p "$PREFIX"
+exec 9>"$PREFIX/.lock"
+log "waiting for the build lock ($PREFIX/.lock)"
+flock 9
+if bridge_is_built; then
+  log "ready (built by another run): $ZENOHD"
+  exit 0
+fi
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "apt packages: ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+if ! command -v cargo >/dev/null; then
+  # No toolchain download here: the build needs a current Rust toolchain already on the machine.
+  log "no cargo on PATH: install a current Rust toolchain (rustup or the distribution's), then re-run"
+  exit 1
+fi
+export CARGO_TARGET_DIR="$PREFIX/target"
+log "$(cargo --version), $(rustc --version); target dir $CARGO_TARGET_DIR"
+
+if ! { [ -x "$ZENOHD" ] && "$ZENOHD" --version 2>/dev/null | grep -q "v$ZENOH_VERSION"; }; then
+  log "building zenohd $ZENOH_VERSION (about 16 min on 2 cores)"
+  cargo install zenohd --version "$ZENOH_VERSION" --locked --root "$PREFIX" --force
+fi
+
+# cargo install cannot build a library, so fetch the plugin's published source (with its
+# Cargo.lock) through a throwaway package and build it in place with --locked.
+SRC="$PREFIX/src/zenoh-plugin-ros2dds-$ZENOH_VERSION"
+if [ ! -f "$SRC/Cargo.toml" ]; then
+  FETCHER="$PREFIX/src/fetcher"
+  mkdir -p "$FETCHER/src"
+  printf '[package]\nname = "fetcher"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nzenoh-plugin-ros2dds = "=%s"\n' \
+    "$ZENOH_VERSION" >"$FETCHER/Cargo.toml"
+  : >"$FETCHER/src/lib.rs"
+  manifest=$(cargo metadata --format-version 1 --manifest-path "$FETCHER/Cargo.toml" \
+    | python3 -c 'import json,sys
+m = json.load(sys.stdin)
+print(next(p["manifest_path"] for p in m["packages"] if p["name"] == "zenoh-plugin-ros2dds"))')
+  rm -rf "$SRC.tmp" && cp -r "$(dirname "$manifest")" "$SRC.tmp" && mv "$SRC.tmp" "$SRC"
+fi
+locked=--locked
+[ -f "$SRC/Cargo.lock" ] || { log "note: the published plugin has no Cargo.lock; building unlocked"; locked=; }
+log "building zenoh-plugin-ros2dds $ZENOH_VERSION (about 7 min more; CycloneDDS by cmake)"
+cargo build --release $locked --manifest-path "$SRC/Cargo.toml"
+mkdir -p "$PREFIX/lib"
+cp "$CARGO_TARGET_DIR/release/libzenoh_plugin_ros2dds.so" "$PLUGIN.tmp" && mv "$PLUGIN.tmp" "$PLUGIN"
+{
+  echo "zenohd $ZENOH_VERSION"
+  echo "zenoh-plugin-ros2dds $ZENOH_VERSION"
+  rustc --version
+} >"$STAMP"
+log "ready: $ZENOHD + $PLUGIN"
+# The intermediate build files are several GB; keep only what the kit runs.
+rm -rf "$CARGO_TARGET_DIR"
