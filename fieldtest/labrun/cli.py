@@ -51,15 +51,22 @@ def _select(trials: list, only: str | None, first: int | None) -> list:
     return trials[:first] if first else trials
 
 
+def _selected_trials(args: argparse.Namespace) -> tuple:
+    """The campaign and the trials --only/--first select; says so when none is left."""
+    campaign, trials = load_trials(args.campaign)
+    trials = _select(trials, args.only, args.first)
+    if not trials:
+        print(f"fieldtest lab {args.command}: no trial selected", file=sys.stderr)
+    return campaign, trials
+
+
 def run_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.estop import ros2_zero_commands, zero_commands_over_transport
     from fieldtest.labrun.remote import RemoteShell, RobotSide, robot_setup_script
     from fieldtest.labrun.runner import HOST_LAUNCH, LabOptions, LabRunner
 
-    campaign, trials = load_trials(args.campaign)
-    trials = _select(trials, args.only, args.first)
+    campaign, trials = _selected_trials(args)
     if not trials:
-        print("fieldtest lab run: no trial selected", file=sys.stderr)
         return 2
     host_args, robot_args = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
     distro = args.ros_distro or campaign.lab.ros_distro
@@ -111,10 +118,8 @@ def rehearse_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.remote import RobotSide
     from fieldtest.labrun.runner import LabOptions
 
-    campaign, trials = load_trials(args.campaign)
-    trials = _select(trials, args.only, args.first)
+    campaign, trials = _selected_trials(args)
     if not trials:
-        print("fieldtest lab rehearse: no trial selected", file=sys.stderr)
         return 2
     options = LabOptions(
         runs_dir=Path(args.runs_dir) / campaign.campaign,
