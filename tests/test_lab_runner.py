@@ -132,3 +132,19 @@ def test_failed_preflight_never_moves_the_robot(tmp_path):
     receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
     assert all(r.twist.linear.x == 0.0 for r in receipts)  # at most the stop burst, never a motion command
     assert any(line.startswith("  [FAIL] mocap") for line in messages)
+
+
+def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path, natnet):
+    """The emulator streams NatNet 4.1; a recorder told to read 3.1 refuses it and stops (issue 14):
+    the runner must say so and never send the go, not wait out the pre-flight."""
+    import dataclasses
+
+    messages: list[str] = []
+    mocap = dataclasses.replace(natnet, natnet_version=(3, 1, 0, 0))
+    result = LabRunner(_options(tmp_path, mocap, messages)).run_trial(_request())
+    assert result.end_reason == "error"
+    assert result.detail.startswith("the mocap recorder stopped:"), result.detail
+    assert "  GO" not in messages
+    if (result.trial_dir / "robot").exists():  # the robot side may not have started its bag yet
+        receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
+        assert all(r.twist.linear.x == 0.0 for r in receipts)

@@ -257,6 +257,8 @@ class _Trial:
     def _mocap_snapshot(self) -> MocapSnapshot | None:
         if self.recorder is None:
             return None
+        if self.recorder.stats.fatal:  # it refused the stream (fieldtest.natnet.recorder): no ground truth
+            raise AbortTrial(f"the mocap recorder stopped: {self.recorder.stats.fatal}")
         return MocapSnapshot(self.recorder.stats.frames, self.recorder.stats.valid, time.monotonic())
 
     def _exited(self) -> str | None:
