@@ -45,6 +45,6 @@ fi
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
 "$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
-# the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; about 25 min the first time
+# the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; 25-60 min the first time
 bash "$ROOT/tools/install_zenoh_bridge.sh"
 echo "[install] ready: $VENV"

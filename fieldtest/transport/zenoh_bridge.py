@@ -25,7 +25,7 @@ from .base import Role, TransportConfig
 
 ZENOH_BRIDGE_VERSION = "1.10.2"
 INSTALL_COMMAND = "bash tools/install_zenoh_bridge.sh"
-FIRST_BUILD_COST = "about 25 min on 2 cores and a few GB of disk, once"
+FIRST_BUILD_COST = "once per machine: 25-60 min on 2 cores depending on load"
 PLUGIN_NAME = "ros2dds"
 LOOPBACK = "127.0.0.1"
 # The robot side's DDS domain is the host side's plus this (mod 233), so the sides stay apart.
