@@ -47,6 +47,6 @@ fi
 "$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
 # the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros
 bash "$ROOT/tools/install_ros.sh"
-# the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; about 25 min the first time
+# the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; 25-60 min the first time
 bash "$ROOT/tools/install_zenoh_bridge.sh"
 echo "[install] ready: $VENV"

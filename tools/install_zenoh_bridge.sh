@@ -4,7 +4,8 @@
 # reuse it. zenohd loading the plugin is upstream's equivalent of zenoh-bridge-ros2dds (which is
 # not published on crates.io). zenohd refuses a plugin built with another rustc, zenoh version or
 # feature set, so both are built here by the same cargo into one target dir.
-# First build: about 25 min on 2 busy cores and ~6 GB of disk. Later runs only check the binaries.
+# First build: 25-60 min on 2 cores depending on load (58 min at load 7-9), a few GB of disk
+# while building (the 40 MB of binaries are kept). Later runs only check the binaries.
 # Idempotent; safe to run twice at once (flock).
 set -euo pipefail
 

@@ -58,6 +58,7 @@ from fieldtest.record import (
 from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig, full_topic
+from fieldtest.transport.rosgraph import before_iron
 from fieldtest.transport.zenoh_bridge import (
     LOOPBACK,
     BridgeBinaries,
@@ -697,10 +698,10 @@ def trial_bridge_processes(
         out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))
     for cfg in (robot, host):
         path = folder / f"zenoh_bridge_{cfg.role}.json5"
-        text = to_json5(
-            zenoh_bridge_config(cfg), f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)"
-        )
-        env = bridge_env(cfg.ros_distro, dds_address)
+        config = zenoh_bridge_config(cfg)
+        text = to_json5(config, f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)")
+        pins = before_iron(cfg.ros_distro) and bool(config["plugins"]["ros2dds"].get("ros_localhost_only"))
+        env = bridge_env(cfg.ros_distro, dds_address, plugin_pins_loopback=pins)
         out.append(
             SideProcess(
                 f"bridge_{cfg.role}", zenohd_bridge_command(cfg, path, bridge), env, {path.name: text}

@@ -17,6 +17,7 @@ machine's other interface, and never meet DDS endpoints pinned to 127.0.0.1 with
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from .base import Role, TransportConfig
 
 ZENOH_BRIDGE_VERSION = "1.10.2"
 INSTALL_COMMAND = "bash tools/install_zenoh_bridge.sh"
-FIRST_BUILD_COST = "about 25 min on 2 cores and a few GB of disk, once"
+FIRST_BUILD_COST = "once per machine: 25-60 min on 2 cores depending on load"
 PLUGIN_NAME = "ros2dds"
 LOOPBACK = "127.0.0.1"
 # The robot side's DDS domain is the host side's plus this (mod 233), so the sides stay apart.
@@ -82,20 +83,26 @@ def router_argv(binaries: BridgeBinaries, config_path: str | Path) -> list[str]:
     return [str(binaries.zenohd), "-c", str(config_path)]
 
 
-def unicast_dds_uri(address: str = LOOPBACK) -> str:
-    """CYCLONEDDS_URI meeting the kit's DDS endpoints pinned to ``address`` (unicast, no multicast)."""
+def unicast_dds_uri(address: str = LOOPBACK, *, pin_interface: bool = True) -> str:
+    """CYCLONEDDS_URI meeting the kit's DDS endpoints pinned to ``address`` (unicast, no multicast).
+    ``pin_interface=False`` leaves the interface out, for a plugin that pins 127.0.0.1 itself: a
+    second identical NetworkInterface makes its ros_discovery_info reader fail ("Precondition Not Met")."""
     from .dds import cyclonedds_xml  # the kit's own DDS settings, so both ends agree
 
-    return cyclonedds_xml(TransportConfig(host_address=address, robot_address=address), "host")
+    xml = cyclonedds_xml(TransportConfig(host_address=address, robot_address=address), "host")
+    return xml if pin_interface else re.sub(r"<Interfaces>.*?</Interfaces>", "", xml)
 
 
-def bridge_env(ros_distro: str, dds_address: str | None = LOOPBACK) -> dict[str, str]:
+def bridge_env(
+    ros_distro: str, dds_address: str | None = LOOPBACK, *, plugin_pins_loopback: bool = False
+) -> dict[str, str]:
     """Environment of a bridge: ROS_DISTRO (the plugin picks the GID size and its discovery
     settings by it and assumes iron when unset), and with ``dds_address`` a CycloneDDS unicast peer
-    for kit DDS endpoints on that address (None: real ROS nodes, the plugin's own discovery)."""
+    for kit DDS endpoints on that address (None: real ROS nodes, the plugin's own discovery).
+    ``plugin_pins_loopback``: the plugin binds 127.0.0.1 itself (``ros_localhost_only`` before Iron)."""
     env = {"ROS_DISTRO": ros_distro}
     if dds_address:
-        env["CYCLONEDDS_URI"] = unicast_dds_uri(dds_address)
+        env["CYCLONEDDS_URI"] = unicast_dds_uri(dds_address, pin_interface=not plugin_pins_loopback)
     return env
 
 
