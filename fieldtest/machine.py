@@ -94,6 +94,18 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
+def lateness_summary(late_ms: list[float]) -> dict[str, Any]:
+    """count, p50, p99 and max of a list of lateness values (ms); None figures when it is empty."""
+    if not late_ms:
+        return {"count": 0, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    return {
+        "count": len(late_ms),
+        "p50_ms": round(quantile(late_ms, 0.5), 4),
+        "p99_ms": round(quantile(late_ms, 0.99), 4),
+        "max_ms": round(max(late_ms), 4),
+    }
+
+
 class MachineMonitor:
     """Watch the machine over a window: ``with MachineMonitor() as mon: ...; mon.report()``.
 
@@ -115,6 +127,10 @@ class MachineMonitor:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def started(self) -> bool:
+        return bool(self._snapshots)
 
     def start(self) -> None:
         self._snapshots.append(read_cpu())

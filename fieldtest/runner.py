@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.machine import MachineMonitor
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.record import (
@@ -267,9 +268,29 @@ def _end_reason(host_code: int | None) -> tuple[str, str]:
     return "error", f"the host streamer exited with code {host_code}"
 
 
-def _finish_record(trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict) -> None:
+_EMULATOR_SUMMARY = re.compile(r"NatNet emulator: (\d+) frames generated, (\d+) sent, (\d+) skipped late")
+
+
+def _mocap_stack_faults(procs: ProcessGroup) -> dict:
+    """The NatNet emulator's own lateness: frames it skipped because it woke too late to send them."""
+    proc = procs.procs.get("natnet")
+    text = proc.log_path.read_text(errors="replace") if proc is not None and proc.log_path.exists() else ""
+    found = _EMULATOR_SUMMARY.findall(text)
+    if not found:
+        return {}
+    generated, sent, skipped = (int(v) for v in found[-1])
+    return {"frames_generated": generated, "frames_sent": sent, "frames_skipped_late": skipped}
+
+
+def _finish_record(
+    trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict, machine: dict | None = None
+) -> None:
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
+    if machine:
+        outcome.stack["machine"] = machine
+    if mocap := _mocap_stack_faults(procs):
+        outcome.stack["mocap"] = mocap
     outcome.link = link
     outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
     outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
@@ -331,6 +352,7 @@ def _run_in_network(
     write_trial(trial_dir, record)
     procs = ProcessGroup(trial_dir / "logs")
     reason, detail, link = "error", "", {}
+    monitor = MachineMonitor()  # the machine's own disturbance over the trial (steal, pressure, wake-ups)
     try:
         link = _measure_link(net)
         with _infrastructure(request, trial_dir, net) as infra:
@@ -338,7 +360,9 @@ def _run_in_network(
                 if infra is not None:
                     procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
                 _start_trial_processes(request, trial_dir, procs, net)
+                monitor.start()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
+                monitor.stop()  # the window ends with the stream: shutdown work is not the trial's
                 time.sleep(STOP_GRACE_S)
                 reason, detail = _end_reason(procs.procs["host"].popen.returncode)
             finally:
@@ -351,7 +375,7 @@ def _run_in_network(
         reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
-        _finish_record(trial_dir, procs, reason, detail, link)
+        _finish_record(trial_dir, procs, reason, detail, link, monitor.stop() if monitor.started else None)
     return TrialResult(trial_dir, reason, detail)
 
 

@@ -27,7 +27,12 @@ def test_steal_busy_and_run_queue_come_from_the_cpu_line(tmp_path, monkeypatch):
     monkeypatch.setattr(machine, "PROC_PRESSURE_CPU", tmp_path / "absent")
     _write_stat(stat, user=100, system=0, idle=100, steal=0)
     first = read_cpu()
-    assert (first.total_ticks, first.idle_ticks, first.steal_ticks, first.pressure_some_us) == (200, 100, 0, None)
+    assert (first.total_ticks, first.idle_ticks, first.steal_ticks, first.pressure_some_us) == (
+        200,
+        100,
+        0,
+        None,
+    )
     monitor = MachineMonitor(period_s=0.002, sample_s=10.0)
     monitor.start()
     # over the window: 60 ticks user, 20 idle, 20 steal, 5 runnable
@@ -38,7 +43,7 @@ def test_steal_busy_and_run_queue_come_from_the_cpu_line(tmp_path, monkeypatch):
     assert report["busy_pct"] == pytest.approx(80.0)
     assert report["procs_running_max"] == 5
     assert report["cpu_pressure_pct"] is None
-    assert report["timer_wakeups"] > 5
+    assert report["timer_wakeups"] > 0  # the reference timer ran (how often depends on the machine)
     assert "steal 20.0 %" in describe(report)
 
 
@@ -51,8 +56,8 @@ def test_cpu_pressure_is_the_share_of_wall_time_stalled(tmp_path, monkeypatch):
     time.sleep(0.2)
     pressure.write_text("some avg10=0.00 avg60=0.00 avg300=0.00 total=101000\nfull avg10=0 total=0\n")
     report = monitor.stop()
-    # 100 ms stalled over a window of about 0.2 s (longer on a busy machine): about half
-    assert 10.0 < report["cpu_pressure_pct"] <= 55.0
+    # 100 ms stalled over the window, whatever its length on a busy machine
+    assert report["cpu_pressure_pct"] == pytest.approx(100 * 0.1 / report["duration_s"], rel=1e-6)
 
 
 def test_reference_timer_sees_a_stall_of_its_process():
