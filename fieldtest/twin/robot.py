@@ -297,6 +297,7 @@ class TwinRobot:
             next_ns += self.physics_period_ns
             now = self.clock.now_ns()
             if next_ns < now:  # fell behind (loaded machine): skip, the model is event-exact anyway
+                self.step_late_ms.append((now - next_ns) / 1e6)  # the step due then ran this late, or never
                 self.steps_skipped += (now - next_ns) // self.physics_period_ns + 1
                 next_ns = now + self.physics_period_ns
             if deadline is not None and now >= deadline:
