@@ -235,16 +235,21 @@ def _wait_for_host(
     started = time.monotonic()
     limit = plan.total_s + 30.0
     faults_scheduled = not request.faults
+    start_ns = None
     while host.popen.poll() is None:
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt  # Ctrl-C reached the main thread: stop as an interruption
-        if not faults_scheduled and (start_ns := _stream_start_ns(procs)) is not None:
+        if start_ns is None:
+            start_ns = _stream_start_ns(procs)
+        if not faults_scheduled and start_ns is not None:
             net.schedule_faults(request.faults, start_ns)
             faults_scheduled = True
         elapsed = time.monotonic() - started
         progress(min(elapsed / plan.total_s, 1.0))
         procs.sample_cpu()
-        if kill_host_at_s is not None and elapsed >= kill_host_at_s:
+        # stream time, not time since the host process started: its start-up varies with the machine
+        stream_s = None if start_ns is None else (time.time_ns() - start_ns) / 1e9
+        if kill_host_at_s is not None and stream_s is not None and stream_s >= kill_host_at_s:
             host.popen.send_signal(signal.SIGKILL)
             host.popen.wait()
             break
@@ -311,7 +316,8 @@ def run_twin_trial(
     kill_host_at_s: float | None = None,
     stop: threading.Event | None = None,
 ) -> TrialResult:
-    """Run one trial end to end (without the analysis) and return where it is. Setting ``stop``
+    """Run one trial end to end (without the analysis) and return where it is. ``kill_host_at_s``
+    (tests): SIGKILL the host at that stream time (seconds after plan tick 0). Setting ``stop``
     (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
     request = _assign_ports(request, domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
