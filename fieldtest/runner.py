@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import re
 import signal
 import sys
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.machine import MachineMonitor
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.record import (
@@ -271,16 +273,21 @@ def _wait_for_host(
     started = time.monotonic()
     limit = plan.total_s + 30.0
     faults_scheduled = not request.faults
+    start_ns = None
     while host.popen.poll() is None:
         if stop is not None and stop.is_set():
             raise KeyboardInterrupt  # Ctrl-C reached the main thread: stop as an interruption
-        if not faults_scheduled and (start_ns := _stream_start_ns(procs)) is not None:
+        if start_ns is None:
+            start_ns = _stream_start_ns(procs)
+        if not faults_scheduled and start_ns is not None:
             net.schedule_faults(request.faults, start_ns)
             faults_scheduled = True
         elapsed = time.monotonic() - started
         progress(min(elapsed / plan.total_s, 1.0))
         procs.sample_cpu()
-        if kill_host_at_s is not None and elapsed >= kill_host_at_s:
+        # stream time, not time since the host process started: its start-up varies with the machine
+        stream_s = None if start_ns is None else (time.time_ns() - start_ns) / 1e9
+        if kill_host_at_s is not None and stream_s is not None and stream_s >= kill_host_at_s:
             host.popen.send_signal(signal.SIGKILL)
             host.popen.wait()
             break
@@ -307,9 +314,29 @@ def _end_reason(host_code: int | None) -> tuple[str, str]:
     return "error", f"the host streamer exited with code {host_code}"
 
 
-def _finish_record(trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict) -> None:
+_EMULATOR_SUMMARY = re.compile(r"NatNet emulator: (\d+) frames generated, (\d+) sent, (\d+) skipped late")
+
+
+def _mocap_stack_faults(procs: ProcessGroup) -> dict:
+    """The NatNet emulator's own lateness: frames it skipped because it woke too late to send them."""
+    proc = procs.procs.get("natnet")
+    text = proc.log_path.read_text(errors="replace") if proc is not None and proc.log_path.exists() else ""
+    found = _EMULATOR_SUMMARY.findall(text)
+    if not found:
+        return {}
+    generated, sent, skipped = (int(v) for v in found[-1])
+    return {"frames_generated": generated, "frames_sent": sent, "frames_skipped_late": skipped}
+
+
+def _finish_record(
+    trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict, machine: dict | None = None
+) -> None:
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
+    if machine:
+        outcome.stack["machine"] = machine
+    if mocap := _mocap_stack_faults(procs):
+        outcome.stack["mocap"] = mocap
     outcome.link = link
     outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
     outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
@@ -329,7 +356,8 @@ def run_twin_trial(
     kill_host_at_s: float | None = None,
     stop: threading.Event | None = None,
 ) -> TrialResult:
-    """Run one trial end to end (without the analysis) and return where it is. Setting ``stop``
+    """Run one trial end to end (without the analysis) and return where it is. ``kill_host_at_s``
+    (tests): SIGKILL the host at that stream time (seconds after plan tick 0). Setting ``stop``
     (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
     request = _assign_ports(_with_zenoh_path(request), domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
@@ -371,6 +399,7 @@ def _run_in_network(
     write_trial(trial_dir, record)
     procs = ProcessGroup(trial_dir / "logs")
     reason, detail, link = "error", "", {}
+    monitor = MachineMonitor()  # the machine's own disturbance over the trial (steal, pressure, wake-ups)
     try:
         link = _measure_link(net)
         with _infrastructure(request, trial_dir, net) as infra:
@@ -378,7 +407,9 @@ def _run_in_network(
                 if infra is not None:
                     procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
                 _start_trial_processes(request, trial_dir, procs, net)
+                monitor.start()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
+                monitor.stop()  # the window ends with the stream: shutdown work is not the trial's
                 time.sleep(STOP_GRACE_S)
                 reason, detail = _end_reason(procs.procs["host"].popen.returncode)
             finally:
@@ -391,7 +422,7 @@ def _run_in_network(
         reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
-        _finish_record(trial_dir, procs, reason, detail, link)
+        _finish_record(trial_dir, procs, reason, detail, link, monitor.stop() if monitor.started else None)
     return TrialResult(trial_dir, reason, detail)
 
 
@@ -408,6 +439,28 @@ def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialReques
             "repetition": args.repetition,
             "seed": args.seed,
         }
+    )
+
+
+def _parallel_arg(value: str) -> str:
+    if value != "auto" and not (value.isdigit() and int(value) >= 1):
+        raise argparse.ArgumentTypeError(f"{value!r}: a number of trials (1 or more) or auto")
+    return value
+
+
+def _add_scheduling_args(parser: argparse.ArgumentParser, parallel_default: str) -> None:
+    parser.add_argument(
+        "--parallel",
+        type=_parallel_arg,
+        default=parallel_default,
+        help=f"trials run side by side: a number, or auto (from the cores left free; default {parallel_default})",
+    )
+    parser.add_argument(
+        "--rerun-invalid",
+        type=int,
+        default=1,
+        metavar="N",
+        help="re-run a trial invalid by the machine's own timing faults up to N times, alone (default 1)",
     )
 
 
@@ -494,6 +547,94 @@ def stack_drift_check(requests: list[TrialRequest], metrics: list[dict]) -> str 
     )
 
 
+# Scheduling from measured headroom ---------------------------------------------------------
+TRIAL_CORES = (
+    0.5  # a twin trial's processes need about this much of a core (quick runs: 0.3, docs/benchmarks.md)
+)
+HEADROOM_SAMPLE_S = 1.0
+
+
+def parallel_from_headroom(wanted: int, machine: dict, cores: int) -> int:
+    """How many trials to run at once: the cores left free (minus what the hypervisor steals)
+    divided by what one trial needs; at least 1, at most ``wanted``."""
+    free = cores * (1.0 - (machine["busy_pct"] + machine["steal_pct"]) / 100.0)
+    return max(1, min(wanted, int(free // TRIAL_CORES)))
+
+
+def _parallel(arg: str, wanted: int) -> int:
+    if arg != "auto":
+        return max(1, int(arg))
+    monitor = MachineMonitor()
+    monitor.start()
+    time.sleep(HEADROOM_SAMPLE_S)
+    machine = monitor.stop()
+    parallel = parallel_from_headroom(wanted, machine, os.cpu_count() or 1)
+    print(
+        f"running {parallel} trial(s) at once: cores {machine['busy_pct']:.0f} % busy, steal "
+        f"{machine['steal_pct']:.1f} % over {HEADROOM_SAMPLE_S:g} s (--parallel N to choose)",
+        file=sys.stderr,
+    )
+    return parallel
+
+
+def _run_batches(requests: list[TrialRequest], out: Path, parallel: int) -> list[TrialResult]:
+    results: list[TrialResult] = []
+    for start in range(0, len(requests), parallel):
+        results += _run_with_progress(requests[start : start + parallel], out)
+    return results
+
+
+def invalid_trials(metrics: list[dict]) -> list[int]:
+    """Indices of trials whose stack faults made them invalid (metrics stack.valid false)."""
+    return [i for i, m in enumerate(metrics) if (m.get("stack") or {}).get("valid") is False]
+
+
+def _run_and_rerun(
+    requests: list[TrialRequest], out: Path, parallel: int, reruns: int
+) -> tuple[list[TrialResult], list[dict], list[TrialResult], int]:
+    """Run, analyse, and re-run each invalid trial up to ``reruns`` times, one at a time (the
+    machine was too busy for it). Returns (kept results, their metrics, every result, re-runs)."""
+    results = _run_batches(requests, out, parallel)
+    metrics = _analyse(results)
+    every, count = list(results), 0
+    for _ in range(reruns):
+        todo = invalid_trials(metrics)
+        if not todo:
+            break
+        print(f"re-running {len(todo)} invalid trial(s) one at a time ...", file=sys.stderr)
+        for i in todo:
+            (again,) = _run_batches([requests[i]], out, 1)
+            (again_metrics,) = _analyse([again])
+            every.append(again)
+            count += 1
+            results[i], metrics[i] = again, again_metrics
+    return results, metrics, every, count
+
+
+def verdict_lines(requests: list[TrialRequest], metrics: list[dict], reruns: int = 0) -> list[str]:
+    """The final word for a newcomer: valid, or which trials are not, why, and what to do."""
+    bad = [
+        (r, m) for r, m in zip(requests, metrics, strict=True) if (m.get("stack") or {}).get("valid") is False
+    ]
+    unknown = [
+        r for r, m in zip(requests, metrics, strict=True) if (m.get("stack") or {}).get("valid") is None
+    ]
+    rerun_note = f" ({reruns} re-run(s) of invalid trials)" if reruns else ""
+    if not bad and not unknown:
+        return [f"verdict: VALID - the machine's own timing stayed within bounds in every trial{rerun_note}"]
+    lines = []
+    if bad:
+        lines.append(f"verdict: NOT VALID for {', '.join(r.name for r, _ in bad)}{rerun_note}:")
+        for r, m in bad:
+            lines.append(f"  {r.name}: {'; '.join(m['stack']['invalid_reasons'])}")
+        lines.append(f"  what to do: {bad[0][1]['stack']['advice']}")
+    if unknown:
+        lines.append(
+            f"verdict: validity unknown for {', '.join(r.name for r in unknown)} (see their report.md)"
+        )
+    return lines
+
+
 def trial_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="fieldtest trial", description="Run one digital-twin trial.")
     parser.add_argument("--middleware", default="dds", choices=MIDDLEWARES)
@@ -509,6 +650,7 @@ def trial_main(argv: list[str]) -> int:
     for result in results:
         print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
     _print_stack_check(requests, metrics=metrics, results=results)
+    print("\n".join(verdict_lines(requests, metrics)))
     return _exit_code(results)
 
 
@@ -525,6 +667,7 @@ def demo_main(argv: list[str]) -> int:
         description="The twin trial over every middleware at once, then a comparison report.",
     )
     parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
+    _add_scheduling_args(parser, parallel_default="auto")
     _add_common_args(parser)
     args = parser.parse_args(argv)
     middlewares = [m for m in args.middlewares.split(",") if m]
@@ -536,16 +679,17 @@ def demo_main(argv: list[str]) -> int:
         )
         return 2
     requests = [_request_from_args(args, m) for m in middlewares]
-    results = _run_with_progress(requests, args.out)
-    metrics = _analyse(results)
+    parallel = _parallel(args.parallel, len(requests))
+    results, metrics, every, reruns = _run_and_rerun(requests, args.out, parallel, args.rerun_invalid)
     from fieldtest.analysis import compare_trials
 
     compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
-    compare_trials([r.trial_dir for r in results], compare_dir)
+    compare_trials([r.trial_dir for r in every], compare_dir)
     for result in results:
         print(f"{result.end_reason:>12}  {result.trial_dir}/analysis/report.md  {result.detail}")
     print(f"comparison report: {compare_dir / 'compare.md'}")
     _print_stack_check(requests, metrics=metrics, results=results)
+    print("\n".join(verdict_lines(requests, metrics, reruns)))
     return _exit_code(results)
 
 
@@ -556,9 +700,10 @@ def campaign_main(argv: list[str]) -> int:
     )
     parser.add_argument("campaign_yaml", type=Path, help="e.g. trials/twin-networks.yaml")
     parser.add_argument("--quick", action="store_true", help="two short laps per trial instead of the plan")
-    parser.add_argument("--parallel", type=int, default=1, help="trials run side by side (default 1)")
+
     parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
     parser.add_argument("--list", action="store_true", help="only list the trials")
+    _add_scheduling_args(parser, parallel_default="1")
     args = parser.parse_args(argv)
     from fieldtest.campaign import load_trials
 
@@ -574,17 +719,16 @@ def campaign_main(argv: list[str]) -> int:
             print(request.name)
         return 0
     out = args.out / campaign.campaign
-    results: list[TrialResult] = []
-    for start in range(0, len(requests), max(args.parallel, 1)):
-        results += _run_with_progress(requests[start : start + max(args.parallel, 1)], out)
-    _analyse(results)
+    parallel = _parallel(args.parallel, len(requests))
+    results, metrics, every, reruns = _run_and_rerun(requests, out, parallel, args.rerun_invalid)
     from fieldtest.analysis import compare_trials
 
-    compare_trials([r.trial_dir for r in results], out / "compare")
+    compare_trials([r.trial_dir for r in every], out / "compare")
     failed = [r for r in results if r.end_reason != "completed"]
     for result in failed:
         print(f"{result.end_reason:>12}  {result.trial_dir}  {result.detail}")
     print(
         f"{len(results) - len(failed)}/{len(results)} trials completed; comparison: {out / 'compare' / 'compare.md'}"
     )
+    print("\n".join(verdict_lines(requests, metrics, reruns)))
     return 0 if not failed else 1

@@ -80,6 +80,13 @@ class SynthSpec:
     live_offset_error_s: float = 0.0  # error of the robot's own offset estimate
     lost_seqs: tuple[int, ...] = ()
     duplicated: tuple[tuple[int, float], ...] = ()  # (seq, s after its first copy): received twice
+    # timing faults, each (from_s, to_s, seconds) over planned stream time: commands planned in
+    # [from_s, to_s) leave the host that late (emission) / take that much longer on the link
+    send_late: tuple[tuple[float, float, float], ...] = ()
+    latency_steps: tuple[tuple[float, float, float], ...] = ()
+    # ground truth from the Create 3 model driven by the commands at their arrival times (instead of
+    # the plan's ideal path motion_lag_s late), then the last-lap shift/rotation: drift causes known
+    truth_from_commands: bool = False
     probe_interval_s: float = 1.0
     probe_min_delay_s: float = 0.002  # one way
     probe_extra_delay_s: float = 0.003  # random extra per direction (every 5th probe has none)
@@ -143,6 +150,24 @@ def true_pose(spec: SynthSpec, stream_s: np.ndarray) -> tuple[np.ndarray, np.nda
     return xyz, yaw + world_yaw
 
 
+def model_pose(spec: SynthSpec, arrivals: list, stream_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World (x, y, z) and yaw of the nominal Create 3 model driven by ``arrivals`` (stream s, v, w),
+    then moved by the last-lap transform like ``true_pose``."""
+    from fieldtest.twin.create3 import Create3Model, drive
+
+    t, v, w = (np.array(c, dtype=float) for c in zip(*sorted(arrivals), strict=True))
+    path = drive(Create3Model("full"), t, v, w, np.asarray(stream_s, dtype=float))
+    plan_s = np.asarray(stream_s, dtype=float) - spec.motion_lag_s
+    f = last_lap_fraction(spec, plan_s, spec.plan.laps)
+    theta = f * math.radians(spec.last_lap_rotation_deg)
+    c, s = np.cos(theta), np.sin(theta)
+    x = c * path[:, 0] - s * path[:, 1] + f * spec.last_lap_shift_m[0]
+    y = s * path[:, 0] + c * path[:, 1] + f * spec.last_lap_shift_m[1]
+    world_yaw = math.radians(spec.world_yaw_deg)
+    xy = _rot(world_yaw, np.column_stack([x, y])) + np.asarray(spec.world_xy)
+    return np.column_stack([xy, np.full(len(xy), spec.height_m)]), path[:, 2] + theta + world_yaw
+
+
 def _in_spans(t: np.ndarray, spans: list[tuple[float, float]]) -> np.ndarray:
     mask = np.zeros(len(t), dtype=bool)
     for start, duration in spans:
@@ -161,7 +186,15 @@ def synthesize(trial_dir: str | Path, spec: SynthSpec | None = None) -> SynthTru
     sent = _write_host(trial_dir / HOST_BAG, spec)
     with BagWriter(trial_dir / ROBOT_BAG) as robot:
         truth_latency, lost = _write_robot(robot, spec, sent, rng)
-        _write_mocap(trial_dir / MOCAP_BAG, spec, rng, robot if spec.pose_bag == ROBOT_BAG else None)
+        arrivals = None
+        if spec.truth_from_commands:  # (stream seconds of arrival, linear, angular) on the host clock
+            arrivals = [
+                ((ns - spec.stream_start_ns) / 1e9 + truth_latency[seq], lin, ang)
+                for seq, ns, lin, ang in sent
+                if seq in truth_latency
+            ]
+        pose_writer = robot if spec.pose_bag == ROBOT_BAG else None
+        _write_mocap(trial_dir / MOCAP_BAG, spec, rng, pose_writer, arrivals)
     _write_record(trial_dir, spec)
     for bag, fraction in spec.truncate.items():
         cut_bag(trial_dir / bag, fraction)
@@ -191,11 +224,15 @@ def _schedule(spec: SynthSpec) -> list[tuple[int, float, float, float]]:
     return rows
 
 
+def _span_sum(spans: tuple[tuple[float, float, float], ...], t_s: float) -> float:
+    return sum(value for start, end, value in spans if start <= t_s < end)
+
+
 def _write_host(bag_dir: Path, spec: SynthSpec) -> list[tuple[int, int, float, float]]:
     sent = []
     with BagWriter(bag_dir) as writer:
         for seq, t_s, lin, ang in _schedule(spec):
-            t_ns = spec.stream_start_ns + int(round(t_s * 1e9))
+            t_ns = spec.stream_start_ns + int(round((t_s + _span_sum(spec.send_late, t_s)) * 1e9))
             writer.write(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED, t_ns, rosmsg.command(seq, t_ns, lin, ang))
             sent.append((seq, t_ns, lin, ang))
     return sent
@@ -213,6 +250,7 @@ def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[in
     truth: dict[int, float] = {}
     for seq, sent_ns, lin, ang in sent:
         latency = spec.latency_s + (rng.uniform(0.0, spec.latency_jitter_s) if spec.latency_jitter_s else 0.0)
+        latency += _span_sum(spec.latency_steps, (sent_ns - spec.stream_start_ns) / 1e9)
         if seq in lost:
             continue
         received_host = sent_ns + int(round(latency * 1e9))
@@ -272,13 +310,15 @@ def _probes(spec: SynthSpec, rng):
     return out
 
 
-def _write_mocap(bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | None) -> None:
+def _write_mocap(
+    bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | None, arrivals: list | None = None
+) -> None:
     plan = spec.plan
     start_s = -spec.mocap_lead_s + spec.mocap_phase_s
     n = int((plan.total_s + spec.mocap_lead_s + spec.mocap_tail_s) * spec.mocap_rate_hz)
     k = np.arange(n)
     t_s = start_s + k / spec.mocap_rate_hz
-    xyz, yaw = true_pose(spec, t_s)
+    xyz, yaw = true_pose(spec, t_s) if arrivals is None else model_pose(spec, arrivals, t_s)
     if spec.mocap_noise_m:
         xyz = xyz + rng.normal(0.0, spec.mocap_noise_m, xyz.shape)
     lost = _in_spans(t_s, spec.lost_frames)

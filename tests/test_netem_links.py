@@ -2,6 +2,9 @@
 
 Needs root (network namespaces); skipped otherwise. Statistical checks use tolerances derived from
 each profile (jitter, correlation time, loss model and probe count), see ``_rtt_tolerance``.
+Delay checks are judged against the machine's own disturbance measured in the same run (the
+forwarder's lateness and a reference timer, fieldtest.netem.disturbance): on a busy or virtual
+machine the upper side widens by what the machine demonstrably added; the lower side never does.
 """
 
 import math
@@ -9,11 +12,14 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 
+from fieldtest.machine import MachineMonitor, describe
 from fieldtest.netem import (
     LoopbackTopology,
     Topology,
@@ -23,6 +29,7 @@ from fieldtest.netem import (
     measure_link,
     netns_available,
 )
+from fieldtest.netem.disturbance import probe_allowance
 from fieldtest.netem.probe import udp_blast
 from fieldtest.netem.profiles import LinkProfile, loss_tolerance
 from fieldtest.netem.topology import list_namespaces
@@ -44,32 +51,80 @@ def _rtt_tolerance(profile: LinkProfile, count: int, interval_s: float) -> float
     return max(0.2 * profile.expected_rtt_ms(), 1.0, 4 * 1.25 * sigma / math.sqrt(n_eff))
 
 
+def _robust_sigma_ms(values: list[float]) -> float:
+    """Spread from the interquartile range: rare wake-up outliers of a busy machine do not inflate it."""
+    q1, q3 = np.percentile(values, [25, 75])
+    return float(q3 - q1) / 1.349
+
+
+def _measure_with_machine(topo, a: str, b: str, during=None, **kwargs):
+    """Probe a -> b while the machine is watched; the result and the allowance it earns.
+    ``during(topo)`` runs in this thread while the probe runs in another (e.g. to step the link)."""
+    for link in topo.links.values():
+        if link.forwarder is not None:
+            link.forwarder.reset_stats()
+    with MachineMonitor() as machine, ThreadPoolExecutor(1) as pool:
+        probe = pool.submit(measure_link, topo, a, b, **kwargs)
+        if during is not None:
+            during(topo)
+        result = probe.result()
+    stats = topo.link_stats()
+    return result, probe_allowance(machine.report(), stats.get(b, stats.get(a))), describe(machine.report())
+
+
+def _once_probes_flow(node: str, then, probes: int = 10, timeout_s: float = 30.0):
+    """A ``during`` callback: wait until ``probes`` frames crossed ``node``'s link, then ``then(topo,
+    t0_ns)``. Starting the probe's processes takes a variable time on a busy machine, so a fault is
+    timed from the first probes, not from before the processes started."""
+
+    def during(topo) -> None:
+        deadline = time.monotonic() + timeout_s
+        while topo.link_stats()[node]["b2a"]["tx"] < probes and time.monotonic() < deadline:
+            time.sleep(0.005)
+        then(topo, time.monotonic_ns())
+
+    return during
+
+
 @pytest.mark.parametrize("name", list(PROBES))
 def test_profile_measured_matches_configuration(name, record_property):
     profile = get_profile(name)
     count, interval = PROBES[name]
     with Topology(profile, nodes=["host", "robot"], seed=7) as topo:
-        result = measure_link(topo, "host", "robot", count=count, interval_s=interval)
+        result, allowance, machine = _measure_with_machine(
+            topo, "host", "robot", count=count, interval_s=interval, samples=True
+        )
     record_property("measured", {k: v for k, v in result.items() if isinstance(v, float)})
     print(f"\n{name}: rtt median {result['rtt_median_ms']:.2f} ms p99 {result['rtt_p99_ms']:.2f} ms, "
           f"loss {result['loss']:.3f} (configured rtt {profile.expected_rtt_ms():.2f}, "
-          f"loss {profile.expected_loss():.3f})")  # fmt: skip
+          f"loss {profile.expected_loss():.3f})\n{allowance}\n{machine}")  # fmt: skip
 
     tolerance = _rtt_tolerance(profile, count, interval)
     expected = profile.expected_rtt_ms()
-    assert abs(result["rtt_median_ms"] - expected) <= tolerance + PROBE_BASE_MS, result
+    error = result["rtt_median_ms"] - expected
+    assert -(tolerance + PROBE_BASE_MS) <= error <= tolerance + PROBE_BASE_MS + allowance.rtt_ms, (
+        allowance,
+        result,
+    )
     # one-way medians per direction: host -> robot is the robot's downlink
-    for measured, direction in (
-        (result["owd_ab_median_ms"], profile.down),
-        (result["owd_ba_median_ms"], profile.up),
+    for measured, direction, extra in (
+        (result["owd_ab_median_ms"], profile.down, allowance.ab_ms),
+        (result["owd_ba_median_ms"], profile.up, allowance.ba_ms),
     ):
-        assert abs(measured - direction.delay_ms) <= tolerance + PROBE_BASE_MS / 2, (direction, result)
+        error = measured - direction.delay_ms
+        assert -(tolerance + PROBE_BASE_MS / 2) <= error <= tolerance + PROBE_BASE_MS / 2 + extra, (
+            direction,
+            allowance,
+            result,
+        )
     burst = profile.up.burst or profile.down.burst
     assert abs(result["loss"] - profile.expected_loss()) <= loss_tolerance(
         profile.expected_loss(), count, burst
     )
     if profile.up.jitter_ms >= 1.0:  # jitter is the spread of the one-way delay
-        assert 0.5 <= result["owd_ba_std_ms"] / profile.up.jitter_ms <= 1.6, result
+        echoes = result["samples"]["echoes"].values()
+        uplink = [(e["rx"] - e["srv_tx"]) / 1e6 for e in echoes]
+        assert 0.5 <= _robust_sigma_ms(uplink) / profile.up.jitter_ms <= 1.6, result
 
 
 def test_bursty_loss_matches_gilbert_elliott_and_random_loss_does_not_burst():
@@ -188,12 +243,24 @@ def test_tcp_stream_arrives_intact_over_a_lossy_link():
 
 def test_scheduled_outage_blocks_traffic_then_recovers():
     with Topology("ethernet", nodes=["host", "robot"]) as topo:
-        t0 = time.monotonic_ns()
-        topo.schedule_outage(at_s=0.8, duration_s=0.6, t0_ns=t0)
-        result = measure_link(topo, "host", "robot", count=110, interval_s=0.02, samples=True)
+        t0 = []
+
+        def outage(topo, now_ns):
+            t0.append(now_ns)
+            topo.schedule_outage(at_s=0.4, duration_s=0.6, t0_ns=now_ns)
+
+        result, _, _ = _measure_with_machine(
+            topo,
+            "host",
+            "robot",
+            during=_once_probes_flow("robot", outage),
+            count=110,
+            interval_s=0.02,
+            samples=True,
+        )
         log = list(topo.fault_log)
     assert [entry["event"].split(" (")[0] for entry in log] == ["outage start", "outage end"]
-    assert log[0]["due_monotonic_ns"] == t0 + 800_000_000
+    assert log[0]["due_monotonic_ns"] == t0[0] + 400_000_000
     # the switch happens between an event's due time and its logged completion (a busy machine
     # may delay the scheduler thread): judge probes clear of those intervals
     down_from, down_until = log[0]["done_monotonic_ns"], log[1]["due_monotonic_ns"]
@@ -210,9 +277,10 @@ def test_scheduled_outage_blocks_traffic_then_recovers():
 def test_degradation_step_changes_the_link_mid_run():
     slow = {"name": "degraded", "delay_ms": 20}
     with Topology("ethernet", nodes=["host", "robot"]) as topo:
-        t0 = time.monotonic_ns()
-        topo.set_profile(slow, at_s=0.8, t0_ns=t0)
-        result = measure_link(topo, "host", "robot", count=80, interval_s=0.02, samples=True)
+        step_soon = _once_probes_flow("robot", lambda topo, t0: topo.set_profile(slow, at_s=0.3, t0_ns=t0))
+        result, allowance, machine = _measure_with_machine(
+            topo, "host", "robot", during=step_soon, count=100, interval_s=0.02, samples=True
+        )
         assert topo.links["robot"].profile.name == "degraded"
         (step,) = topo.fault_log
     assert step["event"] == "profile -> degraded"
@@ -221,26 +289,37 @@ def test_degradation_step_changes_the_link_mid_run():
     early = [rtt[s] for s, tx in enumerate(sent) if tx < step["due_monotonic_ns"] - 100e6 and s in rtt]
     late = [rtt[s] for s, tx in enumerate(sent) if tx > step["done_monotonic_ns"] + 100e6 and s in rtt]
     assert early and late
-    assert sorted(early)[len(early) // 2] < 5.0
-    assert sorted(late)[len(late) // 2] == pytest.approx(40.0, abs=8.0)
+    early_median, late_median = sorted(early)[len(early) // 2], sorted(late)[len(late) // 2]
+    print(f"\nmedian rtt before {early_median:.2f} ms, after {late_median:.2f} ms (40 configured)\n"
+          f"{allowance}\n{machine}")  # fmt: skip
+    assert early_median < 5.0 + allowance.rtt_ms, (early_median, str(allowance))
+    assert 40.0 - 8.0 <= late_median <= 40.0 + 8.0 + allowance.rtt_ms, (late_median, str(allowance))
 
 
 def test_forwarder_own_delay_is_small_against_the_profiles(record_property):
-    """The userspace forwarder's own cost: 'ideal' link vs a plain veth, both through the bridge."""
+    """The userspace forwarder's own cost: 'ideal' link vs a plain veth, both through the bridge.
+
+    Each forwarded direction adds a process that must wake up: on a busy machine each such wake-up
+    costs what the machine's reference timer shows, so two of them are allowed on top (90th
+    percentile, see fieldtest.netem.disturbance). benchmarks/bench_netem.py reports the figure itself.
+    """
     with Topology("ideal", nodes=["host", "robot", "mocap"]) as topo:
         if topo.backend != "userspace":
             pytest.skip("netem backend: no userspace forwarder to measure")
-        wired = measure_link(topo, "host", "mocap", count=200, interval_s=0.005)
-        emulated = measure_link(topo, "host", "robot", count=200, interval_s=0.005)
+        with MachineMonitor() as monitor:
+            wired = measure_link(topo, "host", "mocap", count=200, interval_s=0.005)
+            emulated = measure_link(topo, "host", "robot", count=200, interval_s=0.005)
         stats = topo.link_stats()["robot"]
+    machine = monitor.report()
     added_p50 = emulated["rtt_median_ms"] - wired["rtt_median_ms"]
     added_p99 = emulated["rtt_p99_ms"] - wired["rtt_p99_ms"]
     record_property("forwarder_added_rtt_p50_ms", added_p50)
     record_property("forwarder_added_rtt_p99_ms", added_p99)
     print(f"\nforwarder adds {added_p50:.3f} ms (p50) / {added_p99:.3f} ms (p99) per round trip; "
-          f"scheduling lateness p50 {stats['a2b']['late_p50_us']} us")  # fmt: skip
+          f"scheduling lateness p50 {stats['a2b']['late_p50_us']} us\n{describe(machine)}")  # fmt: skip
     assert emulated["loss"] == 0.0
-    assert added_p50 < 0.25 * get_profile("wifi").expected_rtt_ms()
+    allowed = 0.25 * get_profile("wifi").expected_rtt_ms() + 2 * machine["timer_late_p90_ms"]
+    assert added_p50 < allowed, (added_p50, describe(machine))
 
 
 def _our_namespaces(base: str) -> list[str]:

@@ -20,7 +20,16 @@ from fieldtest.record import (
     read_bag,
     read_trial,
 )
-from fieldtest.runner import INFRA_LOG_NAME, QUICK_PLAN, TrialResult, run_twin_trial, stack_drift_check
+from fieldtest.runner import (
+    INFRA_LOG_NAME,
+    QUICK_PLAN,
+    TrialResult,
+    invalid_trials,
+    parallel_from_headroom,
+    run_twin_trial,
+    stack_drift_check,
+    verdict_lines,
+)
 from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
@@ -35,10 +44,11 @@ def quick_demo(tmp_path_factory):
     """The main command's quick variant, as a user runs it: every middleware at once, analysed, compared."""
     out = tmp_path_factory.mktemp("runs")
     done = subprocess.run(
-        [sys.executable, "-m", "fieldtest.cli", "demo", "--quick", "--out", str(out)],
+        # as many at once as the machine has room for (auto); no re-runs, to bound the time
+        [sys.executable, "-m", "fieldtest.cli", "demo", "--quick", "--rerun-invalid", "0", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
     )
     return out, done
 
@@ -67,6 +77,9 @@ def test_demo_prints_every_report_the_comparison_and_the_stack_check(quick_demo,
     assert all(m in compare.read_text() for m in MIDDLEWARES)
     (check,) = [line for line in done.stdout.splitlines() if line.startswith("stack check")]
     assert all(m in check for m in MIDDLEWARES), check
+    verdict = [line for line in done.stdout.splitlines() if line.startswith("verdict: ")]
+    assert verdict and ("VALID" in verdict[0] or "unknown" in verdict[0]), done.stdout[-2000:]
+    assert "trial(s) at once" in done.stderr  # the parallelism came from the measured headroom
 
 
 @pytest.mark.parametrize("middleware", MIDDLEWARES)
@@ -82,15 +95,19 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     mocap = read_bag(result.trial_dir / "mocap")
     assert not mocap.truncated
     duration_s = (mocap.messages(MOCAP_FRAMES_TOPIC)[-1][0] - mocap.messages(MOCAP_FRAMES_TOPIC)[0][0]) / 1e9
-    assert mocap.count(MOCAP_FRAMES_TOPIC) > 0.8 * 120 * duration_s
+    # frames missing only where the emulator itself woke too late to send them (outcome.stack)
+    skipped = record.outcome.stack["mocap"]["frames_skipped_late"]
+    assert mocap.count(MOCAP_FRAMES_TOPIC) > 0.8 * 120 * duration_s - skipped
     # Frames before the robot feeds its pose, and after its process has stopped (it stops before the
-    # recorder), are tracking-invalid; while the host streams (nearly) all are valid: five trials at
-    # once on two cores may starve a feed past its 0.25 s staleness limit.
+    # recorder), are tracking-invalid; while the host streams (nearly) all are valid, unless the
+    # machine held the robot's physics loop (which sends the feed) past the 0.25 s staleness limit.
     start_ns, host_stop_ns = record.outcome.stream_start_ns, record.outcome.stopped_ns["host"]
     stream = [(t, m) for t, m in mocap.messages(MOCAP_FRAMES_TOPIC) if start_ns <= t <= host_stop_ns]
     invalid_s = [round((t - start_ns) / 1e9, 3) for t, m in stream if not m.tracking_valid]
-    assert len(stream) > 100 and len(invalid_s) <= 0.02 * len(stream), (
-        f"{len(invalid_s)}/{len(stream)} frames invalid, at s after stream start: {invalid_s}"
+    robot_held_ms = record.outcome.stack["robot"]["step_late"]["max_ms"]
+    assert len(stream) > 100 and (len(invalid_s) <= 0.02 * len(stream) or robot_held_ms >= 200), (
+        f"{len(invalid_s)}/{len(stream)} frames invalid, at s after stream start: {invalid_s}; "
+        f"robot physics step late up to {robot_held_ms} ms"
     )
     assert mocap.count(MOCAP_POSE_TOPIC) == sum(
         m.tracking_valid for _, m in mocap.messages(MOCAP_FRAMES_TOPIC)
@@ -216,3 +233,34 @@ def test_ctrl_c_stops_the_trial_and_the_stop_burst_still_crosses_the_broker(tmp_
     assert any(m.seq >= QUICK_PLAN.n_ticks() for _, m in receipts), "the stop burst never reached the robot"
     assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
     assert "interrupted" in (trial_dir / "analysis" / "report.md").read_text()
+
+
+def test_parallel_trials_follow_the_cores_left_free():
+    quiet = {"busy_pct": 5.0, "steal_pct": 0.0}
+    assert parallel_from_headroom(5, quiet, cores=2) == 3  # 1.9 free cores / 0.5 per trial
+    assert parallel_from_headroom(2, quiet, cores=2) == 2  # never more than wanted
+    assert parallel_from_headroom(5, {"busy_pct": 70.0, "steal_pct": 10.0}, cores=2) == 1
+    assert parallel_from_headroom(5, {"busy_pct": 100.0, "steal_pct": 20.0}, cores=2) == 1  # at least one
+
+
+def _metrics(valid, reasons=(), advice=""):
+    return {"stack": {"valid": valid, "invalid_reasons": list(reasons), "advice": advice}}
+
+
+def test_verdict_names_invalid_trials_why_and_what_to_do():
+    requests = [_request(m) for m in ("dds", "zenoh-peer", "mqtt-broker")]
+    ok = [_metrics(True)] * 3
+    assert invalid_trials(ok) == []
+    assert verdict_lines(requests, ok)[0].startswith("verdict: VALID")
+    bad = [
+        _metrics(True),
+        _metrics(
+            False, ["the machine's own timing explains 2.60 mm of lap drift (bound 1 mm)"], "re-run the trial"
+        ),
+        _metrics(None),
+    ]
+    assert invalid_trials(bad) == [1]
+    lines = verdict_lines(requests, bad, reruns=2)
+    assert lines[0] == "verdict: NOT VALID for e2e-zenoh-peer (2 re-run(s) of invalid trials):"
+    assert "2.60 mm" in lines[1] and lines[2] == "  what to do: re-run the trial"
+    assert lines[3].startswith("verdict: validity unknown for e2e-mqtt-broker")

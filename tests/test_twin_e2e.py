@@ -31,7 +31,7 @@ from fieldtest.record import (
 )
 from fieldtest.twin.create3 import drive
 from fieldtest.twin.host import STOP_BURST_COUNT
-from fieldtest.twin.robot import model_for
+from fieldtest.twin.robot import PHYSICS_HZ, model_for
 
 # One lap of short sides: 6.5 s of stream (PlanError needs side >= 2 x ramp time)
 SHORT_PLAN = SquarePlan(
@@ -284,3 +284,24 @@ def test_host_killed_robot_stops_by_watchdog_and_records_stay_readable(twin_fact
     # a physics loop delayed on a busy machine
     assert (stopped_at - last_rx) / 1e9 <= 0.5 + decel_s + 0.25
     assert status["final_velocity"] == [0.0, 0.0]
+
+
+def test_robot_records_its_own_stall_as_physics_step_lateness(twin_factory):
+    """The machine stops the robot process for 0.4 s (SIGSTOP): its physics loop says so in its status
+    and in trial.yaml's outcome.stack, where the trial's validity is judged."""
+    twin = twin_factory("zenoh-peer", SHORT_PLAN)
+    robot = twin.start("robot")
+    twin.wait_for("robot", "READY")
+    time.sleep(0.3)
+    os.kill(robot.pid, signal.SIGSTOP)
+    time.sleep(0.4)
+    os.kill(robot.pid, signal.SIGCONT)
+    time.sleep(0.3)
+    assert twin.stop("robot") == 0
+    status = twin.status("robot")
+    print("robot step lateness:", status["step_late"], "skipped", status["steps_skipped"])
+    assert status["step_late"]["max_ms"] >= 350.0
+    assert status["steps_skipped"] >= 0.35 * PHYSICS_HZ  # most of the stalled steps never ran
+    assert status["apply_late"]["count"] == 0  # no host, no commands
+    stack = read_trial(twin.trial_dir).outcome.stack["robot"]
+    assert stack["step_late"] == status["step_late"] and stack["late_commands_applied"] == 0

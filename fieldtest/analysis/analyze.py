@@ -115,6 +115,7 @@ def _analyze(
     metrics = _assemble(
         data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
     )
+    metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s))
     metrics = _jsonable(metrics)
     plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if opts.write:
@@ -144,6 +145,20 @@ def _analyze(
 
         write_report(out_dir / REPORT_FILE, metrics)
     return metrics
+
+
+def _stack_sections(data: TrialData, clock, track, motion, drift, max_gap_s: float) -> dict:
+    """``drift_causes`` and ``stack`` (fieldtest.analysis.causes / .stack)."""
+    from .causes import drift_causes
+    from .stack import stack_metrics
+
+    emulated = data.record.request.network != "loopback"  # on loopback every timing error is the stack's
+    causes = (
+        drift_causes(data, clock, track, motion, drift, max_gap_s, emulated)
+        if track is not None
+        else {"available": False, "reason": "no ground truth"}
+    )
+    return {"drift_causes": causes, "stack": stack_metrics(data, clock, causes, emulated)}
 
 
 def _plots(worker: PlotWorker | None, out_dir: Path, plot_data: PlotData) -> list[str]:

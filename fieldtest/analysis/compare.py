@@ -22,6 +22,7 @@ from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatErro
 from fieldtest.transport.base import MIDDLEWARES
 
 from .analyze import METRICS_FILE, analyze_trial, read_metrics
+from .intervals import interval_lines, is_valid, median_interval
 from .loading import AnalysisError
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
@@ -197,7 +198,7 @@ def compare_trials(
     rows = []
     for key in sorted(groups, key=_sort_key):
         members = groups[key]
-        values = [trial_values(m) for m in members]
+        values = [trial_values(m) for m in members if is_valid(m)]  # invalid ones: counted, not averaged
         rows.append(
             {
                 "middleware": key[0],
@@ -205,8 +206,10 @@ def compare_trials(
                 "network": key[2],
                 "trials": len(members),
                 "partial": sum(1 for m in members if m["partial"]),
+                "invalid": sum(1 for m in members if not is_valid(m)),
                 "metrics": {c.key: spread([v[c.key] for v in values]) for c in COLUMNS},
                 "drift_values": [v["drift_mean"] for v in values],
+                "drift_interval": median_interval([v["drift_mean"] for v in values]),
             }
         )
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -230,6 +233,8 @@ def _trial_row(m: dict) -> dict:
         "network": t["network"],
         "repetition": t["repetition"],
         "partial": m["partial"],
+        "valid": is_valid(m),
+        "invalid_reasons": (m.get("stack") or {}).get("invalid_reasons", []),
         "laps_completed": m["progress"]["laps_completed"],
         **trial_values(m),
     }
@@ -274,17 +279,19 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
         "",
         "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
         "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
-        "(the trials column counts partial ones in brackets). Definitions: docs/analysis.md.",
+        "(the trials column counts partial ones in brackets). Invalid trials (the machine's own timing faults "
+        "beyond the bounds) are counted but left out of every figure. Definitions: docs/analysis.md.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),
     ]
     for row in rows:
         trials_cell = str(row["trials"]) + (f" ({row['partial']} partial)" if row["partial"] else "")
+        trials_cell += f" ({row['invalid']} invalid)" if row.get("invalid") else ""
         cells = [row["middleware"], row["security"], row["network"], trials_cell]
         cells += [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"![drift per configuration]({DRIFT_PNG})", "", "## Trials", ""]
+    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
     head = ["trial", "middleware", "security", "network", "rep", "laps"] + [
         f"{c.title} ({c.unit})" for c in COLUMNS
     ]
@@ -294,7 +301,9 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
         key=lambda t: (_sort_key((t["middleware"], t["security"], t["network"])), t["repetition"], t["name"]),
     ):
         cells = [
-            t["name"] + (" (partial)" if t["partial"] else ""),
+            t["name"]
+            + (" (partial)" if t["partial"] else "")
+            + ("" if t.get("valid", True) else " (invalid)"),
             t["middleware"],
             t["security"],
             t["network"],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .stackreport import causes_lines, stack_lines, validity_lines
+
 
 def _fmt(value, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
     if value is None:
@@ -30,7 +32,9 @@ def report_lines(m: dict) -> list[str]:
     ]
     if m["partial"]:
         lines += ["**Partial result:**", ""] + [f"- {r}" for r in m["partial_reasons"]] + [""]
-    lines += _summary(m) + _progress(m) + _drift(m) + _ape(m) + _latency(m) + _mocap(m) + _context(m)
+    lines += validity_lines(m)
+    lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + _latency(m) + _mocap(m)
+    lines += stack_lines(m) + _context(m)
     warnings = m["warnings"] + [f"(trial) {w}" for w in m["outcome"]["warnings"]]
     if warnings:
         lines += ["## Warnings", ""] + [f"- {w}" for w in warnings] + [""]

@@ -248,24 +248,26 @@ static int cmp_i32(const void *a, const void *b) {
 
 static void print_dir_stats(dir_t *d) {
     uint64_t n = d->late_count < LATE_RING ? d->late_count : LATE_RING;
-    int32_t p50 = 0, p99 = 0;
+    int32_t p50 = 0, p90 = 0, p99 = 0;
     if (n > 0) {
         int32_t *copy = malloc(n * sizeof(int32_t));
         memcpy(copy, d->late_us, n * sizeof(int32_t));
         qsort(copy, n, sizeof(int32_t), cmp_i32);
         p50 = copy[(n - 1) / 2];
+        p90 = copy[(uint64_t)((n - 1) * 0.90)];
         p99 = copy[(uint64_t)((n - 1) * 0.99)];
         free(copy);
     }
     printf("\"%s\": {\"rx\": %llu, \"tx\": %llu, \"drop_loss\": %llu, \"drop_queue\": %llu, "
            "\"drop_outage\": %llu, \"drop_multicast\": %llu, \"drop_oversize\": %llu, "
-           "\"write_errors\": %llu, \"queued\": %d, \"late_p50_us\": %d, \"late_p99_us\": %d, "
+           "\"write_errors\": %llu, \"queued\": %d, \"late_p50_us\": %d, \"late_p90_us\": %d, "
+           "\"late_p99_us\": %d, "
            "\"late_max_us\": %lld}",
            d->name, (unsigned long long)d->rx, (unsigned long long)d->tx,
            (unsigned long long)d->drop_loss, (unsigned long long)d->drop_queue,
            (unsigned long long)d->drop_outage, (unsigned long long)d->drop_mcast,
            (unsigned long long)d->drop_oversize, (unsigned long long)d->write_err, d->nheap, p50,
-           p99, (long long)(d->late_max_ns / 1000));
+           p90, p99, (long long)(d->late_max_ns / 1000));
 }
 
 static void reset_stats(dir_t *d) {

@@ -93,6 +93,9 @@ class TrialOutcome(BaseModel):
     cpu: dict[str, dict[str, float]] = Field(default_factory=dict)  # process -> {cpu_s, cpu_percent}
     link: dict[str, Any] = Field(default_factory=dict)  # measured link before the trial
     faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
+    # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
+    # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
+    stack: dict[str, Any] = Field(default_factory=dict)
 
 
 class TrialRecord(BaseModel):

@@ -26,6 +26,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
+from fieldtest.machine import lateness_summary
 from fieldtest.natnet.feed import PoseFeedSender
 from fieldtest.realtime import leave_realtime, try_realtime
 from fieldtest.record import (
@@ -184,6 +185,11 @@ class TwinRobot:
         self._t0_ns = self.started_ns
         self._lock = threading.Lock()  # the model: commands arrive on middleware threads
         self._watchdog_reported = 0
+        # the robot's own timing faults (docs/analysis.md, "Stack faults and the machine"): how long
+        # after its arrival stamp each command reached the model, and how late each physics step woke
+        self.apply_late_ms: list[float] = []
+        self.step_late_ms: list[float] = []
+        self.steps_skipped = 0
         warm_up_codecs(*_CODECS)
         self.transport = transport or open_transport(request.transport, "robot")
         self.transport_hung = False
@@ -216,6 +222,7 @@ class TwinRobot:
     # Commands -----------------------------------------------------------------------------
     def _apply(self, twist: Any, received_ns: int) -> None:
         with self._lock:
+            self.apply_late_ms.append(max(0, self.clock.now_ns() - received_ns) / 1e6)
             self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
 
     def _on_twist_stamped(self, msg: Any, received_ns: int) -> None:
@@ -298,10 +305,13 @@ class TwinRobot:
             next_ns += self.physics_period_ns
             now = self.clock.now_ns()
             if next_ns < now:  # fell behind (loaded machine): skip, the model is event-exact anyway
+                self.step_late_ms.append((now - next_ns) / 1e6)  # the step due then ran this late, or never
+                self.steps_skipped += (now - next_ns) // self.physics_period_ns + 1
                 next_ns = now + self.physics_period_ns
             if deadline is not None and now >= deadline:
                 break
             self.clock.sleep_until(next_ns, stop, spin_ns=0)
+            self.step_late_ms.append(max(0, self.clock.now_ns() - next_ns) / 1e6)
 
     # Shutdown -----------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -326,6 +336,9 @@ class TwinRobot:
             # their own time, or (older than the step's checkpoint) applied late
             "late_command_replays": self.model.late_replays,
             "late_commands_applied": self.model.late_applied,
+            "apply_late": lateness_summary(self.apply_late_ms),
+            "step_late": lateness_summary(self.step_late_ms),
+            "steps_skipped": self.steps_skipped,
             "final_pose": [x, y, yaw],
             "final_velocity": [v, w],
             "robot_clock_shift_s": self.request.twin.robot_clock_offset_s,
@@ -360,6 +373,16 @@ def _add_to_outcome(outcome: TrialOutcome, status: dict[str, Any]) -> None:
     outcome.stopped_ns["robot"] = status["stopped_ns"]
     outcome.clock_offset_s = status["clock_offset_s"]
     outcome.clock_round_trip_s = status["clock_round_trip_s"]
+    outcome.stack["robot"] = {
+        key: status[key]
+        for key in (
+            "apply_late",
+            "step_late",
+            "steps_skipped",
+            "late_command_replays",
+            "late_commands_applied",
+        )
+    }
     if status["clock_offset_s"] is None:
         outcome.warnings.append("robot: no clock-offset probe completed; latencies are not corrected")
     for t in status["watchdog_stops_ns"]:

@@ -1,0 +1,147 @@
+"""Lap drift split into its causes along the chain plan -> send -> arrival -> motion.
+
+The Create 3 model (fieldtest.twin.create3) is driven three times with the same commands: at their
+planned times, at the times the host sent them, and at the times the robot logged their arrival
+(on the host clock). Each replay gives a lap-to-lap displacement d(tau) at every phase tau of the
+lap grid; the measured ground truth gives one more. The differences between consecutive links of
+the chain are what host emission timing, the link and everything after arrival (robot, model,
+mocap) add. Formulas: docs/analysis.md, "Drift split into causes".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fieldtest.plan import SquarePlan
+from fieldtest.twin.create3 import Create3Model, drive
+
+from .drift import phase_grid
+from .motion import Motion, Track
+from .stats import interp_with_gaps
+
+MOVING_EPS = 1e-9
+
+
+def _model(request: Any) -> Create3Model:
+    """The nominal Create 3 (no imperfections): what the robot would do with perfect wheels."""
+    return Create3Model(request.twin.safety_override)
+
+
+def _first_motion_s(times: np.ndarray, linear: np.ndarray, angular: np.ndarray) -> float | None:
+    moving = (np.abs(linear) > MOVING_EPS) | (np.abs(angular) > MOVING_EPS)
+    return float(times[np.argmax(moving)]) if moving.any() else None
+
+
+def lap_displacement(
+    times: np.ndarray,
+    linear: np.ndarray,
+    angular: np.ndarray,
+    plan: SquarePlan,
+    last_lap: int,
+    request: Any,
+) -> np.ndarray | None:
+    """Replay commands at ``times`` (stream seconds) through the model; return d(tau) = p(last lap,
+    tau) - p(first lap, tau) in the start frame (n x 2), laps counted from the first moving command."""
+    order = np.argsort(times, kind="stable")
+    times, linear, angular = times[order], linear[order], angular[order]
+    start = _first_motion_s(times, linear, angular)
+    if start is None:
+        return None
+    tau = phase_grid(plan)
+    first = start + tau
+    last = start + (last_lap - 1) * plan.lap_s + tau
+    poses = drive(_model(request), times, linear, angular, np.concatenate([first, last]))
+    n = len(tau)
+    return poses[n:, :2] - poses[:n, :2]
+
+
+def measured_displacement(track: Track, motion: Motion, plan: SquarePlan, last_lap: int, max_gap_s: float):
+    """The same d(tau) from the ground truth, turned into the start frame (driving direction = +x)."""
+    tau = phase_grid(plan)
+    p0, ok0 = interp_with_gaps(track.t_s, track.xy, motion.start_s + tau, max_gap_s)
+    p1, ok1 = interp_with_gaps(
+        track.t_s, track.xy, motion.start_s + (last_lap - 1) * plan.lap_s + tau, max_gap_s
+    )
+    c, s = math.cos(-motion.start_heading), math.sin(-motion.start_heading)
+    d = p1 - p0
+    return np.column_stack([c * d[:, 0] - s * d[:, 1], s * d[:, 0] + c * d[:, 1]]), ok0 & ok1
+
+
+def _mean_norm(d: np.ndarray, valid: np.ndarray) -> float | None:
+    norms = np.linalg.norm(d, axis=1)[valid]
+    return float(norms.mean()) if len(norms) else None
+
+
+def command_timelines(data: Any, clock: Any) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] | str:
+    """(stream seconds, linear, angular) of the commands at planned, send and arrival times; or why not."""
+    plan = data.plan
+    if data.commands is None or not len(data.commands.seq):
+        return "no sent commands (host bag)"
+    if data.receipts is None or not len(data.receipts.seq):
+        return "no command receipts (robot bag)"
+    start = data.stream_start_ns
+    sched = plan.schedule()
+    # the plan ends with the stop at the first tick after the motion
+    planned = (
+        np.append(sched.t_s, plan.n_ticks() * plan.tick_s),
+        np.append(sched.linear_mps, 0.0),
+        np.append(sched.angular_rps, 0.0),
+    )
+    cmds = data.commands
+    keep = cmds.seq >= 0
+    sent = ((cmds.sent_ns[keep] - start) / 1e9, cmds.linear[keep], cmds.angular[keep])
+    rec = data.receipts
+    seq, first = np.unique(rec.seq, return_index=True)  # a duplicate delivery acts once, when first seen
+    first = first[seq >= 0]
+    arrived_ns = clock.to_host_ns(rec.received_ns[first])
+    arrived = ((arrived_ns - start) / 1e9, rec.linear[first], rec.angular[first])
+    return {"plan": planned, "send": sent, "arrival": arrived}
+
+
+def drift_causes(
+    data: Any,
+    clock: Any,
+    track: Track | None,
+    motion: Motion,
+    drift: dict,
+    max_gap_s: float,
+    link_emulated: bool,
+) -> dict[str, Any]:
+    """The drift split along plan -> send -> arrival -> motion (metres, mean over the lap grid)."""
+    if not drift.get("available"):
+        return {"available": False, "reason": f"no measured drift ({drift.get('reason', 'unknown')})"}
+    timelines = command_timelines(data, clock)
+    if isinstance(timelines, str):
+        return {"available": False, "reason": timelines}
+    last_lap = int(drift["last_lap"])
+    request = data.record.request
+    d = {}
+    for name, (t, v, w) in timelines.items():
+        disp = lap_displacement(
+            np.asarray(t, float), np.asarray(v, float), np.asarray(w, float), data.plan, last_lap, request
+        )
+        if disp is None:
+            return {"available": False, "reason": f"no moving command at {name} times"}
+        d[name] = disp
+    d_meas, valid = measured_displacement(track, motion, data.plan, last_lap, max_gap_s)
+    everywhere = np.ones(len(valid), dtype=bool)
+    emission = _mean_norm(d["send"] - d["plan"], everywhere)
+    link = _mean_norm(d["arrival"] - d["send"], everywhere)
+    stack = emission if link_emulated else _mean_norm(d["arrival"] - d["plan"], everywhere)
+    return {
+        "available": True,
+        "first_lap": 1,
+        "last_lap": last_lap,
+        "replay_drift_m": {name: _mean_norm(disp, everywhere) for name, disp in d.items()},
+        "measured_drift_m": _mean_norm(d_meas, valid),
+        "host_emission_m": emission,
+        "link_m": link,
+        "rest_m": _mean_norm(d_meas - d["arrival"], valid),
+        # what the machine running the stack added: host timing, plus the whole path on loopback
+        # (no emulated link there, so every arrival-time error is the stack's own)
+        "stack_m": stack,
+        "stack_includes_link": not link_emulated,
+    }

@@ -1,0 +1,127 @@
+"""The stack's own timing faults, apart from the link, and whether a trial is valid.
+
+Inputs: the host bag (send times against the plan), the robot bag (arrival times), the drift split
+into causes (fieldtest.analysis.causes) and what the trial's processes recorded in
+``outcome.stack`` (machine monitor, robot receive-to-apply and physics steps, mocap emulator).
+Definitions and bounds: docs/analysis.md, "Stack faults and the machine".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fieldtest.machine import lateness_summary
+
+# A trial is invalid when the machine running the stack explains more lap drift than this (the
+# loopback stack target of issue #3, fieldtest.runner.STACK_DRIFT_LIMIT_M) ...
+STACK_DRIFT_BOUND_M = 0.001
+# ... or when the mocap emulator could not send this share of its frames on time (the ground
+# truth then has holes that are the machine's, not the lab's)
+MOCAP_SKIPPED_BOUND = 0.01
+
+
+def _timing_errors(data: Any, clock: Any) -> dict[str, np.ndarray] | None:
+    """Per command (plan ticks that arrived): emission = sent - planned, path = arrival - sent (s)."""
+    if data.commands is None or data.receipts is None:
+        return None
+    plan, start = data.plan, data.stream_start_ns
+    n = plan.n_ticks()
+    sent = {
+        int(s): int(t) for s, t in zip(data.commands.seq, data.commands.sent_ns, strict=True) if 0 <= s < n
+    }
+    seq, first = np.unique(data.receipts.seq, return_index=True)
+    arrived = clock.to_host_ns(data.receipts.received_ns[first])
+    rows = [(s, sent[s], a) for s, a in zip(seq.tolist(), arrived.tolist(), strict=True) if s in sent]
+    if not rows:
+        return None
+    s, t_sent, t_arr = (np.array(c, dtype=float) for c in zip(*rows, strict=True))
+    planned = start + s * plan.tick_s * 1e9
+    return {"emission": (t_sent - planned) / 1e9, "path": (t_arr - t_sent) / 1e9}
+
+
+def _rms(x: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 0.0
+
+
+def timing_error_split(errors: dict[str, np.ndarray], link_emulated: bool) -> dict[str, Any]:
+    """How much of the commanded timing error (arrival - planned, its variation about the median:
+    a constant delay moves every lap alike) came from the machine rather than the link."""
+    emission = errors["emission"] - np.median(errors["emission"])
+    path = errors["path"] - np.median(errors["path"])
+    total = emission + path
+    machine = total if not link_emulated else emission
+    total_rms = _rms(total)
+    return {
+        "commands": len(total),
+        "total_rms_ms": 1e3 * total_rms,
+        "host_emission_rms_ms": 1e3 * _rms(emission),
+        "path_rms_ms": 1e3 * _rms(path),
+        "machine_rms_ms": 1e3 * _rms(machine),
+        # share of the error's mean square: the parts are independent to first order
+        "machine_share": None if total_rms == 0 else min(1.0, _rms(machine) ** 2 / total_rms**2),
+        "path_counted_as_machine": not link_emulated,
+    }
+
+
+def stack_metrics(data: Any, clock: Any, causes: dict[str, Any], link_emulated: bool) -> dict[str, Any]:
+    """The ``stack`` section of metrics.json: faults per part, the machine's share, validity."""
+    recorded = dict(data.record.outcome.stack)
+    out: dict[str, Any] = {
+        "bound": {"stack_drift_m": STACK_DRIFT_BOUND_M, "mocap_skipped_share": MOCAP_SKIPPED_BOUND},
+        "machine": recorded.get("machine"),
+        "robot": recorded.get("robot"),
+        "mocap": recorded.get("mocap"),
+        "link_emulated": link_emulated,
+    }
+    errors = _timing_errors(data, clock)
+    if errors is not None:
+        late_ms = [max(0.0, 1e3 * float(v)) for v in errors["emission"]]
+        out["host_emission_late"] = lateness_summary(late_ms)
+        out["timing_error"] = timing_error_split(errors, link_emulated)
+    out["stack_drift_m"] = causes.get("stack_m") if causes.get("available") else None
+    out["valid"], out["invalid_reasons"], out["advice"] = _verdict(out)
+    return out
+
+
+def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
+    reasons = []
+    drift = out["stack_drift_m"]
+    if drift is not None and drift > STACK_DRIFT_BOUND_M:
+        where = "host send times and arrival times" if not out["link_emulated"] else "host send times"
+        reasons.append(
+            f"the machine's own timing ({where}) explains {drift * 1e3:.2f} mm of lap drift "
+            f"(bound {STACK_DRIFT_BOUND_M * 1e3:g} mm)"
+        )
+    robot = out.get("robot") or {}
+    if robot.get("late_commands_applied"):
+        reasons.append(f"the robot applied {robot['late_commands_applied']} commands later than they arrived")
+    mocap = out.get("mocap") or {}
+    if mocap.get("frames_generated"):
+        share = mocap["frames_skipped_late"] / mocap["frames_generated"]
+        if share > MOCAP_SKIPPED_BOUND:
+            reasons.append(
+                f"the mocap emulator skipped {100 * share:.1f} % of its frames, too late to send them"
+            )
+    if reasons:
+        return False, reasons, _advice(out)
+    if drift is None:
+        return None, [], "validity unknown: the drift could not be split into causes (see drift_causes)"
+    return True, [], ""
+
+
+def _advice(out: dict[str, Any]) -> str:
+    machine = out.get("machine") or {}
+    hints = []
+    if (machine.get("steal_pct") or 0) >= 2 or (machine.get("steal_max_pct") or 0) >= 20:
+        hints.append(
+            f"the hypervisor took {machine['steal_pct']:.0f} % of CPU time (up to {machine['steal_max_pct']:.0f} % "
+            "in half a second): run on a machine without CPU steal or re-run when the host is quieter"
+        )
+    if (machine.get("cpu_pressure_pct") or 0) >= 20 or (machine.get("busy_pct") or 0) >= 80:
+        hints.append(
+            "other programs kept the cores busy: close them or run fewer trials at once (--parallel 1)"
+        )
+    hints.append("re-run the trial; invalid trials are kept but left out of comparisons")
+    return "; ".join(hints)
