@@ -51,7 +51,7 @@ echo "[install-ros] ROS 2 $DISTRO wheels into $VENV (pinned: $(basename "$REQS")
 # The wheels' CMake export files name the Python of the machine that built them; point them here.
 py_include=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 np_include=$("$PY" -c "import numpy; print(numpy.get_include())")
-grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" 2>/dev/null |
+{ grep -rlZ --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" 2>/dev/null || true; } |
   xargs -0 -r sed -i \
     -e "s#/opt/python/cp311-cp311/include/python3.11#$py_include#g" \
     -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$np_include#g"
