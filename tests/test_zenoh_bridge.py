@@ -289,3 +289,14 @@ def test_every_generated_config_runs_under_the_real_bridge(
             assert "panicked" not in text and " ERROR " not in text, f"{log.name}: {text[-800:]}"
     except BridgeConfigError as exc:
         pytest.fail(f"a generated config was refused: {exc}")
+
+
+def test_bridged_twin_trial_without_the_build_ends_with_the_install_hint(tmp_path, monkeypatch):
+    from fieldtest.record import TrialRequest
+    from fieldtest.runner import QUICK_PLAN, run_twin_trial
+
+    monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
+    request = TrialRequest(name="no-bridge", plan=QUICK_PLAN, transport={"middleware": "zenoh-peer"})
+    result = run_twin_trial(request, tmp_path / "runs")
+    assert result.end_reason == "error"
+    assert INSTALL_COMMAND in result.detail and "not built" in result.detail

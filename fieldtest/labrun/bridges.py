@@ -729,9 +729,15 @@ def run_trial_bridges(
     Stop the kit's host node (its stop burst) before leaving the block. Raises BridgeMissingError
     when zenohd/the plugin are not built, BridgeConfigError when a bridge refuses its config.
 
-        host, robot = parse_launch_args(..., "host"), parse_launch_args(..., "robot")
+    On one machine the two sides' DDS must not meet except through the bridges: give them separate
+    domains. ``twin_side_launches`` does (``side_domain``), and the kit's transports opened with
+    ``zenoh_path="bridge"`` use the same domains, on 127.0.0.1, with $ROS_DISTRO as the bridges':
+
+        transport = request.transport.model_copy(update={"zenoh_path": "bridge"})
+        host, robot = twin_side_launches(transport, request.cmd_type)
+        os.environ["ROS_DISTRO"] = host.ros_distro  # GID size of the kit's ros_discovery_info
         with run_trial_bridges(host, robot, trial_dir / "bridges"):
-            ...  # run the trial's host and robot nodes
+            ...  # open_transport(transport, "host"/"robot") in the trial's host and robot nodes
     """
     bridge = bridge or find_bridge()
     processes = trial_bridge_processes(host, robot, config_dir, bridge, dds_address=dds_address)
