@@ -58,7 +58,6 @@ from fieldtest.record import (
 from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig, full_topic
-from fieldtest.transport.rosgraph import before_iron
 from fieldtest.transport.zenoh_bridge import (
     LOOPBACK,
     BridgeBinaries,
@@ -690,6 +689,10 @@ def trial_bridge_processes(
     ``dds_address``: where the kit's own DDS endpoints are pinned (the bridges get a unicast peer
     there, ``bridge_env``); None next to real ROS nodes (the plugin's own discovery settings).
     """
+    # here, not at the top: rosgraph needs the cyclonedds binding, which the lab nodes' ROS 2
+    # environment (rclpy on Fast DDS) does not have, and planrun imports this module
+    from fieldtest.transport.rosgraph import before_iron
+
     folder = Path(config_dir)
     out: list[SideProcess] = []
     if host.middleware == "zenoh-router":
