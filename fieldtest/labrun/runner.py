@@ -266,6 +266,9 @@ class _Trial:
         if host is not None:
             return f"the host side exited (code {host}) before the trial: {self.procs.tail('host')}"
         if self.robot_proc is not None and self.robot_proc.poll() is not None:
+            refusal = preflight_refusal(self.options.robot.read_json(self.trial_id, ROBOT_PREFLIGHT))
+            if refusal:  # the launch's gate stopped the robot side: say why, not just that it exited
+                return f"the robot's Create 3 pre-flight refused the trial: {refusal}"
             return f"the robot side exited (code {self.robot_proc.returncode}): see {self.trial_dir}/logs/robot.log"
         return None
 
@@ -392,6 +395,14 @@ def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> No
                 f"launch argument {name} must be the same on both sides: host {host or '(default)'}, "
                 f"robot {robot or '(default)'} (give it as --host-arg and --robot-arg)"
             )
+
+
+def preflight_refusal(report: dict[str, Any] | None) -> str:
+    """The failed findings of a Create 3 pre-flight report that said no-go, '' otherwise."""
+    if not report or report.get("go", True):
+        return ""
+    failed = [f for f in report.get("findings", []) if f.get("severity") == "fail"]
+    return "; ".join(f"{f.get('check')}: {f.get('detail')}" for f in failed) or "no-go"
 
 
 def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[str, str]:
