@@ -10,17 +10,8 @@ CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc)
 
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "[install] apt packages: ${missing[*]}"
-  sudo_if_needed apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+source "$ROOT/tools/apt.sh"
+apt_install install "${APT_PACKAGES[@]}"
 
 # A prefix of symlinks to Debian's files: the binding's build looks for CYCLONEDDS_HOME/{lib,include}.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)

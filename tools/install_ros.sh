@@ -32,16 +32,8 @@ if ready; then
   exit 0
 fi
 
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
-missing=()
-for pkg in cmake ninja-build gcc g++ python3-dev; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "[install-ros] apt packages: ${missing[*]}"
-  sudo_if_needed apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+source "$ROOT/tools/apt.sh"
+apt_install install-ros cmake ninja-build gcc g++ python3-dev
 
 echo "[install-ros] ROS 2 $DISTRO wheels into $VENV (pinned: $(basename "$REQS"))"
 [ -x "$PY" ] || python3 -m venv "$VENV"

@@ -18,7 +18,7 @@ STAMP="$PREFIX/BUILT"
 APT_PACKAGES=(libclang-dev clang cmake gcc g++ make pkg-config python3)
 
 log() { echo "[zenoh-bridge] $*"; }
-sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+source "$(dirname "$0")/apt.sh"
 
 bridge_is_built() {
   [ -x "$ZENOHD" ] && [ -f "$PLUGIN" ] && [ -f "$STAMP" ] \
@@ -40,15 +40,7 @@ if bridge_is_built; then
   exit 0
 fi
 
-missing=()
-for pkg in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  log "apt packages: ${missing[*]}"
-  sudo_if_needed apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+apt_install zenoh-bridge "${APT_PACKAGES[@]}"
 
 export PATH="$HOME/.cargo/bin:$PATH"
 if ! command -v cargo >/dev/null; then
