@@ -17,11 +17,13 @@ records under ``<runs>/robot-side`` as the Pi would and is collected like a remo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
@@ -126,19 +128,22 @@ def simulated_hardware(
         procs.stop_all(["base", "natnet"])
 
 
-def rehearsal_options(
-    runs_dir: Path, distro: str, python: str, ports: dict[str, int], base: LabOptions
-) -> LabOptions:
-    """``base`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
+def rehearsal_options(options: LabOptions, python: str) -> LabOptions:
+    """``options`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
+    return dataclasses.replace(
+        options,
+        host_launch=(python, *PLANRUN, "host"),
+        host_args={**NODE_ARGS, **options.host_args},
+        robot_args={**NODE_ARGS, **options.robot_args},
+        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, "robot")),
+    )
+
+
+def emulator_recorder(ports: dict[str, int]) -> Any:
+    """The kit's NatNet recorder reading this trial's emulator, unicast on loopback."""
     from fieldtest.natnet.recorder import RecorderConfig
 
-    base.runs_dir = runs_dir
-    base.ros_distro = distro
-    base.host_launch = (python, *PLANRUN, "host")
-    base.host_args = {**NODE_ARGS, **base.host_args}
-    base.robot_args = {**NODE_ARGS, **base.robot_args}
-    base.robot = local_robot_side(runs_dir / "robot-side", (python, *PLANRUN, "robot"))
-    base.mocap = RecorderConfig(
+    return RecorderConfig(
         server_address="127.0.0.1",
         local_address="127.0.0.1",
         multicast=False,
@@ -146,7 +151,6 @@ def rehearsal_options(
         data_port=ports["data"],
         up_axis="y",
     )
-    return base
 
 
 def rehearse(
@@ -158,14 +162,13 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     _check_ros_environment(python)
+    local = rehearsal_options(options, python)
     results = []
     for i, request in enumerate(requests):
         options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
         log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
         with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
-            runner = LabRunner(
-                rehearsal_options(options.runs_dir, options.ros_distro, python, ports, options)
-            )
+            runner = LabRunner(dataclasses.replace(local, mocap=emulator_recorder(ports)))
             result = runner.run_trial(request)
         options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
         results.append(result)
