@@ -10,7 +10,7 @@ import yaml
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.cli import analyze_main, compare_main
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 

@@ -9,7 +9,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 # A short square so the tests stay fast: 1.5 s sides, 1 s turns, 10 s laps, 3 laps.
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
@@ -236,7 +236,7 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
 
 
 def test_synthetic_stop_burst_is_the_twin_hosts():
-    from fieldtest import synth
+    from fieldtest.testkit import synth
     from fieldtest.twin import host
 
     assert synth.STOP_BURST_SPACING_S == host.STOP_BURST_SPACING_S
