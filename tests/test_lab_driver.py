@@ -29,10 +29,10 @@ from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
 from fieldtest.labrun.remote import RemoteShell, local_robot_side
 from fieldtest.labrun.runner import host_end_reason
 from fieldtest.plan import SquarePlan
+from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
 from fieldtest.transport import open_transport
 from fieldtest.transport.base import TransportConfig
-from fieldtest.transport.broker import free_port
 
 # 0.1 m/s sides of 0.5 s and 0.5 s turns: 2.2 s per lap including the start delay.
 SHORT = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)

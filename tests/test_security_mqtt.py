@@ -13,6 +13,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import mosquitto_acl, paho_tls_args, write_mosquitto_files
@@ -25,12 +26,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("mqtt") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> None:

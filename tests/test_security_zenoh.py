@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 import zenoh
 
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import (
@@ -30,12 +30,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("zenoh") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def merge(base: dict, overrides: dict) -> dict:

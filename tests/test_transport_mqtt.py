@@ -12,14 +12,13 @@ import pytest
 from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
 
 from fieldtest import rosmsg
+from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.broker import (
     BrokerError,
     MosquittoBroker,
-    free_port,
     mosquitto_conf,
     mqtt_broker_address,
-    port_accepts,
 )
 from fieldtest.transport.mqtt import (
     STAMP_LENGTH,

@@ -10,8 +10,9 @@ import zenoh
 from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
 
 from fieldtest import rosmsg
+from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig, open_transport
-from fieldtest.transport.broker import BrokerError, ZenohRouter, free_port, port_accepts
+from fieldtest.transport.broker import BrokerError, ZenohRouter
 from fieldtest.transport.zenoh_ import (
     ZenohTransportError,
     deep_merge,

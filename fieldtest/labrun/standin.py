@@ -23,9 +23,10 @@ from fieldtest.labrun.driver import LabDriver, RemappedTransport, command_remap,
 from fieldtest.labrun.launchplan import split_preflight_args
 from fieldtest.labrun.monitor import LabLinkMonitor
 from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch, LaunchArgError, parse_launch_args
+from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.transport import open_transport
 from fieldtest.transport.base import TransportConfig
-from fieldtest.twin.common import say, stop_on_signals, watch_parent
+from fieldtest.twin.common import say
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:

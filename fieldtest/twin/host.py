@@ -29,6 +29,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.plan import Schedule
+from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, thread_priority, try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
@@ -50,11 +51,8 @@ from fieldtest.twin.common import (
     close_transport,
     load_request,
     say,
-    signal_exit_code,
-    stop_on_signals,
     update_outcome,
     warm_up_codecs,
-    watch_parent,
     write_status,
 )
 

@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import load_plan
+    from fieldtest.procs import stop_on_signals
     from fieldtest.transport.base import TransportConfig
-    from fieldtest.twin.common import stop_on_signals
 
     argv = list(sys.argv if argv is None else argv)
     init_without_signal_handlers(argv)
