@@ -21,6 +21,7 @@ import yaml
 from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import LAB_MIDDLEWARES, LaunchArgError
+from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,10 +73,10 @@ def test_host_waits_for_the_runner_only_when_recording(tmp_path):
 
 def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     dds = _plan("host", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path))
-    assert dds.nodes[0].ros_arguments == ["--enclave", "/fieldtest/host"]
+    assert dds.nodes[0].ros_arguments == ["--enclave", HOST_ENCLAVE]
     assert dds.environment.set["ROS_SECURITY_ENABLE"] == "true"
     assert dds.processes[-1].name == "ros2bag"
-    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": "/fieldtest/recorder"}
+    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": RECORDER_ENCLAVE}
     relay = _plan("robot", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path), relay="true")
     assert relay.nodes[0].parameters["base_plain_context"] is True
     # The pre-flight talks to the Create 3 only, which cannot join the secure domain.

@@ -35,14 +35,13 @@ from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
 from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
+from fieldtest.names import ROLE_ENCLAVES
 
 RMW_IMPLEMENTATIONS = {
     "cyclonedds": "rmw_cyclonedds_cpp",
     "fastrtps": "rmw_fastrtps_cpp",
     "zenoh": "rmw_zenoh_cpp",
 }
-ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
-BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
 LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
@@ -78,7 +77,7 @@ def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:
-    return ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
+    return ROLE_ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
 
 
 def ros_environment(

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from fieldtest.names import MQTT_TLS_PORT
+
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
 from .keystore import (
     TLS_IDENTITIES,
@@ -41,7 +43,6 @@ DDS_PLUGINS = {
     "access": ("dds_security_ac", "init_access_control", "finalize_access_control"),
     "crypto": ("dds_security_crypto", "init_crypto", "finalize_crypto"),
 }
-MQTT_TLS_PORT = 8883
 
 
 class SecuritySettingError(ValueError):

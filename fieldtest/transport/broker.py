@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..names import MQTT_PORT, ZENOH_PORT
 from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
 from .base import TransportConfig
 
@@ -255,11 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="kind", required=True)
     router = sub.add_parser("zenoh-router", help="run a Zenoh router until SIGTERM/SIGINT")
     router.add_argument("--address", default="0.0.0.0")
-    router.add_argument("--port", type=int, default=7447)
+    router.add_argument("--port", type=int, default=ZENOH_PORT)
     router.add_argument("--overrides-json", default="", help="JSON object deep-merged into the router config")
     mosq = sub.add_parser("mosquitto", help="write mosquitto.conf and run Mosquitto in the foreground")
     mosq.add_argument("--address", default="0.0.0.0")
-    mosq.add_argument("--port", type=int, default=1883)
+    mosq.add_argument("--port", type=int, default=MQTT_PORT)
     mosq.add_argument("--workdir", required=True)
     args = parser.parse_args(argv)
 

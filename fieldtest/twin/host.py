@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import Schedule
 from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, thread_priority, try_realtime
@@ -56,8 +57,6 @@ from fieldtest.twin.common import (
     write_status,
 )
 
-STOP_BURST_COUNT = 5
-STOP_BURST_SPACING_S = 0.02
 LINK_TIMEOUT_S = 30.0
 LINK_SETTLE_S = 0.5  # after the robot is seen: discovery of the remaining endpoints
 STREAM_LEAD_S = 0.05  # tick 0 this long after the decision to start, so it is on time
