@@ -11,25 +11,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fieldtest.analysis import AnalysisError, analyze_trial
+from fieldtest.analysis import AnalysisError, Metrics, analyze_trial
 from fieldtest.analysis.compare import current_metrics, find_trials
-from fieldtest.analysis.intervals import is_valid
 from fieldtest.record import BagError, TrialFormatError
 
 
-def trial_line(metrics: dict) -> str:
+def trial_line(metrics: Metrics) -> str:
     """One line: name, middleware/security/network, per-lap drift (mm), latency (ms), loss, validity."""
-    trial, drift, latency = metrics["trial"], metrics["drift"], metrics["latency"]
-    if drift.get("available"):
-        laps = " ".join(f"L{lap['lap']}:{lap['mean_m'] * 1000:.1f}" for lap in drift["per_lap"])
+    drift, latency = metrics.drift, metrics.latency
+    if drift.available:
+        laps = " ".join(f"L{lap.lap}:{lap.mean_m * 1000:.1f}" for lap in drift.per_lap)
     else:
-        laps = f"no drift ({drift.get('reason', 'not available')})"
-    one_way = latency.get("one_way_ms") or {}
-    median = "-" if one_way.get("median") is None else f"{one_way['median']:.2f}"
-    loss = "-" if latency.get("loss_ratio") is None else f"{latency['loss_ratio'] * 100:.1f}%"
-    valid = "valid" if is_valid(metrics) else "INVALID"
-    config = f"{trial['middleware']}/{trial['security']}/{trial['network']}"
-    return f"{trial['name']:<28} {config:<30} drift mm vs lap 1 {laps}  latency median {median} ms  loss {loss}  {valid}"
+        laps = f"no drift ({drift.reason or 'not available'})"
+    median = latency.one_way_ms.median if latency.one_way_ms else None
+    median = "-" if median is None else f"{median:.2f}"
+    loss = "-" if latency.loss_ratio is None else f"{latency.loss_ratio * 100:.1f}%"
+    valid = "valid" if metrics.valid else "INVALID"
+    config = "/".join(metrics.config)
+    return f"{metrics.trial.name:<28} {config:<30} drift mm vs lap 1 {laps}  latency median {median} ms  loss {loss}  {valid}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     for trial_dir in trials:
         metrics = None if args.reanalyze else current_metrics(trial_dir)
         try:
-            metrics = metrics or analyze_trial(trial_dir, plots=False)
+            metrics = metrics or Metrics.model_validate(analyze_trial(trial_dir, plots=False))
         except (TrialFormatError, AnalysisError, BagError) as exc:
             print(f"{trial_dir.name:<28} skipped: {exc}")
             continue

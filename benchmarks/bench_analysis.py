@@ -26,7 +26,8 @@ from pathlib import Path
 
 import yaml
 
-from fieldtest.analysis import analyze_trial, compare_trials
+from fieldtest.analysis import analyze_trial, compare_trials, read_metrics
+from fieldtest.analysis.metrics import METRICS_FILE
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 REPEAT = 3
@@ -89,15 +90,16 @@ def bench_single(root: Path, rate_hz: float) -> None:
     analyze_trial(trial)  # imports and caches warm (a second run: the plot worker's too)
     analyze_trial(trial)
     t_warm, _ = _timed(analyze_trial, trial)
-    metrics = analyze_trial(trial, root / "tum", plots=False, report=False, export_tum=True)
-    ref, est = (root / "tum" / name for name in metrics["ape"]["tum_files"])
+    analyze_trial(trial, root / "tum", plots=False, report=False, export_tum=True)
+    metrics = read_metrics(root / "tum" / METRICS_FILE)
+    ref, est = (root / "tum" / name for name in metrics.ape.tum_files)
     home = root / "evo-home"
     home.mkdir(exist_ok=True)
     env = dict(os.environ, HOME=str(home), MPLBACKEND="Agg")
     evo_cmd = [str(exe / "evo_ape"), "tum", str(ref), str(est), "--align_origin", "--no_warnings"]
     _run(evo_cmd, env, repeat=1)  # the first run writes evo's settings file
     evo = _run(evo_cmd, env)
-    poses = metrics["ape"]["poses"]
+    poses = metrics.ape.poses
     print(
         f"\n96 s trial, {rate_hz:g} Hz ground truth ({poses} poses in the APE window; synthesized in {t_synth:.2f} s)"
     )

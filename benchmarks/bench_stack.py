@@ -80,7 +80,9 @@ def campaign(middlewares: list[str], reps: int, plan: SquarePlan, out: Path, tag
     rows = {}
     for m in middlewares:
         kept = [x for r, x in zip(requests, metrics, strict=True) if r.transport.middleware == m]
-        valid = [x["stack"]["stack_drift_m"] for x in kept if x.get("stack", {}).get("valid")]
+        valid = [
+            x.stack.stack_drift_m for x in kept if x is not None and x.stack is not None and x.stack.valid
+        ]
         rows[m] = {
             "valid": len(valid),
             "invalid_kept": len(kept) - len(valid),

@@ -825,23 +825,25 @@ def run_drift(report: Report, work_dir: Path) -> None:
 
 
 def _drift_row(middleware: str, result, analyze_trial) -> DriftRow:
+    from fieldtest.analysis.metrics import metrics_from
+
     row = DriftRow(middleware, result.end_reason)
     if result.end_reason != "completed":
         row.error = result.detail
         return row
     try:
-        metrics = analyze_trial(result.trial_dir, plots=False)
+        metrics = metrics_from(analyze_trial(result.trial_dir, plots=False), result.trial_dir)
     except Exception as exc:  # one line in the table, the other rows still count
         row.error = f"analysis failed: {exc}"
         return row
-    drift, link = metrics["drift"], metrics["latency"]
-    if drift.get("available"):
-        row.drift_mm = drift["mean_m"] * 1e3
-        row.at_lap_end_mm = drift["at_lap_end_m"] * 1e3
-        row.heading_change_deg = drift["heading_change_deg"]
-    row.received, row.sent = link.get("commands_received", 0), link.get("commands_sent", 0)
-    one_way = link.get("one_way_ms") or {}
-    row.latency_p50_ms, row.latency_p99_ms = one_way.get("median"), one_way.get("p99")
+    drift, link = metrics.drift, metrics.latency
+    if drift.available:
+        row.drift_mm = drift.mean_m * 1e3
+        row.at_lap_end_mm = drift.at_lap_end_m * 1e3
+        row.heading_change_deg = drift.heading_change_deg
+    row.received, row.sent = link.commands_received or 0, link.commands_sent or 0
+    one_way = link.one_way_ms
+    row.latency_p50_ms, row.latency_p99_ms = (one_way.median, one_way.p99) if one_way else (None, None)
     cpu = read_trial(result.trial_dir).outcome.cpu
     row.cpu_percent = {name: figures["cpu_percent"] for name, figures in cpu.items()}
     return row

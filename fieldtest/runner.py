@@ -25,6 +25,7 @@ from fieldtest.machine import MachineMonitor
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.record import (
+    ANALYSIS_DIR,
     HOST_BAG,
     MOCAP_BAG,
     ROBOT_BAG,
@@ -41,6 +42,7 @@ from fieldtest.security.trial import prepare_trial_security
 from fieldtest.transport.base import MIDDLEWARES
 
 if TYPE_CHECKING:
+    from fieldtest.analysis.metrics import Metrics
     from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
@@ -504,37 +506,41 @@ def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialRes
             return [f.result() for f in futures]
 
 
-def _analyse(results: list[TrialResult]) -> list[dict]:
-    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order. A trial
-    with nothing to analyse (stopped before it streamed) gets its one-line reason and ``{}``."""
-    from fieldtest.analysis import analyze_trial
+def _analyse(results: list[TrialResult]) -> list[Metrics | None]:
+    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order, read
+    back through the schema. A trial with nothing to analyse (stopped before it streamed) gets its
+    one-line reason and None."""
+    from fieldtest.analysis import analyze_trial, read_metrics
+    from fieldtest.analysis.metrics import METRICS_FILE
 
     metrics = []
     for result in results:
         try:
-            metrics.append(analyze_trial(result.trial_dir))
+            analyze_trial(result.trial_dir)
+            metrics.append(read_metrics(result.trial_dir / ANALYSIS_DIR / METRICS_FILE))
         except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
             print(f"{result.trial_dir.name}: not analysed: {str(exc).splitlines()[0]}", file=sys.stderr)
-            metrics.append({})
+            metrics.append(None)
     return metrics
 
 
-def _print_stack_check(requests: list[TrialRequest], results: list[TrialResult], metrics: list[dict]) -> None:
+def _print_stack_check(
+    requests: list[TrialRequest], results: list[TrialResult], metrics: list[Metrics | None]
+) -> None:
     """The stack check, for runs where every trial completed (a stopped one has no last lap)."""
     if all(r.end_reason == "completed" for r in results):
         if (check := stack_drift_check(requests, metrics)) is not None:
             print(check)
 
 
-def stack_drift_check(requests: list[TrialRequest], metrics: list[dict]) -> str | None:
+def stack_drift_check(requests: list[TrialRequest], metrics: list[Metrics | None]) -> str | None:
     """One line on whether the stack added drift: on loopback with no imperfections every trial's
     lap drift should stay within ``STACK_DRIFT_LIMIT_M``. None where that does not apply."""
     if any(r.network != "loopback" or r.faults or r.twin.has_imperfections() for r in requests):
         return None
     figures = []
     for request, m in zip(requests, metrics, strict=True):
-        drift = m.get("drift", {})
-        value = drift.get("mean_m") if drift.get("available") else None
+        value = m.drift.mean_m if m is not None and m.drift.available else None
         figures.append((request.transport.middleware, value))
     shown = ", ".join(f"{name} {'n/a' if v is None else f'{v * 1000:.1f}'}" for name, v in figures)
     limit_mm = f"{STACK_DRIFT_LIMIT_M * 1000:g} mm"
@@ -584,14 +590,19 @@ def _run_batches(requests: list[TrialRequest], out: Path, parallel: int) -> list
     return results
 
 
-def invalid_trials(metrics: list[dict]) -> list[int]:
+def _validity(m: Metrics | None) -> bool | None:
+    """stack.valid: True, False, or None (not analysed, or no stack figures to judge by)."""
+    return m.stack.valid if m is not None and m.stack is not None else None
+
+
+def invalid_trials(metrics: list[Metrics | None]) -> list[int]:
     """Indices of trials whose stack faults made them invalid (metrics stack.valid false)."""
-    return [i for i, m in enumerate(metrics) if (m.get("stack") or {}).get("valid") is False]
+    return [i for i, m in enumerate(metrics) if _validity(m) is False]
 
 
 def _run_and_rerun(
     requests: list[TrialRequest], out: Path, parallel: int, reruns: int
-) -> tuple[list[TrialResult], list[dict], list[TrialResult], int]:
+) -> tuple[list[TrialResult], list[Metrics | None], list[TrialResult], int]:
     """Run, analyse, and re-run each invalid trial up to ``reruns`` times, one at a time (the
     machine was too busy for it). Returns (kept results, their metrics, every result, re-runs)."""
     results = _run_batches(requests, out, parallel)
@@ -611,14 +622,10 @@ def _run_and_rerun(
     return results, metrics, every, count
 
 
-def verdict_lines(requests: list[TrialRequest], metrics: list[dict], reruns: int = 0) -> list[str]:
+def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], reruns: int = 0) -> list[str]:
     """The final word for a newcomer: valid, or which trials are not, why, and what to do."""
-    bad = [
-        (r, m) for r, m in zip(requests, metrics, strict=True) if (m.get("stack") or {}).get("valid") is False
-    ]
-    unknown = [
-        r for r, m in zip(requests, metrics, strict=True) if (m.get("stack") or {}).get("valid") is None
-    ]
+    bad = [(r, m) for r, m in zip(requests, metrics, strict=True) if _validity(m) is False]
+    unknown = [r for r, m in zip(requests, metrics, strict=True) if _validity(m) is None]
     rerun_note = f" ({reruns} re-run(s) of invalid trials)" if reruns else ""
     if not bad and not unknown:
         return [f"verdict: VALID - the machine's own timing stayed within bounds in every trial{rerun_note}"]
@@ -626,8 +633,8 @@ def verdict_lines(requests: list[TrialRequest], metrics: list[dict], reruns: int
     if bad:
         lines.append(f"verdict: NOT VALID for {', '.join(r.name for r, _ in bad)}{rerun_note}:")
         for r, m in bad:
-            lines.append(f"  {r.name}: {'; '.join(m['stack']['invalid_reasons'])}")
-        lines.append(f"  what to do: {bad[0][1]['stack']['advice']}")
+            lines.append(f"  {r.name}: {'; '.join(m.stack.invalid_reasons)}")
+        lines.append(f"  what to do: {bad[0][1].stack.advice}")
     if unknown:
         lines.append(
             f"verdict: validity unknown for {', '.join(r.name for r in unknown)} (see their report.md)"

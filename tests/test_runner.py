@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.analysis import analyze_trial, read_metrics
+from fieldtest.analysis.metrics import Drift, Metrics, Stack
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -30,6 +32,7 @@ from fieldtest.runner import (
     stack_drift_check,
     verdict_lines,
 )
+from fieldtest.testkit.synth import SynthSpec, synthesize
 from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
@@ -181,11 +184,24 @@ def test_trial_over_emulated_wifi_with_an_outage(tmp_path):
     assert read_bag(result.trial_dir / "mocap").count(MOCAP_POSE_TOPIC) > 500  # truth crossed namespaces
 
 
-def _drift(mean_m: float | None) -> dict:
-    return {"drift": {"available": mean_m is not None, "mean_m": mean_m}}
+@pytest.fixture(scope="module")
+def analysed(tmp_path_factory) -> Metrics:
+    """A real metrics.json (a synthetic trial, analysed) as the readers get it."""
+    trial = tmp_path_factory.mktemp("analysed")
+    synthesize(trial, SynthSpec(plan=SHORT_PLAN))
+    analyze_trial(trial, plots=False)
+    return read_metrics(trial / "analysis" / "metrics.json")
 
 
-def test_stack_check_says_which_middleware_adds_drift():
+@pytest.fixture
+def _drift(analysed):
+    def drift(mean_m: float | None) -> Metrics:
+        return analysed.model_copy(update={"drift": Drift(available=mean_m is not None, mean_m=mean_m)})
+
+    return drift
+
+
+def test_stack_check_says_which_middleware_adds_drift(_drift):
     requests = [_request(m) for m in ("dds", "mqtt-broker")]
     met = stack_drift_check(requests, [_drift(0.0003), _drift(0.0009)])
     assert met.startswith("stack check: lap drift within 1 mm") and "dds 0.3, mqtt-broker 0.9" in met
@@ -195,7 +211,7 @@ def test_stack_check_says_which_middleware_adds_drift():
     assert "NOT met" in unmeasured and "for dds (" in unmeasured and "dds n/a" in unmeasured
 
 
-def test_stack_check_only_where_the_stack_alone_should_not_drift():
+def test_stack_check_only_where_the_stack_alone_should_not_drift(_drift):
     wifi = _request("dds").model_copy(update={"network": "wifi"})
     assert stack_drift_check([wifi], [_drift(0.01)]) is None
     biased = TrialRequest(name="b", plan=SHORT_PLAN, twin={"heading_bias_dps": 0.1})
@@ -243,11 +259,12 @@ def test_parallel_trials_follow_the_cores_left_free():
     assert parallel_from_headroom(5, {"busy_pct": 100.0, "steal_pct": 20.0}, cores=2) == 1  # at least one
 
 
-def _metrics(valid, reasons=(), advice=""):
-    return {"stack": {"valid": valid, "invalid_reasons": list(reasons), "advice": advice}}
+def test_verdict_names_invalid_trials_why_and_what_to_do(analysed):
+    def _metrics(valid, reasons=(), advice=""):
+        return analysed.model_copy(
+            update={"stack": Stack(valid=valid, invalid_reasons=list(reasons), advice=advice)}
+        )
 
-
-def test_verdict_names_invalid_trials_why_and_what_to_do():
     requests = [_request(m) for m in ("dds", "zenoh-peer", "mqtt-broker")]
     ok = [_metrics(True)] * 3
     assert invalid_trials(ok) == []
@@ -264,3 +281,6 @@ def test_verdict_names_invalid_trials_why_and_what_to_do():
     assert lines[0] == "verdict: NOT VALID for e2e-zenoh-peer (2 re-run(s) of invalid trials):"
     assert "2.60 mm" in lines[1] and lines[2] == "  what to do: re-run the trial"
     assert lines[3].startswith("verdict: validity unknown for e2e-mqtt-broker")
+    assert verdict_lines(requests[:1], [None])[0].startswith(
+        "verdict: validity unknown for e2e-dds"
+    )  # not analysed

@@ -13,9 +13,11 @@ from fieldtest.lazy import lazy_attributes
 DEFAULT_MAX_GAP_S = 0.1  # longest mocap gap bridged by interpolation (docs/analysis.md)
 
 _LAZY = {
-    "METRICS_VERSION": ".analyze",
+    "METRICS_VERSION": ".metrics",
+    "Metrics": ".metrics",
+    "MetricsError": ".metrics",
+    "read_metrics": ".metrics",
     "analyze_trial": ".analyze",
-    "read_metrics": ".analyze",
     "AnalysisError": ".loading",
     "compare_trials": ".compare",
 }

@@ -19,12 +19,12 @@ from .drift import drift_metrics
 from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
 from .loading import TrialData, load_trial
+from .metrics import METRICS_FILE, METRICS_VERSION, metrics_from
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
 
-METRICS_VERSION = 1
-METRICS_FILE, REPORT_FILE = "metrics.json", "report.md"
+REPORT_FILE = "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
 
 
@@ -139,7 +139,7 @@ def _analyze(
         metrics["ape"]["tum_files"] = [ref.name, est.name]
     if opts.plots:
         metrics["plots"] = _plots(worker, out_dir, plot_data)
-    _write_json(out_dir / METRICS_FILE, metrics)
+    _write_metrics(out_dir / METRICS_FILE, metrics)
     if opts.report:
         from .report import write_report
 
@@ -345,9 +345,11 @@ def _seconds(fault: dict, key: str, stream_start_ns: int) -> float | None:
     return None
 
 
-def _write_json(path: Path, metrics: dict) -> None:
+def _write_metrics(path: Path, metrics: dict) -> None:
+    data = _jsonable(metrics)
+    metrics_from(data, path)  # what is written fits the schema its readers use (MetricsError if not)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_jsonable(metrics), indent=1, allow_nan=False))
+    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
     tmp.replace(path)
 
 
@@ -364,16 +366,3 @@ def _jsonable(x):
     if isinstance(x, float) and not math.isfinite(x):
         return None
     return x
-
-
-def read_metrics(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        metrics = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not readable ({exc})") from None
-    if metrics.get("metrics_version") != METRICS_VERSION:
-        raise ValueError(
-            f"{path}: metrics_version {metrics.get('metrics_version')!r}, this kit reads {METRICS_VERSION}"
-        )
-    return metrics

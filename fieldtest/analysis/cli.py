@@ -16,11 +16,15 @@ import contextlib
 import gc
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from fieldtest.record import MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S
 from .plotworker import PlotWorker
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -106,22 +110,22 @@ def _mm(x) -> str:
     return "n/a" if x is None else f"{x * 1000:.1f} mm"
 
 
-def summary_line(m: dict) -> str:
-    d, a, lat = m["drift"], m["ape"], m["latency"]
-    parts = [f"{m['trial']['name']}:"]
-    if d.get("available"):
+def summary_line(m: Metrics) -> str:
+    d, lat = m.drift, m.latency
+    parts = [f"{m.trial.name}:"]
+    if d.available:
         parts.append(
-            f"drift lap {d['last_lap']} vs 1 mean {_mm(d['mean_m'])} (end {_mm(d['at_lap_end_m'])}), "
-            f"heading {d['heading_change_deg']:.2f} deg, closing {_mm(d['closing']['distance_m'])};"
+            f"drift lap {d.last_lap} vs 1 mean {_mm(d.mean_m)} (end {_mm(d.at_lap_end_m)}), "
+            f"heading {d.heading_change_deg:.2f} deg, closing {_mm(d.closing.distance_m)};"
         )
     else:
-        parts.append(f"drift n/a ({d.get('reason')});")
-    parts.append(f"APE RMSE {_mm(a.get('rmse_m'))};")
-    one_way = lat.get("one_way_ms") or {}
-    if one_way.get("count"):
+        parts.append(f"drift n/a ({d.reason or None});")
+    parts.append(f"APE RMSE {_mm(m.ape.rmse_m)};")
+    one_way = lat.one_way_ms
+    if one_way and one_way.count:
         parts.append(
-            f"latency median {one_way['median']:.2f} ms (p99 {one_way['p99']:.2f} ms), "
-            f"lost {lat['lost']}/{lat['commands_sent']}"
+            f"latency median {one_way.median:.2f} ms (p99 {one_way.p99:.2f} ms), "
+            f"lost {lat.lost}/{lat.commands_sent}"
         )
     else:
         parts.append("latency n/a")
@@ -168,15 +172,17 @@ def analyze_main(argv: list[str]) -> int:
 
         print(json.dumps(metrics, indent=1))
         return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
-    print(summary_line(metrics))
-    for reason in metrics["partial_reasons"]:
-        print(f"partial: {reason}")
-    for warning in metrics["warnings"]:
-        print(f"warning: {warning}")
+    from .metrics import METRICS_FILE, read_metrics
+
     out = args.out or f"{args.trial_dir.rstrip('/')}/analysis"
-    files = ["metrics.json", "report.md"] + metrics.get("plots", [])
-    print(f"wrote {out}/: {', '.join(files)}")
-    return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
+    written = read_metrics(f"{out}/{METRICS_FILE}")
+    print(summary_line(written))
+    for reason in written.partial_reasons:
+        print(f"partial: {reason}")
+    for warning in written.warnings:
+        print(f"warning: {warning}")
+    print(f"wrote {out}/: {', '.join([METRICS_FILE, 'report.md', *written.plots])}")
+    return EXIT_PARTIAL if (args.strict and written.partial) else EXIT_OK
 
 
 def compare_main(argv: list[str]) -> int:

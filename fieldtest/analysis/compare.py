@@ -21,9 +21,10 @@ import numpy as np
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 from fieldtest.transport.base import MIDDLEWARES
 
-from .analyze import METRICS_FILE, analyze_trial, read_metrics
-from .intervals import interval_lines, is_valid, median_interval
+from .analyze import analyze_trial
+from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
+from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
     "compare.md",
@@ -86,27 +87,26 @@ def _trials_below(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def trial_values(m: dict) -> dict[str, float | None]:
+def trial_values(m: Metrics) -> dict[str, float | None]:
     """The compared figures of one trial's metrics (None where not available)."""
-    d, a, lat = m.get("drift", {}), m.get("ape", {}), m.get("latency", {})
-    one_way = lat.get("one_way_ms") or {}
-    complete = m["progress"]["laps_completed"] == m["progress"]["laps_planned"]
+    d, lat = m.drift, m.latency
+    one_way = lat.one_way_ms
 
     def mm(x):
         return None if x is None else x * 1000.0
 
     values = {
-        "drift_mean": mm(d.get("mean_m")),
-        "drift_lap_end": mm(d.get("at_lap_end_m")),
-        "heading_change": d.get("heading_change_deg"),
-        "closing_error": mm((d.get("closing") or {}).get("distance_m")),
-        "ape_rmse": mm(a.get("rmse_m")),
-        "latency_median": one_way.get("median"),
-        "latency_p99": one_way.get("p99"),
-        "loss": None if lat.get("loss_ratio") is None else lat["loss_ratio"] * 100.0,
-        "jitter": lat.get("jitter_ms"),
+        "drift_mean": mm(d.mean_m),
+        "drift_lap_end": mm(d.at_lap_end_m),
+        "heading_change": d.heading_change_deg,
+        "closing_error": mm(d.closing.distance_m if d.closing else None),
+        "ape_rmse": mm(m.ape.rmse_m),
+        "latency_median": one_way.median if one_way else None,
+        "latency_p99": one_way.p99 if one_way else None,
+        "loss": None if lat.loss_ratio is None else lat.loss_ratio * 100.0,
+        "jitter": lat.jitter_ms,
     }
-    if not complete:  # drift between lap 1 and an earlier last lap is not comparable
+    if not m.progress.complete:  # drift between lap 1 and an earlier last lap is not comparable
         values.update({c.key: None for c in COLUMNS if c.motion})
     return values
 
@@ -126,33 +126,29 @@ def spread(values: list[float]) -> dict[str, float | int | None]:
     }
 
 
-def _config_key(m: dict) -> tuple[str, str, str]:
-    t = m["trial"]
-    return t["middleware"], t["security"], t["network"]
-
-
 def _sort_key(key: tuple[str, str, str]):
     middleware, security, network = key
     order = MIDDLEWARES.index(middleware) if middleware in MIDDLEWARES else len(MIDDLEWARES)
     return network, order, middleware, security != "none", security
 
 
-def current_metrics(trial_dir: Path) -> dict | None:
-    """The trial's metrics.json if it is there and of the current version."""
+def current_metrics(trial_dir: Path) -> Metrics | None:
+    """The trial's metrics.json if it is there, of a readable version and fits the schema."""
     path = trial_dir / ANALYSIS_DIR / METRICS_FILE
     if not path.is_file():
         return None
     try:
         return read_metrics(path)
-    except ValueError:
-        return None  # older metrics version or damaged: analyse again
+    except MetricsError:
+        return None  # another metrics version or damaged: analyse again
 
 
-def _analyze_one(job: tuple[Path, dict]) -> tuple[Path, dict | None, str]:
+def _analyze_one(job: tuple[Path, dict]) -> tuple[Path, Metrics | None, str]:
     """(trial, metrics or None, one-line problem); runs in a pool process or in line."""
     trial_dir, kwargs = job
     try:
-        return trial_dir, analyze_trial(trial_dir, plots=False, **kwargs), ""
+        metrics = analyze_trial(trial_dir, plots=False, **kwargs)
+        return trial_dir, metrics_from(metrics, trial_dir / ANALYSIS_DIR / METRICS_FILE), ""
     except (TrialFormatError, AnalysisError, BagError, ValueError, OSError) as exc:
         return trial_dir, None, (f"{trial_dir}: {exc}" if str(trial_dir) not in str(exc) else str(exc))
 
@@ -192,21 +188,21 @@ def compare_trials(
     skipped = [problems[d] for d in found if known[d] is None]
     if not trials:
         raise AnalysisError("no trial could be analysed: " + "; ".join(skipped))
-    groups: dict[tuple[str, str, str], list[dict]] = {}
+    groups: dict[tuple[str, str, str], list[Metrics]] = {}
     for m in trials:
-        groups.setdefault(_config_key(m), []).append(m)
+        groups.setdefault(m.config, []).append(m)
     rows = []
     for key in sorted(groups, key=_sort_key):
         members = groups[key]
-        values = [trial_values(m) for m in members if is_valid(m)]  # invalid ones: counted, not averaged
+        values = [trial_values(m) for m in members if m.valid]  # invalid ones: counted, not averaged
         rows.append(
             {
                 "middleware": key[0],
                 "security": key[1],
                 "network": key[2],
                 "trials": len(members),
-                "partial": sum(1 for m in members if m["partial"]),
-                "invalid": sum(1 for m in members if not is_valid(m)),
+                "partial": sum(1 for m in members if m.partial),
+                "invalid": sum(1 for m in members if not m.valid),
                 "metrics": {c.key: spread([v[c.key] for v in values]) for c in COLUMNS},
                 "drift_values": [v["drift_mean"] for v in values],
                 "drift_interval": median_interval([v["drift_mean"] for v in values]),
@@ -223,19 +219,19 @@ def compare_trials(
     return result
 
 
-def _trial_row(m: dict) -> dict:
-    t = m["trial"]
+def _trial_row(m: Metrics) -> dict:
+    t = m.trial
     return {
-        "dir": t["dir"],
-        "name": t["name"],
-        "middleware": t["middleware"],
-        "security": t["security"],
-        "network": t["network"],
-        "repetition": t["repetition"],
-        "partial": m["partial"],
-        "valid": is_valid(m),
-        "invalid_reasons": (m.get("stack") or {}).get("invalid_reasons", []),
-        "laps_completed": m["progress"]["laps_completed"],
+        "dir": t.dir,
+        "name": t.name,
+        "middleware": t.middleware,
+        "security": t.security,
+        "network": t.network,
+        "repetition": t.repetition,
+        "partial": m.partial,
+        "valid": m.valid,
+        "invalid_reasons": m.stack.invalid_reasons if m.stack else [],
+        "laps_completed": m.progress.laps_completed,
         **trial_values(m),
     }
 

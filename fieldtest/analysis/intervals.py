@@ -41,11 +41,6 @@ def differ(a: dict, b: dict) -> bool | None:
     return a["high"] < b["low"] or b["high"] < a["low"]
 
 
-def is_valid(metrics: dict) -> bool:
-    """A trial counts unless its stack faults made it invalid (``stack.valid`` false)."""
-    return (metrics.get("stack") or {}).get("valid") is not False
-
-
 def interval_lines(rows: list[dict]) -> list[str]:
     """compare.md section: drift median with its interval per configuration, and the pairs (same
     network) whose intervals do not overlap."""
