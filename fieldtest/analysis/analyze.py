@@ -19,7 +19,7 @@ from .drift import drift_metrics
 from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
 from .loading import TrialData, load_trial
-from .metrics import METRICS_FILE, METRICS_VERSION, metrics_from
+from .metrics import METRICS_FILE, METRICS_VERSION, Metrics, metrics_from
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
@@ -139,11 +139,11 @@ def _analyze(
         metrics["ape"]["tum_files"] = [ref.name, est.name]
     if opts.plots:
         metrics["plots"] = _plots(worker, out_dir, plot_data)
-    _write_metrics(out_dir / METRICS_FILE, metrics)
+    written = _write_metrics(out_dir / METRICS_FILE, metrics)
     if opts.report:
         from .report import write_report
 
-        write_report(out_dir / REPORT_FILE, metrics)
+        write_report(out_dir / REPORT_FILE, written)
     return metrics
 
 
@@ -345,12 +345,14 @@ def _seconds(fault: dict, key: str, stream_start_ns: int) -> float | None:
     return None
 
 
-def _write_metrics(path: Path, metrics: dict) -> None:
+def _write_metrics(path: Path, metrics: dict) -> Metrics:
+    """Write metrics.json; it must fit the schema its readers use (MetricsError if not)."""
     data = _jsonable(metrics)
-    metrics_from(data, path)  # what is written fits the schema its readers use (MetricsError if not)
+    written = metrics_from(data, path)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
     tmp.replace(path)
+    return written
 
 
 def _jsonable(x):

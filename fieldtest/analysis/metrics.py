@@ -184,11 +184,12 @@ class Stack(Section):
     advice: str = ""
     stack_drift_m: float | None = None
     bound: dict[str, float] = {}
-    host_emission_late: dict[str, Any] = {}
-    robot: dict[str, Any] = {}
-    mocap: dict[str, Any] = {}
-    machine: dict[str, Any] = {}
-    timing_error: dict[str, Any] = {}
+    # None where the trial has no such part (a synthetic or lab trial has no twin robot, no emulator)
+    host_emission_late: dict[str, Any] | None = None
+    robot: dict[str, Any] | None = None
+    mocap: dict[str, Any] | None = None
+    machine: dict[str, Any] | None = None
+    timing_error: dict[str, Any] | None = None
 
 
 class DriftCauses(Section):

@@ -1,9 +1,10 @@
-"""The Markdown report of one trial, written from metrics.json alone."""
+"""The Markdown report of one trial, written from metrics.json alone (through its schema)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from .metrics import Metrics, Stats
 from .stackreport import causes_lines, stack_lines, validity_lines
 
 
@@ -17,135 +18,138 @@ def _mm(value_m, digits: int = 1) -> str:
     return _fmt(value_m, 1000.0, digits, "mm")
 
 
-def write_report(path: Path, metrics: dict) -> None:
+def write_report(path: Path, metrics: Metrics) -> None:
     path.write_text("\n".join(report_lines(metrics)) + "\n")
 
 
-def report_lines(m: dict) -> list[str]:
-    trial = m["trial"]
+def report_lines(m: Metrics) -> list[str]:
+    trial = m.trial
     lines = [
-        f"# Trial {trial['name']} ({trial['trial_id']})",
+        f"# Trial {trial.name} ({trial.trial_id})",
         "",
-        f"middleware **{trial['middleware']}**, security **{trial['security']}**, network **{trial['network']}**, "
-        f"QoS {trial['qos']}, repetition {trial['repetition']}, robot {trial['robot_model']}",
+        f"middleware **{trial.middleware}**, security **{trial.security}**, network **{trial.network}**, "
+        f"QoS {trial.qos}, repetition {trial.repetition}, robot {trial.robot_model}",
         "",
     ]
-    if m["partial"]:
-        lines += ["**Partial result:**", ""] + [f"- {r}" for r in m["partial_reasons"]] + [""]
+    if m.partial:
+        lines += ["**Partial result:**", ""] + [f"- {r}" for r in m.partial_reasons] + [""]
     lines += validity_lines(m)
     lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + _latency(m) + _mocap(m)
     lines += stack_lines(m) + _context(m)
-    warnings = m["warnings"] + [f"(trial) {w}" for w in m["outcome"]["warnings"]]
+    warnings = m.warnings + [f"(trial) {w}" for w in m.outcome.warnings]
     if warnings:
         lines += ["## Warnings", ""] + [f"- {w}" for w in warnings] + [""]
     lines += [
-        f"Analysis took {m.get('analysis_s', 0):.2f} s; definitions in docs/analysis.md (metrics version {m['metrics_version']})."
+        f"Analysis took {m.analysis_s or 0:.2f} s; definitions in docs/analysis.md (metrics version {m.metrics_version})."
     ]
     return lines
 
 
-def _summary(m: dict) -> list[str]:
-    d, a, lat = m["drift"], m["ape"], m["latency"]
-    one_way = lat.get("one_way_ms") or {}
+def _na(value) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _summary(m: Metrics) -> list[str]:
+    d, lat = m.drift, m.latency
     rows = [
-        ("drift lap N vs lap 1, mean", _mm(d.get("mean_m"))),
-        ("drift at lap end", _mm(d.get("at_lap_end_m"))),
-        ("heading change", _fmt(d.get("heading_change_deg"), digits=2, unit="deg")),
-        ("closing error of the run", _mm((d.get("closing") or {}).get("distance_m"))),
-        ("APE vs ideal square (RMSE)", _mm(a.get("rmse_m"))),
-        ("one-way latency, median", _fmt(one_way.get("median"), digits=2, unit="ms")),
-        ("commands lost", f"{lat.get('lost', 'n/a')} of {lat.get('commands_sent', 'n/a')}"),
+        ("drift lap N vs lap 1, mean", _mm(d.mean_m)),
+        ("drift at lap end", _mm(d.at_lap_end_m)),
+        ("heading change", _fmt(d.heading_change_deg, digits=2, unit="deg")),
+        ("closing error of the run", _mm(d.closing.distance_m if d.closing else None)),
+        ("APE vs ideal square (RMSE)", _mm(m.ape.rmse_m)),
+        (
+            "one-way latency, median",
+            _fmt(lat.one_way_ms.median if lat.one_way_ms else None, digits=2, unit="ms"),
+        ),
+        ("commands lost", f"{_na(lat.lost)} of {_na(lat.commands_sent)}"),
     ]
     out = ["## Summary", "", "| metric | value |", "| --- | --- |"]
     out += [f"| {k} | {v} |" for k, v in rows] + [""]
-    for plot in m.get("plots", []):
+    for plot in m.plots:
         out += [f"![{plot}]({plot})", ""]
     return out
 
 
-def _progress(m: dict) -> list[str]:
-    p, o = m["progress"], m["outcome"]
+def _progress(m: Metrics) -> list[str]:
+    p, o = m.progress, m.outcome
     out = [
         "## How far the trial got",
         "",
-        f"- ended: **{o['end_reason']}**" + (f" ({o['end_detail']})" if o["end_detail"] else ""),
-        f"- laps: {p['laps_completed']} completed of {p['laps_planned']} planned "
-        f"(all commands sent for {p['laps_commanded']}, ground truth covers {p['laps_observed']})",
-        f"- last command seq sent {p['last_seq_sent']}, received {p['last_seq_received']} "
-        f"(plan has {p['commands_planned']} ticks)",
+        f"- ended: **{o.end_reason}**" + (f" ({o.end_detail})" if o.end_detail else ""),
+        f"- laps: {p.laps_completed} completed of {p.laps_planned} planned "
+        f"(all commands sent for {p.laps_commanded}, ground truth covers {p.laps_observed})",
+        f"- last command seq sent {p.last_seq_sent}, received {p.last_seq_received} "
+        f"(plan has {p.commands_planned} ticks)",
         "",
     ]
-    mo = m["motion"]
-    if mo["start_s"] is not None:
+    mo = m.motion
+    if mo.start_s is not None:
         out += [
-            f"Motion start (ground truth): {mo['start_s']:.3f} s after stream start; first moving command sent at "
-            f"{_fmt(mo['first_command_s'], digits=3, unit='s')} (lag {_fmt(mo['start_lag_s'], 1000, 1, 'ms')}), "
-            f"received at {_fmt(mo['first_received_s'], digits=3, unit='s')}. Rigid-body yaw offset "
-            f"{mo['body_yaw_offset_deg']:.2f} deg.",
+            f"Motion start (ground truth): {mo.start_s:.3f} s after stream start; first moving command sent at "
+            f"{_fmt(mo.first_command_s, digits=3, unit='s')} (lag {_fmt(mo.start_lag_s, 1000, 1, 'ms')}), "
+            f"received at {_fmt(mo.first_received_s, digits=3, unit='s')}. Rigid-body yaw offset "
+            f"{mo.body_yaw_offset_deg:.2f} deg.",
             "",
         ]
     return out
 
 
-def _drift(m: dict) -> list[str]:
-    d = m["drift"]
-    if not d.get("available"):
-        return ["## Drift", "", f"Not available: {d.get('reason', 'n/a')}.", ""]
+def _drift(m: Metrics) -> list[str]:
+    d = m.drift
+    if not d.available:
+        return ["## Drift", "", f"Not available: {d.reason or 'n/a'}.", ""]
     out = [
-        f"## Drift: lap {d['last_lap']} against lap 1",
+        f"## Drift: lap {d.last_lap} against lap 1",
         "",
-        f"Phase-aligned distance on a {d['grid_step_s'] * 1000:.0f} ms grid ({d['grid_points']} points, "
-        f"{d['excluded_points']} excluded for mocap gaps): mean {_mm(d['mean_m'])}, RMS {_mm(d['rms_m'])}, "
-        f"max {_mm(d['max_m'])}, at lap end {_mm(d['at_lap_end_m'])}.",
-        f"Heading change {_fmt(d['heading_change_deg'], digits=2, unit='deg')} "
-        f"(at lap end {_fmt(d['heading_change_at_lap_end_deg'], digits=2, unit='deg')}).",
+        f"Phase-aligned distance on a {d.grid_step_s * 1000:.0f} ms grid ({d.grid_points} points, "
+        f"{d.excluded_points} excluded for mocap gaps): mean {_mm(d.mean_m)}, RMS {_mm(d.rms_m)}, "
+        f"max {_mm(d.max_m)}, at lap end {_mm(d.at_lap_end_m)}.",
+        f"Heading change {_fmt(d.heading_change_deg, digits=2, unit='deg')} "
+        f"(at lap end {_fmt(d.heading_change_at_lap_end_deg, digits=2, unit='deg')}).",
         "",
         "| corner | dx (forward) | dy (left) | distance |",
         "| --- | --- | --- | --- |",
     ]
-    out += [
-        f"| {c['corner']} | {_mm(c['dx_m'])} | {_mm(c['dy_m'])} | {_mm(c['distance_m'])} |"
-        for c in d["corners"]
-    ]
-    closing = d["closing"]
+    out += [f"| {c.corner} | {_mm(c.dx_m)} | {_mm(c.dy_m)} | {_mm(c.distance_m)} |" for c in d.corners]
+    closing = d.closing
     out += [
         "",
-        f"Closing error after {d['last_lap']} laps: {_mm(closing['distance_m'])} "
-        f"(dx {_mm(closing['dx_m'])}, dy {_mm(closing['dy_m'])}), heading {_fmt(closing['heading_deg'], digits=2, unit='deg')}.",
+        f"Closing error after {d.last_lap} laps: {_mm(closing.distance_m)} "
+        f"(dx {_mm(closing.dx_m)}, dy {_mm(closing.dy_m)}), heading {_fmt(closing.heading_deg, digits=2, unit='deg')}.",
         "",
         "| lap vs lap 1 | mean | RMS | max | at lap end |",
         "| --- | --- | --- | --- | --- |",
     ]
     out += [
-        f"| {p['lap']} | {_mm(p['mean_m'])} | {_mm(p['rms_m'])} | {_mm(p['max_m'])} | {_mm(p['at_lap_end_m'])} |"
-        for p in d["per_lap"]
+        f"| {p.lap} | {_mm(p.mean_m)} | {_mm(p.rms_m)} | {_mm(p.max_m)} | {_mm(p.at_lap_end_m)} |"
+        for p in d.per_lap
     ]
     return out + [""]
 
 
-def _ape(m: dict) -> list[str]:
-    a = m["ape"]
-    if not a.get("available"):
-        return ["## Error against the ideal square", "", f"Not available: {a.get('reason', 'n/a')}.", ""]
+def _ape(m: Metrics) -> list[str]:
+    a = m.ape
+    if not a.available:
+        return ["## Error against the ideal square", "", f"Not available: {a.reason or 'n/a'}.", ""]
     return [
         "## Error against the ideal square",
         "",
-        f"{a['tool']}, APE {a['relation']}, {a['alignment']} alignment, {a['poses']} poses: RMSE {_mm(a['rmse_m'])}, "
-        f"mean {_mm(a['mean_m'])}, median {_mm(a['median_m'])}, max {_mm(a['max_m'])}.",
+        f"{a.tool}, APE {a.relation}, {a.alignment} alignment, {a.poses} poses: RMSE {_mm(a.rmse_m)}, "
+        f"mean {_mm(a.mean_m)}, median {_mm(a.median_m)}, max {_mm(a.max_m)}.",
         "",
     ]
 
 
-def _stats_row(name: str, s: dict | None) -> str:
-    if not s or not s.get("count"):
+def _stats_row(name: str, s: Stats | None) -> str:
+    if s is None or not s.count:
         return f"| {name} | 0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | n/a |"
-    cells = [_fmt(s[k], digits=3) for k in ("median", "mean", "std", "min", "max", "p90", "p99", "p99_99")]
-    return f"| {name} | {s['count']} | " + " | ".join(cells) + " |"
+    cells = [_fmt(v, digits=3) for v in (s.median, s.mean, s.std, s.min, s.max, s.p90, s.p99, s.p99_99)]
+    return f"| {name} | {s.count} | " + " | ".join(cells) + " |"
 
 
-def _duplicates_note(m: dict) -> list[str]:
+def _duplicates_note(m: Metrics) -> list[str]:
     """Why a bridged Zenoh trial can count duplicates (none expected from the middleware itself)."""
-    if not m["latency"].get("duplicates") or m["trial"].get("zenoh_path") != "bridge":
+    if not m.latency.duplicates or m.trial.zenoh_path != "bridge":
         return []
     return [
         "Duplicates through zenoh-bridge-ros2dds: a bridge that sees a publisher of a bridged topic go "
@@ -156,39 +160,38 @@ def _duplicates_note(m: dict) -> list[str]:
     ]
 
 
-def _latency(m: dict) -> list[str]:
-    lat = m["latency"]
+def _latency(m: Metrics) -> list[str]:
+    lat = m.latency
     out = ["## Link", ""]
-    if not lat.get("available"):
+    if not lat.available:
         return out + ["No command receipts from the robot: latency and loss not available.", ""]
-    clock = lat["clock"]
-    loss = lat.get("loss_ratio")
+    clock = lat.clock
     out += [
-        f"Commands sent {lat['commands_sent']} (from the {lat['expected_from']}), received {lat['commands_received']}, "
-        f"lost {lat['lost']} ({_fmt(loss, 100, 2, '%')}), duplicates {lat['duplicates']}, out of order {lat['out_of_order']}. "
-        f"Jitter (std of inter-arrival) {_fmt(lat.get('jitter_ms'), digits=3, unit='ms')}, "
-        f"mean |latency change| {_fmt(lat.get('ipdv_ms'), digits=3, unit='ms')}.",
+        f"Commands sent {lat.commands_sent} (from the {lat.expected_from}), received {lat.commands_received}, "
+        f"lost {lat.lost} ({_fmt(lat.loss_ratio, 100, 2, '%')}), duplicates {lat.duplicates}, out of order {lat.out_of_order}. "
+        f"Jitter (std of inter-arrival) {_fmt(lat.jitter_ms, digits=3, unit='ms')}, "
+        f"mean |latency change| {_fmt(lat.ipdv_ms, digits=3, unit='ms')}.",
         "",
         *_duplicates_note(m),
-        f"Clock correction: {clock['method']}, host - robot = {_fmt(clock.get('offset_s'), 1000, 3, 'ms')}, "
-        f"drift {_fmt(clock.get('drift_ppm'), digits=2, unit='ppm')}.",
+        f"Clock correction: {clock.method}, host - robot = {_fmt(clock.offset_s, 1000, 3, 'ms')}, "
+        f"drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}.",
         "",
         "| ms | n | median | mean | std | min | max | p90 | p99 | p99.99 |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        _stats_row("one-way (offline correction)", lat.get("one_way_ms")),
-        _stats_row("one-way (robot's live estimate)", lat.get("one_way_live_ms")),
-        _stats_row("inter-arrival", lat.get("interarrival_ms")),
-        _stats_row("round trip (clock probes)", lat.get("round_trip_ms")),
+        _stats_row("one-way (offline correction)", lat.one_way_ms),
+        _stats_row("one-way (robot's live estimate)", lat.one_way_live_ms),
+        _stats_row("inter-arrival", lat.interarrival_ms),
+        _stats_row("round trip (clock probes)", lat.round_trip_ms),
         "",
     ]
-    if lat.get("lost_spans"):
-        spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat["lost_spans"][:30])
-        out += [f"Lost sequence numbers: {spans}{' ...' if len(lat['lost_spans']) > 30 else ''}", ""]
+    if lat.lost_spans:
+        spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat.lost_spans[:30])
+        out += [f"Lost sequence numbers: {spans}{' ...' if len(lat.lost_spans) > 30 else ''}", ""]
     return out
 
 
-def _mocap(m: dict) -> list[str]:
-    mc = m["mocap"]
+def _mocap(m: Metrics) -> list[str]:
+    mc = m.mocap  # a mapping whose keys depend on the source (docs/analysis.md, "Mocap gaps")
     if not mc:
         return ["## Motion capture", "", "No ground truth.", ""]
     src = mc.get("source", {})
@@ -212,29 +215,29 @@ def _mocap(m: dict) -> list[str]:
     return out + [""]
 
 
-def _context(m: dict) -> list[str]:
-    o = m["outcome"]
+def _context(m: Metrics) -> list[str]:
+    o = m.outcome
     out = ["## Conditions", ""]
-    if o["link"]:
+    if o.link:
         out.append(
-            "Measured link before the trial: " + ", ".join(f"{k} {v}" for k, v in o["link"].items()) + "."
+            "Measured link before the trial: " + ", ".join(f"{k} {v}" for k, v in o.link.items()) + "."
         )
-    if o["cpu"]:
+    if o.cpu:
         out += ([""] if len(out) > 2 else []) + [
             "| process | CPU s | CPU % of one core |",
             "| --- | --- | --- |",
         ]
         out += [
             f"| {p} | {_fmt(v.get('cpu_s'), digits=2)} | {_fmt(v.get('cpu_percent'), digits=1)} |"
-            for p, v in o["cpu"].items()
+            for p, v in o.cpu.items()
         ]
-    faults = m["faults"]
+    faults = m.faults
     if faults:
         out += ([""] if len(out) > 2 else []) + [
             "| fault | start (s) | duration (s) | detail | commands sent | lost |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        per = {(f["start_s"], f["duration_s"]): f for f in m["latency"].get("faults", [])}
+        per = {(f["start_s"], f["duration_s"]): f for f in m.latency.faults}
         for f in faults:
             stat = per.get((f["start_s"], f["duration_s"]), {})
             out.append(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .metrics import Metrics
+
 
 def _mm(value_m: float | None) -> str:
     return "n/a" if value_m is None else f"{value_m * 1e3:.2f} mm"
@@ -11,62 +13,63 @@ def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f} ms"
 
 
-def validity_lines(m: dict) -> list[str]:
+def validity_lines(m: Metrics) -> list[str]:
     """The verdict, first in the report: valid, invalid (why, what to do) or unknown."""
-    stack = m.get("stack") or {}
-    valid = stack.get("valid")
-    if valid is True:
+    stack = m.stack
+    if stack is None:
+        return []
+    if stack.valid is True:
         return [
-            f"**Valid:** the machine's own timing explains {_mm(stack.get('stack_drift_m'))} of lap drift "
-            f"(bound {stack['bound']['stack_drift_m'] * 1e3:g} mm).",
+            f"**Valid:** the machine's own timing explains {_mm(stack.stack_drift_m)} of lap drift "
+            f"(bound {stack.bound['stack_drift_m'] * 1e3:g} mm).",
             "",
         ]
-    if valid is False:
+    if stack.valid is False:
         return (
             ["**Invalid trial** (kept, but left out of comparisons):", ""]
-            + [f"- {r}" for r in stack.get("invalid_reasons", [])]
-            + ["", f"What to do: {stack.get('advice', '')}.", ""]
+            + [f"- {r}" for r in stack.invalid_reasons]
+            + ["", f"What to do: {stack.advice}.", ""]
         )
-    return [f"**Validity unknown:** {stack.get('advice') or 'no stack figures'}.", ""] if stack else []
+    return [f"**Validity unknown:** {stack.advice or 'no stack figures'}.", ""]
 
 
-def causes_lines(m: dict) -> list[str]:
-    c = m.get("drift_causes") or {}
-    if not c.get("available"):
-        return ["## Drift by cause", "", f"Not available: {c.get('reason', 'n/a')}.", ""]
-    replay = c["replay_drift_m"]
-    link_note = " (loopback: counted as the machine's)" if c.get("stack_includes_link") else ""
+def causes_lines(m: Metrics) -> list[str]:
+    c = m.drift_causes
+    if c is None or not c.available:
+        return ["## Drift by cause", "", f"Not available: {(c.reason if c else '') or 'n/a'}.", ""]
+    replay = c.replay_drift_m
+    link_note = " (loopback: counted as the machine's)" if c.stack_includes_link else ""
     return [
-        f"## Drift by cause (lap {c['last_lap']} against lap 1)",
+        f"## Drift by cause (lap {c.last_lap} against lap 1)",
         "",
         "The Create 3 model replayed with the commands at their planned, send and arrival times "
         "(docs/analysis.md, 'Drift split into causes').",
         "",
         "| cause | drift it explains |",
         "| --- | --- |",
-        f"| host emission timing (send vs plan) | {_mm(c['host_emission_m'])} |",
-        f"| link (arrival vs send){link_note} | {_mm(c['link_m'])} |",
-        f"| the rest: robot, model, mocap (measured vs arrival replay) | {_mm(c['rest_m'])} |",
-        f"| the machine running the stack | {_mm(c['stack_m'])} |",
+        f"| host emission timing (send vs plan) | {_mm(c.host_emission_m)} |",
+        f"| link (arrival vs send){link_note} | {_mm(c.link_m)} |",
+        f"| the rest: robot, model, mocap (measured vs arrival replay) | {_mm(c.rest_m)} |",
+        f"| the machine running the stack | {_mm(c.stack_m)} |",
         "",
         f"Replays: plan {_mm(replay['plan'])}, send {_mm(replay['send'])}, arrival {_mm(replay['arrival'])}; "
-        f"measured {_mm(c['measured_drift_m'])}.",
+        f"measured {_mm(c.measured_drift_m)}.",
         "",
     ]
 
 
-def stack_lines(m: dict) -> list[str]:
-    stack = m.get("stack") or {}
-    if not stack:
+def stack_lines(m: Metrics) -> list[str]:
+    stack = m.stack
+    if stack is None:
         return []
     out = ["## The stack's own timing faults", "", "| part | figure |", "| --- | --- |"]
-    emission = stack.get("host_emission_late") or {}
+    emission = stack.host_emission_late or {}
     if emission.get("count"):
         out.append(
             f"| host emission lateness | p50 {_ms(emission['p50_ms'])}, p99 {_ms(emission['p99_ms'])}, "
             f"max {_ms(emission['max_ms'])} |"
         )
-    robot = stack.get("robot") or {}
+    robot = stack.robot or {}
     for key, title in (
         ("apply_late", "robot receive-to-apply"),
         ("step_late", "robot physics-step lateness"),
@@ -76,12 +79,12 @@ def stack_lines(m: dict) -> list[str]:
             out.append(
                 f"| {title} | p50 {_ms(s['p50_ms'])}, p99 {_ms(s['p99_ms'])}, max {_ms(s['max_ms'])} |"
             )
-    mocap = stack.get("mocap") or {}
+    mocap = stack.mocap or {}
     if mocap.get("frames_generated"):
         out.append(
             f"| mocap emulator | {mocap['frames_skipped_late']} of {mocap['frames_generated']} frames skipped late |"
         )
-    machine = stack.get("machine") or {}
+    machine = stack.machine or {}
     if machine:
         pressure = machine.get("cpu_pressure_pct")
         out.append(
@@ -89,7 +92,7 @@ def stack_lines(m: dict) -> list[str]:
             f"{machine['busy_pct']:.0f} %, CPU pressure {'n/a' if pressure is None else f'{pressure:.0f} %'}, "
             f"reference timer late p99 {_ms(machine['timer_late_p99_ms'])} |"
         )
-    err = stack.get("timing_error") or {}
+    err = stack.timing_error or {}
     if err.get("commands"):
         share = err.get("machine_share")
         out += [
