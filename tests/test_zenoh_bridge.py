@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.analysis.metrics import Latency, Metrics, TrialInfo
 from fieldtest.analysis.report import _duplicates_note
 from fieldtest.labrun.bridges import (
     BridgeConfigError,
@@ -91,8 +92,10 @@ def test_twin_sides_use_separate_dds_domains_and_the_distro_of_the_command_type(
 
 
 def test_report_explains_duplicates_only_for_bridged_zenoh():
-    def metrics(duplicates: int, path: str) -> dict:
-        return {"latency": {"duplicates": duplicates}, "trial": {"zenoh_path": path}}
+    def metrics(duplicates: int, path: str) -> Metrics:
+        # only the two sections the note reads (model_construct: the rest of a trial is not needed)
+        trial = TrialInfo.model_construct(zenoh_path=path)
+        return Metrics.model_construct(latency=Latency(duplicates=duplicates), trial=trial)
 
     assert "adds another DDS reader" in _duplicates_note(metrics(3, "bridge"))[0]
     assert _duplicates_note(metrics(0, "bridge")) == []
