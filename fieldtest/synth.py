@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.middleware.config import TransportConfig
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
@@ -33,7 +34,6 @@ from fieldtest.record import (
     TrialRequest,
     write_trial,
 )
-from fieldtest.transport.base import TransportConfig
 
 STOP_BURST = 3  # zero commands the host sends after the last tick
 STOP_BURST_SPACING_S = 0.02  # as the twin host's: seq n_ticks, n_ticks + 1, ... this far apart

@@ -28,9 +28,9 @@ from fieldtest.labrun.estop import ESTOP_SEQ, ros2_zero_command_argv, zero_comma
 from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
 from fieldtest.labrun.remote import RemoteShell, local_robot_side
 from fieldtest.labrun.runner import host_end_reason
+from fieldtest.middleware.registry import open_transport
 from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
-from fieldtest.transport import open_transport
 from fieldtest.transport.base import TransportConfig
 from fieldtest.transport.broker import free_port
 

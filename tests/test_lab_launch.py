@@ -19,7 +19,8 @@ import yaml
 
 from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
-from fieldtest.labrun.settings import LAB_MIDDLEWARES, LaunchArgError
+from fieldtest.labrun.settings import LaunchArgError
+from fieldtest.middleware.names import LAB_MIDDLEWARES
 from fieldtest.rosmsg import MSG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]

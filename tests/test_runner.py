@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -30,7 +31,6 @@ from fieldtest.runner import (
     stack_drift_check,
     verdict_lines,
 )
-from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
 

@@ -17,8 +17,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fieldtest.middleware.config import TransportConfig
 from fieldtest.plan import SquarePlan, validation_message
-from fieldtest.transport.base import TransportConfig
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
