@@ -27,4 +27,14 @@ class Dds(Middleware):
         return open_dds(config, role, security_xml=dds_security_xml(config, role))
 
 
-MIDDLEWARES = (Dds(),)
+class FastDds(Middleware):
+    """Lab only: every node on Fast DDS (the Create 3 on its Fast DDS firmware). The twin has no
+    Fast DDS transport (no Fast DDS binding in the kit's environment), so it stays out of the twin."""
+
+    name = "fastdds"
+    summary = "Fast DDS alone: every lab node on rmw_fastrtps_cpp, DDS crosses the network"
+    secure_default = "sros2"
+    lab_rmw = "fastrtps"
+
+
+MIDDLEWARES = (Dds(), FastDds())

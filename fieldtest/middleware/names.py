@@ -30,6 +30,7 @@ CATALOG: tuple[MiddlewareName, ...] = (
     MiddlewareName("mqtt-local-broker", "mqtt", listener=("broker", "host_address")),
     MiddlewareName("mqtt-broker", "mqtt", listener=("broker", "broker_address")),
     MiddlewareName("rmw-zenoh", "rmw-zenoh", twin=False),  # every lab node on rmw_zenoh_cpp, no bridge
+    MiddlewareName("fastdds", "dds", twin=False),  # every lab node on rmw_fastrtps_cpp, DDS across
 )
 _BY_NAME = {entry.name: entry for entry in CATALOG}
 
