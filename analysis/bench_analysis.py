@@ -27,10 +27,10 @@ from pathlib import Path
 import yaml
 
 from fieldtest.analysis import analyze_trial, compare_trials
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.synth import SynthSpec, synthesize
 
 REPEAT = 3
-MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
 
 
 def _timed(fn, *args, **kwargs):

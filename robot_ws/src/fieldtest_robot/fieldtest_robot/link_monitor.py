@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import load_plan
-    from fieldtest.transport.base import TransportConfig
+    from fieldtest.middleware.config import TransportConfig
     from fieldtest.twin.common import stop_on_signals
 
     argv = list(sys.argv if argv is None else argv)
