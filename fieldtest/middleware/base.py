@@ -39,6 +39,9 @@ class Middleware:
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
     @property
     def catalog(self) -> MiddlewareName:
         return catalog_entry(self.name)

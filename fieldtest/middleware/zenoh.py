@@ -46,7 +46,7 @@ class ZenohPeer(_Zenoh):
     lab_bridge_mode = "peer"
 
 
-class ZenohRouter(_Zenoh):
+class ZenohViaRouter(_Zenoh):
     name = "zenoh-router"
     summary = "Zenoh through a router: host and robot are its clients"
     infra_process = "router"
@@ -74,4 +74,4 @@ class ZenohRouter(_Zenoh):
         return broker.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
 
 
-MIDDLEWARES = (ZenohPeer(), ZenohRouter())
+MIDDLEWARES = (ZenohPeer(), ZenohViaRouter())
