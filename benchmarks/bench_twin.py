@@ -45,7 +45,6 @@ import numpy as np
 import psutil
 
 from fieldtest import rosmsg
-from fieldtest.ddsperf import DdsperfError, run_pingpong
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
@@ -63,6 +62,7 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
+from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
 from fieldtest.transport.base import TransportConfig, prepare, stamped_publisher
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import GIL_SWITCH_S

@@ -41,7 +41,7 @@ from fieldtest.record import (
 from fieldtest.security.trial import prepare_trial_security
 
 if TYPE_CHECKING:
-    from fieldtest.transport.broker import ManagedProcess
+    from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)

@@ -8,6 +8,7 @@ packages checked for consistency, and every decision they delegate is tested thr
 from __future__ import annotations
 
 import ast
+import os
 import py_compile
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware.names import LAB_MIDDLEWARES
+from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,10 +99,10 @@ def test_host_waits_for_the_runner_only_when_recording(tmp_path):
 
 def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     dds = _plan("host", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path))
-    assert dds.nodes[0].ros_arguments == ["--enclave", "/fieldtest/host"]
+    assert dds.nodes[0].ros_arguments == ["--enclave", HOST_ENCLAVE]
     assert dds.environment.set["ROS_SECURITY_ENABLE"] == "true"
     assert dds.processes[-1].name == "ros2bag"
-    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": "/fieldtest/recorder"}
+    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": RECORDER_ENCLAVE}
     relay = _plan("robot", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path), relay="true")
     assert relay.nodes[0].parameters["base_plain_context"] is True
     # The pre-flight talks to the Create 3 only, which cannot join the secure domain.
@@ -216,11 +218,32 @@ def test_packages_are_consistent(role):
         assert f'"{role}"' in launch.read_text()
 
 
-def test_message_package_copies_are_identical_and_read_fieldtest_msg():
+def _msg_packages_in_repo() -> list[Path]:
+    """Every folder of the repository (outside build output and virtualenvs) whose package.xml
+    names fieldtest_msgs; symbolic links are not followed, so a link counts once, as itself."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in {"build", "install", "log"}]
+        if (
+            "package.xml" in filenames
+            and "<name>fieldtest_msgs</name>" in (Path(dirpath) / "package.xml").read_text()
+        ):
+            found.append(Path(dirpath))
+    return found
+
+
+def test_one_message_package_the_robot_workspace_links_to_it():
+    """fieldtest_msgs exists once (host_ws); robot_ws/src holds a relative link colcon follows."""
     first, second = MSG_PACKAGES
-    for name in ("CMakeLists.txt", "package.xml"):
-        assert (first / name).read_text() == (second / name).read_text(), name
-    assert not list(first.rglob("*.msg")) and not list(second.rglob("*.msg"))  # no second copy to drift
+    assert _msg_packages_in_repo() == [first], "a second copy of fieldtest_msgs: link to host_ws's instead"
+    assert second.is_symlink() and not first.is_symlink()
+    assert not Path(os.readlink(second)).is_absolute()  # survives moving the clone
+    assert second.resolve() == first.resolve() and (second / "CMakeLists.txt").is_file()
+    assert not list(first.rglob("*.msg"))  # the messages live in fieldtest/msg only
+
+
+def test_message_package_reads_fieldtest_msg():
+    first = MSG_PACKAGES[0]
     manifest = ET.parse(first / "package.xml").getroot()
     assert manifest.findtext("name") == "fieldtest_msgs"
     assert "rosidl_interface_packages" in {e.text for e in manifest.iter("member_of_group")}

@@ -17,8 +17,10 @@ from fieldtest.middleware import registry
 from fieldtest.middleware.names import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "fieldtest"
-# The registry's plain half (and the package's empty __init__): any layer may read them.
+# The registry's plain half (and the package's empty __init__) and the shared constants: any layer
+# may read them.
 PLAIN_MIDDLEWARE = ("fieldtest.middleware", "fieldtest.middleware.names", "fieldtest.middleware.config")
+SHARED_NAMES = "fieldtest.names"
 UPPER = ("fieldtest.twin", "fieldtest.labrun", "fieldtest.runner", "fieldtest.campaign", "fieldtest.cli")
 # layer -> what it may never reach (the plain middleware modules are always allowed)
 FORBIDDEN = {
@@ -92,7 +94,7 @@ def _layer(module: str) -> str | None:
 
 
 def _forbidden(layer: str, target: str) -> bool:
-    if target in PLAIN_MIDDLEWARE or target in ALLOWED.get(layer, ()):
+    if target in (*PLAIN_MIDDLEWARE, SHARED_NAMES) or target in ALLOWED.get(layer, ()):
         return False
     if target == "fieldtest" or target == layer or target.startswith(layer + "."):
         return False
@@ -112,7 +114,8 @@ def test_the_plain_middleware_modules_import_nothing_else():
     assert direct_imports("fieldtest.middleware") == frozenset()
     assert direct_imports("fieldtest.middleware.names") == frozenset()
     config_imports = direct_imports("fieldtest.middleware.config") - {"fieldtest"}
-    assert config_imports == {"fieldtest.middleware", "fieldtest.middleware.names"}
+    assert config_imports == {"fieldtest.middleware", "fieldtest.middleware.names", SHARED_NAMES}
+    assert direct_imports(SHARED_NAMES) == frozenset()
 
 
 def test_the_checker_sees_imports_inside_functions():

@@ -14,6 +14,8 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import (
@@ -33,12 +35,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("mqtt") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> None:
@@ -106,7 +102,7 @@ def test_acl_gives_each_identity_its_direction():
         rest = acl[acl.index(f"user {user}") + 1 :]
         return rest[: next((i for i, line in enumerate(rest) if line.startswith("user ")), len(rest))]
 
-    host, robot = block("/fieldtest/host"), block("/fieldtest/robot")
+    host, robot = block(HOST_ENCLAVE), block(ROBOT_ENCLAVE)
     assert "topic write tb4/fieldtest/cmd_vel" in host and "topic read tb4/fieldtest/cmd_vel" in robot
     assert "topic write tb4/cmd_vel" in host and "topic read tb4/cmd_vel" in robot
     assert "topic read tb4/fieldtest/clock_probe" in host and "topic write tb4/fieldtest/clock_probe" in robot

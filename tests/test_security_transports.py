@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.procs import free_port
 from fieldtest.security import (
     KeystoreError,
     KeystoreOptions,
@@ -34,14 +35,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("transports") / "keystore", KeystoreOptions(enclaves=enclaves)
     )
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Received:

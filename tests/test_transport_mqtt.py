@@ -13,16 +13,15 @@ from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_co
 
 from fieldtest import rosmsg
 from fieldtest.middleware import registry
+from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.base import SecurityFragmentMissing
 from fieldtest.transport.broker import (
     BrokerError,
     MosquittoBroker,
-    free_port,
     mosquitto_conf,
     mqtt_broker_address,
     plain_listener_lines,
-    port_accepts,
 )
 from fieldtest.transport.mqtt import (
     STAMP_LENGTH,

@@ -11,8 +11,9 @@ from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_co
 
 from fieldtest import rosmsg
 from fieldtest.middleware.registry import open_transport
+from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.broker import BrokerError, ZenohRouter, free_port, port_accepts
+from fieldtest.transport.broker import BrokerError, ZenohRouter
 from fieldtest.transport.zenoh_ import (
     ZenohTransportError,
     deep_merge,

@@ -35,6 +35,7 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fieldtest.labrun.settings import LabLaunch
+from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
 RMW_IMPLEMENTATIONS = {
@@ -42,8 +43,6 @@ RMW_IMPLEMENTATIONS = {
     "fastrtps": "rmw_fastrtps_cpp",
     "zenoh": "rmw_zenoh_cpp",
 }
-ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
-BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
 LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
@@ -79,7 +78,7 @@ def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:
-    return ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
+    return ROLE_ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
 
 
 def ros_environment(

@@ -21,8 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fieldtest.middleware import registry
 from fieldtest.middleware.base import Middleware
+from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.qos import QosError, get_qos
+from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 from fieldtest.record.trial import TrialRequest
 from fieldtest.security.settings import SecuritySettingError, get_setting
 
@@ -57,8 +59,8 @@ class LabLaunch(BaseModel):
     robot_address: str = "127.0.0.1"
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
-    zenoh_port: int = Field(7447, ge=1, le=65535)
-    mqtt_port: int = Field(1883, ge=1, le=65535)
+    zenoh_port: int = Field(ZENOH_PORT, ge=1, le=65535)
+    mqtt_port: int = Field(MQTT_PORT, ge=1, le=65535)
     keystore: str = ""
     trial_dir: str = ""  # where this side records; empty = do not record
     network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
@@ -139,7 +141,7 @@ class LabLaunch(BaseModel):
     def cmd_topic(self) -> str:
         """Topic (relative to the namespace) the host streams on: the base's own cmd_vel unless the
         robot relays, in which case the base must not hear the host directly."""
-        return "fieldtest/cmd_vel" if self.relay else "cmd_vel"
+        return (RELAY_CMD_VEL_TOPIC if self.relay else CMD_VEL_TOPIC).lstrip("/")
 
 
 # Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.
@@ -303,7 +305,9 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
     )
     port = deferred.get("mqtt_port", AUTO)
     secure = values.get("security", "none") != "none"
-    values["mqtt_port"] = (8883 if secure else 1883) if port in ("", AUTO) else _int("mqtt_port", port)
+    values["mqtt_port"] = (
+        (MQTT_TLS_PORT if secure else MQTT_PORT) if port in ("", AUTO) else _int("mqtt_port", port)
+    )
     same = values.get("router_address", "127.0.0.1") == values.get("host_address", "127.0.0.1")
     starts = registry.get(middleware).lab_host_starts(same) if middleware in registry.REGISTRY else None
     router = deferred.get("start_router", AUTO)

@@ -26,7 +26,8 @@ from fieldtest.labrun.settings import LabLaunch, LaunchArgError, parse_launch_ar
 from fieldtest.middleware import registry
 from fieldtest.middleware.config import TransportConfig
 from fieldtest.middleware.registry import open_transport
-from fieldtest.twin.common import say, stop_on_signals, watch_parent
+from fieldtest.procs import stop_on_signals, watch_parent
+from fieldtest.twin.common import say
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:

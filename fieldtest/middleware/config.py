@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fieldtest.names import MQTT_PORT, ZENOH_PORT
+
 from .names import TWIN_MIDDLEWARES
 
 Role = Literal["host", "robot"]
@@ -31,11 +33,11 @@ class TransportConfig(BaseModel):
     robot_address: str = "127.0.0.1"
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
-    zenoh_port: int = 7447
+    zenoh_port: int = ZENOH_PORT
     # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
     # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
     # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
     zenoh_path: Literal["direct", "bridge"] = "direct"
-    mqtt_port: int = 1883
+    mqtt_port: int = MQTT_PORT
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on

@@ -15,10 +15,11 @@ from typing import Any
 
 from cryptography import x509
 
+from fieldtest.names import MQTT_TLS_PORT
+
 from .governance import DEFAULT_GOVERNANCE, governance_domains
 from .keystore import KeystoreError, governance_variant_path, load_cert, tls_files
 from .settings import (
-    MQTT_TLS_PORT,
     SecuritySettingError,
     dds_security_xml,
     get_setting,

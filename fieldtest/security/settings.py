@@ -21,6 +21,7 @@ from typing import Any
 from xml.sax.saxutils import quoteattr
 
 from fieldtest.middleware.names import in_family
+from fieldtest.names import MQTT_TLS_PORT
 
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
 from .keystore import (
@@ -45,7 +46,6 @@ DDS_PLUGINS = {
     "access": ("dds_security_ac", "init_access_control", "finalize_access_control"),
     "crypto": ("dds_security_crypto", "init_crypto", "finalize_crypto"),
 }
-MQTT_TLS_PORT = 8883
 
 
 class SecuritySettingError(ValueError):

@@ -21,172 +21,29 @@ Command line (a router on its own machine or namespace):
 from __future__ import annotations
 
 import argparse
-import collections
 import getpass
 import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..middleware.names import catalog_entry
-from ..procs import die_with_parent
-from ..realtime import is_realtime, try_realtime
+from ..names import MQTT_PORT, ZENOH_PORT
+from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
 from .base import TransportConfig, require_fragment
 
 MOSQUITTO = "/usr/sbin/mosquitto"
-DEFAULT_START_TIMEOUT_S = 10.0
-STOP_TIMEOUT_S = 5.0
 ZENOH_ROUTER_READY = "zenoh-router ready"
 MOSQUITTO_READY = " running"  # "mosquitto version 2.0.11 running", logged once the listeners are open
 
 
-class BrokerError(RuntimeError):
+class BrokerError(ProcessStartError):
     """A router/broker process could not be started."""
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``address`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
-
-
-def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def _die_with_parent_realtime() -> None:
-    """As ``die_with_parent``, and ask for SCHED_FIFO, which the exec'd program keeps."""
-    die_with_parent()
-    try_realtime()
-
-
-class ManagedProcess:
-    """A subprocess that is ready once ``ready_text`` appears in its output and (without a prefix)
-    ``address:port`` accepts TCP connections; stopped with SIGTERM, then SIGKILL.
-
-    ``realtime=True`` starts it at SCHED_FIFO if permitted (``fieldtest.realtime.try_realtime``).
-    The twin asks for it: on a 2-core machine beside the twin's own real-time processes, a broker at
-    normal priority waited up to 4 ms for a core before forwarding a command (p99 2 ms).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        address: str,
-        port: int,
-        ready_text: str,
-        check_port: bool,
-        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-        realtime: bool = False,
-    ):
-        self.name = name
-        self.argv = list(argv)
-        self.address = address
-        self.port = port
-        self.ready_text = ready_text
-        self.check_port = check_port
-        self.start_timeout_s = start_timeout_s
-        self.realtime_requested = realtime
-        self.proc: subprocess.Popen[str] | None = None
-        self._lines: collections.deque[str] = collections.deque(maxlen=200)
-        self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    @property
-    def realtime(self) -> bool:
-        """Whether the running process has SCHED_FIFO (False once it has ended)."""
-        return self.pid is not None and self.running() and is_realtime(self.pid)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def output(self) -> str:
-        """The last lines the process printed (for diagnostics)."""
-        return "\n".join(self._lines)
-
-    def _read_output(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:  # also drains the pipe so the child never blocks on it
-            self._lines.append(line.rstrip("\n"))
-            if self.ready_text in line:
-                self._ready.set()
-
-    def start(self) -> None:
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                preexec_fn=_die_with_parent_realtime if self.realtime_requested else die_with_parent,
-            )
-        except OSError as exc:
-            raise BrokerError(f"{self.name}: cannot start {self.argv[0]}: {exc}") from exc
-        self._reader = threading.Thread(target=self._read_output, name=f"{self.name}-output", daemon=True)
-        self._reader.start()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                self._reader.join(timeout=1.0)
-                raise BrokerError(
-                    f"{self.name} exited with code {self.proc.returncode} while starting:\n{self.output()}"
-                )
-            if self._ready.is_set() and (not self.check_port or port_accepts(self.address, self.port)):
-                return
-            time.sleep(0.05)
-        raise BrokerError(
-            f"{self.name} not ready on {self.address}:{self.port} within {self.start_timeout_s:g} s:\n{self.output()}"
-        )
-
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after a grace period); safe to call twice."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-        if self._reader is not None:
-            self._reader.join(timeout=1.0)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
 
 # ----------------------------------------------------------------------------------------------- Zenoh router
@@ -254,6 +111,8 @@ class ZenohRouter(ManagedProcess):
     ``overrides`` are deep-merged into its config; a secured ``config`` needs them (the router's
     TLS identity and access control, tls/<router_address>:<zenoh_port>, made by security).
     """
+
+    start_error = BrokerError
 
     def __init__(
         self,
@@ -336,6 +195,8 @@ class MosquittoBroker(ManagedProcess):
     user for a TLS listener, whose key and ACL only this user may read.
     """
 
+    start_error = BrokerError
+
     def __init__(
         self,
         config: TransportConfig,
@@ -387,11 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="kind", required=True)
     router = sub.add_parser("zenoh-router", help="run a Zenoh router until SIGTERM/SIGINT")
     router.add_argument("--address", default="0.0.0.0")
-    router.add_argument("--port", type=int, default=7447)
+    router.add_argument("--port", type=int, default=ZENOH_PORT)
     router.add_argument("--overrides-json", default="", help="JSON object deep-merged into the router config")
     mosq = sub.add_parser("mosquitto", help="write mosquitto.conf and run Mosquitto in the foreground")
     mosq.add_argument("--address", default="0.0.0.0")
-    mosq.add_argument("--port", type=int, default=1883)
+    mosq.add_argument("--port", type=int, default=MQTT_PORT)
     mosq.add_argument("--workdir", required=True)
     args = parser.parse_args(argv)
 

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.labrun.settings import LaunchArgError, load_plan
     from fieldtest.middleware.config import TransportConfig
     from fieldtest.middleware.names import TWIN_MIDDLEWARES
-    from fieldtest.twin.common import stop_on_signals
+    from fieldtest.procs import stop_on_signals
 
     argv = list(sys.argv if argv is None else argv)
     init_without_signal_handlers(argv)
