@@ -28,12 +28,12 @@ from fieldtest.labrun.estop import ESTOP_SEQ, ros2_zero_command_argv, zero_comma
 from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
 from fieldtest.labrun.remote import RemoteShell, local_robot_side
 from fieldtest.labrun.runner import host_end_reason
+from fieldtest.middleware.registry import open_transport
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
 from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
-from fieldtest.transport import open_transport
 from fieldtest.transport.base import TransportConfig
 
 # 0.1 m/s sides of 0.5 s and 0.5 s turns: 2.2 s per lap including the start delay.

@@ -18,9 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fieldtest.labrun.environment import ros_environment
 from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
-from fieldtest.labrun.settings import LAB_MIDDLEWARES, LaunchArgError
+from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.middleware.names import LAB_MIDDLEWARES
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 
@@ -28,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKSPACES = {"host": ROOT / "host_ws/src/fieldtest_host", "robot": ROOT / "robot_ws/src/fieldtest_robot"}
 MSG_PACKAGES = [ROOT / "host_ws/src/fieldtest_msgs", ROOT / "robot_ws/src/fieldtest_msgs"]
 ENV = {"ROS_DISTRO": "humble", "PATH": "/usr/bin:/bin"}
+JAZZY = {"ROS_DISTRO": "jazzy", "PATH": "/usr/bin:/bin"}
 
 
 def _plan(role, tmp_path, **args):
@@ -47,6 +50,7 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
         "mqtt-local-broker": ["mosquitto", "mqtt_client"] if role == "host" else ["mqtt_client"],
         "mqtt-broker": ["mqtt_client"],
         "rmw-zenoh": ["rmw_zenohd"],
+        "fastdds": [],
     }[middleware]
     assert names == [*expected, "ros2bag"]
     (node,) = plan.nodes
@@ -62,6 +66,28 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
     plan_file = Path(node.parameters["plan"])
     assert yaml.safe_load(plan_file.read_text())["linear_speed_mps"] == 0.33
     assert any(line.startswith(f"{role}: middleware {middleware}") for line in plan.summary())
+
+
+def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
+    """The registry's lab-only fastdds: every node on rmw_fastrtps_cpp, DDS across the network,
+    SROS2 allowed, no bridge, no CycloneDDS file, the Fast DDS loopback profile on one machine."""
+    cfg = parse_launch_args({"middleware": "fastdds", "dds_peers": "10.0.0.20"}, "host", environ=JAZZY)
+    env = ros_environment(cfg, "/tmp/cyclone.xml")
+    assert env.set["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
+    assert env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env.set["ROS_STATIC_PEERS"] == "10.0.0.20"
+    assert env.cyclonedds_xml is None and not cfg.bridged
+    local = ros_environment(
+        parse_launch_args({"middleware": "fastdds"}, "host", environ=ENV), None, tmp_path / "f.xml"
+    )
+    assert "<address>127.0.0.1</address>" in local.fastdds_xml
+    secured = parse_launch_args(
+        {"middleware": "fastdds", "security": "sros2", "keystore": "/k"}, "robot", environ=ENV
+    )
+    assert ros_environment(secured).set["ROS_SECURITY_ENABLE"] == "true"
+    with pytest.raises(LaunchArgError, match="'mtls-acl' does not apply to middleware 'fastdds'"):
+        parse_launch_args(
+            {"middleware": "fastdds", "security": "mtls-acl", "keystore": "/k"}, "host", environ=ENV
+        )
 
 
 def test_host_waits_for_the_runner_only_when_recording(tmp_path):

@@ -17,10 +17,11 @@ from fieldtest.labrun.settings import (
     load_plan,
     parse_launch_args,
 )
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.names import MQTT_TLS_PORT
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.transport.base import MIDDLEWARES, TransportConfig
+from fieldtest.transport.base import TransportConfig
 
 HUMBLE = {"ROS_DISTRO": "humble"}
 JAZZY = {"ROS_DISTRO": "jazzy"}

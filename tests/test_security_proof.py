@@ -240,16 +240,15 @@ def pcap_packets(data: bytes) -> int:
 
 @contextlib.contextmanager
 def infrastructure(config: TransportConfig, work: Path):
-    """The router or broker, configured by the broker module from the config alone."""
-    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
+    """The router or broker, configured by the registry from the config alone."""
+    from fieldtest.middleware import registry
 
-    if config.middleware == "zenoh-router":
-        with ZenohRouter(config, start_timeout_s=30.0):
-            yield
-    elif config.middleware.startswith("mqtt"):
-        with MosquittoBroker(config, work / "broker", start_timeout_s=30.0):
-            yield
-    else:
+    process = registry.infrastructure(config, work)
+    if process is None:
+        yield
+        return
+    process.start_timeout_s = 30.0
+    with process:
         yield
 
 

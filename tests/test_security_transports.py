@@ -52,7 +52,8 @@ class Received:
 DDS_ROLE = r"""
 import json, sys, threading, time
 from fieldtest import rosmsg
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport import TransportConfig
+from fieldtest.middleware.registry import open_transport
 role, cfg = sys.argv[1], TransportConfig(**json.loads(sys.argv[2]))
 t = open_transport(cfg, role)
 try:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
-from fieldtest.transport.base import MIDDLEWARES
 
 from .analyze import analyze_trial
 from .intervals import interval_lines, median_interval
@@ -128,8 +128,7 @@ def spread(values: list[float]) -> dict[str, float | int | None]:
 
 def _sort_key(key: tuple[str, str, str]):
     middleware, security, network = key
-    order = MIDDLEWARES.index(middleware) if middleware in MIDDLEWARES else len(MIDDLEWARES)
-    return network, order, middleware, security != "none", security
+    return network, report_order(middleware), middleware, security != "none", security
 
 
 def current_metrics(trial_dir: Path) -> Metrics | None:

@@ -15,9 +15,9 @@ from fieldtest import rosmsg
 from fieldtest.labrun.driver import RemappedTransport, command_remap
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import launch_args_for_trial
+from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
 from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
-from fieldtest.transport import open_transport
 
 ZERO_COUNT = 5
 ZERO_SPACING_S = 0.05

@@ -211,7 +211,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
 
 
 def _cyclone_base(args: argparse.Namespace) -> Transport:
-    from fieldtest.transport import open_transport
+    from fieldtest.middleware.registry import open_transport
     from fieldtest.transport.base import TransportConfig
 
     config = TransportConfig(middleware="dds", namespace=args.namespace, domain_id=args.domain_id)

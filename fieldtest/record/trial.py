@@ -17,9 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fieldtest.middleware.config import TransportConfig
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.plan import SquarePlan, validation_message
-from fieldtest.transport.base import TransportConfig
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 

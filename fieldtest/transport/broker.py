@@ -7,6 +7,9 @@ Both run as separate OS processes, started and always stopped by a context manag
     with MosquittoBroker(config, workdir):  # broker at mqtt_broker_address(config):<mqtt_port>
         ...
 
+Secured, they take the fragments security makes (``overrides``, ``listener_lines``): build them
+through ``fieldtest.middleware.registry.infrastructure``, which does.
+
 ``prefix`` (e.g. ``["ip", "netns", "exec", "ns1"]``) runs the process inside a network namespace;
 readiness is then read from the process' own log, since the port may be unreachable from here.
 
@@ -18,6 +21,7 @@ Command line (a router on its own machine or namespace):
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import shutil
@@ -28,9 +32,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..middleware.names import catalog_entry
 from ..names import MQTT_PORT, ZENOH_PORT
 from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
-from .base import TransportConfig
+from .base import TransportConfig, require_fragment
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 ZENOH_ROUTER_READY = "zenoh-router ready"
@@ -44,13 +49,14 @@ class BrokerError(ProcessStartError):
 # ----------------------------------------------------------------------------------------------- Zenoh router
 
 
-def router_session_config(config: TransportConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Session config of a Zenoh router listening on tcp/<router_address>:<zenoh_port>, no scouting."""
+def router_session_config(address: str, port: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Session config of a Zenoh router listening on tcp/<address>:<port>, no scouting (the twin's
+    router, and the lab's when zenohd is not installed: one config for both)."""
     from .zenoh_ import deep_merge, tcp_endpoint
 
     session_config = {
         "mode": "router",
-        "listen": {"endpoints": [tcp_endpoint(config.router_address, config.zenoh_port)]},
+        "listen": {"endpoints": [tcp_endpoint(address, port)]},
         "connect": {"endpoints": []},
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
     }
@@ -67,7 +73,7 @@ def run_zenoh_router(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-    session_config = router_session_config(config, overrides)
+    session_config = router_session_config(config.router_address, config.zenoh_port, overrides)
     session = open_session(session_config)
     try:
         print(
@@ -79,9 +85,21 @@ def run_zenoh_router(
         session.close()
 
 
-def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "fieldtest.transport.broker", "zenoh-router"]
-    argv += ["--address", config.router_address, "--port", str(config.zenoh_port)]
+def zenoh_router_command(
+    address: str, port: int, overrides: dict[str, Any] | None = None, *, python: str = sys.executable
+) -> list[str]:
+    """The kit's router process (``run_zenoh_router``) as a command line; the lab runs it with the
+    machine's ``python3`` where zenohd is not installed."""
+    argv = [
+        python,
+        "-m",
+        "fieldtest.transport.broker",
+        "zenoh-router",
+        "--address",
+        address,
+        "--port",
+        str(port),
+    ]
     if overrides:
         argv += ["--overrides-json", json.dumps(overrides)]
     return argv
@@ -90,8 +108,8 @@ def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | No
 class ZenohRouter(ManagedProcess):
     """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>.
 
-    With ``config.security`` set and no ``overrides``, it listens with the router's TLS identity
-    and the access control from ``config.keystore`` (tls/<router_address>:<zenoh_port>).
+    ``overrides`` are deep-merged into its config; a secured ``config`` needs them (the router's
+    TLS identity and access control, tls/<router_address>:<zenoh_port>, made by security).
     """
 
     start_error = BrokerError
@@ -105,13 +123,10 @@ class ZenohRouter(ManagedProcess):
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         realtime: bool = False,
     ):
-        if overrides is None and config.security != "none":
-            from fieldtest.security import zenoh_config_overrides
-
-            overrides = zenoh_config_overrides(config, "router", router_session_config(config))
+        require_fragment(config, overrides, "Zenoh router security overrides")
         super().__init__(
             "zenoh router",
-            [*prefix, *zenoh_router_command(config, overrides)],
+            [*prefix, *zenoh_router_command(config.router_address, config.zenoh_port, overrides)],
             address=config.router_address,
             port=config.zenoh_port,
             ready_text=ZENOH_ROUTER_READY,
@@ -126,40 +141,27 @@ class ZenohRouter(ManagedProcess):
 
 def mqtt_broker_address(config: TransportConfig) -> str:
     """Where the broker runs: beside the host ("mqtt-local-broker") or on its own ("mqtt-broker")."""
-    if config.middleware == "mqtt-local-broker":
-        return config.host_address
-    if config.middleware == "mqtt-broker":
-        return config.broker_address
+    entry = catalog_entry(config.middleware)
+    if entry.family == "mqtt" and entry.listener:
+        return getattr(config, entry.listener[1])
     raise BrokerError(f"middleware {config.middleware!r} is not an MQTT middleware")
 
 
-def mosquitto_listener_lines(
-    config: TransportConfig, address: str, port: int, acl_path: str | Path | None = None
-) -> list[str]:
-    """The listener block of mosquitto.conf for ``config.security``.
-
-    "none": a plain anonymous listener. Otherwise the TLS listener from ``config.keystore``
-    (``fieldtest.security.mosquitto_listener_lines``: cafile/certfile/keyfile, require_certificate,
-    use_identity_as_username, allow_anonymous false, the ACL written to ``acl_path``); a missing or
-    invalid broker identity raises KeystoreError / SecuritySettingError.
-    """
-    if config.security != "none":
-        from fieldtest.security import mosquitto_listener_lines as secure_listener_lines
-
-        return secure_listener_lines(config, address, port, acl_path)
+def plain_listener_lines(address: str, port: int) -> list[str]:
+    """An anonymous listener (security "none"); security writes the TLS one."""
     return [f"listener {port} {address}", "allow_anonymous true"]
 
 
-def mosquitto_conf(
-    config: TransportConfig,
-    address: str,
-    port: int,
-    listener_lines: Sequence[str] | None = None,
-    acl_path: str | Path | None = None,
-) -> str:
-    """A complete mosquitto.conf: no persistence, log to stderr (unbuffered, so readiness is visible)."""
+def mosquitto_conf(listener_lines: Sequence[str], *, run_as: str | None = None, comment: str = "") -> str:
+    """A complete mosquitto.conf (2.x) around ``listener_lines``, for the twin and the lab alike: no
+    persistence, log to stderr (unbuffered, so readiness is visible), no Nagle, no QoS 1 throttling.
+
+    ``run_as`` is the account Mosquitto keeps when started as root (its default, ``mosquitto``,
+    cannot read a 0600 broker key); ignored when started by another user.
+    """
     lines = [
-        "# written by fieldtest.transport.broker",
+        f"# {comment or 'written by fieldtest.transport.broker'}",
+        *([f"user {run_as}"] if run_as else []),
         "per_listener_settings false",
         "persistence false",
         "log_dest stderr",
@@ -170,12 +172,9 @@ def mosquitto_conf(
         "connection_messages true",
         # Nagle's algorithm holds small messages back up to ~40 ms: it would dominate every latency.
         "set_tcp_nodelay true",
+        "max_inflight_messages 0",  # no throttling of QoS 1 flows (mqtt_client's max_inflight is 65535)
+        *listener_lines,
     ]
-    lines += (
-        list(listener_lines)
-        if listener_lines is not None
-        else mosquitto_listener_lines(config, address, port, acl_path)
-    )
     return "\n".join(lines) + "\n"
 
 
@@ -191,8 +190,9 @@ def find_mosquitto(binary: str = MOSQUITTO) -> str:
 class MosquittoBroker(ManagedProcess):
     """Debian's Mosquitto as a subprocess, configured by ``<workdir>/mosquitto.conf``.
 
-    With ``config.security`` set and no ``listener_lines``, the listener is the TLS one from
-    ``config.keystore`` with its ACL in ``<workdir>/acl``.
+    ``listener_lines`` default to a plain listener; a secured ``config`` needs them (the TLS
+    listener and ACL security writes). ``run_as`` (see ``mosquitto_conf``) defaults to the current
+    user for a TLS listener, whose key and ACL only this user may read.
     """
 
     start_error = BrokerError
@@ -205,16 +205,19 @@ class MosquittoBroker(ManagedProcess):
         prefix: Sequence[str] = (),
         binary: str = MOSQUITTO,
         listener_lines: Sequence[str] | None = None,
+        run_as: str | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         realtime: bool = False,
     ):
+        require_fragment(config, listener_lines, "Mosquitto TLS listener")
         address = mqtt_broker_address(config)
         self.conf_path = Path(workdir) / "mosquitto.conf"
-        acl_path = None
-        if listener_lines is None and config.security != "none":
-            acl_path = Path(workdir) / "acl"  # per broker: trials sharing a keystore keep their own ACL
-            acl_path.parent.mkdir(parents=True, exist_ok=True)
-        self.conf_text = mosquitto_conf(config, address, config.mqtt_port, listener_lines, acl_path)
+        lines = (
+            listener_lines if listener_lines is not None else plain_listener_lines(address, config.mqtt_port)
+        )
+        if run_as is None and listener_lines is not None:
+            run_as = getpass.getuser()
+        self.conf_text = mosquitto_conf(lines, run_as=run_as)
         self.binary = binary
         self.prefix = list(prefix)
         super().__init__(
@@ -233,17 +236,6 @@ class MosquittoBroker(ManagedProcess):
         self.conf_path.parent.mkdir(parents=True, exist_ok=True)
         self.conf_path.write_text(self.conf_text)
         super().start()
-
-
-def middleware_process(
-    config: TransportConfig, workdir: str | Path, *, prefix: Sequence[str] = (), realtime: bool = False
-) -> ManagedProcess | None:
-    """The router or broker ``config.middleware`` needs (not started), or None if it needs none."""
-    if config.middleware == "zenoh-router":
-        return ZenohRouter(config, prefix=prefix, realtime=realtime)
-    if config.middleware.startswith("mqtt"):
-        return MosquittoBroker(config, Path(workdir) / "broker", prefix=prefix, realtime=realtime)
-    return None
 
 
 # ----------------------------------------------------------------------------------------------- command line
@@ -269,10 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = json.loads(args.overrides_json) if args.overrides_json else None
         run_zenoh_router(config, overrides=overrides)
         return 0
-    config = TransportConfig(middleware="mqtt-broker", broker_address=args.address, mqtt_port=args.port)
     conf_path = Path(args.workdir) / "mosquitto.conf"
     conf_path.parent.mkdir(parents=True, exist_ok=True)
-    conf_path.write_text(mosquitto_conf(config, args.address, args.port))
+    conf_path.write_text(mosquitto_conf(plain_listener_lines(args.address, args.port)))
     binary = find_mosquitto()
     os.execv(binary, [binary, "-c", str(conf_path)])
     return 1  # not reached

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.middleware.registry import open_transport
 from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import Schedule
 from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
@@ -43,7 +44,7 @@ from fieldtest.record import (
     TrialRequest,
 )
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import Transport, open_transport
+from fieldtest.transport import Transport
 from fieldtest.transport.base import Prepared, prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (

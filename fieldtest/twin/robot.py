@@ -27,6 +27,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
 from fieldtest.machine import lateness_summary
+from fieldtest.middleware.registry import open_transport
 from fieldtest.natnet.feed import PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, try_realtime
@@ -45,7 +46,7 @@ from fieldtest.record import (
     TrialRequest,
 )
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import Transport, open_transport
+from fieldtest.transport import Transport
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (

@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import load_plan
+    from fieldtest.middleware.config import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
-    from fieldtest.transport.base import TransportConfig
 
     argv = list(sys.argv if argv is None else argv)
     init_without_signal_handlers(argv)
