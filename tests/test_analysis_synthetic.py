@@ -237,9 +237,9 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
 
 def test_synthetic_stop_burst_is_the_twin_hosts():
     from fieldtest import synth
-    from fieldtest.twin import host
+    from fieldtest.endpoints import streamer
 
-    assert synth.STOP_BURST_SPACING_S == host.STOP_BURST_SPACING_S
+    assert synth.STOP_BURST_SPACING_S == streamer.STOP_BURST_SPACING_S
 
 
 @pytest.mark.parametrize(

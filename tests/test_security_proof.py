@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from fieldtest.endpoints.streamer import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRecord, TrialRequest, read_bag, write_trial
@@ -55,7 +56,6 @@ from fieldtest.security.keystore import (
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
 from fieldtest.security.trial import prepare_trial_security
 from fieldtest.transport import TransportConfig
-from fieldtest.twin.host import STOP_BURST_COUNT
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("tcpdump") and shutil.which("mosquitto")), reason="needs tcpdump and mosquitto (apt)"

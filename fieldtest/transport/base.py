@@ -50,7 +50,7 @@ class TransportConfig(BaseModel):
 
 
 class TimeSource(Protocol):
-    """The process clock stamps are taken on (``fieldtest.twin.clock.Clock``)."""
+    """The process clock stamps are taken on (``fieldtest.endpoints.clock.Clock``)."""
 
     def now_ns(self) -> int: ...
 
