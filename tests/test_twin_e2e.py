@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
-from fieldtest.endpoints.streamer import STOP_BURST_COUNT
+from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import (

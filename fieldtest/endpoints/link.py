@@ -8,13 +8,13 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.record import CMD_VEL_TOPIC
+from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 from fieldtest.rosmsg import TimeField
 from fieldtest.transport.base import TimedCallback, TimeSource, Transport, stamped_publisher, timed_subscribe
 
 from .status import say
 
 TRANSPORT_CLOSE_TIMEOUT_S = 5.0
-RELAYED_CMD_VEL_TOPIC = "/fieldtest/cmd_vel"  # where the host streams when the robot relays to its base
 
 
 def warm_up_codecs(*typenames: str) -> None:
@@ -100,4 +100,4 @@ class RemappedTransport:
 
 def command_remap(relay: bool) -> dict[str, str]:
     """With a relaying robot the host must not talk to the base's own /cmd_vel."""
-    return {CMD_VEL_TOPIC: RELAYED_CMD_VEL_TOPIC} if relay else {}
+    return {CMD_VEL_TOPIC: RELAY_CMD_VEL_TOPIC} if relay else {}

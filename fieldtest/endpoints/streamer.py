@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import Schedule
 from fieldtest.realtime import leave_realtime, thread_priority
 from fieldtest.record import (
@@ -42,8 +43,6 @@ from .clock import Clock
 from .link import close_transport, wait_matched, warm_up_codecs
 from .status import say, update_outcome, write_status
 
-STOP_BURST_COUNT = 5
-STOP_BURST_SPACING_S = 0.02
 LINK_TIMEOUT_S = 30.0
 LINK_SETTLE_S = 0.5  # after the robot is seen: discovery of the remaining endpoints
 STREAM_LEAD_S = 0.05  # tick 0 this long after the decision to start, so it is on time

@@ -49,8 +49,10 @@ from .base import (
     TimeSource,
     TransportConfig,
     full_topic,
+    require_fragment,
     untimed,
 )
+from .cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
 from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from .ros_idl import idl_class
 from .rosgraph import (
@@ -64,11 +66,7 @@ from .rosgraph import (
 log = logging.getLogger(__name__)
 
 ROS_TOPIC_PREFIX = "rt"  # rmw_cyclonedds: ROS topics live under "rt", services under "rq"/"rr"
-# Unicast discovery probes ports of participant indices 0..N on each peer; a TurtleBot 4 runs a
-# few dozen ROS processes (one participant each), so leave ample room.
-MAX_PARTICIPANT_INDEX = 100
 RELIABLE_MAX_BLOCKING_S = 0.1  # Cyclone's default; only KEEP_ALL writers ever block
-CYCLONEDDS_NS = "https://cdds.io/config"
 
 
 class DdsError(RuntimeError):
@@ -114,30 +112,7 @@ def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "
     ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
     """
     own, peers = _own_and_peer_addresses(config, role)
-    peer_xml = "".join(f'<Peer address="{p}"/>' for p in peers)
-    return (
-        f'<CycloneDDS xmlns="{CYCLONEDDS_NS}"><Domain id="any">'
-        f'<General><Interfaces><NetworkInterface address="{own}"/></Interfaces>'
-        "<AllowMulticast>false</AllowMulticast></General>"
-        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
-        f"<MaxAutoParticipantIndex>{MAX_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>"
-        f"<Peers>{peer_xml}</Peers></Discovery>"
-        f"{security_xml}"
-        "</Domain></CycloneDDS>"
-    )
-
-
-def _security_xml(config: TransportConfig, role: Role) -> str:
-    if config.security == "none":
-        return ""
-    try:
-        from fieldtest.security import cyclonedds_security_xml  # provided by the security work
-    except ImportError as exc:
-        raise DdsError(
-            f"security {config.security!r} requested but fieldtest.security provides no "
-            f"cyclonedds_security_xml(config, role): {exc}"
-        ) from None
-    return cyclonedds_security_xml(config, role)
+    return cyclonedds_config_xml(interface_addresses=[own], peers=peers, security_xml=security_xml)
 
 
 # ---- domains: one per domain id and process, shared by every transport in the process ----
@@ -213,11 +188,12 @@ class DdsTransport:
     at a time, in arrival order.
     """
 
-    def __init__(self, config: TransportConfig, role: Role) -> None:
+    def __init__(self, config: TransportConfig, role: Role, security_xml: str | None = None) -> None:
+        require_fragment(config, security_xml, "<Security> element")
         self.config = config
         self.role = role
         self.qos = dds_qos(get_qos(config.qos))
-        self.xml = cyclonedds_xml(config, role, security_xml=_security_xml(config, role))
+        self.xml = cyclonedds_xml(config, role, security_xml=security_xml or "")
         self.write_failures = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -421,6 +397,7 @@ def _forget(entity: Any) -> None:
     Entity._entities.pop(entity._ref, None)
 
 
-def open_dds(config: TransportConfig, role: Role) -> DdsTransport:
-    """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration)."""
-    return DdsTransport(config, role)
+def open_dds(config: TransportConfig, role: Role, *, security_xml: str | None = None) -> DdsTransport:
+    """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration).
+    A secured ``config`` needs ``security_xml``, the ``<Security>`` element security makes for it."""
+    return DdsTransport(config, role, security_xml)

@@ -1,14 +1,9 @@
-"""What the twin host and robot processes share: reading the request, signals, the GIL switch.
+"""What the twin host and robot processes share: reading the request and the GIL switch.
 
 The endpoint logic both processes run (and the lab runs too) is in ``fieldtest.endpoints``."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -47,43 +42,3 @@ def load_request(trial_dir: Path, config: Path | None) -> TrialRequest:
         raise TwinConfigError(f"{config}: {where}: {first['msg']}") from None
     except ValueError as exc:  # PlanError raised inside a validator
         raise TwinConfigError(f"{config}: {exc}") from None
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly)."""
-    stop = threading.Event()
-    received: list[int] = []
-
-    def handler(signum, _frame) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stop.received = received  # type: ignore[attr-defined]
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def signal_exit_code(stop: threading.Event) -> int:
-    """128 + the first signal that stopped the process (143 SIGTERM, 130 SIGINT), 0 if none."""
-    received = getattr(stop, "received", [])
-    return 128 + received[0] if received else 0
-
-
-def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> threading.Thread:
-    """Set ``stop`` if the parent process dies, so an orphaned twin process does not linger."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while not stop.wait(poll_s):
-            if os.getppid() != parent:
-                stop.set()
-                return
-
-    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
-    thread.start()
-    return thread

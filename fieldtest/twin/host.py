@@ -19,18 +19,12 @@ from pathlib import Path
 
 from fieldtest.endpoints.status import say
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT, LINK_TIMEOUT_S, CommandStreamer
+from fieldtest.middleware.registry import open_transport
+from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
 from fieldtest.realtime import try_realtime
 from fieldtest.record import TrialFormatError, TrialRequest
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import open_transport
-from fieldtest.twin.common import (
-    GIL_SWITCH_S,
-    TwinConfigError,
-    load_request,
-    signal_exit_code,
-    stop_on_signals,
-    watch_parent,
-)
+from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
 
 
 def open_host(request: TrialRequest, trial_dir: Path, *, realtime: bool = False) -> CommandStreamer:

@@ -28,18 +28,14 @@ from fieldtest.endpoints.loop import PeriodicLoop
 from fieldtest.endpoints.receiver import STATUS_FILE, CommandReceiver
 from fieldtest.endpoints.status import say, update_outcome, write_status
 from fieldtest.machine import lateness_summary
+from fieldtest.middleware.registry import open_transport
 from fieldtest.natnet.feed import PoseFeedSender
+from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, try_realtime
 from fieldtest.record import TWIN_TRUTH_TOPIC, TrialFormatError, TrialOutcome, TrialRequest
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import Transport, open_transport
-from fieldtest.twin.common import (
-    GIL_SWITCH_S,
-    TwinConfigError,
-    load_request,
-    stop_on_signals,
-    watch_parent,
-)
+from fieldtest.transport import Transport
+from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
 from fieldtest.twin.create3 import Create3Model, Imperfections
 
 TRUTH_FRAME = "twin_world"
