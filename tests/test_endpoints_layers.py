@@ -85,4 +85,5 @@ def test_the_endpoints_load_neither_the_twin_nor_rclpy():
     assert _twin(loaded) == [] and "rclpy" not in loaded
     for module in ENDPOINT_MODULES:
         path = ENDPOINTS / f"{module.rsplit('.', 1)[1]}.py"
-        assert not {n for n in _imported_names(path) if n.split(".")[0] == "rclpy"}, path
+        names = _imported_names(path)
+        assert _twin(names) == [] and not {n for n in names if n.split(".")[0] == "rclpy"}, path
