@@ -28,6 +28,7 @@ FORBIDDEN = {
     "fieldtest.transport": ("fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
     "fieldtest.security": ("fieldtest.transport", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
     "fieldtest.middleware": ("fieldtest.analysis", *UPPER),
+    "fieldtest.endpoints": ("fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).
 ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
