@@ -689,10 +689,6 @@ def trial_bridge_processes(
     ``dds_address``: where the kit's own DDS endpoints are pinned (the bridges get a unicast peer
     there, ``bridge_env``); None next to real ROS nodes (the plugin's own discovery settings).
     """
-    # here, not at the top: rosgraph needs the cyclonedds binding, which the lab nodes' ROS 2
-    # environment (rclpy on Fast DDS) does not have, and planrun imports this module
-    from fieldtest.transport.rosgraph import before_iron
-
     folder = Path(config_dir)
     out: list[SideProcess] = []
     if host.middleware == "zenoh-router":
@@ -701,16 +697,25 @@ def trial_bridge_processes(
         out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))
     for cfg in (robot, host):
         path = folder / f"zenoh_bridge_{cfg.role}.json5"
-        config = zenoh_bridge_config(cfg)
-        text = to_json5(config, f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)")
-        pins = before_iron(cfg.ros_distro) and bool(config["plugins"]["ros2dds"].get("ros_localhost_only"))
-        env = bridge_env(cfg.ros_distro, dds_address, plugin_pins_loopback=pins)
-        out.append(
-            SideProcess(
-                f"bridge_{cfg.role}", zenohd_bridge_command(cfg, path, bridge), env, {path.name: text}
-            )
+        text = to_json5(
+            zenoh_bridge_config(cfg), f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)"
         )
+        argv, env = zenohd_bridge_launch(cfg, path, bridge, dds_address)
+        out.append(SideProcess(f"bridge_{cfg.role}", argv, env, {path.name: text}))
     return out
+
+
+def zenohd_bridge_launch(
+    cfg: LabLaunch, config_path: Path, bridge: BridgeBinaries, dds_address: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of one side's bridge as zenohd + the ros2dds plugin reading ``config_path``.
+
+    ``dds_address``: where the side's DDS endpoints are pinned (the bridge gets a unicast peer there,
+    ``bridge_env``); None: the plugin's own discovery settings. The plugin pins 127.0.0.1 itself
+    under ``ros_localhost_only`` (set for Humble only, ``ros2dds_plugin``)."""
+    pins = bool(ros2dds_plugin(cfg).get("ros_localhost_only"))
+    env = bridge_env(cfg.ros_distro, dds_address, plugin_pins_loopback=pins)
+    return zenohd_bridge_command(cfg, config_path, bridge), env
 
 
 @contextlib.contextmanager

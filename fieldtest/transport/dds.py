@@ -51,6 +51,7 @@ from .base import (
     full_topic,
     untimed,
 )
+from .dds_xml import CYCLONEDDS_NS, MAX_PARTICIPANT_INDEX, cyclonedds_xml  # noqa: F401 (re-exported)
 from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from .ros_idl import idl_class
 from .rosgraph import (
@@ -64,11 +65,7 @@ from .rosgraph import (
 log = logging.getLogger(__name__)
 
 ROS_TOPIC_PREFIX = "rt"  # rmw_cyclonedds: ROS topics live under "rt", services under "rq"/"rr"
-# Unicast discovery probes ports of participant indices 0..N on each peer; a TurtleBot 4 runs a
-# few dozen ROS processes (one participant each), so leave ample room.
-MAX_PARTICIPANT_INDEX = 100
 RELIABLE_MAX_BLOCKING_S = 0.1  # Cyclone's default; only KEEP_ALL writers ever block
-CYCLONEDDS_NS = "https://cdds.io/config"
 
 
 class DdsError(RuntimeError):
@@ -96,35 +93,6 @@ def dds_qos(profile: QosProfile) -> Qos:
         else Policy.Durability.Volatile
     )
     return Qos(history, reliability, durability, Policy.DataRepresentation(use_cdrv0_representation=True))
-
-
-def _own_and_peer_addresses(config: TransportConfig, role: Role) -> tuple[str, list[str]]:
-    own = config.host_address if role == "host" else config.robot_address
-    # Both ends are peers: other kit processes on the same machine (e.g. a simulated mocap next
-    # to the host) must find each other too.
-    peers = list(dict.fromkeys([config.host_address, config.robot_address]))
-    return own, peers
-
-
-def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "") -> str:
-    """The CycloneDDS configuration of one kit process.
-
-    Binds to the role's own address and discovers by unicast to the host and robot addresses
-    (loopback has no multicast flag; unicast also works on every emulated or real link).
-    ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
-    """
-    own, peers = _own_and_peer_addresses(config, role)
-    peer_xml = "".join(f'<Peer address="{p}"/>' for p in peers)
-    return (
-        f'<CycloneDDS xmlns="{CYCLONEDDS_NS}"><Domain id="any">'
-        f'<General><Interfaces><NetworkInterface address="{own}"/></Interfaces>'
-        "<AllowMulticast>false</AllowMulticast></General>"
-        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
-        f"<MaxAutoParticipantIndex>{MAX_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>"
-        f"<Peers>{peer_xml}</Peers></Discovery>"
-        f"{security_xml}"
-        "</Domain></CycloneDDS>"
-    )
 
 
 def _security_xml(config: TransportConfig, role: Role) -> str:

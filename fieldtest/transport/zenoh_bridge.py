@@ -87,7 +87,7 @@ def unicast_dds_uri(address: str = LOOPBACK, *, pin_interface: bool = True) -> s
     """CYCLONEDDS_URI meeting the kit's DDS endpoints pinned to ``address`` (unicast, no multicast).
     ``pin_interface=False`` leaves the interface out, for a plugin that pins 127.0.0.1 itself: a
     second identical NetworkInterface makes its ros_discovery_info reader fail ("Precondition Not Met")."""
-    from .dds import cyclonedds_xml  # the kit's own DDS settings, so both ends agree
+    from .dds_xml import cyclonedds_xml  # the kit's own DDS settings, so both ends agree
 
     xml = cyclonedds_xml(TransportConfig(host_address=address, robot_address=address), "host")
     return xml if pin_interface else re.sub(r"<Interfaces>.*?</Interfaces>", "", xml)
