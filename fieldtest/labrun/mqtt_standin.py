@@ -222,9 +222,7 @@ class MqttClientStandin:
 
     # ---- MQTT
     def start(self) -> None:
-        from fieldtest.transport.mqtt import _disable_nagle
-
-        self.client.on_socket_open = _disable_nagle  # as the kit's MQTT transport: no Nagle delay
+        # Nagle stays on, as in mqtt_client: Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c)
         self.log.info(f"Connecting to broker at '{self.config.host}:{self.config.port}'")
         self.client.connect_async(self.config.host, self.config.port, keepalive=KEEPALIVE_S)
         self.client.loop_start()  # retries the first connection and reconnects, as automatic_reconnect

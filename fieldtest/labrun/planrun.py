@@ -1,6 +1,6 @@
 """Run one side's launch plan the way its launch file does, for machines without ``ros2 launch``.
 
-    python -m fieldtest.labrun.planrun [--rehearsal] host|robot name:=value ...
+    python -m fieldtest.labrun.planrun [--rehearsal [--without=NAME]] host|robot name:=value ...
 
 ``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.launchplan.launch_plan`` one to
 one onto launch actions; this does the same with plain processes, so the real rclpy nodes of
@@ -53,6 +53,7 @@ EXIT_GATE_REFUSED = 1
 EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its config, port taken)
 SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
 REHEARSAL_FLAG = "--rehearsal"
+WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
 MQTT_STANDIN = "fieldtest.labrun.mqtt_standin"
 STANDIN_NOTE = (
     "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
@@ -230,17 +231,30 @@ def _stop(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S) -> N
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    rehearsal = bool(argv) and argv[0] == REHEARSAL_FLAG
+    rehearsal, without = False, set()
+    while argv and argv[0].startswith("--"):  # options before the role
+        flag = argv.pop(0)
+        if flag == REHEARSAL_FLAG:
+            rehearsal = True
+        elif flag.startswith(WITHOUT_FLAG) and rehearsal:
+            without.add(flag.removeprefix(WITHOUT_FLAG))
+        else:
+            print(f"fieldtest.labrun.planrun: unknown option {flag}", file=sys.stderr)
+            return 2
     try:
-        role, args = parse_argv(argv[1:] if rehearsal else argv)
+        role, args = parse_argv(argv)
         plan = launch_plan(args, role)  # type: ignore[arg-type]
         if rehearsal:
             plan.processes = rehearsal_processes(plan)
     except (LaunchArgError, RehearsalError, BridgeMissingError) as exc:
         print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
         return 2
+    tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
     if rehearsal and plan.cfg.mqtt:
-        print(f"[planrun {plan.cfg.role}] REHEARSAL: {STANDIN_NOTE}", flush=True)
+        print(f"{tag} {STANDIN_NOTE}", flush=True)
+    for proc in [p for p in plan.processes if p.name in without]:
+        print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
+    plan.processes = [p for p in plan.processes if p.name not in without]
     runner = PlanRunner(plan)
     signal.signal(signal.SIGINT, runner.request_stop)
     signal.signal(signal.SIGTERM, runner.request_stop)

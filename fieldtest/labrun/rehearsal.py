@@ -75,6 +75,8 @@ class SimulatedLab:
     safety_override: str = "full"
     mocap_rate_hz: float = 120.0
     extra_base_args: list[str] = field(default_factory=list)
+    # robot side processes left out (e.g. "zenoh_bridge", "mqtt_client"): a link that never comes up
+    robot_without: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -154,7 +156,7 @@ def robot_domain(request: TrialRequest) -> int:
 
 def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
     """mqtt-broker: Mosquitto of the separate broker machine, with the kit's broker config and ACL."""
-    from fieldtest.labrun.bridges import MOSQUITTO, mosquitto_acl, mosquitto_conf
+    from fieldtest.labrun.bridges import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
     from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
@@ -164,7 +166,7 @@ def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: st
     if cfg.security != "none":
         acl.write_text(mosquitto_acl(cfg))
     conf = log_dir / "mosquitto.conf"
-    conf.write_text(mosquitto_conf(cfg, acl, bind_address=cfg.broker_address))
+    conf.write_text(mosquitto_conf(cfg, acl, bind_address=cfg.broker_address, run_as=broker_user()))
     procs.start("broker", [MOSQUITTO, "-c", str(conf)])
     procs.wait_ready("broker", marker=MOSQUITTO_READY, timeout_s=10.0)
 
@@ -183,14 +185,15 @@ def side_options(options: LabOptions, request: TrialRequest) -> LabOptions:
     return dataclasses.replace(options, robot_args=robot_args)
 
 
-def rehearsal_options(options: LabOptions, python: str) -> LabOptions:
+def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None = None) -> LabOptions:
     """``options`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
+    robot_without = tuple(f"--without={name}" for name in (lab.robot_without if lab else ()))
     return dataclasses.replace(
         options,
         host_launch=(python, *PLANRUN, "host"),
         host_args={**NODE_ARGS, **options.host_args},
         robot_args={**NODE_ARGS, **options.robot_args},
-        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, "robot")),
+        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, *robot_without, "robot")),
     )
 
 
@@ -217,7 +220,7 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     _check_ros_environment(python)
-    local = rehearsal_options(options, python)
+    local = rehearsal_options(options, python, lab)
     results = []
     for i, request in enumerate(requests):
         options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
