@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import threading
 from pathlib import Path
 
@@ -17,12 +19,12 @@ import pytest
 import yaml
 
 from fieldtest.campaign import load_trials
-from fieldtest.labrun.mqtt_standin import STANDIN_BANNER
-from fieldtest.labrun.planrun import MQTT_STANDIN
-from fieldtest.labrun.rehearsal import ROS_VENV, SimulatedLab, rehearse, ros_python
+from fieldtest.labrun.mqtt_standin import STANDIN_BANNER, StandinConfigError, load_config
+from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN
+from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
-from fieldtest.labrun.settings import LaunchArgError
+from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
@@ -285,7 +287,7 @@ def test_without_the_robots_bridge_nothing_reaches_the_robot(tmp_path, bridge):
     assert base["commands"] == 0 and base["max_linear_commanded_mps"] == 0.0
 
 
-@pytest.mark.parametrize("middleware, security", [("mqtt-local-broker", "none"), ("mqtt-broker", "mtls-acl")])
+@pytest.mark.parametrize("middleware, security", [("mqtt-local-broker", "mtls-acl"), ("mqtt-broker", "none")])
 def test_mqtt_trials_run_through_mosquitto_and_the_mqtt_client_stand_in(
     tmp_path, keystore, middleware, security
 ):
@@ -305,3 +307,84 @@ def test_mqtt_trials_run_through_mosquitto_and_the_mqtt_client_stand_in(
     for role in ("host", "robot"):
         assert f"-m {MQTT_STANDIN} " in logs and f"/config/{role}/mqtt_client_{role}.yaml" in logs
     assert ("run mosquitto:" in logs) == (middleware == "mqtt-local-broker")
+
+
+# ------------------------------------------------------- the stand-in and planrun, without a trial
+
+
+@pytest.mark.parametrize("security", ["none", "mtls-acl"])
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
+    from fieldtest.labrun.bridges import mqtt_client_params, received_by, sent_by, to_yaml, wire_name
+
+    extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
+    cfg = parse_launch_args(
+        {
+            "middleware": "mqtt-broker",
+            "namespace": "/tb4",
+            "ros_distro": "jazzy",
+            "mqtt_port": "1999",
+            **extra,
+        },
+        role,
+        environ={},
+    )
+    path = tmp_path / f"mqtt_client_{role}.yaml"
+    path.write_text(to_yaml(mqtt_client_params(cfg)))
+    config = load_config(path)
+    assert (config.host, config.port, config.client_id) == ("127.0.0.1", 1999, f"fieldtest_{role}")
+    assert [b.mqtt_topic for b in config.ros2mqtt] == [wire_name(cfg, t.topic) for t in sent_by(cfg)]
+    assert [b.ros_topic for b in config.mqtt2ros] == [f"/tb4{t.topic}" for t in received_by(cfg)]
+    assert [b.ros_type for b in config.mqtt2ros] == [t.typename for t in received_by(cfg)]
+    assert all(b.mqtt_qos == 1 and b.reliability == "reliable" for b in config.mqtt2ros)
+    assert bool(config.tls) == (security != "none")
+    if config.tls:
+        assert Path(config.tls["certificate"]).is_file() and Path(config.tls["key"]).is_file()
+
+
+def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "/**": {
+                    "ros__parameters": {
+                        "bridge": {
+                            "ros2mqtt": {"ros_topics": ["/a"], "/a": {"mqtt_topic": "a", "primitive": True}}
+                        }
+                    }
+                }
+            }
+        )
+    )
+    with pytest.raises(StandinConfigError, match=r"params.yaml: bridge.ros2mqtt./a.primitive"):
+        load_config(path)
+    path.write_text("{}")
+    with pytest.raises(StandinConfigError, match="no ros__parameters"):
+        load_config(path)
+
+
+def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
+    """A broker whose port is taken exits at once: the side ends (exit 3) before any node starts."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [
+            f"{k}:={v}"
+            for k, v in {
+                "middleware": "mqtt-local-broker",
+                "mqtt_port": port,
+                "ros_distro": "jazzy",
+                **NODE_ARGS,
+            }.items()
+        ]
+        done = subprocess.run(
+            [ros_python(ROS_VENV), "-m", "fieldtest.labrun.planrun", "--rehearsal", "host", *args, f"trial_dir:={tmp_path}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == EXIT_SIDE_PROCESS, done.stdout + done.stderr
+    assert (
+        "mosquitto exited at start" in done.stdout and "node " not in done.stdout.split("exited at start")[-1]
+    )
+    assert not (tmp_path / "host").exists()  # square_driver never ran

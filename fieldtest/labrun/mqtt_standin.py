@@ -26,6 +26,7 @@ where behaviour is copied):
 - MQTT client (``setupClient``, ``connect``): client id ``client.id``, clean session, keep-alive
   60 s, TLS with the CA and client certificate when ``broker.tls.enabled`` (the chain is checked,
   not the host name: mqtt_client's ``client.tls.verify`` defaults to false), automatic reconnect.
+  Unlike mqtt_client (Paho C), its sockets send without Nagle's delay (see ``start``).
 """
 
 from __future__ import annotations
@@ -222,7 +223,13 @@ class MqttClientStandin:
 
     # ---- MQTT
     def start(self) -> None:
-        # Nagle stays on, as in mqtt_client: Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c)
+        # One difference from mqtt_client, on purpose: Nagle off, as in the kit's MQTT transport.
+        # Paho C, under mqtt_client, sets no TCP_NODELAY (paho.mqtt.c src/Socket.c); with Nagle on
+        # here, the clock probes' round trip had a median of 55-79 ms and over TLS the clock
+        # pre-flight failed (offset error 14-19 ms). docs/lab-guide.md says what that means in the lab.
+        from fieldtest.transport.mqtt import _disable_nagle
+
+        self.client.on_socket_open = _disable_nagle
         self.log.info(f"Connecting to broker at '{self.config.host}:{self.config.port}'")
         self.client.connect_async(self.config.host, self.config.port, keepalive=KEEPALIVE_S)
         self.client.loop_start()  # retries the first connection and reconnects, as automatic_reconnect
