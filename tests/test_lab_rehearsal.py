@@ -21,7 +21,7 @@ import yaml
 from fieldtest.campaign import load_trials
 from fieldtest.labrun.mqtt_standin import STANDIN_BANNER, StandinConfigError, load_config
 from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN
-from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, SimulatedLab, rehearse, ros_python
+from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
@@ -388,3 +388,12 @@ def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
         "mosquitto exited at start" in done.stdout and "node " not in done.stdout.split("exited at start")[-1]
     )
     assert not (tmp_path / "host").exists()  # square_driver never ran
+
+
+def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
+    settings, requests = load_trials(_campaign(tmp_path, matrix={"middleware": ["zenoh-router"]}))
+    options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab)
+    with pytest.raises(RehearsalError, match="install_zenoh_bridge.sh"):
+        rehearse(requests, options, SimulatedLab())
+    assert not (tmp_path / "runs").exists()

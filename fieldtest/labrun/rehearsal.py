@@ -220,6 +220,7 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     _check_ros_environment(python)
+    _check_bridges(requests)
     local = rehearsal_options(options, python, lab)
     results = []
     for i, request in enumerate(requests):
@@ -249,3 +250,20 @@ def _check_ros_environment(python: str) -> None:
         raise RehearsalError(
             f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
         )
+
+
+def _check_bridges(requests: list[TrialRequest]) -> None:
+    """The programs the bridged trials need, before any trial starts (one line: what and how)."""
+    import shutil
+
+    from fieldtest.labrun.bridges import MOSQUITTO
+    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
+
+    middlewares = {r.transport.middleware for r in requests}
+    if middlewares & {"zenoh-peer", "zenoh-router"}:
+        try:
+            find_bridge()
+        except BridgeMissingError as exc:
+            raise RehearsalError(str(exc)) from None
+    if any(m.startswith("mqtt") for m in middlewares) and not shutil.which(MOSQUITTO):
+        raise RehearsalError("mosquitto is not installed: apt install mosquitto (tools/install.sh does)")
