@@ -19,8 +19,9 @@ import pytest
 import yaml
 
 from fieldtest.campaign import load_trials
+from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.mqtt_standin import STANDIN_BANNER, StandinConfigError, load_config
-from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN
+from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
 from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
@@ -397,3 +398,32 @@ def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeyp
     with pytest.raises(RehearsalError, match="install_zenoh_bridge.sh"):
         rehearse(requests, options, SimulatedLab())
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router", "mqtt-local-broker"])
+def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, bridge, middleware):
+    """Only the program changes: same names, same config files (not rewritten), same environment,
+    plus what the one-machine bridge needs: its CycloneDDS meets the nodes' Fast DDS on 127.0.0.1
+    only with a unicast peer there (without it the plugin created no route)."""
+    args = {"middleware": middleware, "ros_distro": "jazzy", "trial_dir": str(tmp_path), **NODE_ARGS}
+    plan = launch_plan(args, "host", environ={"PATH": ""})  # no zenohd on PATH: the plan's fallback router
+    replaced = {p.name: p for p in rehearsal_processes(plan, python="/ros/python")}
+    for proc in plan.processes:
+        assert replaced[proc.name].config_files == proc.config_files
+        assert replaced[proc.name].env.items() >= proc.env.items()
+    if middleware.startswith("zenoh"):
+        bridge_proc = replaced["zenoh_bridge"]
+        config = plan.config_dir / "zenoh_bridge_host.json5"
+        assert bridge_proc.argv[:4] == [str(bridge.zenohd), "-c", str(config), "-P"]
+        assert bridge_proc.env["ROS_DISTRO"] == "jazzy"
+        assert '<Peer address="127.0.0.1"/>' in bridge_proc.env["CYCLONEDDS_URI"]
+    if middleware == "zenoh-router":
+        assert replaced["zenoh_router"].argv == [
+            str(bridge.zenohd),
+            "-c",
+            str(plan.config_dir / "zenoh_router.json5"),
+        ]
+    if middleware.startswith("mqtt"):
+        params = plan.config_dir / "mqtt_client_host.yaml"
+        assert replaced["mqtt_client"].argv == ["/ros/python", "-m", MQTT_STANDIN, str(params)]
+        assert replaced["mosquitto"].argv == next(p.argv for p in plan.processes if p.name == "mosquitto")
