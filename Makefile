@@ -23,4 +23,4 @@ test: install lint
 	$(BIN)/pytest -q
 
 bench: install
-	$(BIN)/python analysis/bench_analysis.py
+	$(BIN)/python benchmarks/bench_analysis.py

@@ -31,11 +31,11 @@ from bench_twin import TWIST_STAMPED_CDR_BYTES, Figures, bench_plan, measure_lat
 
 from fieldtest import rosmsg  # noqa: E402
 from fieldtest.campaign import LabSettings  # noqa: E402
-from fieldtest.ddsperf import DdsperfError, run_pingpong  # noqa: E402
 from fieldtest.labrun.rehearsal import SimulatedLab, rehearse  # noqa: E402
 from fieldtest.labrun.remote import RobotSide  # noqa: E402
 from fieldtest.labrun.runner import LabOptions  # noqa: E402
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRequest, read_bag  # noqa: E402
+from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong  # noqa: E402
 from fieldtest.transport.base import TransportConfig  # noqa: E402
 
 MEDIAN_TARGET_MS, P99_TARGET_MS = 0.2, 1.0

@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -56,7 +57,6 @@ from fieldtest.record import (
 from fieldtest.rosmsg import ns_of
 from fieldtest.runner import run_twin_trial
 from fieldtest.security.settings import settings_for
-from fieldtest.transport.base import MIDDLEWARES
 
 FULL_PLAN = SquarePlan(side_duration_s=1.0, laps=1, command_rate_hz=50.0)  # 17 s, 850 commands
 QUICK_PLAN = SquarePlan(

@@ -29,10 +29,10 @@ from pathlib import Path
 
 from fieldtest.analysis.stack import STACK_DRIFT_BOUND_M
 from fieldtest.machine import MachineMonitor, describe
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.runner import QUICK_PLAN, _run_and_rerun
-from fieldtest.transport.base import MIDDLEWARES
 
 MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
 

@@ -45,7 +45,7 @@ import numpy as np
 import psutil
 
 from fieldtest import rosmsg
-from fieldtest.ddsperf import DdsperfError, run_pingpong
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
@@ -62,7 +62,8 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
-from fieldtest.transport.base import MIDDLEWARES, TransportConfig, prepare, stamped_publisher
+from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
+from fieldtest.transport.base import TransportConfig, prepare, stamped_publisher
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import GIL_SWITCH_S
 from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
@@ -285,7 +286,7 @@ class TwinRun:
 @contextlib.contextmanager
 def infrastructure(config: TransportConfig, workdir: Path) -> Iterator[None]:
     """The Zenoh router or Mosquitto broker the middleware case needs, as the kit runs it (real-time)."""
-    from fieldtest.transport.broker import middleware_process
+    from fieldtest.middleware.registry import infrastructure as middleware_process
 
     process = middleware_process(config, workdir, realtime=True)
     with process if process is not None else contextlib.nullcontext():
@@ -478,7 +479,7 @@ def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dic
     """How long the kit's DDS publish takes from its send stamp on, at the command rate (20 Hz, so
     after 50 ms idle), to a real twin robot subscriber: the send side's share of the measured
     latency, plus the return to Python (us)."""
-    from fieldtest.transport import open_transport
+    from fieldtest.middleware.registry import open_transport
 
     plan = bench_plan(20.0, 8.0)
     request = TrialRequest(

@@ -38,9 +38,10 @@ from bench_twin import Load, loads_text, measured_load
 
 from fieldtest import rosmsg
 from fieldtest.labrun.bridges import run_trial_bridges, twin_side_launches
+from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port
 from fieldtest.record import CMD_VEL_TOPIC
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport import TransportConfig
 from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
 
 PATHS = ("dds", "zenoh-peer direct", "zenoh-peer bridged", "zenoh-router bridged")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from fieldtest.middleware import registry
 from fieldtest.plan import PlanError
 from fieldtest.record.trial import TrialRequest
 
@@ -40,13 +41,13 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # can read "security off/on" as in the seed study: SROS2 on plain DDS, mutual TLS + access control
 # on the Zenoh and MQTT links.
 SECURITY_ON = "on"
-DEFAULT_SECURE_SETTING = {"dds": "sros2"}
-DEFAULT_SECURE_SETTING_BRIDGED = "mtls-acl"
 
 
 def resolve_security(middleware: str, setting: str) -> str:
-    if setting == SECURITY_ON:
-        return DEFAULT_SECURE_SETTING.get(middleware, DEFAULT_SECURE_SETTING_BRIDGED)
+    """``on``: the middleware's own ``secure_default``; an unknown middleware keeps ``on`` (the
+    request's validation then names the middleware)."""
+    if setting == SECURITY_ON and middleware in registry.REGISTRY:
+        return registry.get(middleware).secure_default
     return setting
 
 

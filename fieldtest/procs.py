@@ -1,18 +1,38 @@
-"""Start, watch and always stop the separate OS processes of a trial."""
+"""Processes, the one module for them: start, watch and always stop the OS processes of a trial,
+and the signal handling inside each of them.
+
+- ``ProcessGroup``: the trial's own processes (each logs to a file; stopped gently, then its group killed).
+- ``ManagedProcess``: a server process (router, broker) that is ready once it prints a line and
+  accepts TCP connections; its output read through a pipe.
+- ``free_port``, ``port_accepts``: loopback ports for a trial.
+- ``stop_on_signals``, ``signal_exit_code``, ``watch_parent``: inside a trial process, stop cleanly
+  on SIGTERM/SIGINT or when the parent is gone.
+
+Standard library only at import (psutil on first CPU sample): the ROS nodes on the robot import
+this module without the kit's full dependency set.
+"""
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-import psutil
+from .realtime import is_realtime, try_realtime
+
+DEFAULT_START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 5.0
 
 
 def die_with_parent() -> None:
@@ -29,11 +49,19 @@ class ProcessStartError(RuntimeError):
     """A trial process exited or never said it was ready."""
 
 
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port nobody listens on right now, for TCP or UDP on loopback."""
-    with socket.socket(socket.AF_INET, kind) as sock:
-        sock.bind(("127.0.0.1", 0))
+def free_port(kind: int = socket.SOCK_STREAM, address: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now on ``address``, for TCP (default) or UDP (the OS picks it)."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, kind) as sock:
+        sock.bind((address, 0))
         return sock.getsockname()[1]
+
+
+def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 @dataclass
@@ -43,10 +71,12 @@ class TrialProcess:
     log_path: Path
     started: float = field(default_factory=time.monotonic)
     cpu_s: float = 0.0
-    _ps: psutil.Process | None = None
+    _ps: Any = None  # psutil.Process, made on the first sample
 
     def sample_cpu(self) -> None:
         """Remember the latest CPU time: it cannot be read once the process is gone."""
+        import psutil
+
         try:
             if self._ps is None:
                 self._ps = psutil.Process(self.popen.pid)
@@ -145,3 +175,170 @@ class ProcessGroup:
     def cpu(self) -> dict[str, dict[str, float]]:
         every = {**self.procs, **self.watched}
         return {name: proc.cpu_summary() for name, proc in every.items()}
+
+
+def _die_with_parent_realtime() -> None:
+    """As ``die_with_parent``, and ask for SCHED_FIFO, which the exec'd program keeps."""
+    die_with_parent()
+    try_realtime()
+
+
+class ManagedProcess:
+    """A subprocess that is ready once ``ready_text`` appears in its output and (without a prefix)
+    ``address:port`` accepts TCP connections; stopped with SIGTERM, then SIGKILL.
+
+    ``realtime=True`` starts it at SCHED_FIFO if permitted (``fieldtest.realtime.try_realtime``).
+    The twin asks for it: on a 2-core machine beside the twin's own real-time processes, a broker at
+    normal priority waited up to 4 ms for a core before forwarding a command (p99 2 ms).
+    """
+
+    start_error: type[ProcessStartError] = ProcessStartError  # what a failed start raises
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        *,
+        address: str,
+        port: int,
+        ready_text: str,
+        check_port: bool,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        realtime: bool = False,
+    ):
+        self.name = name
+        self.argv = list(argv)
+        self.address = address
+        self.port = port
+        self.ready_text = ready_text
+        self.check_port = check_port
+        self.start_timeout_s = start_timeout_s
+        self.realtime_requested = realtime
+        self.proc: subprocess.Popen[str] | None = None
+        self._lines: collections.deque[str] = collections.deque(maxlen=200)
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def realtime(self) -> bool:
+        """Whether the running process has SCHED_FIFO (False once it has ended)."""
+        return self.pid is not None and self.running() and is_realtime(self.pid)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def output(self) -> str:
+        """The last lines the process printed (for diagnostics)."""
+        return "\n".join(self._lines)
+
+    def _read_output(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:  # also drains the pipe so the child never blocks on it
+            self._lines.append(line.rstrip("\n"))
+            if self.ready_text in line:
+                self._ready.set()
+
+    def start(self) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                preexec_fn=_die_with_parent_realtime if self.realtime_requested else die_with_parent,
+            )
+        except OSError as exc:
+            raise self.start_error(f"{self.name}: cannot start {self.argv[0]}: {exc}") from exc
+        self._reader = threading.Thread(target=self._read_output, name=f"{self.name}-output", daemon=True)
+        self._reader.start()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                self._reader.join(timeout=1.0)
+                raise self.start_error(
+                    f"{self.name} exited with code {self.proc.returncode} while starting:\n{self.output()}"
+                )
+            if self._ready.is_set() and (not self.check_port or port_accepts(self.address, self.port)):
+                return
+            time.sleep(0.05)
+        raise self.start_error(
+            f"{self.name} not ready on {self.address}:{self.port} within {self.start_timeout_s:g} s:\n{self.output()}"
+        )
+
+    def stop(self) -> None:
+        """Stop the process (SIGTERM, then SIGKILL after a grace period); safe to call twice."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=STOP_TIMEOUT_S)
+        if self._reader is not None:
+            self._reader.join(timeout=1.0)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+
+# ----------------------------------------------------------------------------- inside a trial process
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly)."""
+    stop = threading.Event()
+    received: list[int] = []
+
+    def handler(signum, _frame) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    stop.received = received  # type: ignore[attr-defined]
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def signal_exit_code(stop: threading.Event) -> int:
+    """128 + the first signal that stopped the process (143 SIGTERM, 130 SIGINT), 0 if none."""
+    received = getattr(stop, "received", [])
+    return 128 + received[0] if received else 0
+
+
+def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> threading.Thread:
+    """Set ``stop`` if the parent process dies, so an orphaned twin process does not linger."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while not stop.wait(poll_s):
+            if os.getppid() != parent:
+                stop.set()
+                return
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread

@@ -143,3 +143,9 @@ def rosbag2_qos_yaml(name: str) -> str:
         f"  liveliness_lease_duration:{zero}\n"
         "  avoid_ros_namespace_conventions: false\n"
     )
+
+
+def mqtt_qos(name: str) -> int:
+    """MQTT QoS level for a profile: RELIABLE -> 1 (at least once), BEST_EFFORT -> 0 (at most once).
+    The kit's MQTT transport and the lab's mqtt_client parameters both use it."""
+    return 1 if get_qos(name).reliability == "reliable" else 0

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fieldtest.machine import MachineMonitor
+from fieldtest.middleware import registry
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.record import (
@@ -38,15 +39,12 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.security.trial import prepare_trial_security
-from fieldtest.transport.base import MIDDLEWARES
 
 if TYPE_CHECKING:
-    from fieldtest.transport.broker import ManagedProcess
+    from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
-# The middleware's own process (its log and its CPU figure in trial.yaml go by this name).
-INFRA_LOG_NAME = {"zenoh-router": "router", "mqtt-local-broker": "broker", "mqtt-broker": "broker"}
 # On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001
 STOP_ORDER = ["host", "robot", "recorder", "natnet"]  # the host first: its stop burst needs a robot
@@ -85,14 +83,7 @@ class _Network:
         if request.network != "loopback":
             from fieldtest.netem import open_topology
 
-            middleware = request.transport.middleware
-            extra = (
-                ["router"]
-                if middleware == "zenoh-router"
-                else ["broker"]
-                if middleware == "mqtt-broker"
-                else []
-            )
+            extra = registry.get(request.transport.middleware).emulated_nodes()
             self.topo = open_topology(request.network, nodes=["host", "robot", "mocap", *extra])
 
     @property
@@ -163,15 +154,13 @@ def _fault_records(faults: list[dict], stream_start_ns: int | None) -> list[dict
 def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> Iterator[ManagedProcess | None]:
     """The router or broker the middleware needs, stopped on every exit path; its output is saved as
     ``logs/<router|broker>.log``. Real-time like the twin's processes: it forwards every command."""
-    from fieldtest.transport.broker import middleware_process
-
-    middleware = request.transport.middleware
-    node = {"zenoh-router": "router", "mqtt-broker": "broker"}.get(middleware, "host")
-    infra = middleware_process(request.transport, trial_dir, prefix=net.prefix(node), realtime=True)
-    if infra is None or _bridged(request):  # bridged Zenoh: zenohd is the router (_start_bridges)
+    middleware = registry.get(request.transport.middleware)
+    if middleware.infra_process is None or _bridged(request):  # bridged: zenohd routes (_start_bridges)
         yield None
         return
-    log_path = trial_dir / "logs" / f"{INFRA_LOG_NAME[middleware]}.log"
+    prefix = net.prefix(middleware.infra_node)
+    infra = middleware.infrastructure(request.transport, trial_dir, prefix=prefix, realtime=True)
+    log_path = trial_dir / "logs" / f"{middleware.infra_process}.log"
     try:
         with infra:
             log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,15 +194,14 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
 
 
 def _bridged(request: TrialRequest) -> bool:
-    return request.transport.middleware.startswith("zenoh") and request.transport.zenoh_path == "bridge"
+    return registry.get(request.transport.middleware).bridged(request.transport)
 
 
-def _with_zenoh_path(request: TrialRequest) -> TrialRequest:
-    """Zenoh trials run through the real bridges, as in the lab, unless the request names the path."""
+def _with_twin_defaults(request: TrialRequest) -> TrialRequest:
+    """The middleware's twin defaults for what the request left unset (Zenoh: the bridged path)."""
     transport = request.transport
-    if not transport.middleware.startswith("zenoh") or "zenoh_path" in transport.model_fields_set:
-        return request
-    return request.model_copy(update={"transport": transport.model_copy(update={"zenoh_path": "bridge"})})
+    updated = registry.get(transport.middleware).twin_defaults(transport, transport.model_fields_set)
+    return request if updated is transport else request.model_copy(update={"transport": updated})
 
 
 def _start_bridges(
@@ -359,7 +347,7 @@ def run_twin_trial(
     """Run one trial end to end (without the analysis) and return where it is. ``kill_host_at_s``
     (tests): SIGKILL the host at that stream time (seconds after plan tick 0). Setting ``stop``
     (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
-    request = _assign_ports(_with_zenoh_path(request), domain_id)
+    request = _assign_ports(_with_twin_defaults(request), domain_id)
     trial_dir = runs_dir / new_trial_id(request.name)
     net = _Network(request)
     try:
@@ -405,7 +393,7 @@ def _run_in_network(
         with _infrastructure(request, trial_dir, net) as infra:
             try:
                 if infra is not None:
-                    procs.watch(INFRA_LOG_NAME[request.transport.middleware], infra.proc)
+                    procs.watch(registry.get(request.transport.middleware).infra_process, infra.proc)
                 _start_trial_processes(request, trial_dir, procs, net)
                 monitor.start()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
@@ -637,7 +625,7 @@ def verdict_lines(requests: list[TrialRequest], metrics: list[dict], reruns: int
 
 def trial_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="fieldtest trial", description="Run one digital-twin trial.")
-    parser.add_argument("--middleware", default="dds", choices=MIDDLEWARES)
+    parser.add_argument("--middleware", default="dds", choices=registry.names())
     _add_common_args(parser)
     args = parser.parse_args(argv)
     try:
@@ -666,15 +654,15 @@ def demo_main(argv: list[str]) -> int:
         prog="fieldtest demo",
         description="The twin trial over every middleware at once, then a comparison report.",
     )
-    parser.add_argument("--middlewares", default=",".join(MIDDLEWARES), help="comma-separated subset")
+    parser.add_argument("--middlewares", default=",".join(registry.names()), help="comma-separated subset")
     _add_scheduling_args(parser, parallel_default="auto")
     _add_common_args(parser)
     args = parser.parse_args(argv)
     middlewares = [m for m in args.middlewares.split(",") if m]
-    unknown = sorted(set(middlewares) - set(MIDDLEWARES))
+    unknown = sorted(set(middlewares) - set(registry.names()))
     if unknown:
         print(
-            f"fieldtest demo: unknown middleware {', '.join(unknown)} (choose from {', '.join(MIDDLEWARES)})",
+            f"fieldtest demo: unknown middleware {', '.join(unknown)} (choose from {', '.join(registry.names())})",
             file=sys.stderr,
         )
         return 2

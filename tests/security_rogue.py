@@ -25,7 +25,8 @@ import time
 from typing import Any
 
 from fieldtest import rosmsg
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.middleware.registry import open_transport
+from fieldtest.transport import TransportConfig
 
 CMD_VEL = "/cmd_vel"
 ROGUE_SPEED = 0.05
@@ -45,8 +46,7 @@ def open_dds_rogue(config: TransportConfig, rogue: dict[str, Any]):
     from fieldtest.transport import dds
 
     xml = dds_security_xml(rogue["keystore"], rogue["enclave"], config.security)
-    dds._security_xml = lambda _config, _role: xml  # its own <Security> block, no kit checks
-    return dds.open_dds(config, "host")
+    return dds.open_dds(config, "host", security_xml=xml)  # its own <Security> block, no kit checks
 
 
 def open_zenoh_rogue(config: TransportConfig, rogue: dict[str, Any]):

@@ -9,8 +9,9 @@ import yaml
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.cli import analyze_main, compare_main
+from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 
@@ -108,7 +109,9 @@ def test_fewer_laps_than_planned(tmp_path):
     assert any(r.startswith("trial ended early (host-stopped") for r in m["partial_reasons"])
     p = m["progress"]
     assert p["laps_completed"] == 1 and p["laps_commanded"] == 1 and p["ended_early"] is True
-    assert p["last_seq_sent"] == SHORT.n_ticks() + 2  # stop burst of three, numbered after the plan
+    assert (
+        p["last_seq_sent"] == SHORT.n_ticks() + STOP_BURST_COUNT - 1
+    )  # the stop burst, numbered after the plan
     assert p["last_seq_received"] == p["last_seq_sent"]
     assert m["drift"]["available"] is False and "two complete laps" in m["drift"]["reason"]
     assert m["ape"]["available"] is True  # the part that was driven is still compared with the ideal

@@ -14,7 +14,7 @@ import pytest
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.drift import phase_grid
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 PLAN = SquarePlan(side_duration_s=2.0, laps=3, start_delay_s=0.5)
 LAST = PLAN.laps - 1

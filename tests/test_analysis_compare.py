@@ -8,7 +8,7 @@ import pytest
 from fieldtest.analysis import compare_trials
 from fieldtest.analysis.cli import compare_main
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 PLAN = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 # (middleware, security) -> last-lap shift per repetition (m) and base latency (s)

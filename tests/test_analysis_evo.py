@@ -11,7 +11,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 EVO_APE = Path(sys.executable).parent / "evo_ape"
 

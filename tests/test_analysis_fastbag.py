@@ -17,7 +17,7 @@ from fieldtest.record import (
     BagWriter,
     read_bag,
 )
-from fieldtest.synth import cut_bag
+from fieldtest.testkit.synth import cut_bag
 
 N = 300
 FRAME_IDS = ("mocap", "world", "a_longer_frame_name", "")  # different string lengths, different layouts

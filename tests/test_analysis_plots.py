@@ -14,7 +14,7 @@ from fieldtest.analysis import analyze_trial, plots
 from fieldtest.analysis.plotdata import PlotData
 from fieldtest.analysis.plotworker import PlotWorker
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 START_NS = 1_750_000_000_000_000_000

@@ -13,7 +13,7 @@ from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.drift import drift_metrics
 from fieldtest.analysis.motion import Motion, Track, _calibrate_heading, _find_start
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize, true_pose
+from fieldtest.testkit.synth import SynthSpec, synthesize, true_pose
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 RATES_HZ = (100.0, 119.88, 120.0, 240.0, 360.0)  # 119.88: sample phase differs from lap to lap

@@ -9,7 +9,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 # A short square so the tests stay fast: 1.5 s sides, 1 s turns, 10 s laps, 3 laps.
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
@@ -235,11 +235,21 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
     assert lat["interarrival_ms"]["min"] > 40.0  # nor the stop burst's 20 ms spacing
 
 
-def test_synthetic_stop_burst_is_the_twin_hosts():
-    from fieldtest import synth
-    from fieldtest.twin import host
+@pytest.mark.parametrize("stop_after_s", [None, 6.0], ids=["completed", "stopped"])
+def test_synthetic_trial_ends_with_the_twin_hosts_stop_burst(tmp_path, stop_after_s):
+    """The host bag ends as the twin host's does: STOP_BURST_COUNT zero commands, numbered from the
+    plan's tick count, STOP_BURST_SPACING_S apart (fieldtest.names, used by fieldtest.twin.host)."""
+    from fieldtest.analysis.loading import load_trial
+    from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 
-    assert synth.STOP_BURST_SPACING_S == host.STOP_BURST_SPACING_S
+    synthesize(tmp_path / "t", SynthSpec(plan=SHORT, stop_after_s=stop_after_s))
+    sent = load_trial(tmp_path / "t").commands
+    burst = slice(-STOP_BURST_COUNT, None)
+    n = SHORT.n_ticks()
+    assert sent.seq[burst].tolist() == list(range(n, n + STOP_BURST_COUNT))
+    assert not sent.linear[burst].any() and not sent.angular[burst].any()
+    assert sent.seq[-STOP_BURST_COUNT - 1] < n  # the commands before it are plan ticks
+    assert np.diff(sent.sent_ns[burst]) / 1e9 == pytest.approx(STOP_BURST_SPACING_S, abs=1e-6)
 
 
 @pytest.mark.parametrize(

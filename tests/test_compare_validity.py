@@ -8,7 +8,7 @@ import pytest
 from fieldtest.analysis import compare_trials
 from fieldtest.analysis.intervals import differ, median_interval
 from fieldtest.plan import SquarePlan
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 PLAN = SquarePlan(side_duration_s=2.0, laps=2, start_delay_s=0.5)
 

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from fieldtest.ddsperf import (
+from fieldtest.testkit.ddsperf import (
     DdsperfError,
     PingInterval,
     find_ddsperf,

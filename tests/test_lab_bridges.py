@@ -36,6 +36,7 @@ from fieldtest.labrun.bridges import (
     zenoh_router_config,
 )
 from fieldtest.labrun.settings import parse_launch_args
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import paho_tls_args
@@ -69,12 +70,6 @@ ROS_QOS_VALUES = {
     "reliability": {"system_default", "reliable", "best_effort"},
     "durability": {"system_default", "volatile", "transient_local"},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -28,11 +28,13 @@ from fieldtest.labrun.estop import ESTOP_SEQ, ros2_zero_command_argv, zero_comma
 from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
 from fieldtest.labrun.remote import RemoteShell, local_robot_side
 from fieldtest.labrun.runner import host_end_reason
+from fieldtest.middleware.registry import open_transport
+from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
+from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
-from fieldtest.transport import open_transport
+from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 from fieldtest.transport.base import TransportConfig
-from fieldtest.transport.broker import free_port
 
 # 0.1 m/s sides of 0.5 s and 0.5 s turns: 2.2 s per lap including the start delay.
 SHORT = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
@@ -110,7 +112,7 @@ def test_full_stream_with_relay_twist_mode_and_go_file(tmp_path):
         time.sleep(0.5)
         status = robot.close()
     n = SHORT.n_ticks()
-    assert host_status["plan_sent"] == n and host_status["stop_burst_sent"] == 5
+    assert host_status["plan_sent"] == n and host_status["stop_burst_sent"] == STOP_BURST_COUNT
     assert status["received"] == n + 5 and status["missing_in_range"] == 0
     assert status["clock_offset_s"] is not None and status["relay"]["forwarded"] == n + 5
     receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
@@ -140,7 +142,7 @@ def test_lost_robot_ends_the_stream_with_the_stop_burst(tmp_path):
         status = driver.close()
     assert result["code"] == EXIT_ROBOT_LOST
     assert status["end"] == "robot-lost"
-    assert 10 < status["plan_sent"] < plan.n_ticks() and status["stop_burst_sent"] == 5
+    assert 10 < status["plan_sent"] < plan.n_ticks() and status["stop_burst_sent"] == STOP_BURST_COUNT
     assert "robot lost" in _status(tmp_path / "host")["end_detail"]
 
 
@@ -156,7 +158,7 @@ def test_stop_file_aborts_before_the_go_and_sends_zeros(tmp_path):
         status = driver.close()
         time.sleep(0.3)
         robot_status = robot.close()
-    assert result["code"] != 0 and status["plan_sent"] == 0 and status["stop_burst_sent"] == 5
+    assert result["code"] != 0 and status["plan_sent"] == 0 and status["stop_burst_sent"] == STOP_BURST_COUNT
     receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
     assert robot_status["received"] == 5 and all(r.twist.linear.x == 0.0 for r in receipts)
 
@@ -175,7 +177,7 @@ def test_emergency_stop_reaches_the_robot(tmp_path):
     argv = ros2_zero_command_argv(request.model_copy(update={"cmd_type": "twist"}), relay=True)
     assert (
         argv[:3] == ["ros2", "topic", "pub"]
-        and "/fieldtest/cmd_vel" in argv
+        and RELAY_CMD_VEL_TOPIC in argv
         and "geometry_msgs/msg/Twist" in argv
     )
 
@@ -206,7 +208,10 @@ def test_relay_watchdog_sends_one_zero_after_silence():
     ],
 )
 def test_host_end_reasons(code, reason):
-    assert host_end_reason(code, {"plan_sent": 1, "plan_ticks": 2, "stop_burst_sent": 5})[0] == reason
+    assert (
+        host_end_reason(code, {"plan_sent": 1, "plan_ticks": 2, "stop_burst_sent": STOP_BURST_COUNT})[0]
+        == reason
+    )
 
 
 FAKE_LAUNCH = """

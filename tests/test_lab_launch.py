@@ -8,6 +8,7 @@ packages checked for consistency, and every decision they delegate is tested thr
 from __future__ import annotations
 
 import ast
+import os
 import py_compile
 import shutil
 import subprocess
@@ -17,15 +18,19 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fieldtest.labrun.environment import ros_environment
 from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
-from fieldtest.labrun.settings import LAB_MIDDLEWARES, LaunchArgError
+from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.middleware.names import LAB_MIDDLEWARES
+from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACES = {"host": ROOT / "host_ws/src/fieldtest_host", "robot": ROOT / "robot_ws/src/fieldtest_robot"}
 MSG_PACKAGES = [ROOT / "host_ws/src/fieldtest_msgs", ROOT / "robot_ws/src/fieldtest_msgs"]
 ENV = {"ROS_DISTRO": "humble", "PATH": "/usr/bin:/bin"}
+JAZZY = {"ROS_DISTRO": "jazzy", "PATH": "/usr/bin:/bin"}
 
 
 def _plan(role, tmp_path, **args):
@@ -45,6 +50,7 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
         "mqtt-local-broker": ["mosquitto", "mqtt_client"] if role == "host" else ["mqtt_client"],
         "mqtt-broker": ["mqtt_client"],
         "rmw-zenoh": ["rmw_zenohd"],
+        "fastdds": [],
     }[middleware]
     assert names == [*expected, "ros2bag"]
     (node,) = plan.nodes
@@ -62,6 +68,28 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
     assert any(line.startswith(f"{role}: middleware {middleware}") for line in plan.summary())
 
 
+def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
+    """The registry's lab-only fastdds: every node on rmw_fastrtps_cpp, DDS across the network,
+    SROS2 allowed, no bridge, no CycloneDDS file, the Fast DDS loopback profile on one machine."""
+    cfg = parse_launch_args({"middleware": "fastdds", "dds_peers": "10.0.0.20"}, "host", environ=JAZZY)
+    env = ros_environment(cfg, "/tmp/cyclone.xml")
+    assert env.set["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
+    assert env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env.set["ROS_STATIC_PEERS"] == "10.0.0.20"
+    assert env.cyclonedds_xml is None and not cfg.bridged
+    local = ros_environment(
+        parse_launch_args({"middleware": "fastdds"}, "host", environ=ENV), None, tmp_path / "f.xml"
+    )
+    assert "<address>127.0.0.1</address>" in local.fastdds_xml
+    secured = parse_launch_args(
+        {"middleware": "fastdds", "security": "sros2", "keystore": "/k"}, "robot", environ=ENV
+    )
+    assert ros_environment(secured).set["ROS_SECURITY_ENABLE"] == "true"
+    with pytest.raises(LaunchArgError, match="'mtls-acl' does not apply to middleware 'fastdds'"):
+        parse_launch_args(
+            {"middleware": "fastdds", "security": "mtls-acl", "keystore": "/k"}, "host", environ=ENV
+        )
+
+
 def test_host_waits_for_the_runner_only_when_recording(tmp_path):
     assert _plan("host", tmp_path, middleware="dds").nodes[0].parameters["wait_for_go"] is True
     manual = launch_plan({"middleware": "dds"}, "host", environ=ENV)
@@ -71,10 +99,10 @@ def test_host_waits_for_the_runner_only_when_recording(tmp_path):
 
 def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     dds = _plan("host", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path))
-    assert dds.nodes[0].ros_arguments == ["--enclave", "/fieldtest/host"]
+    assert dds.nodes[0].ros_arguments == ["--enclave", HOST_ENCLAVE]
     assert dds.environment.set["ROS_SECURITY_ENABLE"] == "true"
     assert dds.processes[-1].name == "ros2bag"
-    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": "/fieldtest/recorder"}
+    assert dds.processes[-1].env == {"ROS_SECURITY_ENCLAVE_OVERRIDE": RECORDER_ENCLAVE}
     relay = _plan("robot", tmp_path, middleware="dds", security="sros2", keystore=str(tmp_path), relay="true")
     assert relay.nodes[0].parameters["base_plain_context"] is True
     # The pre-flight talks to the Create 3 only, which cannot join the secure domain.
@@ -190,11 +218,32 @@ def test_packages_are_consistent(role):
         assert f'"{role}"' in launch.read_text()
 
 
-def test_message_package_copies_are_identical_and_read_fieldtest_msg():
+def _msg_packages_in_repo() -> list[Path]:
+    """Every folder of the repository (outside build output and virtualenvs) whose package.xml
+    names fieldtest_msgs; symbolic links are not followed, so a link counts once, as itself."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in {"build", "install", "log"}]
+        if (
+            "package.xml" in filenames
+            and "<name>fieldtest_msgs</name>" in (Path(dirpath) / "package.xml").read_text()
+        ):
+            found.append(Path(dirpath))
+    return found
+
+
+def test_one_message_package_the_robot_workspace_links_to_it():
+    """fieldtest_msgs exists once (host_ws); robot_ws/src holds a relative link colcon follows."""
     first, second = MSG_PACKAGES
-    for name in ("CMakeLists.txt", "package.xml"):
-        assert (first / name).read_text() == (second / name).read_text(), name
-    assert not list(first.rglob("*.msg")) and not list(second.rglob("*.msg"))  # no second copy to drift
+    assert _msg_packages_in_repo() == [first], "a second copy of fieldtest_msgs: link to host_ws's instead"
+    assert second.is_symlink() and not first.is_symlink()
+    assert not Path(os.readlink(second)).is_absolute()  # survives moving the clone
+    assert second.resolve() == first.resolve() and (second / "CMakeLists.txt").is_file()
+    assert not list(first.rglob("*.msg"))  # the messages live in fieldtest/msg only
+
+
+def test_message_package_reads_fieldtest_msg():
+    first = MSG_PACKAGES[0]
     manifest = ET.parse(first / "package.xml").getroot()
     assert manifest.findtext("name") == "fieldtest_msgs"
     assert "rosidl_interface_packages" in {e.text for e in manifest.iter("member_of_group")}

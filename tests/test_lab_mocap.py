@@ -13,6 +13,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from fieldtest import rosmsg
 from fieldtest.labrun.mocap import MocapRelay
+from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.record import MOCAP_FRAMES_TOPIC, MOCAP_POSE_TOPIC, read_bag
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,10 @@ def test_shipped_driver_configs_are_ros2_parameter_files():
     m4 = yaml.safe_load((ROOT / "mocap/mocap4r2_optitrack_driver.yaml").read_text())
     params = m4["mocap4r2_optitrack_driver_node"]["ros__parameters"]
     assert params["connection_type"] in ("Unicast", "Multicast")
-    assert (params["server_command_port"], params["server_data_port"]) == (1510, 1511)
+    assert (params["server_command_port"], params["server_data_port"]) == (
+        NATNET_COMMAND_PORT,
+        NATNET_DATA_PORT,
+    )
     assert params["multicast_address"] == "239.255.42.99"
     opt = yaml.safe_load((ROOT / "mocap/mocap_optitrack.yaml").read_text())["mocap_node"]["ros__parameters"]
     assert set(opt) == {"rigid_bodies", "optitrack_config"} and "1" in {str(k) for k in opt["rigid_bodies"]}

@@ -20,9 +20,9 @@ from fieldtest.labrun.runner import LabOptions, LabRunner
 from fieldtest.natnet.recorder import RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.plan import SquarePlan
+from fieldtest.procs import free_port
 from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
 from fieldtest.transport.base import TransportConfig
-from fieldtest.transport.broker import free_port
 
 STANDIN = (sys.executable, "-m", "fieldtest.labrun.standin")
 PLAN = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)

@@ -17,9 +17,11 @@ from fieldtest.labrun.settings import (
     load_plan,
     parse_launch_args,
 )
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.names import MQTT_TLS_PORT
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.transport.base import MIDDLEWARES, TransportConfig
+from fieldtest.transport.base import TransportConfig
 
 HUMBLE = {"ROS_DISTRO": "humble"}
 JAZZY = {"ROS_DISTRO": "jazzy"}
@@ -32,7 +34,8 @@ def test_defaults_follow_the_distro():
     assert (jazzy.ros_distro, jazzy.cmd_type) == ("jazzy", "twist_stamped")
     assert humble.plan == SquarePlan()
     assert (
-        parse_launch_args({"security": "sros2", "keystore": "/k"}, "host", environ=HUMBLE).mqtt_port == 8883
+        parse_launch_args({"security": "sros2", "keystore": "/k"}, "host", environ=HUMBLE).mqtt_port
+        == MQTT_TLS_PORT
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 from natnet import DataDescriptions, DataFrame, ServerInfo, Version
 from natnet.packet_buffer import PacketBuffer
 
+from fieldtest.names import NATNET_DATA_PORT
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.axes import stream_to_world, world_to_stream
 from fieldtest.natnet.feed import PoseFeedReceiver, PoseFeedSender, pack_sample, unpack_sample
@@ -171,7 +172,9 @@ def test_modeldef_round_trip(version):
 
 
 def test_server_info_round_trip():
-    info = nn.ServerInfo("Motive", (3, 1, 2, 0), nn.NATNET_4_1, 10_000_000, 1511, False, "239.255.42.99")
+    info = nn.ServerInfo(
+        "Motive", (3, 1, 2, 0), nn.NATNET_4_1, 10_000_000, NATNET_DATA_PORT, False, "239.255.42.99"
+    )
     message_id, data = nn.unpack_message(nn.pack_server_info(info))
     assert message_id == nn.NAT_SERVERINFO and len(data) == 256 + 4 + 4 + 8 + 2 + 1 + 4
     assert nn.unpack_server_info(data) == info

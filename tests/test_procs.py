@@ -41,3 +41,51 @@ def _alive(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+# What handles processes: defined in fieldtest/procs.py and nowhere else in the repository.
+PROCESS_HELPERS = {
+    "free_port",
+    "port_accepts",
+    "die_with_parent",
+    "stop_on_signals",
+    "signal_exit_code",
+    "watch_parent",
+    "ProcessGroup",
+    "ManagedProcess",
+}
+
+
+def test_process_helpers_are_defined_only_in_procs():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sources = [
+        p
+        for d in ("fieldtest", "tests", "benchmarks", "host_ws", "robot_ws", "analysis")
+        for p in (root / d).rglob("*.py")
+    ]
+    defined = {}
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name.lstrip("_") in PROCESS_HELPERS:
+                defined.setdefault(node.name.lstrip("_"), []).append(str(path.relative_to(root)))
+    assert defined == {name: ["fieldtest/procs.py"] for name in PROCESS_HELPERS}
+
+
+def test_free_port_gives_a_bindable_tcp_or_udp_port_on_the_address():
+    import socket
+
+    from fieldtest.procs import free_port, port_accepts
+
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        for address in ("127.0.0.1", "127.0.0.2"):
+            port = free_port(kind, address)
+            with socket.socket(socket.AF_INET, kind) as sock:
+                sock.bind((address, port))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        assert port_accepts("127.0.0.1", listener.getsockname()[1])
+    assert not port_accepts("127.0.0.1", free_port())

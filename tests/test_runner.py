@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.middleware import registry
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -21,7 +23,6 @@ from fieldtest.record import (
     read_trial,
 )
 from fieldtest.runner import (
-    INFRA_LOG_NAME,
     QUICK_PLAN,
     TrialResult,
     invalid_trials,
@@ -30,7 +31,6 @@ from fieldtest.runner import (
     stack_drift_check,
     verdict_lines,
 )
-from fieldtest.transport import MIDDLEWARES
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
 
@@ -113,7 +113,7 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
         m.tracking_valid for _, m in mocap.messages(MOCAP_FRAMES_TOPIC)
     )
     assert set(record.outcome.cpu) >= {"host", "robot", "natnet", "recorder"}
-    infra = INFRA_LOG_NAME.get(middleware)
+    infra = registry.get(middleware).infra_process
     if middleware.startswith("zenoh"):  # the lab's path: two real bridges (and zenohd as the router)
         assert record.request.transport.zenoh_path == "bridge"
         bridges = ["bridge_host", "bridge_robot"] + ([infra] if infra else [])

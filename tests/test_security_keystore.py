@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, ROBOT_ENCLAVE
 from fieldtest.security.cli import keys_main
 from fieldtest.security.governance import GOVERNANCE_PROFILES
 from fieldtest.security.keystore import (
@@ -74,10 +75,10 @@ def test_created_keystore_has_sros2_layout_and_passes_check(keystore):
 
 
 def test_permissions_limit_each_enclave_to_its_topics(keystore):
-    host_pub = signed_topics(keystore, "/fieldtest/host", "publish")
-    host_sub = signed_topics(keystore, "/fieldtest/host", "subscribe")
-    robot_pub = signed_topics(keystore, "/fieldtest/robot", "publish")
-    robot_sub = signed_topics(keystore, "/fieldtest/robot", "subscribe")
+    host_pub = signed_topics(keystore, HOST_ENCLAVE, "publish")
+    host_sub = signed_topics(keystore, HOST_ENCLAVE, "subscribe")
+    robot_pub = signed_topics(keystore, ROBOT_ENCLAVE, "publish")
+    robot_sub = signed_topics(keystore, ROBOT_ENCLAVE, "subscribe")
     assert "rt/cmd_vel" in host_pub and "rt/cmd_vel" not in host_sub
     assert "rt/cmd_vel" in robot_sub and "rt/cmd_vel" not in robot_pub
     assert "rt/fieldtest/clock_probe" in robot_pub and "rt/fieldtest/clock_probe" in host_sub
@@ -101,7 +102,7 @@ def test_domain_id_and_namespace_reach_governance_and_permissions(tmp_path):
     assert "rt/rosout" in topics  # ROS globals stay global
     assert "rq/tb4/square_driver/get_parametersRequest" in topics
     policy = ET.parse(ks / "fieldtest/policy.xml").getroot()
-    assert policy.find("enclaves/enclave").get("path") == "/fieldtest/host"
+    assert policy.find("enclaves/enclave").get("path") == HOST_ENCLAVE
 
 
 def test_permissions_validity_follows_the_certificate(keystore):
@@ -178,7 +179,7 @@ def test_missing_files_and_foreign_governance_are_reported(keystore, tmp_path):
     problems = check_keystore(ks)
     assert f"{host_gov}: differs from {ks}/enclaves/governance.p7s" in problems
     # the mocap folder without key.pem is no longer an enclave (sros2's rule), so nothing to check there
-    assert "/fieldtest/mocap" not in list_enclaves(ks)
+    assert MOCAP_ENCLAVE not in list_enclaves(ks)
     assert check_keystore(tmp_path / "nowhere") == [f"{tmp_path / 'nowhere'}: no such keystore directory"]
 
 
@@ -405,7 +406,7 @@ def test_keystore_made_the_sros2_way_is_accepted(tmp_path):
     create_keystore(ks, KeystoreOptions(enclaves=(kit_enclave("host"),)))
     assert (ks / "public/ca.cert.pem").read_bytes() == ca_before
     assert check_keystore(ks) == []
-    assert list_enclaves(ks) == ["/fieldtest/host", "/talker_listener/talker"]
+    assert list_enclaves(ks) == [HOST_ENCLAVE, "/talker_listener/talker"]
 
 
 def test_sros2_way_keystore_with_tampered_permissions_is_rejected(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import shutil
 import socket
 import ssl
@@ -13,9 +14,18 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
 from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import mosquitto_acl, paho_tls_args, write_mosquitto_files
+from fieldtest.security.settings import (
+    MQTT_TYPE_ANNOUNCEMENT_PREFIX,
+    mosquitto_acl,
+    mosquitto_tls_lines,
+    paho_tls_args,
+    twin_link_flows,
+)
+from fieldtest.transport.broker import mosquitto_conf
 
 pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
 
@@ -25,12 +35,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("mqtt") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> None:
@@ -48,7 +52,10 @@ def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> N
 @pytest.fixture(scope="module")
 def broker(keystore, tmp_path_factory):
     port = free_port()
-    conf = write_mosquitto_files(keystore, tmp_path_factory.mktemp("broker"), port=port)
+    folder = tmp_path_factory.mktemp("broker")
+    acl, conf = folder / "acl", folder / "mosquitto.conf"
+    acl.write_text(mosquitto_acl(twin_link_flows()))
+    conf.write_text(mosquitto_conf(mosquitto_tls_lines(keystore, acl, port=port), run_as=getpass.getuser()))
     proc = subprocess.Popen(
         ["mosquitto", "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
@@ -89,13 +96,13 @@ class Client:
 
 
 def test_acl_gives_each_identity_its_direction():
-    acl = mosquitto_acl("tb4").splitlines()
+    acl = mosquitto_acl(twin_link_flows("tb4")).splitlines()
 
     def block(user: str) -> list[str]:  # that user's lines, up to the next "user" line
         rest = acl[acl.index(f"user {user}") + 1 :]
         return rest[: next((i for i, line in enumerate(rest) if line.startswith("user ")), len(rest))]
 
-    host, robot = block("/fieldtest/host"), block("/fieldtest/robot")
+    host, robot = block(HOST_ENCLAVE), block(ROBOT_ENCLAVE)
     assert "topic write tb4/fieldtest/cmd_vel" in host and "topic read tb4/fieldtest/cmd_vel" in robot
     assert "topic write tb4/cmd_vel" in host and "topic read tb4/cmd_vel" in robot
     assert "topic read tb4/fieldtest/clock_probe" in host and "topic write tb4/fieldtest/clock_probe" in robot
@@ -118,6 +125,27 @@ def test_certificate_clients_exchange_and_acl_blocks_the_robot_commanding(keysto
         time.sleep(0.3)
         assert robot.received == [b"host-cmd"]
         assert host.received == []
+
+
+def test_type_announcements_pass_the_acl(keystore, broker):
+    """The kit's MQTT transport and mqtt_client announce each topic's type (retained) on
+    mqtt_client/ros_msg_type/<topic>; the one ACL writer lets the sender write it and the receiver
+    read it (the twin's ACL used to deny it, silently, while the lab's allowed it)."""
+    type_topic = MQTT_TYPE_ANNOUNCEMENT_PREFIX + "cmd_vel"
+    with (
+        Client("robot-types", broker, **paho_tls_args(keystore, "robot")) as robot,
+        Client("host-types", broker, **paho_tls_args(keystore, "host")) as host,
+    ):
+        assert robot.connected.wait(5) and host.connected.wait(5)
+        robot.client.subscribe(type_topic, qos=1)
+        time.sleep(0.3)
+        host.client.publish(
+            type_topic, b"geometry_msgs/msg/TwistStamped", qos=1, retain=True
+        ).wait_for_publish(5)
+        deadline = time.monotonic() + 5
+        while not robot.received and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert robot.received == [b"geometry_msgs/msg/TwistStamped"]
 
 
 def connects(port: int, name: str, timeout: float = 3.0, **tls) -> bool:

@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRecord, TrialRequest, read_bag, write_trial
@@ -55,7 +56,6 @@ from fieldtest.security.keystore import (
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
 from fieldtest.security.trial import prepare_trial_security
 from fieldtest.transport import TransportConfig
-from fieldtest.twin.host import STOP_BURST_COUNT
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("tcpdump") and shutil.which("mosquitto")), reason="needs tcpdump and mosquitto (apt)"
@@ -240,16 +240,15 @@ def pcap_packets(data: bytes) -> int:
 
 @contextlib.contextmanager
 def infrastructure(config: TransportConfig, work: Path):
-    """The router or broker, configured by the broker module from the config alone."""
-    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
+    """The router or broker, configured by the registry from the config alone."""
+    from fieldtest.middleware import registry
 
-    if config.middleware == "zenoh-router":
-        with ZenohRouter(config, start_timeout_s=30.0):
-            yield
-    elif config.middleware.startswith("mqtt"):
-        with MosquittoBroker(config, work / "broker", start_timeout_s=30.0):
-            yield
-    else:
+    process = registry.infrastructure(config, work)
+    if process is None:
+        yield
+        return
+    process.start_timeout_s = 30.0
+    with process:
         yield
 
 
@@ -278,28 +277,28 @@ def rogue_material(variant: str, config: TransportConfig, work: Path) -> dict[st
     if config.middleware == "dds":
         if variant == "foreign-ca":  # its own CA, so it grants itself every link topic both ways
             forged = EnclaveSpec(
-                "/fieldtest/host", "host", "forged host", publish=LINK_TOPICS, subscribe=LINK_TOPICS
+                HOST_ENCLAVE, "host", "forged host", publish=LINK_TOPICS, subscribe=LINK_TOPICS
             )
             foreign = create_keystore(work / "foreign", replace(options, enclaves=(forged,)))
-            spec.update(keystore=str(foreign), enclave="/fieldtest/host")
+            spec.update(keystore=str(foreign), enclave=HOST_ENCLAVE)
         elif variant == "no-permission":
-            spec.update(keystore=str(keystore), enclave="/fieldtest/mocap")
+            spec.update(keystore=str(keystore), enclave=MOCAP_ENCLAVE)
         else:  # expired: the trusted CA signs an expired identity for the host's enclave
             _copy_ca(keystore, work / "expired")
             expired_options = KeystoreOptions(
                 domain_id=config.domain_id, namespace=config.namespace, validity=_past_validity()
             )
             spec.update(
-                keystore=str(create_keystore(work / "expired", expired_options)), enclave="/fieldtest/host"
+                keystore=str(create_keystore(work / "expired", expired_options)), enclave=HOST_ENCLAVE
             )
         return spec
     if variant == "foreign-ca":
         files = create_rogue_tls(work / "foreign-tls")["host"]
     elif variant == "no-permission":
-        identities = {"mocap": "/fieldtest/mocap"}
+        identities = {"mocap": MOCAP_ENCLAVE}
         files = issue_tls_set(work / "mocap-tls", ca_cert, ca_key, identities=identities)["mocap"]
     else:
-        identities = {"host": "/fieldtest/host"}
+        identities = {"host": HOST_ENCLAVE}
         files = issue_tls_set(
             work / "expired-tls", ca_cert, ca_key, validity=_past_validity(), identities=identities
         )["host"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.procs import free_port
 from fieldtest.security import (
     KeystoreError,
     KeystoreOptions,
@@ -36,14 +37,6 @@ def keystore(tmp_path_factory) -> Path:
     )
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Received:
     def __init__(self):
         self.seqs: list[int] = []
@@ -59,7 +52,8 @@ class Received:
 DDS_ROLE = r"""
 import json, sys, threading, time
 from fieldtest import rosmsg
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport import TransportConfig
+from fieldtest.middleware.registry import open_transport
 role, cfg = sys.argv[1], TransportConfig(**json.loads(sys.argv[2]))
 t = open_transport(cfg, role)
 try:

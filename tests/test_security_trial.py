@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from fieldtest.middleware import registry
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.security import (
@@ -152,7 +153,7 @@ def test_concurrent_trials_sharing_a_keystore(shared_keystore, tmp_path):
     assert len(set(own)) == len(settings) // 2
 
 
-# ---------------------------------------------------------------- transports apply it by themselves
+# ------------------------------------------------- the registry applies it (security hands the fragment)
 
 
 def secured(keystore: Path, middleware: str) -> TransportConfig:
@@ -160,15 +161,15 @@ def secured(keystore: Path, middleware: str) -> TransportConfig:
 
 
 def test_router_and_broker_configure_tls_from_the_config(shared_keystore, tmp_path):
-    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
+    from fieldtest.transport.broker import ZenohRouter
 
-    router = ZenohRouter(secured(shared_keystore, "zenoh-router"))
+    router = registry.infrastructure(secured(shared_keystore, "zenoh-router"), tmp_path)
     overrides = json.loads(router.argv[router.argv.index("--overrides-json") + 1])
     assert overrides["listen"]["endpoints"] == ["tls/127.0.0.1:7447"]
     assert overrides["transport"]["link"]["tls"]["listen_certificate"].endswith("tls/router.crt")
     assert overrides["access_control"]["default_permission"] == "deny"
 
-    broker = MosquittoBroker(secured(shared_keystore, "mqtt-local-broker"), tmp_path / "broker")
+    broker = registry.infrastructure(secured(shared_keystore, "mqtt-local-broker"), tmp_path)
     conf = broker.conf_text.splitlines()
     assert "require_certificate true" in conf and "allow_anonymous false" in conf
     assert f"acl_file {(tmp_path / 'broker' / 'acl').absolute()}" in conf
@@ -182,40 +183,55 @@ def test_router_and_broker_configure_tls_from_the_config(shared_keystore, tmp_pa
 def test_missing_tls_key_refuses_before_anything_starts(shared_keystore, tmp_path, identity):
     import shutil
 
-    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
-    from fieldtest.transport.mqtt import open_mqtt
-    from fieldtest.transport.zenoh_ import open_zenoh
-
     keystore = tmp_path / "keystore"
     shutil.copytree(shared_keystore, keystore, symlinks=True)
     (keystore / "tls" / f"{identity}.key").unlink()
     message = rf"{identity} cannot start with security 'mtls-acl': .*tls/{identity}.key: missing"
     with pytest.raises(KeystoreError, match=message):
         if identity == "router":
-            ZenohRouter(secured(keystore, "zenoh-router"))
+            registry.infrastructure(secured(keystore, "zenoh-router"), tmp_path)
         elif identity == "broker":
-            MosquittoBroker(secured(keystore, "mqtt-local-broker"), tmp_path / "broker")
+            registry.infrastructure(secured(keystore, "mqtt-local-broker"), tmp_path)
         else:
-            open_zenoh(secured(keystore, "zenoh-peer"), "robot")
+            registry.open_transport(secured(keystore, "zenoh-peer"), "robot")
     if identity == "robot":
         with pytest.raises(KeystoreError, match=message):
-            open_mqtt(secured(keystore, "mqtt-local-broker"), "robot")
+            registry.open_transport(secured(keystore, "mqtt-local-broker"), "robot")
 
 
 def test_setting_of_another_middleware_is_refused_by_every_transport(shared_keystore, tmp_path):
-    from fieldtest.transport.broker import MosquittoBroker
-    from fieldtest.transport.dds import open_dds
-    from fieldtest.transport.zenoh_ import open_zenoh
-
     sros2 = {"security": "sros2", "keystore": str(shared_keystore)}
     with pytest.raises(SecuritySettingError, match="does not apply to middleware 'zenoh-peer'"):
-        open_zenoh(TransportConfig(middleware="zenoh-peer", **sros2), "host")
+        registry.open_transport(TransportConfig(middleware="zenoh-peer", **sros2), "host")
     with pytest.raises(SecuritySettingError, match="does not apply to middleware 'mqtt-broker'"):
-        MosquittoBroker(TransportConfig(middleware="mqtt-broker", **sros2), tmp_path)
+        registry.infrastructure(TransportConfig(middleware="mqtt-broker", **sros2), tmp_path)
     with pytest.raises(SecuritySettingError, match="does not apply to middleware 'dds'"):
-        open_dds(
+        registry.open_transport(
             TransportConfig(middleware="dds", security="mtls-acl", keystore=str(shared_keystore)), "host"
         )
+
+
+@pytest.mark.parametrize(
+    ("middleware", "security"),
+    [("dds", "sros2"), ("zenoh-peer", "mtls-acl"), ("mqtt-local-broker", "mtls-acl")],
+)
+def test_a_transport_never_opens_secured_without_its_fragment(middleware, security, tmp_path):
+    """Transport does not import security: a secured config opened past the registry is refused
+    (instead of silently opening a plain link)."""
+    from fieldtest.transport.base import SecurityFragmentMissing
+    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
+    from fieldtest.transport.dds import open_dds
+    from fieldtest.transport.mqtt import open_mqtt
+    from fieldtest.transport.zenoh_ import open_zenoh
+
+    config = TransportConfig(middleware=middleware, security=security, keystore=str(tmp_path))
+    opener = {"dds": open_dds, "zenoh-peer": open_zenoh, "mqtt-local-broker": open_mqtt}[middleware]
+    with pytest.raises(SecurityFragmentMissing, match="open it through fieldtest.middleware.registry"):
+        opener(config, "host")
+    with pytest.raises(SecurityFragmentMissing):
+        ZenohRouter(config.model_copy(update={"middleware": "zenoh-router"}))
+    with pytest.raises(SecurityFragmentMissing):
+        MosquittoBroker(config.model_copy(update={"middleware": "mqtt-local-broker"}), tmp_path)
 
 
 def test_runner_refuses_the_trial_before_starting_anything(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -12,6 +11,8 @@ from pathlib import Path
 import pytest
 import zenoh
 
+from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE, ROUTER_IDENTITY
+from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import (
@@ -30,12 +31,6 @@ def keystore(tmp_path_factory) -> Path:
     return create_keystore(
         tmp_path_factory.mktemp("zenoh") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def merge(base: dict, overrides: dict) -> dict:
@@ -134,9 +129,9 @@ def test_acl_grants_follow_the_link_flows():
     assert rules["robot-subscribes"]["key_exprs"] == host_to_robot
     subjects = {s["id"]: s["cert_common_names"] for s in acl["subjects"]}
     assert subjects == {
-        "host": ["/fieldtest/host"],
-        "robot": ["/fieldtest/robot"],
-        "router": ["/fieldtest/router"],
+        "host": [HOST_ENCLAVE],
+        "robot": [ROBOT_ENCLAVE],
+        "router": [ROUTER_IDENTITY],
     }
     assert tls_endpoint("tcp/10.0.0.2:7447") == "tls/10.0.0.2:7447"
 

@@ -25,8 +25,9 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
 from fieldtest import rosmsg
+from fieldtest.middleware.registry import open_transport
 from fieldtest.qos import QosError, get_qos
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport import TransportConfig
 from fieldtest.transport.dds import (
     CYCLONEDDS_NS,
     DdsError,

@@ -12,14 +12,16 @@ import pytest
 from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
 
 from fieldtest import rosmsg
+from fieldtest.middleware import registry
+from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
+from fieldtest.transport.base import SecurityFragmentMissing
 from fieldtest.transport.broker import (
     BrokerError,
     MosquittoBroker,
-    free_port,
     mosquitto_conf,
     mqtt_broker_address,
-    port_accepts,
+    plain_listener_lines,
 )
 from fieldtest.transport.mqtt import (
     STAMP_LENGTH,
@@ -95,14 +97,17 @@ def test_type_announcement_and_stamp_layout():
     assert split_stamped_payload(stamped) == (1_700_000_123_456_789_012, data)
 
 
-def test_broker_address_and_conf():
+def test_broker_address_and_conf(tmp_path):
     local, separate = local_broker_config(host_address="10.0.0.1"), separate_broker_config()
     assert mqtt_broker_address(local) == "10.0.0.1"
     assert mqtt_broker_address(separate) == "127.0.0.2"
-    conf = mosquitto_conf(separate, "127.0.0.2", 1884).splitlines()
+    conf = mosquitto_conf(plain_listener_lines("127.0.0.2", 1884)).splitlines()
     assert "listener 1884 127.0.0.2" in conf and "allow_anonymous true" in conf
+    assert "set_tcp_nodelay true" in conf
     with pytest.raises(ValueError, match="'sros2' does not apply to middleware 'mqtt-broker'"):
-        mosquitto_conf(separate_broker_config(security="sros2"), "127.0.0.2", 1884)
+        registry.infrastructure(separate_broker_config(security="sros2"), tmp_path)
+    with pytest.raises(SecurityFragmentMissing, match="open it through fieldtest.middleware.registry"):
+        MosquittoBroker(separate_broker_config(security="mtls-acl"), tmp_path)
     with pytest.raises(BrokerError, match="not an MQTT middleware"):
         mqtt_broker_address(TransportConfig(middleware="dds"))
 
@@ -283,7 +288,7 @@ def test_missing_mosquitto_and_unreachable_broker_are_clear_errors(tmp_path):
     with pytest.raises(MqttTransportError, match="cannot reach MQTT broker"):
         open_mqtt(local_broker_config(), "host", connect_timeout_s=0.5)
     with pytest.raises(ValueError, match="'sros2' does not apply to middleware 'mqtt-local-broker'"):
-        open_mqtt(local_broker_config(security="sros2"), "host")
+        registry.open_transport(local_broker_config(security="sros2"), "host")
 
 
 def _wait_until(condition, timeout_s: float = 5.0) -> None:

@@ -10,8 +10,10 @@ import zenoh
 from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
 
 from fieldtest import rosmsg
-from fieldtest.transport import TransportConfig, open_transport
-from fieldtest.transport.broker import BrokerError, ZenohRouter, free_port, port_accepts
+from fieldtest.middleware.registry import open_transport
+from fieldtest.procs import free_port, port_accepts
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.broker import BrokerError, ZenohRouter
 from fieldtest.transport.zenoh_ import (
     ZenohTransportError,
     deep_merge,
@@ -181,6 +183,6 @@ def test_security_that_cannot_apply_is_refused():
     from fieldtest.security import KeystoreError, SecuritySettingError
 
     with pytest.raises(SecuritySettingError, match="'sros2' does not apply to middleware 'zenoh-peer'"):
-        open_zenoh(peer_config(security="sros2"), "host")
+        open_transport(peer_config(security="sros2"), "host")
     with pytest.raises(KeystoreError, match="needs a keystore"):
-        open_zenoh(peer_config(security="mtls-acl"), "host")
+        open_transport(peer_config(security="mtls-acl"), "host")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import (
@@ -30,7 +31,6 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.twin.create3 import drive
-from fieldtest.twin.host import STOP_BURST_COUNT
 from fieldtest.twin.robot import PHYSICS_HZ, model_for
 
 # One lap of short sides: 6.5 s of stream (PlanError needs side >= 2 x ramp time)

@@ -30,11 +30,12 @@ from fieldtest.labrun.bridges import (
     write_config_files,
     zenoh_bridge_config,
 )
+from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port
 from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.transport import TransportConfig
 from fieldtest.transport.zenoh_bridge import (
     INSTALL_COMMAND,
     BridgeMissingError,

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fieldtest import rosmsg
-from fieldtest.transport import TransportConfig, open_transport
+from fieldtest.middleware.registry import open_transport
+from fieldtest.transport import TransportConfig
 
 CMD_VEL = "/cmd_vel"
 RECEIPTS = "/fieldtest/cmd_receipts"

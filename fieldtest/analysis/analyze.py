@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from fieldtest.middleware.names import family
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S
@@ -200,7 +201,7 @@ def _assemble(
             "trial_id": data.record.trial_id,
             "name": req.name,
             "middleware": req.transport.middleware,
-            "zenoh_path": req.transport.zenoh_path if req.transport.middleware.startswith("zenoh") else "",
+            "zenoh_path": req.transport.zenoh_path if family(req.transport.middleware) == "zenoh" else "",
             "security": req.transport.security,
             "qos": req.transport.qos,
             "network": req.network,

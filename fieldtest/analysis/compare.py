@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
-from fieldtest.transport.base import MIDDLEWARES
 
 from .analyze import METRICS_FILE, analyze_trial, read_metrics
 from .intervals import interval_lines, is_valid, median_interval
@@ -133,8 +133,7 @@ def _config_key(m: dict) -> tuple[str, str, str]:
 
 def _sort_key(key: tuple[str, str, str]):
     middleware, security, network = key
-    order = MIDDLEWARES.index(middleware) if middleware in MIDDLEWARES else len(MIDDLEWARES)
-    return network, order, middleware, security != "none", security
+    return network, report_order(middleware), middleware, security != "none", security
 
 
 def current_metrics(trial_dir: Path) -> dict | None:

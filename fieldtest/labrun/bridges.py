@@ -46,8 +46,9 @@ import yaml
 
 from fieldtest import rosmsg
 from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
-from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
-from fieldtest.qos import get_qos
+from fieldtest.labrun.settings import LabLaunch
+from fieldtest.middleware.names import catalog_entry
+from fieldtest.qos import get_qos, mqtt_qos
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -56,8 +57,12 @@ from fieldtest.record import (
     RECEIPTS_TOPIC,
 )
 from fieldtest.security.policy import BASE_TOPICS, kit_enclave
-from fieldtest.security.settings import tls_common_name, zenoh_security_overrides
+from fieldtest.security.settings import mosquitto_acl as acl_for_flows
+from fieldtest.security.settings import mosquitto_tls_lines, zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig, full_topic
+from fieldtest.transport.broker import mosquitto_conf as broker_conf
+from fieldtest.transport.broker import plain_listener_lines, router_session_config
+from fieldtest.transport.broker import zenoh_router_command as kit_router_command
 from fieldtest.transport.zenoh_bridge import (
     LOOPBACK,
     BridgeBinaries,
@@ -153,10 +158,8 @@ def received_by(cfg: LabLaunch) -> list[LinkTopic]:
 
 def zenoh_mode(cfg: LabLaunch) -> str:
     """Bridge mode: both peers in zenoh-peer, both clients of the router in zenoh-router."""
-    if cfg.middleware == "zenoh-peer":
-        return "peer"
-    if cfg.middleware == "zenoh-router":
-        return "client"
+    if cfg.entry.lab_bridge_mode:
+        return cfg.entry.lab_bridge_mode
     raise BridgeConfigError(f"middleware {cfg.middleware!r} has no Zenoh bridge")
 
 
@@ -167,7 +170,7 @@ def _tcp(address: str, port: int) -> str:
 
 def zenoh_endpoints(cfg: LabLaunch) -> tuple[list[str], list[str]]:
     """(listen, connect) of this side's bridge: the robot listens in peer mode, the host connects."""
-    if cfg.middleware == "zenoh-peer":
+    if zenoh_mode(cfg) == "peer":
         if cfg.role == "robot":
             return [_tcp("0.0.0.0", cfg.zenoh_port)], []
         return [], [_tcp(cfg.robot_address, cfg.zenoh_port)]
@@ -255,14 +258,9 @@ def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) 
 
 
 def zenoh_router_config(cfg: LabLaunch) -> dict[str, Any]:
-    """Config of the router of zenoh-router trials (for zenohd, or the kit's Python router)."""
-    config: dict[str, Any] = {
-        "mode": "router",
-        "listen": {"endpoints": [_tcp("0.0.0.0", cfg.zenoh_port)]},
-        "connect": {"endpoints": []},
-        "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
-    }
-    return _with_zenoh_security(cfg, config, "router")
+    """Config of the router of zenoh-router trials (for zenohd, or the kit's Python router): the
+    twin's router config, listening on every address."""
+    return _with_zenoh_security(cfg, router_session_config("0.0.0.0", cfg.zenoh_port), "router")
 
 
 def check_ros2dds_plugin(plugin: dict[str, Any], source: str = "plugins.ros2dds") -> None:
@@ -361,10 +359,8 @@ def zenoh_router_command(
     router mode) with the same listen/TLS/ACL settings."""
     if zenohd:
         return [zenohd, "-c", str(config_path)]
-    argv = ["python3", "-m", "fieldtest.transport.broker", "zenoh-router", "--address", "0.0.0.0"]
-    argv += ["--port", str(cfg.zenoh_port)]
     extra = {k: v for k, v in config.items() if k in ("transport", "access_control", "listen")}
-    return [*argv, "--overrides-json", json.dumps(extra)]
+    return kit_router_command("0.0.0.0", cfg.zenoh_port, extra, python="python3")
 
 
 # --------------------------------------------------------------------------------------- rmw_zenoh
@@ -396,12 +392,12 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
 # ------------------------------------------------------------------------------------------ MQTT
 
 
-def mqtt_qos(cfg: LabLaunch) -> int:
-    return 1 if get_qos(cfg.qos).reliability == "reliable" else 0
-
-
 def mqtt_broker_host(cfg: LabLaunch) -> str:
-    return cfg.host_address if cfg.middleware == "mqtt-local-broker" else cfg.broker_address
+    """The broker's address: the host's (mqtt-local-broker) or its own (mqtt-broker)."""
+    listener = catalog_entry(cfg.middleware).listener
+    if not cfg.mqtt or listener is None:
+        raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT broker")
+    return getattr(cfg, listener[1])
 
 
 def _ros_qos_params(cfg: LabLaunch) -> dict[str, Any]:
@@ -430,7 +426,7 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
             "mqtt_topic": wire_name(cfg, t.topic),
             "primitive": False,
             "inject_timestamp": cfg.mqtt_inject_timestamp,
-            "advanced": {"ros": _ros_qos_params(cfg), "mqtt": {"qos": mqtt_qos(cfg), "retained": False}},
+            "advanced": {"ros": _ros_qos_params(cfg), "mqtt": {"qos": mqtt_qos(cfg.qos), "retained": False}},
         }
     mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
     for t in received_by(cfg):
@@ -438,7 +434,7 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
         if not cfg.mqtt_inject_timestamp:  # else the type (and the stamp flag) come from the sender
             block["ros_type"] = t.typename
         block["advanced"] = {
-            "mqtt": {"qos": mqtt_qos(cfg)},
+            "mqtt": {"qos": mqtt_qos(cfg.qos)},
             "ros": {**_ros_qos_params(cfg), "latched": False},
         }
         mqtt2ros[wire_name(cfg, t.topic)] = block
@@ -485,17 +481,10 @@ def mqtt_client_command(params_path: str | Path) -> list[str]:
 
 
 def mosquitto_acl(cfg: LabLaunch) -> str:
-    """ACL by certificate CN: each side writes what it sends, reads what it receives, and may
-    announce its message types on mqtt_client's ``mqtt_client/ros_msg_type/<topic>``."""
-    lines = ["# fieldtest lab ACL (generated): one block per certificate CN; everything else denied", ""]
-    for role in ("host", "robot"):
-        lines.append(f"user {tls_common_name(role)}")
-        for t in link_topics(cfg):
-            access = "write" if t.sender == role else "read"
-            lines.append(f"topic {access} {wire_name(cfg, t.topic)}")
-            lines.append(f"topic {access} mqtt_client/ros_msg_type/{wire_name(cfg, t.topic)}")
-        lines.append("")
-    return "\n".join(lines)
+    """ACL by certificate CN (security's one ACL writer, for this trial's link topics): each side
+    writes what it sends, reads what it receives, with mqtt_client's type announcements."""
+    flows = [(wire_name(cfg, t.topic), t.sender) for t in link_topics(cfg)]
+    return acl_for_flows(flows, "fieldtest lab ACL (generated)")
 
 
 def mosquitto_conf(
@@ -505,47 +494,21 @@ def mosquitto_conf(
     bind_address: str = "0.0.0.0",
     run_as: str | None = None,
 ) -> str:
-    """mosquitto.conf (2.x) for the broker of an MQTT trial: plain, or TLS with client certificates.
+    """mosquitto.conf (2.x) for the broker of an MQTT trial, plain or TLS with client certificates:
+    the twin's broker config (``fieldtest.transport.broker.mosquitto_conf``) around this listener.
 
     Started as root, Mosquitto drops to the ``mosquitto`` user before reading the ACL: ``run_as``
     sets the ``user`` option when the files are readable only by another user.
     """
-    lines = [
-        "# fieldtest lab broker (generated by fieldtest.labrun.bridges)",
-        *([f"user {run_as}"] if run_as else []),
-        "per_listener_settings false",
-        "persistence false",
-        "log_dest stderr",
-        "log_type error",
-        "log_type warning",
-        "log_type notice",
-        "log_type information",
-        "connection_messages true",
-        "max_inflight_messages 0",  # no throttling of QoS 1 flows (mqtt_client's max_inflight is 65535)
-        # Nagle's algorithm held the broker's small forwards back for the peer's delayed ACK (round
-        # trip median 79 ms in a rehearsal without it); the twin's broker sets it too (transport.broker)
-        "set_tcp_nodelay true",
-    ]
     if cfg.security == "none":
-        lines += [f"listener {cfg.mqtt_port} {bind_address}", "allow_anonymous true"]
+        listener = plain_listener_lines(bind_address, cfg.mqtt_port)
+    elif acl_path is None:
+        raise BridgeConfigError("a TLS broker needs its ACL file path")
     else:
-        from fieldtest.security.keystore import tls_files
-
-        if acl_path is None:
-            raise BridgeConfigError("a TLS broker needs its ACL file path")
-        files = tls_files(cfg.keystore, "broker")
-        lines += [
-            "allow_anonymous false",
-            f"acl_file {Path(acl_path).absolute()}",
-            f"listener {cfg.mqtt_port} {bind_address}",
-            f"cafile {Path(files.ca).absolute()}",
-            f"certfile {Path(files.cert).absolute()}",
-            f"keyfile {Path(files.key).absolute()}",
-            "require_certificate true",
-            "use_identity_as_username true",
-            "tls_version tlsv1.2",
-        ]
-    return "\n".join(lines) + "\n"
+        listener = mosquitto_tls_lines(cfg.keystore, acl_path, port=cfg.mqtt_port, bind_address=bind_address)
+    return broker_conf(
+        listener, run_as=run_as, comment="fieldtest lab broker (generated by fieldtest.labrun.bridges)"
+    )
 
 
 # --------------------------------------------------------------------------------------- recording
@@ -603,7 +566,7 @@ def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None
     """Bridges, routers, brokers and recorders for this side, with the files they read."""
     folder = Path(config_dir)
     out: list[SideProcess] = []
-    if cfg.middleware == RMW_ZENOH:
+    if cfg.rmw == "zenoh":
         if cfg.start_router or cfg.role == "robot":
             argv, env = rmw_zenoh_router(cfg)
             out.append(SideProcess("rmw_zenohd", argv, env, {}))
@@ -705,7 +668,7 @@ def trial_bridge_processes(
     """
     folder = Path(config_dir)
     out: list[SideProcess] = []
-    if host.middleware == "zenoh-router":
+    if host.entry.infra_process == "router":
         path = folder / "zenoh_router.json5"
         text = to_json5(zenoh_router_config(host), "fieldtest Zenoh router (generated)")
         out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))

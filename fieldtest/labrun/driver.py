@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
+from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 from fieldtest.rosmsg import TimeField
 from fieldtest.transport.base import (
     TimedCallback,
@@ -94,7 +95,7 @@ class RemappedTransport:
 
 def command_remap(relay: bool) -> dict[str, str]:
     """With a relaying robot the host must not talk to the base's own /cmd_vel."""
-    return {CMD_VEL_TOPIC: "/fieldtest/cmd_vel"} if relay else {}
+    return {CMD_VEL_TOPIC: RELAY_CMD_VEL_TOPIC} if relay else {}
 
 
 class LabDriver(HostStreamer):

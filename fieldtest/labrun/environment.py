@@ -32,17 +32,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape
 
-from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch
+from fieldtest.labrun.settings import LabLaunch
+from fieldtest.names import ROLE_ENCLAVES
+from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
 RMW_IMPLEMENTATIONS = {
     "cyclonedds": "rmw_cyclonedds_cpp",
     "fastrtps": "rmw_fastrtps_cpp",
     "zenoh": "rmw_zenoh_cpp",
 }
-ENCLAVES = {"host": "/fieldtest/host", "robot": "/fieldtest/robot"}
-BRIDGE_ENCLAVES = {"host": "/fieldtest/bridge_host", "robot": "/fieldtest/bridge_robot"}
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
 LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
@@ -65,20 +65,20 @@ class RosEnvironment:
 
 
 def rmw_implementation(cfg: LabLaunch) -> str:
-    return RMW_IMPLEMENTATIONS["zenoh" if cfg.middleware == RMW_ZENOH else cfg.dds]
+    return RMW_IMPLEMENTATIONS[cfg.rmw]
 
 
 def dds_security_enabled(cfg: LabLaunch) -> bool:
     """DDS Security (SROS2) applies where the DDS graph itself crosses machines: plain DDS only."""
-    return cfg.security != "none" and cfg.middleware == "dds"
+    return cfg.security != "none" and cfg.entry.family == "dds"
 
 
 def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
-    return cfg.security != "none" and cfg.middleware == RMW_ZENOH
+    return cfg.security != "none" and cfg.rmw == "zenoh"
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:
-    return ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
+    return ROLE_ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
 
 
 def ros_environment(
@@ -89,7 +89,7 @@ def ros_environment(
     env.set["ROS_DOMAIN_ID"] = str(cfg.domain_id)
     env.set["RMW_IMPLEMENTATION"] = rmw_implementation(cfg)
     _discovery_scope(cfg, env)
-    if cfg.dds == "cyclonedds" and cfg.middleware != RMW_ZENOH:
+    if cfg.rmw == "cyclonedds":
         xml = cyclonedds_xml(cfg)
         if xml is not None:
             env.cyclonedds_xml = xml
@@ -103,7 +103,7 @@ def ros_environment(
             # The TurtleBot 4 exports its own CYCLONEDDS_URI (turtlebot4_setup etc/turtlebot4/setup.bash:
             # cyclonedds_rpi.xml pins wlan0): the kit's defaults must not inherit it.
             env.unset.append("CYCLONEDDS_URI")
-    elif cfg.dds == "fastrtps" and cfg.middleware != RMW_ZENOH:
+    elif cfg.rmw == "fastrtps":
         _fastdds_profile(cfg, env, fastdds_path)
     if dds_security_enabled(cfg):
         env.set.update(
@@ -158,9 +158,9 @@ def fastdds_profile_xml(address: str) -> str:
 
 def _local_only(cfg: LabLaunch) -> bool:
     """Whether DDS stays on the machine (loopback): bridged, unless the robot must reach its base."""
-    if cfg.middleware == RMW_ZENOH:
-        return True  # rmw_zenoh does not use DDS at all; the router links the machines
-    return cfg.bridged and not (cfg.role == "robot" and cfg.base_interface)
+    if not cfg.bridged:
+        return cfg.entry.lab_local_only()  # rmw_zenoh: no DDS at all, the routers link the machines
+    return not (cfg.role == "robot" and cfg.base_interface)
 
 
 def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
@@ -170,7 +170,7 @@ def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
         env.unset.append("ROS_AUTOMATIC_DISCOVERY_RANGE")
         return
     env.unset += ["ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS"]
-    if cfg.middleware == RMW_ZENOH:
+    if cfg.rmw == "zenoh":
         return  # discovery is the router's business; the variables would be ignored
     if local:
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -209,31 +209,17 @@ def cyclonedds_xml(cfg: LabLaunch) -> str | None:
     interfaces = _interfaces(cfg)
     if not interfaces and not cfg.dds_peers:
         return None
-    general = []
-    if interfaces:
-        items = "".join(f"<NetworkInterface name={quoteattr(n)}/>" for n in interfaces)
-        general.append(f"<Interfaces>{items}</Interfaces>")
     # Multicast for discovery only, unless static peers replace it; loopback has no multicast.
-    allow = "false" if cfg.dds_peers else "spdp"
-    general.append(f"<AllowMulticast>{allow}</AllowMulticast>")
-    discovery = []
-    if cfg.dds_peers:
-        peers = "".join(f"<Peer address={quoteattr(p)}/>" for p in unicast_peers(cfg))
-        discovery += [
-            f"<Peers>{peers}</Peers>",
-            "<ParticipantIndex>auto</ParticipantIndex>",
-            f"<MaxAutoParticipantIndex>{MAX_AUTO_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>",
-        ]
+    body = cyclonedds_config_xml(
+        interface_names=interfaces,
+        allow_multicast="false" if cfg.dds_peers else "spdp",
+        peers=unicast_peers(cfg) if cfg.dds_peers else (),
+        max_participant_index=MAX_AUTO_PARTICIPANT_INDEX,
+    )
     return (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
         "<!-- generated by fieldtest.labrun.environment for the "
-        f"{escape(cfg.role)} side, middleware {escape(cfg.middleware)} -->\n"
-        '<CycloneDDS xmlns="https://cdds.io/config">\n'
-        '  <Domain id="any">\n'
-        f"    <General>{''.join(general)}</General>\n"
-        + (f"    <Discovery>{''.join(discovery)}</Discovery>\n" if discovery else "")
-        + "  </Domain>\n"
-        "</CycloneDDS>\n"
+        f"{escape(cfg.role)} side, middleware {escape(cfg.middleware)} -->\n{body}\n"
     )
 
 

@@ -15,8 +15,9 @@ from fieldtest import rosmsg
 from fieldtest.labrun.driver import RemappedTransport, command_remap
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import launch_args_for_trial
+from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
-from fieldtest.transport import open_transport
+from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 
 ZERO_COUNT = 5
 ZERO_SPACING_S = 0.05
@@ -46,7 +47,7 @@ def zero_commands_over_transport(request: TrialRequest, relay: bool = False) -> 
 def ros2_zero_command_argv(request: TrialRequest, relay: bool = False) -> list[str]:
     """``ros2 topic pub`` of zero commands on the host's command topic."""
     ns = request.transport.namespace.strip("/")
-    topic = ("/" + ns if ns else "") + ("/fieldtest/cmd_vel" if relay else "/cmd_vel")
+    topic = ("/" + ns if ns else "") + (RELAY_CMD_VEL_TOPIC if relay else CMD_VEL_TOPIC)
     typename = "geometry_msgs/msg/Twist" if request.cmd_type == "twist" else "geometry_msgs/msg/TwistStamped"
     return ["ros2", "topic", "pub", "--times", str(ZERO_COUNT), "--rate", "20", topic, typename, "{}"]
 

@@ -31,7 +31,6 @@ from fieldtest.labrun.environment import (
 )
 from fieldtest.labrun.settings import (
     PREFLIGHT_ARGUMENTS,
-    RMW_ZENOH,
     LabLaunch,
     LaunchArgError,
     Role,
@@ -153,7 +152,7 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         return NodeSpec(
             ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
         )
-    if cfg.middleware == RMW_ZENOH:  # the Create 3 speaks DDS only: the pre-flight must too
+    if cfg.rmw == "zenoh":  # the Create 3 speaks DDS only: the pre-flight must too
         env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
         return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], env)
     return NodeSpec(
@@ -162,7 +161,7 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
 
 
 def _base_outside_domain(cfg: LabLaunch) -> bool:
-    return cfg.middleware == "dds" and node_enclave(cfg) is not None
+    return cfg.entry.family == "dds" and node_enclave(cfg) is not None
 
 
 def _enclave_args(cfg: LabLaunch) -> list[str]:

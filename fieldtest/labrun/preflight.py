@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from fieldtest.middleware.names import catalog_entry
 from fieldtest.record import TrialRequest
 
 Severity = Literal["ok", "warn", "fail"]
@@ -140,15 +141,8 @@ def _not_after(cert_path: Path) -> dt.datetime:
 def dialled_identities(request: TrialRequest) -> dict[str, str]:
     """TLS identity -> the address the other side dials (its certificate must name it)."""
     t = request.transport
-    if t.middleware == "zenoh-peer":
-        return {"robot": t.robot_address}
-    if t.middleware == "zenoh-router":
-        return {"router": t.router_address}
-    if t.middleware == "mqtt-local-broker":
-        return {"broker": t.host_address}
-    if t.middleware == "mqtt-broker":
-        return {"broker": t.broker_address}
-    return {}
+    listener = catalog_entry(t.middleware).listener
+    return {listener[0]: getattr(t, listener[1])} if listener else {}
 
 
 def _is_unspecified(address: str) -> bool:

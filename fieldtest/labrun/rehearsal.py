@@ -36,7 +36,7 @@ from typing import Any
 
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
-from fieldtest.labrun.settings import BRIDGED
+from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.record import TrialRequest
 from fieldtest.transport.zenoh_bridge import side_domain
@@ -44,6 +44,7 @@ from fieldtest.transport.zenoh_bridge import side_domain
 ROS_VENV = Path(__file__).resolve().parents[2] / ".venv-ros"
 PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
+MQTT_CLIENT = "mqtt_client"  # the registry's lab_bridge of the MQTT middlewares
 BASE_READY = "READY simulated base"
 MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
 MQTT_STANDIN_NOTE = (
@@ -115,8 +116,7 @@ def simulated_hardware(
             ],  # fmt: skip
         )
         procs.wait_ready("natnet", marker=NATNET_READY)
-        if request.transport.middleware == "mqtt-broker":
-            _start_broker_machine(procs, request, distro, log_dir)
+        _start_broker_machine(procs, request, distro, log_dir)
         if lab.base:
             base_python = python if lab.base_vendor == "fastdds" else sys.executable
             procs.start(
@@ -150,17 +150,25 @@ def simulated_hardware(
 
 def robot_domain(request: TrialRequest) -> int:
     """The robot side's DDS domain: its own when bridged (only the bridges join the two sides)."""
-    bridged = request.transport.middleware in BRIDGED
+    bridged = lab_bridge(request) is not None
     return side_domain(request.transport, "robot") if bridged else request.transport.domain_id
 
 
+def lab_bridge(request: TrialRequest) -> str | None:
+    """The program that bridges this trial's middleware in the lab (the registry's), or None."""
+    return registry.get(request.transport.middleware).lab_bridge
+
+
 def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
-    """mqtt-broker: Mosquitto of the separate broker machine, with the kit's broker config and ACL."""
+    """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
+    machine, with the kit's broker config and ACL."""
     from fieldtest.labrun.bridges import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
     from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
+    if not cfg.mqtt or cfg.start_broker:
+        return
     acl = log_dir / "mosquitto.acl"
     log_dir.mkdir(parents=True, exist_ok=True)
     if cfg.security != "none":
@@ -179,7 +187,7 @@ def rehearsal_request(request: TrialRequest) -> TrialRequest:
 
 def side_options(options: LabOptions, request: TrialRequest) -> LabOptions:
     """The robot side in its own DDS domain for a bridged trial (``robot_domain``)."""
-    if request.transport.middleware not in BRIDGED:
+    if lab_bridge(request) is None:
         return options
     robot_args = {**options.robot_args, "domain_id": str(robot_domain(request))}
     return dataclasses.replace(options, robot_args=robot_args)
@@ -225,7 +233,7 @@ def rehearse(
     results = []
     for i, request in enumerate(requests):
         options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
-        if request.transport.middleware.startswith("mqtt"):
+        if lab_bridge(request) == MQTT_CLIENT:
             options.say(f"  {MQTT_STANDIN_NOTE}")
         request = rehearsal_request(request)
         log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
@@ -256,14 +264,14 @@ def _check_bridges(requests: list[TrialRequest]) -> None:
     """The programs the bridged trials need, before any trial starts (one line: what and how)."""
     import shutil
 
-    from fieldtest.labrun.bridges import MOSQUITTO
+    from fieldtest.labrun.bridges import MOSQUITTO, ZENOH_BRIDGE
     from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
 
-    middlewares = {r.transport.middleware for r in requests}
-    if middlewares & {"zenoh-peer", "zenoh-router"}:
+    bridges = {lab_bridge(r) for r in requests}
+    if ZENOH_BRIDGE in bridges:
         try:
             find_bridge()
         except BridgeMissingError as exc:
             raise RehearsalError(str(exc)) from None
-    if any(m.startswith("mqtt") for m in middlewares) and not shutil.which(MOSQUITTO):
+    if MQTT_CLIENT in bridges and not shutil.which(MOSQUITTO):
         raise RehearsalError("mosquitto is not installed: apt install mosquitto (tools/install.sh does)")

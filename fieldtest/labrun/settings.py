@@ -19,16 +19,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.middleware import registry
+from fieldtest.middleware.base import Middleware
+from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.qos import QosError, get_qos
+from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 from fieldtest.record.trial import TrialRequest
 from fieldtest.security.settings import SecuritySettingError, get_setting
-from fieldtest.transport.base import MIDDLEWARES
 
 ROS_DISTROS = ("humble", "jazzy")
-RMW_ZENOH = "rmw-zenoh"  # lab-only extra: every node on rmw_zenoh_cpp, no bridge
-LAB_MIDDLEWARES = (*MIDDLEWARES, RMW_ZENOH)
-BRIDGED = ("zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
 Role = Literal["host", "robot"]
 _ROS_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?$")  # a leading _ marks hidden names
 _TRUE = {"true", "1", "yes", "on"}
@@ -59,8 +59,8 @@ class LabLaunch(BaseModel):
     robot_address: str = "127.0.0.1"
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
-    zenoh_port: int = Field(7447, ge=1, le=65535)
-    mqtt_port: int = Field(1883, ge=1, le=65535)
+    zenoh_port: int = Field(ZENOH_PORT, ge=1, le=65535)
+    mqtt_port: int = Field(MQTT_PORT, ge=1, le=65535)
     keystore: str = ""
     trial_dir: str = ""  # where this side records; empty = do not record
     network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
@@ -80,9 +80,9 @@ class LabLaunch(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> LabLaunch:
-        if self.middleware not in LAB_MIDDLEWARES:
+        if self.middleware not in registry.names(lab=True):
             raise ValueError(
-                f"middleware: unknown {self.middleware!r} (choose from {', '.join(LAB_MIDDLEWARES)})"
+                f"middleware: unknown {self.middleware!r} (choose from {', '.join(registry.names(lab=True))})"
             )
         try:
             get_qos(self.qos)
@@ -96,28 +96,40 @@ class LabLaunch(BaseModel):
         if self.security != "none":
             if not self.keystore:
                 raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
-            if self.middleware != RMW_ZENOH:
+            if not self.entry.own_security:
                 try:
                     get_setting(self.security, self.middleware)
                 except SecuritySettingError as exc:
                     raise ValueError(f"security: {exc}") from None
-        if self.dds_peers and self.middleware != "dds":
+        if self.dds_peers and self.entry.family != "dds":
             raise ValueError(
                 "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
             )
         return self
 
     @property
+    def entry(self) -> Middleware:
+        """The middleware's registry entry (what it declares for the lab)."""
+        return registry.get(self.middleware)
+
+    @property
+    def rmw(self) -> str:
+        """The RMW of this side's nodes: the middleware's own, else the ``dds`` choice."""
+        return self.entry.lab_rmw or self.dds
+
+    @property
     def bridged(self) -> bool:
-        return self.middleware in BRIDGED
+        return self.entry.lab_bridge is not None
 
     @property
     def zenoh(self) -> bool:
-        return self.middleware.startswith("zenoh")
+        """Bridged by zenoh-bridge-ros2dds."""
+        return self.entry.lab_bridge == "zenoh-bridge-ros2dds"
 
     @property
     def mqtt(self) -> bool:
-        return self.middleware.startswith("mqtt")
+        """Bridged by mqtt_client."""
+        return self.entry.lab_bridge == "mqtt_client"
 
     @property
     def ns(self) -> str:
@@ -129,7 +141,7 @@ class LabLaunch(BaseModel):
     def cmd_topic(self) -> str:
         """Topic (relative to the namespace) the host streams on: the base's own cmd_vel unless the
         robot relays, in which case the base must not hear the host directly."""
-        return "fieldtest/cmd_vel" if self.relay else "cmd_vel"
+        return (RELAY_CMD_VEL_TOPIC if self.relay else CMD_VEL_TOPIC).lstrip("/")
 
 
 # Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.
@@ -293,18 +305,19 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
     )
     port = deferred.get("mqtt_port", AUTO)
     secure = values.get("security", "none") != "none"
-    values["mqtt_port"] = (8883 if secure else 1883) if port in ("", AUTO) else _int("mqtt_port", port)
+    values["mqtt_port"] = (
+        (MQTT_TLS_PORT if secure else MQTT_PORT) if port in ("", AUTO) else _int("mqtt_port", port)
+    )
+    same = values.get("router_address", "127.0.0.1") == values.get("host_address", "127.0.0.1")
+    starts = registry.get(middleware).lab_host_starts(same) if middleware in registry.REGISTRY else None
     router = deferred.get("start_router", AUTO)
     if router in ("", AUTO):
-        same = values.get("router_address", "127.0.0.1") == values.get("host_address", "127.0.0.1")
-        values["start_router"] = role == "host" and (
-            (middleware == "zenoh-router" and same) or middleware == RMW_ZENOH
-        )
+        values["start_router"] = role == "host" and starts == "router"
     else:
         values["start_router"] = _bool("start_router", router)
     broker = deferred.get("start_broker", AUTO)
     if broker in ("", AUTO):
-        values["start_broker"] = role == "host" and middleware == "mqtt-local-broker"
+        values["start_broker"] = role == "host" and starts == "broker"
     else:
         values["start_broker"] = _bool("start_broker", broker)
 

@@ -34,10 +34,11 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.labrun.create3 import motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
+from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport.base import Transport, timed_subscribe
 from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import say, stop_on_signals, watch_parent, write_status
+from fieldtest.twin.common import say, write_status
 from fieldtest.twin.create3 import Create3Model, SafetyOverride
 
 BATTERY_STATE = "sensor_msgs/msg/BatteryState"
@@ -210,7 +211,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
 
 
 def _cyclone_base(args: argparse.Namespace) -> Transport:
-    from fieldtest.transport import open_transport
+    from fieldtest.middleware.registry import open_transport
     from fieldtest.transport.base import TransportConfig
 
     config = TransportConfig(middleware="dds", namespace=args.namespace, domain_id=args.domain_id)

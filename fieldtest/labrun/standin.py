@@ -22,15 +22,17 @@ from pathlib import Path
 from fieldtest.labrun.driver import LabDriver, RemappedTransport, command_remap, request_for_side
 from fieldtest.labrun.launchplan import split_preflight_args
 from fieldtest.labrun.monitor import LabLinkMonitor
-from fieldtest.labrun.settings import RMW_ZENOH, LabLaunch, LaunchArgError, parse_launch_args
-from fieldtest.transport import open_transport
-from fieldtest.transport.base import TransportConfig
-from fieldtest.twin.common import say, stop_on_signals, watch_parent
+from fieldtest.labrun.settings import LabLaunch, LaunchArgError, parse_launch_args
+from fieldtest.middleware import registry
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.middleware.registry import open_transport
+from fieldtest.procs import stop_on_signals, watch_parent
+from fieldtest.twin.common import say
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:
-    if cfg.middleware == RMW_ZENOH:
-        raise LaunchArgError("middleware rmw-zenoh needs ROS 2 (rmw_zenoh_cpp); no stand-in exists")
+    if not cfg.entry.twin:
+        raise LaunchArgError(f"middleware {cfg.middleware} needs ROS 2 ({cfg.rmw}); no stand-in exists")
     return TransportConfig(
         middleware=cfg.middleware,
         qos=cfg.qos,
@@ -50,17 +52,12 @@ def transport_config(cfg: LabLaunch) -> TransportConfig:
 @contextlib.contextmanager
 def infrastructure(cfg: LabLaunch, config: TransportConfig, workdir: Path) -> Iterator[None]:
     """The router or broker the host starts for zenoh-router / mqtt-local-broker trials."""
-    if cfg.role == "host" and cfg.start_router and cfg.middleware == "zenoh-router":
-        from fieldtest.transport.broker import ZenohRouter
-
-        with ZenohRouter(config):
-            yield
-    elif cfg.role == "host" and cfg.start_broker and cfg.mqtt:
-        from fieldtest.transport.broker import MosquittoBroker
-
-        with MosquittoBroker(config, workdir / "broker"):
-            yield
-    else:
+    starts = {"router": cfg.start_router, "broker": cfg.start_broker}.get(cfg.entry.infra_process or "")
+    process = registry.infrastructure(config, workdir) if cfg.role == "host" and starts else None
+    if process is None:
+        yield
+        return
+    with process:
         yield
 
 

@@ -11,31 +11,18 @@ Both long-running commands stop cleanly on SIGINT / SIGTERM (the recorder always
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedReceiver
 from fieldtest.natnet.recorder import MocapRecorder, MocapRecorderError, RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
+from fieldtest.procs import stop_on_signals
 from fieldtest.realtime import try_realtime
-
-
-@contextlib.contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -165,7 +152,7 @@ def serve_main(args) -> int:
         raise
     where = f"multicast {config.multicast_address}:{config.data_port}" if config.multicast else "unicast"
     feed = f", pose feed on {args.feed_bind}:{source.port}" if args.source == "feed" else ""
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         print(
             f"NatNet emulator: NatNet {nn.version_text(config.natnet_version)}, {config.rate_hz:g} Hz, "
             f"command {config.bind_address}:{emulator.command_port}, {where}, "
@@ -210,7 +197,7 @@ def _recorder_config(args) -> RecorderConfig:
 
 def record_main(args) -> int:
     recorder = MocapRecorder(args.bag_dir, _recorder_config(args))
-    with _stop_on_signals() as stop:
+    with stop_on_signals() as stop:
         print(f"mocap recorder: {args.server} ({args.mode}) -> {args.bag_dir}", flush=True)
         try:
             stats = recorder.run(stop, duration_s=args.duration)

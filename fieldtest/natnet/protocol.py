@@ -23,6 +23,8 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
+
 NAT_CONNECT = 0
 NAT_SERVERINFO = 1
 NAT_REQUEST = 2
@@ -36,8 +38,7 @@ NAT_DISCONNECT = 9
 NAT_KEEPALIVE = 10
 NAT_UNRECOGNIZED_REQUEST = 100
 
-DEFAULT_COMMAND_PORT = 1510
-DEFAULT_DATA_PORT = 1511
+DEFAULT_COMMAND_PORT, DEFAULT_DATA_PORT = NATNET_COMMAND_PORT, NATNET_DATA_PORT
 DEFAULT_MULTICAST_ADDRESS = "239.255.42.99"
 MAX_PACKET_BYTES = 65507  # largest UDP payload; the uint16 size field caps NatNet payloads lower still
 

@@ -9,6 +9,9 @@ TRIAL_FILE = "trial.yaml"
 HOST_BAG, ROBOT_BAG, MOCAP_BAG, ANALYSIS_DIR = "host", "robot", "mocap", "analysis"
 
 CMD_VEL_TOPIC = "/cmd_vel"
+RELAY_CMD_VEL_TOPIC = (
+    "/fieldtest/cmd_vel"  # the commands when the robot's link monitor relays them to the base
+)
 CMD_STAMP_TOPIC = "/fieldtest/cmd_stamp"  # Humble (Twist) mode: send time and seq of each Twist
 RECEIPTS_TOPIC = "/fieldtest/cmd_receipts"
 CLOCK_OFFSET_TOPIC = "/fieldtest/clock_offset"

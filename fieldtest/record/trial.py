@@ -17,8 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.plan import SquarePlan, validation_message
-from fieldtest.transport.base import TransportConfig
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
@@ -45,8 +46,8 @@ class TwinSettings(BaseModel):
     mocap_up_axis: Literal["y", "z"] = "y"
     # Where the twin's processes meet on this machine (the runner picks free ports per trial).
     natnet_address: str = "127.0.0.1"  # NatNet server address (unicast) the recorder talks to
-    natnet_command_port: int = 1510
-    natnet_data_port: int = 1511
+    natnet_command_port: int = NATNET_COMMAND_PORT
+    natnet_data_port: int = NATNET_DATA_PORT
     natnet_multicast: bool = False  # stream to 239.255.42.99 instead of unicast
     truth_port: int = 0  # UDP port where the twin robot sends its true pose to the NatNet emulator
     truth_socket: str = ""  # or a Unix socket path for it (crosses network namespaces)

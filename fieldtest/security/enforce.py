@@ -127,7 +127,5 @@ def mosquitto_listener_lines(
     config: Any, address: str, port: int, acl_path: Path | str | None = None
 ) -> list[str]:
     """``glue.mosquitto_listener_lines`` after checking the broker's TLS identity."""
-    get_setting(config.security, config.middleware)
-    if config.security != "none":
-        require_credentials(config, "broker")
+    require_credentials(config, "broker")
     return glue.mosquitto_listener_lines(config, address, port, acl_path)

@@ -15,15 +15,18 @@ from typing import Any
 
 from cryptography import x509
 
+from fieldtest.names import MQTT_TLS_PORT
+
 from .governance import DEFAULT_GOVERNANCE, governance_domains
 from .keystore import KeystoreError, governance_variant_path, load_cert, tls_files
 from .settings import (
-    MQTT_TLS_PORT,
+    SecuritySettingError,
     dds_security_xml,
     get_setting,
     mosquitto_acl,
     mosquitto_tls_lines,
     paho_tls_args,
+    twin_link_flows,
     zenoh_security_overrides,
 )
 
@@ -121,11 +124,10 @@ def mosquitto_listener_lines(
 
     The ACL file is written to ``acl_path`` (default: ``<keystore>/tls/mosquitto.acl``).
     """
-    get_setting(config.security, config.middleware)
-    if config.security == "none":
-        return [f"listener {port} {address}", "allow_anonymous true"]
+    if get_setting(config.security, config.middleware).kind == "none":
+        raise SecuritySettingError("security 'none' has no TLS listener (the broker's plain one serves it)")
     keystore = _keystore(config)
     require_tls_name(keystore, "broker", address)
     acl = Path(acl_path) if acl_path else keystore / "tls" / "mosquitto.acl"
-    acl.write_text(mosquitto_acl(config.namespace))
+    acl.write_text(mosquitto_acl(twin_link_flows(config.namespace)))
     return mosquitto_tls_lines(keystore, acl, port=port or MQTT_TLS_PORT, bind_address=address)

@@ -40,6 +40,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from fieldtest.names import BROKER_IDENTITY, ROLE_ENCLAVES, ROUTER_IDENTITY
+
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES, governance_domains, governance_xml
 from .policy import KIT_ENCLAVES, EnclaveSpec, permissions_xml, policy_xml
 
@@ -59,12 +61,7 @@ ENCLAVE_FILES = (
 )
 # TLS identities: file stem -> certificate CN. Host and robot share their DDS enclave's name so
 # one identity means the same party on every middleware; router and broker are infrastructure.
-TLS_IDENTITIES = {
-    "host": "/fieldtest/host",
-    "robot": "/fieldtest/robot",
-    "router": "/fieldtest/router",
-    "broker": "/fieldtest/broker",
-}
+TLS_IDENTITIES = {**ROLE_ENCLAVES, "router": ROUTER_IDENTITY, "broker": BROKER_IDENTITY}
 DEFAULT_TLS_NAMES = ("localhost", "127.0.0.1")
 
 

@@ -18,6 +18,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from fieldtest.names import (
+    BRIDGE_HOST_ENCLAVE,
+    BRIDGE_ROBOT_ENCLAVE,
+    HOST_ENCLAVE,
+    MOCAP_DRIVER_ENCLAVE,
+    MOCAP_ENCLAVE,
+    RECORDER_ENCLAVE,
+    ROBOT_ENCLAVE,
+)
 from fieldtest.record.names import CLOCK_OFFSET_TOPIC as CLOCK_OFFSET
 from fieldtest.record.names import CLOCK_PROBE_REPLY_TOPIC as CLOCK_PROBE_REPLY
 from fieldtest.record.names import CLOCK_PROBE_TOPIC as CLOCK_PROBE
@@ -26,9 +35,9 @@ from fieldtest.record.names import CMD_VEL_TOPIC as CMD_VEL
 from fieldtest.record.names import MOCAP_FRAMES_TOPIC as MOCAP_FRAMES
 from fieldtest.record.names import MOCAP_POSE_TOPIC as MOCAP_POSE
 from fieldtest.record.names import RECEIPTS_TOPIC as CMD_RECEIPTS
+from fieldtest.record.names import RELAY_CMD_VEL_TOPIC as RELAY_CMD_VEL
 
 # Topics of a trial (ROS names, before the robot namespace is applied): the record's, plus these.
-RELAY_CMD_VEL = "/fieldtest/cmd_vel"  # the commands when the link monitor relays them to the base
 # The Create 3's own topics that the robot-side recorder takes (the base itself stays outside a
 # secure domain; these are granted for a bridge or a base that joins it).
 BASE_ODOM = "/odom"
@@ -96,7 +105,7 @@ def _both_ways(*topics: str) -> dict[str, tuple[str, ...]]:
 
 KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     EnclaveSpec(
-        "/fieldtest/host",
+        HOST_ENCLAVE,
         "host",
         "square driver: publishes /cmd_vel (or /fieldtest/cmd_vel to a relay), answers clock probes",
         nodes=("square_driver",),
@@ -104,7 +113,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         subscribe=(CLOCK_PROBE,),
     ),
     EnclaveSpec(
-        "/fieldtest/robot",
+        ROBOT_ENCLAVE,
         "robot",
         "link monitor: receives /cmd_vel, sends clock probes, reports receipts",
         nodes=("link_monitor",),
@@ -114,21 +123,21 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     # The bridges relay the link topics between a local DDS graph and Zenoh/MQTT in both
     # directions, so each needs both rights on every link topic.
     EnclaveSpec(
-        "/fieldtest/bridge_host",
+        BRIDGE_HOST_ENCLAVE,
         "bridge_host",
         "host-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
         nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
         **_both_ways(*LINK_TOPICS),
     ),
     EnclaveSpec(
-        "/fieldtest/bridge_robot",
+        BRIDGE_ROBOT_ENCLAVE,
         "bridge_robot",
         "robot-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
         nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
         **_both_ways(*LINK_TOPICS),
     ),
     EnclaveSpec(
-        "/fieldtest/mocap",
+        MOCAP_ENCLAVE,
         "mocap",
         "mocap relay: records a ROS mocap driver's poses (and may republish them)",
         nodes=("mocap_relay",),
@@ -137,7 +146,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         namespaced=False,
     ),
     EnclaveSpec(
-        "/fieldtest/mocap_driver",
+        MOCAP_DRIVER_ENCLAVE,
         "mocap_driver",
         "ROS mocap driver (mocap4r2_optitrack_driver, vrpn_mocap, mocap_optitrack) in a secure domain",
         # vrpn_mocap's launch file starts its node in the vrpn_mocap namespace (client.launch.yaml)
@@ -147,7 +156,7 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     ),
     # ros2 bag record on either side (ROS_SECURITY_ENCLAVE_OVERRIDE: its CLI has no --enclave).
     EnclaveSpec(
-        "/fieldtest/recorder",
+        RECORDER_ENCLAVE,
         "recorder",
         "ros2 bag record of the trial topics on host or robot",
         nodes=("rosbag2_recorder",),

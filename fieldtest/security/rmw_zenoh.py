@@ -23,9 +23,10 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from fieldtest.names import RMW_ZENOH_ENCLAVE
+
 from .policy import ROS_GLOBAL_PUBLISH, ROS_GLOBAL_SUBSCRIBE, ROS_NODE_SERVICES, kit_enclave, trial_topic
 
-RMW_ZENOH_ENCLAVE = "/fieldtest/rmw_zenoh"  # enclaves/fieldtest/rmw_zenoh/<node> in the keystore
 ROUTER_NODE = "zenohd"  # zenoh_security_tools' name for the router's enclave and config
 KIT_DIR = "fieldtest/rmw_zenoh"  # inside the keystore: the policy and the generated configs
 # The kit's processes on rmw_zenoh, by the kit enclave whose rights they have.

@@ -7,17 +7,21 @@ a keystore (``fieldtest.security.keystore``) and a role into the fragments each 
   equivalent ``dds.sec.*`` participant properties (``dds_security_properties``), with the
   governance of the chosen protection level.
 - Zenoh: ``transport.link.tls`` (mutual TLS) and ``access_control`` (``zenoh_security_overrides``).
-- MQTT: a mosquitto.conf listener + ACL file (``write_mosquitto_files``) and the paho client's TLS
-  arguments (``paho_tls_args``).
+- MQTT: the mosquitto.conf TLS listener lines and the ACL (``mosquitto_tls_lines``,
+  ``mosquitto_acl``; ``fieldtest.transport.broker.mosquitto_conf`` writes the file around them) and
+  the paho client's TLS arguments (``paho_tls_args``).
 """
 
 from __future__ import annotations
 
-import getpass
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
+
+from fieldtest.middleware.names import in_family
+from fieldtest.names import MQTT_TLS_PORT
 
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
 from .keystore import (
@@ -30,9 +34,10 @@ from .keystore import (
 )
 from .policy import LINK_FLOWS, kit_enclave, wire_key
 
-DDS_MIDDLEWARES = ("dds",)
-ZENOH_MIDDLEWARES = ("zenoh-peer", "zenoh-router")
-MQTT_MIDDLEWARES = ("mqtt-local-broker", "mqtt-broker")
+# Which middlewares a setting kind applies to follows their family (fieldtest.middleware.names).
+DDS_MIDDLEWARES = in_family("dds")
+ZENOH_MIDDLEWARES = in_family("zenoh")
+MQTT_MIDDLEWARES = in_family("mqtt")
 
 # CycloneDDS security plugins: bare names as rmw_cyclonedds passes them (the loader finds
 # Debian's libdds_security_*.so), with their entry points.
@@ -41,7 +46,6 @@ DDS_PLUGINS = {
     "access": ("dds_security_ac", "init_access_control", "finalize_access_control"),
     "crypto": ("dds_security_crypto", "init_crypto", "finalize_crypto"),
 }
-MQTT_TLS_PORT = 8883
 
 
 class SecuritySettingError(ValueError):
@@ -347,39 +351,44 @@ def zenoh_security_overrides(
 # ---------------------------------------------------------------- MQTT
 
 
-def mosquitto_acl(namespace: str = "") -> str:
-    """Mosquitto ACL: each identity (certificate CN as user name) writes what it sends, reads what it receives."""
-    lines = ["# fieldtest: one block per certificate CN (use_identity_as_username); all else denied", ""]
+# mqtt_client (and the kit's MQTT transport, which speaks its protocol) announces each topic's type,
+# retained, on this topic + the data topic; a receiver without a fixed type waits for it
+# (mqtt_client src/MqttClient.cpp). Denied, the publish is dropped without an error.
+MQTT_TYPE_ANNOUNCEMENT_PREFIX = "mqtt_client/ros_msg_type/"
+
+
+def twin_link_flows(namespace: str = "") -> list[tuple[str, str]]:
+    """(MQTT topic, sending role) of every topic the kit's host and robot exchange."""
+    return [(wire_key(namespace, topic), publisher) for topic, publisher, _ in LINK_FLOWS]
+
+
+def mosquitto_acl(flows: Iterable[tuple[str, str]], comment: str = "fieldtest") -> str:
+    """Mosquitto ACL for (MQTT topic, sending role) flows between host and robot: each identity
+    (certificate CN as user name) writes what it sends and its type announcement, reads what it
+    receives and the sender's announcement; everything else is denied. The twin and the lab both
+    write theirs here."""
+    flows = list(flows)
+    lines = [f"# {comment}: one block per certificate CN (use_identity_as_username); all else denied", ""]
     for role in ("host", "robot"):
         lines.append(f"user {tls_common_name(role)}")
-        for topic, publisher, subscriber in LINK_FLOWS:
-            if role == publisher:
-                lines.append(f"topic write {wire_key(namespace, topic)}")
-            if role == subscriber:
-                lines.append(f"topic read {wire_key(namespace, topic)}")
+        for topic, sender in flows:
+            access = "write" if sender == role else "read"
+            lines.append(f"topic {access} {topic}")
+            lines.append(f"topic {access} {MQTT_TYPE_ANNOUNCEMENT_PREFIX}{topic}")
         lines.append("")
     return "\n".join(lines)
 
 
 def mosquitto_tls_lines(
-    keystore: Path | str,
-    acl_path: Path | str,
-    *,
-    port: int = MQTT_TLS_PORT,
-    bind_address: str = "127.0.0.1",
-    run_as: str | None = None,
+    keystore: Path | str, acl_path: Path | str, *, port: int = MQTT_TLS_PORT, bind_address: str = "127.0.0.1"
 ) -> list[str]:
-    """mosquitto.conf (2.x) lines for one TLS listener: client certificates required, CN = user name.
-
-    ``run_as`` (default: the current user) is the account mosquitto keeps when started as root;
-    its default would be ``mosquitto``, which cannot read the 0600 broker key.
-    """
+    """mosquitto.conf (2.x) lines for one TLS listener: client certificates required, CN = user name
+    (the twin's broker and the lab's)."""
     files = tls_files(keystore, "broker")
     for path in (files.ca, files.cert, files.key):
         if not path.is_file():
             raise KeystoreError(f"{path}: missing (run `fieldtest keys tls`)")
     return [
-        f"user {run_as or getpass.getuser()}",
         "allow_anonymous false",
         f"acl_file {Path(acl_path).absolute()}",
         f"listener {port} {bind_address}",
@@ -390,40 +399,6 @@ def mosquitto_tls_lines(
         "use_identity_as_username true",
         "tls_version tlsv1.2",
     ]
-
-
-def mosquitto_conf(
-    keystore: Path | str,
-    acl_path: Path | str,
-    *,
-    port: int = MQTT_TLS_PORT,
-    bind_address: str = "127.0.0.1",
-    run_as: str | None = None,
-) -> str:
-    """A complete mosquitto.conf with the TLS listener of ``mosquitto_tls_lines``."""
-    lines = mosquitto_tls_lines(keystore, acl_path, port=port, bind_address=bind_address, run_as=run_as)
-    return "\n".join(
-        ["# fieldtest mosquitto TLS listener (generated)", "per_listener_settings false", *lines, ""]
-    )
-
-
-def write_mosquitto_files(
-    keystore: Path | str,
-    out_dir: Path | str,
-    *,
-    port: int = MQTT_TLS_PORT,
-    bind_address: str = "127.0.0.1",
-    namespace: str = "",
-    run_as: str | None = None,
-) -> Path:
-    """Write mosquitto.conf and acl into ``out_dir``; returns the conf path (mosquitto -c <it>)."""
-    folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    acl = folder / "acl"
-    acl.write_text(mosquitto_acl(namespace))
-    conf = folder / "mosquitto.conf"
-    conf.write_text(mosquitto_conf(keystore, acl, port=port, bind_address=bind_address, run_as=run_as))
-    return conf
 
 
 def paho_tls_args(keystore: Path | str, role: str) -> dict[str, str]:
@@ -446,12 +421,11 @@ __all__ = [
     "enclave_dir",
     "get_setting",
     "mosquitto_acl",
-    "mosquitto_conf",
     "mosquitto_tls_lines",
     "paho_tls_args",
     "ros_security_env",
     "settings_for",
-    "write_mosquitto_files",
+    "twin_link_flows",
     "zenoh_access_control",
     "zenoh_security_overrides",
     "zenoh_tls_config",

@@ -18,8 +18,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.middleware.names import catalog_entry
 from fieldtest.record import TrialRequest
-from fieldtest.transport.base import TransportConfig
 
 from . import enforce, glue
 from .governance import DEFAULT_GOVERNANCE
@@ -49,15 +50,8 @@ def trial_addresses(config: TransportConfig) -> tuple[str, ...]:
 
 def _listeners(config: TransportConfig) -> list[tuple[str, str]]:
     """(TLS identity, address) of every process that accepts TLS connections in this middleware."""
-    if config.middleware == "zenoh-peer":
-        return [("robot", config.robot_address)]
-    if config.middleware == "zenoh-router":
-        return [("router", config.router_address)]
-    if config.middleware == "mqtt-local-broker":
-        return [("broker", config.host_address)]
-    if config.middleware == "mqtt-broker":
-        return [("broker", config.broker_address)]
-    return []
+    listener = catalog_entry(config.middleware).listener
+    return [(listener[0], getattr(config, listener[1]))] if listener else []
 
 
 def _roles(config: TransportConfig) -> list[str]:
@@ -77,7 +71,7 @@ def check_trial_keystore(config: TransportConfig) -> None:
     try:
         for role in _roles(config):
             enforce.require_credentials(config, role)
-        if config.middleware == "dds":
+        if catalog_entry(config.middleware).family == "dds":
             glue.cyclonedds_security_xml(config, "host")  # the governance's domain id
         for identity, address in _listeners(config):
             glue.require_tls_name(Path(config.keystore), identity, address)

@@ -11,42 +11,26 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict
+from typing import Any, Protocol
 
 from fieldtest import rosmsg
+from fieldtest.middleware.config import Role, TransportConfig  # noqa: F401  (re-exported)
 from fieldtest.rosmsg import TimeField
 
 log = logging.getLogger(__name__)
 
-Role = Literal["host", "robot"]
-MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
+
+class SecurityFragmentMissing(ValueError):
+    """A secured config opened without the fragment security makes for it: open it through
+    ``fieldtest.middleware.registry``, which asks ``fieldtest.security`` (transport never does)."""
 
 
-class TransportConfig(BaseModel):
-    """Everything a process needs to join the trial's link."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    middleware: Literal["dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker"] = "dds"
-    qos: str = "default"  # a profile name from fieldtest.qos
-    namespace: str = ""  # ROBOT_NAMESPACE, prepended to every topic
-    domain_id: int = 0
-    # Addresses of the peers (host/robot/router/broker). Loopback by default; the network
-    # emulation sets these to namespace addresses.
-    host_address: str = "127.0.0.1"
-    robot_address: str = "127.0.0.1"
-    router_address: str = "127.0.0.1"
-    broker_address: str = "127.0.0.1"
-    zenoh_port: int = 7447
-    # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
-    # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
-    # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
-    zenoh_path: Literal["direct", "bridge"] = "direct"
-    mqtt_port: int = 1883
-    security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
-    keystore: str = ""  # path of the keystore when security is on
+def require_fragment(config: TransportConfig, fragment: object, what: str) -> None:
+    if config.security != "none" and fragment is None:
+        raise SecurityFragmentMissing(
+            f"security {config.security!r} on {config.middleware}: no {what} given "
+            "(open it through fieldtest.middleware.registry, which applies the setting)"
+        )
 
 
 class TimeSource(Protocol):

@@ -7,6 +7,9 @@ Both run as separate OS processes, started and always stopped by a context manag
     with MosquittoBroker(config, workdir):  # broker at mqtt_broker_address(config):<mqtt_port>
         ...
 
+Secured, they take the fragments security makes (``overrides``, ``listener_lines``): build them
+through ``fieldtest.middleware.registry.infrastructure``, which does.
+
 ``prefix`` (e.g. ``["ip", "netns", "exec", "ns1"]``) runs the process inside a network namespace;
 readiness is then read from the process' own log, since the port may be unreachable from here.
 
@@ -18,182 +21,42 @@ Command line (a router on its own machine or namespace):
 from __future__ import annotations
 
 import argparse
-import collections
+import getpass
 import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..procs import die_with_parent
-from ..realtime import is_realtime, try_realtime
-from .base import TransportConfig
+from ..middleware.names import catalog_entry
+from ..names import MQTT_PORT, ZENOH_PORT
+from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
+from .base import TransportConfig, require_fragment
 
 MOSQUITTO = "/usr/sbin/mosquitto"
-DEFAULT_START_TIMEOUT_S = 10.0
-STOP_TIMEOUT_S = 5.0
 ZENOH_ROUTER_READY = "zenoh-router ready"
 MOSQUITTO_READY = " running"  # "mosquitto version 2.0.11 running", logged once the listeners are open
 
 
-class BrokerError(RuntimeError):
+class BrokerError(ProcessStartError):
     """A router/broker process could not be started."""
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``address`` right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as sock:
-        sock.bind((address, 0))
-        return sock.getsockname()[1]
-
-
-def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
-    try:
-        with socket.create_connection((address, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def _die_with_parent_realtime() -> None:
-    """As ``die_with_parent``, and ask for SCHED_FIFO, which the exec'd program keeps."""
-    die_with_parent()
-    try_realtime()
-
-
-class ManagedProcess:
-    """A subprocess that is ready once ``ready_text`` appears in its output and (without a prefix)
-    ``address:port`` accepts TCP connections; stopped with SIGTERM, then SIGKILL.
-
-    ``realtime=True`` starts it at SCHED_FIFO if permitted (``fieldtest.realtime.try_realtime``).
-    The twin asks for it: on a 2-core machine beside the twin's own real-time processes, a broker at
-    normal priority waited up to 4 ms for a core before forwarding a command (p99 2 ms).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        argv: Sequence[str],
-        *,
-        address: str,
-        port: int,
-        ready_text: str,
-        check_port: bool,
-        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-        realtime: bool = False,
-    ):
-        self.name = name
-        self.argv = list(argv)
-        self.address = address
-        self.port = port
-        self.ready_text = ready_text
-        self.check_port = check_port
-        self.start_timeout_s = start_timeout_s
-        self.realtime_requested = realtime
-        self.proc: subprocess.Popen[str] | None = None
-        self._lines: collections.deque[str] = collections.deque(maxlen=200)
-        self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    @property
-    def realtime(self) -> bool:
-        """Whether the running process has SCHED_FIFO (False once it has ended)."""
-        return self.pid is not None and self.running() and is_realtime(self.pid)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def output(self) -> str:
-        """The last lines the process printed (for diagnostics)."""
-        return "\n".join(self._lines)
-
-    def _read_output(self) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        for line in self.proc.stdout:  # also drains the pipe so the child never blocks on it
-            self._lines.append(line.rstrip("\n"))
-            if self.ready_text in line:
-                self._ready.set()
-
-    def start(self) -> None:
-        try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                preexec_fn=_die_with_parent_realtime if self.realtime_requested else die_with_parent,
-            )
-        except OSError as exc:
-            raise BrokerError(f"{self.name}: cannot start {self.argv[0]}: {exc}") from exc
-        self._reader = threading.Thread(target=self._read_output, name=f"{self.name}-output", daemon=True)
-        self._reader.start()
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                self._reader.join(timeout=1.0)
-                raise BrokerError(
-                    f"{self.name} exited with code {self.proc.returncode} while starting:\n{self.output()}"
-                )
-            if self._ready.is_set() and (not self.check_port or port_accepts(self.address, self.port)):
-                return
-            time.sleep(0.05)
-        raise BrokerError(
-            f"{self.name} not ready on {self.address}:{self.port} within {self.start_timeout_s:g} s:\n{self.output()}"
-        )
-
-    def stop(self) -> None:
-        """Stop the process (SIGTERM, then SIGKILL after a grace period); safe to call twice."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-        if self._reader is not None:
-            self._reader.join(timeout=1.0)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.stop()
 
 
 # ----------------------------------------------------------------------------------------------- Zenoh router
 
 
-def router_session_config(config: TransportConfig, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Session config of a Zenoh router listening on tcp/<router_address>:<zenoh_port>, no scouting."""
+def router_session_config(address: str, port: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Session config of a Zenoh router listening on tcp/<address>:<port>, no scouting (the twin's
+    router, and the lab's when zenohd is not installed: one config for both)."""
     from .zenoh_ import deep_merge, tcp_endpoint
 
     session_config = {
         "mode": "router",
-        "listen": {"endpoints": [tcp_endpoint(config.router_address, config.zenoh_port)]},
+        "listen": {"endpoints": [tcp_endpoint(address, port)]},
         "connect": {"endpoints": []},
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
     }
@@ -210,7 +73,7 @@ def run_zenoh_router(
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
-    session_config = router_session_config(config, overrides)
+    session_config = router_session_config(config.router_address, config.zenoh_port, overrides)
     session = open_session(session_config)
     try:
         print(
@@ -222,9 +85,21 @@ def run_zenoh_router(
         session.close()
 
 
-def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "fieldtest.transport.broker", "zenoh-router"]
-    argv += ["--address", config.router_address, "--port", str(config.zenoh_port)]
+def zenoh_router_command(
+    address: str, port: int, overrides: dict[str, Any] | None = None, *, python: str = sys.executable
+) -> list[str]:
+    """The kit's router process (``run_zenoh_router``) as a command line; the lab runs it with the
+    machine's ``python3`` where zenohd is not installed."""
+    argv = [
+        python,
+        "-m",
+        "fieldtest.transport.broker",
+        "zenoh-router",
+        "--address",
+        address,
+        "--port",
+        str(port),
+    ]
     if overrides:
         argv += ["--overrides-json", json.dumps(overrides)]
     return argv
@@ -233,9 +108,11 @@ def zenoh_router_command(config: TransportConfig, overrides: dict[str, Any] | No
 class ZenohRouter(ManagedProcess):
     """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>.
 
-    With ``config.security`` set and no ``overrides``, it listens with the router's TLS identity
-    and the access control from ``config.keystore`` (tls/<router_address>:<zenoh_port>).
+    ``overrides`` are deep-merged into its config; a secured ``config`` needs them (the router's
+    TLS identity and access control, tls/<router_address>:<zenoh_port>, made by security).
     """
+
+    start_error = BrokerError
 
     def __init__(
         self,
@@ -246,13 +123,10 @@ class ZenohRouter(ManagedProcess):
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         realtime: bool = False,
     ):
-        if overrides is None and config.security != "none":
-            from fieldtest.security import zenoh_config_overrides
-
-            overrides = zenoh_config_overrides(config, "router", router_session_config(config))
+        require_fragment(config, overrides, "Zenoh router security overrides")
         super().__init__(
             "zenoh router",
-            [*prefix, *zenoh_router_command(config, overrides)],
+            [*prefix, *zenoh_router_command(config.router_address, config.zenoh_port, overrides)],
             address=config.router_address,
             port=config.zenoh_port,
             ready_text=ZENOH_ROUTER_READY,
@@ -267,40 +141,27 @@ class ZenohRouter(ManagedProcess):
 
 def mqtt_broker_address(config: TransportConfig) -> str:
     """Where the broker runs: beside the host ("mqtt-local-broker") or on its own ("mqtt-broker")."""
-    if config.middleware == "mqtt-local-broker":
-        return config.host_address
-    if config.middleware == "mqtt-broker":
-        return config.broker_address
+    entry = catalog_entry(config.middleware)
+    if entry.family == "mqtt" and entry.listener:
+        return getattr(config, entry.listener[1])
     raise BrokerError(f"middleware {config.middleware!r} is not an MQTT middleware")
 
 
-def mosquitto_listener_lines(
-    config: TransportConfig, address: str, port: int, acl_path: str | Path | None = None
-) -> list[str]:
-    """The listener block of mosquitto.conf for ``config.security``.
-
-    "none": a plain anonymous listener. Otherwise the TLS listener from ``config.keystore``
-    (``fieldtest.security.mosquitto_listener_lines``: cafile/certfile/keyfile, require_certificate,
-    use_identity_as_username, allow_anonymous false, the ACL written to ``acl_path``); a missing or
-    invalid broker identity raises KeystoreError / SecuritySettingError.
-    """
-    if config.security != "none":
-        from fieldtest.security import mosquitto_listener_lines as secure_listener_lines
-
-        return secure_listener_lines(config, address, port, acl_path)
+def plain_listener_lines(address: str, port: int) -> list[str]:
+    """An anonymous listener (security "none"); security writes the TLS one."""
     return [f"listener {port} {address}", "allow_anonymous true"]
 
 
-def mosquitto_conf(
-    config: TransportConfig,
-    address: str,
-    port: int,
-    listener_lines: Sequence[str] | None = None,
-    acl_path: str | Path | None = None,
-) -> str:
-    """A complete mosquitto.conf: no persistence, log to stderr (unbuffered, so readiness is visible)."""
+def mosquitto_conf(listener_lines: Sequence[str], *, run_as: str | None = None, comment: str = "") -> str:
+    """A complete mosquitto.conf (2.x) around ``listener_lines``, for the twin and the lab alike: no
+    persistence, log to stderr (unbuffered, so readiness is visible), no Nagle, no QoS 1 throttling.
+
+    ``run_as`` is the account Mosquitto keeps when started as root (its default, ``mosquitto``,
+    cannot read a 0600 broker key); ignored when started by another user.
+    """
     lines = [
-        "# written by fieldtest.transport.broker",
+        f"# {comment or 'written by fieldtest.transport.broker'}",
+        *([f"user {run_as}"] if run_as else []),
         "per_listener_settings false",
         "persistence false",
         "log_dest stderr",
@@ -311,12 +172,9 @@ def mosquitto_conf(
         "connection_messages true",
         # Nagle's algorithm holds small messages back up to ~40 ms: it would dominate every latency.
         "set_tcp_nodelay true",
+        "max_inflight_messages 0",  # no throttling of QoS 1 flows (mqtt_client's max_inflight is 65535)
+        *listener_lines,
     ]
-    lines += (
-        list(listener_lines)
-        if listener_lines is not None
-        else mosquitto_listener_lines(config, address, port, acl_path)
-    )
     return "\n".join(lines) + "\n"
 
 
@@ -332,9 +190,12 @@ def find_mosquitto(binary: str = MOSQUITTO) -> str:
 class MosquittoBroker(ManagedProcess):
     """Debian's Mosquitto as a subprocess, configured by ``<workdir>/mosquitto.conf``.
 
-    With ``config.security`` set and no ``listener_lines``, the listener is the TLS one from
-    ``config.keystore`` with its ACL in ``<workdir>/acl``.
+    ``listener_lines`` default to a plain listener; a secured ``config`` needs them (the TLS
+    listener and ACL security writes). ``run_as`` (see ``mosquitto_conf``) defaults to the current
+    user for a TLS listener, whose key and ACL only this user may read.
     """
+
+    start_error = BrokerError
 
     def __init__(
         self,
@@ -344,16 +205,19 @@ class MosquittoBroker(ManagedProcess):
         prefix: Sequence[str] = (),
         binary: str = MOSQUITTO,
         listener_lines: Sequence[str] | None = None,
+        run_as: str | None = None,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
         realtime: bool = False,
     ):
+        require_fragment(config, listener_lines, "Mosquitto TLS listener")
         address = mqtt_broker_address(config)
         self.conf_path = Path(workdir) / "mosquitto.conf"
-        acl_path = None
-        if listener_lines is None and config.security != "none":
-            acl_path = Path(workdir) / "acl"  # per broker: trials sharing a keystore keep their own ACL
-            acl_path.parent.mkdir(parents=True, exist_ok=True)
-        self.conf_text = mosquitto_conf(config, address, config.mqtt_port, listener_lines, acl_path)
+        lines = (
+            listener_lines if listener_lines is not None else plain_listener_lines(address, config.mqtt_port)
+        )
+        if run_as is None and listener_lines is not None:
+            run_as = getpass.getuser()
+        self.conf_text = mosquitto_conf(lines, run_as=run_as)
         self.binary = binary
         self.prefix = list(prefix)
         super().__init__(
@@ -374,17 +238,6 @@ class MosquittoBroker(ManagedProcess):
         super().start()
 
 
-def middleware_process(
-    config: TransportConfig, workdir: str | Path, *, prefix: Sequence[str] = (), realtime: bool = False
-) -> ManagedProcess | None:
-    """The router or broker ``config.middleware`` needs (not started), or None if it needs none."""
-    if config.middleware == "zenoh-router":
-        return ZenohRouter(config, prefix=prefix, realtime=realtime)
-    if config.middleware.startswith("mqtt"):
-        return MosquittoBroker(config, Path(workdir) / "broker", prefix=prefix, realtime=realtime)
-    return None
-
-
 # ----------------------------------------------------------------------------------------------- command line
 
 
@@ -395,11 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="kind", required=True)
     router = sub.add_parser("zenoh-router", help="run a Zenoh router until SIGTERM/SIGINT")
     router.add_argument("--address", default="0.0.0.0")
-    router.add_argument("--port", type=int, default=7447)
+    router.add_argument("--port", type=int, default=ZENOH_PORT)
     router.add_argument("--overrides-json", default="", help="JSON object deep-merged into the router config")
     mosq = sub.add_parser("mosquitto", help="write mosquitto.conf and run Mosquitto in the foreground")
     mosq.add_argument("--address", default="0.0.0.0")
-    mosq.add_argument("--port", type=int, default=1883)
+    mosq.add_argument("--port", type=int, default=MQTT_PORT)
     mosq.add_argument("--workdir", required=True)
     args = parser.parse_args(argv)
 
@@ -408,10 +261,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         overrides = json.loads(args.overrides_json) if args.overrides_json else None
         run_zenoh_router(config, overrides=overrides)
         return 0
-    config = TransportConfig(middleware="mqtt-broker", broker_address=args.address, mqtt_port=args.port)
     conf_path = Path(args.workdir) / "mosquitto.conf"
     conf_path.parent.mkdir(parents=True, exist_ok=True)
-    conf_path.write_text(mosquitto_conf(config, args.address, args.port))
+    conf_path.write_text(mosquitto_conf(plain_listener_lines(args.address, args.port)))
     binary = find_mosquitto()
     os.execv(binary, [binary, "-c", str(conf_path)])
     return 1  # not reached

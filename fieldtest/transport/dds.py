@@ -49,9 +49,10 @@ from .base import (
     TimeSource,
     TransportConfig,
     full_topic,
+    require_fragment,
     untimed,
 )
-from .dds_xml import CYCLONEDDS_NS, MAX_PARTICIPANT_INDEX, cyclonedds_xml  # noqa: F401 (re-exported)
+from .cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
 from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from .ros_idl import idl_class
 from .rosgraph import (
@@ -95,17 +96,23 @@ def dds_qos(profile: QosProfile) -> Qos:
     return Qos(history, reliability, durability, Policy.DataRepresentation(use_cdrv0_representation=True))
 
 
-def _security_xml(config: TransportConfig, role: Role) -> str:
-    if config.security == "none":
-        return ""
-    try:
-        from fieldtest.security import cyclonedds_security_xml  # provided by the security work
-    except ImportError as exc:
-        raise DdsError(
-            f"security {config.security!r} requested but fieldtest.security provides no "
-            f"cyclonedds_security_xml(config, role): {exc}"
-        ) from None
-    return cyclonedds_security_xml(config, role)
+def _own_and_peer_addresses(config: TransportConfig, role: Role) -> tuple[str, list[str]]:
+    own = config.host_address if role == "host" else config.robot_address
+    # Both ends are peers: other kit processes on the same machine (e.g. a simulated mocap next
+    # to the host) must find each other too.
+    peers = list(dict.fromkeys([config.host_address, config.robot_address]))
+    return own, peers
+
+
+def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "") -> str:
+    """The CycloneDDS configuration of one kit process.
+
+    Binds to the role's own address and discovers by unicast to the host and robot addresses
+    (loopback has no multicast flag; unicast also works on every emulated or real link).
+    ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
+    """
+    own, peers = _own_and_peer_addresses(config, role)
+    return cyclonedds_config_xml(interface_addresses=[own], peers=peers, security_xml=security_xml)
 
 
 # ---- domains: one per domain id and process, shared by every transport in the process ----
@@ -181,11 +188,12 @@ class DdsTransport:
     at a time, in arrival order.
     """
 
-    def __init__(self, config: TransportConfig, role: Role) -> None:
+    def __init__(self, config: TransportConfig, role: Role, security_xml: str | None = None) -> None:
+        require_fragment(config, security_xml, "<Security> element")
         self.config = config
         self.role = role
         self.qos = dds_qos(get_qos(config.qos))
-        self.xml = cyclonedds_xml(config, role, security_xml=_security_xml(config, role))
+        self.xml = cyclonedds_xml(config, role, security_xml=security_xml or "")
         self.write_failures = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -389,6 +397,7 @@ def _forget(entity: Any) -> None:
     Entity._entities.pop(entity._ref, None)
 
 
-def open_dds(config: TransportConfig, role: Role) -> DdsTransport:
-    """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration)."""
-    return DdsTransport(config, role)
+def open_dds(config: TransportConfig, role: Role, *, security_xml: str | None = None) -> DdsTransport:
+    """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration).
+    A secured ``config`` needs ``security_xml``, the ``<Security>`` element security makes for it."""
+    return DdsTransport(config, role, security_xml)

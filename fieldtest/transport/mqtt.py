@@ -43,7 +43,7 @@ import paho.mqtt.client as paho
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from .. import rosmsg
-from ..qos import get_qos
+from ..qos import mqtt_qos
 from .base import (
     CallbackSubscriber,
     Prepared,
@@ -54,6 +54,7 @@ from .base import (
     TransportConfig,
     decoder,
     full_topic,
+    require_fragment,
     stamp_and_send,
 )
 from .broker import mqtt_broker_address
@@ -83,11 +84,6 @@ class MqttTransportError(RuntimeError):
 def mqtt_topic(namespace: str, topic: str) -> str:
     """MQTT topic of a ROS topic as the kit configures mqtt_client: ('/tb4', '/cmd_vel') -> 'tb4/cmd_vel'."""
     return full_topic(namespace, topic).lstrip("/")
-
-
-def mqtt_qos(qos_name: str) -> int:
-    """MQTT QoS for a profile: RELIABLE -> 1 (at least once), BEST_EFFORT -> 0 (at most once)."""
-    return 1 if get_qos(qos_name).reliability == "reliable" else 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -420,15 +416,10 @@ def open_mqtt(
 ) -> MqttTransport:
     """Connect to the trial's broker as ``role``.
 
-    ``configure_client(client)`` runs before connecting (security: ``client.tls_set(...)``,
-    credentials). Without it, a ``config.security`` other than "none" is applied from
-    ``config.keystore`` (``fieldtest.security.mqtt_configure_client``: TLS with the role's client
-    certificate); missing or invalid credentials raise KeystoreError / SecuritySettingError first.
+    ``configure_client(client)`` runs before connecting (security: ``client.tls_set(...)`` with the
+    role's client certificate, made by security from the keystore); a secured ``config`` needs it.
     """
-    if config.security != "none" and configure_client is None:
-        from fieldtest.security import mqtt_configure_client
-
-        configure_client = mqtt_configure_client(config, role)
+    require_fragment(config, configure_client, "MQTT client TLS configuration")
     address = mqtt_broker_address(config)
     client_id = f"fieldtest-{role}-{os.getpid()}-{next(_client_ids)}"
     client = paho.Client(

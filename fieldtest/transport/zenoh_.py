@@ -28,6 +28,7 @@ from typing import Any
 import zenoh
 
 from .. import rosmsg
+from ..middleware.names import catalog_entry
 from ..qos import get_qos
 from .base import (
     CallbackSubscriber,
@@ -38,6 +39,7 @@ from .base import (
     TransportConfig,
     decoder,
     full_topic,
+    require_fragment,
     stamp_and_send,
 )
 
@@ -72,16 +74,17 @@ def zenoh_config(
     config: TransportConfig, role: Role, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> dict[str, Any]:
     """Session configuration (JSON5-compatible dict) for ``role`` under ``config.middleware``."""
-    if config.middleware == "zenoh-peer":
-        endpoint = tcp_endpoint(config.robot_address, config.zenoh_port)
-        if role == "robot":
-            mode, listen, connect = "peer", [endpoint], []
-        else:
-            mode, listen, connect = "peer", [], [endpoint]
-    elif config.middleware == "zenoh-router":
-        mode, listen, connect = "client", [], [tcp_endpoint(config.router_address, config.zenoh_port)]
-    else:
+    entry = catalog_entry(config.middleware)
+    if entry.family != "zenoh" or entry.listener is None:
         raise ZenohTransportError(f"middleware {config.middleware!r} is not a Zenoh middleware")
+    listener, address_field = entry.listener  # zenoh-peer: the robot listens; zenoh-router: the router
+    endpoint = tcp_endpoint(getattr(config, address_field), config.zenoh_port)
+    if listener == "router":
+        mode, listen, connect = "client", [], [endpoint]
+    elif listener == role:
+        mode, listen, connect = "peer", [endpoint], []
+    else:
+        mode, listen, connect = "peer", [], [endpoint]
     return {
         "mode": mode,
         "listen": {"endpoints": listen},
@@ -202,16 +205,11 @@ def open_zenoh(
     """Join the Zenoh link as ``role``. ``config_overrides`` is deep-merged into the session config
     (e.g. TLS under ``transport.link.tls``, an ``access_control`` block).
 
-    With ``config.security`` set and no ``config_overrides``, the security settings come from
-    ``config.keystore`` (``fieldtest.security.zenoh_config_overrides``: mTLS + access control);
-    missing or invalid credentials raise KeystoreError / SecuritySettingError before any link opens.
+    A secured ``config`` needs them (mTLS + access control, made by security from the keystore).
     """
+    require_fragment(config, config_overrides, "Zenoh security overrides")
     congestion_control(config.qos)  # an unknown QoS name fails here, not at the first publisher
     session_config = zenoh_config(config, role, connect_timeout_s=connect_timeout_s)
-    if config.security != "none" and not config_overrides:
-        from fieldtest.security import zenoh_config_overrides
-
-        config_overrides = zenoh_config_overrides(config, role, session_config)
     if config_overrides:
         session_config = deep_merge(session_config, config_overrides)
     return ZenohTransport(open_session(session_config), config)

@@ -1,14 +1,11 @@
-"""What the twin host and robot processes share: reading the request, signals, outcome updates."""
+"""What the twin host and robot processes share: reading the request, outcome updates, closing the link."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
-import os
-import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,46 +97,6 @@ def write_status(path: Path, status: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(status, indent=2, default=str) + "\n")
     tmp.replace(path)
-
-
-@contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly)."""
-    stop = threading.Event()
-    received: list[int] = []
-
-    def handler(signum, _frame) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stop.received = received  # type: ignore[attr-defined]
-    try:
-        yield stop
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-
-def signal_exit_code(stop: threading.Event) -> int:
-    """128 + the first signal that stopped the process (143 SIGTERM, 130 SIGINT), 0 if none."""
-    received = getattr(stop, "received", [])
-    return 128 + received[0] if received else 0
-
-
-def watch_parent(stop: threading.Event, poll_s: float = 0.5) -> threading.Thread:
-    """Set ``stop`` if the parent process dies, so an orphaned twin process does not linger."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while not stop.wait(poll_s):
-            if os.getppid() != parent:
-                stop.set()
-                return
-
-    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
-    thread.start()
-    return thread
 
 
 TRANSPORT_CLOSE_TIMEOUT_S = 5.0

@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.middleware.registry import open_transport
+from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import Schedule
+from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, thread_priority, try_realtime
 from fieldtest.record import (
     CLOCK_PROBE_REPLY_TOPIC,
@@ -41,7 +44,7 @@ from fieldtest.record import (
     TrialRequest,
 )
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import Transport, open_transport
+from fieldtest.transport import Transport
 from fieldtest.transport.base import Prepared, prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
@@ -50,16 +53,11 @@ from fieldtest.twin.common import (
     close_transport,
     load_request,
     say,
-    signal_exit_code,
-    stop_on_signals,
     update_outcome,
     warm_up_codecs,
-    watch_parent,
     write_status,
 )
 
-STOP_BURST_COUNT = 5
-STOP_BURST_SPACING_S = 0.02
 LINK_TIMEOUT_S = 30.0
 LINK_SETTLE_S = 0.5  # after the robot is seen: discovery of the remaining endpoints
 STREAM_LEAD_S = 0.05  # tick 0 this long after the decision to start, so it is on time

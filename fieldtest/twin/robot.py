@@ -27,7 +27,9 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
 from fieldtest.machine import lateness_summary
+from fieldtest.middleware.registry import open_transport
 from fieldtest.natnet.feed import PoseFeedSender
+from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import leave_realtime, try_realtime
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
@@ -44,7 +46,7 @@ from fieldtest.record import (
     TrialRequest,
 )
 from fieldtest.security.keystore import KeystoreError
-from fieldtest.transport import Transport, open_transport
+from fieldtest.transport import Transport
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import (
@@ -53,10 +55,8 @@ from fieldtest.twin.common import (
     close_transport,
     load_request,
     say,
-    stop_on_signals,
     update_outcome,
     warm_up_codecs,
-    watch_parent,
     write_status,
 )
 from fieldtest.twin.create3 import Create3Model, Imperfections

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fieldtest.labrun.mocap import MocapRelay
     from fieldtest.labrun.rclpy_transport import init_without_signal_handlers, spin_in_background
-    from fieldtest.twin.common import stop_on_signals
+    from fieldtest.procs import stop_on_signals
 
     init_without_signal_handlers(list(sys.argv if argv is None else argv))
     node = rclpy.create_node("mocap_relay")

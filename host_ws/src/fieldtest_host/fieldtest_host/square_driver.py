@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import LaunchArgError, load_plan
-    from fieldtest.transport.base import MIDDLEWARES, TransportConfig
-    from fieldtest.twin.common import stop_on_signals
+    from fieldtest.middleware.config import TransportConfig
+    from fieldtest.middleware.names import TWIN_MIDDLEWARES
+    from fieldtest.procs import stop_on_signals
 
     argv = list(sys.argv if argv is None else argv)
     init_without_signal_handlers(argv)
@@ -61,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         namespace = node.get_namespace().rstrip("/")
         middleware = _declare(node, "middleware", "dds")
         transport_config = TransportConfig(
-            middleware=middleware if middleware in MIDDLEWARES else "dds",  # rmw-zenoh: a lab-only extra
+            middleware=middleware
+            if middleware in TWIN_MIDDLEWARES
+            else "dds",  # rmw-zenoh, fastdds: lab only
             security=_declare(node, "security", "none"),
             qos=qos,
             namespace=namespace,

@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import load_plan
-    from fieldtest.transport.base import TransportConfig
-    from fieldtest.twin.common import stop_on_signals
+    from fieldtest.middleware.config import TransportConfig
+    from fieldtest.procs import stop_on_signals
+    from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 
     argv = list(sys.argv if argv is None else argv)
     init_without_signal_handlers(argv)
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             relay_transport, relay_topic, relay_type, lambda: node.get_clock().now().nanoseconds
         )
         log.info(
-            f"relaying {namespace}/fieldtest/cmd_vel -> {namespace}{relay_topic} ({relay_type}), "
+            f"relaying {namespace}{RELAY_CMD_VEL_TOPIC} -> {namespace}{relay_topic} ({relay_type}), "
             f"zero after {relay_silence_s:g} s of silence"
         )
     executor, spinner = spin_in_background(node)

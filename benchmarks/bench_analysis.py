@@ -1,6 +1,6 @@
 """Benchmark the analysis: one 96 s trial at 120 Hz and 360 Hz ground truth, and comparing 100 trials.
 
-    .venv/bin/python analysis/bench_analysis.py [--keep DIR] [--busy-core]
+    .venv/bin/python benchmarks/bench_analysis.py [--keep DIR] [--busy-core]
 
 Prints times only (no pass/fail); each command's time is the best of three runs, with the CPU time
 (user + system, the process and the children it waited for, the plot worker) of that run. Beside
@@ -27,10 +27,10 @@ from pathlib import Path
 import yaml
 
 from fieldtest.analysis import analyze_trial, compare_trials
-from fieldtest.synth import SynthSpec, synthesize
+from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.testkit.synth import SynthSpec, synthesize
 
 REPEAT = 3
-MIDDLEWARES = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
 
 
 def _timed(fn, *args, **kwargs):

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
+
 DDSPERF = "ddsperf"
-CYCLONEDDS_NS = "https://cdds.io/config"
-MAX_PARTICIPANT_INDEX = 100  # as fieldtest.transport.dds
 INIT_WAIT_S = 5.0  # ping waits this long for the pong to match before giving up
 STOP_TIMEOUT_S = 5.0
 
@@ -144,15 +144,7 @@ def _pseudo_samples(interval: PingInterval) -> np.ndarray:
 
 def loopback_config_xml(address: str = "127.0.0.1") -> str:
     """The kit's CycloneDDS configuration for a process at ``address`` whose peers are all there."""
-    return (
-        f'<CycloneDDS xmlns="{CYCLONEDDS_NS}"><Domain id="any">'
-        f'<General><Interfaces><NetworkInterface address="{address}"/></Interfaces>'
-        "<AllowMulticast>false</AllowMulticast></General>"
-        "<Discovery><ParticipantIndex>auto</ParticipantIndex>"
-        f"<MaxAutoParticipantIndex>{MAX_PARTICIPANT_INDEX}</MaxAutoParticipantIndex>"
-        f'<Peers><Peer address="{address}"/></Peers></Discovery>'
-        "</Domain></CycloneDDS>"
-    )
+    return cyclonedds_config_xml(interface_addresses=[address], peers=[address])
 
 
 def find_ddsperf(binary: str = DDSPERF) -> str:

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
@@ -33,10 +35,6 @@ from fieldtest.record import (
     TrialRequest,
     write_trial,
 )
-from fieldtest.transport.base import TransportConfig
-
-STOP_BURST = 3  # zero commands the host sends after the last tick
-STOP_BURST_SPACING_S = 0.02  # as the twin host's: seq n_ticks, n_ticks + 1, ... this far apart
 
 
 @dataclass
@@ -219,7 +217,7 @@ def _schedule(spec: SynthSpec) -> list[tuple[int, float, float, float]]:
         for i in range(last)
     ]
     first_zero_s = last / plan.command_rate_hz  # the next tick
-    for k in range(STOP_BURST):
+    for k in range(STOP_BURST_COUNT):  # the twin host's burst
         rows.append((plan.n_ticks() + k, first_zero_s + k * STOP_BURST_SPACING_S, 0.0, 0.0))
     return rows
 

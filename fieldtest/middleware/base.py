@@ -1,0 +1,95 @@
+"""``Middleware``: what one middleware declares, in one object (the registry's extension point).
+
+A family module (``dds``, ``zenoh``, ``mqtt``, ``rmw_zenoh``) subclasses it once per name and
+overrides what differs; the callers (runner, campaign, lab) ask ``fieldtest.middleware.registry``
+instead of comparing names. Like evo's ``Metric`` base class: plain attributes for the facts, methods
+for what needs the libraries, each importing its transport only when called (the middleware
+libraries are optional per machine: the lab's ROS 2 nodes have no cyclonedds binding).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from .config import Role, TransportConfig
+from .names import MiddlewareName, catalog_entry
+
+if TYPE_CHECKING:
+    from fieldtest.transport.base import Transport
+    from fieldtest.transport.broker import ManagedProcess
+
+
+class Middleware:
+    """One middleware. Subclasses set ``name`` and override the rest where it differs."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    # The setting ``security: on`` picks in a campaign (the seed study's "security on").
+    secure_default: ClassVar[str] = "mtls-acl"
+    # Its own process in a twin trial ("router" / "broker"): log name and CPU figure in trial.yaml.
+    infra_process: ClassVar[str | None] = None
+    # The emulated-network node that process runs in ("host": beside the host, no node of its own).
+    infra_node: ClassVar[str] = "host"
+    # Lab: the RMW of every node ("cyclonedds", "fastrtps", "zenoh"; None: the side's ``dds:=``
+    # choice) and the bridge that carries the host-robot hop (None: the RMW itself crosses).
+    lab_rmw: ClassVar[str | None] = None
+    lab_bridge: ClassVar[str | None] = None
+    lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
+    # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
+    own_security: ClassVar[bool] = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def catalog(self) -> MiddlewareName:
+        return catalog_entry(self.name)
+
+    @property
+    def family(self) -> str:
+        return self.catalog.family
+
+    @property
+    def twin(self) -> bool:
+        return self.catalog.twin
+
+    # ---- twin
+
+    def emulated_nodes(self) -> list[str]:
+        """Network nodes of its own besides host, robot and mocap."""
+        return [] if self.infra_node == "host" else [self.infra_node]
+
+    def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:
+        """``config`` with this middleware's twin defaults for fields the request did not set."""
+        return config
+
+    def bridged(self, config: TransportConfig) -> bool:
+        """Whether the twin runs the lab's bridges for this config (then they replace the infra)."""
+        return False
+
+    def open_transport(self, config: TransportConfig, role: Role) -> Transport:
+        """Join the link as ``role``, with ``config.security`` applied (security hands the transport
+        its fragment; a process whose own credentials are broken refuses to start)."""
+        raise NotImplementedError(f"middleware {self.name!r} has no transport in the twin (lab only)")
+
+    def infrastructure(
+        self,
+        config: TransportConfig,
+        workdir: str | Path,
+        *,
+        prefix: list[str] | None = None,
+        realtime: bool = False,
+    ) -> ManagedProcess | None:
+        """The router or broker it needs (not started), secured as ``config.security`` says; None if none."""
+        return None
+
+    # ---- lab
+
+    def lab_host_starts(self, router_on_host: bool) -> str | None:
+        """What the lab's host side starts by default ("router" / "broker"), if anything."""
+        return None
+
+    def lab_local_only(self) -> bool:
+        """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""
+        return self.lab_bridge is not None

@@ -1,0 +1,43 @@
+"""``TransportConfig``: everything a process needs to join the trial's link (a schema, no behaviour).
+
+It lives below the transports so that the trial record (``fieldtest.record``) and security
+(``fieldtest.security``) can hold and read it without importing any middleware library.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from fieldtest.names import MQTT_PORT, ZENOH_PORT
+
+from .names import TWIN_MIDDLEWARES
+
+Role = Literal["host", "robot"]
+TwinMiddleware = Literal[TWIN_MIDDLEWARES]  # type: ignore[valid-type]  # the names the twin runs
+
+
+class TransportConfig(BaseModel):
+    """Everything a process needs to join the trial's link."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    middleware: TwinMiddleware = "dds"
+    qos: str = "default"  # a profile name from fieldtest.qos
+    namespace: str = ""  # ROBOT_NAMESPACE, prepended to every topic
+    domain_id: int = 0
+    # Addresses of the peers (host/robot/router/broker). Loopback by default; the network
+    # emulation sets these to namespace addresses.
+    host_address: str = "127.0.0.1"
+    robot_address: str = "127.0.0.1"
+    router_address: str = "127.0.0.1"
+    broker_address: str = "127.0.0.1"
+    zenoh_port: int = ZENOH_PORT
+    # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
+    # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
+    # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
+    zenoh_path: Literal["direct", "bridge"] = "direct"
+    mqtt_port: int = MQTT_PORT
+    security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
+    keystore: str = ""  # path of the keystore when security is on

@@ -1,0 +1,40 @@
+"""DDS: the kit's processes and the robot on one DDS domain (CycloneDDS; rmw_cyclonedds in the lab).
+
+Security: DDS Security governance profiles (SROS2 enclaves). No infrastructure process.
+"""
+
+from __future__ import annotations
+
+from fieldtest import security
+
+from .base import Middleware
+from .config import Role, TransportConfig
+
+
+def dds_security_xml(config: TransportConfig, role: str) -> str:
+    """The ``<Security>`` element for ``role`` (empty when plain), after checking its credentials."""
+    return security.cyclonedds_security_xml(config, role) if config.security != "none" else ""
+
+
+class Dds(Middleware):
+    name = "dds"
+    summary = "CycloneDDS alone: the RMW crosses the network"
+    secure_default = "sros2"
+
+    def open_transport(self, config: TransportConfig, role: Role):
+        from fieldtest.transport.dds import open_dds
+
+        return open_dds(config, role, security_xml=dds_security_xml(config, role))
+
+
+class FastDds(Middleware):
+    """Lab only: every node on Fast DDS (the Create 3 on its Fast DDS firmware). The twin has no
+    Fast DDS transport (no Fast DDS binding in the kit's environment), so it stays out of the twin."""
+
+    name = "fastdds"
+    summary = "Fast DDS alone: every lab node on rmw_fastrtps_cpp, DDS crosses the network"
+    secure_default = "sros2"
+    lab_rmw = "fastrtps"
+
+
+MIDDLEWARES = (Dds(), FastDds())

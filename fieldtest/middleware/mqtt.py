@@ -1,0 +1,72 @@
+"""MQTT through Mosquitto: the broker beside the host (``mqtt-local-broker``, the seed study's "no
+broker") or on its own machine (``mqtt-broker``). In the lab ika-rwth-aachen ``mqtt_client`` bridges
+each side's ROS topics. Security: TLS with client certificates, no anonymous, per-identity ACL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fieldtest import security
+
+from .base import Middleware
+from .config import Role, TransportConfig
+
+
+def broker_address(config: TransportConfig) -> str:
+    from fieldtest.transport.broker import mqtt_broker_address
+
+    return mqtt_broker_address(config)
+
+
+class _Mqtt(Middleware):
+    infra_process = "broker"
+    lab_bridge = "mqtt_client"
+
+    def open_transport(self, config: TransportConfig, role: Role):
+        from fieldtest.transport.mqtt import open_mqtt
+
+        configure = security.mqtt_configure_client(config, role) if config.security != "none" else None
+        return open_mqtt(config, role, configure_client=configure)
+
+    def infrastructure(
+        self,
+        config: TransportConfig,
+        workdir: str | Path,
+        *,
+        prefix: list[str] | None = None,
+        realtime: bool = False,
+    ):
+        from fieldtest.transport import broker
+
+        folder = Path(workdir) / "broker"
+        address = broker.mqtt_broker_address(config)
+        lines = None
+        if config.security != "none":
+            acl = folder / "acl"  # per broker: trials sharing a keystore keep their own ACL
+            acl.parent.mkdir(parents=True, exist_ok=True)
+            lines = security.mosquitto_listener_lines(config, address, config.mqtt_port, acl)
+        return broker.MosquittoBroker(
+            config,
+            folder,
+            prefix=prefix or (),
+            listener_lines=lines,
+            realtime=realtime,
+        )
+
+
+class MqttLocalBroker(_Mqtt):
+    name = "mqtt-local-broker"
+    summary = "MQTT with Mosquitto beside the host (the seed study's 'no broker')"
+
+    def lab_host_starts(self, router_on_host: bool) -> str | None:
+        return "broker"
+
+
+class MqttBroker(_Mqtt):
+    name = "mqtt-broker"
+    summary = "MQTT with Mosquitto on a machine of its own"
+    infra_node = "broker"
+
+
+MIDDLEWARES = (MqttLocalBroker(), MqttBroker())

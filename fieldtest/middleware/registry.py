@@ -1,0 +1,63 @@
+"""The middleware registry: one ``Middleware`` object per name, from the family modules.
+
+    from fieldtest.middleware import registry
+    registry.get("zenoh-peer").open_transport(config, "host")
+    registry.names()            # what the twin runs, in report order
+    registry.names(lab=True)    # plus the lab-only variants
+
+To add a middleware: see docs/architecture.md ("How to add a middleware").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import dds, mqtt, rmw_zenoh, zenoh
+from .base import Middleware
+from .config import Role, TransportConfig
+from .names import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
+
+FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
+REGISTRY: dict[str, Middleware] = {
+    name: entry for name, entry in sorted(
+        ((m.name, m) for module in FAMILY_MODULES for m in module.MIDDLEWARES),
+        key=lambda item: LAB_MIDDLEWARES.index(item[0]),
+    )
+}  # fmt: skip
+
+
+class UnknownMiddlewareError(ValueError):
+    """A name no family module declares."""
+
+
+def get(name: str) -> Middleware:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownMiddlewareError(
+            f"unknown middleware {name!r} (choose from {', '.join(REGISTRY)})"
+        ) from None
+
+
+def names(*, lab: bool = False) -> tuple[str, ...]:
+    """The twin's middlewares in report order; ``lab=True`` adds the lab-only ones."""
+    return LAB_MIDDLEWARES if lab else TWIN_MIDDLEWARES
+
+
+def families() -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for name, entry in REGISTRY.items():
+        out.setdefault(entry.family, []).append(name)
+    return {family: tuple(members) for family, members in out.items()}
+
+
+def open_transport(config: TransportConfig, role: Role):
+    """Join the link as ``role`` with ``config.middleware``'s transport, secured as configured."""
+    return get(config.middleware).open_transport(config, role)
+
+
+def infrastructure(
+    config: TransportConfig, workdir: str | Path, *, prefix: list[str] | None = None, realtime: bool = False
+):
+    """The router or broker ``config.middleware`` needs (not started), or None."""
+    return get(config.middleware).infrastructure(config, workdir, prefix=prefix, realtime=realtime)

@@ -1,0 +1,23 @@
+"""rmw_zenoh (lab only): every node on rmw_zenoh_cpp, no bridge; each side runs rmw_zenohd, the
+robot's connects to the host's. Secured by per-node Zenoh session configs made from the SROS2
+keystore (``fieldtest.security.rmw_zenoh``), not by a kit security setting."""
+
+from __future__ import annotations
+
+from .base import Middleware
+
+
+class RmwZenoh(Middleware):
+    name = "rmw-zenoh"
+    summary = "every lab node on rmw_zenoh_cpp (lab only; the Create 3 itself still speaks DDS)"
+    lab_rmw = "zenoh"
+    own_security = True
+
+    def lab_host_starts(self, router_on_host: bool) -> str | None:
+        return "router"  # rmw_zenohd; the robot's connects to it
+
+    def lab_local_only(self) -> bool:
+        return True  # rmw_zenoh does not use DDS at all; the routers link the machines
+
+
+MIDDLEWARES = (RmwZenoh(),)

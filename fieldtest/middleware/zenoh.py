@@ -1,0 +1,77 @@
+"""Zenoh: peer to peer (``zenoh-peer``: the robot listens, the host connects) or through a router
+(``zenoh-router``: both are clients of it).
+
+Two paths in the twin (``TransportConfig.zenoh_path``): "bridge", the lab's path (each side's DDS ->
+zenoh-bridge-ros2dds -> Zenoh -> bridge -> DDS; zenohd is then also the router), or "direct", the
+kit's processes on Zenoh themselves. Security: mutual TLS + access control (``mtls-acl``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fieldtest import security
+
+from .base import Middleware
+from .config import Role, TransportConfig
+
+
+class _Zenoh(Middleware):
+    lab_bridge = "zenoh-bridge-ros2dds"
+
+    def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:
+        """Twin trials run through the real bridges, as in the lab, unless the request names the path."""
+        return config if "zenoh_path" in fields_set else config.model_copy(update={"zenoh_path": "bridge"})
+
+    def bridged(self, config: TransportConfig) -> bool:
+        return config.zenoh_path == "bridge"
+
+    def open_transport(self, config: TransportConfig, role: Role):
+        if self.bridged(config):
+            from fieldtest.transport.dds import open_dds
+            from fieldtest.transport.zenoh_bridge import side_dds_config
+
+            return open_dds(side_dds_config(config, role), role)  # the side's bridge carries it on
+        from fieldtest.transport.zenoh_ import open_zenoh, zenoh_config
+
+        overrides = None
+        if config.security != "none":
+            overrides = security.zenoh_config_overrides(config, role, zenoh_config(config, role))
+        return open_zenoh(config, role, config_overrides=overrides)
+
+
+class ZenohPeer(_Zenoh):
+    name = "zenoh-peer"
+    summary = "Zenoh peer to peer (TCP): the robot listens, the host connects"
+    lab_bridge_mode = "peer"
+
+
+class ZenohViaRouter(_Zenoh):
+    name = "zenoh-router"
+    summary = "Zenoh through a router: host and robot are its clients"
+    infra_process = "router"
+    infra_node = "router"
+    lab_bridge_mode = "client"
+
+    def lab_host_starts(self, router_on_host: bool) -> str | None:
+        return "router" if router_on_host else None
+
+    def infrastructure(
+        self,
+        config: TransportConfig,
+        workdir: str | Path,
+        *,
+        prefix: list[str] | None = None,
+        realtime: bool = False,
+    ):
+        from fieldtest.transport import broker
+
+        overrides = None
+        if config.security != "none":
+            overrides = security.zenoh_config_overrides(
+                config, "router", broker.router_session_config(config.router_address, config.zenoh_port)
+            )
+        return broker.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
+
+
+MIDDLEWARES = (ZenohPeer(), ZenohViaRouter())

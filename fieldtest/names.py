@@ -1,0 +1,34 @@
+"""Names and constants that several parts of the kit share, defined once here.
+
+Plain constants with no imports, so any layer may use them (the record, transports, security, twin,
+lab runner, ROS nodes). The trial record's own names (files, bag folders, topics, including the
+relay topic) are in ``fieldtest.record.names``.
+"""
+
+# SROS2 enclave paths of the kit's nodes (fieldtest.security.policy.KIT_ENCLAVES grants each one);
+# host and robot also name their TLS identities, so one identity is the same party on every middleware.
+HOST_ENCLAVE = "/fieldtest/host"
+ROBOT_ENCLAVE = "/fieldtest/robot"
+BRIDGE_HOST_ENCLAVE = "/fieldtest/bridge_host"
+BRIDGE_ROBOT_ENCLAVE = "/fieldtest/bridge_robot"
+MOCAP_ENCLAVE = "/fieldtest/mocap"
+MOCAP_DRIVER_ENCLAVE = "/fieldtest/mocap_driver"
+RECORDER_ENCLAVE = "/fieldtest/recorder"
+RMW_ZENOH_ENCLAVE = "/fieldtest/rmw_zenoh"  # rmw_zenoh's nodes: enclaves/fieldtest/rmw_zenoh/<node>
+ROLE_ENCLAVES = {"host": HOST_ENCLAVE, "robot": ROBOT_ENCLAVE}
+BRIDGE_ENCLAVES = {"host": BRIDGE_HOST_ENCLAVE, "robot": BRIDGE_ROBOT_ENCLAVE}
+# TLS identities of the infrastructure (no DDS enclave of their own)
+ROUTER_IDENTITY = "/fieldtest/router"
+BROKER_IDENTITY = "/fieldtest/broker"
+
+# The host's stop burst: whatever ends the stream, this many zero commands (seq n_ticks,
+# n_ticks + 1, ...) this far apart. The synthetic trials model the same burst.
+STOP_BURST_COUNT = 5
+STOP_BURST_SPACING_S = 0.02
+
+# Default ports: the middlewares' own defaults and Motive's NatNet defaults.
+ZENOH_PORT = 7447  # zenohd / Zenoh router default listener
+MQTT_PORT = 1883  # MQTT, IANA
+MQTT_TLS_PORT = 8883  # MQTT over TLS, IANA
+NATNET_COMMAND_PORT = 1510  # Motive's defaults (Streaming pane)
+NATNET_DATA_PORT = 1511

@@ -1,0 +1,7 @@
+"""Helpers for the kit's own tests and benchmarks, not part of a trial.
+
+- ``synth``: synthetic trials with known answers (real trial directories written with BagWriter).
+- ``ddsperf``: CycloneDDS's own ``ddsperf`` ping/pong, the latency reference of the benchmarks.
+
+Installed with the package so the benchmarks (benchmarks/) can import them as well as the tests.
+"""

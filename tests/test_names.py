@@ -1,0 +1,60 @@
+"""Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/names.py)."""
+
+import ast
+import re
+from pathlib import Path
+
+from fieldtest import names
+from fieldtest.record import names as record_names
+
+ROOT = Path(__file__).resolve().parents[1]
+HOMES = {ROOT / "fieldtest/names.py", ROOT / "fieldtest/record/names.py"}
+SOURCES = [
+    p
+    for d in ("fieldtest", "host_ws", "robot_ws", "tests", "benchmarks", "analysis")
+    for p in (ROOT / d).rglob("*.py")
+]
+# Quoted enclave paths and the relay topic, as a whole string literal (not inside a longer path).
+SHARED_STRINGS = re.compile(
+    r"""["']/fieldtest/(host|robot|bridge_host|bridge_robot|mocap|mocap_driver|recorder|rmw_zenoh|router|broker|cmd_vel)["']"""
+)
+PORT_VALUES = {
+    names.ZENOH_PORT,
+    names.MQTT_PORT,
+    names.MQTT_TLS_PORT,
+    names.NATNET_COMMAND_PORT,
+    names.NATNET_DATA_PORT,
+}
+
+
+def test_enclave_paths_and_relay_topic_are_written_only_in_the_names_modules():
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in SOURCES
+        if path not in HOMES
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if SHARED_STRINGS.search(line)
+    ]
+    assert not found, "use fieldtest.names / fieldtest.record.names:\n" + "\n".join(found)
+
+
+def test_stop_burst_and_ports_are_not_redefined():
+    """No module assigns its own stop burst, and no code uses a default port as a bare number."""
+    found = []
+    for path in SOURCES:
+        if path in HOMES:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+            for target in targets:
+                if isinstance(target, ast.Name) and "STOP_BURST" in target.id:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target.id}")
+            if isinstance(node, ast.Constant) and type(node.value) is int and node.value in PORT_VALUES:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert not found, "use fieldtest.names:\n" + "\n".join(found)
+
+
+def test_the_names_fit_together():
+    assert names.ROLE_ENCLAVES == {"host": names.HOST_ENCLAVE, "robot": names.ROBOT_ENCLAVE}
+    assert record_names.RELAY_CMD_VEL_TOPIC.endswith(record_names.CMD_VEL_TOPIC)
+    assert names.STOP_BURST_COUNT >= 1 and names.STOP_BURST_SPACING_S > 0
