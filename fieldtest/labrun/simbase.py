@@ -200,7 +200,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
         spin_in_background,
     )
 
-    init_without_signal_handlers([])
+    init_without_signal_handlers([], domain_id=args.domain_id)  # the robot side's domain, not $ROS_DOMAIN_ID
     node = rclpy.create_node("create3_base_sim", namespace=args.namespace or None)
     namespace, name = motion_control_name(args.namespace, args.distro)
     params_node = rclpy.create_node(name, namespace=namespace)
