@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from fieldtest.names import MQTT_PORT
 from fieldtest.transport.mqtt import (
     KEEPALIVE_S,
     MAX_INFLIGHT,
@@ -167,7 +168,7 @@ def load_config(path: Path) -> StandinConfig:
         raise StandinConfigError(f"{path}: no valid ROS-MQTT bridge in parameter 'bridge'")
     return StandinConfig(
         host=get("broker.host", "localhost"),
-        port=int(get("broker.port", 1883)),
+        port=int(get("broker.port", MQTT_PORT)),  # mqtt_client's default
         client_id=get("client.id", ""),
         tls=tls,
         ros2mqtt=out,
