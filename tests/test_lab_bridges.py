@@ -401,6 +401,23 @@ def _delivered(publisher: mqtt.Client, subscriber: mqtt.Client, topic: str, wait
     return got.wait(wait_s)
 
 
+def test_broker_sends_small_messages_without_nagles_delay():
+    """Without it Mosquitto held forwards for the peer's delayed ACK (a lab rehearsal's clock
+    probes: round trip median 79 ms); the twin's broker sets it too."""
+    assert "set_tcp_nodelay true" in mosquitto_conf(cfg("host", middleware="mqtt-local-broker")).splitlines()
+
+
+@pytest.mark.parametrize("euid, user_line", [(0, "user root"), (1000, None)])
+def test_broker_launched_as_root_keeps_root_to_read_the_acl(tmp_path, keystore, monkeypatch, euid, user_line):
+    """As root Mosquitto drops to the mosquitto user before reading the ACL and keys, which the
+    launching user owns ("Error opening acl file" in a rehearsal): the host launch keeps root."""
+    monkeypatch.setattr("fieldtest.labrun.bridges.os.geteuid", lambda: euid)
+    c = cfg("host", middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore))
+    [broker] = [p for p in side_processes(c, tmp_path) if p.name == "mosquitto"]
+    users = [line for line in broker.config_files["mosquitto.conf"].splitlines() if line.startswith("user ")]
+    assert users == ([user_line] if user_line else [])
+
+
 @needs_mosquitto
 def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
     port = free_port()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import threading
 from pathlib import Path
 
@@ -17,11 +19,17 @@ import pytest
 import yaml
 
 from fieldtest.campaign import load_trials
-from fieldtest.labrun.rehearsal import ROS_VENV, SimulatedLab, rehearse, ros_python
+from fieldtest.labrun.launchplan import launch_plan
+from fieldtest.labrun.mqtt_standin import STANDIN_BANNER, StandinConfigError, load_config
+from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
+from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
-from fieldtest.labrun.settings import LaunchArgError
+from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.transport.zenoh_bridge import find_bridge
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -37,7 +45,15 @@ def ros_environment():
         pytest.fail(str(exc))
 
 
-def _campaign(tmp_path: Path, distro: str = "jazzy", cmd_type: str = "twist_stamped", **lab) -> Path:
+def _campaign(
+    tmp_path: Path,
+    distro: str = "jazzy",
+    cmd_type: str = "twist_stamped",
+    matrix: dict | None = None,
+    plan: dict | None = None,
+    transport: dict | None = None,
+    **lab,
+) -> Path:
     path = tmp_path / "rehearsal.yaml"
     path.write_text(
         yaml.safe_dump(
@@ -46,13 +62,15 @@ def _campaign(tmp_path: Path, distro: str = "jazzy", cmd_type: str = "twist_stam
                 "base": {
                     "network": "loopback",
                     "cmd_type": cmd_type,
-                    "plan": SHORT_PLAN,
+                    "plan": plan or SHORT_PLAN,
                     "transport": {
                         "namespace": "/tb4",
-                        **{f"{r}_address": "127.0.0.1" for r in ("host", "robot")},
+                        "domain_id": DOMAIN_ID,
+                        **{f"{r}_address": "127.0.0.1" for r in ("host", "robot", "router", "broker")},
+                        **(transport or {}),
                     },
                 },
-                "matrix": {"middleware": ["dds"]},
+                "matrix": matrix or {"middleware": ["dds"]},
                 "lab": {
                     "ros_distro": distro,
                     "countdown_s": 0,
@@ -66,9 +84,10 @@ def _campaign(tmp_path: Path, distro: str = "jazzy", cmd_type: str = "twist_stam
     return path
 
 
-def _rehearse(
+def _rehearse_all(
     tmp_path, lab: SimulatedLab | None = None, say=None, side_args=None, robot_args_only=None, **campaign
-):
+) -> tuple[list, list[dict], list[str]]:
+    """Every trial of the campaign, with the simulated base's final status of each."""
     source = _campaign(tmp_path, **campaign)
     settings, requests = load_trials(source)
     messages: list[str] = []
@@ -81,14 +100,18 @@ def _rehearse(
         robot_args={**(side_args or {}), **(robot_args_only or {})},
         say=say or messages.append,
     )
-    [result] = rehearse(requests, options, lab or SimulatedLab())
-    base_status = _base_status(tmp_path / "runs")
-    return result, base_status, messages
+    results = rehearse(requests, options, lab or SimulatedLab())
+    return results, _base_statuses(tmp_path / "runs"), messages
 
 
-def _base_status(runs: Path) -> dict:
-    found = list(runs.glob("simulated-hardware/*/base_status.json"))
-    return json.loads(found[0].read_text()) if found else {}
+def _rehearse(tmp_path, lab: SimulatedLab | None = None, **kwargs):
+    [result], bases, messages = _rehearse_all(tmp_path, lab, **kwargs)
+    return result, (bases[0] if bases else {}), messages
+
+
+def _base_statuses(runs: Path) -> list[dict]:
+    found = sorted(runs.glob("simulated-hardware/*/base_status.json"))
+    return [json.loads(path.read_text()) for path in found]
 
 
 def _receipts(trial_dir: Path) -> list:
@@ -184,3 +207,223 @@ def _kill_square_driver(tmp_path: Path) -> None:
         cmdline = " ".join(proc.info["cmdline"] or [])
         if "fieldtest_host.square_driver" in cmdline and str(tmp_path) in cmdline:
             os.kill(proc.pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ bridged middlewares
+
+ONE_LAP = {**SHORT_PLAN, "laps": 1}
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    return find_bridge()  # BridgeMissingError names the install command: the tests fail, not skip
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
+    return create_keystore(tmp_path_factory.mktemp("rehearsal") / "keystore", options)
+
+
+def _assert_like_a_lab_trial(result, base: dict, messages: list[str]) -> dict:
+    """What a lab trial's analysis must show: every command received once, latency measured for
+    each, the laps driven, the base at rest. The base counts each command it heard: with the
+    sides' DDS apart, once (through the bridges); a leak between the domains would double it."""
+    assert result.end_reason == "completed", (result.detail, messages)
+    plan = read_trial(result.trial_dir).request.plan
+    metrics = _metrics(result.trial_dir)
+    latency = metrics["latency"]
+    assert latency["commands_received"] == latency["commands_sent"] >= plan.n_ticks()
+    assert latency["lost"] == 0 and latency["duplicates"] == 0
+    assert latency["one_way_ms"]["count"] == latency["commands_received"]
+    assert latency["one_way_ms"]["median"] > 0
+    assert metrics["progress"]["laps_completed"] == plan.laps
+    assert base["commands"] == latency["commands_sent"] and not base["moving"]
+    return latency
+
+
+def _side_logs(result) -> str:
+    return "".join((result.trial_dir / "logs" / f"{side}.log").read_text() for side in ("host", "robot"))
+
+
+def _processes_under(folder: Path, name: str) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if name in cmdline and str(folder) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_zenoh_trials_run_through_the_real_bridges(tmp_path, bridge, keystore):
+    """zenoh-peer and zenoh-router, security none and mtls-acl, in one rehearsal: the launch plan's
+    bridge (and router) configs under zenohd + the ros2dds plugin, started and stopped per trial."""
+    matrix = {"middleware": ["zenoh-peer", "zenoh-router"], "security": ["none", "mtls-acl"]}
+    results, bases, messages = _rehearse_all(
+        tmp_path, matrix=matrix, plan=ONE_LAP, transport={"keystore": str(keystore)}
+    )
+    assert len(results) == len(bases) == 4
+    for result, base in zip(results, bases, strict=True):
+        _assert_like_a_lab_trial(result, base, messages)
+        request = read_trial(result.trial_dir).request
+        logs = _side_logs(result)
+        for role in ("host", "robot"):  # the plan's own config file, run by zenohd + the plugin
+            assert f"run zenoh_bridge: {bridge.zenohd} -c " in logs
+            assert f"/config/{role}/zenoh_bridge_{role}.json5 -P ros2dds:{bridge.plugin}" in logs
+        assert logs.count("Successfully started plugin ros2dds") == 2, result.trial_dir
+        if request.transport.middleware == "zenoh-router":
+            assert f"run zenoh_router: {bridge.zenohd} -c" in logs
+    assert not _processes_under(tmp_path, "zenohd")  # every trial stopped its bridges and router
+
+
+def test_without_the_robots_bridge_nothing_reaches_the_robot(tmp_path, bridge):
+    """The sides' DDS domains are apart: with the host's bridge up and the robot's left out, the
+    robot hears nothing, so the pre-flight refuses and the base never moves."""
+    lab = SimulatedLab(robot_without=("zenoh_bridge",))
+    result, base, messages = _rehearse(
+        tmp_path, lab, matrix={"middleware": ["zenoh-peer"]}, plan=ONE_LAP, preflight_timeout_s=8
+    )
+    assert result.end_reason == "error" and "robot-link" in result.detail, (result.detail, messages)
+    assert "Successfully started plugin ros2dds" in _side_logs(result)  # the host's bridge was up
+    assert base["commands"] == 0 and base["max_linear_commanded_mps"] == 0.0
+
+
+@pytest.mark.parametrize("middleware, security", [("mqtt-local-broker", "mtls-acl"), ("mqtt-broker", "none")])
+def test_mqtt_trials_run_through_mosquitto_and_the_mqtt_client_stand_in(
+    tmp_path, keystore, middleware, security
+):
+    """Real Mosquitto with the kit's broker config (started by the host's launch plan, or as the
+    separate broker machine), the stand-in for mqtt_client on each side, with its parameter file."""
+    transport = {"keystore": str(keystore)}
+    result, base, messages = _rehearse(
+        tmp_path,
+        matrix={"middleware": [middleware], "security": [security]},
+        plan=ONE_LAP,
+        transport=transport,
+    )
+    _assert_like_a_lab_trial(result, base, messages)
+    assert any("stand-in" in m and "mqtt_client" in m for m in messages)  # said plainly
+    logs = _side_logs(result)
+    assert logs.count(STANDIN_BANNER) == 2
+    for role in ("host", "robot"):
+        assert f"-m {MQTT_STANDIN} " in logs and f"/config/{role}/mqtt_client_{role}.yaml" in logs
+    assert ("run mosquitto:" in logs) == (middleware == "mqtt-local-broker")
+
+
+# ------------------------------------------------------- the stand-in and planrun, without a trial
+
+
+@pytest.mark.parametrize("security", ["none", "mtls-acl"])
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
+    from fieldtest.labrun.bridges import mqtt_client_params, received_by, sent_by, to_yaml, wire_name
+
+    extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
+    cfg = parse_launch_args(
+        {
+            "middleware": "mqtt-broker",
+            "namespace": "/tb4",
+            "ros_distro": "jazzy",
+            "mqtt_port": "1999",
+            **extra,
+        },
+        role,
+        environ={},
+    )
+    path = tmp_path / f"mqtt_client_{role}.yaml"
+    path.write_text(to_yaml(mqtt_client_params(cfg)))
+    config = load_config(path)
+    assert (config.host, config.port, config.client_id) == ("127.0.0.1", 1999, f"fieldtest_{role}")
+    assert [b.mqtt_topic for b in config.ros2mqtt] == [wire_name(cfg, t.topic) for t in sent_by(cfg)]
+    assert [b.ros_topic for b in config.mqtt2ros] == [f"/tb4{t.topic}" for t in received_by(cfg)]
+    assert [b.ros_type for b in config.mqtt2ros] == [t.typename for t in received_by(cfg)]
+    assert all(b.mqtt_qos == 1 and b.reliability == "reliable" for b in config.mqtt2ros)
+    assert bool(config.tls) == (security != "none")
+    if config.tls:
+        assert Path(config.tls["certificate"]).is_file() and Path(config.tls["key"]).is_file()
+
+
+def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "/**": {
+                    "ros__parameters": {
+                        "bridge": {
+                            "ros2mqtt": {"ros_topics": ["/a"], "/a": {"mqtt_topic": "a", "primitive": True}}
+                        }
+                    }
+                }
+            }
+        )
+    )
+    with pytest.raises(StandinConfigError, match=r"params.yaml: bridge.ros2mqtt./a.primitive"):
+        load_config(path)
+    path.write_text("{}")
+    with pytest.raises(StandinConfigError, match="no ros__parameters"):
+        load_config(path)
+
+
+def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
+    """A broker whose port is taken exits at once: the side ends (exit 3) before any node starts."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [
+            f"{k}:={v}"
+            for k, v in {
+                "middleware": "mqtt-local-broker",
+                "mqtt_port": port,
+                "ros_distro": "jazzy",
+                **NODE_ARGS,
+            }.items()
+        ]
+        done = subprocess.run(
+            [ros_python(ROS_VENV), "-m", "fieldtest.labrun.planrun", "--rehearsal", "host", *args, f"trial_dir:={tmp_path}"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == EXIT_SIDE_PROCESS, done.stdout + done.stderr
+    assert (
+        "mosquitto exited at start" in done.stdout and "node " not in done.stdout.split("exited at start")[-1]
+    )
+    assert not (tmp_path / "host").exists()  # square_driver never ran
+
+
+def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
+    settings, requests = load_trials(_campaign(tmp_path, matrix={"middleware": ["zenoh-router"]}))
+    options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab)
+    with pytest.raises(RehearsalError, match="install_zenoh_bridge.sh"):
+        rehearse(requests, options, SimulatedLab())
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router", "mqtt-local-broker"])
+def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, bridge, middleware):
+    """Only the program changes: same names, same config files (not rewritten), same environment,
+    plus what the one-machine bridge needs: its CycloneDDS meets the nodes' Fast DDS on 127.0.0.1
+    only with a unicast peer there (without it the plugin created no route)."""
+    args = {"middleware": middleware, "ros_distro": "jazzy", "trial_dir": str(tmp_path), **NODE_ARGS}
+    plan = launch_plan(args, "host", environ={"PATH": ""})  # no zenohd on PATH: the plan's fallback router
+    replaced = {p.name: p for p in rehearsal_processes(plan, python="/ros/python")}
+    for proc in plan.processes:
+        assert replaced[proc.name].config_files == proc.config_files
+        assert replaced[proc.name].env.items() >= proc.env.items()
+    if middleware.startswith("zenoh"):
+        bridge_proc = replaced["zenoh_bridge"]
+        config = plan.config_dir / "zenoh_bridge_host.json5"
+        assert bridge_proc.argv[:4] == [str(bridge.zenohd), "-c", str(config), "-P"]
+        assert bridge_proc.env["ROS_DISTRO"] == "jazzy"
+        assert '<Peer address="127.0.0.1"/>' in bridge_proc.env["CYCLONEDDS_URI"]
+    if middleware == "zenoh-router":
+        assert replaced["zenoh_router"].argv == [
+            str(bridge.zenohd),
+            "-c",
+            str(plan.config_dir / "zenoh_router.json5"),
+        ]
+    if middleware.startswith("mqtt"):
+        params = plan.config_dir / "mqtt_client_host.yaml"
+        assert replaced["mqtt_client"].argv == ["/ros/python", "-m", MQTT_STANDIN, str(params)]
+        assert replaced["mosquitto"].argv == next(p.argv for p in plan.processes if p.name == "mosquitto")

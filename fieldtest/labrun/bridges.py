@@ -593,7 +593,7 @@ def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None
             if cfg.security != "none":
                 files[acl.name] = mosquitto_acl(cfg)
             conf = folder / "mosquitto.conf"
-            files[conf.name] = mosquitto_conf(cfg, acl)
+            files[conf.name] = mosquitto_conf(cfg, acl, run_as=broker_user())
             out.append(SideProcess("mosquitto", [MOSQUITTO, "-c", str(conf)], {}, files))
         params = folder / f"mqtt_client_{cfg.role}.yaml"
         text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
@@ -601,6 +601,17 @@ def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None
     if cfg.record_ros2bag and cfg.trial_dir:
         out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), ros2bag_record_env(cfg), {}))
     return out
+
+
+def broker_user() -> str | None:
+    """Started as root, Mosquitto drops to the ``mosquitto`` user before it reads the ACL and the
+    keystore's files, which the launching user owns (a private folder: "Error opening acl file"):
+    as root it keeps root's identity. None for anyone else (Mosquitto then runs as that user)."""
+    if os.geteuid() != 0:
+        return None
+    import pwd
+
+    return pwd.getpwuid(0).pw_name
 
 
 def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> list[Path]:
@@ -655,10 +666,6 @@ def trial_bridge_processes(
     ``dds_address``: where the kit's own DDS endpoints are pinned (the bridges get a unicast peer
     there, ``bridge_env``); None next to real ROS nodes (the plugin's own discovery settings).
     """
-    # here, not at the top: rosgraph needs the cyclonedds binding, which the lab nodes' ROS 2
-    # environment (rclpy on Fast DDS) does not have, and planrun imports this module
-    from fieldtest.transport.rosgraph import before_iron
-
     folder = Path(config_dir)
     out: list[SideProcess] = []
     if host.entry.infra_process == "router":
@@ -667,16 +674,25 @@ def trial_bridge_processes(
         out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))
     for cfg in (robot, host):
         path = folder / f"zenoh_bridge_{cfg.role}.json5"
-        config = zenoh_bridge_config(cfg)
-        text = to_json5(config, f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)")
-        pins = before_iron(cfg.ros_distro) and bool(config["plugins"]["ros2dds"].get("ros_localhost_only"))
-        env = bridge_env(cfg.ros_distro, dds_address, plugin_pins_loopback=pins)
-        out.append(
-            SideProcess(
-                f"bridge_{cfg.role}", zenohd_bridge_command(cfg, path, bridge), env, {path.name: text}
-            )
+        text = to_json5(
+            zenoh_bridge_config(cfg), f"fieldtest zenoh-bridge-ros2dds, {cfg.role} side (generated)"
         )
+        argv, env = zenohd_bridge_launch(cfg, path, bridge, dds_address)
+        out.append(SideProcess(f"bridge_{cfg.role}", argv, env, {path.name: text}))
     return out
+
+
+def zenohd_bridge_launch(
+    cfg: LabLaunch, config_path: Path, bridge: BridgeBinaries, dds_address: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of one side's bridge as zenohd + the ros2dds plugin reading ``config_path``.
+
+    ``dds_address``: where the side's DDS endpoints are pinned (the bridge gets a unicast peer there,
+    ``bridge_env``); None: the plugin's own discovery settings. The plugin pins 127.0.0.1 itself
+    under ``ros_localhost_only`` (set for Humble only, ``ros2dds_plugin``)."""
+    pins = bool(ros2dds_plugin(cfg).get("ros_localhost_only"))
+    env = bridge_env(cfg.ros_distro, dds_address, plugin_pins_loopback=pins)
+    return zenohd_bridge_command(cfg, config_path, bridge), env
 
 
 @contextlib.contextmanager

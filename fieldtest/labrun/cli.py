@@ -131,7 +131,10 @@ def rehearse_main(args: argparse.Namespace) -> int:
         analyse=not args.no_analyse,
     )
     lab = SimulatedLab(
-        base=not args.no_base, base_vendor=args.base_vendor, safety_override=args.safety_override
+        base=not args.no_base,
+        base_vendor=args.base_vendor,
+        safety_override=args.safety_override,
+        robot_without=tuple(args.robot_without),
     )
     try:
         results = rehearse(trials, options, lab)
@@ -246,6 +249,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--base-vendor", choices=("fastdds", "cyclonedds"), default="fastdds")
     p.add_argument("--safety-override", choices=("none", "backup_only", "full"), default="full")
     p.add_argument("--no-base", action="store_true", help="no simulated base (the pre-flight must refuse)")
+    p.add_argument(
+        "--robot-without",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave a robot side process out, e.g. zenoh_bridge or mqtt_client (a link that never comes up)",
+    )
     p.add_argument("--host-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--runs-dir", default="trials/runs")

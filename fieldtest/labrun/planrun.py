@@ -1,6 +1,6 @@
 """Run one side's launch plan the way its launch file does, for machines without ``ros2 launch``.
 
-    python -m fieldtest.labrun.planrun host|robot name:=value ...
+    python -m fieldtest.labrun.planrun [--rehearsal [--without=NAME]] host|robot name:=value ...
 
 ``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.launchplan.launch_plan`` one to
 one onto launch actions; this does the same with plain processes, so the real rclpy nodes of
@@ -12,11 +12,19 @@ SIGINT/SIGTERM go to the nodes first (SIGINT, as launch does), then to the side 
 node exits, everything is stopped (the launch files' OnProcessExit -> Shutdown).
 
 Run it with the Python of a ROS 2 environment: the nodes are started with the same interpreter.
+
+``--rehearsal`` (``fieldtest lab rehearse``, both sides on one machine) runs the side processes that
+cannot be installed here in their place, with the files the plan wrote: zenoh-bridge-ros2dds as
+zenohd + the ros2dds plugin (upstream's supported equivalent, built by
+tools/install_zenoh_bridge.sh), the host's Zenoh router as that zenohd, and mqtt_client as the kit's
+stand-in ``fieldtest.labrun.mqtt_standin`` (NOT the real mqtt_client; same parameter file, same
+wire format). Mosquitto is the real one.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,12 +36,28 @@ from typing import Any
 
 import yaml
 
+from fieldtest.labrun.bridges import (
+    MOSQUITTO,
+    ZENOH_BRIDGE,
+    ZENOHD,
+    SideProcess,
+    zenohd_bridge_launch,
+)
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.settings import LaunchArgError
 from fieldtest.labrun.standin import parse_argv
 from fieldtest.procs import die_with_parent
+from fieldtest.transport.zenoh_bridge import LOOPBACK, BridgeMissingError, find_bridge, router_argv
 
 EXIT_GATE_REFUSED = 1
+EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its config, port taken)
+SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
+REHEARSAL_FLAG = "--rehearsal"
+WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
+MQTT_STANDIN = "fieldtest.labrun.mqtt_standin"
+STANDIN_NOTE = (
+    "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
+)
 STOP_TIMEOUT_S = 5.0  # launch's sigterm_timeout default: SIGINT, then SIGTERM after this
 
 
@@ -68,6 +92,35 @@ def node_argv(spec: NodeSpec, params_file: Path, python: str = sys.executable) -
         str(params_file),
         *spec.ros_arguments,
     ]
+
+
+class RehearsalError(RuntimeError):
+    """A side process the rehearsal cannot run on this machine (one line: what and why)."""
+
+
+def rehearsal_processes(plan: LaunchPlan, python: str = sys.executable) -> list[SideProcess]:
+    """The plan's side processes as a one-machine rehearsal runs them (see the module doc): the
+    same names, config files and environment; only the program differs where the lab's cannot be
+    installed here."""
+    out = []
+    for proc in plan.processes:
+        argv, env = proc.argv, dict(proc.env)
+        if proc.name == "zenoh_bridge" and proc.argv[0] == ZENOH_BRIDGE:
+            config = plan.config_dir / next(iter(proc.config_files))
+            # The nodes' Fast DDS is pinned to 127.0.0.1 (environment.fastdds_profile_xml); the
+            # plugin's CycloneDDS 11 never meets it there without a unicast peer (0 routes).
+            argv, bridge_env = zenohd_bridge_launch(plan.cfg, config, find_bridge(), LOOPBACK)
+            env.update(bridge_env)
+        elif proc.name == "zenoh_router" and Path(proc.argv[0]).name != ZENOHD:
+            argv = router_argv(find_bridge(), plan.config_dir / next(iter(proc.config_files)))
+        elif proc.name == "mqtt_client":
+            argv = [python, "-m", MQTT_STANDIN, plan.config_dir / next(iter(proc.config_files))]
+        elif proc.name == "mosquitto" and not shutil.which(MOSQUITTO):
+            raise RehearsalError("mosquitto is not installed (apt install mosquitto; tools/install.sh does)")
+        elif proc.name in ("rmw_zenohd", "ros2bag"):
+            raise RehearsalError(f"{proc.name} needs ROS 2 packages that are not among the wheels")
+        out.append(SideProcess(proc.name, [str(a) for a in argv], env, proc.config_files))
+    return out
 
 
 class PlanRunner:
@@ -123,6 +176,17 @@ class PlanRunner:
                         preexec_fn=die_with_parent,
                     )
                 )
+            if self.side:
+                time.sleep(SIDE_START_CHECK_S)
+            dead = [
+                (p, s) for p, s in zip(self.plan.processes, self.side, strict=True) if s.poll() is not None
+            ]
+            if dead:
+                for proc, popen in dead:
+                    self._say(
+                        f"{proc.name} exited at start (code {popen.returncode}): the nodes are not started"
+                    )
+                return EXIT_SIDE_PROCESS
             code = self._gate()
             if code != 0:
                 self._say(f"pre-flight refused the trial (exit {code}): the nodes are not started")
@@ -166,12 +230,31 @@ def _stop(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S) -> N
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rehearsal, without = False, set()
+    while argv and argv[0].startswith("--"):  # options before the role
+        flag = argv.pop(0)
+        if flag == REHEARSAL_FLAG:
+            rehearsal = True
+        elif flag.startswith(WITHOUT_FLAG) and rehearsal:
+            without.add(flag.removeprefix(WITHOUT_FLAG))
+        else:
+            print(f"fieldtest.labrun.planrun: unknown option {flag}", file=sys.stderr)
+            return 2
     try:
-        role, args = parse_argv(list(sys.argv[1:] if argv is None else argv))
+        role, args = parse_argv(argv)
         plan = launch_plan(args, role)  # type: ignore[arg-type]
-    except LaunchArgError as exc:
+        if rehearsal:
+            plan.processes = rehearsal_processes(plan)
+    except (LaunchArgError, RehearsalError, BridgeMissingError) as exc:
         print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
         return 2
+    tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
+    if rehearsal and plan.cfg.mqtt:
+        print(f"{tag} {STANDIN_NOTE}", flush=True)
+    for proc in [p for p in plan.processes if p.name in without]:
+        print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
+    plan.processes = [p for p in plan.processes if p.name not in without]
     runner = PlanRunner(plan)
     signal.signal(signal.SIGINT, runner.request_stop)
     signal.signal(signal.SIGTERM, runner.request_stop)

@@ -12,6 +12,15 @@ model as a ROS 2 participant) and Motive (the NatNet emulator, fed the base's tr
 The nodes need a ROS 2 environment: ``tools/install_ros.sh`` builds one from the ROS 2 wheels
 (.venv-ros: rclpy with Fast DDS, fieldtest_msgs). Both sides run on this machine; the robot side
 records under ``<runs>/robot-side`` as the Pi would and is collected like a remote one.
+
+Bridged middlewares: each side's DDS gets a domain of its own (``side_domain``: the robot's is the
+host's + 100), so on one machine the host's commands reach the robot only through the two bridges,
+as over the lab's Wi-Fi. The bridges, router and broker are the launch plan's side processes with
+the files the plan writes, started and stopped with each trial by planrun (``--rehearsal``): the
+Zenoh bridge as zenohd + the ros2dds plugin, Mosquitto for real, and in place of mqtt_client (not
+installable here) the kit's stand-in ``fieldtest.labrun.mqtt_standin``. For ``mqtt-broker`` the
+broker of the "third machine" runs here with the kit's broker config. Zenoh and MQTT ports are
+picked free per trial (several rehearsals may share the machine).
 """
 
 from __future__ import annotations
@@ -27,13 +36,21 @@ from typing import Any
 
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
+from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.record import TrialRequest
+from fieldtest.transport.zenoh_bridge import side_domain
 
 ROS_VENV = Path(__file__).resolve().parents[2] / ".venv-ros"
-PLANRUN = ("-m", "fieldtest.labrun.planrun")
+PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
+MQTT_CLIENT = "mqtt_client"  # the registry's lab_bridge of the MQTT middlewares
 BASE_READY = "READY simulated base"
+MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
+MQTT_STANDIN_NOTE = (
+    "MQTT: mqtt_client is NOT installable here; the kit's stand-in (fieldtest.labrun.mqtt_standin) "
+    "reads its parameter file and carries the topics in its wire format"
+)
 # rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
 NODE_ARGS = {"dds": "fastrtps", "record_ros2bag": "false"}
 
@@ -59,6 +76,8 @@ class SimulatedLab:
     safety_override: str = "full"
     mocap_rate_hz: float = 120.0
     extra_base_args: list[str] = field(default_factory=list)
+    # robot side processes left out (e.g. "zenoh_bridge", "mqtt_client"): a link that never comes up
+    robot_without: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -97,6 +116,7 @@ def simulated_hardware(
             ],  # fmt: skip
         )
         procs.wait_ready("natnet", marker=NATNET_READY)
+        _start_broker_machine(procs, request, distro, log_dir)
         if lab.base:
             base_python = python if lab.base_vendor == "fastdds" else sys.executable
             procs.start(
@@ -114,7 +134,7 @@ def simulated_hardware(
                     "--safety-override",
                     lab.safety_override,
                     "--domain-id",
-                    str(request.transport.domain_id),
+                    str(robot_domain(request)),
                     "--feed-port",
                     str(ports["feed"]),
                     "--status",
@@ -125,17 +145,63 @@ def simulated_hardware(
             procs.wait_ready("base", marker=BASE_READY, timeout_s=30.0)
         yield ports
     finally:
-        procs.stop_all(["base", "natnet"])
+        procs.stop_all(["base", "natnet", "broker"])
 
 
-def rehearsal_options(options: LabOptions, python: str) -> LabOptions:
+def robot_domain(request: TrialRequest) -> int:
+    """The robot side's DDS domain: its own when bridged (only the bridges join the two sides)."""
+    bridged = lab_bridge(request) is not None
+    return side_domain(request.transport, "robot") if bridged else request.transport.domain_id
+
+
+def lab_bridge(request: TrialRequest) -> str | None:
+    """The program that bridges this trial's middleware in the lab (the registry's), or None."""
+    return registry.get(request.transport.middleware).lab_bridge
+
+
+def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
+    """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
+    machine, with the kit's broker config and ACL."""
+    from fieldtest.labrun.bridges import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
+    from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
+
+    args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
+    cfg = parse_launch_args(args, "host", environ={})
+    if not cfg.mqtt or cfg.start_broker:
+        return
+    acl = log_dir / "mosquitto.acl"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.security != "none":
+        acl.write_text(mosquitto_acl(cfg))
+    conf = log_dir / "mosquitto.conf"
+    conf.write_text(mosquitto_conf(cfg, acl, bind_address=cfg.broker_address, run_as=broker_user()))
+    procs.start("broker", [MOSQUITTO, "-c", str(conf)])
+    procs.wait_ready("broker", marker=MOSQUITTO_READY, timeout_s=10.0)
+
+
+def rehearsal_request(request: TrialRequest) -> TrialRequest:
+    """``request`` with free Zenoh and MQTT ports: everything listens on this one machine."""
+    ports = {"zenoh_port": free_port(), "mqtt_port": free_port()}
+    return request.model_copy(update={"transport": request.transport.model_copy(update=ports)})
+
+
+def side_options(options: LabOptions, request: TrialRequest) -> LabOptions:
+    """The robot side in its own DDS domain for a bridged trial (``robot_domain``)."""
+    if lab_bridge(request) is None:
+        return options
+    robot_args = {**options.robot_args, "domain_id": str(robot_domain(request))}
+    return dataclasses.replace(options, robot_args=robot_args)
+
+
+def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None = None) -> LabOptions:
     """``options`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
+    robot_without = tuple(f"--without={name}" for name in (lab.robot_without if lab else ()))
     return dataclasses.replace(
         options,
         host_launch=(python, *PLANRUN, "host"),
         host_args={**NODE_ARGS, **options.host_args},
         robot_args={**NODE_ARGS, **options.robot_args},
-        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, "robot")),
+        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, *robot_without, "robot")),
     )
 
 
@@ -162,13 +228,18 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     _check_ros_environment(python)
-    local = rehearsal_options(options, python)
+    _check_bridges(requests)
+    local = rehearsal_options(options, python, lab)
     results = []
     for i, request in enumerate(requests):
         options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
+        if lab_bridge(request) == MQTT_CLIENT:
+            options.say(f"  {MQTT_STANDIN_NOTE}")
+        request = rehearsal_request(request)
         log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
         with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
-            runner = LabRunner(dataclasses.replace(local, mocap=emulator_recorder(ports)))
+            trial_options = side_options(local, request)
+            runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)))
             result = runner.run_trial(request)
         options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
         results.append(result)
@@ -187,3 +258,20 @@ def _check_ros_environment(python: str) -> None:
         raise RehearsalError(
             f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
         )
+
+
+def _check_bridges(requests: list[TrialRequest]) -> None:
+    """The programs the bridged trials need, before any trial starts (one line: what and how)."""
+    import shutil
+
+    from fieldtest.labrun.bridges import MOSQUITTO, ZENOH_BRIDGE
+    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
+
+    bridges = {lab_bridge(r) for r in requests}
+    if ZENOH_BRIDGE in bridges:
+        try:
+            find_bridge()
+        except BridgeMissingError as exc:
+            raise RehearsalError(str(exc)) from None
+    if MQTT_CLIENT in bridges and not shutil.which(MOSQUITTO):
+        raise RehearsalError("mosquitto is not installed: apt install mosquitto (tools/install.sh does)")

@@ -17,7 +17,6 @@ machine's other interface, and never meet DDS endpoints pinned to 127.0.0.1 with
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,10 +86,11 @@ def unicast_dds_uri(address: str = LOOPBACK, *, pin_interface: bool = True) -> s
     """CYCLONEDDS_URI meeting the kit's DDS endpoints pinned to ``address`` (unicast, no multicast).
     ``pin_interface=False`` leaves the interface out, for a plugin that pins 127.0.0.1 itself: a
     second identical NetworkInterface makes its ros_discovery_info reader fail ("Precondition Not Met")."""
-    from .dds import cyclonedds_xml  # the kit's own DDS settings, so both ends agree
+    # the kit's own writer (fieldtest.transport.dds uses it too), without the binding: planrun runs
+    # the bridge from the ROS 2 environment, which has none
+    from .cyclonedds_config import cyclonedds_config_xml
 
-    xml = cyclonedds_xml(TransportConfig(host_address=address, robot_address=address), "host")
-    return xml if pin_interface else re.sub(r"<Interfaces>.*?</Interfaces>", "", xml)
+    return cyclonedds_config_xml(interface_addresses=[address] if pin_interface else [], peers=[address])
 
 
 def bridge_env(
