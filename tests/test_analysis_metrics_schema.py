@@ -62,7 +62,7 @@ def _broken(tmp_path, analysed, change) -> str:
 
 
 def test_unknown_or_missing_version_is_refused(tmp_path, analysed):
-    assert "metrics_version 99, this kit reads 1" in _broken(
+    assert "metrics_version 99, this kit reads 1, 2" in _broken(
         tmp_path, analysed, lambda d: d.update(metrics_version=99)
     )
     assert "metrics_version None" in _broken(tmp_path, analysed, lambda d: d.pop("metrics_version"))
@@ -92,3 +92,43 @@ def test_not_json_or_missing_is_one_line(tmp_path):
         read_metrics(bad)
     with pytest.raises(MetricsError, match="not readable"):
         read_metrics(tmp_path / "missing.json")
+
+
+def test_version_1_files_are_still_read(tmp_path, analysed):
+    data = json.loads(analysed["complete"][0].read_text())
+    data["metrics_version"] = 1
+    (data.get("stack") or {}).pop("forwarding", None)  # version 1 had no forwarding probe
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(data))
+    assert read_metrics(path).metrics_version == 1
+
+
+@pytest.mark.parametrize(
+    "probe, row",
+    [
+        (
+            {
+                "samples": 400,
+                "lost": 2,
+                "rtt_p50_ms": 0.61,
+                "rtt_p90_ms": 2.4,
+                "rtt_p99_ms": 18.3,
+                "rtt_max_ms": 39.7,
+            },
+            "| router/broker forwarding (probe round trip on its node) | p50 0.61 ms, p99 18.30 ms, max 39.70 ms; "
+            "2 of 400 lost |",
+        ),
+        ({"samples": 30, "lost": 30}, "| router/broker forwarding | no probe sample came back (30 sent) |"),
+    ],
+)
+def test_the_forwarding_probe_reaches_metrics_and_the_report(tmp_path, probe, row):
+    from fieldtest.record.trial import read_trial, write_trial
+
+    synthesize(tmp_path, VARIANTS["complete"])
+    record = read_trial(tmp_path)
+    record.outcome.stack["forwarding"] = probe
+    write_trial(tmp_path, record)
+    analyze_trial(tmp_path, plots=False)
+    metrics = read_metrics(tmp_path / "analysis" / "metrics.json")
+    assert metrics.stack.forwarding == probe
+    assert row in (tmp_path / "analysis" / "report.md").read_text()

@@ -5,8 +5,10 @@ file); ``Metrics.model_validate(dict)`` checks the dict ``analyze_trial`` return
 keys the schema does not name (``extra="allow"``): the schema types what the readers use, the rest
 travels unchanged. Field list and units: docs/analysis.md, "metrics.json".
 
-Version history: 1 is the only version so far. A change to the written format bumps
-``METRICS_VERSION``; ``read_metrics`` then keeps reading the versions listed in ``READABLE_VERSIONS``.
+Version history: 1, the first; its later files also carry ``stack`` and ``drift_causes`` (optional
+here). 2 adds ``stack.forwarding``, the router's or broker's own forwarding delay. A change to the
+written format bumps ``METRICS_VERSION``; ``read_metrics`` then keeps reading the versions listed in
+``READABLE_VERSIONS``.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fieldtest.plan import validation_message
 
-METRICS_VERSION = 1
-READABLE_VERSIONS = (1,)
+METRICS_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 METRICS_FILE = "metrics.json"
 
 
@@ -188,6 +190,8 @@ class Stack(Section):
     host_emission_late: dict[str, Any] | None = None
     robot: dict[str, Any] | None = None
     mocap: dict[str, Any] | None = None
+    # the router's or broker's forwarding probe (fieldtest.middleware.fwdprobe); None where there is none
+    forwarding: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
 

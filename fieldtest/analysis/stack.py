@@ -73,6 +73,7 @@ def stack_metrics(data: Any, clock: Any, causes: dict[str, Any], link_emulated: 
         "machine": recorded.get("machine"),
         "robot": recorded.get("robot"),
         "mocap": recorded.get("mocap"),
+        "forwarding": recorded.get("forwarding"),
         "link_emulated": link_emulated,
     }
     errors = _timing_errors(data, clock)

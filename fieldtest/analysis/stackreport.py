@@ -58,6 +58,18 @@ def causes_lines(m: Metrics) -> list[str]:
     ]
 
 
+def _forwarding_lines(probe: dict) -> list[str]:
+    """The router's or broker's own forwarding, from the probe's round trip through it on its node."""
+    if not probe.get("samples"):
+        return []
+    if "rtt_p50_ms" not in probe:
+        return [f"| router/broker forwarding | no probe sample came back ({probe['samples']} sent) |"]
+    return [
+        f"| router/broker forwarding (probe round trip on its node) | p50 {_ms(probe['rtt_p50_ms'])}, "
+        f"p99 {_ms(probe['rtt_p99_ms'])}, max {_ms(probe['rtt_max_ms'])}; {probe['lost']} of {probe['samples']} lost |"
+    ]
+
+
 def stack_lines(m: Metrics) -> list[str]:
     stack = m.stack
     if stack is None:
@@ -84,6 +96,7 @@ def stack_lines(m: Metrics) -> list[str]:
         out.append(
             f"| mocap emulator | {mocap['frames_skipped_late']} of {mocap['frames_generated']} frames skipped late |"
         )
+    out += _forwarding_lines(stack.forwarding or {})
     machine = stack.machine or {}
     if machine:
         pressure = machine.get("cpu_pressure_pct")
