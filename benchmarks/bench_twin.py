@@ -7,7 +7,7 @@
 1. Emission jitter: the real host streamer process (``fieldtest.twin.host``) streams a plan at
    20 Hz and at 100 Hz over DDS to a real twin robot process. The host is pinned to one core;
    a busy-loop process and the robot are pinned to the other core. Lateness of tick k = its
-   send time (the host bag's log time, taken by ``HostStreamer.send_command`` right before the
+   send time (the host bag's log time, taken by ``CommandStreamer.send_command`` right before the
    publish call) minus its due time (stream start + k / rate, from the host's status file).
    Beside it, the host's own loop function ``emit_schedule`` alone, with a send function that
    only reads the clock (no serialization, publish or bag write), under the same CPU hog.
@@ -45,6 +45,10 @@ import numpy as np
 import psutil
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import Clock
+from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS_FILE
+from fieldtest.endpoints.streamer import STATUS_FILE as HOST_STATUS_FILE
+from fieldtest.endpoints.streamer import emit_schedule
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
@@ -64,11 +68,7 @@ from fieldtest.record import (
 from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
 from fieldtest.transport.base import TransportConfig, prepare, stamped_publisher
-from fieldtest.twin.clock import Clock
 from fieldtest.twin.common import GIL_SWITCH_S
-from fieldtest.twin.host import STATUS_FILE as HOST_STATUS_FILE
-from fieldtest.twin.host import emit_schedule
-from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS_FILE
 
 JITTER_TARGET_P99_MS = 0.2
 DDSPERF_FACTOR_TARGET = 2.0

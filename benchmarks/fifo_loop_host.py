@@ -4,8 +4,8 @@
     python benchmarks/fifo_loop_host.py [--priority 50] --trial-dir D [host options]
 
 It runs ``fieldtest.twin.host`` unchanged, except that the thread that calls ``emit_schedule``
-switches itself to SCHED_FIFO ``priority`` just before the first tick and back to its previous
-policy afterwards. The host's other threads (middleware receive threads, the clock-probe
+(``fieldtest.endpoints.streamer``) switches itself to SCHED_FIFO ``priority`` just before the
+first tick and back to its previous policy afterwards. The host's other threads (middleware receive threads, the clock-probe
 responder, the parent watch) keep what the kit gives them: SCHED_FIFO 10 for the whole process
 (``fieldtest.realtime.try_realtime``), or SCHED_OTHER with FIELDTEST_REALTIME=0. Threads at
 equal FIFO priority never preempt one another on a core. So with the kit's setting alone, a probe
@@ -18,14 +18,15 @@ from __future__ import annotations
 import os
 import sys
 
+from fieldtest.endpoints import streamer
 from fieldtest.twin import host
 
 DEFAULT_PRIORITY = 50
 
 
 def fifo_emit_schedule(priority: int):
-    """``host.emit_schedule`` wrapped so its calling thread runs at SCHED_FIFO ``priority``."""
-    plain = host.emit_schedule
+    """``streamer.emit_schedule`` wrapped so its calling thread runs at SCHED_FIFO ``priority``."""
+    plain = streamer.emit_schedule
 
     def emit(*args, **kwargs):
         policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> int:
     priority = DEFAULT_PRIORITY
     if argv[:1] == ["--priority"]:
         priority, argv = int(argv[1]), argv[2:]
-    host.emit_schedule = fifo_emit_schedule(priority)  # HostStreamer.stream looks it up at call time
+    streamer.emit_schedule = fifo_emit_schedule(priority)  # CommandStreamer.stream looks it up at call time
     return host.main(argv)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
+from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
 from fieldtest.record import (
@@ -47,8 +49,15 @@ DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
 # On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001
-STOP_ORDER = ["host", "robot", "recorder", "natnet"]  # the host first: its stop burst needs a robot
+STOP_ORDER = [
+    "host",
+    "robot",
+    "recorder",
+    "natnet",
+    "fwdprobe",
+]  # the host first: its stop burst needs a robot
 BRIDGE_PROCESSES = ("bridge_host", "bridge_robot", "router")  # bridged Zenoh; stopped after the above
+FORWARD_PROBE_FILE = "logs/forward_probe.json"
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
 
 
@@ -228,10 +237,24 @@ def _start_bridges(
     return {"ROS_DISTRO": host.ros_distro}
 
 
+def _start_forward_probe(request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network) -> bool:
+    """The router's or broker's own forwarding delay, probed on its node (fieldtest.middleware.fwdprobe).
+    Not with security on: the probe has no identity of its own in the trial's access control."""
+    middleware = registry.get(request.transport.middleware)
+    if middleware.infra_process is None or request.transport.security != "none":
+        return False
+    args = ["--trial-dir", str(trial_dir), "--out", str(trial_dir / FORWARD_PROBE_FILE)]
+    procs.start_python(
+        "fwdprobe", "fieldtest.middleware.fwdprobe", args, prefix=net.prefix(middleware.infra_node)
+    )
+    return True
+
+
 def _start_trial_processes(
     request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
 ) -> None:
     side_env = _start_bridges(request, trial_dir, procs, net)
+    probing = _start_forward_probe(request, trial_dir, procs, net)
     serve, record = _natnet_args(request, trial_dir)
     procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
     procs.wait_ready("natnet", marker="NatNet emulator:")
@@ -240,6 +263,8 @@ def _start_trial_processes(
     arg = ["--trial-dir", str(trial_dir)]
     procs.start_python("robot", "fieldtest.twin.robot", arg, side_env, prefix=net.prefix("robot"))
     procs.wait_ready("robot", timeout_s=30.0)
+    if probing:
+        procs.wait_ready("fwdprobe", marker=FORWARD_PROBE_READY, timeout_s=30.0)
     procs.start_python("host", "fieldtest.twin.host", arg, side_env, prefix=net.prefix("host"))
 
 
@@ -325,6 +350,8 @@ def _finish_record(
         outcome.stack["machine"] = machine
     if mocap := _mocap_stack_faults(procs):
         outcome.stack["mocap"] = mocap
+    if (probe := trial_dir / FORWARD_PROBE_FILE).exists():
+        outcome.stack["forwarding"] = json.loads(probe.read_text())
     outcome.link = link
     outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
     outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]

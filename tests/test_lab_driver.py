@@ -1,4 +1,4 @@
-"""The lab driver and link monitor (the twin's host/robot code plus lab control) over real Zenoh,
+"""The lab driver and link monitor (the shared endpoints plus lab control) over real Zenoh,
 the relay watchdog, the emergency stop, and the ssh scripts of the robot side (run locally)."""
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.link import RemappedTransport, command_remap
+from fieldtest.endpoints.stop import ESTOP_SEQ, RelayWatchdog
 from fieldtest.labrun.driver import (
     CONTROL_DIR,
     EXIT_ROBOT_LOST,
@@ -21,11 +23,9 @@ from fieldtest.labrun.driver import (
     HOST_STATUS,
     STOP_FILE,
     LabDriver,
-    RemappedTransport,
-    command_remap,
 )
-from fieldtest.labrun.estop import ESTOP_SEQ, ros2_zero_command_argv, zero_commands_over_transport
-from fieldtest.labrun.monitor import LabLinkMonitor, RelayWatchdog
+from fieldtest.labrun.estop import ros2_zero_command_argv, zero_commands_over_transport
+from fieldtest.labrun.monitor import LabLinkMonitor
 from fieldtest.labrun.remote import RemoteShell, local_robot_side
 from fieldtest.labrun.runner import host_end_reason
 from fieldtest.middleware.registry import open_transport
@@ -103,7 +103,7 @@ def test_full_stream_with_relay_twist_mode_and_go_file(tmp_path):
     driver, thread, result = _drive(request, tmp_path / "host", relay=True)
     try:
         assert _wait_for(lambda: _status(tmp_path / "host").get("state") == "waiting-go", 15)
-        assert not driver.result.plan_sent  # nothing moves before the go
+        assert not driver.streamer.result.plan_sent  # nothing moves before the go
         (tmp_path / "host" / CONTROL_DIR / GO_FILE).touch()
         thread.join(30)
         assert result["code"] == 0
@@ -135,7 +135,7 @@ def test_lost_robot_ends_the_stream_with_the_stop_burst(tmp_path):
     try:
         assert _wait_for(lambda: _status(tmp_path / "host").get("state") == "waiting-go", 15)
         (tmp_path / "host" / CONTROL_DIR / GO_FILE).touch()
-        assert _wait_for(lambda: driver.commands_sent > 10, 10)
+        assert _wait_for(lambda: driver.streamer.commands_sent > 10, 10)
         robot.close()  # the Pi goes away mid-trial: no more clock probes
         thread.join(20)
     finally:
@@ -169,7 +169,7 @@ def test_emergency_stop_reaches_the_robot(tmp_path):
     try:
         time.sleep(0.3)
         zero_commands_over_transport(request)
-        assert _wait_for(lambda: robot.monitor.stats.received >= 1, 5)
+        assert _wait_for(lambda: robot.monitor.receiver.stats.received >= 1, 5)
     finally:
         status = robot.close()
     receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fieldtest.twin.robot import RobotStats
+from fieldtest.endpoints.receiver import RobotStats
 
 N = 1920  # plan ticks; the stop burst is numbered N, N+1, ...
 

@@ -123,6 +123,12 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
         assert record.outcome.cpu[infra]["cpu_s"] > 0
         log = (result.trial_dir / "logs" / f"{infra}.log").read_text()
         assert log.startswith("# fieldtest: ") and ("zenoh-router ready" in log or " running" in log), log
+    if infra is not None:  # its own forwarding delay, probed on its node for the whole trial
+        forwarding = record.outcome.stack["forwarding"]
+        assert forwarding["samples"] >= 50 and forwarding["lost"] == 0, forwarding
+        assert 0 < forwarding["rtt_p50_ms"] <= forwarding["rtt_max_ms"], forwarding
+    else:
+        assert "forwarding" not in record.outcome.stack
     assert record.outcome.stream_start_ns is not None
 
 

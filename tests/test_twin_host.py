@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import Clock
+from fieldtest.endpoints.link import close_transport
+from fieldtest.endpoints.receiver import Arrival, ArrivalPairer
+from fieldtest.endpoints.status import update_outcome
+from fieldtest.endpoints.streamer import emit_schedule
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.plan import Schedule, SquarePlan
 from fieldtest.record import TrialRecord, TrialRequest, read_trial, write_trial
-from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import TwinConfigError, close_transport, load_request, update_outcome
-from fieldtest.twin.host import emit_schedule
-from fieldtest.twin.robot import Arrival, ArrivalPairer
+from fieldtest.twin.common import TwinConfigError, load_request
 
 
 def ticks(n: int, rate_hz: float) -> Schedule:

@@ -2,26 +2,22 @@
 
 Layers that stop the robot, outermost last: the driver's stop burst (every exit path), this
 emergency stop (the runner, when the driver did not confirm its burst), the robot relay's
-silence watchdog (0.3 s, when relaying) and the Create 3's own command watchdog (0.5 s).
+silence watchdog (0.3 s, when relaying) and the Create 3's own command watchdog (0.5 s); the
+zero commands themselves are ``fieldtest.endpoints.stop.zero_commands``.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import time
 
-from fieldtest import rosmsg
-from fieldtest.labrun.driver import RemappedTransport, command_remap
+from fieldtest.endpoints.link import RemappedTransport, command_remap
+from fieldtest.endpoints.stop import ZERO_COUNT, zero_commands
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import launch_args_for_trial
 from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
 from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
-
-ZERO_COUNT = 5
-ZERO_SPACING_S = 0.05
-ESTOP_SEQ = 2**32 - 1  # recognisable in the robot's receipts: not a plan tick
 
 
 def zero_commands_over_transport(request: TrialRequest, relay: bool = False) -> int:
@@ -29,19 +25,9 @@ def zero_commands_over_transport(request: TrialRequest, relay: bool = False) -> 
     trials, or a lab whose middleware the kit's transports speak: DDS, Zenoh, MQTT)."""
     transport = RemappedTransport(open_transport(request.transport, "host"), command_remap(relay))
     try:
-        if request.cmd_type == "twist":
-            publish = transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST)
-            for _ in range(ZERO_COUNT):
-                publish(rosmsg.twist(0.0, 0.0))
-                time.sleep(ZERO_SPACING_S)
-        else:
-            publish = transport.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
-            for _ in range(ZERO_COUNT):
-                publish(rosmsg.command(ESTOP_SEQ, time.time_ns(), 0.0, 0.0))
-                time.sleep(ZERO_SPACING_S)
+        return zero_commands(transport, request.cmd_type)
     finally:
         transport.close()
-    return ZERO_COUNT
 
 
 def ros2_zero_command_argv(request: TrialRequest, relay: bool = False) -> list[str]:

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.campaign import LabSettings
+from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
+from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
 from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
 from fieldtest.labrun.preflight import (
     CheckResult,
@@ -59,8 +61,6 @@ from fieldtest.record import (
     software_versions,
     write_trial,
 )
-from fieldtest.twin.host import EXIT_NO_ROBOT
-from fieldtest.twin.robot import STATUS_FILE as ROBOT_STATUS
 
 HOST_LAUNCH = ("ros2", "launch", "fieldtest_host", "host.launch.py")
 ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"

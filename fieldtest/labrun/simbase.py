@@ -32,13 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import Clock
+from fieldtest.endpoints.status import say, write_status
 from fieldtest.labrun.create3 import motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport.base import Transport, timed_subscribe
-from fieldtest.twin.clock import Clock
-from fieldtest.twin.common import say, write_status
 from fieldtest.twin.create3 import Create3Model, SafetyOverride
 
 BATTERY_STATE = "sensor_msgs/msg/BatteryState"

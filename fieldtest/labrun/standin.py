@@ -5,7 +5,7 @@
 
 Instead of rclpy plus a bridge, each side joins the trial's middleware directly with the kit's own
 transports (wire-compatible with the bridges and with ROS 2 DDS), and runs ``LabDriver`` /
-``LabLinkMonitor`` exactly as the rclpy nodes do: go/stop files, status files, lost-robot
+``LabLinkMonitor`` (over ``fieldtest.endpoints``) exactly as the rclpy nodes do: go/stop files, status files, lost-robot
 watchdog, stop burst, relay with its watchdog. The lab runner drives them like the real launch
 files, which is how the runner is tested on a machine without ROS; on a lab machine they are a
 quick link check before ROS is involved (there is no base behind the stand-in robot).
@@ -19,7 +19,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from fieldtest.labrun.driver import LabDriver, RemappedTransport, command_remap, request_for_side
+from fieldtest.endpoints.link import RemappedTransport, command_remap
+from fieldtest.endpoints.status import say
+from fieldtest.labrun.driver import LabDriver, request_for_side
 from fieldtest.labrun.launchplan import split_preflight_args
 from fieldtest.labrun.monitor import LabLinkMonitor
 from fieldtest.labrun.settings import LabLaunch, LaunchArgError, parse_launch_args
@@ -27,7 +29,6 @@ from fieldtest.middleware import registry
 from fieldtest.middleware.config import TransportConfig
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import stop_on_signals, watch_parent
-from fieldtest.twin.common import say
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:

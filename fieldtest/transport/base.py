@@ -34,7 +34,7 @@ def require_fragment(config: TransportConfig, fragment: object, what: str) -> No
 
 
 class TimeSource(Protocol):
-    """The process clock stamps are taken on (``fieldtest.twin.clock.Clock``)."""
+    """The process clock stamps are taken on (``fieldtest.endpoints.clock.Clock``)."""
 
     def now_ns(self) -> int: ...
 

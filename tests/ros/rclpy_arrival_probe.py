@@ -13,9 +13,9 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import Clock
 from fieldtest.labrun.rclpy_transport import RclpyTransport
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
-from fieldtest.twin.clock import Clock
 
 
 def main(busy_ms: float, count: int) -> dict:

@@ -1,4 +1,5 @@
-"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.driver).
+"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.driver, which
+composes fieldtest.endpoints' command streamer).
 
 Parameters (set by host.launch.py):
   plan (str)            YAML of SquarePlan fields; empty = the seed study's square
@@ -31,7 +32,8 @@ def _declare(node, name: str, default):
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
-    from fieldtest.labrun.driver import LabDriver, RemappedTransport, command_remap, request_for_side
+    from fieldtest.endpoints.link import RemappedTransport, command_remap
+    from fieldtest.labrun.driver import LabDriver, request_for_side
     from fieldtest.labrun.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,

@@ -1,5 +1,6 @@
 """link_monitor: logs every received command with its latency on the robot's Pi (rclpy glue over
-fieldtest.labrun.monitor, which reuses the twin robot's receipt and clock-probe code).
+fieldtest.labrun.monitor, which composes fieldtest.endpoints' command receiver: the receipt and
+clock-probe code the twin robot runs too).
 
 Parameters (set by robot.launch.py):
   qos (str)                fieldtest QoS profile name of the link topics
@@ -68,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.qos import qos_profile_sensor_data
 
-    from fieldtest.labrun.driver import RemappedTransport, command_remap, request_for_side
+    from fieldtest.endpoints.link import RemappedTransport, command_remap
+    from fieldtest.labrun.driver import request_for_side
     from fieldtest.labrun.monitor import LabLinkMonitor
     from fieldtest.labrun.rclpy_transport import (
         RclpyTransport,

@@ -1,9 +1,9 @@
 """Process clocks: wall-clock nanoseconds that never jump, optionally shifted (the twin robot's clock).
 
-Every twin process takes time from a ``Clock``. Readings follow the wall clock at start-up and then
-advance with the monotonic clock, so an NTP step during a trial cannot make time run backwards;
-``offset_s`` shifts the whole clock, which tests use to give the twin robot a deliberately wrong
-clock that the clock-offset probe must find.
+Every endpoint (twin or lab) takes time from a ``Clock``. Readings follow the wall clock at
+start-up and then advance with the monotonic clock, so an NTP step during a trial cannot make time
+run backwards; ``offset_s`` shifts the whole clock, which tests use to give the twin robot a
+deliberately wrong clock that the clock-offset probe must find.
 """
 
 from __future__ import annotations

@@ -1,0 +1,50 @@
+"""The middleware registry: one entry per catalog name, and the facts the callers ask of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from fieldtest.middleware import registry
+from fieldtest.middleware.names import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
+
+
+def test_registry_and_catalog_list_the_same_names():
+    assert tuple(registry.REGISTRY) == LAB_MIDDLEWARES == tuple(e.name for e in CATALOG)
+    assert registry.names() == TWIN_MIDDLEWARES
+    for name, entry in registry.REGISTRY.items():
+        assert entry.name == name and entry.family == registry.get(name).catalog.family
+    with pytest.raises(registry.UnknownMiddlewareError, match="unknown middleware 'dds2'"):
+        registry.get("dds2")
+
+
+def test_registry_facts_are_the_old_tables():
+    """What the callers used to keep in their own tables (runner's INFRA_LOG_NAME and emulated
+    nodes, campaign's DEFAULT_SECURE_SETTING, the lab's BRIDGED and start_* rules, security's
+    per-family lists, the TLS listeners), now asked of the registry."""
+    facts = {
+        name: (m.infra_process, m.emulated_nodes(), m.secure_default, m.lab_bridge, m.lab_host_starts(True))
+        for name, m in registry.REGISTRY.items()
+    }
+    assert facts == {
+        "dds": (None, [], "sros2", None, None),
+        "zenoh-peer": (None, [], "mtls-acl", "zenoh-bridge-ros2dds", None),
+        "zenoh-router": ("router", ["router"], "mtls-acl", "zenoh-bridge-ros2dds", "router"),
+        "mqtt-local-broker": ("broker", [], "mtls-acl", "mqtt_client", "broker"),
+        "mqtt-broker": ("broker", ["broker"], "mtls-acl", "mqtt_client", None),
+        "rmw-zenoh": (None, [], "mtls-acl", None, "router"),
+        "fastdds": (None, [], "sros2", None, None),
+    }
+    assert registry.get("zenoh-router").lab_host_starts(False) is None  # router elsewhere
+    listeners = {e.name: e.listener for e in CATALOG if e.listener}
+    assert listeners == {
+        "zenoh-peer": ("robot", "robot_address"),
+        "zenoh-router": ("router", "router_address"),
+        "mqtt-local-broker": ("broker", "host_address"),
+        "mqtt-broker": ("broker", "broker_address"),
+    }
+    assert registry.families() == {
+        "dds": ("dds", "fastdds"),
+        "zenoh": ("zenoh-peer", "zenoh-router"),
+        "mqtt": ("mqtt-local-broker", "mqtt-broker"),
+        "rmw-zenoh": ("rmw-zenoh",),
+    }
