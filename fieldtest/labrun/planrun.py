@@ -161,31 +161,35 @@ class PlanRunner:
         self.nodes = []
         return proc.returncode
 
+    def _start_side_processes(self) -> bool:
+        """Bridges, routers, brokers; False if one exits at once (refused its config, port taken)."""
+        for proc in self.plan.processes:
+            self._say(f"run {proc.name}: {' '.join(proc.argv)}")
+            self.side.append(
+                subprocess.Popen(
+                    proc.argv,
+                    env={**self.env, **proc.env},
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=die_with_parent,
+                )
+            )
+        if self.side:
+            time.sleep(SIDE_START_CHECK_S)
+        dead = [
+            (p, popen)
+            for p, popen in zip(self.plan.processes, self.side, strict=True)
+            if popen.poll() is not None
+        ]
+        for proc, popen in dead:
+            self._say(f"{proc.name} exited at start (code {popen.returncode}): the nodes are not started")
+        return not dead
+
     def run(self) -> int:
         for line in self.plan.summary():
             self._say(line)
         self.plan.write_files()
         try:
-            for proc in self.plan.processes:
-                self._say(f"run {proc.name}: {' '.join(proc.argv)}")
-                self.side.append(
-                    subprocess.Popen(
-                        proc.argv,
-                        env={**self.env, **proc.env},
-                        stdin=subprocess.DEVNULL,
-                        preexec_fn=die_with_parent,
-                    )
-                )
-            if self.side:
-                time.sleep(SIDE_START_CHECK_S)
-            dead = [
-                (p, s) for p, s in zip(self.plan.processes, self.side, strict=True) if s.poll() is not None
-            ]
-            if dead:
-                for proc, popen in dead:
-                    self._say(
-                        f"{proc.name} exited at start (code {popen.returncode}): the nodes are not started"
-                    )
+            if not self._start_side_processes():
                 return EXIT_SIDE_PROCESS
             code = self._gate()
             if code != 0:
