@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import socket
@@ -33,6 +34,7 @@ from .realtime import is_realtime, try_realtime
 
 DEFAULT_START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 5.0
+STACK_DUMP_SIGNAL = signal.SIGUSR1  # a hung trial process writes its threads' stacks to its log
 
 
 def die_with_parent() -> None:
@@ -161,6 +163,7 @@ class ProcessGroup:
             try:
                 proc.popen.wait(timeout_s)
             except subprocess.TimeoutExpired:
+                dump_stacks(proc.popen)
                 os.killpg(proc.popen.pid, signal.SIGKILL)
                 proc.popen.wait()
         return proc.popen.returncode
@@ -306,7 +309,10 @@ class ManagedProcess:
 
 @contextlib.contextmanager
 def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly)."""
+    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly). SIGUSR1
+    writes every thread's stack to stderr (the process's log), even when the main thread is stuck:
+    what a process that ignores SIGTERM was doing (``ProcessGroup.stop`` sends it before SIGKILL)."""
+    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
     stop = threading.Event()
     received: list[int] = []
 
@@ -321,6 +327,13 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def dump_stacks(popen: subprocess.Popen, wait_s: float = 1.0) -> None:
+    """Ask a hung trial process for its threads' stacks (``stop_on_signals``), then give it a moment."""
+    with contextlib.suppress(ProcessLookupError):
+        popen.send_signal(STACK_DUMP_SIGNAL)
+        time.sleep(wait_s)
 
 
 def signal_exit_code(stop: threading.Event) -> int:

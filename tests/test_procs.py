@@ -89,3 +89,32 @@ def test_free_port_gives_a_bindable_tcp_or_udp_port_on_the_address():
         listener.listen()
         assert port_accepts("127.0.0.1", listener.getsockname()[1])
     assert not port_accepts("127.0.0.1", free_port())
+
+
+STUCK = r"""
+import threading
+from fieldtest.procs import stop_on_signals
+
+def wedged_in_a_lock():
+    held = threading.Lock()
+    held.acquire()
+    print("READY", flush=True)
+    while True:
+        held.acquire(timeout=3600)  # a stuck library call: the stop event is never looked at
+
+with stop_on_signals():
+    wedged_in_a_lock()
+"""
+
+
+def test_a_process_that_ignores_sigterm_leaves_its_stacks_in_its_log(tmp_path):
+    from pathlib import Path
+
+    from fieldtest.procs import ProcessGroup
+
+    group = ProcessGroup(Path(tmp_path))
+    proc = group.start("stuck", [sys.executable, "-c", STUCK])
+    group.wait_ready("stuck")
+    assert group.stop("stuck", timeout_s=0.5) == -signal.SIGKILL
+    log = proc.log_path.read_text()
+    assert "Current thread" in log and "wedged_in_a_lock" in log, log

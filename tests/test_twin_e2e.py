@@ -18,7 +18,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import free_port
+from fieldtest.procs import dump_stacks, free_port
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CMD_VEL_TOPIC,
@@ -30,7 +30,7 @@ from fieldtest.record import (
     read_trial,
     write_trial,
 )
-from fieldtest.twin.create3 import drive
+from fieldtest.twin.create3 import Create3Model, Imperfections, drive
 from fieldtest.twin.robot import PHYSICS_HZ, model_for
 
 # One lap of short sides: 6.5 s of stream (PlanError needs side >= 2 x ramp time)
@@ -86,6 +86,7 @@ class Twin:
         try:
             return proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
+            dump_stacks(proc)  # where it hung, into its log
             proc.kill()
             proc.wait()
             raise AssertionError(f"{name} ignored SIGTERM: {self.log(name)}") from None
@@ -163,6 +164,17 @@ def heading_error(a: float, b: float) -> float:
     return abs(math.remainder(a - b, math.tau))
 
 
+def arrival_timing_allowance(sent_ns, recv_ns, v, w, path_m: float) -> tuple[float, float]:
+    """First-order bound (m, rad) on how far commands applied at their arrival times can end from
+    the on-time path, from this run's own arrival deviations (on loopback they are the machine's):
+    a command that changes the velocity, shifted by ``d`` against its send time, moves the end by
+    ``|dv| d`` along the path and turns it by ``|dw| d``, which the rest of the path (at most
+    ``path_m``) carries sideways. Commands that repeat the previous one move nothing."""
+    deviation_s = np.abs((recv_ns - recv_ns[0]) - (sent_ns - sent_ns[0])) / 1e9
+    dv, dw = np.abs(np.diff(v, prepend=0.0)), np.abs(np.diff(w, prepend=0.0))
+    return float(np.sum(deviation_s * (dv + dw * path_m))), float(np.sum(deviation_s * dw))
+
+
 @pytest.mark.parametrize(
     ("middleware", "cmd_type", "clock_shift_s"),
     [("zenoh-peer", "twist_stamped", 5.0), ("dds", "twist", -2.0)],
@@ -211,12 +223,16 @@ def test_every_command_arrives_and_the_robot_drives_the_on_time_path(
         model_for(read_trial(twin.trial_dir).request), (recv_ns - recv_ns[0]) / 1e9, rv, rw, end
     )[0]
     gap_mm = 1e3 * math.hypot(*(final[:2] - on_time[:2]))
+    # A busy or stolen machine delays some arrivals; the end may then differ by what those delays explain.
+    path_m = plan.laps * 4 * plan.linear_speed_mps * plan.side_duration_s
+    allow_m, allow_rad = arrival_timing_allowance(sent_ns, recv_ns[order], v, w, path_m)
     print(
-        f"final pose vs on-time model: {gap_mm:.3f} mm, {1e3 * heading_error(final[2], on_time[2]):.3f} mrad"
+        f"final pose vs on-time model: {gap_mm:.3f} mm, {1e3 * heading_error(final[2], on_time[2]):.3f} mrad; "
+        f"arrival timing explains up to {1e3 * allow_m:.3f} mm, {1e3 * allow_rad:.3f} mrad"
     )
     assert math.hypot(*(final[:2] - as_received[:2])) < 1e-6  # each command applied when it arrived
-    assert gap_mm < 3.0
-    assert heading_error(final[2], on_time[2]) < 0.03
+    assert gap_mm < 3.0 + 1e3 * allow_m
+    assert heading_error(final[2], on_time[2]) < 0.03 + allow_rad
     assert twin.status("robot")["watchdog_stops_ns"] == []
 
 
@@ -305,3 +321,27 @@ def test_robot_records_its_own_stall_as_physics_step_lateness(twin_factory):
     assert status["apply_late"]["count"] == 0  # no host, no commands
     stack = read_trial(twin.trial_dir).outcome.stack["robot"]
     assert stack["step_late"] == status["step_late"] and stack["late_commands_applied"] == 0
+
+
+@pytest.mark.parametrize("spike_ms", [0.0, 5.0, 20.0, 60.0])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_arrival_timing_allowance_bounds_the_model_it_excuses(spike_ms, seed):
+    """The e2e test's allowance holds for the model itself: commands delayed by jitter plus rare
+    spikes (as a busy machine delays them) end no further from the on-time path than it says."""
+    plan = SHORT_PLAN
+    rng = np.random.default_rng(seed)
+    n = plan.n_ticks() + STOP_BURST_COUNT  # the plan's ticks, then the host's stop burst
+    sent_s = np.arange(n) * plan.tick_s
+    v, w = (np.asarray(c, dtype=float) for c in plan.command_at(sent_s))
+    v[plan.n_ticks() :] = w[plan.n_ticks() :] = 0.0
+    delay_s = 2e-4 + rng.exponential(3e-4, n) + np.where(rng.random(n) < 0.05, spike_ms / 1e3, 0.0)
+    arrival_s = np.maximum.accumulate(sent_s + delay_s)  # one stream: arrivals keep their order
+    end = np.array([sent_s[-1] + 2.0])
+    on_time = drive(Create3Model("full", Imperfections()), sent_s, v, w, end)[0]
+    late = drive(Create3Model("full", Imperfections()), arrival_s, v, w, end)[0]
+    path_m = plan.laps * 4 * plan.linear_speed_mps * plan.side_duration_s
+    allow_m, allow_rad = arrival_timing_allowance(
+        (sent_s * 1e9).astype(np.int64), (arrival_s * 1e9).astype(np.int64), v, w, path_m
+    )
+    assert math.hypot(*(late[:2] - on_time[:2])) <= 1e-4 + allow_m
+    assert heading_error(late[2], on_time[2]) <= 1e-4 + allow_rad
