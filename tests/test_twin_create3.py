@@ -8,6 +8,7 @@ import pytest
 from fieldtest.plan import SquarePlan
 from fieldtest.twin.create3 import (
     MAX_ANGULAR_RPS,
+    REPLAY_WINDOW_S,
     WHEEL_SEPARATION_M,
     Create3Model,
     Imperfections,
@@ -199,12 +200,44 @@ def test_a_command_handled_after_the_next_step_still_applies_at_its_arrival_time
     assert late.commands_applied == on_time.commands_applied == len(commands)
 
 
-def test_a_command_older_than_the_checkpoint_applies_late_and_is_counted():
+@pytest.mark.parametrize("slip", [0.0, 0.02])
+@pytest.mark.parametrize("late_s", [0.004, 0.012, 0.055, 0.2, 0.45])
+@pytest.mark.parametrize("phase_s", [0.0, 0.0013, 0.0031])
+def test_a_command_handled_many_steps_late_still_applies_at_its_arrival_time(slip, late_s, phase_s):
+    """A stalled machine can hold a callback for tens of steps: within the replay window the
+    command still acts at its own time, whatever the lateness and the phase against the steps."""
+    imperfections = Imperfections(slip=slip, seed=5)
+    commands = [(0.1 + phase_s, 0.3, 0.0), (0.6 + phase_s, 0.3, 0.5236), (0.65 + phase_s, 0.0, 0.5236)]
+    commands.append((1.2 + phase_s, 0.0, 0.0))
+    on_time = Create3Model(imperfections=imperfections)
+    for t, v, w in commands:
+        on_time.set_command(v, w, t)
+    on_time.advance_to(2.5)
+    late = Create3Model(imperfections=imperfections)
+    step_t = 0.0
+    for t, v, w in commands:  # each callback runs late_s after its arrival, the steps going on meanwhile
+        while step_t < t + late_s:
+            late.checkpoint()
+            late.advance_to(step_t)
+            step_t += 0.005
+        late.set_command(v, w, t)
+    while step_t <= 2.5:
+        late.checkpoint()
+        late.advance_to(step_t)
+        step_t += 0.005
+    late.advance_to(2.5)
+    assert late.late_applied == 0
+    if late_s > 0.005:  # a step has passed every command's time before its callback: each replayed
+        assert late.late_replays == len(commands)
+    assert _state(late)[:6] == pytest.approx(_state(on_time)[:6], abs=1e-9)
+
+
+def test_a_command_older_than_the_replay_window_applies_late_and_is_counted():
     model = Create3Model()
-    model.checkpoint()
-    model.advance_to(1.0)
-    model.checkpoint()
+    for step_t in np.arange(0.0, 1.0 + 1e-9, 0.005):
+        model.checkpoint()
+        model.advance_to(step_t)
     model.advance_to(1.005)
-    model.set_command(0.3, 0.0, 0.990)  # before the last checkpoint: cannot be replayed
+    model.set_command(0.3, 0.0, 1.0 - REPLAY_WINDOW_S - 0.01)  # before every kept checkpoint
     assert (model.late_applied, model.late_replays) == (1, 0)
     assert model.last_command_t == pytest.approx(1.005)  # the watchdog counts from when it acted

@@ -12,10 +12,11 @@ integrating each piece with Simpson's rule (wheel speeds are linear in time with
 the path depends only on when commands arrive, not on how often the caller steps the model.
 
 A command can reach ``set_command`` after the caller has already stepped the model past its arrival
-time (its middleware callback ran late). The caller marks each step with ``checkpoint()``; such a
-command is then replayed from the last checkpoint with every command since, so it still takes effect
-at its own time (``late_replays`` counts them). Only one that is older than the checkpoint applies
-late, at the model's current time (``late_applied``).
+time (its middleware callback ran late). The caller marks each step with ``checkpoint()``; the model
+keeps the checkpoints of the last ``REPLAY_WINDOW_S``. Such a command is then replayed from the
+latest checkpoint before its time with every command since, so it still takes effect at its own
+time (``late_replays`` counts them). Only one older than the window applies late, at the model's
+current time (``late_applied``).
 
 Imperfections (off by default): a relative wheel-speed error common to both wheels, a constant
 yaw-rate bias while the wheels turn, and per-wheel random slip redrawn every ``slip_interval_s`` of
@@ -24,6 +25,7 @@ model time from a generator seeded with ``seed`` (reproducible for the same comm
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -41,6 +43,9 @@ MAX_ANGULAR_RPS = 1.9
 MAX_WHEEL_SPEED_MPS = CREATE3_OVERRIDE_MAX_SPEED_MPS  # hardware limit of either wheel
 WATCHDOG_S = 0.5  # motion_control wheels_stop_threshold_sec default
 MAX_SUBSTEP_S = 0.005  # integrate at 200 Hz or finer
+# How late a command's callback may run and still act at its own time: as long as the watchdog, the
+# longest a base waits on a command; a stalled machine holds callbacks for tens of milliseconds.
+REPLAY_WINDOW_S = WATCHDOG_S
 _EPS_S = 1e-12
 
 SafetyOverride = Literal["none", "backup_only", "full"]
@@ -114,8 +119,9 @@ class Create3Model:
         self._slip_left = self._slip_right = 1.0
         self.late_replays = 0  # commands replayed from the checkpoint to apply at their own time
         self.late_applied = 0  # commands older than the checkpoint, applied at the model's time
-        self._checkpoint: dict | None = None
-        self._since_checkpoint: list[tuple[float, float, float]] = []  # (t, linear, angular)
+        # (state, number of commands logged when it was taken), oldest first, over REPLAY_WINDOW_S
+        self._checkpoints: collections.deque[tuple[dict, int]] = collections.deque()
+        self._log: list[tuple[float, float, float]] = []  # (t, linear, angular) since the oldest checkpoint
 
     # Commands -----------------------------------------------------------------------------
     def clamp(self, linear: float, angular: float) -> tuple[float, float]:
@@ -133,12 +139,12 @@ class Create3Model:
         """Apply a velocity command that arrived at model time ``t``; returns the clamped target."""
         if not (math.isfinite(linear) and math.isfinite(angular)):
             return self.target_velocity()  # the base ignores NaN/inf commands
-        checkpoint = self._checkpoint
-        if t < self.t - _EPS_S and checkpoint is not None and t >= checkpoint["t"]:
-            return self._replay_with(linear, angular, t)
         if t < self.t - _EPS_S:
+            latest = self._latest_checkpoint_before(t)
+            if latest is not None:
+                return self._replay_with(linear, angular, t, latest)
             self.late_applied += 1
-        self._since_checkpoint.append((t, linear, angular))
+        self._log.append((t, linear, angular))
         return self._apply(linear, angular, t)
 
     def _apply(self, linear: float, angular: float, t: float) -> tuple[float, float]:
@@ -153,8 +159,20 @@ class Create3Model:
     def checkpoint(self) -> None:
         """Remember the state now, so that a command arriving late for a time after this one can
         still be applied at its own time (``set_command``). Call it before each step."""
-        self._checkpoint = self._state()
-        self._since_checkpoint = []
+        self._checkpoints.append((self._state(), len(self._log)))
+        while len(self._checkpoints) > 1 and self._checkpoints[1][0]["t"] <= self.t - REPLAY_WINDOW_S:
+            self._checkpoints.popleft()
+        dropped = self._checkpoints[0][1]
+        if dropped:  # commands before the oldest checkpoint can no longer be replayed
+            del self._log[:dropped]
+            self._checkpoints = collections.deque((state, n - dropped) for state, n in self._checkpoints)
+
+    def _latest_checkpoint_before(self, t: float) -> int | None:
+        """Index of the newest checkpoint taken at or before model time ``t``, None if none is."""
+        for index in range(len(self._checkpoints) - 1, -1, -1):
+            if self._checkpoints[index][0]["t"] <= t:
+                return index
+        return None
 
     def _state(self) -> dict:
         state = {name: getattr(self, name) for name in _STATE_FIELDS}
@@ -170,13 +188,15 @@ class Create3Model:
         if "rng" in state:
             self._rng.bit_generator.state = state["rng"]
 
-    def _replay_with(self, linear: float, angular: float, t: float) -> tuple[float, float]:
-        """Go back to the checkpoint, apply every command since in time order with this one, and
-        advance to where the model was."""
-        assert self._checkpoint is not None
+    def _replay_with(self, linear: float, angular: float, t: float, index: int) -> tuple[float, float]:
+        """Go back to checkpoint ``index``, apply every command since in time order with this one,
+        and advance to where the model was. Later checkpoints knew nothing of it: dropped."""
+        state, logged = self._checkpoints[index]
         now, replays, late = self.t, self.late_replays + 1, self.late_applied
-        commands = sorted([*self._since_checkpoint, (t, linear, angular)], key=lambda c: c[0])
-        self._restore(self._checkpoint)
+        commands = sorted([*self._log[logged:], (t, linear, angular)], key=lambda c: c[0])
+        self._restore(state)
+        while len(self._checkpoints) > index + 1:
+            self._checkpoints.pop()
         self.late_applied = late
         result = self.target_velocity()
         for when, v, w in commands:
@@ -185,7 +205,7 @@ class Create3Model:
                 result = applied
         self.advance_to(now)
         self.late_replays = replays
-        self._since_checkpoint = commands
+        self._log[logged:] = commands
         return result
 
     def target_velocity(self) -> tuple[float, float]:
