@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 
 from .config import TransportConfig
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    realtime = try_realtime()  # like the router or broker and the twin's processes (and their threads)
     probe = ForwardProbe(probe_config(read_trial(args.trial_dir).request.transport))
     try:
         routed = probe.wait_for_route(timeout_s=10.0)
@@ -144,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         if routed:
             probe.run(args.rate_hz, stop)
         result = probe.summary() if routed else {"samples": 0, "lost": 0, "error": "no route"}
+        result["realtime"] = realtime
     finally:
         probe.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
