@@ -15,7 +15,6 @@ Definitions: docs/analysis.md, "Stack faults and the machine".
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.status import write_status
 from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         probe.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    write_status(args.out, result)  # atomic: the runner never reads half a file
     return 0
 
 
