@@ -5,6 +5,7 @@ and the signal handling inside each of them.
 - ``ManagedProcess``: a server process (router, broker) that is ready once it prints a line and
   accepts TCP connections; its output read through a pipe.
 - ``free_port``, ``port_accepts``: loopback ports for a trial.
+- ``lease_dds_domain``: a DDS domain id no other run on this machine uses while the lease is held.
 - ``stop_on_signals``, ``signal_exit_code``, ``watch_parent``: inside a trial process, stop cleanly
   on SIGTERM/SIGINT or when the parent is gone.
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import errno
 import faulthandler
+import fcntl
 import os
 import signal
 import socket
@@ -58,6 +61,109 @@ def free_port(kind: int = socket.SOCK_STREAM, address: str = "127.0.0.1") -> int
         return sock.getsockname()[1]
 
 
+# RTPS port mapping (CycloneDDS too): 7400 + 250 * domain id must stay below 65536, so 0..232
+# (ros2/ros2_documentation source/Concepts/Intermediate/About-Domain-ID.rst).
+DDS_DOMAIN_MAX = 232
+DOMAIN_LEASE_DIR_ENV = "FIELDTEST_DOMAIN_LEASE_DIR"
+DEFAULT_DOMAIN_LEASE_DIR = Path("/tmp/fieldtest-dds-domains")  # one per machine, shared by every user
+
+
+class DomainsExhaustedError(ProcessStartError):
+    """Every DDS domain id is leased by some run on this machine."""
+
+
+class DomainLease:
+    """DDS domain ids held for one run: an exclusive ``flock`` on one lock file per id. The kernel
+    drops the locks when the holder exits, even by SIGKILL, so a crashed run frees its domains.
+    ``domain_id`` is the run's own id; ``domain_ids`` every id held (a bridged trial's robot side too)."""
+
+    def __init__(self, domain_id: int, files: dict[int, int]):
+        self.domain_id = domain_id
+        self._files = files  # domain id -> open file descriptor holding the lock
+
+    @property
+    def domain_ids(self) -> list[int]:
+        return sorted(self._files)
+
+    def release(self) -> None:
+        for fd in self._files.values():
+            os.close(fd)  # closing the last descriptor drops the flock
+        self._files = {}
+
+    def __enter__(self) -> DomainLease:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
+def domain_lease_dir() -> Path:
+    """The machine-wide directory of domain lock files (world-writable and sticky, like /tmp)."""
+    directory = Path(os.environ.get(DOMAIN_LEASE_DIR_ENV) or DEFAULT_DOMAIN_LEASE_DIR)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(PermissionError):  # made meanwhile by another user: theirs to set
+            directory.chmod(0o1777)
+    return directory
+
+
+def _open_lock_file(path: Path) -> int:
+    """Open (or create, readable by every user) the lock file. Opening another user's existing file
+    with O_CREAT in a sticky world-writable directory is refused (fs.protected_regular): only create
+    it when it is missing."""
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444)
+        except FileExistsError:
+            continue  # another run created it between the two opens
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o444)  # whatever the umask: other users must be able to open it
+        return fd
+
+
+def _try_lock(directory: Path, domain_id: int) -> int | None:
+    """The descriptor holding domain ``domain_id``'s lock, or None if another run holds it."""
+    fd = _open_lock_file(directory / f"domain-{domain_id}.lock")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return None
+        raise
+    return fd
+
+
+def lease_dds_domain(preferred: int = 0, offsets: Sequence[int] = (0,)) -> DomainLease:
+    """Lease the first domain id at or after ``preferred`` (wrapping round 0..232) whose ids
+    ``(id + offset) % 233`` for every offset are all free, and hold them until ``release``.
+
+    Two runs on one machine (two users' demos, two test runs) on one domain would hear each other's
+    commands. flock locks belong to the open file, so two leases in one process exclude each other
+    too (the threads of ``fieldtest demo``). Hold the lease in the process that runs the trial."""
+    if not 0 <= preferred <= DDS_DOMAIN_MAX:
+        raise ValueError(f"DDS domain id {preferred} out of range 0..{DDS_DOMAIN_MAX}")
+    directory = domain_lease_dir()
+    count = DDS_DOMAIN_MAX + 1
+    for step in range(count):
+        domain_id = (preferred + step) % count
+        wanted = sorted({(domain_id + offset) % count for offset in offsets})
+        held: dict[int, int] = {}
+        for member in wanted:
+            fd = _try_lock(directory, member)
+            if fd is None:
+                break
+            held[member] = fd
+        if len(held) == len(wanted):
+            return DomainLease(domain_id, held)
+        DomainLease(domain_id, held).release()
+    raise DomainsExhaustedError(
+        f"{directory}: every DDS domain id 0..{DDS_DOMAIN_MAX} is leased by another run on this machine"
+    )
+
+
 def port_accepts(address: str, port: int, timeout_s: float = 0.2) -> bool:
     try:
         with socket.create_connection((address, port), timeout=timeout_s):
@@ -73,6 +179,7 @@ class TrialProcess:
     log_path: Path
     started: float = field(default_factory=time.monotonic)
     cpu_s: float = 0.0
+    realtime: bool | None = None  # ran at SCHED_FIFO (checked once started); None: not asked for
     _ps: Any = None  # psutil.Process, made on the first sample
 
     def sample_cpu(self) -> None:
@@ -101,7 +208,11 @@ class ProcessGroup:
         self.procs: dict[str, TrialProcess] = {}
         self.watched: dict[str, TrialProcess] = {}  # started and stopped elsewhere; CPU sampled here
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> TrialProcess:
+    def start(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, *, realtime: bool = False
+    ) -> TrialProcess:
+        """Start ``argv`` logging to ``<name>.log``; ``realtime=True`` at SCHED_FIFO if permitted
+        (kept through an ``ip netns exec`` prefix: exec keeps the policy), recorded in ``realtime()``."""
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("w")
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
@@ -112,10 +223,10 @@ class ProcessGroup:
             stdin=subprocess.DEVNULL,
             env=full_env,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=_die_with_parent_realtime if realtime else die_with_parent,
         )
         log.close()
-        proc = TrialProcess(name, popen, log_path)
+        proc = TrialProcess(name, popen, log_path, realtime=is_realtime(popen.pid) if realtime else None)
         self.procs[name] = proc
         return proc
 
@@ -146,9 +257,15 @@ class ProcessGroup:
         text = self.procs[name].log_path.read_text(errors="replace").strip().splitlines()
         return " | ".join(text[-lines:]) if text else "(no output)"
 
-    def watch(self, name: str, popen: subprocess.Popen) -> None:
-        """Record the CPU of a process that something else starts and stops (a broker, a router)."""
-        self.watched[name] = TrialProcess(name, popen, self.log_dir / f"{name}.log")
+    def watch(self, name: str, popen: subprocess.Popen, realtime: bool | None = None) -> None:
+        """Record the CPU (and whether it ran real-time) of a process that something else starts
+        and stops (a broker, a router)."""
+        self.watched[name] = TrialProcess(name, popen, self.log_dir / f"{name}.log", realtime=realtime)
+
+    def realtime(self) -> dict[str, bool]:
+        """Process name -> whether it ran at SCHED_FIFO, for those started asking for it."""
+        every = {**self.procs, **self.watched}
+        return {name: proc.realtime for name, proc in every.items() if proc.realtime is not None}
 
     def sample_cpu(self) -> None:
         for proc in [*self.procs.values(), *self.watched.values()]:

@@ -26,7 +26,7 @@ from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
 from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
+from fieldtest.procs import DomainLease, ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 from fieldtest.record import (
     ANALYSIS_DIR,
     HOST_BAG,
@@ -70,8 +70,16 @@ class TrialResult:
     detail: str = ""
 
 
+def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
+    """A DDS domain no other run on this machine uses (bridged Zenoh: the robot side's too), held
+    until the trial ends: two runs on one domain hear each other's hosts."""
+    from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET
+
+    return lease_dds_domain(preferred, offsets=(0, ROBOT_DOMAIN_OFFSET) if _bridged(request) else (0,))
+
+
 def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
-    """Free ports per trial, so trials can run side by side on one machine."""
+    """Free ports and the leased DDS domain per trial, so trials can run side by side on one machine."""
     transport = request.transport.model_copy(
         update={"zenoh_port": free_port(), "mqtt_port": free_port(), "domain_id": domain_id}
     )
@@ -235,7 +243,8 @@ def _start_bridges(
     write_config_files(processes, trial_dir / "bridges")
     for proc in processes:
         node = "router" if proc.name == "router" else proc.name.removeprefix("bridge_")
-        procs.start(proc.name, [*net.prefix(node), *proc.argv], proc.env)
+        # real-time like the direct path's router and the brokers: they forward every command
+        procs.start(proc.name, [*net.prefix(node), *proc.argv], proc.env, realtime=True)
     return {"ROS_DISTRO": host.ros_distro}
 
 
@@ -358,6 +367,8 @@ def _finish_record(
     outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
     outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
     outcome.cpu = procs.cpu()
+    if realtime := procs.realtime():  # routers, brokers, bridges: did each run at SCHED_FIFO
+        outcome.stack["realtime"] = realtime
     for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
         if (trial_dir / bag).exists() and read_bag(trial_dir / bag).truncated:
             repair_bag(trial_dir / bag)
@@ -375,14 +386,18 @@ def run_twin_trial(
 ) -> TrialResult:
     """Run one trial end to end (without the analysis) and return where it is. ``kill_host_at_s``
     (tests): SIGKILL the host at that stream time (seconds after plan tick 0). Setting ``stop``
-    (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst."""
-    request = _assign_ports(_with_twin_defaults(request), domain_id)
-    trial_dir = runs_dir / new_trial_id(request.name)
-    net = _Network(request)
-    try:
-        return _run_in_network(request, trial_dir, net, progress, kill_host_at_s, stop)
-    finally:
-        net.close()
+    (Ctrl-C in another thread) ends it as an interruption: the host first, with its stop burst.
+    ``domain_id`` is the preferred DDS domain: the trial leases the first free one from there
+    (``fieldtest.procs.lease_dds_domain``) for its whole run."""
+    request = _with_twin_defaults(request)
+    with _lease_domain(request, domain_id) as lease:
+        request = _assign_ports(request, lease.domain_id)  # trial.yaml records the domain it used
+        trial_dir = runs_dir / new_trial_id(request.name)
+        net = _Network(request)
+        try:
+            return _run_in_network(request, trial_dir, net, progress, kill_host_at_s, stop)
+        finally:
+            net.close()
 
 
 def _measure_link(net: _Network) -> dict:
@@ -422,7 +437,8 @@ def _run_in_network(
         with _infrastructure(request, trial_dir, net) as infra:
             try:
                 if infra is not None:
-                    procs.watch(registry.get(request.transport.middleware).infra_process, infra.proc)
+                    infra_name = registry.get(request.transport.middleware).infra_process
+                    procs.watch(infra_name, infra.proc, realtime=infra.realtime)
                 _start_trial_processes(request, trial_dir, procs, net)
                 monitor.start()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)

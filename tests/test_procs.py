@@ -6,6 +6,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 PARENT = r"""
 import sys, time
@@ -53,6 +54,8 @@ PROCESS_HELPERS = {
     "watch_parent",
     "ProcessGroup",
     "ManagedProcess",
+    "lease_dds_domain",
+    "DomainLease",
 }
 
 
@@ -118,3 +121,29 @@ def test_a_process_that_ignores_sigterm_leaves_its_stacks_in_its_log(tmp_path):
     assert group.stop("stuck", timeout_s=0.5) == -signal.SIGKILL
     log = proc.log_path.read_text()
     assert "Current thread" in log and "wedged_in_a_lock" in log, log
+
+
+@pytest.mark.parametrize("realtime_env", ["1", "0"])
+@pytest.mark.parametrize("prefix", [[], ["env"]])  # "env": stands in for "ip netns exec <ns>"
+def test_a_process_started_realtime_runs_at_sched_fifo_where_permitted(
+    tmp_path, monkeypatch, realtime_env, prefix
+):
+    """The twin's bridges and router start this way: the group records whether each got SCHED_FIFO."""
+    import os
+    from pathlib import Path
+
+    from fieldtest.procs import ProcessGroup
+    from fieldtest.testkit.sched import realtime_permitted
+
+    monkeypatch.setenv("FIELDTEST_REALTIME", realtime_env)  # "0": the kit's switch to turn it off
+    expected = realtime_permitted()
+    group = ProcessGroup(Path(tmp_path))
+    sleeper = [*prefix, sys.executable, "-c", "import time; time.sleep(30)"]
+    fast = group.start("router", sleeper, realtime=True)
+    plain = group.start("other", sleeper)
+    try:
+        assert os.sched_getscheduler(fast.popen.pid) == (os.SCHED_FIFO if expected else os.SCHED_OTHER)
+        assert os.sched_getscheduler(plain.popen.pid) == os.SCHED_OTHER
+        assert group.realtime() == {"router": expected}  # only those that asked for it
+    finally:
+        group.stop_all()

@@ -33,6 +33,7 @@ from fieldtest.runner import (
     stack_drift_check,
     verdict_lines,
 )
+from fieldtest.testkit.sched import realtime_permitted
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT_PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5)
@@ -117,9 +118,10 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     )
     assert set(record.outcome.cpu) >= {"host", "robot", "natnet", "recorder"}
     infra = registry.get(middleware).infra_process
+    forwarders = [infra] if infra else []  # routers, brokers, bridges: real-time where permitted
     if middleware.startswith("zenoh"):  # the lab's path: two real bridges (and zenohd as the router)
         assert record.request.transport.zenoh_path == "bridge"
-        bridges = ["bridge_host", "bridge_robot"] + ([infra] if infra else [])
+        bridges = forwarders = ["bridge_host", "bridge_robot"] + ([infra] if infra else [])
         assert all(record.outcome.cpu[name]["cpu_s"] > 0 for name in bridges), record.outcome.cpu
         assert (result.trial_dir / "bridges" / "zenoh_bridge_robot.json5").is_file()
     elif infra is not None:  # the router or broker: its CPU recorded, its output kept
@@ -132,6 +134,7 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
         assert 0 < forwarding["rtt_p50_ms"] <= forwarding["rtt_max_ms"], forwarding
     else:
         assert "forwarding" not in record.outcome.stack
+    assert record.outcome.stack.get("realtime", {}) == dict.fromkeys(forwarders, realtime_permitted())
     assert record.outcome.stream_start_ns is not None
 
 

@@ -1,8 +1,6 @@
 """MQTT transport and Mosquitto broker: a real mosquitto, paho clients, the robot in its own process."""
 
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -14,6 +12,7 @@ from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_co
 from fieldtest import rosmsg
 from fieldtest.middleware import registry
 from fieldtest.procs import free_port, port_accepts
+from fieldtest.testkit.sched import realtime_permitted
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.base import SecurityFragmentMissing
 from fieldtest.transport.broker import (
@@ -261,18 +260,10 @@ def test_broker_behind_a_command_prefix_is_ready_from_its_log(tmp_path):
     assert broker.proc.returncode is not None
 
 
-def _realtime_permitted() -> bool:
-    """Whether a child of this process may take SCHED_FIFO (root or CAP_SYS_NICE)."""
-    child = "from fieldtest.realtime import try_realtime; print(try_realtime())"
-    return (
-        subprocess.run([sys.executable, "-c", child], capture_output=True, text=True).stdout.strip() == "True"
-    )
-
-
 @pytest.mark.parametrize("realtime_env", ["1", "0"])
 def test_broker_asked_for_realtime_gets_it_where_permitted(tmp_path, monkeypatch, realtime_env):
     monkeypatch.setenv("FIELDTEST_REALTIME", realtime_env)  # "0": the kit's switch to turn it off
-    expected = realtime_env == "1" and _realtime_permitted()
+    expected = realtime_permitted()  # after the switch is set: it reads it
     with MosquittoBroker(local_broker_config(), tmp_path, realtime=True) as broker:
         assert broker.realtime is expected
         assert os.sched_getscheduler(broker.pid) == (os.SCHED_FIFO if expected else os.SCHED_OTHER)

@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..procs import DDS_DOMAIN_MAX
 from .base import Role, TransportConfig
 
 ZENOH_BRIDGE_VERSION = "1.10.2"
@@ -29,7 +30,7 @@ PLUGIN_NAME = "ros2dds"
 LOOPBACK = "127.0.0.1"
 # The robot side's DDS domain is the host side's plus this (mod 233), so the sides stay apart.
 ROBOT_DOMAIN_OFFSET = 100
-DDS_DOMAINS = 233  # ROS 2 domain ids 0..232
+DDS_DOMAINS = DDS_DOMAIN_MAX + 1  # ROS 2 domain ids 0..232
 
 
 class BridgeMissingError(RuntimeError):
