@@ -51,7 +51,7 @@ from fieldtest.endpoints.streamer import STATUS_FILE as HOST_STATUS_FILE
 from fieldtest.endpoints.streamer import emit_schedule
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import ProcessGroup, ProcessStartError, free_port
+from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -303,10 +303,12 @@ def run_twin(
     robot_core: int | None = None,
     host_sched: str = "kit",
 ) -> TwinRun:
-    """Robot and host processes over ``middleware`` until the host has streamed the plan."""
+    """Robot and host processes over ``middleware`` until the host has streamed the plan, on the
+    first DDS domain from ``domain_id`` that no other run on this machine holds."""
+    lease = lease_dds_domain(domain_id)
     transport = {
         "middleware": middleware,
-        "domain_id": domain_id,
+        "domain_id": lease.domain_id,
         "zenoh_port": free_port(),
         "mqtt_port": free_port(),
     }
@@ -332,6 +334,7 @@ def run_twin(
         raise BenchError(f"{middleware}: {exc}") from None
     finally:
         procs.stop_all(order=["host", "robot"])
+        lease.release()
     return TwinRun(
         trial_dir,
         plan,
@@ -482,8 +485,9 @@ def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dic
     from fieldtest.middleware.registry import open_transport
 
     plan = bench_plan(20.0, 8.0)
+    lease = lease_dds_domain(domain_id)  # no other run on this machine in the robot's domain
     request = TrialRequest(
-        name="bench-publish-cost", plan=plan, transport={"middleware": "dds", "domain_id": domain_id}
+        name="bench-publish-cost", plan=plan, transport={"middleware": "dds", "domain_id": lease.domain_id}
     )
     trial_dir = work_dir / new_trial_id(request.name)
     write_trial(trial_dir, TrialRecord(trial_id=trial_dir.name, request=request))
@@ -514,6 +518,7 @@ def dds_publish_cost_us(work_dir: Path, domain_id: int, count: int = 100) -> dic
         if transport is not None:
             transport.close()
         procs.stop_all()
+        lease.release()
     return {
         "publish_p50_us": float(np.median(durations)),
         "publish_p90_us": float(np.percentile(durations, 90)),

@@ -18,7 +18,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import dump_stacks, free_port
+from fieldtest.procs import DomainLease, dump_stacks, free_port, lease_dds_domain
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CMD_VEL_TOPIC,
@@ -112,11 +112,13 @@ class Twin:
 @pytest.fixture
 def twin_factory(tmp_path: Path):
     made: list[Twin] = []
+    leases: list[DomainLease] = []
 
     def make(middleware: str, plan: SquarePlan, **request) -> Twin:
         transport = {"middleware": middleware, "zenoh_port": free_port()}
-        if middleware == "dds":
-            transport["domain_id"] = 100 + os.getpid() % 100  # away from other tests' domain 0
+        if middleware == "dds":  # a domain no other run on this machine uses while the test runs
+            leases.append(lease_dds_domain(100 + os.getpid() % 100))
+            transport["domain_id"] = leases[-1].domain_id
         twin = Twin(tmp_path / f"trial{len(made)}")
         write_trial(
             twin.trial_dir,
@@ -131,6 +133,8 @@ def twin_factory(tmp_path: Path):
     yield make
     for twin in made:
         twin.kill_all()
+    for lease in leases:
+        lease.release()
 
 
 def truth_track(robot_bag) -> np.ndarray:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fieldtest.procs import lease_dds_domain
 from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
 DDSPERF = "ddsperf"
@@ -174,6 +175,22 @@ def run_pingpong(
             f"ddsperf: need rate > 0, size >= 12, duration >= 1 s (got {rate_hz}, {size}, {duration_s})"
         )
     exe = find_ddsperf(binary)
+    with lease_dds_domain(domain_id) as lease:  # ddsperf's topics are fixed: no other run may share it
+        output = _ping_pong(exe, rate_hz, size, duration_s, lease.domain_id, config_xml, prefix)
+    intervals = parse_ping_output(output, "ddsperf ping")
+    return PingPongResult(rate_hz, size, duration_s, summarize(intervals), intervals, output)
+
+
+def _ping_pong(
+    exe: str,
+    rate_hz: float,
+    size: int,
+    duration_s: float,
+    domain_id: int,
+    config_xml: str | None,
+    prefix: list[str] | None,
+) -> str:
+    """ddsperf pong, then ping for ``duration_s``; ping's output (pong always stopped)."""
     env = {**os.environ, "CYCLONEDDS_URI": config_xml or loopback_config_xml()}
     pre = list(prefix or [])
     run_s = max(1, round(duration_s))
@@ -200,8 +217,7 @@ def run_pingpong(
     if ping.returncode != 0:
         tail = " | ".join(output.strip().splitlines()[-2:]) or "(no output)"
         raise DdsperfError(f"ddsperf ping exited with code {ping.returncode}: {tail}")
-    intervals = parse_ping_output(output, "ddsperf ping")
-    return PingPongResult(rate_hz, size, duration_s, summarize(intervals), intervals, output)
+    return output
 
 
 def _stop(proc: subprocess.Popen) -> None:
