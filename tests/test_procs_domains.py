@@ -118,6 +118,22 @@ def test_offsets_lease_every_side_of_a_bridged_trial(lease_dir):
         assert plain.domain_id == 110
 
 
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker"])
+def test_a_twin_trial_leases_its_domain_and_a_bridged_ones_robot_side(lease_dir, middleware):
+    from fieldtest.runner import QUICK_PLAN, _bridged, _lease_domain, _with_twin_defaults
+    from fieldtest.transport.zenoh_bridge import side_domain
+
+    request = _with_twin_defaults(
+        TrialRequest(name="x", plan=QUICK_PLAN, transport={"middleware": middleware})
+    )
+    with _lease_domain(request, 20) as lease:
+        transport = request.transport.model_copy(update={"domain_id": lease.domain_id})
+        sides = {side_domain(transport, "host"), side_domain(transport, "robot")}
+        assert lease.domain_id == 20
+        assert set(lease.domain_ids) == (sides if _bridged(request) else {20})
+        assert _bridged(request) == middleware.startswith("zenoh")  # the twin's Zenoh default
+
+
 def test_every_domain_taken_and_out_of_range_are_clear_errors(lease_dir):
     with pytest.raises(ValueError, match="out of range 0..232"):
         lease_dds_domain(DDS_DOMAIN_MAX + 1)
