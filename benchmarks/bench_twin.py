@@ -170,6 +170,7 @@ class LatencyRow:
     clock_offset_us: float | None
     error: str = ""
     load: Load | None = None
+    raw_ns: np.ndarray | None = None  # the raw series itself, for pooling runs
 
 
 @dataclass
@@ -475,6 +476,7 @@ def measure_latency(middleware: str, duration_s: float, work_dir: Path, domain_i
         None if offset is None else offset * 1e6,
         "" if finite else "no receipts with a clock-offset estimate",
         load,
+        np.array(raw) if raw else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""Real-time scheduling for the kit's own processes on the test machine (twin and emulator)."""
+"""Real-time scheduling for the kit's own processes: the twin, the emulators and the lab nodes."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 REALTIME_PRIORITY = 10
 REALTIME_ENV = "FIELDTEST_REALTIME"  # "0" turns the real-time scheduling attempt off
+REALTIME_HELP = "grant rtprio: docs/lab-guide.md, 'Real-time scheduling'"
 
 
 def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
@@ -25,6 +26,18 @@ def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
     except (PermissionError, OSError):
         return False
     return True
+
+
+def scheduling_note(realtime: bool) -> str:
+    """One log line saying how a lab node is scheduled, and what to do when it is not real-time."""
+    if realtime:
+        return f"scheduling: SCHED_FIFO {REALTIME_PRIORITY} (send and receive threads)"
+    if os.environ.get(REALTIME_ENV, "1") == "0":
+        return f"scheduling: normal ({REALTIME_ENV}=0)"
+    return (
+        f"scheduling: normal (SCHED_FIFO refused; {REALTIME_HELP}): "
+        "latency tails may be this machine's, not the link's"
+    )
 
 
 def is_realtime(pid: int = 0) -> bool:
@@ -51,6 +64,12 @@ def leave_realtime() -> None:
     for tid in tids:
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+
+
+def leave_thread_realtime() -> None:
+    """Put only the calling thread (and the threads it starts later) back to normal scheduling."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # Linux: pid 0 is the calling thread
 
 
 @contextlib.contextmanager

@@ -40,7 +40,35 @@ def test_a_busy_executor_does_not_count_as_link_latency(busy_ms):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     latencies = sorted(result["latencies_ms"])
-    assert result["received"] >= 70  # keep-last history: a starved executor may drop the odd sample
+    assert result["received"] >= 60  # keep-last history: a starved executor (a loaded machine) drops some
     # Loopback within one process: well under a millisecond unless the OS delays DDS's own thread;
     # the executor's queueing (up to busy_ms) must not appear in the median.
     assert statistics.median(latencies) < 1.0 + busy_ms / 10, latencies
+
+
+REALTIME_PROBE = Path(__file__).parent / "ros" / "realtime_node_probe.py"
+
+
+@pytest.mark.parametrize("rate_hz", [20.0, 100.0])
+def test_a_realtime_node_keeps_its_executor_at_normal_priority(rate_hz):
+    """A lab node at SCHED_FIFO (tests run with the right): Fast DDS's threads inherit it, rclpy's
+    executor does not, and it does not spin. rclpy's MultiThreadedExecutor re-polls a ready entity
+    until a worker takes it; at FIFO that kept its workers off the core (both nodes spun at 90 % CPU
+    and no command was sent), and even at normal priority it burnt most of a core at 100 Hz."""
+    count = int(rate_hz * 2)
+    done = subprocess.run(
+        [ros_python(ROS_VENV), str(REALTIME_PROBE), str(rate_hz), str(count)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    threads = result["threads"]
+    assert result["realtime"], "tests run with the right to SCHED_FIFO"
+    assert threads["MainThread"] == ["fifo"], threads  # the send loop
+    assert set(threads["dds"]) == {"fifo"}, threads  # the middleware's receive and event threads
+    assert threads["rclpy-executor"] == ["other"], threads
+    assert result["received"] == count, result
+    # no spinning executor: rclpy's MultiThreadedExecutor spent 4-15 ms of CPU per command at 100 Hz
+    assert result["executor_cpu_ms_per_command"] < 3.0, result

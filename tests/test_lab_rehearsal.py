@@ -147,6 +147,11 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, distr
     assert metrics["mocap"]["valid_poses"] > 0.9 * 120 * plan.total_s
     # the simulated base drives the square it is told: ground truth closes within a few cm
     assert metrics["drift"]["available"], metrics["drift"]
+    # both nodes and the simulated hardware ran real-time, as the twin's processes do (tests run with the right)
+    host_status = json.loads((result.trial_dir / "lab" / "host_status.json").read_text())
+    robot_status = json.loads((result.trial_dir / "robot_status.json").read_text())
+    assert (host_status["realtime"], robot_status["realtime"], base["realtime"]) == (True, True, True)
+    assert not [w for w in record.outcome.warnings if "normal scheduling" in w]
 
 
 def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):

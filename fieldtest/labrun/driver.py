@@ -57,6 +57,7 @@ class LabDriver:
         transport: Transport,
         wait_for_go: bool = True,
         robot_lost_s: float = ROBOT_LOST_S,
+        realtime: bool = False,
     ):
         self.control_dir = trial_dir / CONTROL_DIR
         self.control_dir.mkdir(parents=True, exist_ok=True)
@@ -66,7 +67,7 @@ class LabDriver:
         self.go_refused = False
         self.end_detail = ""
         self._status_lock = threading.Lock()
-        self.streamer = CommandStreamer(request, trial_dir, transport)
+        self.streamer = CommandStreamer(request, trial_dir, transport, realtime=realtime)
 
     # Control files ------------------------------------------------------------------------
     def _file(self, name: str) -> Path:
@@ -88,6 +89,7 @@ class LabDriver:
             "stop_burst_sent": streamer.result.burst_sent,
             "end": streamer.result.end,
             "end_detail": self.end_detail,
+            "realtime": streamer.realtime,
             "host_clock_ns": streamer.clock.now_ns(),
         }
 

@@ -47,7 +47,9 @@ class LabLinkMonitor:
         transport: Transport,
         relay: Callable[[Any], None] | None = None,
         relay_silence_s: float = RELAY_SILENCE_S,
+        realtime: bool = False,
     ):
+        self.realtime = realtime  # the node asked for SCHED_FIFO before its middleware started
         self.relay = RelayWatchdog(relay, relay_silence_s) if relay is not None else None
         self.extra_status: dict[str, Any] = {}  # filled by the node: battery, base parameters...
         self._last_status_mono = 0.0
@@ -92,7 +94,7 @@ class LabLinkMonitor:
             "apply_late": lateness_summary([]),
             "step_late": lateness_summary(self.loop.step_late_ms),
             "steps_skipped": self.loop.steps_skipped,
-            "realtime": False,
+            "realtime": self.realtime,
             "started_ns": self.started_ns,
             "robot_clock_ns": self.clock.now_ns(),
         }

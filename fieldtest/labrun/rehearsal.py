@@ -113,6 +113,7 @@ def simulated_hardware(
                 "feed",
                 "--feed-port",
                 str(ports["feed"]),
+                "--realtime",  # Motive runs on its own PC: here it must not wait behind the nodes
             ],  # fmt: skip
         )
         procs.wait_ready("natnet", marker=NATNET_READY)

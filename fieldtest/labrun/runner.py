@@ -48,6 +48,7 @@ from fieldtest.labrun.preflight import (
 from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.procs import ProcessGroup
+from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import (
     HOST_BAG,
     MOCAP_BAG,
@@ -362,6 +363,11 @@ class _Trial:
                     f"robot: {robot['missing_in_range']} commands missing between first and last seq"
                 )
         outcome.warnings += [f"pre-flight {c.check}: {c.detail}" for c in self.checks if c.severity == "warn"]
+        outcome.warnings += [
+            f"{side} node ran at normal scheduling: its latency tails may be its own ({REALTIME_HELP})"
+            for side, status in (("host", host), ("robot", robot))
+            if status.get("realtime") is False
+        ]
         outcome.warnings += self.notes
         for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
             if (self.trial_dir / bag).exists() and read_bag(self.trial_dir / bag).truncated:

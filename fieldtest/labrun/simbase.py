@@ -37,6 +37,7 @@ from fieldtest.endpoints.status import say, write_status
 from fieldtest.labrun.create3 import motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
+from fieldtest.realtime import is_realtime, try_realtime
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport.base import Transport, timed_subscribe
 from fieldtest.twin.create3 import Create3Model, SafetyOverride
@@ -142,6 +143,7 @@ class SimulatedBase:
                 "velocity": [v, w],
                 "moving": not self.model.stopped,
                 "watchdog_stops": len(self.model.watchdog_trips),
+                "realtime": is_realtime(),
             }
 
 
@@ -241,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     cmd_type = "twist" if args.distro.lower() in ("humble", "iron") else "twist_stamped"
     keep: list[Any] = []
+    # The real base has a processor of its own; here it must not wait behind the nodes (as the twin's
+    # robot model does). Before the middleware starts, so that its threads inherit SCHED_FIFO.
+    try_realtime()
     if args.vendor == "fastdds":
         transport, keep = _rclpy_base(args)
     else:

@@ -29,6 +29,7 @@ from fieldtest.middleware import registry
 from fieldtest.middleware.config import TransportConfig
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import stop_on_signals, watch_parent
+from fieldtest.realtime import try_realtime
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:
@@ -81,11 +82,14 @@ def run_side(role: str, args: dict[str, str]) -> int:
     config = transport_config(cfg)
     trial_dir = Path(cfg.trial_dir) if cfg.trial_dir else Path.cwd() / f"fieldtest-{role}"
     request = request_for_side(config, cfg.plan, cfg.cmd_type, name=f"lab-{role}")
+    realtime = try_realtime()  # as the rclpy nodes do, before the middleware's threads start
     with stop_on_signals() as stop, infrastructure(cfg, config, trial_dir):
         watch_parent(stop)
         transport = RemappedTransport(open_transport(config, role), command_remap(cfg.relay))  # type: ignore[arg-type]
         if role == "host":
-            driver = LabDriver(request, trial_dir, transport=transport, wait_for_go=bool(cfg.trial_dir))
+            driver = LabDriver(
+                request, trial_dir, transport=transport, wait_for_go=bool(cfg.trial_dir), realtime=realtime
+            )
             say(f"READY stand-in host {cfg.middleware}")
             try:
                 code = driver.run(stop)
@@ -99,6 +103,7 @@ def run_side(role: str, args: dict[str, str]) -> int:
             trial_dir,
             transport=transport,
             relay=(lambda _t: relayed.append(1)) if cfg.relay else None,
+            realtime=realtime,
         )
         say(f"READY stand-in robot {cfg.middleware}")
         try:

@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.middleware.config import TransportConfig
     from fieldtest.middleware.names import TWIN_MIDDLEWARES
     from fieldtest.procs import stop_on_signals
+    from fieldtest.realtime import scheduling_note, try_realtime
 
     argv = list(sys.argv if argv is None else argv)
+    realtime = try_realtime()  # before the middleware starts: its receive threads inherit SCHED_FIFO
     init_without_signal_handlers(argv)
     node = rclpy.create_node("square_driver")
     log = node.get_logger()
@@ -84,8 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     code = 1
     with stop_on_signals() as stop:
         driver = LabDriver(
-            request, Path(trial_dir), transport=transport, wait_for_go=wait_for_go, robot_lost_s=robot_lost_s
+            request,
+            Path(trial_dir),
+            transport=transport,
+            wait_for_go=wait_for_go,
+            robot_lost_s=robot_lost_s,
+            realtime=realtime,
         )
+        log.info(scheduling_note(realtime))
         log.info(
             f"plan {source}: {plan.n_ticks()} commands at {plan.command_rate_hz:g} Hz, {cmd_type}, qos {qos}"
         )

@@ -81,9 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.labrun.settings import load_plan
     from fieldtest.middleware.config import TransportConfig
     from fieldtest.procs import stop_on_signals
+    from fieldtest.realtime import scheduling_note, try_realtime
     from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 
     argv = list(sys.argv if argv is None else argv)
+    realtime = try_realtime()  # before the middleware starts: its receive threads inherit SCHED_FIFO
     init_without_signal_handlers(argv)
     node = rclpy.create_node("link_monitor")
     log = node.get_logger()
@@ -131,8 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     base_spin = spin_in_background(base_plain_node, base_context) if base_plain_node is not None else None
     with stop_on_signals() as stop:
         monitor = LabLinkMonitor(
-            request, Path(trial_dir), transport=transport, relay=relay_fn, relay_silence_s=relay_silence_s
+            request,
+            Path(trial_dir),
+            transport=transport,
+            relay=relay_fn,
+            relay_silence_s=relay_silence_s,
+            realtime=realtime,
         )
+        log.info(scheduling_note(realtime))
         monitor.extra_status = extra_status
         log.info(f"logging commands ({cmd_type}, qos {qos}) to {trial_dir}/robot; probing the host clock")
         try:
