@@ -47,20 +47,22 @@ def main(argv: list[str] | None = None) -> int:
         rclpy.try_shutdown()
         return 2
     trial_dir = node.declare_parameter("trial_dir", ".").value
-    relay = MocapRelay(trial_dir, up_axis, body_id)
-    if source == "mocap4r2":
-        from mocap4r2_msgs.msg import RigidBodies
-
-        node.create_subscription(
-            RigidBodies, topic, lambda m: relay.on_rigid_bodies(m, name), qos_profile_sensor_data
-        )
-    else:
-        from geometry_msgs.msg import PoseStamped
-
-        node.create_subscription(PoseStamped, topic, relay.on_pose, qos_profile_sensor_data)
-    node.get_logger().info(f"recording {source} {topic} (up axis {up_axis}) to {trial_dir}/mocap")
-    executor, spinner = spin_in_background(node)
+    # Signals are the relay's from before its recording opens: a Ctrl-C while the executor started
+    # raised KeyboardInterrupt there, and the recording was never closed.
     with stop_on_signals() as stop:
+        relay = MocapRelay(trial_dir, up_axis, body_id)
+        if source == "mocap4r2":
+            from mocap4r2_msgs.msg import RigidBodies
+
+            node.create_subscription(
+                RigidBodies, topic, lambda m: relay.on_rigid_bodies(m, name), qos_profile_sensor_data
+            )
+        else:
+            from geometry_msgs.msg import PoseStamped
+
+            node.create_subscription(PoseStamped, topic, relay.on_pose, qos_profile_sensor_data)
+        node.get_logger().info(f"recording {source} {topic} (up axis {up_axis}) to {trial_dir}/mocap")
+        executor, spinner = spin_in_background(node)
         while not stop.wait(1.0):
             pass
     relay.close()
