@@ -188,3 +188,71 @@ def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
         finally:
             host.close()
             robot.close()
+
+
+# The robot's side of a TLS MQTT link: its message callback takes a lock that its main thread holds
+# while it publishes (as the clock probes do: send under the probes' lock, replies taken under it).
+MQTT_SHARED_LOCK_ROLE = r"""
+import json, sys, threading, time
+from fieldtest import rosmsg
+from fieldtest.security import mqtt_configure_client
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.mqtt import open_mqtt
+cfg, count = TransportConfig(**json.loads(sys.argv[1])), int(sys.argv[2])
+robot = open_mqtt(cfg, "robot", configure_client=mqtt_configure_client(cfg, "robot"))
+shared, heard = threading.Lock(), []
+def on_command(msg):
+    with shared:
+        heard.append(rosmsg.seq_of(msg.header.frame_id))
+robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, on_command)
+publish = robot.publisher("/robot_out", rosmsg.TWIST_STAMPED)
+print("READY", flush=True)
+sent = 0
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline and len(heard) < count:
+    with shared:
+        publish(rosmsg.command(sent, time.time_ns(), 0.0, 0.0))
+    sent += 1
+print(json.dumps({"heard": len(heard), "sent": sent}), flush=True)
+robot.close()
+"""
+
+
+def test_mqtt_tls_callbacks_never_run_under_the_connections_lock(keystore, tmp_path):
+    """Over TLS the network loop reads under the lock that publishes take; a message callback run
+    inside that read, waiting for a lock the publishing thread held, deadlocked both (the robot
+    stopped hearing the host mid-trial in the security proof). Callbacks now run after the read."""
+    from fieldtest.transport.broker import MosquittoBroker
+    from fieldtest.transport.mqtt import open_mqtt
+
+    config = TransportConfig(
+        middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()
+    )
+    count = 2000
+    lines = mosquitto_listener_lines(config, "127.0.0.1", config.mqtt_port, tmp_path / "acl")
+    with MosquittoBroker(config, tmp_path, listener_lines=lines):
+        robot = subprocess.Popen(
+            [sys.executable, "-c", MQTT_SHARED_LOCK_ROLE, config.model_dump_json(), str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        host = open_mqtt(config, "host", configure_client=mqtt_configure_client(config, "host"))
+        try:
+            assert robot.stdout.readline().strip() == "READY"
+            time.sleep(0.3)  # let the subscription reach the broker
+            publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+            for seq in range(count):
+                publish(rosmsg.command(seq, time.time_ns(), 0.33, 0.0))
+            out, _ = robot.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            robot.kill()
+            out, _ = robot.communicate()
+            pytest.fail(f"the robot side hung (deadlock): {out[-1000:]}")
+        finally:
+            host.close()
+            if robot.poll() is None:
+                robot.kill()
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["heard"] == count, report
+    assert report["sent"] > 0

@@ -131,7 +131,10 @@ class NetworkLoop:
 
     Writes are serialized by one lock (paho's write path is not safe from two threads). Reads take
     the same lock only over TLS, where OpenSSL must not read and write one connection at once; over
-    plain TCP a publish never waits for a message callback.
+    plain TCP a publish never waits for a message callback. Message callbacks never run under that
+    lock (``deliver``): a callback that waits for a lock the publishing thread holds while it
+    publishes (the clock probes' own) would otherwise deadlock both threads, and the robot stopped
+    hearing the host mid-trial over TLS.
     """
 
     def __init__(self, client: paho.Client):
@@ -143,6 +146,8 @@ class NetworkLoop:
         for end in (self._wake_r, self._wake_w):
             end.setblocking(False)
         self._thread = threading.Thread(target=self._run, name="mqtt-network", daemon=True)
+        self._deferred: list[Callable[[], None]] = []  # callbacks of a locked read, run after it
+        self._in_locked_read = False
         client.on_socket_register_write = self._on_register_write
         client.on_socket_unregister_write = None
 
@@ -211,11 +216,28 @@ class NetworkLoop:
             if self.client.is_connected():
                 failures = 0
 
+    def deliver(self, callback: Callable[[], None]) -> None:
+        """Run a message callback: at once, or, inside a read that holds the I/O lock (TLS), right
+        after that read lets the lock go, in arrival order."""
+        if self._in_locked_read and threading.current_thread() is self._thread:
+            self._deferred.append(callback)
+        else:
+            callback()
+
     def _turn(self, sock: socket.socket, readable: bool) -> None:
         """Read what arrived (callbacks run here), write what is queued, keep the connection alive."""
-        if readable:
-            with self._io if isinstance(sock, ssl.SSLSocket) else contextlib.nullcontext():
-                self.client.loop_read()
+        if readable and isinstance(sock, ssl.SSLSocket):
+            with self._io:
+                self._in_locked_read = True
+                try:
+                    self.client.loop_read()
+                finally:
+                    self._in_locked_read = False
+            pending, self._deferred = self._deferred, []
+            for callback in pending:
+                callback()
+        elif readable:
+            self.client.loop_read()
         with self._io:
             if self.client.want_write():
                 self.client.loop_write()
@@ -348,9 +370,7 @@ class MqttTransport(CallbackSubscriber):
 
         decode = decoder(typename, deliver, data_topic)
 
-        def on_message(client, userdata, message: paho.MQTTMessage) -> None:
-            arrival_ns = now_ns()
-            payload = message.payload
+        def handle(payload: bytes, arrival_ns: int) -> None:
             if self.inject_timestamp:
                 try:
                     stamp_ns, payload = split_stamped_payload(payload)
@@ -360,6 +380,11 @@ class MqttTransport(CallbackSubscriber):
                 if self.on_latency is not None:
                     self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
             decode(payload, arrival_ns)
+
+        def on_message(client, userdata, message: paho.MQTTMessage) -> None:
+            arrival_ns = now_ns()  # stamped on arrival, even when the callback runs after the read
+            payload = message.payload
+            self.loop.deliver(lambda: handle(payload, arrival_ns))
 
         self.client.message_callback_add(data_topic, on_message)
         with self._cond:
