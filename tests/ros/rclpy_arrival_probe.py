@@ -5,6 +5,7 @@ would count the executor's queueing (here a timer that blocks for ``busy_ms``) a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -22,7 +23,9 @@ def main(busy_ms: float, count: int) -> dict:
     rclpy.init()
     node = rclpy.create_node("arrival_probe")
     clock = Clock()
-    transport = RclpyTransport(node, "/arrival_probe", "default")
+    transport = RclpyTransport(
+        node, f"/arrival_probe_{os.getpid()}", "default"
+    )  # own topics: runs side by side
     latencies: list[float] = []
 
     def on_command(msg, arrival_ns: int) -> None:

@@ -64,7 +64,9 @@ def main(rate_hz: float, count: int) -> dict:
     rclpy.init()
     node = rclpy.create_node("realtime_probe")
     clock = Clock()
-    transport = RclpyTransport(node, "/realtime_probe", "default")
+    transport = RclpyTransport(
+        node, f"/realtime_probe_{os.getpid()}", "default"
+    )  # own topics: runs side by side
     received: list[int] = []
     timed_subscribe(transport, "cmd_vel", rosmsg.TWIST_STAMPED, lambda m, _t: received.append(1), clock)
     publish = stamped_publisher(transport, "cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
