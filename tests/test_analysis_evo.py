@@ -11,13 +11,15 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.plan import SquarePlan
+from fieldtest.testkit import needs
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 EVO_APE = Path(sys.executable).parent / "evo_ape"
 
 
-@pytest.mark.skipif(not EVO_APE.exists(), reason="evo_ape not installed next to this Python")
 def test_ape_equals_evo_ape_command_line(tmp_path):
+    if not EVO_APE.exists():
+        pytest.fail(f"needs evo_ape at {EVO_APE}: {needs.INSTALL_HINT}", pytrace=False)
     spec = SynthSpec(
         plan=SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0),
         last_lap_shift_m=(0.04, 0.025),

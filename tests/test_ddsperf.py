@@ -1,8 +1,8 @@
 import random
-import shutil
 
 import pytest
 
+from fieldtest.testkit import needs
 from fieldtest.testkit.ddsperf import (
     DdsperfError,
     PingInterval,
@@ -78,7 +78,7 @@ def test_missing_binary_is_named():
 
 
 def test_reference_uses_the_kits_own_dds_configuration():
-    pytest.importorskip("cyclonedds")
+    needs.module("cyclonedds")
     from fieldtest.transport import TransportConfig
     from fieldtest.transport.dds import cyclonedds_xml
 
@@ -86,8 +86,8 @@ def test_reference_uses_the_kits_own_dds_configuration():
     assert loopback_config_xml() == cyclonedds_xml(TransportConfig(), "robot")
 
 
-@pytest.mark.skipif(shutil.which("ddsperf") is None, reason="ddsperf (cyclonedds-tools) not installed")
 def test_real_ping_pong_on_loopback():
+    needs.tools("ddsperf")
     result = run_pingpong(rate_hz=50, size=76, duration_s=2, domain_id=random.randint(200, 230))
     assert len(result.intervals) >= 1
     one_way = result.one_way

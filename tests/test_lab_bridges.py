@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -40,6 +39,7 @@ from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import paho_tls_args
+from fieldtest.testkit import needs
 
 ZENOH_CASES = [
     (middleware, role, distro)
@@ -355,9 +355,6 @@ def test_mqtt_qos_follows_the_profile():
     assert (b["mqtt"]["qos"], b["ros"]["qos"]["reliability"], b["ros"]["queue_size"]) == (0, "best_effort", 5)
 
 
-needs_mosquitto = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
-
-
 class Broker:
     def __init__(self, conf: str, port: int, workdir: Path):
         path = workdir / "mosquitto.conf"
@@ -418,8 +415,8 @@ def test_broker_launched_as_root_keeps_root_to_read_the_acl(tmp_path, keystore, 
     assert users == ([user_line] if user_line else [])
 
 
-@needs_mosquitto
 def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
+    needs.tools("mosquitto")
     port = free_port()
     c = cfg("host", middleware="mqtt-local-broker", mqtt_port=str(port))
     with Broker(mosquitto_conf(c, bind_address="127.0.0.1"), port, tmp_path):
@@ -432,8 +429,8 @@ def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
                 client.disconnect()
 
 
-@needs_mosquitto
 def test_tls_broker_config_enforces_certificates_and_the_acl(tmp_path, keystore):
+    needs.tools("mosquitto")
     port = free_port()
     c = cfg(
         "host",

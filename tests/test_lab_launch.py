@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import os
 import py_compile
-import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -25,6 +24,7 @@ from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware.names import LAB_MIDDLEWARES
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
+from fieldtest.testkit import needs
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACES = {"host": ROOT / "host_ws/src/fieldtest_host", "robot": ROOT / "robot_ws/src/fieldtest_robot"}
@@ -258,7 +258,6 @@ def test_message_package_reads_fieldtest_msg():
     assert used <= declared, used - declared
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake")
 @pytest.mark.parametrize("package", MSG_PACKAGES, ids=lambda p: p.parent.parent.name)
 def test_cmake_glob_finds_exactly_the_kits_msg_files(tmp_path, package):
     """Run the CMakeLists' own glob (everything before rosidl) in CMake script mode."""
@@ -270,6 +269,7 @@ def test_cmake_glob_finds_exactly_the_kits_msg_files(tmp_path, package):
         + text[start:end]
         + 'foreach(_i ${_fieldtest_interfaces})\n  message(STATUS "IFACE ${_i}")\nendforeach()\n'
     )
+    needs.tools("cmake")
     done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     found = sorted(

@@ -27,16 +27,20 @@ from fieldtest.netem import (
     cleanup_stale,
     get_profile,
     measure_link,
-    netns_available,
 )
 from fieldtest.netem.disturbance import probe_allowance
 from fieldtest.netem.probe import udp_blast
 from fieldtest.netem.profiles import LinkProfile, loss_tolerance
 from fieldtest.netem.topology import list_namespaces
+from fieldtest.testkit import needs
 
 REPO = Path(__file__).resolve().parents[1]
-NETNS_OK, NETNS_REASON = netns_available()
-pytestmark = pytest.mark.skipif(not NETNS_OK, reason=NETNS_REASON)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _network_namespaces():
+    needs.netns()
+
 
 PROBES = {"ethernet": (200, 0.005), "wifi": (200, 0.005), "wifi-lossy": (300, 0.01), "4g": (150, 0.01)}
 PROBE_BASE_MS = 1.0  # two Python processes and the veth/bridge path add a few tenths of a ms

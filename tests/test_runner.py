@@ -33,6 +33,7 @@ from fieldtest.runner import (
     stack_drift_check,
     verdict_lines,
 )
+from fieldtest.testkit import needs
 from fieldtest.testkit.sched import realtime_permitted
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -167,11 +168,7 @@ def test_killed_host_stops_the_robot_within_the_watchdog(tmp_path):
 
 
 def test_trial_over_emulated_wifi_with_an_outage(tmp_path):
-    from fieldtest.netem import netns_available
-
-    available, reason = netns_available()
-    if not available:
-        pytest.skip(f"network namespaces unavailable: {reason}")
+    needs.netns()
     request = TrialRequest(
         name="e2e-wifi",
         plan=SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5),

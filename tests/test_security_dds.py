@@ -25,8 +25,6 @@ from fieldtest.security.settings import (
     dds_security_xml,
 )
 
-cyclonedds = pytest.importorskip("cyclonedds")
-
 LOOPBACK = (
     "<General><AllowMulticast>false</AllowMulticast>"
     '<Interfaces><NetworkInterface address="127.0.0.1"/></Interfaces></General>'

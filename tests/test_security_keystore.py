@@ -29,8 +29,12 @@ from fieldtest.security.keystore import (
 )
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave
 from fieldtest.security.settings import dds_security_files
+from fieldtest.testkit import needs
 
-pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl tool")
+
+@pytest.fixture(autouse=True)
+def _installed_tools():
+    needs.tools("openssl")
 
 
 @pytest.fixture(scope="module")

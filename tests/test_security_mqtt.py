@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import getpass
-import shutil
 import socket
 import ssl
 import subprocess
@@ -25,9 +24,13 @@ from fieldtest.security.settings import (
     paho_tls_args,
     twin_link_flows,
 )
+from fieldtest.testkit import needs
 from fieldtest.transport.broker import mosquitto_conf
 
-pytestmark = pytest.mark.skipif(shutil.which("mosquitto") is None, reason="needs mosquitto (apt)")
+
+@pytest.fixture(autouse=True)
+def _installed_tools():
+    needs.tools("mosquitto")
 
 
 @pytest.fixture(scope="module")

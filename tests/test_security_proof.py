@@ -55,11 +55,14 @@ from fieldtest.security.keystore import (
 )
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
 from fieldtest.security.trial import prepare_trial_security
+from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
 
-pytestmark = pytest.mark.skipif(
-    not (shutil.which("tcpdump") and shutil.which("mosquitto")), reason="needs tcpdump and mosquitto (apt)"
-)
+
+@pytest.fixture(autouse=True)
+def _installed_tools():
+    needs.tools("tcpdump", "mosquitto")
+
 
 ROGUE_SCRIPT = Path(__file__).with_name("security_rogue.py")
 # The host's forward speed is the marker: 8 bytes unlikely to occur in any other traffic.
