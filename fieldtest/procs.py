@@ -6,8 +6,8 @@ and the signal handling inside each of them.
   accepts TCP connections; its output read through a pipe.
 - ``free_port``, ``port_accepts``: loopback ports for a trial.
 - ``lease_dds_domain``: a DDS domain id no other run on this machine uses while the lease is held.
-- ``stop_on_signals``, ``signal_exit_code``, ``watch_parent``: inside a trial process, stop cleanly
-  on SIGTERM/SIGINT or when the parent is gone.
+- ``stop_on_signals``, ``signals_set``, ``signal_exit_code``, ``watch_parent``: inside a trial
+  process, stop cleanly on SIGTERM/SIGINT or when the parent is gone.
 
 Standard library only at import (psutil on first CPU sample): the ROS nodes on the robot import
 this module without the kit's full dependency set.
@@ -425,25 +425,51 @@ class ManagedProcess:
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT (the handler only sets it; the loop ends cleanly). SIGUSR1
-    writes every thread's stack to stderr (the process's log), even when the main thread is stuck:
-    what a process that ignores SIGTERM was doing (``ProcessGroup.stop`` sends it before SIGKILL)."""
-    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
-    stop = threading.Event()
+def signals_set(
+    event: threading.Event, signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)
+) -> Iterator[list[int]]:
+    """Set ``event`` when one of ``signals`` arrives; yields the signals received, in order.
+
+    The handler never calls ``event.set()`` itself: Python runs handlers on the main thread between
+    two bytecodes, and if that thread was inside ``event.wait()`` it holds the event's (non-reentrant)
+    lock, so ``set()`` there waits for itself forever. The handler only writes the signal number to
+    a pipe; a relay thread reads it and sets the event. Main thread only (``signal.signal``)."""
     received: list[int] = []
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
 
     def handler(signum, _frame) -> None:
         received.append(signum)
-        stop.set()
+        with contextlib.suppress(BlockingIOError):  # a full pipe already holds a wake-up
+            os.write(write_fd, bytes([signum]))
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    stop.received = received  # type: ignore[attr-defined]
+    def relay() -> None:
+        while os.read(read_fd, 64):  # b"": the write end closed on exit
+            event.set()
+
+    relay_thread = threading.Thread(target=relay, name="signal-relay", daemon=True)
+    relay_thread.start()
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
-        yield stop
+        yield received
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        os.close(write_fd)
+        relay_thread.join(timeout=1.0)
+        os.close(read_fd)
+
+
+@contextlib.contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT (``signals_set``; the loop ends cleanly). SIGUSR1 writes
+    every thread's stack to stderr (the process's log), even when the main thread is stuck: what a
+    process that ignores SIGTERM was doing (``ProcessGroup.stop`` sends it before SIGKILL)."""
+    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
+    stop = threading.Event()
+    with signals_set(stop) as received:
+        stop.received = received  # type: ignore[attr-defined]
+        yield stop
 
 
 def dump_stacks(popen: subprocess.Popen, wait_s: float = 1.0) -> None:

@@ -50,6 +50,7 @@ PROCESS_HELPERS = {
     "port_accepts",
     "die_with_parent",
     "stop_on_signals",
+    "signals_set",
     "signal_exit_code",
     "watch_parent",
     "ProcessGroup",
@@ -75,6 +76,23 @@ def test_process_helpers_are_defined_only_in_procs():
             if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name.lstrip("_") in PROCESS_HELPERS:
                 defined.setdefault(node.name.lstrip("_"), []).append(str(path.relative_to(root)))
     assert defined == {name: ["fieldtest/procs.py"] for name in PROCESS_HELPERS}
+
+
+def test_the_kits_signal_handlers_are_installed_only_through_procs():
+    """A handler that sets an event itself can deadlock (``signals_set``); the kit's processes use
+    ``stop_on_signals`` or ``signals_set``. The namespace topology's teardown hook is the exception:
+    it re-raises the signal after closing."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    installs = sorted(
+        str(path.relative_to(root))
+        for d in ("fieldtest", "host_ws", "robot_ws", "analysis", "mocap", "trials")
+        for path in (root / d).rglob("*.py")
+        if re.search(r"signal\.signal\(\s*\w+\s*,\s*(?!old\b|previous\b|signal\.SIG_DFL)", path.read_text())
+    )
+    assert installs == ["fieldtest/netem/topology.py", "fieldtest/procs.py"]
 
 
 def test_free_port_gives_a_bindable_tcp_or_udp_port_on_the_address():
@@ -147,3 +165,78 @@ def test_a_process_started_realtime_runs_at_sched_fifo_where_permitted(
         assert group.realtime() == {"router": expected}  # only those that asked for it
     finally:
         group.stop_all()
+
+
+# The main thread holds the stop event's lock whenever it is inside stop.wait() (the twin's loops
+# spend their time there); a SIGTERM then runs the handler on that same thread.
+SIGNAL_INSIDE_WAIT = r"""
+import os, signal
+from fieldtest.procs import signal_exit_code, stop_on_signals
+
+with stop_on_signals() as stop:
+    with stop._cond:  # what Event.wait() holds while it sets up and after it wakes
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # the handler runs here, between two bytecodes
+            pass
+    print("stopped" if stop.wait(5.0) else "not stopped", signal_exit_code(stop), flush=True)
+"""
+
+
+def test_a_signal_that_lands_inside_the_stop_events_wait_still_stops_the_process():
+    """A CI run failed on this: the twin robot ignored SIGTERM for 15 s, stuck in its own handler."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SIGNAL_INSIDE_WAIT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out, err = _communicate_or_dump(proc, timeout_s=10.0)
+    assert out.split() == ["stopped", str(128 + signal.SIGTERM)], err
+
+
+# A trial process's loop at a given tick; the parent signals it at random phases of the tick.
+TICKING = r"""
+import sys, time
+from fieldtest.endpoints.clock import Clock
+from fieldtest.procs import signal_exit_code, stop_on_signals
+
+tick_ns = int(float(sys.argv[1]) * 1e6)
+clock = Clock()
+with stop_on_signals() as stop:
+    print("READY", flush=True)
+    deadline = clock.now_ns()
+    while not stop.is_set():
+        deadline += tick_ns
+        clock.sleep_until(deadline, stop, spin_ns=0)
+sys.exit(signal_exit_code(stop))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("tick_ms", [0.05, 1.0, 50.0])
+def test_a_ticking_loop_stops_on_a_signal_at_any_phase(sig, tick_ms):
+    import random
+
+    rng = random.Random(f"{sig}-{tick_ms}")
+    for _ in range(8):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", TICKING, str(tick_ms)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout.readline().strip() == "READY"
+        time.sleep(rng.uniform(0.0, 0.05))
+        proc.send_signal(sig)
+        _, err = _communicate_or_dump(proc, timeout_s=5.0)
+        assert proc.returncode == 128 + sig, err
+
+
+def _communicate_or_dump(proc: subprocess.Popen, timeout_s: float) -> tuple[str, str]:
+    """The process's output; if it does not end in time, its threads' stacks, then a failure."""
+    from fieldtest.procs import dump_stacks
+
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        dump_stacks(proc)
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the process ignored the signal for {timeout_s} s:\n{err}") from None

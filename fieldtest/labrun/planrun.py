@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -46,7 +45,7 @@ from fieldtest.labrun.bridges import (
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.settings import LaunchArgError
 from fieldtest.labrun.standin import parse_argv
-from fieldtest.procs import die_with_parent
+from fieldtest.procs import die_with_parent, signals_set
 from fieldtest.transport.zenoh_bridge import LOOPBACK, BridgeMissingError, find_bridge, router_argv
 
 EXIT_GATE_REFUSED = 1
@@ -205,9 +204,6 @@ class PlanRunner:
             _stop(self.nodes)
             _stop(self.side)
 
-    def request_stop(self, *_: Any) -> None:
-        self.stop.set()
-
 
 def _first_exit(procs: list[subprocess.Popen]) -> int:
     """The first node's exit code; a node killed by a signal gives 128 + signal, as a shell reports it."""
@@ -260,9 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
     plan.processes = [p for p in plan.processes if p.name not in without]
     runner = PlanRunner(plan)
-    signal.signal(signal.SIGINT, runner.request_stop)
-    signal.signal(signal.SIGTERM, runner.request_stop)
-    return runner.run()
+    with signals_set(runner.stop):
+        return runner.run()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ Definitions: docs/analysis.md, "Stack faults and the machine".
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import threading
 import time
@@ -26,6 +25,7 @@ import numpy as np
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.status import write_status
+from fieldtest.procs import stop_on_signals
 from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 
@@ -135,20 +135,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rate-hz", type=float, default=PROBE_RATE_HZ)
     args = parser.parse_args(argv)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     realtime = try_realtime()  # like the router or broker and the twin's processes (and their threads)
     probe = ForwardProbe(probe_config(read_trial(args.trial_dir).request.transport))
-    try:
-        routed = probe.wait_for_route(timeout_s=10.0)
-        print(f"{READY} {'routed' if routed else 'no route through the router or broker'}", flush=True)
-        if routed:
-            probe.run(args.rate_hz, stop)
-        result = probe.summary() if routed else {"samples": 0, "lost": 0, "error": "no route"}
-        result["realtime"] = realtime
-    finally:
-        probe.close()
+    with stop_on_signals() as stop:
+        try:
+            routed = probe.wait_for_route(timeout_s=10.0)
+            print(f"{READY} {'routed' if routed else 'no route through the router or broker'}", flush=True)
+            if routed:
+                probe.run(args.rate_hz, stop)
+            result = probe.summary() if routed else {"samples": 0, "lost": 0, "error": "no route"}
+            result["realtime"] = realtime
+        finally:
+            probe.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_status(args.out, result)  # atomic: the runner never reads half a file
     return 0

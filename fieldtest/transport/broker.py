@@ -21,11 +21,11 @@ Command line (a router on its own machine or namespace):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import os
 import shutil
-import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -34,7 +34,7 @@ from typing import Any
 
 from ..middleware.names import catalog_entry
 from ..names import MQTT_PORT, ZENOH_PORT
-from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
+from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError, signals_set
 from .base import TransportConfig, require_fragment
 
 MOSQUITTO = "/usr/sbin/mosquitto"
@@ -70,19 +70,16 @@ def run_zenoh_router(
     from .zenoh_ import open_session
 
     stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
     session_config = router_session_config(config.router_address, config.zenoh_port, overrides)
-    session = open_session(session_config)
-    try:
+    with contextlib.ExitStack() as on_exit:
+        if threading.current_thread() is threading.main_thread():
+            on_exit.enter_context(signals_set(stop))
+        session = open_session(session_config)
+        on_exit.callback(session.close)
         print(
             f"{ZENOH_ROUTER_READY} {session_config['listen']['endpoints'][0]} zid={session.zid()}", flush=True
         )
-        while not stop.wait(0.2):  # short waits so signal handlers run promptly
-            pass
-    finally:
-        session.close()
+        stop.wait()
 
 
 def zenoh_router_command(
