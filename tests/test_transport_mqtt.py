@@ -4,6 +4,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import paho.mqtt.client as paho
 import psutil
 import pytest
@@ -313,3 +314,74 @@ def test_an_error_inside_the_network_loop_ends_in_a_reconnect_not_a_dead_loop(tm
             robot.close()
     assert failed and got, caplog.text
     assert "injected loop failure" in caplog.text
+
+
+# The host in a process of its own: the subscribing process below keeps its GIL busy.
+STAMPED_SENDER = r"""
+import json, random, sys, time
+from fieldtest import rosmsg
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.mqtt import open_mqtt
+from transport_exchange import CMD_VEL, command_for
+
+config = TransportConfig.model_validate_json(sys.argv[1])
+count, seed = int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+host = open_mqtt(config, "host", inject_timestamp=True)
+publish = host.publisher(CMD_VEL, rosmsg.TWIST_STAMPED)
+try:
+    for i in range(count):
+        time.sleep(rng.uniform(0.005, 0.03))  # arrivals at every phase of the subscriber's GIL holds
+        publish(command_for(i))
+finally:
+    host.close()
+"""
+
+
+@pytest.mark.parametrize("gil_hold_s", [0.004, 0.01])
+def test_arrival_stamps_are_taken_before_the_network_thread_gets_the_gil_back(tmp_path, gil_hold_s):
+    """The robot's arrival stamp is when its socket woke the network thread, not when that thread
+    next got the GIL: here the main thread holds it for ``gil_hold_s`` at a time with short breaks
+    (the twin robot's physics loop and bag writer hold it for shorter spells), so most messages
+    arrive while the GIL is held, and their latency must stay well below the hold."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    config = local_broker_config()
+    latencies: list[float] = []
+    count = 40
+    with MosquittoBroker(config, tmp_path):
+        robot = open_mqtt(
+            config, "robot", inject_timestamp=True, on_latency=lambda _t, s: latencies.append(s)
+        )
+        robot.subscribe(CMD_VEL, rosmsg.TWIST_STAMPED, lambda _msg: None)
+        sender = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                STAMPED_SENDER,
+                config.model_dump_json(),
+                str(count),
+                str(round(1e3 * gil_hold_s)),
+            ],
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(10 * gil_hold_s)  # no forced switch within a hold
+        try:
+            deadline = time.monotonic() + 30
+            while len(latencies) < count and time.monotonic() < deadline:
+                until = time.monotonic() + gil_hold_s
+                while time.monotonic() < until:
+                    pass  # no call that releases the GIL
+                time.sleep(gil_hold_s / 4)  # a break: the network thread reads what came meanwhile
+        finally:
+            sys.setswitchinterval(previous)
+            _, err = sender.communicate(timeout=30)
+            robot.close()
+    assert sender.returncode == 0, err
+    assert len(latencies) == count
+    assert float(np.median(latencies)) < gil_hold_s / 4, sorted(latencies)

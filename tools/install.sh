@@ -36,6 +36,8 @@ fi
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
 "$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
+# the MQTT transport's arrival stamps (poll wake-ups stamped in C)
+"$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
 # the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros
 bash "$ROOT/tools/install_ros.sh"
 # the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; 25-60 min the first time

@@ -58,6 +58,7 @@ from .base import (
     stamp_and_send,
 )
 from .broker import mqtt_broker_address
+from .pollstamp import READABLE, poll_stamped
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ class NetworkLoop:
             end.setblocking(False)
         self._thread = threading.Thread(target=self._run, name="mqtt-network", daemon=True)
         self._deferred: list[Callable[[], None]] = []  # callbacks of a locked read, run after it
+        self._woke_ns: int | None = None  # CLOCK_MONOTONIC when the socket last woke the thread
         self._in_locked_read = False
         client.on_socket_register_write = self._on_register_write
         client.on_socket_unregister_write = None
@@ -245,14 +247,32 @@ class NetworkLoop:
 
     def _wait(self, sock: socket.socket) -> bool:
         """Block until the connection has data to read (True) or something else to do (False)."""
+        self._woke_ns = None  # a stamp holds for the turn it was taken in only
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
-            return True  # decrypted bytes already buffered: select would not see them
-        writers = [sock] if self.client.want_write() else []
-        readable, _, _ = select.select([sock, self._wake_r], writers, [], LOOP_IDLE_S)
-        if self._wake_r in readable:
+            return True  # decrypted bytes already buffered: poll would not see them
+        if sock.fileno() < 0:
+            raise ValueError("the connection's socket is closed")
+        events = select.POLLIN | (select.POLLOUT if self.client.want_write() else 0)
+        (conn, wake), woke_ns = poll_stamped(
+            [(sock.fileno(), events), (self._wake_r.fileno(), select.POLLIN)], LOOP_IDLE_S
+        )
+        if wake:
             with contextlib.suppress(BlockingIOError, OSError):
                 self._wake_r.recv(4096)
-        return sock in readable
+        if conn & select.POLLNVAL:
+            raise ValueError("the connection's socket is closed")
+        if conn & READABLE:
+            self._woke_ns = woke_ns
+        return bool(conn & READABLE)
+
+    def take_arrival(self, now_ns: int) -> int:
+        """Arrival stamp, on the clock that read ``now_ns``, of a message read in this turn: when the
+        socket woke the thread (stamped in C), for the first message since that wake-up; ``now_ns``
+        for later ones, which may have come in while the first was being read."""
+        woke_ns, self._woke_ns = self._woke_ns, None
+        if woke_ns is None:
+            return now_ns
+        return now_ns - max(0, time.monotonic_ns() - woke_ns)
 
     def _reconnect(self, failures: int) -> int:
         """After a lost connection: wait (1, 2, 4, 4 ... s), then try again; the failure count."""
@@ -382,7 +402,7 @@ class MqttTransport(CallbackSubscriber):
             decode(payload, arrival_ns)
 
         def on_message(client, userdata, message: paho.MQTTMessage) -> None:
-            arrival_ns = now_ns()  # stamped on arrival, even when the callback runs after the read
+            arrival_ns = self.loop.take_arrival(now_ns())  # before the read; deliver may run later
             payload = message.payload
             self.loop.deliver(lambda: handle(payload, arrival_ns))
 
