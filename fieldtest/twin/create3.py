@@ -41,7 +41,10 @@ from fieldtest.plan import (
 WHEEL_SEPARATION_M = 0.233  # create3_sim irobot_create_control: wheel_separation
 MAX_ANGULAR_RPS = 1.9
 MAX_WHEEL_SPEED_MPS = CREATE3_OVERRIDE_MAX_SPEED_MPS  # hardware limit of either wheel
-WATCHDOG_S = 0.5  # motion_control wheels_stop_threshold_sec default
+# The base stops after this long without a cmd_vel. create3_docs docs/api/motion.md names the
+# parameter (motion_control wheels_stop_threshold_sec) but gives no default; 0.5 s is the kit's
+# assumption, to be checked on the lab's robot (ros2 param get /motion_control wheels_stop_threshold_sec).
+WATCHDOG_S = 0.5
 MAX_SUBSTEP_S = 0.005  # integrate at 200 Hz or finer
 # How late a command's callback may run and still act at its own time: as long as the watchdog, the
 # longest a base waits on a command; a stalled machine holds callbacks for tens of milliseconds.
