@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Iterator
 
@@ -26,6 +27,18 @@ def try_realtime(priority: int = REALTIME_PRIORITY) -> bool:
     except (PermissionError, OSError):
         return False
     return True
+
+
+def settle_heap() -> None:
+    """Collect once, then put every object alive now out of the cyclic collector's reach
+    (``gc.freeze``), so a timed loop's later collections scan only what it allocated since.
+
+    Call it once set up, right before the timed work. Without it, in a quick twin trial the host's
+    and the robot's generation-1 collections took 1.4-2.9 ms each (13-14 per process), and one
+    generation-2 collection 21-32 ms: any of them at a turn edge sends or applies that command late.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def scheduling_note(realtime: bool) -> str:

@@ -22,7 +22,7 @@ from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedReceiver
 from fieldtest.natnet.recorder import MocapRecorder, MocapRecorderError, RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.procs import stop_on_signals
-from fieldtest.realtime import try_realtime
+from fieldtest.realtime import settle_heap, try_realtime
 
 
 def _window(text: str) -> tuple[float, float]:
@@ -152,6 +152,7 @@ def serve_main(args) -> int:
         raise
     where = f"multicast {config.multicast_address}:{config.data_port}" if config.multicast else "unicast"
     feed = f", pose feed on {args.feed_bind}:{source.port}" if args.source == "feed" else ""
+    settle_heap()
     with stop_on_signals() as stop:
         print(
             f"NatNet emulator: NatNet {nn.version_text(config.natnet_version)}, {config.rate_hz:g} Hz, "
@@ -197,6 +198,7 @@ def _recorder_config(args) -> RecorderConfig:
 
 def record_main(args) -> int:
     recorder = MocapRecorder(args.bag_dir, _recorder_config(args))
+    settle_heap()
     with stop_on_signals() as stop:
         print(f"mocap recorder: {args.server} ({args.mode}) -> {args.bag_dir}", flush=True)
         try:

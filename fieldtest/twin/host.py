@@ -21,7 +21,7 @@ from fieldtest.endpoints.status import say
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT, LINK_TIMEOUT_S, CommandStreamer
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import signal_exit_code, stop_on_signals, watch_parent
-from fieldtest.realtime import try_realtime
+from fieldtest.realtime import settle_heap, try_realtime
 from fieldtest.record import TrialFormatError, TrialRequest
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         except (KeystoreError, ValueError, OSError) as exc:  # keys, settings, link: refuse to start
             print(f"twin host: cannot start: {exc}".splitlines()[0], file=sys.stderr)
             return 2
+        settle_heap()
         say(f"READY host {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
         try:
             code = run_host(host, stop, args.link_timeout_s)

@@ -31,7 +31,7 @@ from fieldtest.machine import lateness_summary
 from fieldtest.middleware.registry import open_transport
 from fieldtest.natnet.feed import PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
-from fieldtest.realtime import leave_realtime, try_realtime
+from fieldtest.realtime import leave_realtime, settle_heap, try_realtime
 from fieldtest.record import TWIN_TRUTH_TOPIC, TrialFormatError, TrialOutcome, TrialRequest
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport
@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"twin robot: cannot start: {exc}".splitlines()[0], file=sys.stderr)
             return 2
         try:
+            settle_heap()
             say(f"READY robot {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
             robot.run(stop, args.max_runtime_s)
         finally:

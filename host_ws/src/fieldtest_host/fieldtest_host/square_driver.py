@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.middleware.config import TransportConfig
     from fieldtest.middleware.names import TWIN_MIDDLEWARES
     from fieldtest.procs import stop_on_signals
-    from fieldtest.realtime import scheduling_note, try_realtime
+    from fieldtest.realtime import scheduling_note, settle_heap, try_realtime
 
     argv = list(sys.argv if argv is None else argv)
     realtime = try_realtime()  # before the middleware starts: its receive threads inherit SCHED_FIFO
@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             realtime=realtime,
         )
         log.info(scheduling_note(realtime))
+        settle_heap()
         log.info(
             f"plan {source}: {plan.n_ticks()} commands at {plan.command_rate_hz:g} Hz, {cmd_type}, qos {qos}"
         )

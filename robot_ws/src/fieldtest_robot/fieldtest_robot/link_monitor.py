@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.labrun.settings import load_plan
     from fieldtest.middleware.config import TransportConfig
     from fieldtest.procs import stop_on_signals
-    from fieldtest.realtime import scheduling_note, try_realtime
+    from fieldtest.realtime import scheduling_note, settle_heap, try_realtime
     from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
 
     argv = list(sys.argv if argv is None else argv)
@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             realtime=realtime,
         )
         log.info(scheduling_note(realtime))
+        settle_heap()
         monitor.extra_status = extra_status
         log.info(f"logging commands ({cmd_type}, qos {qos}) to {trial_dir}/robot; probing the host clock")
         try:
