@@ -283,6 +283,24 @@ def test_missing_mosquitto_and_unreachable_broker_are_clear_errors(tmp_path):
         registry.open_transport(local_broker_config(security="sros2"), "host")
 
 
+def test_a_missing_stamping_helper_fails_the_open_at_once_with_the_reason(tmp_path, monkeypatch):
+    """Not the network thread's first wait: that would end the loop and look like a silent broker."""
+    from fieldtest.transport import pollstamp
+
+    def unavailable():
+        raise pollstamp.PollStampError(
+            "the MQTT arrival-stamping helper is unavailable (needs gcc): no compiler"
+        )
+
+    monkeypatch.setattr(pollstamp, "library", unavailable)
+    config = local_broker_config()
+    with MosquittoBroker(config, tmp_path):
+        start = time.monotonic()
+        with pytest.raises(MqttTransportError, match="arrival-stamping helper is unavailable"):
+            open_mqtt(config, "robot", connect_timeout_s=5.0)
+        assert time.monotonic() - start < 1.0
+
+
 def _wait_until(condition, timeout_s: float = 5.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition() and time.monotonic() < deadline:

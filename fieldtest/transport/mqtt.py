@@ -44,6 +44,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from .. import rosmsg
 from ..qos import mqtt_qos
+from . import pollstamp
 from .base import (
     CallbackSubscriber,
     Prepared,
@@ -58,7 +59,6 @@ from .base import (
     stamp_and_send,
 )
 from .broker import mqtt_broker_address
-from .pollstamp import READABLE, poll_stamped
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,10 @@ class NetworkLoop:
     """
 
     def __init__(self, client: paho.Client):
+        try:
+            pollstamp.library()  # here, not first in the network thread, where it would end the loop
+        except pollstamp.PollStampError as exc:
+            raise MqttTransportError(str(exc)) from None
         self.client = client
         self._io = threading.RLock()  # a callback may publish from within a locked read
         self._stop = threading.Event()
@@ -253,7 +257,7 @@ class NetworkLoop:
         if sock.fileno() < 0:
             raise ValueError("the connection's socket is closed")
         events = select.POLLIN | (select.POLLOUT if self.client.want_write() else 0)
-        (conn, wake), woke_ns = poll_stamped(
+        (conn, wake), woke_ns = pollstamp.poll_stamped(
             [(sock.fileno(), events), (self._wake_r.fileno(), select.POLLIN)], LOOP_IDLE_S
         )
         if wake:
@@ -261,9 +265,9 @@ class NetworkLoop:
                 self._wake_r.recv(4096)
         if conn & select.POLLNVAL:
             raise ValueError("the connection's socket is closed")
-        if conn & READABLE:
+        if conn & pollstamp.READABLE:
             self._woke_ns = woke_ns
-        return bool(conn & READABLE)
+        return bool(conn & pollstamp.READABLE)
 
     def take_arrival(self, now_ns: int) -> int:
         """Arrival stamp, on the clock that read ``now_ns``, of a message read in this turn: when the
