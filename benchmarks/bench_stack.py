@@ -26,8 +26,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import get_args
 
 from fieldtest.analysis.stack import STACK_DRIFT_BOUND_M
+from fieldtest.campaign import Campaign, expand, parse_campaign
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
@@ -55,24 +57,28 @@ class BusyCore:
         self.proc.join()
 
 
-def _requests(middlewares: list[str], reps: int, plan: SquarePlan, tag: str) -> list[TrialRequest]:
-    return [
-        TrialRequest.model_validate(
-            {
-                "name": f"{m}-{tag}-r{rep}",
-                "plan": plan.model_dump(),
-                "transport": {"middleware": m},
-                "repetition": rep,
-            }
-        )
-        for m in middlewares
-        for rep in range(reps)
-    ]
+def _requests(
+    middlewares: list[str], reps: int, plan: SquarePlan, tag: str, order: str
+) -> list[TrialRequest]:
+    """The campaign's trials through the kit's own campaign expansion (fieldtest.campaign).
+
+    Interleaved by default, as in every campaign: the hypervisor steals CPU in episodes of a few
+    minutes, and run back to back one middleware's three repetitions could all fall in one."""
+    spec = {
+        "campaign": tag,
+        "base": {"plan": plan.model_dump()},
+        "matrix": {"middleware": middlewares},
+        "repetitions": reps,
+        "order": order,
+    }
+    return expand(parse_campaign(spec, f"bench_stack {tag}"))
 
 
-def campaign(middlewares: list[str], reps: int, plan: SquarePlan, out: Path, tag: str, reruns: int) -> dict:
+def campaign(
+    middlewares: list[str], reps: int, plan: SquarePlan, out: Path, tag: str, reruns: int, order: str
+) -> dict:
     """One campaign, trials one at a time (the runner's re-run of invalid trials included)."""
-    requests = _requests(middlewares, reps, plan, tag)
+    requests = _requests(middlewares, reps, plan, tag, order)
     started = time.monotonic()
     with MachineMonitor(sample_s=1.0) as monitor:
         _, metrics, every, rerun_count = _run_and_rerun(requests, out, 1, reruns)
@@ -92,6 +98,7 @@ def campaign(middlewares: list[str], reps: int, plan: SquarePlan, out: Path, tag
     n_valid = sum(r["valid"] for r in rows.values())
     return {
         "tag": tag,
+        "order": order,
         "trials_run": len(every),
         "reruns": rerun_count,
         "wall_s": round(wall_s, 1),
@@ -136,7 +143,7 @@ def print_campaign(run: dict) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two-lap trials instead of the 96 s plan")
     parser.add_argument("--reps", type=int, default=3, help="valid repetitions per middleware (default 3)")
@@ -146,7 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reruns", type=int, default=3, help="re-runs allowed per invalid trial (default 3)")
     parser.add_argument("--keep", type=Path, help="keep trial directories here (default: temporary)")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--order",
+        default="interleaved",
+        choices=get_args(Campaign.model_fields["order"].annotation),
+        help="trial order within a campaign, as in campaign files (default interleaved)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     plan = QUICK_PLAN if args.quick else SquarePlan()
     middlewares = [m for m in args.middlewares.split(",") if m]
     results = {}
@@ -159,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"campaign {tag} ...", file=sys.stderr)
                 if load == "one-core":
                     with BusyCore():
-                        runs.append(campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns))
+                        runs.append(
+                            campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns, args.order)
+                        )
                 else:
-                    runs.append(campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns))
+                    runs.append(
+                        campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns, args.order)
+                    )
                 print_campaign(runs[-1])
             print(f"\ntargets, load {load}:")
             for line in targets(runs, args.reps):
