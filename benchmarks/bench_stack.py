@@ -82,6 +82,8 @@ def campaign(
     started = time.monotonic()
     with MachineMonitor(sample_s=1.0) as monitor:
         _, metrics, every, rerun_count = _run_and_rerun(requests, out, 1, reruns)
+    if len(metrics) < len(requests):
+        raise KeyboardInterrupt  # the runner stopped on Ctrl-C or SIGTERM: so does the benchmark
     wall_s = time.monotonic() - started
     rows = {}
     for m in middlewares:

@@ -461,13 +461,13 @@ def signals_set(
 
 
 @contextlib.contextmanager
-def stop_on_signals() -> Iterator[threading.Event]:
+def stop_on_signals(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[threading.Event]:
     """An event set by SIGTERM or SIGINT (``signals_set``; the loop ends cleanly). SIGUSR1 writes
     every thread's stack to stderr (the process's log), even when the main thread is stuck: what a
     process that ignores SIGTERM was doing (``ProcessGroup.stop`` sends it before SIGKILL)."""
     faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
     stop = threading.Event()
-    with signals_set(stop) as received:
+    with signals_set(stop, signals) as received:
         stop.received = received  # type: ignore[attr-defined]
         yield stop
 

@@ -26,7 +26,14 @@ from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
 from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import DomainLease, ProcessGroup, ProcessStartError, free_port, lease_dds_domain
+from fieldtest.procs import (
+    DomainLease,
+    ProcessGroup,
+    ProcessStartError,
+    free_port,
+    lease_dds_domain,
+    stop_on_signals,
+)
 from fieldtest.record import (
     ANALYSIS_DIR,
     HOST_BAG,
@@ -328,6 +335,14 @@ def _wait_for_host(
     progress(1.0)
 
 
+def _interruption(stop: threading.Event | None) -> str:
+    """What ended the run early: Ctrl-C, or the signal the runner received (``stop.received``)."""
+    received = getattr(stop, "received", None) or [signal.SIGINT]
+    if received[0] == signal.SIGINT:
+        return "interrupted by the user (Ctrl-C)"
+    return f"interrupted by {signal.Signals(received[0]).name}"
+
+
 def _end_reason(host_code: int | None) -> tuple[str, str]:
     if host_code == 0:
         return "completed", ""
@@ -452,7 +467,7 @@ def _run_in_network(
     except ProcessStartError as exc:
         reason, detail = "error", str(exc)
     except KeyboardInterrupt:
-        reason, detail = "interrupted", "interrupted by the user (Ctrl-C)"
+        reason, detail = "interrupted", _interruption(stop)
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         _finish_record(trial_dir, procs, reason, detail, link, monitor.stop() if monitor.started else None)
@@ -507,10 +522,24 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
 
 
-def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialResult]:
-    """Run trials side by side (one thread each), with one progress bar per trial. Ctrl-C stops
-    every trial (each host sends its stop burst) and returns what they recorded."""
-    from concurrent.futures import ThreadPoolExecutor
+# Ctrl-C, and what else ends a run from outside (`kill`, `timeout`, a closed terminal, a cancelled
+# CI job): each stops every trial the same way, the host first with its stop burst.
+RUN_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _run_stop_event() -> contextlib.AbstractContextManager[threading.Event]:
+    """An event the stop signals set (main thread only; elsewhere a plain event). A signal the
+    run was told to ignore stays ignored: SIGHUP under nohup, SIGINT in a background job."""
+    if threading.current_thread() is not threading.main_thread():
+        return contextlib.nullcontext(threading.Event())
+    return stop_on_signals([s for s in RUN_STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN])
+
+
+def _run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.Event) -> list[TrialResult]:
+    """Run trials side by side (one thread each), with one progress bar per trial. ``stop`` (Ctrl-C,
+    SIGTERM or SIGHUP: ``_run_stop_event``) stops every trial (each host sends its stop burst);
+    returns what they recorded."""
+    from concurrent.futures import ThreadPoolExecutor, wait
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -520,7 +549,6 @@ def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialRes
         TextColumn("{task.percentage:>5.1f}%"),
         TimeRemainingColumn(),
     )
-    stop = threading.Event()
     with Progress(*columns) as bar, ThreadPoolExecutor(max_workers=len(requests)) as pool:
         tasks = [bar.add_task(r.name, total=1.0) for r in requests]
         futures = [
@@ -529,12 +557,15 @@ def _run_with_progress(requests: list[TrialRequest], out: Path) -> list[TrialRes
             )
             for i, (r, t) in enumerate(zip(requests, tasks, strict=True))
         ]
-        try:
-            return [f.result() for f in futures]
-        except KeyboardInterrupt:  # the trials run in worker threads: tell them
-            stop.set()
-            bar.console.print("interrupted: stopping every trial (the hosts send their stop bursts) ...")
-            return [f.result() for f in futures]
+        pending, announced = set(futures), False
+        while pending:
+            _, pending = wait(pending, timeout=0.2)
+            if stop.is_set() and not announced:
+                bar.console.print(
+                    f"{_interruption(stop)}: stopping every trial (the hosts send their stop bursts) ..."
+                )
+                announced = True
+        return [f.result() for f in futures]
 
 
 def _analyse(results: list[TrialResult]) -> list[Metrics | None]:
@@ -614,10 +645,20 @@ def _parallel(arg: str, wanted: int) -> int:
     return parallel
 
 
-def _run_batches(requests: list[TrialRequest], out: Path, parallel: int) -> list[TrialResult]:
+def _interrupted(results: list[TrialResult]) -> bool:
+    return any(r.end_reason == "interrupted" for r in results)
+
+
+def _run_batches(
+    requests: list[TrialRequest], out: Path, parallel: int, stop: threading.Event
+) -> list[TrialResult]:
+    """Results in request order; after an interruption no further batch starts, so the list can be
+    shorter than ``requests``."""
     results: list[TrialResult] = []
     for start in range(0, len(requests), parallel):
-        results += _run_with_progress(requests[start : start + parallel], out)
+        if stop.is_set() or _interrupted(results):
+            break
+        results += _run_with_progress(requests[start : start + parallel], out, stop)
     return results
 
 
@@ -635,21 +676,28 @@ def _run_and_rerun(
     requests: list[TrialRequest], out: Path, parallel: int, reruns: int
 ) -> tuple[list[TrialResult], list[Metrics | None], list[TrialResult], int]:
     """Run, analyse, and re-run each invalid trial up to ``reruns`` times, one at a time (the
-    machine was too busy for it). Returns (kept results, their metrics, every result, re-runs)."""
-    results = _run_batches(requests, out, parallel)
-    metrics = _analyse(results)
-    every, count = list(results), 0
-    for _ in range(reruns):
-        todo = invalid_trials(metrics)
-        if not todo:
-            break
-        print(f"re-running {len(todo)} invalid trial(s) one at a time ...", file=sys.stderr)
-        for i in todo:
-            (again,) = _run_batches([requests[i]], out, 1)
-            (again_metrics,) = _analyse([again])
-            every.append(again)
-            count += 1
-            results[i], metrics[i] = again, again_metrics
+    machine was too busy for it). Returns (kept results, their metrics, every result, re-runs).
+    An interruption ends the run: the results then cover only the first requests, and nothing is
+    re-run. A stop signal during the analysis lets it finish."""
+    with _run_stop_event() as stop:
+        results = _run_batches(requests, out, parallel, stop)
+        metrics = _analyse(results)
+        every, count = list(results), 0
+        for _ in range(reruns):
+            todo = invalid_trials(metrics)
+            if not todo or stop.is_set() or _interrupted(every):
+                break
+            print(f"re-running {len(todo)} invalid trial(s) one at a time ...", file=sys.stderr)
+            for i in todo:
+                if stop.is_set():
+                    break
+                (again,) = _run_with_progress([requests[i]], out, stop)
+                (again_metrics,) = _analyse([again])
+                every.append(again)
+                count += 1
+                if _interrupted([again]):
+                    break  # the invalid trial stays the kept one
+                results[i], metrics[i] = again, again_metrics
     return results, metrics, every, count
 
 
@@ -680,7 +728,8 @@ def trial_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         requests = [_request_from_args(args, args.middleware)]
-        results = _run_with_progress(requests, args.out)
+        with _run_stop_event() as stop:
+            results = _run_with_progress(requests, args.out, stop)
     except ValueError as exc:
         print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
         return 2
@@ -690,6 +739,14 @@ def trial_main(argv: list[str]) -> int:
     _print_stack_check(requests, metrics=metrics, results=results)
     print("\n".join(verdict_lines(requests, metrics)))
     return _exit_code(results)
+
+
+def _not_run(requests: list[TrialRequest], results: list[TrialResult]) -> list[TrialRequest]:
+    """The requests an interruption left unrun (results cover the first ones), announced."""
+    left = requests[len(results) :]
+    if left:
+        print(f"not run (interrupted): {', '.join(r.name for r in left)}", file=sys.stderr)
+    return requests[: len(results)]
 
 
 def _exit_code(results: list[TrialResult]) -> int:
@@ -719,6 +776,7 @@ def demo_main(argv: list[str]) -> int:
     requests = [_request_from_args(args, m) for m in middlewares]
     parallel = _parallel(args.parallel, len(requests))
     results, metrics, every, reruns = _run_and_rerun(requests, args.out, parallel, args.rerun_invalid)
+    requests = _not_run(requests, results)
     from fieldtest.analysis import compare_trials
 
     compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
@@ -759,6 +817,8 @@ def campaign_main(argv: list[str]) -> int:
     out = args.out / campaign.campaign
     parallel = _parallel(args.parallel, len(requests))
     results, metrics, every, reruns = _run_and_rerun(requests, out, parallel, args.rerun_invalid)
+    planned = len(requests)
+    requests = _not_run(requests, results)
     from fieldtest.analysis import compare_trials
 
     compare_trials([r.trial_dir for r in every], out / "compare")
@@ -766,7 +826,7 @@ def campaign_main(argv: list[str]) -> int:
     for result in failed:
         print(f"{result.end_reason:>12}  {result.trial_dir}  {result.detail}")
     print(
-        f"{len(results) - len(failed)}/{len(results)} trials completed; comparison: {out / 'compare' / 'compare.md'}"
+        f"{len(results) - len(failed)}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}"
     )
     print("\n".join(verdict_lines(requests, metrics, reruns)))
-    return 0 if not failed else 1
+    return _exit_code(results)

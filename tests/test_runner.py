@@ -226,9 +226,18 @@ def test_stack_check_only_where_the_stack_alone_should_not_drift(_drift):
     assert stack_drift_check([faulted], [_drift(0.01)]) is None
 
 
-def test_ctrl_c_stops_the_trial_and_the_stop_burst_still_crosses_the_broker(tmp_path):
-    """Ctrl-C reaches the runner's main thread while the trial runs in a worker thread; the broker
-    must outlive the host so that the host's stop burst reaches the robot through it."""
+def _wait_for_streaming(runner: subprocess.Popen, out, count: int = 1) -> None:
+    deadline = time.monotonic() + 60
+    while sum("STREAM start_ns" in p.read_text() for p in out.glob("*/logs/host.log")) < count:
+        assert time.monotonic() < deadline and runner.poll() is None, "the host never streamed"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_trial_and_the_stop_burst_still_crosses_the_broker(tmp_path, sig):
+    """Ctrl-C (or a SIGTERM: `kill`, `timeout`) reaches the runner's main thread while the trial
+    runs in a worker thread; the broker must outlive the host so that the host's stop burst
+    reaches the robot through it."""
     runner = subprocess.Popen(
         [sys.executable, "-m", "fieldtest.cli", "trial", "--middleware", "mqtt-local-broker", "--quick"]
         + ["--out", str(tmp_path)],
@@ -238,23 +247,112 @@ def test_ctrl_c_stops_the_trial_and_the_stop_burst_still_crosses_the_broker(tmp_
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
     )
     try:
-        deadline = time.monotonic() + 60
-        while not any("STREAM start_ns" in p.read_text() for p in tmp_path.glob("*/logs/host.log")):
-            assert time.monotonic() < deadline and runner.poll() is None, "the host never streamed"
-            time.sleep(0.2)
+        _wait_for_streaming(runner, tmp_path)
         time.sleep(2.0)
-        runner.send_signal(signal.SIGINT)
+        runner.send_signal(sig)
         out, _ = runner.communicate(timeout=30)
     finally:
         if runner.poll() is None:
             runner.kill()
     assert runner.returncode == 130, out
     (trial_dir,) = [p for p in tmp_path.iterdir() if (p / "trial.yaml").exists()]
-    assert read_trial(trial_dir).outcome.end_reason == "interrupted"
+    outcome = read_trial(trial_dir).outcome
+    assert outcome.end_reason == "interrupted"
+    assert outcome.end_detail == (
+        "interrupted by the user (Ctrl-C)" if sig == signal.SIGINT else "interrupted by SIGTERM"
+    )
     receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
     assert any(m.seq >= QUICK_PLAN.n_ticks() for _, m in receipts), "the stop burst never reached the robot"
     assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
     assert "interrupted" in (trial_dir / "analysis" / "report.md").read_text()
+
+
+CAMPAIGN_OF_TWO = """
+campaign: interrupt
+base:
+  plan: {side_duration_s: 1.0, laps: 2, start_delay_s: 0.5}
+matrix:
+  middleware: [dds, zenoh-peer]
+"""
+
+
+def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
+    """SIGHUP (a closed terminal) during the first of two trials: that trial stops as with Ctrl-C,
+    the second never starts, and the exit code says the campaign was interrupted."""
+    (tmp_path / "c.yaml").write_text(CAMPAIGN_OF_TWO)
+    out = tmp_path / "runs"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "fieldtest.cli", "campaign", str(tmp_path / "c.yaml"), "--out", str(out)]
+        + ["--rerun-invalid", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for_streaming(runner, out / "interrupt")
+        runner.send_signal(signal.SIGHUP)
+        stdout, stderr = runner.communicate(timeout=60)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, stdout + stderr
+    trials = [read_trial(p) for p in (out / "interrupt").iterdir() if (p / "trial.yaml").exists()]
+    assert [t.request.name for t in trials] == ["interrupt-dds-r0"]
+    assert trials[0].outcome.end_detail == "interrupted by SIGHUP"
+    assert "not run (interrupted): interrupt-zenoh-peer-r0" in stderr
+    assert "0/2 trials completed" in stdout
+
+
+def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analysed):
+    """The runner's loop over batches and re-runs, with the trials faked: after the batch that was
+    interrupted nothing more runs, whatever the parallelism or the re-runs allowed."""
+    import fieldtest.runner as runner
+
+    invalid = analysed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
+    monkeypatch.setattr(runner, "_analyse", lambda results: [invalid] * len(results))
+    requests = [_request("dds").model_copy(update={"name": f"t{i}"}) for i in range(6)]
+
+    def run(parallel, interrupted_at, reruns):
+        started: list[str] = []
+
+        def fake_run(requests, out, stop, interrupted_at=interrupted_at, started=started):
+            batch = []
+            for r in requests:
+                index = len(started)
+                started.append(r.name)
+                reason = "interrupted" if index == interrupted_at else "completed"
+                batch.append(TrialResult(tmp_path / r.name, reason, ""))
+            return batch
+
+        monkeypatch.setattr(runner, "_run_with_progress", fake_run)
+        return started, runner._run_and_rerun(requests, tmp_path, parallel, reruns)
+
+    for parallel, interrupted_at, reruns in [(1, 0, 0), (1, 1, 2), (2, 2, 1), (2, 3, 3), (3, 4, 1)]:
+        started, (results, metrics, every, count) = run(parallel, interrupted_at, reruns)
+        batch_end = (interrupted_at // parallel + 1) * parallel
+        assert started == [r.name for r in requests[:batch_end]], (parallel, interrupted_at)
+        assert len(results) == len(metrics) == batch_end and count == 0 and every == results
+    for parallel in (1, 2, 6):  # the second re-run is interrupted: no third, the invalid trial kept
+        started, (results, metrics, every, count) = run(parallel, interrupted_at=7, reruns=3)
+        assert started == [r.name for r in requests] + ["t0", "t1"]
+        assert count == 2 and len(every) == 8 and every[-1].end_reason == "interrupted"
+        assert results[1] is every[1] and results[0] is every[6]
+
+
+def test_a_signal_the_run_was_told_to_ignore_stays_ignored():
+    """Under nohup SIGHUP is ignored and must not stop the run; SIGTERM still does."""
+    from fieldtest.runner import _run_stop_event
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with _run_stop_event() as stop:
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
+            signal.raise_signal(signal.SIGTERM)
+            assert stop.wait(5.0) and stop.received == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def test_parallel_trials_follow_the_cores_left_free():
