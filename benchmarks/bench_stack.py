@@ -19,6 +19,7 @@ same campaign, and the targets of issue #16:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import statistics
@@ -34,7 +35,7 @@ from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.runner import QUICK_PLAN, _run_and_rerun
+from fieldtest.runner import QUICK_PLAN, _interrupted, _run_and_rerun
 
 MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
 
@@ -82,7 +83,7 @@ def campaign(
     started = time.monotonic()
     with MachineMonitor(sample_s=1.0) as monitor:
         _, metrics, every, rerun_count = _run_and_rerun(requests, out, 1, reruns)
-    if len(metrics) < len(requests):
+    if _interrupted(every):
         raise KeyboardInterrupt  # the runner stopped on Ctrl-C or SIGTERM: so does the benchmark
     wall_s = time.monotonic() - started
     rows = {}
@@ -176,12 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.campaigns):
                 tag = f"{load}-c{k + 1}"
                 print(f"campaign {tag} ...", file=sys.stderr)
-                if load == "one-core":
-                    with BusyCore():
-                        runs.append(
-                            campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns, args.order)
-                        )
-                else:
+                with BusyCore() if load == "one-core" else contextlib.nullcontext():
                     runs.append(
                         campaign(middlewares, args.reps, plan, out / tag, tag, args.reruns, args.order)
                     )

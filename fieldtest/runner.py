@@ -656,7 +656,7 @@ def _run_batches(
     shorter than ``requests``."""
     results: list[TrialResult] = []
     for start in range(0, len(requests), parallel):
-        if stop.is_set() or _interrupted(results):
+        if stop.is_set():
             break
         results += _run_with_progress(requests[start : start + parallel], out, stop)
     return results
@@ -685,7 +685,7 @@ def _run_and_rerun(
         every, count = list(results), 0
         for _ in range(reruns):
             todo = invalid_trials(metrics)
-            if not todo or stop.is_set() or _interrupted(every):
+            if not todo or stop.is_set():
                 break
             print(f"re-running {len(todo)} invalid trial(s) one at a time ...", file=sys.stderr)
             for i in todo:
@@ -751,7 +751,7 @@ def _not_run(requests: list[TrialRequest], results: list[TrialResult]) -> list[T
 
 def _exit_code(results: list[TrialResult]) -> int:
     """0 if every trial completed, 130 (as for SIGINT) if one was interrupted, else 1."""
-    if any(r.end_reason == "interrupted" for r in results):
+    if _interrupted(results):
         return 130
     return 0 if all(r.end_reason == "completed" for r in results) else 1
 

@@ -321,6 +321,8 @@ def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, 
                 index = len(started)
                 started.append(r.name)
                 reason = "interrupted" if index == interrupted_at else "completed"
+                if reason == "interrupted":
+                    stop.set()  # as a stop signal does before any trial ends interrupted
                 batch.append(TrialResult(tmp_path / r.name, reason, ""))
             return batch
 
