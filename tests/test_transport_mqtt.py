@@ -8,7 +8,13 @@ import numpy as np
 import paho.mqtt.client as paho
 import psutil
 import pytest
-from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
+from transport_exchange import (
+    CMD_VEL,
+    check_exchange,
+    command_for,
+    exchange_commands,
+    send_while_holding_gil,
+)
 
 from fieldtest import rosmsg
 from fieldtest.middleware import registry
@@ -362,10 +368,6 @@ def test_arrival_stamps_are_taken_before_the_network_thread_gets_the_gil_back(tm
     next got the GIL: here the main thread holds it for ``gil_hold_s`` at a time with short breaks
     (the twin robot's physics loop and bag writer hold it for shorter spells), so most messages
     arrive while the GIL is held, and their latency must stay well below the hold."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     config = local_broker_config()
     latencies: list[float] = []
     count = 40
@@ -374,32 +376,5 @@ def test_arrival_stamps_are_taken_before_the_network_thread_gets_the_gil_back(tm
             config, "robot", inject_timestamp=True, on_latency=lambda _t, s: latencies.append(s)
         )
         robot.subscribe(CMD_VEL, rosmsg.TWIST_STAMPED, lambda _msg: None)
-        sender = subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                STAMPED_SENDER,
-                config.model_dump_json(),
-                str(count),
-                str(round(1e3 * gil_hold_s)),
-            ],
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        previous = sys.getswitchinterval()
-        sys.setswitchinterval(10 * gil_hold_s)  # no forced switch within a hold
-        try:
-            deadline = time.monotonic() + 30
-            while len(latencies) < count and time.monotonic() < deadline:
-                until = time.monotonic() + gil_hold_s
-                while time.monotonic() < until:
-                    pass  # no call that releases the GIL
-                time.sleep(gil_hold_s / 4)  # a break: the network thread reads what came meanwhile
-        finally:
-            sys.setswitchinterval(previous)
-            _, err = sender.communicate(timeout=30)
-            robot.close()
-    assert sender.returncode == 0, err
-    assert len(latencies) == count
+        send_while_holding_gil(STAMPED_SENDER, config, count, gil_hold_s, latencies, robot.close)
     assert float(np.median(latencies)) < gil_hold_s / 4, sorted(latencies)

@@ -1,13 +1,23 @@
 """Zenoh transport and router: real eclipse-zenoh sessions, the robot in its own process."""
 
+import contextlib
 import json
 import socket
 import threading
+import time
+from types import SimpleNamespace
 
+import numpy as np
 import psutil
 import pytest
 import zenoh
-from transport_exchange import CMD_VEL, check_exchange, command_for, exchange_commands
+from transport_exchange import (
+    CMD_VEL,
+    check_exchange,
+    command_for,
+    exchange_commands,
+    send_while_holding_gil,
+)
 
 from fieldtest import rosmsg
 from fieldtest.middleware.registry import open_transport
@@ -15,6 +25,7 @@ from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.broker import BrokerError, ZenohRouter
 from fieldtest.transport.zenoh_ import (
+    MAX_STAMP_AGE_NS,
     ZenohTransportError,
     deep_merge,
     open_session,
@@ -186,3 +197,93 @@ def test_security_that_cannot_apply_is_refused():
         open_transport(peer_config(security="sros2"), "host")
     with pytest.raises(KeystoreError, match="needs a keystore"):
         open_transport(peer_config(security="mtls-acl"), "host")
+
+
+# The host in a process of its own, stamping each command with CLOCK_MONOTONIC (shared by all
+# processes) just before its put; the subscribing process below keeps its GIL busy.
+MONOTONIC_SENDER = r"""
+import random, sys, time
+from fieldtest import rosmsg
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.zenoh_ import open_zenoh
+from transport_exchange import CMD_VEL, command_for
+
+config = TransportConfig.model_validate_json(sys.argv[1])
+count, seed = int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+host = open_zenoh(config, "host")
+try:
+    assert host.wait_matched(CMD_VEL, 10), "the robot never subscribed"
+    publish = host.publisher(CMD_VEL, rosmsg.TWIST_STAMPED)
+    for i in range(count):
+        time.sleep(rng.uniform(0.005, 0.03))  # arrivals at every phase of the subscriber's GIL holds
+        cmd = command_for(i)
+        cmd.header.stamp = rosmsg.time_msg(time.monotonic_ns())
+        publish(cmd)
+finally:
+    host.close()
+"""
+
+
+class _MonotonicClock:
+    monotonic_base_ns = 0
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
+
+
+def _latencies_under_gil_holds(config: TransportConfig, gil_hold_s: float, count: int = 40) -> list[float]:
+    """One-way latencies (s) of ``count`` commands to a robot in this process whose main thread holds
+    the GIL for ``gil_hold_s`` at a time with short breaks."""
+    latencies: list[float] = []
+    robot = open_zenoh(config, "robot")
+    robot.timed_subscribe(
+        CMD_VEL,
+        rosmsg.TWIST_STAMPED,
+        lambda msg, arrival_ns: latencies.append((arrival_ns - rosmsg.ns_of(msg.header.stamp)) / 1e9),
+        _MonotonicClock(),
+    )
+    send_while_holding_gil(MONOTONIC_SENDER, config, count, gil_hold_s, latencies, robot.close)
+    return latencies
+
+
+@pytest.mark.parametrize("gil_hold_s", [0.004, 0.01, 0.03])
+@pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router"])
+def test_arrival_stamps_are_taken_before_the_callback_gets_the_gil(middleware, gil_hold_s):
+    """The robot's arrival stamp is when zenoh's router layer decoded the sample (its own session's
+    timestamp), not when the binding's callback thread next got the GIL: most commands here arrive
+    while the GIL is held, and their latency must stay well below the hold. Through the kit's router
+    too, which must leave the stamping to the robot."""
+    config = peer_config() if middleware == "zenoh-peer" else router_config()
+    with ZenohRouter(config) if middleware == "zenoh-router" else contextlib.nullcontext():
+        latencies = _latencies_under_gil_holds(config, gil_hold_s)
+    assert min(latencies) > 0, sorted(latencies)
+    assert float(np.median(latencies)) < gil_hold_s / 4, sorted(latencies)
+
+
+def test_a_stamp_made_elsewhere_or_implausibly_old_is_not_taken_as_the_arrival():
+    """Only this session's own stamp moves the arrival back: a sender's or a router's stamp (another
+    id), none, or one from a stepped wall clock (in the future, or older than MAX_STAMP_AGE_NS) leaves
+    the callback's own clock reading."""
+    config = peer_config()
+    robot = open_zenoh(config, "robot")
+    try:
+        own = robot.session.new_timestamp().get_id()
+        other = open_session(zenoh_config(peer_config(), "robot"))  # another robot: another id
+        try:
+            elsewhere = other.new_timestamp().get_id()
+        finally:
+            other.close()
+
+        def sample_stamped(stamp_id, age_ns: int) -> SimpleNamespace:
+            ntp = zenoh.NTP64(*divmod(time.time_ns() - age_ns, 1_000_000_000))
+            return SimpleNamespace(timestamp=zenoh.Timestamp(ntp, stamp_id))
+
+        ms = 1_000_000
+        assert 4 * ms <= robot.stamp_age_ns(sample_stamped(own, 5 * ms)) < 50 * ms
+        assert robot.stamp_age_ns(sample_stamped(elsewhere, 5 * ms)) == 0
+        assert robot.stamp_age_ns(SimpleNamespace(timestamp=None)) == 0
+        assert robot.stamp_age_ns(sample_stamped(own, -50 * ms)) == 0
+        assert robot.stamp_age_ns(sample_stamped(own, MAX_STAMP_AGE_NS + 50 * ms)) == 0
+    finally:
+        robot.close()

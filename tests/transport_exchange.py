@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +38,51 @@ def receipt(cmd, received_ns: int):
         latency_s=float("nan"),
         twist=cmd.twist,
     )
+
+
+def send_while_holding_gil(
+    sender_script: str, config: TransportConfig, count: int, gil_hold_s: float, received: list, close
+) -> None:
+    """Run ``sender_script`` (``python -c``, args: config JSON, count, seed; it may import this
+    module) as its own process while this one holds the GIL in spells of ``gil_hold_s``, until
+    ``received`` has ``count`` items; then ``close()`` the receiver. Fails on a sender error or a
+    missing item."""
+    sender = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            sender_script,
+            config.model_dump_json(),
+            str(count),
+            str(round(1e3 * gil_hold_s)),
+        ],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _hold_gil_while(lambda: len(received) < count, gil_hold_s)
+    finally:
+        _, err = sender.communicate(timeout=30)
+        close()
+    assert sender.returncode == 0, err
+    assert len(received) == count
+
+
+def _hold_gil_while(waiting: Callable[[], bool], gil_hold_s: float, timeout_s: float = 30.0) -> None:
+    """While ``waiting()`` (at most ``timeout_s``), hold the GIL for ``gil_hold_s`` at a time with
+    short breaks, as the twin robot's physics loop and bag writer do for shorter spells."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(10 * gil_hold_s)  # no forced switch within a hold
+    try:
+        deadline = time.monotonic() + timeout_s
+        while waiting() and time.monotonic() < deadline:
+            until = time.monotonic() + gil_hold_s
+            while time.monotonic() < until:
+                pass  # no call that releases the GIL
+            time.sleep(gil_hold_s / 4)  # a break: the receiving thread runs what came meanwhile
+    finally:
+        sys.setswitchinterval(previous)
 
 
 @dataclass

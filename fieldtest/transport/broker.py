@@ -59,6 +59,9 @@ def router_session_config(address: str, port: int, overrides: dict[str, Any] | N
         "listen": {"endpoints": [tcp_endpoint(address, port)]},
         "connect": {"endpoints": []},
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+        # off (a router's default is on): a stamp made here would stop the robot's session from
+        # stamping the arrival (fieldtest.transport.zenoh_)
+        "timestamping": {"enabled": False},
     }
     return deep_merge(session_config, overrides) if overrides else session_config
 

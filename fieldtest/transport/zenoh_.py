@@ -11,6 +11,13 @@ Middlewares:
 - ``zenoh-router``: both sides are clients of a router at ``tcp/<router_address>:<zenoh_port>``
   (see ``fieldtest.transport.broker`` for running one).
 
+Arrival stamps: the robot's session has timestamping on, so zenoh's router layer stamps each
+sample that comes without one the moment it is decoded from the link, on a Rust thread
+(zenoh/src/net/routing/dispatcher/pubsub.rs, ``treat_timestamp``). The Python callback runs only
+once it has the GIL, up to milliseconds later in the twin robot; its arrival stamp is moved back
+by the stamp's age. The host's session (and the kit's router) leave timestamping off, or their
+own stamp would ride on every sample and the robot's would never be made.
+
 The session configuration is a plain dict built by ``zenoh_config`` so security settings can add
 ``transport.link.tls`` and ``access_control`` blocks: ``open_zenoh`` does so itself from
 ``config.security`` / ``config.keystore``, or takes them explicitly (``config_overrides=...``).
@@ -44,6 +51,8 @@ from .base import (
 )
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
+# Oldest router-layer stamp taken as an arrival: older means the wall clock was stepped meanwhile.
+MAX_STAMP_AGE_NS = 2_000_000_000
 # Reconnect quickly after a link drop (zenoh's default first retry is after 1 s).
 CONNECT_RETRY = {"period_init_ms": 200, "period_max_ms": 1000, "period_increase_factor": 2}
 
@@ -95,6 +104,7 @@ def zenoh_config(
             "retry": dict(CONNECT_RETRY),
         },
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+        "timestamping": {"enabled": role == "robot"},  # arrival stamps (module docstring)
     }
 
 
@@ -133,6 +143,16 @@ class ZenohTransport(CallbackSubscriber):
         self._subscribers: list[zenoh.Subscriber] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._own_stamp_id = str(session.zid())  # the id this session's stamps carry
+
+    def stamp_age_ns(self, sample: zenoh.Sample) -> int:
+        """How long ago this session's router layer stamped ``sample`` on arrival (wall clock, read
+        now); 0 for a sample stamped elsewhere (by its sender or a router) or not at all."""
+        stamp = sample.timestamp
+        if stamp is None or str(stamp.get_id()) != self._own_stamp_id:
+            return 0
+        age_ns = time.time_ns() - stamp.get_time_as_ntp64().as_nanos()
+        return age_ns if 0 <= age_ns <= MAX_STAMP_AGE_NS else 0
 
     def key(self, topic: str) -> str:
         return zenoh_key(self.config.namespace, topic)
@@ -167,7 +187,9 @@ class ZenohTransport(CallbackSubscriber):
         decode = decoder(typename, deliver, key)
 
         def on_sample(sample: zenoh.Sample) -> None:
-            arrival_ns = now_ns()  # first thing in the binding's callback, before decoding
+            # the clock first, then the time since the router layer stamped the sample
+            arrival_ns = now_ns()
+            arrival_ns -= self.stamp_age_ns(sample)
             decode(sample.payload.to_bytes(), arrival_ns)
 
         with self._lock:
