@@ -20,6 +20,7 @@ from transport_exchange import (
 )
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port, port_accepts
 from fieldtest.transport import TransportConfig
@@ -225,13 +226,6 @@ finally:
 """
 
 
-class _MonotonicClock:
-    monotonic_base_ns = 0
-
-    def now_ns(self) -> int:
-        return time.monotonic_ns()
-
-
 def _latencies_under_gil_holds(config: TransportConfig, gil_hold_s: float, count: int = 40) -> list[float]:
     """One-way latencies (s) of ``count`` commands to a robot in this process whose main thread holds
     the GIL for ``gil_hold_s`` at a time with short breaks."""
@@ -241,7 +235,7 @@ def _latencies_under_gil_holds(config: TransportConfig, gil_hold_s: float, count
         CMD_VEL,
         rosmsg.TWIST_STAMPED,
         lambda msg, arrival_ns: latencies.append((arrival_ns - rosmsg.ns_of(msg.header.stamp)) / 1e9),
-        _MonotonicClock(),
+        MonotonicClock(),  # the sender's stamps are CLOCK_MONOTONIC too
     )
     send_while_holding_gil(MONOTONIC_SENDER, config, count, gil_hold_s, latencies, robot.close)
     return latencies

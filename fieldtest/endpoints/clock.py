@@ -51,3 +51,14 @@ class Clock:
                         return False
                 else:
                     time.sleep(chunk_s)
+
+
+class MonotonicClock:
+    """CLOCK_MONOTONIC in ns, the same in every process of the machine: for stamps compared within
+    one process or between processes on one machine (the transports' native stamps read
+    CLOCK_MONOTONIC plus ``monotonic_base_ns``)."""
+
+    monotonic_base_ns = 0
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()

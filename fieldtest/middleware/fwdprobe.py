@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.endpoints.status import write_status
 from fieldtest.procs import stop_on_signals
 from fieldtest.realtime import try_realtime
@@ -37,21 +38,11 @@ PROBE_RATE_HZ = 10.0  # half the command rate: enough samples for a p99 over a 9
 READY = "forward probe:"  # then "routed", or why not
 
 
-class _MonotonicClock:
-    """CLOCK_MONOTONIC in ns: send and arrival are both read in this one process (the transports'
-    native stamps read CLOCK_MONOTONIC plus ``monotonic_base_ns``)."""
-
-    monotonic_base_ns = 0
-
-    def now_ns(self) -> int:
-        return time.monotonic_ns()
-
-
 class ForwardProbe:
     """A publishing and a receiving session through the same router or broker."""
 
     def __init__(self, config: TransportConfig):
-        self.clock = _MonotonicClock()
+        self.clock = MonotonicClock()  # send and arrival are read in this one process
         self._next_seq = 0
         self.sent: dict[int, int] = {}
         self.arrived: dict[int, int] = {}
