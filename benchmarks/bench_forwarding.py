@@ -11,9 +11,9 @@ broker for the whole stream; the trial's own machine monitor gives the condition
 window (load, busy share, CPU steal); ``outcome.stack.realtime`` says which forwarders ran at
 SCHED_FIFO; the lap drift comes from the trial's analysis.
 
-Reference (session 6, before the bridged path's router and bridges ran real-time): forwarding
-probe p99 81 ms for the bridged zenoh-router against 3-7 ms for the brokers. Not a pass/fail
-target: figures on a shared 2-core machine move with its load; read them beside the conditions.
+Reference: forwarding probe p99 81 ms for the bridged zenoh-router with its router and bridges at
+normal priority, 3-7 ms for the brokers (this machine, a busy hour). Not a pass/fail target:
+figures on a shared 2-core machine move with its load; read them beside the conditions.
 """
 
 from __future__ import annotations

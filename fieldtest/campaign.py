@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware import registry
 from fieldtest.plan import PlanError
 from fieldtest.record.trial import TrialRequest
@@ -51,7 +52,7 @@ def resolve_security(middleware: str, setting: str) -> str:
     return setting
 
 
-class CampaignError(ValueError):
+class CampaignError(FieldtestError, ValueError):
     """A campaign file that cannot be expanded; the message is one line naming file and field."""
 
 

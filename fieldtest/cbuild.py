@@ -12,8 +12,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
 
-class BuildError(RuntimeError):
+
+class BuildError(FieldtestError, RuntimeError):
     """A C helper could not be compiled; the message names the source and the reason."""
 
 

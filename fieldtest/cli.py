@@ -1,7 +1,9 @@
 """The ``fieldtest`` command: one entry point, one subcommand per job.
 
 Subcommands import their modules only when run, so ``fieldtest --help`` is instant and a missing
-optional library only affects the subcommand that needs it.
+optional library only affects the subcommand that needs it. Every error the kit names
+(``fieldtest.errors.FieldtestError``) is caught here, once: one line on stderr, exit code 2
+(``--debug`` shows the traceback instead).
 """
 
 from __future__ import annotations
@@ -10,6 +12,10 @@ import argparse
 import sys
 from collections.abc import Callable
 from importlib import import_module
+
+from fieldtest.errors import FieldtestError
+
+EXIT_BAD_INPUT = 2  # the input, the machine or the trial set-up has a problem the message names
 
 # name -> (module, function taking argv and returning an exit code, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -65,7 +71,7 @@ Each subcommand has its own --help.
 def plan_main(argv: list[str]) -> int:
     import yaml
 
-    from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
+    from fieldtest.plan import SquarePlan, plan_from_mapping
 
     parser = argparse.ArgumentParser(prog="fieldtest plan", description="Show the square plan.")
     parser.add_argument(
@@ -78,7 +84,7 @@ def plan_main(argv: list[str]) -> int:
                 plan = plan_from_mapping(yaml.safe_load(f) or {}, args.plan_yaml)
         else:
             plan = SquarePlan()
-    except (OSError, PlanError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError) as exc:  # a PlanError is the command line's (main)
         print(f"fieldtest plan: {exc}", file=sys.stderr)
         return 2
     print(f"speed {plan.linear_speed_mps} m/s, turns {plan.turn_rate_dps} deg/s ({plan.turn_direction})")
@@ -96,6 +102,12 @@ def plan_main(argv: list[str]) -> int:
     for warning in plan.warnings():
         print(f"warning: {warning}")
     return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error's message (its class name when it has none)."""
+    message = str(exc).strip()
+    return message.splitlines()[0] if message else type(exc).__name__
 
 
 def _load(name: str) -> Callable[[list[str]], int]:
@@ -127,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return _load(argv[0])(argv[1:])
+    except FieldtestError as exc:
+        if "--debug" in argv:
+            raise
+        print(f"fieldtest {argv[0]}: {one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("fieldtest: interrupted", file=sys.stderr)
         return 130

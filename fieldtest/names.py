@@ -16,7 +16,6 @@ MOCAP_DRIVER_ENCLAVE = "/fieldtest/mocap_driver"
 RECORDER_ENCLAVE = "/fieldtest/recorder"
 RMW_ZENOH_ENCLAVE = "/fieldtest/rmw_zenoh"  # rmw_zenoh's nodes: enclaves/fieldtest/rmw_zenoh/<node>
 ROLE_ENCLAVES = {"host": HOST_ENCLAVE, "robot": ROBOT_ENCLAVE}
-BRIDGE_ENCLAVES = {"host": BRIDGE_HOST_ENCLAVE, "robot": BRIDGE_ROBOT_ENCLAVE}
 # TLS identities of the infrastructure (no DDS enclave of their own)
 ROUTER_IDENTITY = "/fieldtest/router"
 BROKER_IDENTITY = "/fieldtest/broker"

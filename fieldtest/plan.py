@@ -13,6 +13,8 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.errors import FieldtestError
+
 CREATE3_DEFAULT_MAX_SPEED_MPS = 0.306  # clamp unless motion_control safety_override is "full"
 CREATE3_OVERRIDE_MAX_SPEED_MPS = 0.46
 CREATE3_WHEEL_ACCEL_MPS2 = 0.9
@@ -21,7 +23,7 @@ SIDES_PER_LAP = 4
 _TICK_TOLERANCE = 1e-6
 
 
-class PlanError(ValueError):
+class PlanError(FieldtestError, ValueError):
     """A square plan that cannot be driven as asked."""
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.errors import FieldtestError
+
 from .realtime import is_realtime, try_realtime
 
 DEFAULT_START_TIMEOUT_S = 10.0
@@ -50,7 +52,7 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class ProcessStartError(RuntimeError):
+class ProcessStartError(FieldtestError, RuntimeError):
     """A trial process exited or never said it was ready."""
 
 

@@ -11,12 +11,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fieldtest.errors import FieldtestError
+
 History = Literal["keep_last", "keep_all"]
 Reliability = Literal["reliable", "best_effort"]
 Durability = Literal["volatile", "transient_local"]
 
 
-class QosError(ValueError):
+class QosError(FieldtestError, ValueError):
     """An unknown profile name or an inconsistent profile."""
 
 

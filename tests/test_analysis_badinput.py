@@ -8,10 +8,19 @@ import pytest
 import yaml
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.cli import analyze_main, compare_main
+from fieldtest.cli import main
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
+
+
+def fieldtest_analyze(argv: list[str]) -> int:
+    return main(["analyze", *argv])
+
+
+def fieldtest_compare(argv: list[str]) -> int:
+    return main(["compare", *argv])
+
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
 
@@ -43,14 +52,14 @@ def _one_line_error(capsys, code, *needles):
 
 
 def test_missing_trial_directory(tmp_path, capsys):
-    code = analyze_main([str(tmp_path / "nope")])
+    code = fieldtest_analyze([str(tmp_path / "nope")])
     _one_line_error(capsys, code, "nope", "no such trial directory")
 
 
 def test_missing_trial_yaml(tmp_path, good, capsys):
     trial = _copy(good, tmp_path / "t")
     (trial / "trial.yaml").unlink()
-    code = analyze_main([str(trial)])
+    code = fieldtest_analyze([str(trial)])
     _one_line_error(capsys, code, "trial.yaml", "missing")
 
 
@@ -59,7 +68,7 @@ def test_unknown_format_version(tmp_path, good, capsys):
     raw = yaml.safe_load((trial / "trial.yaml").read_text())
     raw["format_version"] = 99
     (trial / "trial.yaml").write_text(yaml.safe_dump(raw))
-    code = analyze_main([str(trial)])
+    code = fieldtest_analyze([str(trial)])
     _one_line_error(capsys, code, "trial.yaml", "unknown format_version 99")
 
 
@@ -67,7 +76,7 @@ def test_no_bag_at_all(tmp_path, good, capsys):
     trial = tmp_path / "t"
     trial.mkdir()
     (trial / "trial.yaml").write_text((good / "trial.yaml").read_text())
-    code = analyze_main([str(trial)])
+    code = fieldtest_analyze([str(trial)])
     _one_line_error(capsys, code, "no readable bag")
 
 
@@ -75,7 +84,7 @@ def test_unreadable_mocap_bag_gives_a_partial_result_naming_it(tmp_path, good, c
     trial = _copy(good, tmp_path / "t")
     for f in (trial / "mocap").glob("*.mcap"):
         f.write_bytes(b"garbage" * 10)
-    assert analyze_main([str(trial), "--no-plots"]) == 0
+    assert fieldtest_analyze([str(trial), "--no-plots"]) == 0
     out = capsys.readouterr().out
     m = json.loads((trial / "analysis" / "metrics.json").read_text())
     assert m["partial"] is True
@@ -83,7 +92,7 @@ def test_unreadable_mocap_bag_gives_a_partial_result_naming_it(tmp_path, good, c
     assert any(r.startswith("no ground truth") for r in m["partial_reasons"])
     assert m["latency"]["available"] is True  # the other bags still count
     assert "partial: " in out and "drift n/a" in out
-    assert analyze_main([str(trial), "--no-plots", "--strict"]) == 1
+    assert fieldtest_analyze([str(trial), "--no-plots", "--strict"]) == 1
 
 
 def test_truncated_bags_are_read_to_the_cut_and_flagged(tmp_path):
@@ -136,11 +145,13 @@ def test_compare_with_a_bad_trial_among_good_ones(tmp_path, good, capsys):
     bad.mkdir(parents=True)
     (bad / "trial.yaml").write_text("format_version: 1\ntrial_id: [unclosed\n")
     _copy(good, tmp_path / "runs" / "good")
-    assert compare_main([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp")]) == 0
+    assert fieldtest_compare([str(tmp_path / "runs"), "--out", str(tmp_path / "cmp")]) == 0
     captured = capsys.readouterr()
     assert "skipped:" in captured.err and "trial.yaml: not valid YAML" in captured.err
     assert "1 trials in 1 configurations" in captured.out
-    assert compare_main([str(tmp_path / "empty_dir_that_is_missing"), "--out", str(tmp_path / "c2")]) == 2
+    assert (
+        fieldtest_compare([str(tmp_path / "empty_dir_that_is_missing"), "--out", str(tmp_path / "c2")]) == 2
+    )
 
 
 def test_the_fieldtest_command_prints_no_traceback(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fieldtest.cli import main
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, ROBOT_ENCLAVE
 from fieldtest.security.cli import keys_main
 from fieldtest.security.governance import GOVERNANCE_PROFILES
@@ -218,7 +219,7 @@ def test_cli_create_check_and_failures(tmp_path, capsys):
     assert "host/cert.pem: cannot read certificate" in capsys.readouterr().err
     assert keys_main(["governance", "--keystore", str(ks), "--setting", "rtps-encrypt"]) == 0
     assert keys_main(["tls", "--keystore", str(ks), "--tls-name", "10.0.0.5"]) == 0
-    assert keys_main(["create", "--keystore", str(tmp_path / "bad"), "--domain-id", "999"]) == 2
+    assert main(["keys", "create", "--keystore", str(tmp_path / "bad"), "--domain-id", "999"]) == 2
     assert "domain id 999 out of range" in capsys.readouterr().err
 
 

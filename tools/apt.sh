@@ -9,7 +9,8 @@ apt_install() {
   done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "[$tag] apt packages: ${missing[*]}"
-    sudo_if_needed apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
+    # waits for another apt run (another install, unattended upgrades) instead of failing at once
+    sudo_if_needed apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}" >/dev/null
   fi
 }

@@ -18,6 +18,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from fieldtest.errors import FieldtestError
 from fieldtest.record import MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S
@@ -162,6 +163,8 @@ def analyze_main(argv: list[str]) -> int:
                 plot_worker=worker,
                 **_gt_kwargs(args),
             )
+        except FieldtestError:
+            raise  # one line from the command line (fieldtest.cli)
         except Exception as exc:  # one line, never a traceback (unless --debug)
             return _fail("fieldtest analyze", exc, args.debug)
         finally:
@@ -208,6 +211,8 @@ def compare_main(argv: list[str]) -> int:
         result = compare_trials(
             args.dirs, args.out, reanalyze=args.reanalyze, jobs=args.jobs, **_gt_kwargs(args)
         )
+    except FieldtestError:
+        raise  # one line from the command line (fieldtest.cli)
     except Exception as exc:
         return _fail("fieldtest compare", exc, args.debug)
     for skipped in result["skipped"]:

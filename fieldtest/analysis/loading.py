@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
@@ -34,7 +35,7 @@ from . import fastbag
 BAG_NAMES = (HOST_BAG, ROBOT_BAG, MOCAP_BAG)
 
 
-class AnalysisError(ValueError):
+class AnalysisError(FieldtestError, ValueError):
     """A trial that cannot be analysed at all; the message names the file and the problem."""
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fieldtest.errors import FieldtestError
 from fieldtest.plan import validation_message
 
 METRICS_VERSION = 2
@@ -26,7 +27,7 @@ READABLE_VERSIONS = (1, 2)
 METRICS_FILE = "metrics.json"
 
 
-class MetricsError(ValueError):
+class MetricsError(FieldtestError, ValueError):
     """A metrics.json that cannot be read: unreadable, not JSON, unknown version or wrong shape."""
 
 
@@ -143,7 +144,7 @@ class Ape(Section):
     tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
 
 
-class Clock(Section):
+class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
     drift_ppm: float | None = None
@@ -151,7 +152,7 @@ class Clock(Section):
 
 class Latency(Section):
     available: bool = False
-    clock: Clock | None = None
+    clock: ClockCorrection | None = None
     expected_from: str = ""
     commands_sent: int | None = None
     commands_received: int | None = None
@@ -169,7 +170,7 @@ class Latency(Section):
     faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
 
 
-class Motion(Section):
+class MotionStart(Section):
     start_s: float | None = None
     first_command_s: float | None = None
     first_received_s: float | None = None
@@ -219,7 +220,7 @@ class Metrics(Section):
     warnings: list[str]
     outcome: Outcome
     progress: Progress
-    motion: Motion
+    motion: MotionStart
     drift: Drift
     ape: Ape
     latency: Latency

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from fieldtest.errors import FieldtestError
+
 if TYPE_CHECKING:
     from .plotdata import PlotData
 
@@ -38,7 +40,7 @@ _started = 0  # workers started by this process
 _HEADER = struct.Struct("<Q")  # length of the pickled message that follows
 
 
-class PlotWorkerError(RuntimeError):
+class PlotWorkerError(FieldtestError, RuntimeError):
     pass
 
 

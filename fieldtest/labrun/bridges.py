@@ -45,6 +45,7 @@ from typing import Any
 import yaml
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
 from fieldtest.labrun.settings import LabLaunch
 from fieldtest.middleware.names import catalog_entry
@@ -112,7 +113,7 @@ ROS2DDS_PRIORITIES = range(1, 8)
 BRIDGE_CONNECT_TIMEOUT_MS = -1  # retry for ever
 
 
-class BridgeConfigError(ValueError):
+class BridgeConfigError(FieldtestError, ValueError):
     """A bridge/broker configuration that the real program would refuse."""
 
 
@@ -628,7 +629,6 @@ def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> 
 
 # ------------------------------------------------------------------ one trial's Zenoh bridges
 
-TWIN_BRIDGE_PROCESSES = {"router": "router", "bridge_robot": "robot", "bridge_host": "host"}  # -> machine
 BRIDGE_START_CHECK_S = 0.5  # a bridge that refuses its config exits within this
 BRIDGE_STOP_TIMEOUT_S = 5.0
 

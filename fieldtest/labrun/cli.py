@@ -15,9 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from fieldtest.campaign import CampaignError, load_trials
+from fieldtest.campaign import load_trials
+from fieldtest.errors import FieldtestError
 from fieldtest.labrun.create3 import (
-    Create3ParamError,
     check_create3,
     create3_param_file,
     parse_param_dump,
@@ -114,7 +114,7 @@ def run_main(args: argparse.Namespace) -> int:
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.rehearsal import RehearsalError, SimulatedLab, rehearse
+    from fieldtest.labrun.rehearsal import SimulatedLab, rehearse
     from fieldtest.labrun.remote import RobotSide
     from fieldtest.labrun.runner import LabOptions
 
@@ -136,11 +136,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
         safety_override=args.safety_override,
         robot_without=tuple(args.robot_without),
     )
-    try:
-        results = rehearse(trials, options, lab)
-    except RehearsalError as exc:
-        print(f"fieldtest lab rehearse: {exc}", file=sys.stderr)
-        return 2
+    results = rehearse(trials, options, lab)
     done = sum(r.end_reason == "completed" for r in results)
     print(f"{done}/{len(results)} rehearsal trials completed; results under {options.runs_dir}")
     return 0 if results and done == len(results) else 1
@@ -295,6 +291,8 @@ def lab_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.func(args)
-    except (CampaignError, LaunchArgError, Create3ParamError, OSError, ValueError) as exc:
+    except FieldtestError:
+        raise  # one line from the command line (fieldtest.cli)
+    except (OSError, ValueError) as exc:
         print(f"fieldtest lab {args.command}: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

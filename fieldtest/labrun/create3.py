@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import yaml
 
+from fieldtest.errors import FieldtestError
 from fieldtest.plan import (
     CREATE3_DEFAULT_MAX_SPEED_MPS,
     CREATE3_OVERRIDE_MAX_SPEED_MPS,
@@ -46,7 +47,7 @@ MAX_ANGULAR_RPS = 1.9
 Severity = Literal["ok", "warn", "fail"]
 
 
-class Create3ParamError(ValueError):
+class Create3ParamError(FieldtestError, ValueError):
     """Parameter data that cannot be read (one line naming where it came from)."""
 
 

@@ -43,6 +43,7 @@ from typing import Any
 
 import yaml
 
+from fieldtest.errors import FieldtestError
 from fieldtest.names import MQTT_PORT
 from fieldtest.transport.mqtt import (
     KEEPALIVE_S,
@@ -60,7 +61,7 @@ CHECK_SUBSCRIPTIONS_S = 1.0  # mqtt_client's check_subscriptions_timer_
 LATENCY_PREFIX = "~/latencies/"  # kLatencyRosTopicPrefix
 
 
-class StandinConfigError(ValueError):
+class StandinConfigError(FieldtestError, ValueError):
     """A parameter file the stand-in (or mqtt_client) cannot use; one line naming file and key."""
 
 

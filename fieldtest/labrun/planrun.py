@@ -35,6 +35,7 @@ from pathlib import Path
 
 import yaml
 
+from fieldtest.errors import FieldtestError
 from fieldtest.labrun.bridges import (
     MOSQUITTO,
     ZENOH_BRIDGE,
@@ -43,10 +44,9 @@ from fieldtest.labrun.bridges import (
     zenohd_bridge_launch,
 )
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
-from fieldtest.labrun.settings import LaunchArgError
 from fieldtest.labrun.standin import parse_argv
 from fieldtest.procs import die_with_parent, signals_set
-from fieldtest.transport.zenoh_bridge import LOOPBACK, BridgeMissingError, find_bridge, router_argv
+from fieldtest.transport.zenoh_bridge import LOOPBACK, find_bridge, router_argv
 
 EXIT_GATE_REFUSED = 1
 EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its config, port taken)
@@ -93,8 +93,9 @@ def node_argv(spec: NodeSpec, params_file: Path, python: str = sys.executable) -
     ]
 
 
-class RehearsalError(RuntimeError):
-    """A side process the rehearsal cannot run on this machine (one line: what and why)."""
+class RehearsalError(FieldtestError, RuntimeError):
+    """The rehearsal cannot run on this machine: a missing program or environment, or a side
+    process the lab runs that cannot be installed here (one line: what, why, and how to get it)."""
 
 
 def rehearsal_processes(plan: LaunchPlan, python: str = sys.executable) -> list[SideProcess]:
@@ -246,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = launch_plan(args, role)  # type: ignore[arg-type]
         if rehearsal:
             plan.processes = rehearsal_processes(plan)
-    except (LaunchArgError, RehearsalError, BridgeMissingError) as exc:
+    except FieldtestError as exc:
         print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
         return 2
     tag = f"[planrun {plan.cfg.role}] REHEARSAL:"

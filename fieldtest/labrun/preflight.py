@@ -25,7 +25,6 @@ from fieldtest.middleware.names import catalog_entry
 from fieldtest.record import TrialRequest
 
 Severity = Literal["ok", "warn", "fail"]
-CHECKS = ("robot-link", "clock", "mocap", "keystore", "create3", "battery")
 
 
 @dataclass(frozen=True)

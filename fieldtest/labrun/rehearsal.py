@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.middleware import registry
@@ -53,10 +54,6 @@ MQTT_STANDIN_NOTE = (
 )
 # rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
 NODE_ARGS = {"dds": "fastrtps", "record_ros2bag": "false"}
-
-
-class RehearsalError(RuntimeError):
-    """The rehearsal cannot start (one line: what is missing and how to get it)."""
 
 
 def ros_python(venv: Path = ROS_VENV) -> str:

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from fieldtest.errors import FieldtestError
+
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2")
 PID_FILE = "launch.pid"
 STOP_WAIT_S = 8.0
 
 
-class RemoteError(RuntimeError):
+class RemoteError(FieldtestError, RuntimeError):
     """A remote command failed; the message has its stderr's last line."""
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware import registry
 from fieldtest.middleware.base import Middleware
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
@@ -35,7 +36,7 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
 
 
-class LaunchArgError(ValueError):
+class LaunchArgError(FieldtestError, ValueError):
     """A launch argument that cannot be used; the message is one line naming the argument."""
 
 
@@ -379,8 +380,3 @@ def launch_args_for_trial(
     checked = {k: v for k, v in args.items() if role != "robot" or k not in PREFLIGHT_ARGUMENTS}
     parse_launch_args(checked, role, environ={})  # fail here, before anything starts
     return args
-
-
-def format_launch_command(package: str, launch_file: str, args: Mapping[str, str]) -> list[str]:
-    """``ros2 launch <package> <file> name:=value ...`` as an argv list."""
-    return ["ros2", "launch", package, launch_file, *(f"{k}:={v}" for k, v in args.items())]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
+
 from . import dds, mqtt, rmw_zenoh, zenoh
 from .base import Middleware
 from .config import Role, TransportConfig
@@ -26,7 +28,7 @@ REGISTRY: dict[str, Middleware] = {
 }  # fmt: skip
 
 
-class UnknownMiddlewareError(ValueError):
+class UnknownMiddlewareError(FieldtestError, ValueError):
     """A name no family module declares."""
 
 

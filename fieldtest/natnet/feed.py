@@ -20,6 +20,8 @@ import struct
 import time
 from dataclasses import dataclass
 
+from fieldtest.errors import FieldtestError
+
 DEFAULT_FEED_PORT = 15110
 _FORMAT = struct.Struct("<4sBB2xd7d")
 _MAGIC = b"FTPF"
@@ -29,7 +31,7 @@ _FLAG_NO_POSE = 0x01
 Pose = tuple[float, float, float, float, float, float, float]  # x y z qx qy qz qw
 
 
-class PoseFeedError(ValueError):
+class PoseFeedError(FieldtestError, ValueError):
     """A datagram on the feed port that is not a pose-feed sample."""
 
 

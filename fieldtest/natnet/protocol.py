@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fieldtest.errors import FieldtestError
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 
 NAT_CONNECT = 0
@@ -64,7 +65,7 @@ _SERVER_CONNECTION = struct.Struct("<QH?4s")  # clock frequency, data port, mult
 _STAMPS = struct.Struct("<3Q")
 
 
-class NatNetProtocolError(ValueError):
+class NatNetProtocolError(FieldtestError, ValueError):
     """A NatNet packet that cannot be read or written; the message says where and why."""
 
 
@@ -190,10 +191,6 @@ def unpack_message(packet: bytes | memoryview) -> tuple[int, memoryview]:
 def pack_connect() -> bytes:
     """NAT_CONNECT as the NatNet 3.x samples send it: the string "Ping" (the server answers SERVERINFO)."""
     return pack_message(NAT_CONNECT, b"Ping\0")
-
-
-def pack_request(command: str) -> bytes:
-    return pack_message(NAT_REQUEST, _cstring(command))
 
 
 # --- server info ----------------------------------------------------------------------------------

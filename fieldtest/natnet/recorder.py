@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.axes import UpAxis, check_up_axis, stream_to_world
 from fieldtest.record import MOCAP_FRAMES_TOPIC, MOCAP_POSE_TOPIC, BagWriter
@@ -73,7 +74,7 @@ def _arrival_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
     return now
 
 
-class MocapRecorderError(RuntimeError):
+class MocapRecorderError(FieldtestError, RuntimeError):
     """The recorder cannot run (no server answered, socket setup failed); the message says why."""
 
 

@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-MAX_TERMS_FOR_MEDIAN = 5  # union bound at the 90th percentile holds the median for up to 5 terms
-
 
 @dataclass(frozen=True)
 class DelayAllowance:

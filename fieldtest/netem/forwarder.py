@@ -14,12 +14,13 @@ import threading
 from pathlib import Path
 
 from fieldtest.cbuild import BuildError, build_c
+from fieldtest.errors import FieldtestError
 from fieldtest.netem.profiles import Direction, LinkProfile
 
 SOURCE = Path(__file__).with_name("linkfwd.c")
 
 
-class ForwarderError(RuntimeError):
+class ForwarderError(FieldtestError, RuntimeError):
     """The forwarder could not be built, did not start, or refused a command."""
 
 

@@ -21,13 +21,15 @@ import sys
 import time
 from typing import Any
 
+from fieldtest.errors import FieldtestError
+
 PROBE = struct.Struct("!IIQ")  # magic, seq, client send time (ns)
 ECHO_TAIL = struct.Struct("!QQ")  # server receive time, server send time (ns)
 MAGIC = 0x46545052  # "FTPR"
 WARMUP_MAGIC = 0x46545057  # "FTPW": not counted by the sink
 
 
-class ProbeError(RuntimeError):
+class ProbeError(FieldtestError, RuntimeError):
     """The probe could not run (a node did not start or answered nonsense)."""
 
 

@@ -15,8 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.errors import FieldtestError
 
-class ProfileError(ValueError):
+
+class ProfileError(FieldtestError, ValueError):
     """A link profile is unknown or invalid (the message names the source and the problem)."""
 
 

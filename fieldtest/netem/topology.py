@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import ForwarderError, LinkForwarder, build_forwarder
 from fieldtest.netem.profiles import Direction, LinkProfile, get_profile
 
@@ -44,7 +45,7 @@ BRIDGE = "br0"
 MULTICAST_NET = "224.0.0.0/4"
 
 
-class TopologyError(RuntimeError):
+class TopologyError(FieldtestError, RuntimeError):
     """The emulated network could not be built, or an operation needs one that is not there."""
 
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 
 if TYPE_CHECKING:
     from mcap.records import Channel, Message, Schema
@@ -30,7 +31,7 @@ ROSBAG2_VERSION = 9
 _CHUNK_BYTES = 16 * 1024
 
 
-class BagError(ValueError):
+class BagError(FieldtestError, ValueError):
     """A bag that cannot be read; the message names the bag and the problem."""
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware.config import TransportConfig
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.plan import SquarePlan, validation_message
@@ -26,7 +27,7 @@ from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
 
 
-class TrialFormatError(ValueError):
+class TrialFormatError(FieldtestError, ValueError):
     """A trial directory or trial.yaml that cannot be used; the message names the file."""
 
 

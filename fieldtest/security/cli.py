@@ -8,7 +8,6 @@ import sys
 
 from .governance import GOVERNANCE_PROFILES
 from .keystore import (
-    KeystoreError,
     KeystoreOptions,
     Validity,
     activate_governance,
@@ -87,38 +86,30 @@ def _report(keystore: str) -> int:
 
 def keys_main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
-    try:
-        if args.command == "create":
-            validity = Validity.from_days(args.valid_days, args.start_days)
-            options = KeystoreOptions(
-                domain_id=args.domain_id,
-                namespace=args.namespace,
-                validity=validity,
-                tls_names=tuple(args.tls_name),
-            )
-            create_keystore(args.keystore, options)
-            print(
-                f"{args.keystore}: created (domain {args.domain_id}, valid "
-                f"{validity.not_before:%Y-%m-%d} .. {validity.not_after:%Y-%m-%d} UTC)"
-            )
-            return _report(args.keystore)
-        if args.command == "check":
-            return _report(args.keystore)
-        if args.command == "tls":
-            files = create_tls_material(
-                args.keystore,
-                names=args.tls_name,
-                validity=Validity.from_days(args.valid_days, args.start_days),
-            )
-            print(f"{args.keystore}/tls: {', '.join(sorted(files))}")
-            return 0
-        activate_governance(args.keystore, args.setting)
-        print(f"{args.keystore}: enclaves now use governance {args.setting!r}")
+    if args.command == "create":
+        validity = Validity.from_days(args.valid_days, args.start_days)
+        options = KeystoreOptions(
+            domain_id=args.domain_id,
+            namespace=args.namespace,
+            validity=validity,
+            tls_names=tuple(args.tls_name),
+        )
+        create_keystore(args.keystore, options)
+        print(
+            f"{args.keystore}: created (domain {args.domain_id}, valid "
+            f"{validity.not_before:%Y-%m-%d} .. {validity.not_after:%Y-%m-%d} UTC)"
+        )
+        return _report(args.keystore)
+    if args.command == "check":
+        return _report(args.keystore)
+    if args.command == "tls":
+        files = create_tls_material(
+            args.keystore,
+            names=args.tls_name,
+            validity=Validity.from_days(args.valid_days, args.start_days),
+        )
+        print(f"{args.keystore}/tls: {', '.join(sorted(files))}")
         return 0
-    except KeystoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(keys_main(sys.argv[1:]))
+    activate_governance(args.keystore, args.setting)
+    print(f"{args.keystore}: enclaves now use governance {args.setting!r}")
+    return 0

@@ -40,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import pkcs7
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from fieldtest.errors import FieldtestError
 from fieldtest.names import BROKER_IDENTITY, ROLE_ENCLAVES, ROUTER_IDENTITY
 
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES, governance_domains, governance_xml
@@ -65,7 +66,7 @@ TLS_IDENTITIES = {**ROLE_ENCLAVES, "router": ROUTER_IDENTITY, "broker": BROKER_I
 DEFAULT_TLS_NAMES = ("localhost", "127.0.0.1")
 
 
-class KeystoreError(Exception):
+class KeystoreError(FieldtestError):
     """A keystore cannot be created or used; the message names the file and the problem."""
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
 from fieldtest.names import RMW_ZENOH_ENCLAVE
 
 from .policy import ROS_GLOBAL_PUBLISH, ROS_GLOBAL_SUBSCRIBE, ROS_NODE_SERVICES, kit_enclave, trial_topic
@@ -33,7 +34,7 @@ KIT_DIR = "fieldtest/rmw_zenoh"  # inside the keystore: the policy and the gener
 RMW_ZENOH_ROLES = ("host", "robot", "recorder")
 
 
-class RmwZenohSecurityError(ValueError):
+class RmwZenohSecurityError(FieldtestError, ValueError):
     """Generated configs missing or unusable; one line naming the file."""
 
 

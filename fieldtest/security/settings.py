@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware.names import in_family
 from fieldtest.names import MQTT_TLS_PORT
 
@@ -48,7 +49,7 @@ DDS_PLUGINS = {
 }
 
 
-class SecuritySettingError(ValueError):
+class SecuritySettingError(FieldtestError, ValueError):
     """An unknown setting, or one that does not apply to the chosen middleware."""
 
 

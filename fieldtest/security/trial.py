@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware.config import TransportConfig
 from fieldtest.middleware.names import catalog_entry
 from fieldtest.record import TrialRequest
@@ -38,7 +39,7 @@ from .settings import SecuritySettingError, get_setting
 TRIAL_KEYSTORE_DIR = "keystore"
 
 
-class TrialSecurityError(ValueError):
+class TrialSecurityError(FieldtestError, ValueError):
     """A trial's security cannot be set up; one line naming the setting or file at fault."""
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fieldtest.errors import FieldtestError
 from fieldtest.procs import lease_dds_domain
 from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
@@ -46,7 +47,7 @@ _PING_LINE = re.compile(
 _LEVELS = np.array([0.0, 0.5, 0.9, 0.99, 1.0])
 
 
-class DdsperfError(RuntimeError):
+class DdsperfError(FieldtestError, RuntimeError):
     """ddsperf is missing, failed, or printed nothing this module can read."""
 
 

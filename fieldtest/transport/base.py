@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 from fieldtest.middleware.config import Role, TransportConfig  # noqa: F401  (re-exported)
 from fieldtest.rosmsg import TimeField
 
 log = logging.getLogger(__name__)
 
 
-class SecurityFragmentMissing(ValueError):
+class SecurityFragmentMissing(FieldtestError, ValueError):
     """A secured config opened without the fragment security makes for it: open it through
     ``fieldtest.middleware.registry``, which asks ``fieldtest.security`` (transport never does)."""
 

@@ -39,6 +39,7 @@ from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 from fieldtest.qos import QosProfile, get_qos
 
 from .base import (
@@ -69,7 +70,7 @@ ROS_TOPIC_PREFIX = "rt"  # rmw_cyclonedds: ROS topics live under "rt", services 
 RELIABLE_MAX_BLOCKING_S = 0.1  # Cyclone's default; only KEEP_ALL writers ever block
 
 
-class DdsError(RuntimeError):
+class DdsError(FieldtestError, RuntimeError):
     """The DDS transport could not be configured or opened."""
 
 

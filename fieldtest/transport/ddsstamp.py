@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 
 from fieldtest.cbuild import BuildError, build_c
+from fieldtest.errors import FieldtestError
 
 SOURCE = Path(__file__).with_name("ddsstamp.c")
 _POP_BUFFER = 4096  # grows when a sample is larger
 
 
-class StampLibraryError(RuntimeError):
+class StampLibraryError(FieldtestError, RuntimeError):
     """The C helper could not be built or loaded."""
 
 

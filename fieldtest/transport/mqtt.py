@@ -42,6 +42,8 @@ from typing import Any
 import paho.mqtt.client as paho
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from fieldtest.errors import FieldtestError
+
 from .. import rosmsg
 from ..qos import mqtt_qos
 from . import pollstamp
@@ -78,7 +80,7 @@ LOOP_IDLE_S = 1.0  # the network thread wakes at least this often (keepalive, re
 _client_ids = itertools.count()
 
 
-class MqttTransportError(RuntimeError):
+class MqttTransportError(FieldtestError, RuntimeError):
     """The MQTT link cannot be set up as configured."""
 
 

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fieldtest.cbuild import BuildError, build_c
+from fieldtest.errors import FieldtestError
 
 SOURCE = Path(__file__).with_name("pollstamp.c")
 
 
-class PollStampError(RuntimeError):
+class PollStampError(FieldtestError, RuntimeError):
     """The C helper could not be built or loaded."""
 
 

@@ -19,6 +19,7 @@ from cyclonedds.idl import types as idl_types
 from rosbags.typesys.base import Nodetype
 
 from fieldtest import rosmsg
+from fieldtest.errors import FieldtestError
 
 _BASE_TYPES: dict[str, Any] = {
     "bool": bool,
@@ -54,7 +55,7 @@ _NUMPY_DTYPES = {
 }
 
 
-class IdlTypeError(TypeError):
+class IdlTypeError(FieldtestError, TypeError):
     """A ROS type that cannot be expressed as a CycloneDDS Python IDL type (e.g. wstring)."""
 
 

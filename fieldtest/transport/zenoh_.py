@@ -34,6 +34,8 @@ from typing import Any
 
 import zenoh
 
+from fieldtest.errors import FieldtestError
+
 from .. import rosmsg
 from ..middleware.names import catalog_entry
 from ..qos import get_qos
@@ -57,7 +59,7 @@ MAX_STAMP_AGE_NS = 2_000_000_000
 CONNECT_RETRY = {"period_init_ms": 200, "period_max_ms": 1000, "period_increase_factor": 2}
 
 
-class ZenohTransportError(RuntimeError):
+class ZenohTransportError(FieldtestError, RuntimeError):
     """The Zenoh link cannot be set up as configured."""
 
 

@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
+
 from ..procs import DDS_DOMAIN_MAX
 from .base import Role, TransportConfig
 
@@ -33,7 +35,7 @@ ROBOT_DOMAIN_OFFSET = 100
 DDS_DOMAINS = DDS_DOMAIN_MAX + 1  # ROS 2 domain ids 0..232
 
 
-class BridgeMissingError(RuntimeError):
+class BridgeMissingError(FieldtestError, RuntimeError):
     """zenohd or the ros2dds plugin has not been built on this machine."""
 
 

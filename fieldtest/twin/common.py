@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from fieldtest.errors import FieldtestError
 from fieldtest.record import TrialRequest, read_trial
 
 # A middleware thread waiting for the GIL gets it within this long (Python's default is 5 ms,
@@ -16,7 +17,7 @@ from fieldtest.record import TrialRequest, read_trial
 GIL_SWITCH_S = 0.0002
 
 
-class TwinConfigError(ValueError):
+class TwinConfigError(FieldtestError, ValueError):
     """A request file the twin processes cannot use; the message names the file."""
 
 
