@@ -208,6 +208,27 @@ def check_keystore(
     return CheckResult("keystore", "ok", f"{t.keystore}: valid for {t.security} ({setting.kind})")
 
 
+STATIC_TRIAL_DIR = "/trial"  # a stand-in path: the launch arguments are checked before any trial exists
+
+
+def refuse_before_start(
+    requests: list[TrialRequest], ros_distro: str, host_args: dict[str, str], robot_args: dict[str, str]
+) -> None:
+    """Both sides' launch arguments of every trial, checked before the first one starts: a
+    combination that would leave the robot standing still (fieldtest.labrun.settings) is a
+    LaunchArgError naming the trial, the side and the field."""
+    from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
+
+    for request in requests:
+        for role, extra in (("host", host_args), ("robot", robot_args)):
+            try:
+                launch_args_for_trial(
+                    request, role, ros_distro=ros_distro, trial_dir=STATIC_TRIAL_DIR, extra=extra
+                )
+            except LaunchArgError as exc:
+                raise LaunchArgError(f"trial {request.name} ({role} side): {exc}") from None
+
+
 def check_robot_preflight(report: dict[str, Any] | None) -> list[CheckResult]:
     """The robot's create3_preflight report, split into the runner's create3 and battery checks."""
     if report is None:
