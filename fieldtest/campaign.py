@@ -6,6 +6,9 @@ vary (dotted paths into the request, with the short names ``middleware``, ``secu
 ``order`` trials run in. Every expanded request is validated, so a bad value is reported before
 the first trial starts, on one line that names the file and the field.
 
+``cmd_type: auto`` becomes what a TurtleBot 4's ``cmd_vel`` takes on the campaign's ROS 2 distro
+(``lab.ros_distro``, or the one the lab runner is given): Twist on Humble, TwistStamped on Jazzy.
+
 Order ``interleaved`` (default) runs repetition 0 of every case, then repetition 1 of every case,
 and so on: slow drifts (battery, temperature, Wi-Fi neighbours) then spread over all cases instead
 of biasing whichever case ran last. ``grouped`` runs each case's repetitions back to back;
@@ -26,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware import registry
+from fieldtest.names import BASE_CMD_TYPE, CMD_TYPE_AUTO
 from fieldtest.plan import PlanError
 from fieldtest.record.trial import TrialRequest
 
@@ -177,7 +181,9 @@ def cases(campaign: Campaign) -> list[CaseSpec]:
     return out
 
 
-def _request(campaign: Campaign, case: CaseSpec, repetition: int, index: int, source: str) -> TrialRequest:
+def _request(
+    campaign: Campaign, case: CaseSpec, repetition: int, index: int, source: str, ros_distro: str
+) -> TrialRequest:
     values = copy.deepcopy(campaign.base)
     for path, value in case.values.items():
         try:
@@ -190,6 +196,8 @@ def _request(campaign: Campaign, case: CaseSpec, repetition: int, index: int, so
     )
     values["repetition"] = repetition
     values["seed"] = int(values.get("seed", campaign.seed)) + index
+    if values.get("cmd_type") == CMD_TYPE_AUTO:  # what the TurtleBot 4's cmd_vel takes on this distro
+        values["cmd_type"] = BASE_CMD_TYPE[ros_distro]
     transport = values.get("transport")
     if isinstance(transport, dict) and transport.get("security") == SECURITY_ON:
         transport["security"] = resolve_security(transport.get("middleware", "dds"), SECURITY_ON)
@@ -234,9 +242,13 @@ def _origin_of(where: str, case: CaseSpec, campaign: Campaign) -> str:
     return f"base.{where}"
 
 
-def expand(campaign: Campaign, source: str | None = None) -> list[TrialRequest]:
-    """Every trial of the campaign, validated, in run order."""
+def expand(
+    campaign: Campaign, source: str | None = None, ros_distro: str | None = None
+) -> list[TrialRequest]:
+    """Every trial of the campaign, validated, in run order; ``cmd_type: auto`` resolved for
+    ``ros_distro`` (default: the campaign's ``lab.ros_distro``)."""
     source = source or campaign.source
+    ros_distro = ros_distro or campaign.lab.ros_distro
     _check_matrix(campaign, source)
     cells = cases(campaign)
     if not cells:
@@ -247,7 +259,7 @@ def expand(campaign: Campaign, source: str | None = None) -> list[TrialRequest]:
         pairs = [(c, r) for r in range(campaign.repetitions) for c in cells]
         if campaign.order == "shuffled":
             random.Random(campaign.seed).shuffle(pairs)
-    return [_request(campaign, c, r, i, source) for i, (c, r) in enumerate(pairs)]
+    return [_request(campaign, c, r, i, source, ros_distro) for i, (c, r) in enumerate(pairs)]
 
 
 def parse_campaign(raw: Any, source: str = "<campaign>") -> Campaign:
@@ -280,10 +292,11 @@ def load_campaign(path: str | Path) -> Campaign:
     return parse_campaign(raw, str(path))
 
 
-def load_trials(path: str | Path) -> tuple[Campaign, list[TrialRequest]]:
-    """The campaign and its expanded, validated trial requests."""
+def load_trials(path: str | Path, ros_distro: str | None = None) -> tuple[Campaign, list[TrialRequest]]:
+    """The campaign and its expanded, validated trial requests (``ros_distro`` overrides the
+    campaign's ``lab.ros_distro`` for ``cmd_type: auto``)."""
     campaign = load_campaign(path)
-    return campaign, expand(campaign)
+    return campaign, expand(campaign, ros_distro=ros_distro)
 
 
 def campaign_json_schema() -> dict[str, Any]:

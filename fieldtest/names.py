@@ -20,6 +20,13 @@ ROLE_ENCLAVES = {"host": HOST_ENCLAVE, "robot": ROBOT_ENCLAVE}
 ROUTER_IDENTITY = "/fieldtest/router"
 BROKER_IDENTITY = "/fieldtest/broker"
 
+# What a TurtleBot 4's cmd_vel takes per ROS 2 distro: on Humble the Create 3 itself (Twist); on
+# Jazzy create3_republisher (turtlebot4_robot jazzy, turtlebot4_bringup/launch/robot.launch.py and
+# config/republisher.yaml), which relays TwistStamped on cmd_vel and Twist only on cmd_vel_unstamped.
+# ``cmd_type: auto`` (campaigns, launch arguments) picks from it.
+CMD_TYPE_AUTO = "auto"
+BASE_CMD_TYPE = {"humble": "twist", "jazzy": "twist_stamped"}
+
 # The host's stop burst: whatever ends the stream, this many zero commands (seq n_ticks,
 # n_ticks + 1, ...) this far apart. The synthetic trials model the same burst.
 STOP_BURST_COUNT = 5

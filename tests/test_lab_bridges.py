@@ -131,7 +131,9 @@ def test_zenoh_bridge_routes_exactly_the_link_topics():
     assert host["allow"]["subscribers"] == ["/tb4/fieldtest/clock_probe"] == robot["allow"]["publishers"]
     for kind in ("service_servers", "service_clients", "action_servers", "action_clients"):
         assert host["allow"][kind] == []
-    relay = zenoh_bridge_config(cfg("host", middleware="zenoh-peer", relay="true", cmd_type="twist_stamped"))
+    relay = zenoh_bridge_config(
+        cfg("host", middleware="zenoh-peer", relay="true", cmd_type="twist_stamped", ros_distro="jazzy")
+    )
     assert relay["plugins"]["ros2dds"]["allow"]["publishers"][0] == "/tb4/fieldtest/cmd_vel"
     express = zenoh_bridge_config(cfg("host", middleware="zenoh-router", zenoh_express="true"))
     assert express["plugins"]["ros2dds"]["pub_priorities"] == ["^/tb4/cmd_vel$=1:express"]

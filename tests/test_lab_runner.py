@@ -47,6 +47,7 @@ def _options(tmp_path: Path, mocap, messages: list[str], **lab) -> LabOptions:
     settings = {"countdown_s": 0, "warn_only": ["create3", "battery"], "preflight_timeout_s": 15, **lab}
     return LabOptions(
         runs_dir=tmp_path / "runs",
+        ros_distro="jazzy",  # the requests' TwistStamped is what a Jazzy robot's cmd_vel takes
         lab=LabSettings(**settings),
         robot=local_robot_side(tmp_path / "pi", (*STANDIN, "robot")),
         host_launch=(*STANDIN, "host"),

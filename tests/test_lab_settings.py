@@ -34,7 +34,9 @@ def test_defaults_follow_the_distro():
     assert (jazzy.ros_distro, jazzy.cmd_type) == ("jazzy", "twist_stamped")
     assert humble.plan == SquarePlan()
     assert (
-        parse_launch_args({"security": "sros2", "keystore": "/k"}, "host", environ=HUMBLE).mqtt_port
+        parse_launch_args(
+            {"security": "sros2", "keystore": "/k", "relay": "true"}, "host", environ=HUMBLE
+        ).mqtt_port
         == MQTT_TLS_PORT
     )
 
@@ -110,7 +112,7 @@ def test_trial_request_round_trips_through_launch_arguments(middleware, role):
         zenoh_port=7500,
         mqtt_port=1999,
     )
-    request = TrialRequest(plan=plan, transport=transport, cmd_type="twist")
+    request = TrialRequest(plan=plan, transport=transport, cmd_type="twist_stamped")
     args = launch_args_for_trial(request, role, ros_distro="jazzy", trial_dir="/t", extra={"relay": "true"})
     assert set(args) <= set(LAUNCH_ARGUMENTS)
     cfg = parse_launch_args(args, role, environ={})
@@ -120,7 +122,7 @@ def test_trial_request_round_trips_through_launch_arguments(middleware, role):
         "fernandez-c",
         "/tb4",
         7,
-        "twist",
+        "twist_stamped",
     )
     assert (cfg.robot_address, cfg.zenoh_port, cfg.mqtt_port, cfg.trial_dir, cfg.relay) == (
         "10.0.0.20",
@@ -175,7 +177,9 @@ def test_plain_dds_discovers_over_the_lab_network():
 
 
 def test_security_environment_only_where_the_ros_graph_crosses_machines(tmp_path):
-    _, dds = _env("host", middleware="dds", security="sros2", keystore=str(tmp_path), ros_distro="humble")
+    _, dds = _env(
+        "host", middleware="dds", security="sros2", keystore=str(tmp_path), ros_distro="humble", relay="true"
+    )
     assert dds.set["ROS_SECURITY_ENABLE"] == "true"
     assert dds.set["ROS_SECURITY_STRATEGY"] == "Enforce"
     assert dds.set["ROS_SECURITY_KEYSTORE"] == str(tmp_path)

@@ -37,11 +37,14 @@ def _kv(items: list[str], flag: str) -> dict[str, str]:
 
 
 def list_main(args: argparse.Namespace) -> int:
-    campaign, trials = load_trials(args.campaign)
+    campaign, trials = load_trials(args.campaign, ros_distro=args.ros_distro)
     print(f"{campaign.campaign}: {len(trials)} trials, order {campaign.order}")
     for i, t in enumerate(trials):
         tr = t.transport
-        print(f"{i + 1:3d}  {t.name:<48} {tr.middleware:<18} security={tr.security:<10} qos={tr.qos}")
+        print(
+            f"{i + 1:3d}  {t.name:<48} {tr.middleware:<18} security={tr.security:<10} qos={tr.qos} "
+            f"cmd_type={t.cmd_type}"
+        )
     return 0
 
 
@@ -52,11 +55,21 @@ def _select(trials: list, only: str | None, first: int | None) -> list:
 
 
 def _selected_trials(args: argparse.Namespace) -> tuple:
-    """The campaign and the trials --only/--first select; says so when none is left."""
-    campaign, trials = load_trials(args.campaign)
+    """The campaign and the trials --only/--first select, for --ros-distro (else the campaign's
+    lab.ros_distro), with both sides' launch arguments checked; says so when none is left."""
+    from fieldtest.labrun.preflight import refuse_before_start
+
+    campaign, trials = load_trials(args.campaign, ros_distro=args.ros_distro)
     trials = _select(trials, args.only, args.first)
     if not trials:
         print(f"fieldtest lab {args.command}: no trial selected", file=sys.stderr)
+    distro = args.ros_distro or campaign.lab.ros_distro
+    try:
+        refuse_before_start(
+            trials, distro, _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+        )
+    except LaunchArgError as exc:
+        raise LaunchArgError(f"{args.campaign}: {exc}") from None
     return campaign, trials
 
 
@@ -205,6 +218,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("list", help="list a campaign's trials in run order")
     p.add_argument("campaign")
+    p.add_argument("--ros-distro", choices=("humble", "jazzy"), help="override the campaign's lab.ros_distro")
     p.set_defaults(func=list_main)
 
     p = sub.add_parser("run", help="run a campaign's trials with the real robot")

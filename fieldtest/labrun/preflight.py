@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fieldtest.middleware.names import catalog_entry
+from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
+from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 
 Severity = Literal["ok", "warn", "fail"]
 
@@ -151,6 +153,62 @@ def _is_unspecified(address: str) -> bool:
         return False
 
 
+def _shown(namespace: str) -> str:
+    return namespace or '""'
+
+
+def _fix_hint(keys_namespace: str | None, namespace: str, domain_id: int) -> str:
+    """How to make keystore and trial agree: new keys for the trial, or the trial the keys'."""
+    hint = f"recreate it with `fieldtest keys create --namespace {_shown(namespace)} --domain-id {domain_id}`"
+    if keys_namespace is not None and keys_namespace != namespace:
+        hint += f" or run the trial with namespace {_shown(keys_namespace)}"
+    return hint
+
+
+def _keystore_namespace(rules: list) -> str | None:
+    """The robot namespace a kit keystore was made for, read off the host's cmd_vel grant."""
+    for rule in rules:
+        for topic in rule.publish:
+            if topic.startswith("rt/") and topic.endswith(CMD_VEL_TOPIC) and RELAY_CMD_VEL_TOPIC not in topic:
+                return topic[2 : -len(CMD_VEL_TOPIC)]
+    return None
+
+
+def dds_grant_problem(request: TrialRequest) -> str:
+    """Under ROS_SECURITY_STRATEGY=Enforce, a participant outside its governance's domains is not
+    created and a topic its permissions do not grant is denied (real CycloneDDS does both:
+    tests/test_lab_keystore_grants.py). Checks the trial's domain against the active governance and
+    each link topic, under the trial's namespace, against the host's and robot's signed permissions."""
+    from fieldtest.security.keystore import enclave_allow_rules, signed_governance_domains
+    from fieldtest.security.policy import LINK_FLOWS, trial_topic
+    from fieldtest.security.settings import dds_security_files
+
+    t = request.transport
+    ns, domain = "/" + t.namespace.strip("/") if t.namespace.strip("/") else "", t.domain_id
+    governance = dds_security_files(t.keystore, "host", t.security).governance
+    covered = signed_governance_domains(governance, t.keystore)
+    if domain not in covered:
+        return (
+            f"{governance}: covers domain {sorted(covered)}, not the trial's domain_id {domain}: "
+            f"no participant would start; {_fix_hint(None, ns, domain)}"
+        )
+    for role in ("host", "robot"):
+        signed, rules = enclave_allow_rules(t.keystore, ROLE_ENCLAVES[role])
+        for topic, sender, receiver in LINK_FLOWS:
+            if role not in (sender, receiver):
+                continue
+            action = "publish" if role == sender else "subscribe"
+            name = "rt" + trial_topic(ns, topic)
+            if not any(rule.allows(action, name, domain) for rule in rules):
+                keys_ns = _keystore_namespace(rules) if role == "host" else None
+                made_for = f" (made for namespace {_shown(keys_ns)})" if keys_ns is not None else ""
+                return (
+                    f"{signed}: grants the {role} no {action} of {name} in domain {domain}{made_for}, "
+                    f"so Enforce would deny the trial (namespace {_shown(ns)}); {_fix_hint(keys_ns, ns, domain)}"
+                )
+    return ""
+
+
 def check_keystore(
     request: TrialRequest, *, trial_length_s: float = 0.0, now: dt.datetime | None = None
 ) -> CheckResult:
@@ -186,6 +244,9 @@ def check_keystore(
                     return CheckResult(
                         "keystore", "fail", f"{files.certificate}: expires before the trial ends"
                     )
+            problem = dds_grant_problem(request)
+            if problem:
+                return CheckResult("keystore", "fail", problem)
         else:
             for role in ("host", "robot", *dialled_identities(request)):
                 files = tls_files(t.keystore, role)
@@ -205,6 +266,27 @@ def check_keystore(
     except KeystoreError as exc:
         return CheckResult("keystore", "fail", str(exc))
     return CheckResult("keystore", "ok", f"{t.keystore}: valid for {t.security} ({setting.kind})")
+
+
+STATIC_TRIAL_DIR = "/trial"  # a stand-in path: the launch arguments are checked before any trial exists
+
+
+def refuse_before_start(
+    requests: list[TrialRequest], ros_distro: str, host_args: dict[str, str], robot_args: dict[str, str]
+) -> None:
+    """Both sides' launch arguments of every trial, checked before the first one starts: a
+    combination that would leave the robot standing still (fieldtest.labrun.settings) is a
+    LaunchArgError naming the trial, the side and the field."""
+    from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
+
+    for request in requests:
+        for role, extra in (("host", host_args), ("robot", robot_args)):
+            try:
+                launch_args_for_trial(
+                    request, role, ros_distro=ros_distro, trial_dir=STATIC_TRIAL_DIR, extra=extra
+                )
+            except LaunchArgError as exc:
+                raise LaunchArgError(f"trial {request.name} ({role} side): {exc}") from None
 
 
 def check_robot_preflight(report: dict[str, Any] | None) -> list[CheckResult]:

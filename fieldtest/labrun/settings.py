@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware import registry
 from fieldtest.middleware.base import Middleware
-from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
+from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.qos import QosError, get_qos
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
@@ -106,6 +106,10 @@ class LabLaunch(BaseModel):
             raise ValueError(
                 "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
             )
+        for problem in (_standstill_command_type, _secure_dds_without_relay, _robot_dds_off_the_network):
+            reason = problem(self)
+            if reason:
+                raise ValueError(reason)
         return self
 
     @property
@@ -143,6 +147,44 @@ class LabLaunch(BaseModel):
         """Topic (relative to the namespace) the host streams on: the base's own cmd_vel unless the
         robot relays, in which case the base must not hear the host directly."""
         return (RELAY_CMD_VEL_TOPIC if self.relay else CMD_VEL_TOPIC).lstrip("/")
+
+
+def _standstill_command_type(cfg: LabLaunch) -> str:
+    """A command type the base's cmd_vel does not take: every command ignored, the trial 'completes'."""
+    wanted = BASE_CMD_TYPE[cfg.ros_distro]
+    if cfg.cmd_type == wanted:
+        return ""
+    taker = "create3_republisher" if cfg.ros_distro == "jazzy" else "the Create 3"
+    return (
+        f"cmd_type: {cfg.cmd_type} on ROS 2 {cfg.ros_distro}, but {taker} takes {wanted} on cmd_vel, "
+        f"so the base would stand still; use cmd_type auto (or {wanted})"
+    )
+
+
+def _secure_dds_without_relay(cfg: LabLaunch) -> str:
+    """SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure domain,
+    so only the link monitor's relay (publishing from a plain context) reaches it."""
+    if cfg.security == "none" or cfg.entry.family != "dds" or cfg.relay:
+        return ""
+    return (
+        f"relay: security {cfg.security} on middleware {cfg.middleware} needs relay:=true on both "
+        "sides (--host-arg relay=true --robot-arg relay=true): the Create 3 cannot join the SROS2 "
+        "domain, so without the relay it never hears the host"
+    )
+
+
+def _robot_dds_off_the_network(cfg: LabLaunch) -> str:
+    """CycloneDDS uses exactly the interfaces its config lists: base_interface alone would pin the
+    robot's DDS to the USB link to the base, where it never meets the host."""
+    if cfg.role != "robot" or cfg.bridged or cfg.rmw != "cyclonedds":
+        return ""
+    if not cfg.base_interface or cfg.network_interface:
+        return ""
+    return (
+        f"network_interface: base_interface:={cfg.base_interface} without network_interface pins the "
+        f"robot's CycloneDDS to {cfg.base_interface} only, off the host's network; add "
+        "network_interface:=wlan0 (the Pi's Wi-Fi)"
+    )
 
 
 # Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.
@@ -301,9 +343,7 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
     """Arguments whose default depends on others: 'auto' or absent picks the sensible value."""
     middleware = values.get("middleware", "dds")
     cmd = deferred.get("cmd_type", AUTO)
-    values["cmd_type"] = (
-        ("twist" if values["ros_distro"] == "humble" else "twist_stamped") if cmd in ("", AUTO) else cmd
-    )
+    values["cmd_type"] = BASE_CMD_TYPE[values["ros_distro"]] if cmd in ("", AUTO) else cmd
     port = deferred.get("mqtt_port", AUTO)
     secure = values.get("security", "none") != "none"
     values["mqtt_port"] = (

@@ -572,6 +572,53 @@ def _check_permissions(
     return problems
 
 
+@dataclass(frozen=True)
+class AllowRule:
+    """One ``allow_rule`` of an enclave's signed permissions: DDS topic patterns (fnmatch, as
+    the DDS Security access control matches them) per domain."""
+
+    domains: frozenset[int]
+    publish: tuple[str, ...]
+    subscribe: tuple[str, ...]
+
+    def allows(self, action: str, topic: str, domain_id: int) -> bool:
+        from fnmatch import fnmatchcase
+
+        patterns = self.publish if action == "publish" else self.subscribe
+        return domain_id in self.domains and any(fnmatchcase(topic, p) for p in patterns)
+
+
+def enclave_allow_rules(keystore: Path | str, enclave: str) -> tuple[Path, list[AllowRule]]:
+    """The signed permissions file of ``enclave`` and its allow rules for the enclave's own
+    certificate subject: what a DDS participant with that identity may publish and subscribe."""
+    folder = require_enclave_files(keystore, enclave)
+    signed = folder / "permissions.p7s"
+    content = verify_smime(signed, folder / "permissions_ca.cert.pem")
+    subject = _dds_name(load_cert(folder / "cert.pem"))
+    try:
+        root = ET.fromstring(content)
+    except ET.ParseError as exc:
+        raise KeystoreError(f"{signed}: signed content is not permissions XML ({exc})") from None
+    rules = []
+    for grant in root.iter("grant"):
+        if (grant.findtext("subject_name") or "").strip() != subject:
+            continue
+        for rule in grant.findall("allow_rule"):
+            topics = {
+                action: tuple(t.text or "" for t in rule.findall(f"{action}/topics/topic"))
+                for action in ("publish", "subscribe")
+            }
+            domains = frozenset(governance_domains(ET.tostring(rule, encoding="unicode")))
+            rules.append(AllowRule(domains, topics["publish"], topics["subscribe"]))
+    return signed, rules
+
+
+def signed_governance_domains(governance_p7s: Path | str, keystore: Path | str) -> set[int]:
+    """Domain ids a signed governance document covers (verified against the permissions CA)."""
+    content = verify_smime(Path(governance_p7s), Path(keystore) / PUBLIC / "permissions_ca.cert.pem")
+    return set(governance_domains(content.decode()))
+
+
 def check_keystore(path: Path | str, now: dt.datetime | None = None) -> list[str]:
     """Every problem found in a keystore (empty list = usable), each naming the file at fault.
 
