@@ -82,6 +82,16 @@ class RemoteShell:
         return self.target or "local shell"
 
 
+def shell_word(value: str, prefix: str = "") -> str:
+    """``prefix + value`` as one shell word. A value starting with '~/' becomes "$HOME"/...: bash
+    expands '~' only at the start of a word, so in ``trial_dir:=~/x`` nothing would, and the
+    launch would record under a folder literally named '~' in its working directory."""
+    if value == "~" or value.startswith("~/"):
+        rest = value[2:]
+        return f'{shlex.quote(prefix) if prefix else ""}"$HOME"{"/" + shlex.quote(rest) if rest else ""}'
+    return shlex.quote(prefix + value)
+
+
 TURTLEBOT4_SETUP = "/etc/turtlebot4/setup.bash"  # turtlebot4_setup etc/turtlebot4/setup.bash
 
 
@@ -113,16 +123,14 @@ class RobotSide:
         return f"{self.remote_root.rstrip('/')}/{trial_id}"
 
     def _dir(self, trial_id: str) -> str:
-        """The trial folder for a shell script: '~' left unquoted so the remote shell expands it."""
-        path = self.trial_dir(trial_id)
-        if path.startswith("~/"):
-            return "~/" + shlex.quote(path[2:])
-        return shlex.quote(path)
+        return shell_word(self.trial_dir(trial_id))
 
     def start_script(self, trial_id: str, launch_args: dict[str, str]) -> str:
-        """Record the launch's pid, then replace the shell with it (so the pid is the launch's)."""
+        """Record the launch's pid, then replace the shell with it (so the pid is the launch's).
+        A launch argument naming a path under '~' (trial_dir with the default remote root) gets
+        the robot's home from the robot's shell, as the other scripts' paths do."""
         d = self._dir(trial_id)
-        args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
+        args = " ".join(shell_word(v, prefix=f"{k}:=") for k, v in launch_args.items())
         launch = " ".join(shlex.quote(part) for part in self.launch)
         setup = f"{self.setup} && " if self.setup else ""
         return f"{setup}mkdir -p {d} && echo $$ > {d}/{PID_FILE} && exec {launch} {args}"
@@ -165,6 +173,8 @@ class RobotSide:
         remote = self.trial_dir(trial_id)
         if self.shell.target is None:
             remote = str(Path(remote).expanduser())
+        elif remote.startswith("~/"):  # scp and rsync read a relative remote path from the login's home
+            remote = remote[2:]
         argv = self.shell.copy_argv(remote, local_dir)
         try:
             done = subprocess.run(

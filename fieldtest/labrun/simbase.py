@@ -17,6 +17,10 @@ It plays what the lab nodes meet on a real TurtleBot 4 (create3_docs, turtlebot4
 - ``<ns>/odom`` (nav_msgs/Odometry, 20 Hz) and ``<ns>/battery_state`` (sensor_msgs/BatteryState).
 - Its true pose goes to the NatNet emulator's pose feed (``fieldtest.natnet.feed``), which plays
   Motive for the kit's recorder.
+- ``--behind-republisher`` (Jazzy): the base itself sits under ``<ns>/_do_not_use`` with the
+  Create 3's own topics (``cmd_vel`` Twist, ``cmd_vel_stamped`` TwistStamped, ``odom``,
+  ``battery_state``), as on a TurtleBot 4; ``fieldtest.labrun.republisher`` then plays
+  create3_republisher in front of it.
 
 Fast DDS is what rclpy from the ROS 2 wheels links (and the Create 3's default firmware); CycloneDDS
 is the kit's own transport (the other Create 3 firmware), for a base on the other vendor.
@@ -34,7 +38,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
 from fieldtest.endpoints.status import say, write_status
-from fieldtest.labrun.create3 import motion_control_node
+from fieldtest.labrun.create3 import create3_base_namespace, motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import is_realtime, try_realtime
@@ -49,6 +53,9 @@ ODOM_HZ = 20.0  # create3_docs: /odom at 20 Hz
 BATTERY_HZ = 1.0
 STATUS_PERIOD_S = 0.5
 ODOM_FRAME, BASE_FRAME = "odom", "base_link"
+# The Create 3's command topics and types (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml,
+# robot_subscriptions): what the base itself listens to under <ns>/_do_not_use.
+CREATE3_COMMAND_TOPICS = {CMD_VEL_TOPIC: "twist", "/cmd_vel_stamped": "twist_stamped"}
 
 
 def motion_control_name(robot_namespace: str, distro: str) -> tuple[str, str]:
@@ -71,6 +78,7 @@ class SimulatedBase:
         transport: Transport,
         *,
         cmd_type: str = "twist_stamped",
+        command_topics: dict[str, str] | None = None,
         safety_override: SafetyOverride = "full",
         feed: PoseFeedSender | None = None,
         physics_hz: float = PHYSICS_HZ,
@@ -90,8 +98,9 @@ class SimulatedBase:
         self._lock = threading.Lock()
         self._publish_odom = transport.publisher(ODOM_TOPIC, rosmsg.ODOMETRY)
         self._publish_battery = transport.publisher(BATTERY_TOPIC, BATTERY_STATE)
-        typename = rosmsg.TWIST if cmd_type == "twist" else rosmsg.TWIST_STAMPED
-        timed_subscribe(transport, CMD_VEL_TOPIC, typename, self._on_command, self.clock)
+        for topic, kind in (command_topics or {CMD_VEL_TOPIC: cmd_type}).items():
+            typename = rosmsg.TWIST if kind == "twist" else rosmsg.TWIST_STAMPED
+            timed_subscribe(transport, topic, typename, self._on_command, self.clock)
 
     def _model_t(self, ns: int) -> float:
         return (ns - self._t0_ns) / 1e9
@@ -203,20 +212,30 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
     )
 
     init_without_signal_handlers([], domain_id=args.domain_id)  # the robot side's domain, not $ROS_DOMAIN_ID
-    node = rclpy.create_node("create3_base_sim", namespace=args.namespace or None)
+    topics_ns = base_topics_namespace(args)
+    node = rclpy.create_node("create3_base_sim", namespace=topics_ns or None)
     namespace, name = motion_control_name(args.namespace, args.distro)
     params_node = rclpy.create_node(name, namespace=namespace)
     for name, value in motion_control_parameters(args.safety_override, args.reflexes_enabled).items():
         params_node.declare_parameter(name, value)
     spun = [spin_in_background(n) for n in (node, params_node)]
-    return RclpyTransport(node, args.namespace, "default"), [node, params_node, spun]
+    return RclpyTransport(node, topics_ns, "default"), [node, params_node, spun]
+
+
+def base_topics_namespace(args: argparse.Namespace) -> str:
+    """Where the base's topics are: behind the republisher its own hidden namespace."""
+    if args.behind_republisher:
+        return create3_base_namespace(args.namespace, args.distro)
+    return args.namespace
 
 
 def _cyclone_base(args: argparse.Namespace) -> Transport:
     from fieldtest.middleware.registry import open_transport
     from fieldtest.transport.base import TransportConfig
 
-    config = TransportConfig(middleware="dds", namespace=args.namespace, domain_id=args.domain_id)
+    config = TransportConfig(
+        middleware="dds", namespace=base_topics_namespace(args), domain_id=args.domain_id
+    )
     return open_transport(config, "robot")
 
 
@@ -235,6 +254,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--feed-port", type=int, default=DEFAULT_FEED_PORT, help="NatNet emulator pose feed; 0 = none"
     )
+    p.add_argument(
+        "--feed-address",
+        default="127.0.0.1",
+        help="the emulator's pose feed: an address, or a Unix socket path (crosses network namespaces)",
+    )
+    p.add_argument(
+        "--behind-republisher",
+        action="store_true",
+        help="the Create 3's own topics under <ns>/_do_not_use (a republisher relays them)",
+    )
     p.add_argument("--status", type=Path, help="JSON status file, rewritten twice a second")
     return p
 
@@ -250,13 +279,17 @@ def main(argv: list[str] | None = None) -> int:
         transport, keep = _rclpy_base(args)
     else:
         transport = _cyclone_base(args)
-    feed = PoseFeedSender("127.0.0.1", args.feed_port) if args.feed_port else None
-    base = SimulatedBase(transport, cmd_type=cmd_type, safety_override=args.safety_override, feed=feed)
+    feed = PoseFeedSender(args.feed_address, args.feed_port) if args.feed_port else None
+    topics = CREATE3_COMMAND_TOPICS if args.behind_republisher else None
+    base = SimulatedBase(
+        transport, cmd_type=cmd_type, command_topics=topics, safety_override=args.safety_override, feed=feed
+    )
     where = "/".join(motion_control_name(args.namespace, args.distro)).replace("//", "/")
     params = f"parameters on {where}" if args.vendor == "fastdds" else "no parameter services"
     with stop_on_signals() as stop:
         watch_parent(stop)
-        say(f"READY simulated base {args.vendor} {cmd_type} on {args.namespace or '/'}/cmd_vel, {params}")
+        heard = ", ".join(f"{base_topics_namespace(args)}{t}" for t in topics or {CMD_VEL_TOPIC: cmd_type})
+        say(f"READY simulated base {args.vendor} {cmd_type} on {heard}, {params}")
         base.run(stop, args.status)
     say(f"BASE DONE {json.dumps(base.summary())}")
     transport.close()

@@ -1,0 +1,406 @@
+"""Two machines on one: the lab's host laptop and the TurtleBot 4's Pi as separate machines here.
+
+``two_machines()`` builds, and always tears down:
+
+- three network namespaces on the kit's emulated lab network (``fieldtest.netem.Topology``): the
+  host, the robot (its link emulated with a Wi-Fi or Ethernet profile by the userspace forwarder)
+  and the mocap PC, each with its own address;
+- two users with their own homes: the lab user on the host (its own ssh key and known_hosts, as
+  after ``ssh-keygen`` and a first ``ssh``) and the robot's login, an ``ubuntu``-like account that
+  is reached only through a real OpenSSH server in the robot's namespace (its own host key and
+  config, key authentication only, no PAM);
+- the robot's own filesystem view: sshd runs in a private mount namespace in which ``/opt`` holds
+  ``/opt/ros/jazzy/setup.bash``, as on the Pi. Nothing else of the host's clone is named to the
+  robot: that setup file is the robot's ROS 2 installation (the ROS 2 wheels' environment, which
+  has the kit and robot_ws installed), and ``ros2 launch`` there runs the launch plan with the
+  kit's planrun (launch_ros is not among the wheels). The robot reads the kit, its ROS
+  environment and the Python they were made with read-only at their own paths: where a folder on
+  the way is closed to other users (e.g. a pyenv Python under /root), the robot's and the lab
+  user's mount namespaces cover that folder with an empty one holding only those paths;
+- the simulated hardware: the Create 3 base (``fieldtest.labrun.simbase``) under
+  ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.republisher``)
+  on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
+  a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
+
+``Lab.host(argv)`` runs a command as the lab user on the host, with the environment a lab user
+has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command).
+
+Needs root (namespaces, users, mounts), OpenSSH (``openssh-server``, tools/install.sh installs
+it) and the ROS 2 environment (.venv-ros, tools/install_ros.sh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fieldtest.netem.topology import Topology
+
+SSHD = "/usr/sbin/sshd"
+KIT_ROOT = Path(__file__).resolve().parents[2]
+ROS_VENV = KIT_ROOT / ".venv-ros"
+NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
+# Machines share no memory: Fast DDS's shared-memory transport would join the namespaces through
+# /dev/shm (and fail between users), so every ROS process here speaks UDPv4 only (Fast DDS >= 2.13).
+FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+TOOLS = ("ssh", "ssh-keygen", "scp", "useradd", "userdel", "usermod", "runuser", "unshare", "mount")
+
+
+class TwoMachinesError(RuntimeError):
+    """The two machines cannot be built here (one line: what is missing)."""
+
+
+def missing_tools() -> list[str]:
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    return missing + ([SSHD] if not Path(SSHD).exists() else [])
+
+
+def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if done.returncode != 0:
+        raise TwoMachinesError(f"{' '.join(map(str, argv))}: {done.stderr.strip() or done.stdout.strip()}")
+    return done
+
+
+@dataclass
+class Account:
+    name: str
+    home: Path
+    uid: int
+    gid: int
+
+    @classmethod
+    def create(cls, name: str) -> Account:
+        _run(["useradd", "--create-home", "--shell", "/bin/bash", name])
+        _run(["usermod", "-p", "*", name])  # useradd locks it; sshd without PAM refuses a locked account
+        entry = pwd.getpwnam(name)
+        return cls(name, Path(entry.pw_dir), entry.pw_uid, entry.pw_gid)
+
+    def write(self, relative: str, text: str, mode: int = 0o644) -> Path:
+        """A file in this account's home, owned by it (and the folders on the way)."""
+        path = self.home / relative
+        for parent in reversed([p for p in path.parents if p != self.home and self.home in p.parents]):
+            if not parent.exists():
+                parent.mkdir(mode=0o700 if parent.name == ".ssh" else 0o755)
+                os.chown(parent, self.uid, self.gid)
+        path.write_text(text)
+        path.chmod(mode)
+        os.chown(path, self.uid, self.gid)
+        return path
+
+    def delete(self) -> None:
+        subprocess.run(["userdel", "--remove", self.name], capture_output=True)
+
+
+def _closed_ancestor(path: Path) -> Path | None:
+    """The outermost folder on the way to ``path`` that other users cannot enter, if any."""
+    for parent in [*reversed(path.parents), path][1:]:
+        if not parent.stat().st_mode & 0o001:
+            return parent
+    return None
+
+
+def expose_script(paths: list[Path], stage: Path) -> str:
+    """Shell commands (run in a private mount namespace) that make ``paths`` reachable by any user
+    at their own paths: each is staged, its closed ancestor covered by an empty tmpfs, then bound
+    back. Nothing else under that ancestor is visible any more (root's home stays private)."""
+    blocked = {p: a for p in paths if (a := _closed_ancestor(p)) is not None}
+    steps = []
+    for i, path in enumerate(blocked):
+        steps.append(f"mkdir -p {stage}/{i} && mount --bind {path} {stage}/{i}")
+    for ancestor in dict.fromkeys(blocked.values()):
+        steps.append(f"mount -t tmpfs -o mode=755 fieldtest-2m {ancestor}")
+    for i, path in enumerate(blocked):
+        steps.append(f"mkdir -p {path} && mount --bind {stage}/{i} {path}")
+    return " && ".join(steps) or "true"
+
+
+def kit_paths() -> list[Path]:
+    """What the two users run: the kit, and the Python its virtual environments were made with."""
+    return [KIT_ROOT, Path(sys.base_prefix)]
+
+
+def robot_ros_setup(ros_python: str, distro: str) -> str:
+    return f"""# ROS 2 {distro} on this rehearsal's robot (fieldtest.testkit.twomachines): the ROS 2 wheels'
+# environment stands in for the apt packages; it has the kit and robot_ws installed.
+export ROS_DISTRO={distro}
+export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
+export FIELDTEST_ROS_PYTHON={ros_python}
+export PATH=/opt/ros/{distro}/bin:$PATH
+"""
+
+
+def ros2_launch_shim(ros_python_expr: str) -> str:
+    """``ros2 launch fieldtest_<side> <side>.launch.py ARGS`` as the kit's planrun (--rehearsal:
+    mqtt_client as the kit's stand-in, the Zenoh bridge as zenohd + plugin)."""
+    return f"""#!/bin/bash
+# ros2 for this rehearsal (fieldtest.testkit.twomachines): launch_ros is not among the ROS 2 wheels,
+# so the lab's two launch files run as their launch plans with fieldtest.labrun.planrun.
+case "$1 $2 $3" in
+  "launch fieldtest_robot robot.launch.py") shift 3; side=robot ;;
+  "launch fieldtest_host host.launch.py") shift 3; side=host ;;
+  *) echo "ros2 $*: not available in this rehearsal (only the fieldtest launch files)" >&2; exit 1 ;;
+esac
+exec {ros_python_expr} -m fieldtest.labrun.planrun --rehearsal "$side" "$@"
+"""
+
+
+def sshd_config(root: Path, address: str, user: str) -> str:
+    return f"""# sshd of the rehearsal's robot (fieldtest.testkit.twomachines)
+ListenAddress {address}
+Port 22
+HostKey {root}/ssh_host_ed25519_key
+PidFile {root}/sshd.pid
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PubkeyAuthentication yes
+PermitRootLogin no
+AllowUsers {user}
+AuthorizedKeysFile .ssh/authorized_keys
+StrictModes yes
+Subsystem sftp internal-sftp
+"""
+
+
+@dataclass
+class Lab:
+    topology: Topology
+    root: Path
+    host_user: Account
+    robot_user: Account
+    ros_python: str
+    namespace: str
+    distro: str
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    @property
+    def host_address(self) -> str:
+        return self.topology.address("host")
+
+    @property
+    def robot_address(self) -> str:
+        return self.topology.address("robot")
+
+    @property
+    def mocap_address(self) -> str:
+        return self.topology.address("mocap")
+
+    @property
+    def robot_login(self) -> str:
+        return f"{self.robot_user.name}@{self.robot_address}"
+
+    def host_env(self) -> dict[str, str]:
+        """What a lab user's shell has after sourcing ROS 2 and activating the kit."""
+        path = [
+            str(self.root / "host-ros" / "bin"),
+            str(Path(sys.executable).parent),
+            "/usr/sbin",
+            "/usr/bin",
+            "/bin",
+        ]
+        return {
+            "HOME": str(self.host_user.home),
+            "USER": self.host_user.name,
+            "LOGNAME": self.host_user.name,
+            "PATH": ":".join(path),
+            "LANG": "C.UTF-8",
+            "ROS_DISTRO": self.distro,
+            **FASTDDS_UDP_ONLY,
+        }
+
+    def host(self, argv: list[str] | str, timeout_s: float = 600.0, **kwargs) -> subprocess.CompletedProcess:
+        """Run ``argv`` (or a bash script) as the lab user on the host machine."""
+        command = ["bash", "-c", argv] if isinstance(argv, str) else argv
+        as_user = [
+            "runuser",
+            "-u",
+            self.host_user.name,
+            "--",
+            "env",
+            "-i",
+            *_env_args(self.host_env()),
+            *command,
+        ]
+        script = f'{expose_script(kit_paths(), self.root / "stage")} && exec "$@"'
+        wrapped = self.topology.command(
+            "host", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *as_user]
+        )
+        return subprocess.run(
+            wrapped, capture_output=True, text=True, timeout=timeout_s, cwd=self.host_user.home, **kwargs
+        )
+
+    def robot_home_path(self, relative: str) -> Path:
+        return self.robot_user.home / relative
+
+    def base_status(self) -> dict:
+        import json
+
+        try:
+            return json.loads((self.root / "base_status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def sshd_log(self) -> str:
+        with contextlib.suppress(OSError):
+            return (self.root / "sshd.log").read_text()
+        return ""
+
+
+def _env_args(env: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def _wait_for(marker: str, log: Path, proc: subprocess.Popen, what: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if marker in log.read_text():
+                return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    tail = log.read_text()[-400:] if log.exists() else ""
+    raise TwoMachinesError(f"{what} did not start (exit {proc.poll()}): {tail.strip()}")
+
+
+def _start(lab: Lab, name: str, node: str, argv: list[str], marker: str, timeout_s: float = 30.0) -> None:
+    log = lab.root / f"{name}.log"
+    with log.open("w") as out:
+        proc = lab.topology.run(node, argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    lab.procs[name] = proc
+    _wait_for(marker, log, proc, name, timeout_s)
+
+
+def _keys(lab: Lab) -> None:
+    """The lab user's key pair and known_hosts, the robot's authorized_keys (what ssh-keygen,
+    ssh-copy-id and a first interactive ssh leave behind)."""
+    root, host, robot = lab.root, lab.host_user, lab.robot_user
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
+    key = root / "lab_user_key"
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{host.name}@host", "-f", str(key)])
+    host.write(".ssh/id_ed25519", key.read_text(), 0o600)
+    host.write(".ssh/id_ed25519.pub", key.with_suffix(".pub").read_text())
+    host_key = (root / "ssh_host_ed25519_key.pub").read_text().split()
+    host.write(".ssh/known_hosts", f"{lab.robot_address} {host_key[0]} {host_key[1]}\n")
+    robot.write(".ssh/authorized_keys", key.with_suffix(".pub").read_text(), 0o600)
+
+
+def _robot_filesystem(lab: Lab) -> Path:
+    """The robot's /opt (ROS 2) and its ~/fieldtest/robot_ws, as on a Pi set up per the guide."""
+    opt = lab.root / "robot-opt"
+    bin_dir = opt / "ros" / lab.distro / "bin"
+    bin_dir.mkdir(parents=True)
+    (opt / "ros" / lab.distro / "setup.bash").write_text(robot_ros_setup(lab.ros_python, lab.distro))
+    shim = bin_dir / "ros2"
+    shim.write_text(ros2_launch_shim('"$FIELDTEST_ROS_PYTHON"'))
+    shim.chmod(0o755)
+    lab.robot_user.write(
+        "fieldtest/robot_ws/install/setup.bash",
+        "# robot_ws: fieldtest_robot and fieldtest_msgs are installed in the ROS 2 environment\n",
+    )
+    host_bin = lab.root / "host-ros" / "bin"
+    host_bin.mkdir(parents=True)
+    (host_bin / "ros2").write_text(ros2_launch_shim(lab.ros_python))
+    (host_bin / "ros2").chmod(0o755)
+    return opt
+
+
+def _start_sshd(lab: Lab, opt: Path) -> None:
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
+    config = lab.root / "sshd_config"
+    config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name))
+    _run([SSHD, "-t", "-f", str(config)])
+    expose = expose_script(kit_paths(), lab.root / "stage")
+    script = f"{expose} && mount --bind {opt} /opt && exec {SSHD} -D -e -f {config}"
+    # A mount namespace of its own: the robot's sessions see its /opt, the host's stays untouched.
+    _start(lab, "sshd", "robot", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+           marker="Server listening")  # fmt: skip
+
+
+def _start_hardware(lab: Lab, rigid_body_id: int) -> None:
+    feed = lab.root / "pose-feed.sock"
+    natnet = [
+        sys.executable, "-m", "fieldtest.natnet", "serve", "--mode", "unicast",
+        "--bind", lab.mocap_address, "--command-port", str(NATNET_COMMAND_PORT),
+        "--data-port", str(NATNET_DATA_PORT), "--rate", "120", "--rigid-body-id", str(rigid_body_id),
+        "--up-axis", "y", "--source", "feed", "--feed-bind", str(feed), "--realtime",
+    ]  # fmt: skip
+    _start(lab, "natnet", "mocap", natnet, marker="NatNet emulator:")
+    ros_env = [
+        "env",
+        f"ROS_DISTRO={lab.distro}",
+        "RMW_IMPLEMENTATION=rmw_fastrtps_cpp",
+        *_env_args(FASTDDS_UDP_ONLY),
+    ]
+    base = [
+        *ros_env, lab.ros_python, "-m", "fieldtest.labrun.simbase", "--namespace", lab.namespace,
+        "--distro", lab.distro, "--vendor", "fastdds", "--behind-republisher", "--safety-override", "full",
+        "--feed-address", str(feed), "--feed-port", "1", "--status", str(lab.root / "base_status.json"),
+    ]  # fmt: skip
+    _start(lab, "base", "robot", base, marker="READY simulated base")
+    republisher = [*ros_env, lab.ros_python, "-m", "fieldtest.labrun.republisher", "--namespace", lab.namespace,
+                   "--distro", lab.distro]  # fmt: skip
+    _start(lab, "republisher", "robot", republisher, marker="READY republisher")
+
+
+def wait_for_ssh(lab: Lab, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = lab.host(
+            ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", lab.robot_login, "true"], timeout_s=15
+        )
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise TwoMachinesError(
+                f"ssh {lab.robot_login} fails: {done.stderr.strip()}; sshd: {lab.sshd_log()[-300:]}"
+            )
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def two_machines(
+    profile: str = "wifi", namespace: str = "/tb4", distro: str = "jazzy", rigid_body_id: int = 1
+) -> Iterator[Lab]:
+    """The host, the robot and the mocap PC as separate machines; everything removed on exit."""
+    missing = missing_tools()
+    if missing:
+        raise TwoMachinesError(
+            f"needs {', '.join(missing)} (apt install openssh-server; tools/install.sh does)"
+        )
+    ros_python = ROS_VENV / "bin" / "python"
+    if not ros_python.exists():
+        raise TwoMachinesError(f"no ROS 2 environment at {ROS_VENV}: run tools/install_ros.sh")
+    tag = secrets.token_hex(2)
+    root = Path(tempfile.mkdtemp(prefix=f"fieldtest-2m-{tag}-", dir="/var/tmp"))
+    root.chmod(0o755)  # the robot's login reads its /opt from here
+    accounts: list[Account] = []
+    topology = None
+    try:
+        topology = Topology(profile, nodes=("host", "robot", "mocap"), wireless=("robot",))
+        accounts.append(Account.create(f"ftlab{tag}"))
+        accounts.append(Account.create(f"ftpi{tag}"))
+        lab = Lab(topology, root, accounts[0], accounts[1], str(ros_python), namespace, distro)
+        _keys(lab)
+        opt = _robot_filesystem(lab)
+        _start_sshd(lab, opt)
+        wait_for_ssh(lab)
+        _start_hardware(lab, rigid_body_id)
+        yield lab
+    finally:
+        if topology is not None:
+            topology.close()  # ends every process in the namespaces: sshd, the robot's sessions, hardware
+        for account in accounts:
+            account.delete()
+        shutil.rmtree(root, ignore_errors=True)
