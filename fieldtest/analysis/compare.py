@@ -231,6 +231,9 @@ def _trial_row(m: Metrics) -> dict:
         "valid": m.valid,
         "invalid_reasons": m.stack.invalid_reasons if m.stack else [],
         "laps_completed": m.progress.laps_completed,
+        "latency_clock": m.latency.clock.method
+        if m.latency.clock
+        else None,  # shared-clock: the twin's truth
         **trial_values(m),
     }
 
@@ -275,7 +278,9 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
         "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
         "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
         "(the trials column counts partial ones in brackets). Invalid trials (the machine's own timing faults "
-        "beyond the bounds) are counted but left out of every figure. Definitions: docs/analysis.md.",
+        "beyond the bounds) are counted but left out of every figure. Latency of twin trials is arrival minus send "
+        "time on the clock all their processes share; of lab trials, the NTP-style estimate. Definitions: "
+        "docs/analysis.md.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),

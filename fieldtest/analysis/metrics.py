@@ -143,6 +143,9 @@ class Ape(Section):
     tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
 
 
+SHARED_CLOCK = "shared-clock"  # latency.clock.method where every process read one clock (the twin)
+
+
 class Clock(Section):
     method: str
     offset_s: float | None = None
@@ -167,6 +170,8 @@ class Latency(Section):
     interarrival_ms: Stats | None = None
     round_trip_ms: Stats | None = None
     faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
+    # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
+    ntp_estimate: dict[str, Any] | None = None
 
 
 class Motion(Section):
