@@ -128,7 +128,8 @@ def spread(values: list[float]) -> dict[str, float | int | None]:
 
 def _sort_key(key: tuple[str, str, str]):
     middleware, security, network = key
-    return network, report_order(middleware), middleware, security != "none", security
+    base = middleware.split(" (")[0]  # a variant sorts after its middleware's default set-up
+    return network, report_order(base), middleware, security != "none", security
 
 
 def current_metrics(trial_dir: Path) -> Metrics | None:
@@ -223,7 +224,7 @@ def _trial_row(m: Metrics) -> dict:
     return {
         "dir": t.dir,
         "name": t.name,
-        "middleware": t.middleware,
+        "middleware": m.config[0],
         "security": t.security,
         "network": t.network,
         "repetition": t.repetition,

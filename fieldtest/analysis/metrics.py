@@ -54,6 +54,8 @@ class TrialInfo(Section):
     name: str
     middleware: str
     zenoh_path: str = ""
+    mqtt_nagle: bool | None = None  # MQTT cases: Nagle's algorithm on the clients (None: not MQTT)
+    variant: str = ""  # settings beyond middleware/security/network, e.g. "Nagle off" ("" = default)
     security: str
     qos: str
     network: str
@@ -243,8 +245,10 @@ class Metrics(Section):
 
     @property
     def config(self) -> tuple[str, str, str]:
-        """(middleware, security, network): what compare groups trials by."""
-        return self.trial.middleware, self.trial.security, self.trial.network
+        """(middleware, security, network): what compare groups trials by; a variant of the
+        default set-up is named after the middleware, e.g. "mqtt-broker (Nagle off)"."""
+        variant = f" ({self.trial.variant})" if self.trial.variant else ""
+        return self.trial.middleware + variant, self.trial.security, self.trial.network
 
 
 def metrics_from(data: Any, source: str | Path) -> Metrics:

@@ -28,7 +28,7 @@ def report_lines(m: Metrics) -> list[str]:
         f"# Trial {trial.name} ({trial.trial_id})",
         "",
         f"middleware **{trial.middleware}**, security **{trial.security}**, network **{trial.network}**, "
-        f"QoS {trial.qos}, repetition {trial.repetition}, robot {trial.robot_model}",
+        f"QoS {trial.qos}, repetition {trial.repetition}, robot {trial.robot_model}" + _set_up(m),
         "",
     ]
     if m.partial:
@@ -43,6 +43,16 @@ def report_lines(m: Metrics) -> list[str]:
         f"Analysis took {m.analysis_s or 0:.2f} s; definitions in docs/analysis.md (metrics version {m.metrics_version})."
     ]
     return lines
+
+
+def _set_up(m: Metrics) -> str:
+    """The link settings that change a middleware's timing: Nagle's algorithm on MQTT clients."""
+    nagle = m.trial.mqtt_nagle
+    if nagle is None:
+        return ""
+    if nagle:
+        return ", MQTT clients with Nagle's algorithm (as mqtt_client's Paho C)"
+    return ", MQTT clients without Nagle's algorithm (TCP_NODELAY)"
 
 
 def _na(value) -> str:
