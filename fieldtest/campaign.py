@@ -38,6 +38,7 @@ ALIASES = {
     "security": "transport.security",
     "qos": "transport.qos",
     "namespace": "transport.namespace",
+    "mqtt_nagle": "transport.mqtt_nagle",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -439,6 +439,7 @@ def _run_in_network(
     request = net.apply(request)
     request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
     record = TrialRecord(trial_id=trial_dir.name, request=request)
+    record.outcome.clocks = "shared"  # every twin process reads this machine's clock, namespaces or not
     record.outcome.software = software_versions()
     record.outcome.warnings = list(request.plan.warnings())
     if net.topo is not None and not net.emulated:

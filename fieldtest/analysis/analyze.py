@@ -148,6 +148,15 @@ def _analyze(
     return metrics
 
 
+def trial_variant(req) -> str:
+    """The settings, beyond middleware, security and network, that set a trial apart from the
+    default set-up ("" for none): compare keeps such trials in rows of their own."""
+    parts = []
+    if family(req.transport.middleware) == "mqtt" and not req.transport.mqtt_nagle:
+        parts.append("Nagle off")
+    return ", ".join(parts)
+
+
 def _stack_sections(data: TrialData, clock, track, motion, drift, max_gap_s: float) -> dict:
     """``drift_causes`` and ``stack`` (fieldtest.analysis.causes / .stack)."""
     from .causes import drift_causes
@@ -202,6 +211,8 @@ def _assemble(
             "name": req.name,
             "middleware": req.transport.middleware,
             "zenoh_path": req.transport.zenoh_path if family(req.transport.middleware) == "zenoh" else "",
+            "mqtt_nagle": req.transport.mqtt_nagle if family(req.transport.middleware) == "mqtt" else None,
+            "variant": trial_variant(req),
             "security": req.transport.security,
             "qos": req.transport.qos,
             "network": req.network,

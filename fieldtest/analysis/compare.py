@@ -128,7 +128,8 @@ def spread(values: list[float]) -> dict[str, float | int | None]:
 
 def _sort_key(key: tuple[str, str, str]):
     middleware, security, network = key
-    return network, report_order(middleware), middleware, security != "none", security
+    base = middleware.split(" (")[0]  # a variant sorts after its middleware's default set-up
+    return network, report_order(base), middleware, security != "none", security
 
 
 def current_metrics(trial_dir: Path) -> Metrics | None:
@@ -223,7 +224,7 @@ def _trial_row(m: Metrics) -> dict:
     return {
         "dir": t.dir,
         "name": t.name,
-        "middleware": t.middleware,
+        "middleware": m.config[0],
         "security": t.security,
         "network": t.network,
         "repetition": t.repetition,
@@ -231,6 +232,9 @@ def _trial_row(m: Metrics) -> dict:
         "valid": m.valid,
         "invalid_reasons": m.stack.invalid_reasons if m.stack else [],
         "laps_completed": m.progress.laps_completed,
+        "latency_clock": m.latency.clock.method
+        if m.latency.clock
+        else None,  # shared-clock: the twin's truth
         **trial_values(m),
     }
 
@@ -275,7 +279,9 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
         "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
         "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
         "(the trials column counts partial ones in brackets). Invalid trials (the machine's own timing faults "
-        "beyond the bounds) are counted but left out of every figure. Definitions: docs/analysis.md.",
+        "beyond the bounds) are counted but left out of every figure. Latency of twin trials is arrival minus send "
+        "time on the clock all their processes share; of lab trials, the NTP-style estimate. Definitions: "
+        "docs/analysis.md.",
         "",
         "| " + " | ".join(head) + " |",
         "|" + " --- |" * len(head),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .loading import TrialData
+from .metrics import SHARED_CLOCK
 from .plotdata import LatencySeries
 from .stats import finite_or_none, perftest_stats, spans
 
@@ -22,7 +23,7 @@ PROBE_SIGMA_FLOOR_S = 50e-6  # shorter probe spans give a constant offset (a slo
 class ClockModel:
     """host clock - robot clock as a line in robot time: offset(t) = offset_s + drift * (t - ref)."""
 
-    method: str  # "probes", "robot-live", "outcome" or "none"
+    method: str  # "shared-clock", or the NTP-style "probes", "robot-live", "outcome" or "none"
     offset_s: float = 0.0
     drift: float = 0.0  # seconds per second
     ref_robot_ns: int = 0
@@ -47,6 +48,15 @@ class ClockModel:
 
 
 def estimate_clock(data: TrialData, window_s: float = PROBE_WINDOW_S) -> ClockModel:
+    """The true offset where every process read one clock (twin, ``outcome.clocks: shared``), else
+    the NTP-style estimate (``estimate_ntp_clock``), which is all the lab has."""
+    shared = data.record.shared_clock_offset_s()
+    if shared is not None:
+        return ClockModel(SHARED_CLOCK, shared, detail={"clocks": "shared"})
+    return estimate_ntp_clock(data, window_s)
+
+
+def estimate_ntp_clock(data: TrialData, window_s: float = PROBE_WINDOW_S) -> ClockModel:
     """Offline offset from the clock probes (minimum-delay filter), else the robot's own estimates."""
     probes = data.probes
     if probes is not None and len(probes.t1_ns):
@@ -146,6 +156,8 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     out["ipdv_ms"] = finite_or_none(np.mean(pair_ipdv_s) * 1e3) if len(pair_ipdv_s) else None
     if data.probes is not None and len(data.probes.t1_ns):
         out["round_trip_ms"] = perftest_stats(data.probes.delay_s, 1e3)
+    if clock.method == SHARED_CLOCK:
+        out["ntp_estimate"] = ntp_beside_truth(data, clock, rec.received_ns[first], rec.sent_ns[first])
     live_offsets = rec.live_offset_s[first]
     fin = np.isfinite(live_offsets)
     if np.any(fin):
@@ -162,6 +174,46 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     series.lost_seq = lost
     out["faults"] = _per_fault(faults, sent_seq, sent_times, lost, series, start, plan.command_rate_hz)
     return out, series
+
+
+def ntp_beside_truth(
+    data: TrialData, truth: ClockModel, received_ns: np.ndarray, sent_ns: np.ndarray
+) -> dict:
+    """What the NTP-style estimate (all the lab has) makes of this trial, against the shared clock.
+
+    ``offset_error_ms``: estimate minus true offset at each received command, which is the error of
+    each one-way figure; ``median_error_ms``: the estimate's one-way median minus the true one. On a
+    path whose two directions differ, the estimate's error is at most half the asymmetry
+    (``path_asymmetry``, from the one-way delays measured before the trial)."""
+    ntp = estimate_ntp_clock(data)
+    out: dict = {"clock": ntp.as_dict(), "available": ntp.method != "none"}
+    out["path_asymmetry"] = path_asymmetry(data.record.outcome.link)
+    if not out["available"]:
+        return out
+    true_s = (truth.to_host_ns(received_ns) - sent_ns.astype(float)) / 1e9
+    ntp_s = (ntp.to_host_ns(received_ns) - sent_ns.astype(float)) / 1e9
+    out["one_way_ms"] = perftest_stats(ntp_s, 1e3)
+    out["offset_error_ms"] = perftest_stats(ntp_s - true_s, 1e3)
+    true_median, ntp_median = perftest_stats(true_s, 1e3)["median"], out["one_way_ms"]["median"]
+    out["median_error_ms"] = None if true_median is None or ntp_median is None else ntp_median - true_median
+    return out
+
+
+def path_asymmetry(link: dict) -> dict | None:
+    """Host-to-robot minus robot-to-host median one-way delay of the link measured before the trial
+    (shared clock), and the bound it puts on an NTP-style offset: half its size. None without them."""
+    forward, back = link.get("owd_ab_median_ms"), link.get("owd_ba_median_ms")
+    if (link.get("from"), link.get("to")) != ("host", "robot") or forward is None or back is None:
+        return None
+    if not (np.isfinite(forward) and np.isfinite(back)):
+        return None
+    asymmetry = float(forward) - float(back)
+    return {
+        "host_to_robot_ms": float(forward),
+        "robot_to_host_ms": float(back),
+        "asymmetry_ms": asymmetry,
+        "ntp_error_bound_ms": abs(asymmetry) / 2,
+    }
 
 
 def _first_arrivals(seq: np.ndarray) -> np.ndarray:

@@ -55,6 +55,8 @@ class TrialInfo(Section):
     name: str
     middleware: str
     zenoh_path: str = ""
+    mqtt_nagle: bool | None = None  # MQTT cases: Nagle's algorithm on the clients (None: not MQTT)
+    variant: str = ""  # settings beyond middleware/security/network, e.g. "Nagle off" ("" = default)
     security: str
     qos: str
     network: str
@@ -144,6 +146,9 @@ class Ape(Section):
     tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
 
 
+SHARED_CLOCK = "shared-clock"  # latency.clock.method where every process read one clock (the twin)
+
+
 class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
@@ -168,6 +173,8 @@ class Latency(Section):
     interarrival_ms: Stats | None = None
     round_trip_ms: Stats | None = None
     faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
+    # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
+    ntp_estimate: dict[str, Any] | None = None
 
 
 class MotionStart(Section):
@@ -239,8 +246,10 @@ class Metrics(Section):
 
     @property
     def config(self) -> tuple[str, str, str]:
-        """(middleware, security, network): what compare groups trials by."""
-        return self.trial.middleware, self.trial.security, self.trial.network
+        """(middleware, security, network): what compare groups trials by; a variant of the
+        default set-up is named after the middleware, e.g. "mqtt-broker (Nagle off)"."""
+        variant = f" ({self.trial.variant})" if self.trial.variant else ""
+        return self.trial.middleware + variant, self.trial.security, self.trial.network
 
 
 def metrics_from(data: Any, source: str | Path) -> Metrics:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .metrics import Metrics, Stats
+from .metrics import SHARED_CLOCK, Metrics, Stats
 from .stackreport import causes_lines, stack_lines, validity_lines
 
 
@@ -28,7 +28,7 @@ def report_lines(m: Metrics) -> list[str]:
         f"# Trial {trial.name} ({trial.trial_id})",
         "",
         f"middleware **{trial.middleware}**, security **{trial.security}**, network **{trial.network}**, "
-        f"QoS {trial.qos}, repetition {trial.repetition}, robot {trial.robot_model}",
+        f"QoS {trial.qos}, repetition {trial.repetition}, robot {trial.robot_model}" + _set_up(m),
         "",
     ]
     if m.partial:
@@ -43,6 +43,16 @@ def report_lines(m: Metrics) -> list[str]:
         f"Analysis took {m.analysis_s or 0:.2f} s; definitions in docs/analysis.md (metrics version {m.metrics_version})."
     ]
     return lines
+
+
+def _set_up(m: Metrics) -> str:
+    """The link settings that change a middleware's timing: Nagle's algorithm on MQTT clients."""
+    nagle = m.trial.mqtt_nagle
+    if nagle is None:
+        return ""
+    if nagle:
+        return ", MQTT clients with Nagle's algorithm (as mqtt_client's Paho C)"
+    return ", MQTT clients without Nagle's algorithm (TCP_NODELAY)"
 
 
 def _na(value) -> str:
@@ -173,12 +183,14 @@ def _latency(m: Metrics) -> list[str]:
         f"mean |latency change| {_fmt(lat.ipdv_ms, digits=3, unit='ms')}.",
         "",
         *_duplicates_note(m),
-        f"Clock correction: {clock.method}, host - robot = {_fmt(clock.offset_s, 1000, 3, 'ms')}, "
-        f"drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}.",
-        "",
+        *_clock_lines(lat),
         "| ms | n | median | mean | std | min | max | p90 | p99 | p99.99 |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        _stats_row("one-way (offline correction)", lat.one_way_ms),
+        _stats_row(
+            "one-way (shared clock)" if clock.method == SHARED_CLOCK else "one-way (offline correction)",
+            lat.one_way_ms,
+        ),
+        *_ntp_rows(lat),
         _stats_row("one-way (robot's live estimate)", lat.one_way_live_ms),
         _stats_row("inter-arrival", lat.interarrival_ms),
         _stats_row("round trip (clock probes)", lat.round_trip_ms),
@@ -188,6 +200,53 @@ def _latency(m: Metrics) -> list[str]:
         spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat.lost_spans[:30])
         out += [f"Lost sequence numbers: {spans}{' ...' if len(lat.lost_spans) > 30 else ''}", ""]
     return out
+
+
+def _clock_lines(lat) -> list[str]:
+    """Where the one-way figures' clock correction comes from, and how far the NTP-style one can be off."""
+    clock = lat.clock
+    if clock.method != SHARED_CLOCK:
+        bound = clock.model_extra.get("min_delay_s")
+        return [
+            f"Clock correction: {clock.method} (NTP-style), host - robot = {_fmt(clock.offset_s, 1000, 3, 'ms')}, "
+            f"drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}. Its error is at most half the path's "
+            "asymmetry (the two directions' one-way delays differ), which separate clocks cannot measure"
+            + (
+                f"; at most half the fastest probe's round trip, {_fmt(bound, 500, 3, 'ms')}."
+                if bound
+                else "."
+            ),
+            "",
+        ]
+    out = [
+        f"Clock: shared (every process of the trial read this machine's clock), host - robot = "
+        f"{_fmt(clock.offset_s, 1000, 3, 'ms')}: one-way figures are arrival minus send time on it.",
+    ]
+    ntp = lat.ntp_estimate or {}
+    if ntp.get("available"):
+        err = ntp.get("offset_error_ms") or {}
+        out.append(
+            f"The NTP-style estimate from the clock probes, which is all the lab has "
+            f"({ntp['clock']['method']}), puts host - robot at {_fmt(ntp['clock']['offset_s'], 1000, 3, 'ms')}: "
+            f"error {_fmt(err.get('median'), digits=3, unit='ms')} at the median command "
+            f"({_fmt(err.get('min'), digits=3)} to {_fmt(err.get('max'), digits=3, unit='ms')}), one-way median "
+            f"off by {_fmt(ntp.get('median_error_ms'), digits=3, unit='ms')}."
+        )
+    asym = ntp.get("path_asymmetry")
+    if asym:
+        out.append(
+            f"Path measured before the trial: host to robot {asym['host_to_robot_ms']:.2f} ms, robot to host "
+            f"{asym['robot_to_host_ms']:.2f} ms (median one way); asymmetry {asym['asymmetry_ms']:.2f} ms, so an "
+            f"NTP-style estimate can be off by up to half of it, {asym['ntp_error_bound_ms']:.2f} ms."
+        )
+    return [" ".join(out), ""]
+
+
+def _ntp_rows(lat) -> list[str]:
+    ntp = lat.ntp_estimate or {}
+    if not ntp.get("available"):
+        return []
+    return [_stats_row("one-way (NTP-style estimate, as the lab)", Stats(**ntp["one_way_ms"]))]
 
 
 def _mocap(m: Metrics) -> list[str]:

@@ -282,6 +282,7 @@ class CommandStreamer:
             "stop_burst_sent": self.result.burst_sent,
             "probes_answered": self.probes_answered,
             "realtime": self.realtime,
+            "clock_base_ns": self.clock.monotonic_base_ns,
             "started_ns": self.started_ns,
             "stopped_ns": self.clock.now_ns(),
         }
@@ -290,6 +291,7 @@ class CommandStreamer:
 def _add_to_outcome(outcome: TrialOutcome, status: dict[str, Any]) -> None:
     outcome.started_ns["host"] = status["started_ns"]
     outcome.stopped_ns["host"] = status["stopped_ns"]
+    outcome.clock_bases_ns["host"] = status["clock_base_ns"]
     if status["stream_start_ns"] is not None:
         outcome.stream_start_ns = status["stream_start_ns"]
     if status["end"] == "no-robot":

@@ -39,5 +39,9 @@ class TransportConfig(BaseModel):
     # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
     zenoh_path: Literal["direct", "bridge"] = "direct"
     mqtt_port: int = MQTT_PORT
+    # MQTT cases: Nagle's algorithm on the kit's MQTT client sockets, as under the lab's mqtt_client,
+    # whose Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c, before 1.3.16); false sets
+    # TCP_NODELAY, the variant without Nagle's delay
+    mqtt_nagle: bool = True
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on

@@ -25,6 +25,7 @@ from fieldtest.plan import SquarePlan, validation_message
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
 EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
+ClockSharing = Literal["shared", "separate"]
 
 
 class TrialFormatError(FieldtestError, ValueError):
@@ -90,6 +91,12 @@ class TrialOutcome(BaseModel):
     stream_start_ns: int | None = None  # host clock time of plan tick 0
     clock_offset_s: float | None = None  # robot estimate of host - robot clock
     clock_round_trip_s: float | None = None
+    # "shared": every process read one clock (a twin trial: CLOCK_MONOTONIC is one per machine, in
+    # network namespaces or not); "separate": one per machine (the lab); None: a record from before
+    # this field, analysed as "separate"
+    clocks: ClockSharing | None = None
+    # per process: its clock's reading minus CLOCK_MONOTONIC (ns); on a shared clock, host - robot exactly
+    clock_bases_ns: dict[str, int] = Field(default_factory=dict)
     software: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     cpu: dict[str, dict[str, float]] = Field(default_factory=dict)  # process -> {cpu_s, cpu_percent}
@@ -107,6 +114,19 @@ class TrialRecord(BaseModel):
     trial_id: str
     request: TrialRequest
     outcome: TrialOutcome = Field(default_factory=TrialOutcome)
+
+    def shared_clock_offset_s(self) -> float | None:
+        """Host clock - robot clock where every process read one clock (twin), else None.
+
+        From the processes' clock bases; a shared-clock record without them (a process did not get
+        to write its outcome) falls back to the twin robot's configured shift."""
+        outcome = self.outcome
+        if outcome.clocks != "shared":
+            return None
+        bases = outcome.clock_bases_ns
+        if "host" in bases and "robot" in bases:
+            return (bases["host"] - bases["robot"]) / 1e9
+        return -self.request.twin.robot_clock_offset_s
 
 
 def software_versions() -> dict[str, str]:

@@ -436,7 +436,8 @@ class MqttTransport(CallbackSubscriber):
 
 
 def _disable_nagle(client, userdata, sock) -> None:
-    """Send each small message at once (the broker does the same with set_tcp_nodelay)."""
+    """Send each small message at once (``mqtt_nagle: false``; the kit's broker sets
+    set_tcp_nodelay). Otherwise a small write waits while an earlier segment is unacknowledged."""
     with contextlib.suppress(OSError, AttributeError):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -444,7 +445,6 @@ def _disable_nagle(client, userdata, sock) -> None:
 def _connect_with_retries(client: paho.Client, address: str, port: int, timeout_s: float) -> None:
     """TCP-connect to the broker, retrying while it is not up yet (bounded by ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
-    client.on_socket_open = _disable_nagle
     while True:
         try:
             client.connect(address, port, keepalive=KEEPALIVE_S)
@@ -486,6 +486,8 @@ def open_mqtt(
         announce_type=announce_type,
         on_latency=on_latency,
     )
+    if not config.mqtt_nagle:
+        client.on_socket_open = _disable_nagle
     if configure_client is not None:
         configure_client(client)
     _connect_with_retries(client, address, config.mqtt_port, connect_timeout_s)

@@ -154,6 +154,7 @@ class TwinRobot:
             "final_pose": [x, y, yaw],
             "final_velocity": [v, w],
             "robot_clock_shift_s": self.request.twin.robot_clock_offset_s,
+            "clock_base_ns": self.clock.monotonic_base_ns,
             "realtime": self.realtime,
             "started_ns": self.started_ns,
         }
@@ -178,6 +179,7 @@ class TwinRobot:
 def _add_to_outcome(outcome: TrialOutcome, status: dict[str, Any]) -> None:
     outcome.started_ns["robot"] = status["started_ns"]
     outcome.stopped_ns["robot"] = status["stopped_ns"]
+    outcome.clock_bases_ns["robot"] = status["clock_base_ns"]
     outcome.clock_offset_s = status["clock_offset_s"]
     outcome.clock_round_trip_s = status["clock_round_trip_s"]
     outcome.stack["robot"] = {

@@ -1,0 +1,124 @@
+"""MQTT as mqtt_client: Nagle's algorithm on the kit's MQTT clients by default (Paho C sets no
+TCP_NODELAY), TCP_NODELAY as the named variant; real Mosquitto, real paho sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fieldtest.netem import Topology
+from fieldtest.procs import free_port
+from fieldtest.testkit import needs
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.broker import MosquittoBroker
+from fieldtest.transport.mqtt import open_mqtt
+
+HERE = Path(__file__).parent
+LINK_DELAY_MS = 20.0  # one way, on the publisher's link: an unacknowledged segment waits 2 x this
+
+
+def _config(nagle: bool | None, **kw) -> TransportConfig:
+    fields = {} if nagle is None else {"mqtt_nagle": nagle}
+    return TransportConfig(middleware="mqtt-local-broker", mqtt_port=free_port(), **fields, **kw)
+
+
+@pytest.mark.parametrize(("nagle", "nodelay"), [(None, False), (True, False), (False, True)])
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_client_socket_has_nagle_unless_the_variant_turns_it_off(tmp_path, nagle, nodelay, role):
+    config = _config(nagle)
+    with MosquittoBroker(config, tmp_path):
+        transport = open_mqtt(config, role)
+        try:
+            sock = transport.client.socket()
+            assert bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)) is nodelay
+        finally:
+            transport.close()
+
+
+def _burst_spreads(tmp_path: Path, nagle: bool, bursts: int = 6, size: int = 5) -> np.ndarray:
+    """Per burst: last arrival minus first, ms, at a subscriber on the broker's node, for a
+    publisher on a link with LINK_DELAY_MS each way."""
+    profile = {"name": "delay", "delay_ms": LINK_DELAY_MS}
+    with Topology(profile, nodes=["host", "broker"], wireless=["host"]) as topo:
+        config = TransportConfig(
+            middleware="mqtt-broker",
+            broker_address=topo.address("broker"),
+            mqtt_port=free_port(),
+            mqtt_nagle=nagle,
+        )
+        env = {"PYTHONPATH": str(HERE), "PATH": "/usr/bin:/bin"}
+        script = [sys.executable, str(HERE / "mqtt_burst.py")]
+        pipe = subprocess.PIPE
+        with MosquittoBroker(config, tmp_path / f"broker-{nagle}", prefix=topo.command("broker", [])):
+            sub = topo.run(
+                "broker",
+                [*script, "sub", config.broker_address, str(config.mqtt_port), "--count", str(bursts * size)],
+                env=env,
+                stdout=pipe,
+                stderr=pipe,
+                text=True,
+            )
+            assert sub.stdout.readline().strip() == "READY", sub.stderr.read()
+            pub = topo.run(
+                "host",
+                [*script, "pub", config.model_dump_json(), "--bursts", str(bursts), "--size", str(size)],
+                env=env,
+                stderr=pipe,
+                text=True,
+            )
+            _, pub_err = pub.communicate(timeout=60)
+            assert pub.returncode == 0, pub_err
+            out, err = sub.communicate(timeout=60)
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(rows) == bursts * size, err
+    arrivals: dict[int, list[int]] = {}
+    for row in rows:
+        arrivals.setdefault(row["burst"], []).append(row["arrival_ns"])
+    return np.array([(max(a) - min(a)) / 1e6 for a in arrivals.values()])
+
+
+def test_nagle_holds_small_writes_behind_an_unacknowledged_segment(tmp_path):
+    """With Nagle (the default, as Paho C) the first message of a burst leaves at once and the rest
+    wait for its acknowledgement, a round trip of the link later, then leave together; with
+    TCP_NODELAY every message leaves at once. Lower bound from the configured link, not speed."""
+    needs.netns()
+    round_trip_ms = 2 * LINK_DELAY_MS
+    with_nagle = _burst_spreads(tmp_path, nagle=True)
+    without = _burst_spreads(tmp_path, nagle=False)
+    assert np.median(with_nagle) >= round_trip_ms - 1.0, with_nagle
+    assert np.median(without) < LINK_DELAY_MS, without
+
+
+def test_the_variant_is_named_in_the_record_the_report_and_compare(tmp_path):
+    from fieldtest.analysis import compare_trials, read_metrics
+    from fieldtest.analysis.analyze import analyze_trial
+    from fieldtest.campaign import expand, parse_campaign
+    from fieldtest.record import read_trial, write_trial
+    from fieldtest.testkit.synth import SynthSpec, synthesize
+
+    campaign = parse_campaign(
+        {"campaign": "nagle", "matrix": {"middleware": ["mqtt-broker"], "mqtt_nagle": [True, False]}}
+    )
+    assert [t.transport.mqtt_nagle for t in expand(campaign)] == [True, False]
+
+    for nagle in (True, False):
+        trial = tmp_path / f"nagle-{nagle}"
+        synthesize(trial, SynthSpec(middleware="mqtt-broker", name=f"nagle-{nagle}"))
+        record = read_trial(trial)
+        record.request.transport.mqtt_nagle = nagle
+        write_trial(trial, record)
+        assert f"mqtt_nagle: {str(nagle).lower()}" in (trial / "trial.yaml").read_text()
+        analyze_trial(trial, plots=False)
+        metrics = read_metrics(trial / "analysis" / "metrics.json")
+        assert metrics.trial.mqtt_nagle is nagle
+        report = (trial / "analysis" / "report.md").read_text()
+        assert ("MQTT clients with Nagle's algorithm" in report) is nagle
+        assert ("MQTT clients without Nagle's algorithm (TCP_NODELAY)" in report) is not nagle
+    rows = compare_trials([tmp_path], tmp_path / "compare")["rows"]
+    assert [r["middleware"] for r in rows] == ["mqtt-broker", "mqtt-broker (Nagle off)"]
