@@ -44,6 +44,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
 from fieldtest.netem.topology import Topology
 
 SSHD = "/usr/sbin/sshd"
@@ -56,7 +57,7 @@ FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 TOOLS = ("ssh", "ssh-keygen", "scp", "useradd", "userdel", "usermod", "runuser", "unshare", "mount")
 
 
-class TwoMachinesError(RuntimeError):
+class TwoMachinesError(FieldtestError, RuntimeError):
     """The two machines cannot be built here (one line: what is missing)."""
 
 
