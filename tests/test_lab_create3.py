@@ -285,3 +285,13 @@ def test_the_guides_stop_measurement_keeps_recording_until_the_base_stopped():
         float(m.group(1)) for line in lines[pub + 1 : stop] if (m := re.match(r"sleep (\d+(\.\d+)?)", line))
     ]
     assert pauses and sum(pauses) >= 1.0 + 0.2 / CREATE3_WHEEL_ACCEL_MPS2 + 1.0
+
+
+def test_the_parameter_file_says_where_the_web_server_is():
+    """On a TurtleBot 4 the base is on the Pi's USB link; turtlebot4_setup forwards its web server
+    to the Pi's port 8080 (conf/webserver.service), not to "the robot's Wi-Fi address"."""
+    for namespace in ("", "/tb4"):
+        assert "http://<Pi address>:8080" in create3_param_file(namespace)
+    guide = (ROOT / "docs" / "lab-guide.md").read_text()
+    step = guide[guide.index("2. Create 3 web server") : guide.index("3. Check from the Pi")]
+    assert "http://<Pi address>:8080" in step and "webserver" in step

@@ -85,6 +85,12 @@ def motion_control_node(distro: str, *, discovery_server: bool = False) -> str:
     return f"{HIDDEN_BASE_NAMESPACE}/{MOTION_CONTROL_NODE}" if hidden else MOTION_CONTROL_NODE
 
 
+# Where the Create 3's web server is: on a TurtleBot 4 the base is on the Pi's USB link only
+# (192.168.186.2); turtlebot4_setup's webserver service forwards it to the Pi's port 8080
+# (conf/webserver.service: socat TCP-LISTEN:8080 -> 192.168.186.2:80).
+CREATE3_WEB_SERVER = "http://<Pi address>:8080 from the laptop, http://192.168.186.2 on the Pi itself"
+
+
 def create3_param_file(namespace: str = "") -> str:
     """YAML for the Create 3 web server's "ROS 2 parameters file" (Application -> Configuration).
 
@@ -102,6 +108,7 @@ def create3_param_file(namespace: str = "") -> str:
     head = (
         "# Create 3 parameters for fieldtest trials (upload in the Create 3 web server:\n"
         "# Application -> Configuration -> ROS 2 parameters file, then restart the application).\n"
+        f"# Web server: {CREATE3_WEB_SERVER}.\n"
         "# safety_override full: lifts the 0.306 m/s cap to 0.46 m/s (the plan drives 0.33 m/s) and the\n"
         "#   backup limit; cliff safety is OFF: run trials on a floor without drops.\n"
         "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
