@@ -289,6 +289,7 @@ def shared_broker_port(requests: list[TrialRequest]) -> str:
     return ""
 
 
+LAB_ROBOT_MODEL_PREFIX = "turtlebot4"  # turtlebot4-standard, turtlebot4-lite (TrialRequest.robot_model)
 STATIC_TRIAL_DIR = "/trial"  # a stand-in path: the launch arguments are checked before any trial exists
 
 
@@ -304,6 +305,12 @@ def refuse_before_start(
     if shared:
         raise LaunchArgError(shared)
     for request in requests:
+        if not request.robot_model.startswith(LAB_ROBOT_MODEL_PREFIX):
+            raise LaunchArgError(
+                f"trial {request.name}: robot_model: {request.robot_model} is the digital twin's robot; "
+                "a lab campaign drives a TurtleBot 4 (turtlebot4-standard or turtlebot4-lite), "
+                "or run this one with `fieldtest campaign`"
+            )
         for role, extra in (("host", host_args), ("robot", robot_args)):
             try:
                 launch_args_for_trial(
