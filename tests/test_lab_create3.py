@@ -232,3 +232,66 @@ def test_cli_measure_stop_reads_a_ros2_bag(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "started to stop after 0.464-0.525 s" in out and "stood still after 0.725 s" in out
     assert lab_main(["measure-stop", str(bag), "--odom-topic", "wheel_vels"]) == 2
+
+
+@pytest.mark.parametrize("watchdog_s", [0.2, 0.5, 1.0])
+@pytest.mark.parametrize("noise", [False, True])
+def test_a_recording_that_ends_before_the_base_stood_still_is_refused(watchdog_s, noise):
+    """The guide's old procedure stopped the recorder right after `ros2 topic pub --times` exited
+    (0.1 s after the last command); one odometry dip there made a figure of it."""
+    from fieldtest.labrun.create3 import measure_stop_after_silence
+
+    commands, odom = _drive_then_silence(watchdog_s, 20.0, 20.0, 0.3)
+    last = commands[-1][0]
+    if noise:
+        odom = _with_dip(odom, last + 0.05)
+    for ends_after in (0.1, watchdog_s + 0.1):  # before the stop, and while braking
+        cut = [(t, v) for t, v in odom if t <= last + ends_after]
+        with pytest.raises(Create3ParamError, match="before the base stood still: keep recording"):
+            measure_stop_after_silence(commands, cut)
+
+
+def _with_dip(odom: list[tuple[float, float]], at: float) -> list[tuple[float, float]]:
+    """Odometry with one sample 0.03 m/s low near ``at`` (encoder noise), the rest unchanged."""
+    nearest = min(range(len(odom)), key=lambda i: abs(odom[i][0] - at))
+    t, v = odom[nearest]
+    return [*odom[:nearest], (t, v - 0.03), *odom[nearest + 1 :]]
+
+
+@pytest.mark.parametrize("watchdog_s", [0.5, 1.0])
+@pytest.mark.parametrize("dip_after_s", [0.05, 0.2])
+def test_an_odometry_dip_that_recovers_is_not_the_stop(watchdog_s, dip_after_s):
+    from fieldtest.labrun.create3 import measure_stop_after_silence
+
+    commands, odom = _drive_then_silence(watchdog_s, 20.0, 20.0, 0.3)
+    m = measure_stop_after_silence(commands, _with_dip(odom, commands[-1][0] + dip_after_s))
+    assert m.timeout_from_s - 1e-9 <= watchdog_s <= m.timeout_to_s
+
+
+def test_the_guides_stop_measurement_keeps_recording_until_the_base_stopped():
+    """Section 5's commands: between `ros2 topic pub` and stopping the recorder, a pause longer
+    than a 1 s timeout (twice the 0.5 s of create3_docs h_2_5), the braking ramp and a second."""
+    import re
+    from pathlib import Path
+
+    from fieldtest.labrun.create3 import CREATE3_WHEEL_ACCEL_MPS2
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "lab-guide.md").read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", guide, re.S) if "measure-stop" in b)
+    lines = [line.strip() for line in block.splitlines()]
+    pub = next(i for i, line in enumerate(lines) if line.startswith("ros2 topic pub"))
+    stop = next(i for i, line in enumerate(lines) if line.startswith("kill -INT %1"))
+    pauses = [
+        float(m.group(1)) for line in lines[pub + 1 : stop] if (m := re.match(r"sleep (\d+(\.\d+)?)", line))
+    ]
+    assert pauses and sum(pauses) >= 1.0 + 0.2 / CREATE3_WHEEL_ACCEL_MPS2 + 1.0
+
+
+def test_the_parameter_file_says_where_the_web_server_is():
+    """On a TurtleBot 4 the base is on the Pi's USB link; turtlebot4_setup forwards its web server
+    to the Pi's port 8080 (conf/webserver.service), not to "the robot's Wi-Fi address"."""
+    for namespace in ("", "/tb4"):
+        assert "http://<Pi address>:8080" in create3_param_file(namespace)
+    guide = (ROOT / "docs" / "lab-guide.md").read_text()
+    step = guide[guide.index("2. Create 3 web server") : guide.index("3. Check from the Pi")]
+    assert "http://<Pi address>:8080" in step and "webserver" in step

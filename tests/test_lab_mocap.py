@@ -171,3 +171,19 @@ def test_mocap_optitrack_leaves_the_bases_odom_alone():
     opt = yaml.safe_load((ROOT / "mocap/mocap_optitrack.yaml").read_text())["mocap_node"]["ros__parameters"]
     # src/mocap_config.cpp: the odom topic defaults to "odom"; an empty name disables it
     assert all(body.get("odom") == "" for body in opt["rigid_bodies"].values())
+
+
+def test_the_docs_natnet_commands_join_multicast_on_the_mocap_interface():
+    """Without --local the NatNet client joins the multicast group on the default-route
+    interface (often the Wi-Fi) and sees no frames from the wired mocap network."""
+    import re
+
+    commands = []
+    for doc in ("docs/lab-guide.md", "mocap/README.md"):
+        text = (ROOT / doc).read_text()
+        # inline code spans, joined across line breaks and the guide's list indentation
+        for span in re.findall(r"`([^`]*fieldtest\.natnet (?:probe|record)[^`]*)`", text):
+            commands.append((doc, " ".join(span.split())))
+    assert len(commands) >= 2
+    for doc, command in commands:
+        assert "--local " in command, (doc, command)

@@ -202,3 +202,18 @@ def test_lab_run_refuses_the_base_link_alone_before_anything_starts(tmp_path, ca
     assert lab_main(argv) == 2
     _one_line(capsys.readouterr().err.strip(), "smoke-jazzy-dds-r0 (robot side)", "network_interface:=wlan0")
     assert not runs.exists()
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+def test_every_campaign_in_trials_passes_or_is_refused_with_one_line(distro):
+    """`fieldtest lab run` on any shipped campaign: a lab campaign passes the checks, a twin one is
+    refused before anything starts, naming robot_model and the command that runs it."""
+    lab = set(_lab_campaigns())
+    for path in sorted(TRIALS.glob("*.yaml")):
+        _, trials = load_trials(path, ros_distro=distro)
+        if path in lab:
+            refuse_before_start(trials, distro, GUIDE_HOST_ARGS, GUIDE_ROBOT_ARGS)
+            continue
+        with pytest.raises(LaunchArgError) as info:
+            refuse_before_start(trials, distro, GUIDE_HOST_ARGS, GUIDE_ROBOT_ARGS)
+        _one_line(str(info.value), "robot_model: twin-create3", "fieldtest campaign")

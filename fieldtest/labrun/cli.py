@@ -4,6 +4,7 @@ fieldtest lab list trials/seed-study.yaml                 the campaign's trials,
 fieldtest lab run trials/seed-study.yaml --robot ubuntu@tb4 --natnet-server 192.168.1.5
 fieldtest lab rehearse trials/rehearsal.yaml                  a lab trial on this machine: real rclpy nodes, simulated robot
 fieldtest lab launch-plan host middleware:=zenoh-peer robot_address:=192.168.1.20 [--out DIR]
+fieldtest lab broker-config keystore:=K namespace:=/tb4 ros_distro:=jazzy --out DIR   a broker for plain and TLS
 fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter file
 fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
 fieldtest lab measure-stop BAG [--namespace /tb4]         the base's stop-on-silence time, measured
@@ -23,7 +24,8 @@ from fieldtest.labrun.create3 import (
     parse_param_dump,
     verdict,
 )
-from fieldtest.labrun.settings import LaunchArgError, load_plan
+from fieldtest.labrun.settings import LaunchArgError, load_plan, with_lab_defaults
+from fieldtest.names import MQTT_PORT
 
 
 def _kv(items: list[str], flag: str) -> dict[str, str]:
@@ -60,7 +62,7 @@ def _selected_trials(args: argparse.Namespace) -> tuple:
     from fieldtest.labrun.preflight import refuse_before_start
 
     campaign, trials = load_trials(args.campaign, ros_distro=args.ros_distro)
-    trials = _select(trials, args.only, args.first)
+    trials = [with_lab_defaults(t) for t in _select(trials, args.only, args.first)]
     if not trials:
         print(f"fieldtest lab {args.command}: no trial selected", file=sys.stderr)
     distro = args.ros_distro or campaign.lab.ros_distro
@@ -155,15 +157,20 @@ def rehearse_main(args: argparse.Namespace) -> int:
     return 0 if results and done == len(results) else 1
 
 
-def launch_plan_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.launchplan import launch_plan
-
+def _launch_values(arguments: list[str]) -> dict[str, str]:
     values = {}
-    for item in args.arguments:
+    for item in arguments:
         name, sep, value = item.partition(":=")
         if not sep:
             raise LaunchArgError(f"argument {item!r}: expected name:=value")
         values[name] = value
+    return values
+
+
+def launch_plan_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.launchplan import launch_plan
+
+    values = _launch_values(args.arguments)
     if args.out:
         values.setdefault("trial_dir", str(Path(args.out)))
     plan = launch_plan(values, args.role)
@@ -171,6 +178,23 @@ def launch_plan_main(args: argparse.Namespace) -> int:
     if args.out:
         for path in plan.write_files():
             print(f"wrote {path}")
+    return 0
+
+
+def broker_config_main(args: argparse.Namespace) -> int:
+    """The separate broker machine's Mosquitto for a campaign with security off and on."""
+    from fieldtest.labrun.bridges import broker_user, mosquitto_acl, two_listener_mosquitto_conf
+    from fieldtest.labrun.settings import parse_launch_args
+
+    values = {"middleware": "mqtt-broker", "security": "mtls-acl", **_launch_values(args.arguments)}
+    cfg = parse_launch_args(values, "host")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    acl, conf = out / "mosquitto.acl", out / "mosquitto.conf"
+    acl.write_text(mosquitto_acl(cfg))
+    conf.write_text(two_listener_mosquitto_conf(cfg, acl, plain_port=args.plain_port, run_as=broker_user()))
+    print(f"wrote {conf} (plain on {args.plain_port}, TLS on {cfg.mqtt_port}) and {acl}")
+    print(f"run: mosquitto -c {conf}")
     return 0
 
 
@@ -277,6 +301,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("arguments", nargs="*", metavar="NAME:=VALUE")
     p.add_argument("--out", help="write the generated configs under this trial directory")
     p.set_defaults(func=launch_plan_main)
+
+    p = sub.add_parser(
+        "broker-config",
+        help="Mosquitto for a separate broker machine: a plain and a TLS listener (security off and on)",
+    )
+    p.add_argument("arguments", nargs="*", metavar="NAME:=VALUE", help="the host launch's arguments")
+    p.add_argument("--plain-port", type=int, default=MQTT_PORT, help="the plain listener's port")
+    p.add_argument("--out", required=True, help="folder for mosquitto.conf and mosquitto.acl")
+    p.set_defaults(func=broker_config_main)
 
     p = sub.add_parser("create3-params", help="print the Create 3 parameter file")
     p.add_argument("--namespace", default="")

@@ -86,6 +86,12 @@ def motion_control_node(distro: str, *, discovery_server: bool = False) -> str:
     return f"{HIDDEN_BASE_NAMESPACE}/{MOTION_CONTROL_NODE}" if hidden else MOTION_CONTROL_NODE
 
 
+# Where the Create 3's web server is: on a TurtleBot 4 the base is on the Pi's USB link only
+# (192.168.186.2); turtlebot4_setup's webserver service forwards it to the Pi's port 8080
+# (conf/webserver.service: socat TCP-LISTEN:8080 -> 192.168.186.2:80).
+CREATE3_WEB_SERVER = "http://<Pi address>:8080 from the laptop, http://192.168.186.2 on the Pi itself"
+
+
 def create3_param_file(namespace: str = "") -> str:
     """YAML for the Create 3 web server's "ROS 2 parameters file" (Application -> Configuration).
 
@@ -103,6 +109,7 @@ def create3_param_file(namespace: str = "") -> str:
     head = (
         "# Create 3 parameters for fieldtest trials (upload in the Create 3 web server:\n"
         "# Application -> Configuration -> ROS 2 parameters file, then restart the application).\n"
+        f"# Web server: {CREATE3_WEB_SERVER}.\n"
         "# safety_override full: lifts the 0.306 m/s cap to 0.46 m/s (the plan drives 0.33 m/s) and the\n"
         "#   backup limit; cliff safety is OFF: run trials on a floor without drops.\n"
         "# reflexes_enabled false: bump/cliff/wheel-drop reflexes no longer override commands.\n"
@@ -262,15 +269,14 @@ class StopMeasurement:
     commanded_mps: float
     timeout_from_s: float  # the last sample still at speed, less the time the ramp takes to show
     timeout_to_s: float  # the first sample below the commanded speed
-    stopped_s: float | None  # first sample at rest (adds the deceleration ramp)
+    stopped_s: float  # first sample at rest (adds the deceleration ramp)
     odom_period_s: float
 
     def summary(self) -> str:
-        stopped = f"{self.stopped_s:.3f} s" if self.stopped_s is not None else "not within the recording"
         return (
             f"after the last command ({self.commanded_mps:.2f} m/s) the base started to stop after "
             f"{self.timeout_from_s:.3f}-{self.timeout_to_s:.3f} s (odometry every "
-            f"{self.odom_period_s * 1000:.0f} ms) and stood still after {stopped}"
+            f"{self.odom_period_s * 1000:.0f} ms) and stood still after {self.stopped_s:.3f} s"
         )
 
 
@@ -286,14 +292,21 @@ def measure_stop_after_silence(
     if max(t for t, _ in commands) > last_t:
         raise Create3ParamError("the commands end with zeros: stop publishing instead of sending a stop")
     after = sorted((t, abs(v)) for t, v in odom if t >= last_t)
-    cruising = [(t, v) for t, v in after if v >= abs(speed) - tolerance_mps]
-    braking = [(t, v) for t, v in after if v < abs(speed) - tolerance_mps]
-    if not cruising or not braking or braking[0][0] < cruising[0][0]:
+    at_speed = abs(speed) - tolerance_mps
+    if not after or after[0][1] < at_speed:
         raise Create3ParamError(
             "odometry does not show the base at the commanded speed and then slowing after the last command"
         )
-    still = max(t for t, _ in cruising if t < braking[0][0])
-    stopped = next((t for t, v in braking if v <= tolerance_mps), None)
+    stopped = next((t for t, v in after if v <= tolerance_mps), None)
+    if stopped is None:
+        raise Create3ParamError(
+            f"the recording ends {after[-1][0] - last_t:.2f} s after the last command, before the base "
+            "stood still: keep recording until it stops (lab guide section 5: sleep 3 before stopping it)"
+        )
+    # The stop began after the last sample at speed before the base came to rest: a dip that
+    # recovers (odometry noise) is not the stop.
+    still = max(t for t, v in after if t < stopped and v >= at_speed)
+    braking = next(t for t, _ in after if t > still)
     times = sorted(t for t, _ in odom)
     period = (times[-1] - times[0]) / (len(times) - 1) if len(times) > 1 else float("nan")
     # Braking at the wheel acceleration limit takes this long to fall below the tolerance.
@@ -301,7 +314,7 @@ def measure_stop_after_silence(
     return StopMeasurement(
         commanded_mps=abs(speed),
         timeout_from_s=max(0.0, still - last_t - unseen),
-        timeout_to_s=braking[0][0] - last_t,
-        stopped_s=None if stopped is None else stopped - last_t,
+        timeout_to_s=braking - last_t,
+        stopped_s=stopped - last_t,
         odom_period_s=period,
     )

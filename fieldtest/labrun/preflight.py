@@ -268,6 +268,27 @@ def check_keystore(
     return CheckResult("keystore", "ok", f"{t.keystore}: valid for {t.security} ({setting.kind})")
 
 
+def shared_broker_port(requests: list[TrialRequest]) -> str:
+    """A separate broker (mqtt-broker) serving plain and TLS trials on one port: one Mosquitto
+    listener is either plain or TLS, so half of the campaign's trials would fail to connect."""
+    from fieldtest.labrun.settings import lab_mqtt_port
+
+    kinds: dict[tuple[str, int], set[str]] = {}
+    for request in requests:
+        t = request.transport
+        if t.middleware == "mqtt-broker":
+            port = lab_mqtt_port(request)
+            kinds.setdefault((t.broker_address, port), set()).add("plain" if t.security == "none" else "TLS")
+    for (address, port), found in kinds.items():
+        if len(found) > 1:
+            return (
+                f"mqtt_port: {port} for both plain and TLS trials on the broker at {address}: one "
+                "listener cannot be both; leave mqtt_port out of the campaign (1883 plain, 8883 TLS)"
+            )
+    return ""
+
+
+LAB_ROBOT_MODEL_PREFIX = "turtlebot4"  # turtlebot4-standard, turtlebot4-lite (TrialRequest.robot_model)
 STATIC_TRIAL_DIR = "/trial"  # a stand-in path: the launch arguments are checked before any trial exists
 
 
@@ -279,7 +300,16 @@ def refuse_before_start(
     LaunchArgError naming the trial, the side and the field."""
     from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 
+    shared = shared_broker_port(requests)
+    if shared:
+        raise LaunchArgError(shared)
     for request in requests:
+        if not request.robot_model.startswith(LAB_ROBOT_MODEL_PREFIX):
+            raise LaunchArgError(
+                f"trial {request.name}: robot_model: {request.robot_model} is the digital twin's robot; "
+                "a lab campaign drives a TurtleBot 4 (turtlebot4-standard or turtlebot4-lite), "
+                "or run this one with `fieldtest campaign`"
+            )
         for role, extra in (("host", host_args), ("robot", robot_args)):
             try:
                 launch_args_for_trial(

@@ -385,6 +385,26 @@ def inline_plan(plan: SquarePlan) -> str:
 PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
 
 
+def lab_mqtt_port(request: TrialRequest) -> int:
+    """The MQTT port of a lab trial: the one its transport names, else the standard one for its
+    security, 1883 plain and 8883 TLS, so one broker machine serves a campaign with security off
+    and on on two listeners (``fieldtest lab broker-config``)."""
+    t = request.transport
+    if "mqtt_port" in t.model_fields_set:
+        return t.mqtt_port
+    return MQTT_TLS_PORT if t.security != "none" else MQTT_PORT
+
+
+def with_lab_defaults(request: TrialRequest) -> TrialRequest:
+    """``request`` with the lab's defaults for what it leaves open (the MQTT port), so trial.yaml
+    records what ran."""
+    t = request.transport
+    if "mqtt_port" in t.model_fields_set:
+        return request
+    transport = t.model_copy(update={"mqtt_port": lab_mqtt_port(request)})
+    return request.model_copy(update={"transport": transport})
+
+
 def launch_args_for_trial(
     request: TrialRequest,
     role: Role,
@@ -412,7 +432,7 @@ def launch_args_for_trial(
         "router_address": t.router_address,
         "broker_address": t.broker_address,
         "zenoh_port": str(t.zenoh_port),
-        "mqtt_port": str(t.mqtt_port),
+        "mqtt_port": str(lab_mqtt_port(request)),
         "keystore": t.keystore,
         "trial_dir": str(trial_dir),
     }

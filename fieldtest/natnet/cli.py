@@ -94,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("probe", help="connect for a few seconds and print what the server streams")
     _add_connection_args(probe, server=False)
     probe.add_argument("--server", default="127.0.0.1")
-    probe.add_argument("--local", default="0.0.0.0")
+    probe.add_argument(
+        "--local", default="0.0.0.0", help="this machine's address on the mocap network (multicast join)"
+    )
     probe.add_argument("--seconds", type=float, default=2.0)
     return parser
 

@@ -152,17 +152,25 @@ def plain_listener_lines(address: str, port: int) -> list[str]:
     return [f"listener {port} {address}", "allow_anonymous true"]
 
 
-def mosquitto_conf(listener_lines: Sequence[str], *, run_as: str | None = None, comment: str = "") -> str:
+def mosquitto_conf(
+    listener_lines: Sequence[str],
+    *,
+    run_as: str | None = None,
+    comment: str = "",
+    per_listener_settings: bool = False,
+) -> str:
     """A complete mosquitto.conf (2.x) around ``listener_lines``, for the twin and the lab alike: no
     persistence, log to stderr (unbuffered, so readiness is visible), no Nagle, no QoS 1 throttling.
 
     ``run_as`` is the account Mosquitto keeps when started as root (its default, ``mosquitto``,
-    cannot read a 0600 broker key); ignored when started by another user.
+    cannot read a 0600 broker key); ignored when started by another user. With
+    ``per_listener_settings`` each listener's own ``allow_anonymous``/``acl_file`` follow its
+    ``listener`` line (a plain and a TLS listener in one broker).
     """
     lines = [
         f"# {comment or 'written by fieldtest.transport.broker'}",
         *([f"user {run_as}"] if run_as else []),
-        "per_listener_settings false",
+        f"per_listener_settings {'true' if per_listener_settings else 'false'}",
         "persistence false",
         "log_dest stderr",
         "log_type error",

@@ -1,0 +1,190 @@
+"""MQTT ports of lab trials and the separate broker machine (issue 24, breaker 6): a TLS trial
+dials the TLS port unless the campaign names a port, so a campaign with security off and on
+reaches one broker machine whose Mosquitto (``fieldtest lab broker-config``) has a plain and a
+TLS listener; a campaign that names one port for both is refused before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import paho.mqtt.client as mqtt
+import pytest
+
+from fieldtest.campaign import load_trials
+from fieldtest.labrun.bridges import mqtt_client_params
+from fieldtest.labrun.cli import lab_main
+from fieldtest.labrun.preflight import refuse_before_start
+from fieldtest.labrun.settings import (
+    LaunchArgError,
+    launch_args_for_trial,
+    parse_launch_args,
+    with_lab_defaults,
+)
+from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.procs import free_port
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import paho_tls_args
+from fieldtest.testkit import needs
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = ROOT / "trials" / "seed-study.yaml"
+GUIDE_HOST = {"network_interface": "wlp2s0", "relay": "true"}
+GUIDE_ROBOT = {"base_interface": "usb0", "network_interface": "wlan0", "relay": "true"}
+
+
+def _port_on_both_sides(request) -> set[int]:
+    ports = set()
+    for role in ("host", "robot"):
+        args = launch_args_for_trial(
+            request, role, ros_distro="jazzy", trial_dir="/t", extra={"relay": "true"}
+        )
+        ports.add(parse_launch_args(args, role, environ={}).mqtt_port)
+    return ports
+
+
+@pytest.mark.parametrize("middleware", ["mqtt-local-broker", "mqtt-broker"])
+def test_tls_trials_dial_the_tls_port_unless_the_campaign_names_one(middleware):
+    _, trials = load_trials(SEED, ros_distro="jazzy")
+    cases = [t for t in trials if t.transport.middleware == middleware]
+    assert {t.transport.security for t in cases} == {"none", "mtls-acl"}
+    for request in cases:
+        want = MQTT_PORT if request.transport.security == "none" else MQTT_TLS_PORT
+        assert _port_on_both_sides(request) == {want}, request.name
+        recorded = with_lab_defaults(request)  # what trial.yaml records
+        assert recorded.transport.mqtt_port == want and _port_on_both_sides(recorded) == {want}
+        named = request.model_copy(
+            update={"transport": request.transport.model_copy(update={"mqtt_port": 1999})}
+        )
+        assert _port_on_both_sides(named) == {1999}
+
+
+def test_one_named_port_for_plain_and_tls_on_a_separate_broker_is_refused(tmp_path):
+    text = SEED.read_text().replace(
+        "    # mqtt_port left out", "    mqtt_port: 1883\n    # mqtt_port left out"
+    )
+    path = tmp_path / "named-port.yaml"
+    path.write_text(text)
+    _, trials = load_trials(path)
+    with pytest.raises(LaunchArgError) as info:
+        refuse_before_start(trials, "humble", GUIDE_HOST, GUIDE_ROBOT)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("mqtt_port: 1883 for both plain and TLS trials")
+    # the host-started broker (mqtt-local-broker) is one per trial: one port serves either
+    local = [t for t in trials if t.transport.middleware != "mqtt-broker"]
+    refuse_before_start(local, "humble", GUIDE_HOST, GUIDE_ROBOT)
+    _, shipped = load_trials(SEED)
+    refuse_before_start(shipped, "humble", GUIDE_HOST, GUIDE_ROBOT)
+
+
+# ----------------------------------------------------------------- the broker machine, for real
+
+
+@pytest.fixture(scope="module")
+def keystore(tmp_path_factory) -> Path:
+    enclaves = (kit_enclave("host"), kit_enclave("robot"))
+    return create_keystore(tmp_path_factory.mktemp("broker") / "keystore", KeystoreOptions(enclaves=enclaves))
+
+
+class _Client:
+    def __init__(self, name: str, port: int, **tls: str):
+        self.received: list[tuple[str, bytes]] = []
+        self.connected = threading.Event()
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name)
+        if tls:
+            self.client.tls_set(**tls)
+        self.client.on_connect = lambda c, u, f, reason, p: reason.is_failure or self.connected.set()
+        self.client.on_message = lambda c, u, m: self.received.append((m.topic, m.payload))
+        self.port = port
+
+    def __enter__(self):
+        try:
+            self.client.connect("127.0.0.1", self.port, keepalive=10)
+        except OSError:
+            return self
+        self.client.loop_start()
+        self.connected.wait(3)
+        return self
+
+    def __exit__(self, *exc):
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def _exchange(sender: _Client, receiver: _Client, topic: str) -> bool:
+    receiver.client.subscribe(topic, qos=1)
+    time.sleep(0.3)
+    sender.client.publish(topic, b"cmd", qos=1).wait_for_publish(5)
+    deadline = time.monotonic() + 3
+    while not receiver.received and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return (topic, b"cmd") in receiver.received
+
+
+def _wait_listening(proc: subprocess.Popen, *ports: int) -> None:
+    import socket
+
+    deadline = time.monotonic() + 10
+    for port in ports:
+        while True:
+            assert proc.poll() is None, proc.stderr.read()
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.monotonic() < deadline, f"mosquitto is not listening on {port}"
+            time.sleep(0.05)
+
+
+def test_one_broker_machine_serves_plain_and_tls_trials(keystore, tmp_path, capsys):
+    """`fieldtest lab broker-config` writes one Mosquitto with both listeners; the mqtt_client
+    configs of a plain and a TLS trial dial the ports it listens on, and each listener keeps its
+    own rules: anonymous in on the plain one, kit certificates and the ACL on the TLS one."""
+    needs.tools("mosquitto")
+    plain, tls = free_port(), free_port()
+    args = [
+        f"keystore:={keystore}",
+        "namespace:=/tb4",
+        "ros_distro:=jazzy",
+        "relay:=true",
+        f"mqtt_port:={tls}",
+    ]
+    assert lab_main(["broker-config", *args, "--plain-port", str(plain), "--out", str(tmp_path / "b")]) == 0
+    assert f"plain on {plain}, TLS on {tls}" in capsys.readouterr().out
+    for security, port in (("none", plain), ("mtls-acl", tls)):
+        cfg = parse_launch_args(
+            {
+                "middleware": "mqtt-broker",
+                "security": security,
+                "keystore": str(keystore),
+                "namespace": "/tb4",
+            }
+            | {"ros_distro": "jazzy", "relay": "true", "mqtt_port": str(port)},
+            "robot",
+            environ={},
+        )
+        params = mqtt_client_params(cfg)
+        assert next(iter(params.values()))["ros__parameters"]["broker"]["port"] == port
+    proc = subprocess.Popen(
+        ["mosquitto", "-c", str(tmp_path / "b" / "mosquitto.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_listening(proc, plain, tls)
+        topic = "tb4/fieldtest/cmd_vel"  # the relay's command topic on the wire
+        with _Client("plain-host", plain) as host, _Client("plain-robot", plain) as robot:
+            assert host.connected.is_set() and _exchange(host, robot, topic)
+        host_tls, robot_tls = paho_tls_args(keystore, "host"), paho_tls_args(keystore, "robot")
+        with _Client("host", tls, **host_tls) as host, _Client("robot", tls, **robot_tls) as robot:
+            assert host.connected.is_set() and _exchange(host, robot, topic)
+        with _Client("robot", tls, **robot_tls) as robot, _Client("host", tls, **host_tls) as host:
+            assert not _exchange(robot, host, topic)  # the ACL: the robot never commands
+        with _Client("anonymous", tls, ca_certs=host_tls["ca_certs"]) as anonymous:
+            assert not anonymous.connected.is_set()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
