@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.campaign import load_trials
-from fieldtest.labrun.cli import lab_main
+from fieldtest.cli import main as fieldtest_main
 from fieldtest.labrun.preflight import refuse_before_start
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware import registry
@@ -179,7 +179,7 @@ def test_lab_run_refuses_twist_on_jazzy_before_anything_starts(tmp_path, capsys)
     runs = tmp_path / "runs"
     argv = ["run", str(_old_campaign(tmp_path)), "--ros-distro", "jazzy", "--robot", "nobody@192.0.2.1"]
     argv += ["--runs-dir", str(runs), "--yes"]
-    assert lab_main(argv) == 2
+    assert fieldtest_main(["lab", *argv]) == 2
     err = capsys.readouterr().err.strip()
     _one_line(err, "smoke-old.yaml", "cmd_type: twist on ROS 2 jazzy", "create3_republisher")
     assert not runs.exists()  # no trial directory: nothing was started
@@ -189,7 +189,7 @@ def test_lab_run_refuses_secure_dds_without_relay_before_anything_starts(tmp_pat
     runs = tmp_path / "runs"
     argv = ["run", str(TRIALS / "seed-study.yaml"), "--robot", "nobody@192.0.2.1", "--runs-dir", str(runs)]
     argv += ["--host-arg", "network_interface=wlp2s0", "--robot-arg", "network_interface=wlan0", "--yes"]
-    assert lab_main(argv) == 2
+    assert fieldtest_main(["lab", *argv]) == 2
     err = capsys.readouterr().err.strip()
     _one_line(err, "seed-study.yaml", "seed-study-dds-on-r0", "relay:=true")
     assert not runs.exists()
@@ -199,7 +199,7 @@ def test_lab_run_refuses_the_base_link_alone_before_anything_starts(tmp_path, ca
     runs = tmp_path / "runs"
     argv = ["run", str(TRIALS / "smoke-jazzy.yaml"), "--robot", "nobody@192.0.2.1", "--runs-dir", str(runs)]
     argv += ["--robot-arg", "base_interface=usb0", "--yes"]
-    assert lab_main(argv) == 2
+    assert fieldtest_main(["lab", *argv]) == 2
     _one_line(capsys.readouterr().err.strip(), "smoke-jazzy-dds-r0 (robot side)", "network_interface:=wlan0")
     assert not runs.exists()
 
