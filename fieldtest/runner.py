@@ -503,8 +503,14 @@ def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialReques
         {
             "name": name,
             "plan": plan.model_dump(),
-            "transport": {"middleware": middleware, "qos": args.qos, "security": args.security},
+            "transport": {
+                "middleware": middleware,
+                "qos": args.qos,
+                "security": args.security,
+                "mqtt_nagle": not args.no_nagle,
+            },
             "network": args.network,
+            "topology": args.topology,
             "repetition": args.repetition,
             "seed": args.seed,
         }
@@ -537,6 +543,17 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="two short laps instead of the 96 s plan")
     parser.add_argument("--security", default="none", help="security setting (default none)")
     parser.add_argument("--network", default="loopback", help="link profile (default loopback)")
+    parser.add_argument(
+        "--topology",
+        default="seed",
+        choices=("seed", "robot-only", "all"),
+        help="which machines sit on the emulated link (default seed: host and robot, on 4g the broker/router too)",
+    )
+    parser.add_argument(
+        "--no-nagle",
+        action="store_true",
+        help="MQTT: TCP_NODELAY on the clients (default: Nagle's algorithm on, as mqtt_client's Paho C)",
+    )
     parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
     parser.add_argument("--repetition", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)

@@ -99,3 +99,16 @@ def test_topology_is_a_campaign_axis():
     assert [t.name for t in trials] == ["topo-seed-r0", "topo-robot-only-r0", "topo-host+robot+broker-r0"]
     with pytest.raises(ValueError, match="topology"):
         expand(parse_campaign({"campaign": "bad", "matrix": {"topology": [["host", "mocap"]]}}))
+
+
+def test_trial_command_line_takes_topology_and_nagle():
+    import argparse
+
+    from fieldtest.runner import _add_common_args, _request_from_args
+
+    parser = argparse.ArgumentParser()
+    _add_common_args(parser)
+    default = _request_from_args(parser.parse_args([]), "mqtt-broker")
+    assert default.topology == "seed" and default.transport.mqtt_nagle is True
+    chosen = _request_from_args(parser.parse_args(["--topology", "robot-only", "--no-nagle"]), "mqtt-broker")
+    assert chosen.topology == "robot-only" and chosen.transport.mqtt_nagle is False
