@@ -127,6 +127,8 @@ def _set_path(values: dict[str, Any], path: str, value: Any) -> None:
 
 
 def _case_label(value: Any) -> str:
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "+".join(value)  # e.g. a topology's nodes: host+robot
     if isinstance(value, dict | list):
         return "x"
     text = str(value).replace("/", "_").replace(" ", "_")

@@ -106,11 +106,17 @@ class _Network:
     def __init__(self, request: TrialRequest):
         self.topo = None
         self.truth_socket = ""
+        self.infra_node: str | None = None  # the router's or broker's own machine, if it has one
         if request.network != "loopback":
-            from fieldtest.netem import open_topology
+            from fieldtest.netem import get_profile, open_topology
+            from fieldtest.netem.placement import wireless_nodes
 
             extra = registry.get(request.transport.middleware).emulated_nodes()
-            self.topo = open_topology(request.network, nodes=["host", "robot", "mocap", *extra])
+            self.infra_node = extra[0] if extra else None
+            wireless = wireless_nodes(request.topology, get_profile(request.network), self.infra_node)
+            self.topo = open_topology(
+                request.network, nodes=["host", "robot", "mocap", *extra], wireless=wireless
+            )
 
     @property
     def emulated(self) -> bool:
@@ -138,6 +144,12 @@ class _Network:
         )
         twin = request.twin.model_copy(update={"natnet_address": addr("mocap"), "truth_socket": truth})
         return request.model_copy(update={"transport": transport, "twin": twin})
+
+    def placement(self) -> dict[str, str]:
+        """Each machine -> its link: the profile's name where emulated, else "wired"."""
+        if not self.emulated:
+            return {}
+        return {node: info["link"] for node, info in self.topo.describe()["nodes"].items()}
 
     def topo_nodes(self) -> list[str]:
         return list(getattr(self.topo, "nodes", []) or getattr(self.topo, "links", {}).keys())
@@ -276,7 +288,8 @@ def _start_trial_processes(
     serve, record = _natnet_args(request, trial_dir)
     procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
     procs.wait_ready("natnet", marker="NatNet emulator:")
-    procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("host"))
+    # on the ground-truth machine, wired: where the host sits must not move the truth's time stamps
+    procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("mocap"))
     procs.wait_ready("recorder", marker="mocap recorder:")
     arg = ["--trial-dir", str(trial_dir)]
     procs.start_python("robot", "fieldtest.twin.robot", arg, side_env, prefix=net.prefix("robot"))
@@ -425,7 +438,13 @@ def _measure_link(net: _Network) -> dict:
     from fieldtest.netem import measure_link
 
     measured = measure_link(net.topo, "host", "robot", count=50)
+    if net.infra_node is not None:  # the host's path to the router/broker machine, by topology
+        to_infra = measure_link(net.topo, "host", net.infra_node, count=50)
+        measured[f"host_to_{net.infra_node}"] = {k: v for k, v in to_infra.items() if k.startswith(LINK_KEYS)}
     return {"description": net.topo.describe(), **measured}
+
+
+LINK_KEYS = ("rtt_", "owd_", "loss")  # the figures of a second measured path kept in the record
 
 
 def _run_in_network(
@@ -440,6 +459,7 @@ def _run_in_network(
     request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
     record = TrialRecord(trial_id=trial_dir.name, request=request)
     record.outcome.clocks = "shared"  # every twin process reads this machine's clock, namespaces or not
+    record.outcome.nodes = net.placement()
     record.outcome.software = software_versions()
     record.outcome.warnings = list(request.plan.warnings())
     if net.topo is not None and not net.emulated:
@@ -483,8 +503,14 @@ def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialReques
         {
             "name": name,
             "plan": plan.model_dump(),
-            "transport": {"middleware": middleware, "qos": args.qos, "security": args.security},
+            "transport": {
+                "middleware": middleware,
+                "qos": args.qos,
+                "security": args.security,
+                "mqtt_nagle": not args.no_nagle,
+            },
             "network": args.network,
+            "topology": args.topology,
             "repetition": args.repetition,
             "seed": args.seed,
         }
@@ -517,6 +543,17 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="two short laps instead of the 96 s plan")
     parser.add_argument("--security", default="none", help="security setting (default none)")
     parser.add_argument("--network", default="loopback", help="link profile (default loopback)")
+    parser.add_argument(
+        "--topology",
+        default="seed",
+        choices=("seed", "robot-only", "all"),
+        help="which machines sit on the emulated link (default seed: host and robot, on 4g the broker/router too)",
+    )
+    parser.add_argument(
+        "--no-nagle",
+        action="store_true",
+        help="MQTT: TCP_NODELAY on the clients (default: Nagle's algorithm on, as mqtt_client's Paho C)",
+    )
     parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
     parser.add_argument("--repetition", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)

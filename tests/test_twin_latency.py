@@ -37,7 +37,9 @@ def test_one_way_latency_is_the_shared_clock_difference_on_an_asymmetric_link(
         name=f"asym-{middleware}",
         plan=PLAN,
         network="asymmetric",
-        transport={"middleware": middleware},
+        topology="robot-only",  # the host wired: host to robot is the profile's down, back its up
+        # without Nagle's wait, so the probes' error is the path's asymmetry alone
+        transport={"middleware": middleware, "mqtt_nagle": False},
         twin={"robot_clock_offset_s": 0.75},  # a robot clock shifted from the host's: still one clock
     )
     result = run_twin_trial(request, tmp_path)

@@ -154,7 +154,14 @@ def trial_variant(req) -> str:
     parts = []
     if family(req.transport.middleware) == "mqtt" and not req.transport.mqtt_nagle:
         parts.append("Nagle off")
+    if req.network not in ("loopback", "lab") and req.topology != "seed":
+        parts.append(f"topology {topology_label(req.topology)}")
     return ", ".join(parts)
+
+
+def topology_label(topology) -> str:
+    """A named placement as it is, a list of nodes joined: ``host+robot``."""
+    return topology if isinstance(topology, str) else "+".join(topology)
 
 
 def _stack_sections(data: TrialData, clock, track, motion, drift, max_gap_s: float) -> dict:
@@ -213,6 +220,7 @@ def _assemble(
             "zenoh_path": req.transport.zenoh_path if family(req.transport.middleware) == "zenoh" else "",
             "mqtt_nagle": req.transport.mqtt_nagle if family(req.transport.middleware) == "mqtt" else None,
             "variant": trial_variant(req),
+            "topology": topology_label(req.topology),
             "security": req.transport.security,
             "qos": req.transport.qos,
             "network": req.network,
@@ -243,6 +251,7 @@ def _assemble(
             "cpu": outcome.cpu,
             "clock_offset_s": outcome.clock_offset_s,
             "clock_round_trip_s": outcome.clock_round_trip_s,
+            "nodes": outcome.nodes,
             "software": outcome.software,
         },
         "progress": {

@@ -57,6 +57,9 @@ class TrialInfo(Section):
     zenoh_path: str = ""
     mqtt_nagle: bool | None = None  # MQTT cases: Nagle's algorithm on the clients (None: not MQTT)
     variant: str = ""  # settings beyond middleware/security/network, e.g. "Nagle off" ("" = default)
+    topology: str = (
+        ""  # twin: which machines sit on the emulated link ("seed", "robot-only", "host+robot" ...)
+    )
     security: str
     qos: str
     network: str

@@ -46,13 +46,17 @@ def report_lines(m: Metrics) -> list[str]:
 
 
 def _set_up(m: Metrics) -> str:
-    """The link settings that change a middleware's timing: Nagle's algorithm on MQTT clients."""
+    """The settings that change a middleware's timing: where each machine sits (twin), Nagle's
+    algorithm on MQTT clients."""
+    out = ""
+    if nodes := m.outcome.model_extra.get("nodes"):
+        out += f", topology {m.trial.topology}: " + ", ".join(f"{n} on {link}" for n, link in nodes.items())
     nagle = m.trial.mqtt_nagle
     if nagle is None:
-        return ""
+        return out
     if nagle:
-        return ", MQTT clients with Nagle's algorithm (as mqtt_client's Paho C)"
-    return ", MQTT clients without Nagle's algorithm (TCP_NODELAY)"
+        return out + ", MQTT clients with Nagle's algorithm (as mqtt_client's Paho C)"
+    return out + ", MQTT clients without Nagle's algorithm (TCP_NODELAY)"
 
 
 def _na(value) -> str:

@@ -1,8 +1,8 @@
 """Link profiles: what an emulated network link does to packets, per direction.
 
-A profile describes the path between the robot and the rest of the lab network (see
-docs/networks.md for the topology). ``up`` is the robot's uplink (robot -> host), ``down`` its
-downlink. The built-in numbers and where they come from are listed in docs/networks.md; every
+A profile describes one machine's link to the rest of the lab network, e.g. a Wi-Fi station's
+to its access point (see docs/networks.md for the topology: the trial's ``topology`` says which
+machines have one). ``up`` is that machine's uplink (machine -> rest), ``down`` its downlink. The built-in numbers and where they come from are listed in docs/networks.md; every
 number not taken from a measurement is marked there as an assumption.
 """
 
@@ -79,9 +79,14 @@ class LinkProfile(BaseModel):
     name: str = Field(min_length=1)
     description: str = ""
     source: str = Field("", description="where the numbers come from")
-    up: Direction = Field(default_factory=Direction, description="robot -> rest of the network")
-    down: Direction = Field(default_factory=Direction, description="rest of the network -> robot")
+    up: Direction = Field(default_factory=Direction, description="machine -> rest of the network")
+    down: Direction = Field(default_factory=Direction, description="rest of the network -> machine")
     multicast: bool = Field(True, description="False: the link drops multicast frames")
+    cellular: bool = Field(
+        False,
+        description="every machine reaches the others through a modem of its own: in the seed topology "
+        "the router/broker gets its own leg too (docs/networks.md)",
+    )
     reorder: bool = Field(False, description="True: jitter may reorder packets (as plain netem)")
 
     @model_validator(mode="before")
@@ -130,7 +135,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "rate_kbit": 1_000_000,
     },
     "wifi": {
-        "description": "Robot on a lab Wi-Fi access point at a few metres, moderate contention.",
+        "description": "A station on a lab Wi-Fi access point at a few metres, moderate contention.",
         "source": f"Orientation: {_ZHANG}: Wi-Fi minus Ethernet mean latency is +3.2 ms (MQTT no broker) "
         "to +10.8/+12.8 ms (Zenoh broker/TCP); we take 4 ms per direction. Jitter, loss and rate are "
         "assumptions (802.11n/ac after MAC retransmissions).",
@@ -140,7 +145,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "rate_kbit": 50_000,
     },
     "wifi-lossy": {
-        "description": "Robot far from the access point: low modulation rate, retransmissions, loss bursts.",
+        "description": "A station far from the access point: low modulation rate, retransmissions, loss bursts.",
         "source": "Assumptions: cell-edge 802.11 (MCS0 ~6.5 Mbit/s), doubled delay, strong jitter; "
         "bursty loss follows Chen 2019's observation that loss rises sharply with distance (CONTEXT.md "
         "section 2).",
@@ -152,12 +157,14 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "queue_packets": 300,
     },
     "4g": {
-        "description": "Robot on a 4G/LTE modem, host on the wired network (edge-to-cloud style).",
+        "description": "A machine on a 4G/LTE modem (edge-to-cloud style): one cellular leg.",
         "source": f"Orientation: {_ZHANG}: 4G rows 58.8 ms (DDS) and 72.1 ms (Zenoh-TCP) mean latency; "
         "we take a 60 ms RTT with a slower uplink, a common LTE figure (assumption). Rates and loss "
         "are assumptions.",
         "up": {"delay_ms": 35.0, "jitter_ms": 8.0, "loss_pct": 0.5, "rate_kbit": 5_000},
         "down": {"delay_ms": 25.0, "jitter_ms": 6.0, "loss_pct": 0.5, "rate_kbit": 20_000},
+        # the seed's 4G set-up: each machine on its own cellular modem (Zhang et al. section 3.1)
+        "cellular": True,
     },
 }
 

@@ -26,6 +26,11 @@ from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
 EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
 ClockSharing = Literal["shared", "separate"]
+# Which machines of a twin trial sit on the emulated link (docs/networks.md, "Topology"): a named
+# placement, or the nodes themselves ("broker" and "router" both name the middleware's own
+# router/broker machine, where it has one)
+TopologyName = Literal["seed", "robot-only", "all"]
+TopologyNode = Literal["host", "robot", "broker", "router"]
 
 
 class TrialFormatError(FieldtestError, ValueError):
@@ -74,6 +79,11 @@ class TrialRequest(BaseModel):
     seed: int = 0
     twin: TwinSettings = Field(default_factory=TwinSettings)
     rigid_body_id: int = 1
+    # Twin: which machines sit on the network's emulated link, the rest wired. "seed" (default): as
+    # the seed study, host and robot on it, and on a cellular profile (4g) the router/broker on a leg
+    # of its own; "robot-only": the robot alone (the profile is then the whole host-robot path);
+    # "all": every one of host, robot and router/broker; or a list of those nodes.
+    topology: TopologyName | list[TopologyNode] = "seed"
     # Link faults, seconds from stream start: {"kind": "outage", "at_s": 10, "duration_s": 2} or
     # {"kind": "profile", "at_s": 30, "profile": "wifi-lossy"} (needs an emulated network).
     faults: list[dict[str, Any]] = Field(default_factory=list)
@@ -102,6 +112,7 @@ class TrialOutcome(BaseModel):
     cpu: dict[str, dict[str, float]] = Field(default_factory=dict)  # process -> {cpu_s, cpu_percent}
     link: dict[str, Any] = Field(default_factory=dict)  # measured link before the trial
     faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
+    nodes: dict[str, str] = Field(default_factory=dict)  # twin: each machine -> its link (profile or "wired")
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)
