@@ -25,6 +25,7 @@ from .analyze import analyze_trial
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
+from .trialfigures import lateness_values, relative_values
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
     "compare.md",
@@ -48,10 +49,16 @@ COLUMNS = (
     Column("heading_change", "heading change", "deg", True),
     Column("closing_error", "closing error", "mm", True),
     Column("ape_rmse", "APE RMSE", "mm", True),
+    Column("rpe_side", "RPE side", "mm", True),
+    Column("rpe_lap", "RPE lap", "mm", True),
+    Column("rel_side", "rel. error side", "%", True),
+    Column("rot_per_m", "rotation per m", "deg/m", True),
     Column("latency_median", "latency median", "ms", False),
     Column("latency_p99", "latency p99", "ms", False),
     Column("loss", "loss", "%", False),
     Column("jitter", "jitter", "ms", False),
+    Column("late", "late", "%", False),
+    Column("too_late", "too late", "%", False),
 )
 
 
@@ -105,6 +112,8 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
         "latency_p99": one_way.p99 if one_way else None,
         "loss": None if lat.loss_ratio is None else lat.loss_ratio * 100.0,
         "jitter": lat.jitter_ms,
+        **lateness_values(lat.lateness),
+        **relative_values(m.relative),
     }
     if not m.progress.complete:  # drift between lap 1 and an earlier last lap is not comparable
         values.update({c.key: None for c in COLUMNS if c.motion})
@@ -239,7 +248,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
     fields = ["middleware", "security", "network", "trials", "partial"]
     for c in COLUMNS:
         fields += [
-            f"{c.key}_{c.unit.replace('%', 'percent')}_{s}"
+            f"{c.key}_{c.unit.replace('%', 'percent').replace('/', '_per_')}_{s}"
             for s in ("n", "median", "p25", "p75", "min", "max")
         ]
     with path.open("w", newline="") as f:
@@ -264,37 +273,32 @@ def _cell(s: dict, digits: int) -> str:
 
 
 def _digits(unit: str) -> int:
-    return {"mm": 1, "deg": 2, "ms": 2, "%": 2}.get(unit, 2)
+    return {"mm": 1, "deg": 2, "ms": 2, "%": 2, "deg/m": 3}.get(unit, 2)
 
 
-def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+def config_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(head, cells per configuration) as compare.md shows them: median (min-max)."""
     head = ["middleware", "security", "network", "trials"] + [f"{c.title} ({c.unit})" for c in COLUMNS]
-    lines = [
-        "# Comparison of trials",
-        "",
-        "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
-        "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
-        "(the trials column counts partial ones in brackets). Invalid trials (the machine's own timing faults "
-        "beyond the bounds) are counted but left out of every figure. Definitions: docs/analysis.md.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + " --- |" * len(head),
-    ]
+    body = []
     for row in rows:
         trials_cell = str(row["trials"]) + (f" ({row['partial']} partial)" if row["partial"] else "")
         trials_cell += f" ({row['invalid']} invalid)" if row.get("invalid") else ""
         cells = [row["middleware"], row["security"], row["network"], trials_cell]
-        cells += [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
+        body.append(cells + [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS])
+    return head, body
+
+
+def trial_table(trials: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
+    """(head, cells per trial, the trials' directories in that order) as compare.md shows them."""
     head = ["trial", "middleware", "security", "network", "rep", "laps"] + [
         f"{c.title} ({c.unit})" for c in COLUMNS
     ]
-    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for t in sorted(
+    ordered = sorted(
         trials,
         key=lambda t: (_sort_key((t["middleware"], t["security"], t["network"])), t["repetition"], t["name"]),
-    ):
+    )
+    body = []
+    for t in ordered:
         cells = [
             t["name"]
             + (" (partial)" if t["partial"] else "")
@@ -305,8 +309,30 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
             str(t["repetition"]),
             str(t["laps_completed"]),
         ]
-        cells += ["n/a" if t[c.key] is None else f"{t[c.key]:.{_digits(c.unit)}f}" for c in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
+        body.append(
+            cells + ["n/a" if t[c.key] is None else f"{t[c.key]:.{_digits(c.unit)}f}" for c in COLUMNS]
+        )
+    return head, body, [t["dir"] for t in ordered]
+
+
+def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+    head, body = config_table(rows)
+    lines = [
+        "# Comparison of trials",
+        "",
+        "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
+        "several. Drift, heading change, closing error, APE and relative error only from trials that completed "
+        "every planned lap (the trials column counts partial ones in brackets). Invalid trials (the machine's own "
+        "timing faults beyond the bounds) are counted but left out of every figure. Definitions: docs/analysis.md.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
+    head, body, _ = trial_table(trials)
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- {s}" for s in skipped]
     return lines
