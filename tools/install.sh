@@ -8,7 +8,7 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
-              iproute2 openssl python3-venv cmake gcc)
+              iproute2 openssl python3-venv cmake gcc chromium)
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"

@@ -24,6 +24,7 @@ from .metrics import METRICS_FILE, METRICS_VERSION, Metrics, metrics_from
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
+from .trajectoryfile import write_trajectory
 
 REPORT_FILE = "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
@@ -135,7 +136,9 @@ def _analyze(
     metrics["analysis_s"] = round(time.perf_counter() - started, 4)
     if not opts.write:
         return metrics
-    metrics["files"] = _write_series(out_dir, drift_series, latency_series)
+    metrics["files"] = _write_series(out_dir, drift_series, latency_series) + write_trajectory(
+        out_dir, plot_data
+    )
     if opts.export_tum and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]

@@ -22,6 +22,7 @@ from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 
 from .analyze import analyze_trial
+from .campaignpage import write_campaign_page
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
@@ -223,7 +224,8 @@ def compare_trials(
     _write_csv(out_dir / COMPARE_CSV, rows)
     (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped)) + "\n")
     drift_plot(out_dir / DRIFT_PNG, rows)
-    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG)]
+    page = write_campaign_page(out_dir, rows, trials, config_table(rows), trial_table(per_trial))
+    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG, *page)]
     return result
 
 
