@@ -147,3 +147,12 @@ def test_a_browser_renders_the_page_with_every_figure(campaign, tmp_path):
     colours = len(np.unique((pixels * 255).astype(np.uint8).reshape(-1, 3), axis=0))
     assert colours > 50, colours
     assert np.mean(pixels.min(axis=2) < 0.9) > 0.05
+
+
+def test_no_page_leaves_it_out(campaign, tmp_path):
+    from fieldtest.analysis.cli import compare_main
+
+    root, _, _ = campaign
+    assert compare_main([str(root / "runs"), "--out", str(tmp_path / "out"), "--no-page"]) == 0
+    assert (tmp_path / "out" / "compare.md").is_file()
+    assert not (tmp_path / "out" / "campaign.html").exists() and not (tmp_path / "out" / "figures").exists()

@@ -179,9 +179,12 @@ def compare_trials(
     out_dir: str | Path,
     reanalyze: bool = False,
     jobs: int | None = None,
+    page: bool = True,
     **analyze_kwargs,
 ) -> dict:
     """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}.
+
+    ``page``: also write the campaign page (campaign.html with its figures and tables).
 
     Trials without a current metrics.json (all with ``reanalyze``) are analysed first, without
     plots, in up to ``jobs`` processes (default: one per core).
@@ -224,8 +227,10 @@ def compare_trials(
     _write_csv(out_dir / COMPARE_CSV, rows)
     (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped)) + "\n")
     drift_plot(out_dir / DRIFT_PNG, rows)
-    page = write_campaign_page(out_dir, rows, trials, config_table(rows), trial_table(per_trial))
-    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG, *page)]
+    written = (
+        write_campaign_page(out_dir, rows, trials, config_table(rows), trial_table(per_trial)) if page else []
+    )
+    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG, *written)]
     return result
 
 
