@@ -186,30 +186,37 @@ class SquarePlan(BaseModel):
         return Schedule(seq, t, linear, angular)
 
     # Ideal path ---------------------------------------------------------------------------
-    def segment_start_poses(self) -> np.ndarray:
-        """Ideal (x, y, yaw) at the start of each segment and at the end: shape (n_segments + 1, 3)."""
+    def segment_start_poses(self, side_scale: float = 1.0, turn_scale: float = 1.0) -> np.ndarray:
+        """Ideal (x, y, yaw) at the start of each segment and at the end: shape (n_segments + 1, 3).
+
+        ``side_scale`` and ``turn_scale``: the path of a robot whose sides come out that many times as
+        long and whose turns that many times as large (a systematic odometry error; tests use it)."""
         poses = [(0.0, 0.0, 0.0)]
+        side = self.side_m * side_scale
         for seg in self.segments():
             x, y, yaw = poses[-1]
             if seg.kind == "side":
-                poses.append((x + self.side_m * math.cos(yaw), y + self.side_m * math.sin(yaw), yaw))
+                poses.append((x + side * math.cos(yaw), y + side * math.sin(yaw), yaw))
             else:
-                poses.append((x, y, yaw + seg.angular_rps * seg.duration_s))
+                poses.append((x, y, yaw + seg.angular_rps * seg.duration_s * turn_scale))
         return np.array(poses)
 
-    def ideal_pose(self, t_s: np.ndarray | float) -> np.ndarray:
-        """Ideal (x, y, yaw) at stream times, velocity changes taken as instantaneous: shape (n, 3)."""
+    def ideal_pose(
+        self, t_s: np.ndarray | float, side_scale: float = 1.0, turn_scale: float = 1.0
+    ) -> np.ndarray:
+        """Ideal (x, y, yaw) at stream times, velocity changes taken as instantaneous: shape (n, 3).
+        ``side_scale``, ``turn_scale``: as for ``segment_start_poses``."""
         t = np.atleast_1d(np.asarray(t_s, dtype=float))
         segs = self.segments()
         starts = np.array([s.start_s for s in segs])
-        poses = self.segment_start_poses()
+        poses = self.segment_start_poses(side_scale, turn_scale)
         idx = np.clip(np.searchsorted(starts, t, side="right") - 1, 0, len(segs) - 1)
         dt = np.clip(t - starts[idx], 0.0, np.array([s.duration_s for s in segs])[idx])
         before = t < self.start_delay_s
         dt = np.where(before, 0.0, dt)
         base = poses[idx]
-        lin = np.array([s.linear_mps for s in segs])[idx]
-        ang = np.array([s.angular_rps for s in segs])[idx]
+        lin = np.array([s.linear_mps for s in segs])[idx] * side_scale
+        ang = np.array([s.angular_rps for s in segs])[idx] * turn_scale
         x = base[:, 0] + lin * dt * np.cos(base[:, 2])
         y = base[:, 1] + lin * dt * np.sin(base[:, 2])
         yaw = base[:, 2] + ang * dt

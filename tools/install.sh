@@ -8,8 +8,8 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
-              iproute2 openssl python3-venv cmake gcc
-              openssh-server openssh-client)  # openssh: the two-machine rehearsal reaches its robot over sshd
+              iproute2 openssl python3-venv cmake gcc chromium
+              openssh-server openssh-client)  # openssh: the two-machine rehearsal reaches its robot over sshd; chromium: the campaign page test
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"

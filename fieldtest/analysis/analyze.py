@@ -14,7 +14,7 @@ import numpy as np
 from fieldtest.middleware.names import family
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
-from . import DEFAULT_MAX_GAP_S
+from . import DEFAULT_MAX_GAP_S, relative
 from . import ape as ape_mod
 from .drift import drift_metrics
 from .gaps import mocap_metrics
@@ -24,6 +24,7 @@ from .metrics import METRICS_FILE, METRICS_VERSION, Metrics, metrics_from
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
+from .trajectoryfile import write_trajectory
 
 REPORT_FILE = "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
@@ -131,13 +132,20 @@ def _analyze(
     metrics["ape"] = _jsonable(ape)
     if worker is not None:
         worker.send_ape(metrics["ape"])
+    metrics["relative"] = _jsonable(_relative(track, motion, data.plan, end_s))
     metrics["analysis_s"] = round(time.perf_counter() - started, 4)
     if not opts.write:
         return metrics
-    metrics["files"] = _write_series(out_dir, drift_series, latency_series)
+    metrics["files"] = _write_series(out_dir, drift_series, latency_series) + write_trajectory(
+        out_dir, plot_data
+    )
     if opts.export_tum and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]
+        if metrics["relative"]["available"]:
+            metrics["relative"]["tum_files"] = relative.export_rpe_tum(
+                track, motion, data.plan, end_s, out_dir
+            )
     if opts.plots:
         metrics["plots"] = _plots(worker, out_dir, plot_data)
     written = _write_metrics(out_dir / METRICS_FILE, metrics)
@@ -176,6 +184,13 @@ def _stack_sections(data: TrialData, clock, track, motion, drift, max_gap_s: flo
         else {"available": False, "reason": "no ground truth"}
     )
     return {"drift_causes": causes, "stack": stack_metrics(data, clock, causes, emulated)}
+
+
+def _relative(track, motion, plan, end_s) -> dict:
+    """Relative error per side, lap and more laps (evo's RPE; fieldtest.analysis.relative)."""
+    if end_s is None:
+        return {"available": False, "reason": "no motion start"}
+    return relative.relative_metrics(track, motion, plan, end_s)
 
 
 def _plots(worker: PlotWorker | None, out_dir: Path, plot_data: PlotData) -> list[str]:

@@ -57,14 +57,11 @@ def _xyzw(q_wxyz: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(q_wxyz[:, [1, 2, 3, 0]])
 
 
-def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
-    from evo import __version__ as evo_version
-    from evo.core import metrics, sync
+def evo_trajectories(t, est_xyz, est_q, ref_xyz, ref_q):
+    """(reference, estimate) as evo trajectories, associated by timestamp (quaternions x, y, z, w)."""
+    from evo.core import sync
     from evo.core.trajectory import PoseTrajectory3D
 
-    t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
-    if len(t) < 2:
-        return {"available": False, "reason": "fewer than two ground-truth poses in the motion window"}
     ref = PoseTrajectory3D(ref_xyz, _wxyz(ref_q), timestamps=t.copy())
     est = PoseTrajectory3D(est_xyz, _wxyz(est_q), timestamps=t.copy())
     ref, est = sync.associate_trajectories(ref, est)
@@ -75,6 +72,17 @@ def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) ->
     est = PoseTrajectory3D(
         poses_se3=_se3(est.positions_xyz, _xyzw(est.orientations_quat_wxyz)), timestamps=est.timestamps
     )
+    return ref, est
+
+
+def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
+    from evo import __version__ as evo_version
+    from evo.core import metrics
+
+    t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
+    if len(t) < 2:
+        return {"available": False, "reason": "fewer than two ground-truth poses in the motion window"}
+    ref, est = evo_trajectories(t, est_xyz, est_q, ref_xyz, ref_q)
     est.align_origin(ref)
     ape = metrics.APE(metrics.PoseRelation.translation_part)
     ape.process_data((ref, est))
@@ -96,7 +104,12 @@ def export_tum(
     """TUM files (stream seconds, full float precision) of the reference and the estimate."""
     t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
     paths = out_dir / REF_NAME, out_dir / EST_NAME
-    for path, xyz, q in ((paths[0], ref_xyz, ref_q), (paths[1], est_xyz, est_q)):
-        rows = np.column_stack([t, xyz, q])
-        np.savetxt(path, rows, fmt="%.17g", header="timestamp tx ty tz qx qy qz qw")
+    export_rows(paths[0], t, ref_xyz, ref_q)
+    export_rows(paths[1], t, est_xyz, est_q)
     return paths
+
+
+def export_rows(path: Path, t: np.ndarray, xyz: np.ndarray, q_xyzw: np.ndarray) -> None:
+    """One TUM file: stream seconds, position, quaternion x y z w (17 significant digits)."""
+    rows = np.column_stack([t, xyz, q_xyzw])
+    np.savetxt(path, rows, fmt="%.17g", header="timestamp tx ty tz qx qy qz qw")

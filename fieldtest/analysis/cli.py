@@ -192,7 +192,8 @@ def compare_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="fieldtest compare",
         description="Compare trials: one row per middleware x security x network with the median and spread "
-        "over repetitions (Markdown, CSV, JSON) and a bar plot of drift per configuration.",
+        "over repetitions (Markdown, CSV, JSON), a bar plot of drift per configuration, and campaign.html: "
+        "the campaign on one offline page, its figures as SVG and PDF and its tables as CSV and LaTeX.",
     )
     parser.add_argument("dirs", nargs="+", help="trial directories, or directories holding trial directories")
     parser.add_argument("--out", required=True, help="output directory")
@@ -202,6 +203,9 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument(
         "--jobs", type=int, help="processes analysing trials that need it (default: one per core)"
     )
+    parser.add_argument(
+        "--no-page", action="store_true", help="skip campaign.html and its figures and tables (faster)"
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     _ground_truth_options(parser, with_bag=False)
     args = parser.parse_args(argv)
@@ -209,7 +213,12 @@ def compare_main(argv: list[str]) -> int:
         from . import compare_trials
 
         result = compare_trials(
-            args.dirs, args.out, reanalyze=args.reanalyze, jobs=args.jobs, **_gt_kwargs(args)
+            args.dirs,
+            args.out,
+            reanalyze=args.reanalyze,
+            jobs=args.jobs,
+            page=not args.no_page,
+            **_gt_kwargs(args),
         )
     except FieldtestError:
         raise  # one line from the command line (fieldtest.cli)

@@ -22,9 +22,11 @@ from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 
 from .analyze import analyze_trial
+from .campaignpage import write_campaign_page
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
+from .trialfigures import lateness_values, relative_values
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
     "compare.md",
@@ -48,10 +50,16 @@ COLUMNS = (
     Column("heading_change", "heading change", "deg", True),
     Column("closing_error", "closing error", "mm", True),
     Column("ape_rmse", "APE RMSE", "mm", True),
+    Column("rpe_side", "RPE side", "mm", True),
+    Column("rpe_lap", "RPE lap", "mm", True),
+    Column("rel_side", "rel. error side", "%", True),
+    Column("rot_per_m", "rotation per m", "deg/m", True),
     Column("latency_median", "latency median", "ms", False),
     Column("latency_p99", "latency p99", "ms", False),
     Column("loss", "loss", "%", False),
     Column("jitter", "jitter", "ms", False),
+    Column("late", "late", "%", False),
+    Column("too_late", "too late", "%", False),
 )
 
 
@@ -105,6 +113,8 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
         "latency_p99": one_way.p99 if one_way else None,
         "loss": None if lat.loss_ratio is None else lat.loss_ratio * 100.0,
         "jitter": lat.jitter_ms,
+        **lateness_values(lat.lateness),
+        **relative_values(m.relative),
     }
     if not m.progress.complete:  # drift between lap 1 and an earlier last lap is not comparable
         values.update({c.key: None for c in COLUMNS if c.motion})
@@ -170,9 +180,12 @@ def compare_trials(
     out_dir: str | Path,
     reanalyze: bool = False,
     jobs: int | None = None,
+    page: bool = True,
     **analyze_kwargs,
 ) -> dict:
     """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}.
+
+    ``page``: also write the campaign page (campaign.html with its figures and tables).
 
     Trials without a current metrics.json (all with ``reanalyze``) are analysed first, without
     plots, in up to ``jobs`` processes (default: one per core).
@@ -215,7 +228,10 @@ def compare_trials(
     _write_csv(out_dir / COMPARE_CSV, rows)
     (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped)) + "\n")
     drift_plot(out_dir / DRIFT_PNG, rows)
-    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG)]
+    written = (
+        write_campaign_page(out_dir, rows, trials, config_table(rows), trial_table(per_trial)) if page else []
+    )
+    result["files"] = [str(out_dir / f) for f in (COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG, *written)]
     return result
 
 
@@ -243,7 +259,7 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
     fields = ["middleware", "security", "network", "trials", "partial"]
     for c in COLUMNS:
         fields += [
-            f"{c.key}_{c.unit.replace('%', 'percent')}_{s}"
+            f"{c.key}_{c.unit.replace('%', 'percent').replace('/', '_per_')}_{s}"
             for s in ("n", "median", "p25", "p75", "min", "max")
         ]
     with path.open("w", newline="") as f:
@@ -268,39 +284,32 @@ def _cell(s: dict, digits: int) -> str:
 
 
 def _digits(unit: str) -> int:
-    return {"mm": 1, "deg": 2, "ms": 2, "%": 2}.get(unit, 2)
+    return {"mm": 1, "deg": 2, "ms": 2, "%": 2, "deg/m": 3}.get(unit, 2)
 
 
-def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+def config_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(head, cells per configuration) as compare.md shows them: median (min-max)."""
     head = ["middleware", "security", "network", "trials"] + [f"{c.title} ({c.unit})" for c in COLUMNS]
-    lines = [
-        "# Comparison of trials",
-        "",
-        "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
-        "several. Drift, heading change, closing error and APE only from trials that completed every planned lap "
-        "(the trials column counts partial ones in brackets). Invalid trials (the machine's own timing faults "
-        "beyond the bounds) are counted but left out of every figure. Latency of twin trials is arrival minus send "
-        "time on the clock all their processes share; of lab trials, the NTP-style estimate. Definitions: "
-        "docs/analysis.md.",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + " --- |" * len(head),
-    ]
+    body = []
     for row in rows:
         trials_cell = str(row["trials"]) + (f" ({row['partial']} partial)" if row["partial"] else "")
         trials_cell += f" ({row['invalid']} invalid)" if row.get("invalid") else ""
         cells = [row["middleware"], row["security"], row["network"], trials_cell]
-        cells += [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
+        body.append(cells + [_cell(row["metrics"][c.key], _digits(c.unit)) for c in COLUMNS])
+    return head, body
+
+
+def trial_table(trials: list[dict]) -> tuple[list[str], list[list[str]], list[str]]:
+    """(head, cells per trial, the trials' directories in that order) as compare.md shows them."""
     head = ["trial", "middleware", "security", "network", "rep", "laps"] + [
         f"{c.title} ({c.unit})" for c in COLUMNS
     ]
-    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for t in sorted(
+    ordered = sorted(
         trials,
         key=lambda t: (_sort_key((t["middleware"], t["security"], t["network"])), t["repetition"], t["name"]),
-    ):
+    )
+    body = []
+    for t in ordered:
         cells = [
             t["name"]
             + (" (partial)" if t["partial"] else "")
@@ -311,8 +320,32 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
             str(t["repetition"]),
             str(t["laps_completed"]),
         ]
-        cells += ["n/a" if t[c.key] is None else f"{t[c.key]:.{_digits(c.unit)}f}" for c in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
+        body.append(
+            cells + ["n/a" if t[c.key] is None else f"{t[c.key]:.{_digits(c.unit)}f}" for c in COLUMNS]
+        )
+    return head, body, [t["dir"] for t in ordered]
+
+
+def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+    head, body = config_table(rows)
+    lines = [
+        "# Comparison of trials",
+        "",
+        "One row per middleware x security x network: median over the repetitions, (min-max) when there are "
+        "several. Drift, heading change, closing error, APE and relative error only from trials that completed "
+        "every planned lap (the trials column counts partial ones in brackets). Invalid trials (the machine's own "
+        "timing faults beyond the bounds) are counted but left out of every figure. Latency of twin trials is arrival "
+        "minus send time on the clock all their processes share; of lab trials, the NTP-style estimate. "
+        "Definitions: docs/analysis.md.",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+    ]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
+    head, body, _ = trial_table(trials)
+    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
     if skipped:
         lines += ["", "## Skipped", ""] + [f"- {s}" for s in skipped]
     return lines

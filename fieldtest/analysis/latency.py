@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .lateness import lateness_classes
 from .loading import TrialData
 from .metrics import SHARED_CLOCK
 from .plotdata import LatencySeries
@@ -140,9 +141,11 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
         mismatch = (host_sent >= 0) & (host_sent != rec.sent_ns[first])
         out["sent_stamp_mismatches"] = int(np.count_nonzero(mismatch))
 
-    received_host_ns = clock.to_host_ns(rec.received_ns[first])
-    one_way_s = (received_host_ns - rec.sent_ns[first].astype(float)) / 1e9
+    # integer stamps subtracted first: as floats, nanoseconds since the epoch are 256 ns apart
+    stamped_ns = rec.received_ns[first] - rec.sent_ns[first]
+    one_way_s = (stamped_ns + clock.offset_at(rec.received_ns[first]) * 1e9) / 1e9
     out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
+    out["lateness"] = lateness_classes(one_way_s[np.isin(seq, sent_seq)], len(lost), plan.tick_s)
     out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
     # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
     # the host's choice (seq n_ticks on), not jitter

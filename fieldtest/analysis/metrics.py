@@ -152,10 +152,54 @@ class Ape(Section):
 SHARED_CLOCK = "shared-clock"  # latency.clock.method where every process read one clock (the twin)
 
 
+class RelativeAt(Section):
+    """evo's RPE over pairs one distance of path apart; each figure a mapping rmse, mean, median, std,
+    min, max (docs/analysis.md, "Relative error")."""
+
+    name: str
+    distance_m: float
+    available: bool = False
+    reason: str = ""
+    pairs: int | None = None
+    translation_m: dict[str, float] | None = None
+    translation_pct: dict[str, float] | None = None
+    rotation_deg: dict[str, float] | None = None
+    rotation_deg_per_m: dict[str, float] | None = None
+
+
+class Relative(Section):
+    available: bool
+    reason: str = ""
+    tool: str = ""
+    distances: list[RelativeAt] = []
+    tum_files: list[str] = []
+
+    def at(self, name: str) -> RelativeAt | None:
+        """The figures at a named distance ("side", "lap", "2 laps", "4 laps") if computed."""
+        return next((d for d in self.distances if d.name == name and d.available), None)
+
+
 class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
     drift_ppm: float | None = None
+
+
+class Lateness(Section):
+    """Commands sent in ros2-performance's classes against the command period (docs/analysis.md)."""
+
+    period_ms: float
+    late_threshold_ms: float
+    too_late_threshold_ms: float
+    commands: int
+    on_time: int
+    late: int
+    too_late: int
+    lost: int
+    on_time_fraction: float | None = None
+    late_fraction: float | None = None
+    too_late_fraction: float | None = None
+    lost_fraction: float | None = None
 
 
 class Latency(Section):
@@ -175,6 +219,7 @@ class Latency(Section):
     one_way_live_ms: Stats | None = None
     interarrival_ms: Stats | None = None
     round_trip_ms: Stats | None = None
+    lateness: Lateness | None = None  # absent in files written before the classes
     faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
     # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
     ntp_estimate: dict[str, Any] | None = None
@@ -233,6 +278,7 @@ class Metrics(Section):
     motion: MotionStart
     drift: Drift
     ape: Ape
+    relative: Relative | None = None  # absent in files written before the relative error
     latency: Latency
     mocap: dict[str, Any] = {}
     faults: list[dict[str, Any]] = []

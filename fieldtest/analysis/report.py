@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .metrics import SHARED_CLOCK, Metrics, Stats
+from .reportsections import lateness_lines, link_line, relative_lines
 from .stackreport import causes_lines, stack_lines, validity_lines
 
 
@@ -34,7 +35,8 @@ def report_lines(m: Metrics) -> list[str]:
     if m.partial:
         lines += ["**Partial result:**", ""] + [f"- {r}" for r in m.partial_reasons] + [""]
     lines += validity_lines(m)
-    lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + _latency(m) + _mocap(m)
+    lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + relative_lines(m)
+    lines += _latency(m) + _mocap(m)
     lines += stack_lines(m) + _context(m)
     warnings = m.warnings + [f"(trial) {w}" for w in m.outcome.warnings]
     if warnings:
@@ -199,6 +201,7 @@ def _latency(m: Metrics) -> list[str]:
         _stats_row("inter-arrival", lat.interarrival_ms),
         _stats_row("round trip (clock probes)", lat.round_trip_ms),
         "",
+        *lateness_lines(m),
     ]
     if lat.lost_spans:
         spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat.lost_spans[:30])
@@ -282,9 +285,7 @@ def _context(m: Metrics) -> list[str]:
     o = m.outcome
     out = ["## Conditions", ""]
     if o.link:
-        out.append(
-            "Measured link before the trial: " + ", ".join(f"{k} {v}" for k, v in o.link.items()) + "."
-        )
+        out.append(link_line(o.link))
     if o.cpu:
         out += ([""] if len(out) > 2 else []) + [
             "| process | CPU s | CPU % of one core |",

@@ -59,6 +59,8 @@ class SynthSpec:
     body_yaw_offset_deg: float = 0.0  # driving direction minus rigid-body yaw
     last_lap_shift_m: tuple[float, float] = (0.0, 0.0)  # in the start frame
     last_lap_rotation_deg: float = 0.0  # about the start point
+    side_scale: float = 1.0  # every side driven this many times as long (a systematic error)
+    turn_scale: float = 1.0  # every turn this many times as large
     mocap_noise_m: float = 0.0
     lost_frames: list[tuple[float, float]] = field(
         default_factory=list
@@ -75,6 +77,7 @@ class SynthSpec:
     clock_drift_ppm: float = 0.0
     latency_s: float = 0.005  # minimum one-way latency
     latency_jitter_s: float = 0.0  # plus uniform [0, jitter) per command (seeded)
+    latency_of: dict[int, float] = field(default_factory=dict)  # seq -> its one-way latency, instead
     live_offset_error_s: float = 0.0  # error of the robot's own offset estimate
     lost_seqs: tuple[int, ...] = ()
     duplicated: tuple[tuple[int, float], ...] = ()  # (seq, s after its first copy): received twice
@@ -135,7 +138,7 @@ def true_pose(spec: SynthSpec, stream_s: np.ndarray) -> tuple[np.ndarray, np.nda
     plan_s = np.asarray(stream_s, dtype=float) - spec.motion_lag_s
     if spec.stop_after_s is not None:
         plan_s = np.minimum(plan_s, spec.stop_after_s)
-    ideal = plan.ideal_pose(plan_s)
+    ideal = plan.ideal_pose(plan_s, spec.side_scale, spec.turn_scale)
     f = last_lap_fraction(spec, plan_s, laps_driven(spec) if spec.stop_after_s is not None else plan.laps)
     theta = f * math.radians(spec.last_lap_rotation_deg)
     c, s = np.cos(theta), np.sin(theta)
@@ -249,6 +252,7 @@ def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[in
     for seq, sent_ns, lin, ang in sent:
         latency = spec.latency_s + (rng.uniform(0.0, spec.latency_jitter_s) if spec.latency_jitter_s else 0.0)
         latency += _span_sum(spec.latency_steps, (sent_ns - spec.stream_start_ns) / 1e9)
+        latency = spec.latency_of.get(seq, latency)
         if seq in lost:
             continue
         received_host = sent_ns + int(round(latency * 1e9))
