@@ -21,7 +21,13 @@ import sys
 import time
 from typing import Any
 
-from fieldtest.errors import FieldtestError
+try:
+    from fieldtest.errors import FieldtestError
+except ImportError:  # run as a plain script (``_self_command``: -S, stdlib only), where it is not caught
+
+    class FieldtestError(Exception):  # type: ignore[no-redef]
+        pass
+
 
 PROBE = struct.Struct("!IIQ")  # magic, seq, client send time (ns)
 ECHO_TAIL = struct.Struct("!QQ")  # server receive time, server send time (ns)
