@@ -1,4 +1,4 @@
-"""Compile the kit's small C helpers once per source version, into a per-user cache.
+"""Compile the kit's small C and C++ helpers once per source version, into a per-user cache.
 
 The name of each built file carries a hash of its source, so an edited source is rebuilt and
 concurrent processes never see half a file (it is compiled under a temporary name, then renamed).
@@ -32,19 +32,47 @@ def built_path(source: Path, suffix: str = "") -> Path:
 
 def build_c(source: Path, *, shared: bool = False, libs: tuple[str, ...] = ()) -> Path:
     """Compile ``source`` (an executable, or a shared library with ``shared``) unless built already."""
-    target = built_path(source, ".so" if shared else "")
-    if target.exists():
-        return target
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    if gcc is None:
-        raise BuildError(f"{source.name}: no C compiler (apt install gcc)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    flags = ["-shared", "-fPIC"] if shared else []
-    cmd = [gcc, "-O2", "-Wall", *flags, "-o", str(tmp), str(source), *(f"-l{lib}" for lib in libs)]
-    result = subprocess.run(cmd, capture_output=True, text=True)
+    flags = ["-O2", "-Wall", *(["-shared", "-fPIC"] if shared else [])]
+    return _compile(source, ("gcc", "cc"), flags, [f"-l{lib}" for lib in libs], ".so" if shared else "")
+
+
+def build_cxx(source: Path, *, pkg_config: tuple[str, ...] = ()) -> Path:
+    """Compile a C++17 program against the libraries pkg-config names (e.g. ns-3's modules)."""
+    flags = ["-O2", "-Wall", "-std=c++17", "-pthread"]
+    return _compile(source, ("g++", "c++"), flags, pkg_config_libs(source, pkg_config), "")
+
+
+def pkg_config_libs(source: Path, packages: tuple[str, ...]) -> list[str]:
+    """The ``-l`` flags of ``packages``. Only those: Debian's ns-3 .pc files also name absolute
+    library paths of -dev packages it does not depend on (libgsl.so), which the linker would
+    demand although the ns-3 libraries already carry them as their own dependencies."""
+    if not packages:
+        return []
+    if shutil.which("pkg-config") is None:
+        raise BuildError(f"{source.name}: pkg-config is missing (apt install pkg-config)")
+    result = subprocess.run(["pkg-config", "--libs", *packages], capture_output=True, text=True)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or ["(no message)"])[-1]
-        raise BuildError(f"{source}: gcc failed: {last}")
+        raise BuildError(f"{source.name}: {last}")
+    return list(dict.fromkeys(flag for flag in result.stdout.split() if flag.startswith("-l")))
+
+
+def _compile(
+    source: Path, compilers: tuple[str, ...], flags: list[str], link: list[str], suffix: str
+) -> Path:
+    target = built_path(source, suffix)
+    if target.exists():
+        return target
+    compiler = next((found for name in compilers if (found := shutil.which(name))), None)
+    if compiler is None:
+        raise BuildError(f"{source.name}: no compiler ({' or '.join(compilers)}; apt install {compilers[0]})")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+    cmd = [compiler, *flags, "-o", str(tmp), str(source), *link]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines() if "error" in line]
+        last = (errors or result.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise BuildError(f"{source}: {Path(compiler).name} failed: {last}")
     os.replace(tmp, target)
     return target

@@ -168,6 +168,10 @@ class _Network:
             else:
                 raise ProcessStartError(f"unknown fault kind {fault.get('kind')!r} (outage or profile)")
 
+    def link_simulator(self) -> dict | None:
+        """The ns-3 802.11 link's lag, CPU and frames by kind (None for other links)."""
+        return self.topo.simulator_record() if self.emulated else None
+
     def close(self) -> None:
         if self.topo is not None:
             self.topo.close()
@@ -381,12 +385,20 @@ def _mocap_stack_faults(procs: ProcessGroup) -> dict:
 
 
 def _finish_record(
-    trial_dir: Path, procs: ProcessGroup, reason: str, detail: str, link: dict, machine: dict | None = None
+    trial_dir: Path,
+    procs: ProcessGroup,
+    reason: str,
+    detail: str,
+    link: dict,
+    machine: dict | None = None,
+    link_simulator: dict | None = None,
 ) -> None:
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
     if machine:
         outcome.stack["machine"] = machine
+    if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
+        outcome.stack["link_simulator"] = link_simulator
     if mocap := _mocap_stack_faults(procs):
         outcome.stack["mocap"] = mocap
     if (probe := trial_dir / FORWARD_PROBE_FILE).exists():
@@ -491,7 +503,8 @@ def _run_in_network(
         reason, detail = "interrupted", _interruption(stop)
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
-        _finish_record(trial_dir, procs, reason, detail, link, monitor.stop() if monitor.started else None)
+        machine = monitor.stop() if monitor.started else None
+        _finish_record(trial_dir, procs, reason, detail, link, machine, net.link_simulator())
     return TrialResult(trial_dir, reason, detail)
 
 

@@ -118,3 +118,16 @@ def test_forwarder_command_carries_every_setting():
 def test_loss_tolerance_widens_for_bursty_loss():
     ge = GilbertElliott(p_pct=1, r_pct=25, loss_bad_pct=50)
     assert loss_tolerance(0.05, 200, ge) > loss_tolerance(0.05, 200) > loss_tolerance(0.05, 2000)
+
+
+def test_80211_profiles_name_their_model_and_refuse_configured_impairments():
+    far = get_profile("wifi-80211-far").wifi80211
+    near = get_profile("wifi-80211").wifi80211
+    assert far.distance_m > near.distance_m and far.nakagami_m == 1.0  # Rayleigh at the far one
+    assert "--standard=80211n" in far.program_args() and "--fading-m=1" in far.program_args()
+    user = load_profiles({"mine": {"extends": "wifi-80211", "wifi80211": {"distance_m": 30}}})["mine"]
+    assert user.wifi80211.distance_m == 30 and user.wifi80211.nakagami_m == near.nakagami_m
+    with pytest.raises(ProfileError, match="'bad': profile: .*leave out delay"):
+        load_profiles({"bad": {"extends": "wifi-80211", "delay_ms": 3}})
+    with pytest.raises(ProfileError, match="802.11a runs in 5 GHz, not 2.4 GHz"):
+        load_profiles({"bad": {"wifi80211": {"standard": "802.11a", "band_ghz": 2.4, "distance_m": 5}}})

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from fieldtest.analysis.stack import (
+    LINK_LAG_BOUND_MS,
     STACK_DRIFT_BOUND_M,
     STEAL_BOUND_PCT,
     STEAL_BURST_BOUND_PCT,
@@ -12,10 +13,13 @@ from fieldtest.analysis.stack import (
 )
 
 
-def _judge(machine: dict | None, stack_drift_m: float = 0.0002) -> dict:
+def _judge(machine: dict | None, stack_drift_m: float = 0.0002, link_simulator: dict | None = None) -> dict:
     """stack_metrics of a trial whose bags hold no commands (no timing errors): only the recorded
     stack figures and the drift split are judged."""
-    outcome = SimpleNamespace(stack={"machine": machine} if machine is not None else {})
+    stack = {"machine": machine} if machine is not None else {}
+    if link_simulator is not None:
+        stack["link_simulator"] = link_simulator
+    outcome = SimpleNamespace(stack=stack)
     data = SimpleNamespace(record=SimpleNamespace(outcome=outcome), commands=None, receipts=None)
     return stack_metrics(
         data, clock=None, causes={"available": True, "stack_m": stack_drift_m}, link_emulated=False
@@ -58,3 +62,38 @@ def test_steal_and_drift_are_judged_apart_and_both_reasons_given():
 def test_a_trial_without_a_machine_monitor_is_not_judged_on_steal():
     assert _judge(None)["valid"] is True
     assert _judge({})["valid"] is True
+
+
+def _simulator(p99_ms: float, max_ms: float, bound_ms: float | None) -> dict:
+    """What the ns-3 802.11 link records (fieldtest.netem.wifi80211.Wifi80211Link.record)."""
+    record = {
+        "lag_ms": {"samples": 30000, "p50": 0.05, "p90": 0.2, "p99": p99_ms, "max": max_ms},
+        "cpu_pct": 12.0,
+    }
+    return record | ({"lag_bound_ms": bound_ms} if bound_ms is not None else {})
+
+
+@pytest.mark.parametrize("bound_ms", [None, 0.5, 5.0])
+@pytest.mark.parametrize("factor", [0.0, 0.5, 0.99, 1.01, 2.0, 20.0])
+def test_a_link_simulator_behind_real_time_beyond_its_bound_makes_the_trial_invalid(factor, bound_ms):
+    bound = LINK_LAG_BOUND_MS if bound_ms is None else bound_ms
+    p99 = factor * bound
+    out = _judge(_machine(0.0, 0.0), link_simulator=_simulator(p99, 3 * p99, bound_ms))
+    assert out["valid"] is (factor <= 1)
+    assert out["link_simulator"]["lag_bound_ms"] == bound and out["link_simulator"]["cpu_pct"] == 12.0
+    if factor > 1:
+        assert out["invalid_reasons"] == [
+            f"the ns-3 802.11 link fell behind real time: lag p99 {p99:.1f} ms, max {3 * p99:.1f} ms "
+            f"(bound {bound:g} ms at p99)"
+        ]
+        assert "--parallel 1" in out["advice"]
+
+
+def test_a_single_late_wake_up_of_the_link_simulator_is_not_judged_a_fall_behind():
+    """One spike (the hypervisor's, judged by the steal bounds) leaves the 99th percentile alone."""
+    out = _judge(_machine(0.0, 0.0), link_simulator=_simulator(0.4, 40.0, None))
+    assert out["valid"] is True and out["link_simulator"]["lag_ms"]["max"] == 40.0
+
+
+def test_links_without_a_simulator_are_not_judged_on_lag():
+    assert _judge(_machine(0.0, 0.0))["link_simulator"] is None

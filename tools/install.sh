@@ -8,8 +8,10 @@ ROOT=$(pwd)
 VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
-              iproute2 openssl python3-venv cmake gcc chromium
-              openssh-server openssh-client)  # openssh: the two-machine rehearsal reaches its robot over sshd; chromium: the campaign page test
+              iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
+              openssh-server openssh-client)
+# openssh: the two-machine rehearsal reaches its robot over sshd; chromium: the campaign page test;
+# ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc)
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"
@@ -35,6 +37,8 @@ fi
 "$VENV/bin/python" -m pip install -q -e ".[dev]"
 # the userspace link emulator (used when the kernel has no netem); otherwise built on first use
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
+# the ns-3 802.11 link (about a minute of g++); otherwise built on first use of a wifi-80211 profile
+"$VENV/bin/python" -c "from fieldtest.netem.wifi80211 import build_wifi_link; build_wifi_link()" || echo "[install] note: wifi_link not built (needs libns3-dev, g++)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
 "$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
 # the MQTT transport's arrival stamps (poll wake-ups stamped in C)

@@ -26,6 +26,12 @@ MOCAP_SKIPPED_BOUND = 0.01
 # (docs/benchmarks.md, session 11: such trials made most of the stack drift's tail)
 STEAL_BOUND_PCT = 2.0
 STEAL_BURST_BOUND_PCT = 20.0
+# ... or when a simulated link (the ns-3 802.11 model) fell behind real time: its lag adds to the
+# delay of every frame in flight. The bound applies to the 99th percentile of its lag samples (one
+# per simulated millisecond and one per frame): behind by more than this for over 1 % of the time.
+# It is the profile's ``lag_bound_ms``; this default is the order of the 802.11 link's own one-way
+# delay near the access point (docs/networks.md)
+LINK_LAG_BOUND_MS = 2.0
 
 
 def _timing_errors(data: Any, clock: Any) -> dict[str, np.ndarray] | None:
@@ -85,6 +91,7 @@ def stack_metrics(data: Any, clock: Any, causes: dict[str, Any], link_emulated: 
         "robot": recorded.get("robot"),
         "mocap": recorded.get("mocap"),
         "forwarding": recorded.get("forwarding"),
+        "link_simulator": _simulator_summary(recorded.get("link_simulator")),
         "link_emulated": link_emulated,
     }
     errors = _timing_errors(data, clock)
@@ -116,6 +123,12 @@ def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
             f"{machine['steal_max_pct']:.0f} % in half a second; bounds {STEAL_BOUND_PCT:g} % and "
             f"{STEAL_BURST_BOUND_PCT:g} %)"
         )
+    if _simulator_behind(out.get("link_simulator")):
+        sim = out["link_simulator"]
+        reasons.append(
+            f"the ns-3 802.11 link fell behind real time: lag p99 {sim['lag_ms']['p99']:.1f} ms, max "
+            f"{sim['lag_ms']['max']:.1f} ms (bound {sim['lag_bound_ms']:g} ms at p99)"
+        )
     mocap = out.get("mocap") or {}
     if mocap.get("frames_generated"):
         share = mocap["frames_skipped_late"] / mocap["frames_generated"]
@@ -136,6 +149,20 @@ def _steal_exceeded(machine: dict[str, Any]) -> bool:
     ) > STEAL_BURST_BOUND_PCT
 
 
+def _simulator_summary(sim: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not sim:
+        return None
+    keys = ("lag_ms", "cpu_pct", "realtime", "error")
+    return {k: sim[k] for k in keys if k in sim} | {
+        "lag_bound_ms": sim.get("lag_bound_ms", LINK_LAG_BOUND_MS)
+    }
+
+
+def _simulator_behind(sim: dict[str, Any] | None) -> bool:
+    p99 = ((sim or {}).get("lag_ms") or {}).get("p99")
+    return p99 is not None and p99 > sim["lag_bound_ms"]
+
+
 def _advice(out: dict[str, Any]) -> str:
     machine = out.get("machine") or {}
     hints = []
@@ -147,5 +174,7 @@ def _advice(out: dict[str, Any]) -> str:
         hints.append(
             "other programs kept the cores busy: close them or run fewer trials at once (--parallel 1)"
         )
+    if _simulator_behind(out.get("link_simulator")):
+        hints.append("give the ns-3 link simulator a free core: run one trial at a time (--parallel 1)")
     hints.append("re-run the trial; invalid trials are kept but left out of comparisons")
     return "; ".join(hints)

@@ -102,23 +102,27 @@ class LinkForwarder:
         self._command("reset")
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        """Close stdin (linkfwd exits on end of input); kill it if it does not."""
-        if self.proc.poll() is None:
+        end_by_stdin(self.proc, timeout_s)
+
+
+def end_by_stdin(proc: subprocess.Popen, timeout_s: float) -> None:
+    """Close a link program's stdin (it exits on end of input), kill it if it does not, close its pipes."""
+    if proc.poll() is None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout_s)
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None and not stream.closed:
             try:
-                self.proc.stdin.close()
+                stream.close()
             except OSError:
                 pass
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=timeout_s)
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if stream is not None and not stream.closed:
-                try:
-                    stream.close()
-                except OSError:
-                    pass
 
 
 if __name__ == "__main__":  # build ahead of the first trial (tools/install.sh does the same)

@@ -203,11 +203,14 @@ def measure_link(
 FRAME_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP headers around a datagram's payload
 
 
-def sink(port: int, idle_s: float) -> None:
-    """Count blasted datagrams; after stdin closes, keep draining until idle, then report."""
+def sink(port: int, idle_s: float, group: str | None = None) -> None:
+    """Count blasted datagrams (sent to this node, or to multicast ``group``); after stdin closes,
+    keep draining until idle, then report."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.bind(("0.0.0.0", port))
+    if group is not None:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(group) + bytes(4))
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
     seqs: list[int] = []
     rx_ns: list[int] = []
@@ -277,22 +280,26 @@ def udp_blast(
     size: int = 200,
     interval_s: float = 0.0,
     idle_s: float = 0.5,
+    group: str | None = None,
 ) -> dict[str, Any]:
-    """One-way datagrams from ``a`` to ``b``: delivered fraction, loss bursts, arrival rate.
+    """One-way datagrams from ``a`` to ``b`` (to multicast ``group`` that ``b`` joins, if given):
+    delivered fraction, loss bursts, arrival rate.
 
     ``wire_kbit`` is the arrival rate counted in Ethernet frame bits, the unit of a profile's
     ``rate_kbit``; it is only meaningful when the sender outpaces the link.
     """
     module = _self_command()
     pipe = subprocess.PIPE
+    joins = ["--group", group] if group else []
     sink_proc = topo.run(
-        b, [*module, "sink", "--idle", str(idle_s)], stdin=pipe, stdout=pipe, stderr=pipe, text=True
+        b, [*module, "sink", "--idle", str(idle_s), *joins], stdin=pipe, stdout=pipe, stderr=pipe, text=True
     )
     try:
         header = sink_proc.stdout.readline()
         if not header:
             raise ProbeError(f"sink on {b} did not start: {sink_proc.stderr.read().strip()}")
-        argv = [*module, "blast", topo.address(b), str(json.loads(header)["port"]), "--count", str(count)]
+        target = group or topo.address(b)
+        argv = [*module, "blast", target, str(json.loads(header)["port"]), "--count", str(count)]
         argv += ["--size", str(size), "--interval", str(interval_s)]
         sender = topo.run(a, argv, stdout=pipe, stderr=pipe, text=True)
         out, err = sender.communicate(timeout=count * interval_s + 30)
@@ -338,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     snk = sub.add_parser("sink", help="count datagrams from 'blast' (reports when stdin closes)")
     snk.add_argument("--port", type=int, default=0)
     snk.add_argument("--idle", type=float, default=0.5)
+    snk.add_argument("--group", default=None, help="join this multicast group")
     bl = sub.add_parser("blast", help="send numbered datagrams")
     bl.add_argument("target")
     bl.add_argument("port", type=int)
@@ -348,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         serve(args.port)
     elif args.cmd == "sink":
-        sink(args.port, args.idle)
+        sink(args.port, args.idle, args.group)
     elif args.cmd == "blast":
         print(json.dumps(blast_send(args.target, args.port, args.count, args.size, args.interval)))
     else:

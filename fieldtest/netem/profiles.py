@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -71,6 +71,55 @@ class Direction(BaseModel):
         return 1.0 - (1.0 - random_loss) * (1.0 - burst_loss)
 
 
+# Which band each 802.11 amendment runs in (IEEE 802.11-2016: a = clause 17 OFDM, 5 GHz; g = clause
+# 18 ERP, 2.4 GHz; n = clause 19 HT, either band; ac = clause 21 VHT, 5 GHz only)
+STANDARD_BANDS: dict[str, tuple[float, ...]] = {
+    "802.11a": (5,),
+    "802.11g": (2.4,),
+    "802.11n": (2.4, 5),
+    "802.11ac": (5,),
+}
+
+
+class Wifi80211(BaseModel):
+    """An 802.11 link simulated by ns-3 (fieldtest/netem/ns3/wifi_link.cc): the wireless nodes are
+    stations of one access point; every figure the model uses comes from the standard or ns-3."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    standard: Literal["802.11a", "802.11g", "802.11n", "802.11ac"] = "802.11n"
+    band_ghz: Literal[2.4, 5] = 5
+    channel: int = Field(36, ge=1, le=196, description="channel number in the band (20 MHz wide)")
+    distance_m: float = Field(gt=0, le=1000, description="every station's distance to the access point")
+    path_loss_exponent: float = Field(
+        3.0, gt=0, le=8, description="log-distance exponent (ns-3 LogDistancePropagationLossModel default 3)"
+    )
+    nakagami_m: float | None = Field(
+        None, ge=0.5, le=20, description="Nakagami-m fading per frame (1: Rayleigh); None: no fading"
+    )
+    lag_bound_ms: float = Field(
+        2.0, gt=0, description="a trial is invalid when the simulator fell further behind real time"
+    )
+
+    @model_validator(mode="after")
+    def _band_fits_standard(self) -> Wifi80211:
+        if self.band_ghz not in STANDARD_BANDS[self.standard]:
+            bands = " or ".join(f"{b:g} GHz" for b in STANDARD_BANDS[self.standard])
+            raise ValueError(f"{self.standard} runs in {bands}, not {self.band_ghz:g} GHz")
+        return self
+
+    def program_args(self) -> list[str]:
+        """The simulation's arguments for wifi_link."""
+        args = [
+            f"--standard={self.standard.replace('.', '')}",
+            f"--band={self.band_ghz:g}".replace("2.4", "2"),
+            f"--channel={self.channel}",
+            f"--distance={self.distance_m:g}",
+            f"--exponent={self.path_loss_exponent:g}",
+        ]
+        return args + ([f"--fading-m={self.nakagami_m:g}"] if self.nakagami_m else [])
+
+
 class LinkProfile(BaseModel):
     """A named, documented link: per-direction impairments plus link-wide switches."""
 
@@ -88,6 +137,20 @@ class LinkProfile(BaseModel):
         "the router/broker gets its own leg too (docs/networks.md)",
     )
     reorder: bool = Field(False, description="True: jitter may reorder packets (as plain netem)")
+    wifi80211: Wifi80211 | None = Field(
+        None, description="simulate the wireless nodes' link with ns-3's 802.11 model instead"
+    )
+
+    @model_validator(mode="after")
+    def _simulated_or_configured(self) -> LinkProfile:
+        """An 802.11 link's delay, loss and rate come from the simulation, not from fields."""
+        if self.wifi80211 is not None and (
+            self.up != Direction() or self.down != Direction() or not self.multicast or self.reorder
+        ):
+            raise ValueError(
+                "wifi80211 simulates the link: leave out delay, jitter, loss, rate, multicast and reorder"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -156,6 +219,27 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "rate_kbit": 6_000,
         "queue_packets": 300,
     },
+    # ns-3's 802.11 model (docs/networks.md, "The 802.11 link"). Every station at the profile's
+    # distance from one access point: 802.11n (IEEE 802.11-2016 clause 19, HT) in the 5 GHz band,
+    # channel 36, 20 MHz, as a lab access point and the TurtleBot 4's Raspberry Pi (BCM43455,
+    # 802.11ac/n) support; log-distance loss with ns-3's default exponent 3.
+    "wifi-80211": {
+        "description": "Host and robot as stations of one 802.11n access point, 10 m away (ns-3 model).",
+        "source": "Scenario assumption: a lab arena about 10 m from the access point. Fading: Nakagami "
+        "m = 1.5, ns-3 NakagamiPropagationLossModel's default m0 for distances under 80 m. Everything "
+        "else from IEEE 802.11-2016 and ns-3's Wi-Fi model defaults (docs/networks.md).",
+        "wifi80211": {"standard": "802.11n", "band_ghz": 5, "distance_m": 10.0, "nakagami_m": 1.5},
+    },
+    "wifi-80211-far": {
+        "description": "The same access point far away: 24 m, Rayleigh fading (ns-3 model).",
+        "source": "Edge of reliable reception: the distance where the mean received power (ns-3 default "
+        "16.02 dBm transmit power, exponent 3, Friis 46.73 dB at 1 m for 5.18 GHz) is 10 dB above -82 dBm, "
+        "the minimum input sensitivity of the lowest rate (IEEE 802.11-2016, HT MCS 0 and OFDM 6 Mbit/s, "
+        "20 MHz); 10 dB is the Rayleigh fade margin that 90 % of frames clear (1 - exp(-0.1) = 9.5 % "
+        "fade deeper): 10^((16.02 - 46.73 + 72) / 30) = 24 m. Fading: Rayleigh (Nakagami m = 1), no "
+        "line of sight.",
+        "wifi80211": {"standard": "802.11n", "band_ghz": 5, "distance_m": 24.0, "nakagami_m": 1.0},
+    },
     "4g": {
         "description": "A machine on a 4G/LTE modem (edge-to-cloud style): one cellular leg.",
         "source": f"Orientation: {_ZHANG}: 4G rows 58.8 ms (DDS) and 72.1 ms (Zenoh-TCP) mean latency; "
@@ -179,6 +263,8 @@ def _build(name: str, spec: dict[str, Any], known: dict[str, LinkProfile], origi
         for side in ("up", "down"):
             merged[side] = {**merged[side], **{k: v for k, v in spec.items() if k in Direction.model_fields}}
             merged[side].update(spec.pop(side, None) or {})
+        if isinstance(merged.get("wifi80211"), dict) and isinstance(spec.get("wifi80211"), dict):
+            spec["wifi80211"] = {**merged["wifi80211"], **spec["wifi80211"]}  # override single fields
         spec = {**merged, **{k: v for k, v in spec.items() if k not in Direction.model_fields}}
     try:
         return LinkProfile.model_validate({**spec, "name": name})

@@ -34,6 +34,7 @@ from typing import Any
 from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import ForwarderError, LinkForwarder, build_forwarder
 from fieldtest.netem.profiles import Direction, LinkProfile, get_profile
+from fieldtest.netem.wifi80211 import Wifi80211Link
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ NAME_RE = re.compile(rf"^{PREFIX}-(\d+)-([0-9a-f]{{6}})-([a-z0-9_-]+)$")
 NODE_RE = re.compile(r"^[a-z0-9_-]{1,24}$")
 IFACE = "net0"
 BRIDGE = "br0"
+AP_PORT = "pap"  # the ns-3 access point's wired side on the switch bridge
 MULTICAST_NET = "224.0.0.0/4"
 
 
@@ -219,7 +221,7 @@ class NodeLink:
     node: str
     namespace: str
     address: str
-    port: str  # the node's interface name on the switch side
+    port: str  # the node's interface name on the switch side ("": an 802.11 station, via the AP)
     profile: LinkProfile | None  # None: a plain wired veth without emulation
     forwarder: LinkForwarder | None = None
     down: bool = False
@@ -227,6 +229,11 @@ class NodeLink:
     @property
     def emulated(self) -> bool:
         return self.profile is not None
+
+    @property
+    def station(self) -> bool:
+        """On the ns-3 802.11 link: a station of the simulated access point."""
+        return self.profile is not None and self.profile.wifi80211 is not None
 
 
 @dataclass(order=True)
@@ -286,7 +293,8 @@ class Topology:
     """An emulated lab network; use as ``with Topology("wifi", nodes=[...]) as topo:``.
 
     ``profile`` applies to the ``wireless`` nodes' links (robot by default); other nodes are
-    wired: a plain veth, or ``wired_profile`` if given. Built on construction; ``close()``
+    wired: a plain veth, or ``wired_profile`` if given. With an 802.11 profile (``wifi80211``) the
+    wireless nodes are stations of one access point simulated by ns-3, bridged to the wired ones. Built on construction; ``close()``
     (or leaving the ``with`` block, exiting, SIGTERM/SIGHUP) tears everything down.
     """
 
@@ -305,6 +313,10 @@ class Topology:
     ):
         self.profile = get_profile(profile, user_profiles)
         self.wired_profile = get_profile(wired_profile, user_profiles) if wired_profile is not None else None
+        if self.wired_profile is not None and self.wired_profile.wifi80211 is not None:
+            raise TopologyError(
+                f"wired_profile {self.wired_profile.name!r} is an 802.11 link: use it as profile"
+            )
         self._validate_nodes(nodes, wireless)
         self.backend, self.backend_reason = choose_backend(backend)
         self.base = _new_base()
@@ -318,6 +330,8 @@ class Topology:
         self._close_lock = threading.Lock()
         self._prev_handlers: dict[int, Any] = {}
         self._scheduler: _Scheduler | None = None
+        self.wifi_link: Wifi80211Link | None = None
+        self.wifi_final: dict[str, Any] = {}
         hosts = ipaddress.ip_network(subnet).hosts()
         cleanup_stale()
         self._install_teardown_hooks()
@@ -326,6 +340,7 @@ class Topology:
             for node in nodes:
                 link_profile = self.profile if node in wireless else self.wired_profile
                 self._build_node(node, str(next(hosts)), f"p{len(self.links)}", link_profile, subnet)
+            self._start_wifi80211()
             self._pin_neighbours()
         except BaseException:
             self.close()
@@ -361,22 +376,39 @@ class Topology:
         self._add_namespace(ns)
         link = NodeLink(node, ns, address, port, profile)
         self.links[node] = link
-        if profile is not None and self.backend == "userspace":
+        if link.station:  # its frames reach the switch through the simulated access point
+            link.port = ""
+            _ip("-n", ns, "tuntap", "add", "dev", IFACE, "mode", "tap")
+        elif profile is not None and self.backend == "userspace":
             _ip("-n", ns, "tuntap", "add", "dev", IFACE, "mode", "tap")
             _ip("-n", self.switch_ns, "tuntap", "add", "dev", port, "mode", "tap")
         else:
             _ip("-n", self.switch_ns, "link", "add", port, "type", "veth", "peer", "name", IFACE, "netns", ns)
-        _ip("-n", self.switch_ns, "link", "set", port, "master", BRIDGE)
+        if not link.station:
+            _ip("-n", self.switch_ns, "link", "set", port, "master", BRIDGE)
+            _ip("-n", self.switch_ns, "link", "set", port, "up")
         _run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{IFACE}.disable_ipv6=1"])
         prefix = ipaddress.ip_network(subnet).prefixlen
         _ip("-n", ns, "addr", "add", f"{address}/{prefix}", "dev", IFACE)
-        _ip("-n", self.switch_ns, "link", "set", port, "up")
         _ip("-n", ns, "link", "set", IFACE, "up")
         _ip("-n", ns, "route", "add", MULTICAST_NET, "dev", IFACE)
+        if link.station:
+            return
         if profile is not None and self.backend == "userspace":
             link.forwarder = LinkForwarder(ns, IFACE, self.switch_ns, port, seed=self._link_seed(node))
         if profile is not None:
             self._apply(link, profile)
+
+    def _start_wifi80211(self) -> None:
+        """One ns-3 simulation for all stations: they share the access point and its channel."""
+        stations = {n: (ln.namespace, IFACE) for n, ln in self.links.items() if ln.station}
+        if not stations:
+            return
+        _ip("-n", self.switch_ns, "tuntap", "add", "dev", AP_PORT, "mode", "tap")
+        _ip("-n", self.switch_ns, "link", "set", AP_PORT, "master", BRIDGE)
+        _ip("-n", self.switch_ns, "link", "set", AP_PORT, "up")
+        seed = None if self.seed is None else self.seed * 1000
+        self.wifi_link = Wifi80211Link(self.profile.wifi80211, stations, (self.switch_ns, AP_PORT), seed=seed)
 
     def _pin_neighbours(self) -> None:
         """Permanent ARP entries between the nodes: the first packets of a trial must not wait for
@@ -397,6 +429,11 @@ class Topology:
 
     # -- link control -------------------------------------------------------------------------
     def _apply(self, link: NodeLink, profile: LinkProfile) -> None:
+        if link.station or profile.wifi80211 is not None:
+            raise TopologyError(
+                f"node {link.node!r}: an 802.11 (ns-3) link cannot change profile during a trial; "
+                "give it as the trial's network"
+            )
         link.profile = profile
         if link.forwarder is not None:
             link.forwarder.apply(profile)
@@ -417,7 +454,9 @@ class Topology:
 
     def _set_down(self, link: NodeLink, down: bool) -> None:
         link.down = down
-        if link.forwarder is not None:
+        if link.station:
+            self.wifi_link.set_down(link.node, down)
+        elif link.forwarder is not None:
             link.forwarder.set_link(not down)
         else:
             self._netem_apply(link, link.profile, outage=down)
@@ -512,9 +551,13 @@ class Topology:
         """Forwarder counters per emulated node (userspace backend), e.g. drops and lateness."""
         return {n: ln.forwarder.stats() for n, ln in self.links.items() if ln.forwarder is not None}
 
+    def simulator_record(self) -> dict[str, Any] | None:
+        """The ns-3 802.11 link's figures (lag, CPU, frames by kind) for the trial record, or None."""
+        return self.wifi_link.record() if self.wifi_link is not None else None
+
     def describe(self) -> dict[str, Any]:
         """What the trial record stores about the network."""
-        return {
+        out = {
             "backend": self.backend,
             "backend_reason": self.backend_reason,
             "profile": self.profile.summary(),
@@ -523,11 +566,15 @@ class Topology:
                     "address": ln.address,
                     "namespace": ln.namespace,
                     "link": ln.profile.name if ln.profile else "wired (no emulation)",
+                    **({"wifi": "station"} if ln.station else {}),
                 }
                 for n, ln in self.links.items()
             },
             "faults": list(self.fault_log),
         }
+        if self.wifi_link is not None:
+            out["wifi80211"] = {"simulator": "ns-3", "access_point_port": AP_PORT, "pid": self.wifi_link.pid}
+        return out
 
     # -- teardown -----------------------------------------------------------------------------
     def __enter__(self) -> Topology:
@@ -572,6 +619,8 @@ class Topology:
         for link in self.links.values():
             if link.forwarder is not None:
                 link.forwarder.stop()
+        if self.wifi_link is not None:
+            self.wifi_final = self.wifi_link.stop()
         for ns in reversed(self._created):
             _kill_namespace_processes(ns)
             _ip("netns", "del", ns, check=False)

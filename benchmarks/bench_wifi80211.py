@@ -1,0 +1,137 @@
+"""Benchmark the ns-3 802.11 link against its configuration, beside the fast (forwarder) profiles.
+
+    sudo .venv/bin/python benchmarks/bench_wifi80211.py [--probes 200] [--datagrams 150]
+        [--profiles wifi-80211 wifi-80211-far wifi wifi-lossy] [--distances 15 30]
+
+Host and robot are stations of the simulated access point (the fast profiles put both on their
+profile too), the mocap node is wired. Per profile, in one run: unicast round trip and loss per
+datagram size (UDP echo), multicast delivery per datagram size (4000 B = three IP fragments, one
+frame each), and for ns-3 the frames' retries, the rate of group frames, airtime, the simulator's
+lag behind real time and its CPU (for the fast profiles the forwarders' CPU). Each row carries the
+machine's load and CPU steal over its own measurement. Figures only, no pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import psutil
+
+from fieldtest.machine import MachineMonitor, describe
+from fieldtest.netem import Topology, get_profile, measure_link, netns_available
+from fieldtest.netem.probe import udp_blast
+from fieldtest.netem.profiles import LinkProfile
+
+RTT_SIZES = (64, 512, 1400)
+MULTICAST_SIZES = (100, 1400, 4000)
+GROUP = "239.255.0.1"  # DDS SPDP
+NODES = ["host", "robot", "mocap"]
+STATIONS = ("host", "robot")
+
+
+def configuration(profile: LinkProfile) -> str:
+    w = profile.wifi80211
+    if w is None:
+        d = profile.up
+        return f"forwarder: {d.delay_ms:g} ms +- {d.jitter_ms:g} per direction, {d.expected_loss():.1%} loss per frame"
+    fading = "no fading" if w.nakagami_m is None else f"Nakagami m={w.nakagami_m:g}"
+    return f"ns-3: {w.standard} {w.band_ghz:g} GHz ch {w.channel}, {w.distance_m:g} m, exponent {w.path_loss_exponent:g}, {fading}"
+
+
+def link_cpu_seconds(topo: Topology) -> float:
+    """CPU time so far of the processes that make the link (ns-3 or the forwarders)."""
+    pids = (
+        [topo.wifi_link.pid]
+        if topo.wifi_link
+        else [ln.forwarder.pid for ln in topo.links.values() if ln.forwarder]
+    )
+    return sum(sum(psutil.Process(pid).cpu_times()[:2]) for pid in pids)
+
+
+def measure(profile: LinkProfile, probes: int, datagrams: int, seed: int) -> dict:
+    with Topology(profile, nodes=NODES, wireless=STATIONS, seed=seed) as topo, MachineMonitor() as monitor:
+        cpu0, t0 = link_cpu_seconds(topo), time.monotonic()
+        rtt = {
+            s: measure_link(topo, "host", "robot", count=probes, interval_s=0.01, size=s) for s in RTT_SIZES
+        }
+        mcast = {
+            s: udp_blast(topo, "host", "robot", count=datagrams, size=s, interval_s=0.01, group=GROUP)
+            for s in MULTICAST_SIZES
+        }
+        cpu = 100 * (link_cpu_seconds(topo) - cpu0) / (time.monotonic() - t0)
+        sim = topo.simulator_record()
+    return {"rtt": rtt, "mcast": mcast, "cpu_pct": cpu, "sim": sim, "machine": monitor.report()}
+
+
+def print_row(profile: LinkProfile, r: dict) -> None:
+    print(f"\n== {profile.name}: {configuration(profile)}")
+    for size, m in r["rtt"].items():
+        print(
+            f"  unicast {size:>5} B: RTT p50 {m['rtt_median_ms']:6.2f} ms  p99 {m['rtt_p99_ms']:6.2f} ms  "
+            f"loss {m['loss']:6.1%}"
+        )
+    for size, m in r["mcast"].items():
+        print(f"  multicast {size:>5} B: delivered {1 - m['loss']:6.1%}")
+    print(f"  link CPU {r['cpu_pct']:.1f} % of a core (measured from outside)")
+    sim = r["sim"]
+    if sim:
+        tx = sim["tx"]
+        for kind in ("unicast", "group_uplink", "group"):
+            k = tx.get(kind)
+            if k:
+                rates = ", ".join(
+                    f"{mode} {n}" for mode, n in sorted(k["modes"].items(), key=lambda x: -x[1])[:3]
+                )
+                sizes = ", ".join(
+                    f"{cls}: {v['retries'] / v['frames']:.2f}"
+                    for cls, v in sorted(k["by_size"].items())
+                    if v["frames"]
+                )
+                print(
+                    f"  {kind:<12} frames {k['frames']:>6}  retries/frame {k['retries'] / k['frames']:.2f} "
+                    f"({sizes})  airtime {100 * k['airtime_s'] / sim['wall_s']:.1f} %  rates: {rates}"
+                )
+        lag = sim["lag_ms"]
+        print(
+            f"  simulator: lag p50 {lag['p50']:.3f} / p99 {lag['p99']:.3f} / max {lag['max']:.1f} ms "
+            f"(bound {sim['lag_bound_ms']:g} ms at p99), CPU {sim['cpu_pct']:.1f} %, SCHED_FIFO {sim['realtime']}, "
+            f"MAC drops {sim['mac_drops'] or 'none'}, association repairs {sim['association_repairs']}, "
+            f"deassociations {sim['deassociations']}"
+        )
+    print(f"  {describe(r['machine'])}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--probes", type=int, default=200, help="round-trip probes per size (100/s)")
+    parser.add_argument("--datagrams", type=int, default=150, help="multicast datagrams per size (100/s)")
+    parser.add_argument(
+        "--profiles", nargs="+", default=["wifi-80211", "wifi-80211-far", "wifi", "wifi-lossy"]
+    )
+    parser.add_argument(
+        "--distances", nargs="*", type=float, default=[], help="extra wifi-80211-far distances (m)"
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    ok, reason = netns_available()
+    if not ok:
+        print(f"cannot run: {reason}", file=sys.stderr)
+        return 1
+    profiles = [get_profile(name) for name in args.profiles]
+    profiles += [
+        get_profile(
+            {"name": f"wifi-80211-{d:g}m", "extends": "wifi-80211-far", "wifi80211": {"distance_m": d}}
+        )
+        for d in args.distances
+    ]
+    for profile in profiles:
+        print_row(profile, measure(profile, args.probes, args.datagrams, args.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

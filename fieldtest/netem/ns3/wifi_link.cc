@@ -1,0 +1,588 @@
+/*
+ * wifi_link: one 802.11 basic service set simulated by ns-3 in real time, joined to Linux network
+ * namespaces through persistent TAP devices (fieldtest.netem.wifi80211 starts it; docs/networks.md).
+ *
+ *   wifi_link --stats=FILE [--standard=80211n --band=5 --channel=36 --distance=M --exponent=3
+ *             --fading-m=M (0: none) --seed=S --run=R] --sta=NAME:NETNS:TAP ... [--ap=NETNS:TAP]
+ *
+ * Every --sta is a station (STA) of one access point (AP); the AP's wired side is --ap, a TAP on
+ * the switch bridge, so wired nodes reach the stations through the AP as in a lab. Each STA's
+ * Wi-Fi MAC address is the TAP's own, so the kernel's frames leave the station unchanged (an
+ * 802.11 station cannot bridge other addresses without 4-address mode).
+ *
+ * stdin commands, one line each, answered with one line: "stats" (writes FILE, answers ok),
+ * "down NAME" / "up NAME" (the station drops all traffic / passes it again). End of stdin stops it
+ * (FILE is written once more). stdout's first line is "ready" once every station is associated.
+ */
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ns3/bridge-module.h"
+#include "ns3/core-module.h"
+#include "ns3/fd-net-device-module.h"
+#include "ns3/mobility-module.h"
+#include "ns3/network-module.h"
+#include "ns3/propagation-module.h"
+#include "ns3/realtime-simulator-impl.h"
+#include "ns3/wifi-module.h"
+
+using namespace ns3;
+
+namespace {
+
+struct LinkConfig {
+    std::string stats_path;
+    std::string standard = "80211n";
+    int band_ghz = 5;
+    int channel = 36;
+    double distance_m = 10.0;
+    double exponent = 3.0;
+    double fading_m = 0.0;
+    uint32_t seed = 1;
+    uint64_t run = 1;
+    double assoc_timeout_s = 20.0;
+    struct Port {
+        std::string name, netns, tap;
+    };
+    std::vector<Port> stations;
+    Port ap{"ap", "", ""};
+};
+
+struct KindStats {
+    uint64_t frames = 0, retries = 0, bytes = 0;
+    double airtime_s = 0;
+    std::map<std::string, uint64_t> modes;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> by_size;  // MPDU size class -> frames, retries
+};
+
+/* Size classes of an MPDU (bytes, MAC header and FCS included): the error model's frame-size
+ * dependence shows as more retries per frame in the larger class at the same distance. */
+const char *size_class(uint32_t bytes) {
+    return bytes <= 300 ? "le300" : bytes < 1000 ? "301-999" : "ge1000";
+}
+
+struct PortStats {
+    uint64_t from_kernel = 0, to_kernel = 0, to_kernel_group = 0, dropped_down = 0;
+};
+
+struct State {
+    LinkConfig cfg;
+    std::map<std::string, KindStats> tx;        // by kind: group, group_uplink, unicast, management, control
+    std::map<std::string, uint64_t> mac_drops;  // "<kind>:<reason>"
+    std::map<std::string, uint64_t> phy_rx_failures;  // by ns-3 failure reason
+    std::map<std::string, PortStats> ports;
+    std::map<std::string, std::atomic<bool>*> down;
+    std::vector<uint32_t> lag_us;
+    uint32_t associated = 0;  // stations that consider themselves associated
+    uint64_t deassociations = 0;
+    uint64_t association_repairs = 0;  // see repair_associations()
+    bool ready = false;
+    bool realtime = false;
+    std::string basic_mode;
+    std::mutex cmd_lock;
+    std::deque<std::string> commands;
+    std::atomic<bool> eof{false};
+    double wall_start = 0;
+};
+
+State g;
+
+double monotonic_s() {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void fail(const std::string &msg) {
+    std::cout << "error " << msg << std::endl;
+    std::cerr << "wifi_link: " << msg << std::endl;
+    std::exit(1);
+}
+
+/* Open a persistent TAP inside a namespace (the tun socket belongs to the namespace current at
+ * open()), read its MAC address there, and come back. Before ns-3 starts threads: setns is per thread. */
+int open_tap(const LinkConfig::Port &port, Mac48Address *mac) {
+    int home = open("/proc/self/ns/net", O_RDONLY);
+    std::string path = "/run/netns/" + port.netns;
+    int nsfd = open(path.c_str(), O_RDONLY);
+    if (home < 0 || nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0)
+        fail("cannot enter network namespace " + port.netns + ": " + strerror(errno));
+    int fd = open("/dev/net/tun", O_RDWR);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof ifr);
+    ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+    strncpy(ifr.ifr_name, port.tap.c_str(), IFNAMSIZ - 1);
+    if (fd < 0 || ioctl(fd, TUNSETIFF, &ifr) < 0)
+        fail("cannot attach to tap " + port.tap + " in " + port.netns + ": " + strerror(errno));
+    int sock = socket(AF_INET, SOCK_DGRAM, 0);
+    if (sock < 0 || ioctl(sock, SIOCGIFHWADDR, &ifr) < 0)
+        fail("cannot read the MAC address of " + port.tap + ": " + strerror(errno));
+    uint8_t raw[6];
+    memcpy(raw, ifr.ifr_hwaddr.sa_data, 6);
+    mac->CopyFrom(raw);
+    close(sock);
+    if (setns(home, CLONE_NEWNET) < 0) fail(std::string("cannot return to own namespace: ") + strerror(errno));
+    close(home);
+    close(nsfd);
+    return fd;
+}
+
+/* How far the simulation runs behind the wall clock (0 when on time); from association on. */
+void record_lag() {
+    if (!g.ready) return;
+    auto impl = DynamicCast<RealtimeSimulatorImpl>(Simulator::GetImplementation());
+    int64_t lag_ns = (impl->RealtimeNow() - Simulator::Now()).GetNanoSeconds();
+    g.lag_us.push_back(lag_ns > 0 ? static_cast<uint32_t>(std::min<int64_t>(lag_ns / 1000, UINT32_MAX)) : 0);
+}
+
+std::string frame_kind(const WifiMacHeader &hdr) {
+    if (hdr.IsCtl()) return "control";
+    if (hdr.IsMgt()) return "management";
+    if (hdr.GetAddr1().IsGroup()) return "group";  // the AP's group-addressed frame: no ACK, no retry
+    if (hdr.IsToDs() && hdr.GetAddr3().IsGroup()) return "group_uplink";  // STA -> AP leg: acknowledged
+    return "unicast";
+}
+
+/* Every PPDU on the air: frames, retries (the Retry bit of the MPDU header), rate and airtime by kind. */
+void on_tx_psdu(Ptr<WifiPhy> phy, WifiConstPsduMap psdus, WifiTxVector txv, double) {
+    Time airtime = WifiPhy::CalculateTxDuration(psdus, txv, phy->GetPhyBand());
+    bool first = true;
+    for (auto &[sta, psdu] : psdus) {
+        for (auto it = psdu->begin(); it != psdu->end(); ++it) {
+            const WifiMacHeader &hdr = (*it)->GetHeader();
+            KindStats &k = g.tx[frame_kind(hdr)];
+            if (first) k.airtime_s += airtime.GetSeconds();
+            first = false;
+            k.frames++;
+            k.bytes += (*it)->GetSize();
+            k.retries += hdr.IsRetry() ? 1 : 0;
+            auto &bin = k.by_size[size_class((*it)->GetSize())];
+            bin.first++;
+            bin.second += hdr.IsRetry() ? 1 : 0;
+            k.modes[txv.GetMode(sta).GetUniqueName()]++;
+        }
+    }
+}
+
+void on_mac_drop(WifiMacDropReason reason, Ptr<const WifiMpdu> mpdu) {
+    static const char *names[] = {"failed_enqueue", "expired_lifetime", "retry_limit", "qos_old_packet"};
+    g.mac_drops[frame_kind(mpdu->GetHeader()) + ":" + names[reason < 4 ? reason : 0]]++;
+}
+
+void on_rx_drop(Ptr<const Packet>, WifiPhyRxfailureReason reason) {
+    std::ostringstream name;
+    name << reason;
+    g.phy_rx_failures[name.str()]++;
+}
+
+void on_sta_assoc(Mac48Address) { g.associated++; }
+
+void on_sta_deassoc(Mac48Address) {
+    g.deassociations++;
+    if (g.associated) g.associated--;
+}
+
+/* Station glue: frames from the kernel go on the air from this station; frames the station
+ * receives (to it, or group-addressed) go to the kernel with their original addresses. */
+struct StationGlue {
+    std::string name;
+    Ptr<FdNetDevice> tap;
+    Ptr<WifiNetDevice> wifi;
+    std::atomic<bool> down{false};
+
+    bool from_kernel(Ptr<NetDevice>, Ptr<const Packet> p, uint16_t protocol, const Address &, const Address &to,
+                     NetDevice::PacketType) {
+        record_lag();
+        g.ports[name].from_kernel++;
+        if (down.load()) {
+            g.ports[name].dropped_down++;
+            return true;
+        }
+        wifi->Send(p->Copy(), to, protocol);
+        return true;
+    }
+
+    /* What the station's MAC hands up: frames to it and group-addressed ones, after duplicate
+     * detection. Taken from the MAC, not from a promiscuous device callback: that would make the
+     * MAC pass overheard frames through its duplicate filter too, whose per-sender sequence state
+     * then drops the AP's next frame to this station as a "duplicate" of one it sent to another. */
+    void from_air(Ptr<const Packet> packet, Mac48Address from, Mac48Address to) {
+        // the AP echoes our own group frames back to the BSS; a Linux station drops its own echo
+        if (from == Mac48Address::ConvertFrom(wifi->GetAddress())) return;
+        record_lag();
+        if (down.load()) {
+            g.ports[name].dropped_down++;
+            return;
+        }
+        Ptr<Packet> p = packet->Copy();
+        LlcSnapHeader llc;
+        p->RemoveHeader(llc);
+        g.ports[name].to_kernel++;
+        if (to.IsGroup()) g.ports[name].to_kernel_group++;
+        tap->SendFrom(p, from, to, llc.GetType());
+    }
+};
+
+std::string json_escape(const std::string &s) {
+    std::string out;
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+double percentile(std::vector<uint32_t> &v, double q) {
+    if (v.empty()) return 0;
+    size_t k = std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1)));
+    std::nth_element(v.begin(), v.begin() + k, v.end());
+    return v[k] / 1000.0;
+}
+
+void write_stats() {
+    std::ostringstream o;
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+    double wall = monotonic_s() - g.wall_start;
+    std::vector<uint32_t> lag = g.lag_us;
+    uint32_t lag_max = lag.empty() ? 0 : *std::max_element(lag.begin(), lag.end());
+    o << "{\"wall_s\": " << wall << ", \"sim_s\": " << Simulator::Now().GetSeconds() << ", \"cpu_s\": " << cpu
+      << ", \"cpu_pct\": " << (wall > 0 ? 100.0 * cpu / wall : 0.0) << ", \"lag_ms\": {\"samples\": " << lag.size()
+      << ", \"p50\": " << percentile(lag, 0.5) << ", \"p90\": " << percentile(lag, 0.9) << ", \"p99\": " << percentile(lag, 0.99)
+      << ", \"max\": " << lag_max / 1000.0 << "}, \"basic_mode\": \"" << g.basic_mode
+      << "\", \"realtime\": " << (g.realtime ? "true" : "false") << ", \"associated\": " << g.associated << ", \"deassociations\": " << g.deassociations
+      << ", \"association_repairs\": " << g.association_repairs << ", \"tx\": {";
+    bool first = true;
+    for (auto &[kind, k] : g.tx) {
+        o << (first ? "" : ", ") << "\"" << kind << "\": {\"frames\": " << k.frames << ", \"retries\": " << k.retries
+          << ", \"bytes\": " << k.bytes << ", \"airtime_s\": " << k.airtime_s << ", \"modes\": {";
+        bool m1 = true;
+        for (auto &[mode, n] : k.modes) {
+            o << (m1 ? "" : ", ") << "\"" << json_escape(mode) << "\": " << n;
+            m1 = false;
+        }
+        o << "}, \"by_size\": {";
+        m1 = true;
+        for (auto &[cls, fr] : k.by_size) {
+            o << (m1 ? "" : ", ") << "\"" << cls << "\": {\"frames\": " << fr.first << ", \"retries\": " << fr.second << "}";
+            m1 = false;
+        }
+        o << "}}";
+        first = false;
+    }
+    o << "}, \"mac_drops\": {";
+    first = true;
+    for (auto &[reason, n] : g.mac_drops) {
+        o << (first ? "" : ", ") << "\"" << reason << "\": " << n;
+        first = false;
+    }
+    o << "}, \"phy_rx_failures\": {";
+    first = true;
+    for (auto &[reason, n] : g.phy_rx_failures) {
+        o << (first ? "" : ", ") << "\"" << json_escape(reason) << "\": " << n;
+        first = false;
+    }
+    o << "}, \"ports\": {";
+    first = true;
+    for (auto &[name, p] : g.ports) {
+        o << (first ? "" : ", ") << "\"" << json_escape(name) << "\": {\"from_kernel\": " << p.from_kernel
+          << ", \"to_kernel\": " << p.to_kernel << ", \"to_kernel_group\": " << p.to_kernel_group
+          << ", \"dropped_down\": " << p.dropped_down << "}";
+        first = false;
+    }
+    o << "}}\n";
+    std::string tmp = g.cfg.stats_path + ".tmp";
+    std::ofstream(tmp) << o.str();
+    std::rename(tmp.c_str(), g.cfg.stats_path.c_str());
+}
+
+std::map<std::string, StationGlue *> g_glue;
+Ptr<WifiRemoteStationManager> g_ap_manager;
+
+/* When the ACK of an association response is lost, ns-3's access point marks the station as not
+ * associated while the station, which got the response, is: the access point then drops every
+ * unicast frame to it, for good. A real access point answers the station's next frame with a
+ * deauthentication and the station associates again (IEEE 802.11-2016: class 3 frame from a
+ * nonassociated station); ns-3 3.37 has no such recovery, so the access point's record is set
+ * to what the station knows, and each repair is counted. */
+void repair_associations() {
+    for (auto &[name, glue] : g_glue) {
+        auto sta = DynamicCast<StaWifiMac>(glue->wifi->GetMac());
+        Mac48Address addr = Mac48Address::ConvertFrom(glue->wifi->GetAddress());
+        if (sta->IsAssociated() && !g_ap_manager->IsAssociated(addr)) {
+            g_ap_manager->RecordGotAssocTxOk(addr);
+            g.association_repairs++;
+        }
+    }
+}
+
+std::string handle(const std::string &line) {
+    std::istringstream in(line);
+    std::string verb, name;
+    in >> verb >> name;
+    if (verb == "stats") {
+        write_stats();
+        return "ok";
+    }
+    if ((verb == "down" || verb == "up") && g_glue.count(name)) {
+        g_glue[name]->down.store(verb == "down");
+        return "ok";
+    }
+    return "error unknown command: " + line;
+}
+
+/* Every millisecond of simulated time: the lag sample, stdin commands, the end of input. */
+void tick() {
+    record_lag();
+    // every 100 ms: repair associations; ready once every station was associated at two checks
+    // in a row (the access point's retries of an association response end well within 100 ms)
+    static uint64_t ticks = 0;
+    static int settled = 0;
+    if (++ticks % 100 == 0) {
+        repair_associations();
+        settled = g.associated == g.cfg.stations.size() ? settled + 1 : 0;
+        if (!g.ready && settled >= 2) {
+            g.ready = true;
+            std::cout << "ready" << std::endl;
+        }
+    }
+    std::deque<std::string> pending;
+    {
+        std::lock_guard<std::mutex> lock(g.cmd_lock);
+        pending.swap(g.commands);
+    }
+    for (auto &line : pending) std::cout << handle(line) << std::endl;
+    if (g.eof.load()) {
+        Simulator::Stop();
+        return;
+    }
+    if (!g.ready && Simulator::Now().GetSeconds() > g.cfg.assoc_timeout_s)
+        fail("stations not associated with the access point after " + std::to_string(g.cfg.assoc_timeout_s) +
+             " s (too far for the lowest rate?)");
+    Simulator::Schedule(MilliSeconds(1), &tick);
+}
+
+void read_stdin() {
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        std::lock_guard<std::mutex> lock(g.cmd_lock);
+        g.commands.push_back(line);
+    }
+    g.eof.store(true);
+}
+
+LinkConfig::Port parse_port(const std::string &value, bool named) {
+    std::vector<std::string> parts;
+    std::stringstream ss(value);
+    std::string part;
+    while (std::getline(ss, part, ':')) parts.push_back(part);
+    if (parts.size() != (named ? 3u : 2u)) fail("bad port " + value + (named ? " (NAME:NETNS:TAP)" : " (NETNS:TAP)"));
+    return named ? LinkConfig::Port{parts[0], parts[1], parts[2]} : LinkConfig::Port{"ap", parts[0], parts[1]};
+}
+
+LinkConfig parse_args(int argc, char **argv) {
+    LinkConfig c;
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) != 0 || eq == std::string::npos) fail("bad argument " + arg + " (--key=value)");
+        std::string key = arg.substr(2, eq - 2), v = arg.substr(eq + 1);
+        if (key == "stats") c.stats_path = v;
+        else if (key == "standard") c.standard = v;
+        else if (key == "band") c.band_ghz = std::stoi(v);
+        else if (key == "channel") c.channel = std::stoi(v);
+        else if (key == "distance") c.distance_m = std::stod(v);
+        else if (key == "exponent") c.exponent = std::stod(v);
+        else if (key == "fading-m") c.fading_m = std::stod(v);
+        else if (key == "seed") c.seed = std::stoul(v);
+        else if (key == "run") c.run = std::stoull(v);
+        else if (key == "assoc-timeout") c.assoc_timeout_s = std::stod(v);
+        else if (key == "sta") c.stations.push_back(parse_port(v, true));
+        else if (key == "ap") c.ap = parse_port(v, false);
+        else fail("unknown argument --" + key);
+    }
+    if (c.stats_path.empty() || c.stations.empty()) fail("need --stats=FILE and at least one --sta=NAME:NETNS:TAP");
+    return c;
+}
+
+WifiStandard standard_of(const std::string &name) {
+    if (name == "80211a") return WIFI_STANDARD_80211a;
+    if (name == "80211g") return WIFI_STANDARD_80211g;
+    if (name == "80211n") return WIFI_STANDARD_80211n;
+    if (name == "80211ac") return WIFI_STANDARD_80211ac;
+    fail("unknown standard " + name + " (80211a, 80211g, 80211n, 80211ac)");
+    return WIFI_STANDARD_UNSPECIFIED;
+}
+
+/* Free-space loss at 1 m for the channel's centre frequency (Friis): the reference of the
+ * log-distance model, as ns-3's default 46.6777 dB is for 5.15 GHz. */
+double reference_loss_db(int band_ghz, int channel) {
+    double f_hz = band_ghz == 5 ? (5000.0 + 5.0 * channel) * 1e6 : (2407.0 + 5.0 * channel) * 1e6;
+    return 20.0 * std::log10(4.0 * M_PI * 1.0 * f_hz / 299792458.0);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    g.cfg = parse_args(argc, argv);
+    // SCHED_FIFO as the kit's other real-time processes (fieldtest.realtime: FIELDTEST_REALTIME=0
+    // turns it off); before any thread starts, so the FdNetDevice readers inherit it. The
+    // simulator sleeps between events, so it cannot starve the machine.
+    const char *rt_env = getenv("FIELDTEST_REALTIME");
+    sched_param sp{};
+    sp.sched_priority = 10;
+    g.realtime = !(rt_env && std::string(rt_env) == "0") && sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
+    const LinkConfig &cfg = g.cfg;
+    bool has_ap_port = !cfg.ap.netns.empty();
+
+    // Real time: ns-3's RealtimeSimulatorImpl (best effort: a late event runs at once, its lateness
+    // is the lag recorded); checksums on, as for any ns-3 run that exchanges frames with real hosts
+    GlobalValue::Bind("SimulatorImplementationType", StringValue("ns3::RealtimeSimulatorImpl"));
+    GlobalValue::Bind("ChecksumEnabled", BooleanValue(true));
+    RngSeedManager::SetSeed(cfg.seed);
+    RngSeedManager::SetRun(cfg.run);
+
+    std::vector<int> sta_fds;
+    std::vector<Mac48Address> sta_macs;
+    for (auto &port : cfg.stations) {
+        Mac48Address mac;
+        sta_fds.push_back(open_tap(port, &mac));
+        sta_macs.push_back(mac);
+    }
+    Mac48Address ap_tap_mac;
+    int ap_fd = has_ap_port ? open_tap(cfg.ap, &ap_tap_mac) : -1;
+
+    NodeContainer ap_node, sta_nodes;
+    ap_node.Create(1);
+    sta_nodes.Create(cfg.stations.size());
+
+    // One channel for the whole BSS (shared airtime: every PPDU occupies it for all stations).
+    // Loss: log-distance (ns-3 LogDistancePropagationLossModel; exponent per profile, reference
+    // loss Friis at 1 m for the channel) plus optional Nakagami-m fading (ns-3
+    // NakagamiPropagationLossModel, drawn independently per frame; m = 1 is Rayleigh).
+    YansWifiChannelHelper channel;
+    channel.SetPropagationDelay("ns3::ConstantSpeedPropagationDelayModel");
+    channel.AddPropagationLoss("ns3::LogDistancePropagationLossModel", "Exponent", DoubleValue(cfg.exponent),
+                               "ReferenceDistance", DoubleValue(1.0), "ReferenceLoss",
+                               DoubleValue(reference_loss_db(cfg.band_ghz, cfg.channel)));
+    if (cfg.fading_m > 0)
+        channel.AddPropagationLoss("ns3::NakagamiPropagationLossModel", "m0", DoubleValue(cfg.fading_m), "m1",
+                                   DoubleValue(cfg.fading_m), "m2", DoubleValue(cfg.fading_m));
+
+    YansWifiPhyHelper phy;
+    phy.SetChannel(channel.Create());
+    // Frame errors from SINR, modulation and the number of bits: ns-3 NistErrorRateModel (Pei and
+    // Henderson 2010, validated for the 802.11 OFDM modes); a frame's success chance is the
+    // chunk success rate over all its bits, so larger frames fail more often at the same SNR
+    phy.SetErrorRateModel("ns3::NistErrorRateModel");
+    // 20 MHz channel, primary 20 index 0 (ns-3 WifiPhy ChannelSettings {number, width, band, primary})
+    std::string band = cfg.band_ghz == 5 ? "BAND_5GHZ" : "BAND_2_4GHZ";
+    phy.Set("ChannelSettings", StringValue("{" + std::to_string(cfg.channel) + ", 20, " + band + ", 0}"));
+    // Transmit power 16.0206 dBm, noise figure 7 dB, RX sensitivity -101 dBm: ns-3 WifiPhy defaults
+
+    WifiHelper wifi;
+    WifiStandard standard = standard_of(cfg.standard);
+    wifi.SetStandard(standard);
+    // Rate control as Linux mac80211 does by default: Minstrel-HT for HT/VHT, Minstrel for legacy
+    // OFDM (ns-3 MinstrelHtWifiManager / MinstrelWifiManager). Retry limits are ns-3's defaults,
+    // the standard's dot11ShortRetryLimit 7 and dot11LongRetryLimit 4 (IEEE 802.11-2016 Annex C).
+    // Group-addressed frames: the lowest basic rate (ns-3 WifiRemoteStationManager NonUnicastMode
+    // default), no acknowledgement and so no retry (IEEE 802.11-2016: group addressed frames are
+    // not acknowledged); a station's group frame reaches the AP first as an acknowledged unicast.
+    bool ht = standard == WIFI_STANDARD_80211n || standard == WIFI_STANDARD_80211ac;
+    wifi.SetRemoteStationManager(ht ? "ns3::MinstrelHtWifiManager" : "ns3::MinstrelWifiManager");
+
+    // A-MPDU aggregation off (BE_MaxAmpduSize 0): every unicast MPDU is acknowledged on its own.
+    // With it on, a block-ack agreement that went wrong at the far distance stalled ns-3 3.37's
+    // link for good (88-100 % loss, no drop reported); the twin's frames (commands of about 100
+    // bytes at 20 Hz, discovery) would rarely be aggregated anyway.
+    Ssid ssid("fieldtest");
+    WifiMacHelper mac;
+    mac.SetType("ns3::StaWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
+    NetDeviceContainer sta_devs = wifi.Install(phy, mac, sta_nodes);
+    mac.SetType("ns3::ApWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
+    NetDeviceContainer ap_devs = wifi.Install(phy, mac, ap_node);
+
+    // AP at the origin; stations at the profile's distance, 1 m apart from each other (they hear
+    // each other: no hidden stations)
+    MobilityHelper mobility;
+    Ptr<ListPositionAllocator> pos = CreateObject<ListPositionAllocator>();
+    pos->Add(Vector(0, 0, 0));
+    for (size_t i = 0; i < cfg.stations.size(); i++) pos->Add(Vector(cfg.distance_m, static_cast<double>(i), 0));
+    mobility.SetPositionAllocator(pos);
+    mobility.SetMobilityModel("ns3::ConstantPositionMobilityModel");
+    mobility.Install(ap_node);
+    mobility.Install(sta_nodes);
+
+    FdNetDeviceHelper fd_helper;
+    std::vector<StationGlue *> glues;
+    for (size_t i = 0; i < cfg.stations.size(); i++) {
+        auto *glue = new StationGlue;
+        glue->name = cfg.stations[i].name;
+        glue->wifi = DynamicCast<WifiNetDevice>(sta_devs.Get(i));
+        glue->wifi->SetAddress(sta_macs[i]);
+        // the frame exchange manager keeps its own copy (set at install): it must ACK-match the new one
+        glue->wifi->GetMac()->GetFrameExchangeManager()->SetAddress(sta_macs[i]);
+        glue->tap = DynamicCast<FdNetDevice>(fd_helper.Install(sta_nodes.Get(i)).Get(0));
+        glue->tap->SetFileDescriptor(sta_fds[i]);
+        glue->tap->SetPromiscReceiveCallback(MakeCallback(&StationGlue::from_kernel, glue));
+        glue->wifi->GetMac()->SetForwardUpCallback(MakeCallback(&StationGlue::from_air, glue));
+        g.ports[glue->name] = PortStats();
+        g_glue[glue->name] = glue;
+        glues.push_back(glue);
+        Ptr<StaWifiMac> sta_mac = DynamicCast<StaWifiMac>(glue->wifi->GetMac());
+        sta_mac->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
+        sta_mac->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+    }
+    if (has_ap_port) {  // the AP bridges its BSS to the wired switch, as a lab AP does
+        Ptr<FdNetDevice> wired = DynamicCast<FdNetDevice>(fd_helper.Install(ap_node.Get(0)).Get(0));
+        wired->SetFileDescriptor(ap_fd);
+        BridgeHelper bridge;
+        NetDeviceContainer members(ap_devs.Get(0));
+        members.Add(wired);
+        bridge.Install(ap_node.Get(0), members);
+    }
+
+    g_ap_manager = DynamicCast<WifiNetDevice>(ap_devs.Get(0))->GetRemoteStationManager();
+
+    NetDeviceContainer all(ap_devs, sta_devs);
+    for (uint32_t i = 0; i < all.GetN(); i++) {
+        Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(all.Get(i));
+        dev->GetPhy()->TraceConnectWithoutContext("PhyTxPsduBegin", MakeBoundCallback(&on_tx_psdu, dev->GetPhy()));
+        dev->GetPhy()->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&on_rx_drop));
+        dev->GetMac()->TraceConnectWithoutContext("DroppedMpdu", MakeCallback(&on_mac_drop));
+    }
+    g.basic_mode = DynamicCast<WifiNetDevice>(ap_devs.Get(0))->GetRemoteStationManager()->GetNonUnicastMode().GetUniqueName();
+
+    std::thread(read_stdin).detach();
+    g.wall_start = monotonic_s();
+    Simulator::Schedule(MilliSeconds(1), &tick);
+    Simulator::Run();
+    write_stats();
+    Simulator::Destroy();
+    std::cout.flush();
+    std::_Exit(0);  // the stdin reader and FdNetDevice threads may still block in read()
+}
