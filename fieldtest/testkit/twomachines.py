@@ -53,7 +53,20 @@ NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
 # Machines share no memory: Fast DDS's shared-memory transport would join the namespaces through
 # /dev/shm (and fail between users), so every ROS process here speaks UDPv4 only (Fast DDS >= 2.13).
 FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-TOOLS = ("ssh", "ssh-keygen", "scp", "useradd", "userdel", "usermod", "runuser", "unshare", "mount")
+ROBOT_IMAGE_PASSWORD = "turtlebot4"  # the TurtleBot 4 image's ubuntu login (turtlebot4 user manual)
+TOOLS = (
+    "ssh",
+    "ssh-keygen",
+    "ssh-copy-id",
+    "scp",
+    "openssl",
+    "useradd",
+    "userdel",
+    "usermod",
+    "runuser",
+    "unshare",
+    "mount",
+)
 
 
 class TwoMachinesError(RuntimeError):
@@ -155,14 +168,14 @@ exec {ros_python_expr} -m fieldtest.labrun.planrun --rehearsal "$side" "$@"
 """
 
 
-def sshd_config(root: Path, address: str, user: str) -> str:
+def sshd_config(root: Path, address: str, user: str, passwords: bool = False) -> str:
     return f"""# sshd of the rehearsal's robot (fieldtest.testkit.twomachines)
 ListenAddress {address}
 Port 22
 HostKey {root}/ssh_host_ed25519_key
 PidFile {root}/sshd.pid
 UsePAM no
-PasswordAuthentication no
+PasswordAuthentication {"yes" if passwords else "no"}
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 PermitRootLogin no
@@ -219,19 +232,14 @@ class Lab:
             **FASTDDS_UDP_ONLY,
         }
 
-    def host(self, argv: list[str] | str, timeout_s: float = 600.0, **kwargs) -> subprocess.CompletedProcess:
-        """Run ``argv`` (or a bash script) as the lab user on the host machine."""
-        command = ["bash", "-c", argv] if isinstance(argv, str) else argv
-        as_user = [
-            "runuser",
-            "-u",
-            self.host_user.name,
-            "--",
-            "env",
-            "-i",
-            *_env_args(self.host_env()),
-            *command,
-        ]
+    def host(
+        self, argv: list[str] | str, timeout_s: float = 600.0, env: dict[str, str] | None = None, **kwargs
+    ) -> subprocess.CompletedProcess:
+        """Run ``argv`` (or a bash script, stopping at the first failing command) as the lab user on
+        the host machine; ``env`` adds to the lab user's environment."""
+        command = ["bash", "-e", "-c", argv] if isinstance(argv, str) else argv
+        environment = _env_args({**self.host_env(), **(env or {})})
+        as_user = ["runuser", "-u", self.host_user.name, "--", "env", "-i", *environment, *command]
         script = f'{expose_script(kit_paths(), self.root / "stage")} && exec "$@"'
         wrapped = self.topology.command(
             "host", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *as_user]
@@ -286,7 +294,6 @@ def _keys(lab: Lab) -> None:
     """The lab user's key pair and known_hosts, the robot's authorized_keys (what ssh-keygen,
     ssh-copy-id and a first interactive ssh leave behind)."""
     root, host, robot = lab.root, lab.host_user, lab.robot_user
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
     key = root / "lab_user_key"
     _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{host.name}@host", "-f", str(key)])
     host.write(".ssh/id_ed25519", key.read_text(), 0o600)
@@ -316,10 +323,10 @@ def _robot_filesystem(lab: Lab) -> Path:
     return opt
 
 
-def _start_sshd(lab: Lab, opt: Path) -> None:
+def _start_sshd(lab: Lab, opt: Path, passwords: bool = False) -> None:
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     config = lab.root / "sshd_config"
-    config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name))
+    config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name, passwords))
     _run([SSHD, "-t", "-f", str(config)])
     expose = expose_script(kit_paths(), lab.root / "stage")
     script = f"{expose} && mount --bind {opt} /opt && exec {SSHD} -D -e -f {config}"
@@ -371,9 +378,17 @@ def wait_for_ssh(lab: Lab, timeout_s: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def two_machines(
-    profile: str = "wifi", namespace: str = "/tb4", distro: str = "jazzy", rigid_body_id: int = 1
+    profile: str = "wifi",
+    namespace: str = "/tb4",
+    distro: str = "jazzy",
+    rigid_body_id: int = 1,
+    *,
+    fresh_login: bool = False,
+    hardware: bool = True,
 ) -> Iterator[Lab]:
-    """The host, the robot and the mocap PC as separate machines; everything removed on exit."""
+    """The host, the robot and the mocap PC as separate machines; everything removed on exit.
+    ``fresh_login``: the robot's login has the image's password and the lab user no key yet (the
+    guide's ssh set-up does the rest); ``hardware``: the simulated base and Motive."""
     missing = missing_tools()
     if missing:
         raise TwoMachinesError(
@@ -392,11 +407,18 @@ def two_machines(
         accounts.append(Account.create(f"ftlab{tag}"))
         accounts.append(Account.create(f"ftpi{tag}"))
         lab = Lab(topology, root, accounts[0], accounts[1], str(ros_python), namespace, distro)
-        _keys(lab)
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
+        if fresh_login:  # as a fresh TurtleBot 4 image: a password, no key of the lab user's yet
+            hashed = _run(["openssl", "passwd", "-6", ROBOT_IMAGE_PASSWORD]).stdout.strip()
+            _run(["usermod", "-p", hashed, lab.robot_user.name])
+        else:
+            _keys(lab)
         opt = _robot_filesystem(lab)
-        _start_sshd(lab, opt)
-        wait_for_ssh(lab)
-        _start_hardware(lab, rigid_body_id)
+        _start_sshd(lab, opt, passwords=fresh_login)
+        if not fresh_login:
+            wait_for_ssh(lab)
+        if hardware:
+            _start_hardware(lab, rigid_body_id)
         yield lab
     finally:
         if topology is not None:
