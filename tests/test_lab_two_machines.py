@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,11 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     on_robot = lab.robot_home_path(f"fieldtest/trials/{trial.name}")
     assert (on_robot / "robot_status.json").stat().st_uid == lab.robot_user.uid, report
     assert f"Accepted publickey for {lab.robot_user.name}" in lab.sshd_log()
+    # the runner stopped the robot's launch over ssh: nothing of the robot login's is left running
+    left = subprocess.run(
+        ["ps", "-o", "pid=,args=", "-u", lab.robot_user.name], capture_output=True, text=True
+    )
+    assert left.stdout.strip() == "", left.stdout
     if case == "mqtt-local-broker" and list(failed) == ["clock"]:
         assert record.outcome.end_reason == "error" and done.returncode == 1, report
         base = lab.base_status()
@@ -106,7 +112,7 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     assert failed == {}, checks
     ok = {c["check"] for c in checks if c["severity"] == "ok"}
     assert ok >= {"robot-link", "clock", "mocap", "create3", "battery"}, checks
-    # every command and the stop burst reached the robot's link monitor; collected over scp
+    # every command and the stop burst reached the robot's link monitor; collected over rsync/ssh
     n = record.request.plan.n_ticks()
     receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
     assert [r.seq for r in receipts] == list(range(n + 5))

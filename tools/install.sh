@@ -9,7 +9,7 @@ VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc
-              openssh-server openssh-client)  # openssh: the two-machine rehearsal reaches its robot over sshd
+              openssh-server openssh-client rsync)  # the two-machine rehearsal: its robot over sshd, collect by rsync
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"
