@@ -7,7 +7,6 @@ stand-in and the NatNet emulator as Motive at a third address (fieldtest.testkit
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 from pathlib import Path
 
@@ -15,10 +14,6 @@ import pytest
 
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
-
-KIT = Path(__file__).resolve().parents[1]
-# The rehearsal's nodes run on the ROS 2 wheels' Fast DDS, and rosbag2 is not among the wheels.
-NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 
 
 @pytest.fixture(scope="module")
@@ -34,35 +29,6 @@ def lab():
             yield machines
     except TwoMachinesError as exc:
         pytest.fail(str(exc), pytrace=False)
-
-
-def lab_campaign(source: str, lab) -> str:
-    """A shipped campaign with only its addresses changed, as the guide says (comments kept)."""
-    addresses = {
-        "host_address": lab.host_address,
-        "robot_address": lab.robot_address,
-        "router_address": lab.host_address,
-        "broker_address": lab.host_address,
-    }
-    text = (KIT / source).read_text()
-    for key, value in addresses.items():
-        text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
-        assert n == 1, f"{source}: {key} not found once"
-    name = Path(source).name
-    lab.host_user.write(f"campaigns/{name}", text)
-    return f"campaigns/{name}"
-
-
-def lab_run(lab, campaign: str, *extra: str):
-    argv = [
-        "fieldtest", "lab", "run", campaign, "--yes",
-        "--robot", lab.robot_login,
-        "--natnet-server", lab.mocap_address, "--natnet-local", lab.host_address, "--natnet-mode", "unicast",
-        "--runs-dir", "runs",
-        *(f"--host-arg={a}" for a in NODE_ARGS), *(f"--robot-arg={a}" for a in NODE_ARGS),
-        *extra,
-    ]  # fmt: skip
-    return lab.host(argv)
 
 
 def _trial_dirs(lab, campaign: str) -> list[Path]:
@@ -85,9 +51,9 @@ MQTT_CLOCK = "MQTT clock probes under Nagle (issue 24, breaker 5): the pre-fligh
 @pytest.mark.parametrize("case", list(CASES))
 def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     source, only = CASES[case]
-    campaign = lab_campaign(source, lab)
+    campaign = lab.campaign(source)
     packets_before, base_before = _link_packets(lab), lab.base_status()
-    done = lab_run(lab, campaign, *(["--only", only] if only else []))
+    done = lab.run(campaign, *(["--only", only] if only else []))
     report = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
     (trial,) = _trial_dirs(lab, Path(source).stem)
     record = read_trial(trial)

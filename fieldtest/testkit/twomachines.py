@@ -23,7 +23,11 @@
   a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
 
 ``Lab.host(argv)`` runs a command as the lab user on the host, with the environment a lab user
-has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command).
+has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command); ``Lab.campaign`` puts
+a shipped campaign file in the lab user's home with only its addresses changed, and ``Lab.run``
+runs ``fieldtest lab run`` on it against the robot and the mocap PC. From a shell (root):
+
+    python -m fieldtest.testkit.twomachines trials/rehearsal.yaml [--profile ethernet] [--out DIR]
 
 Needs root (namespaces, users, mounts), OpenSSH (``openssh-server``, tools/install.sh installs
 it) and the ROS 2 environment (.venv-ros, tools/install_ros.sh).
@@ -34,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -47,6 +52,8 @@ from pathlib import Path
 from fieldtest.netem.topology import Topology
 
 SSHD = "/usr/sbin/sshd"
+# The rehearsal's nodes run on the ROS 2 wheels' Fast DDS, and rosbag2 is not among the wheels.
+NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 KIT_ROOT = Path(__file__).resolve().parents[2]
 ROS_VENV = KIT_ROOT / ".venv-ros"
 NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
@@ -248,6 +255,35 @@ class Lab:
             wrapped, capture_output=True, text=True, timeout=timeout_s, cwd=self.host_user.home, **kwargs
         )
 
+    def campaign(self, source: str | Path) -> str:
+        """A shipped campaign copied to the lab user's home with only its four addresses changed,
+        as the guide says (comments kept); returns its path relative to that home."""
+        addresses = {
+            "host_address": self.host_address,
+            "robot_address": self.robot_address,
+            "router_address": self.host_address,
+            "broker_address": self.host_address,
+        }
+        path = Path(source) if Path(source).is_absolute() else KIT_ROOT / source
+        text = path.read_text()
+        for key, value in addresses.items():
+            text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
+            if n != 1:
+                raise TwoMachinesError(f"{source}: {key} is set {n} times, expected once")
+        self.host_user.write(f"campaigns/{path.name}", text)
+        return f"campaigns/{path.name}"
+
+    def run(self, campaign: str, *extra: str, runs_dir: str = "runs") -> subprocess.CompletedProcess:
+        """``fieldtest lab run`` as the lab user: the robot by ssh, Motive unicast on the mocap PC."""
+        argv = [
+            "fieldtest", "lab", "run", campaign, "--yes", "--robot", self.robot_login,
+            "--natnet-server", self.mocap_address, "--natnet-local", self.host_address,
+            "--natnet-mode", "unicast", "--runs-dir", runs_dir,
+            *(f"--host-arg={a}" for a in NODE_ARGS), *(f"--robot-arg={a}" for a in NODE_ARGS),
+            *extra,
+        ]  # fmt: skip
+        return self.host(argv)
+
     def robot_home_path(self, relative: str) -> Path:
         return self.robot_user.home / relative
 
@@ -426,3 +462,33 @@ def two_machines(
         for account in accounts:
             account.delete()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m fieldtest.testkit.twomachines", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("campaign", help="a campaign file; only its addresses are changed")
+    p.add_argument("--profile", default="wifi", help="the robot link's profile (wifi, ethernet, ...)")
+    p.add_argument("--out", default="trials/runs/two-machines", help="where the runs are copied to")
+    p.add_argument("lab_run_args", nargs="*", help="more `fieldtest lab run` arguments (after --)")
+    args = p.parse_args(argv)
+    try:
+        with two_machines(args.profile) as lab:
+            done = lab.run(lab.campaign(args.campaign), *args.lab_run_args)
+            sys.stdout.write(done.stdout)
+            sys.stderr.write(done.stderr)
+            runs = lab.host_user.home / "runs"
+            if runs.is_dir():
+                shutil.copytree(runs, args.out, dirs_exist_ok=True)
+                print(f"runs copied to {args.out}")
+            return done.returncode
+    except TwoMachinesError as exc:
+        print(f"two machines: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
