@@ -57,8 +57,9 @@ NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 KIT_ROOT = Path(__file__).resolve().parents[2]
 ROS_VENV = KIT_ROOT / ".venv-ros"
 NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
-# Machines share no memory: Fast DDS's shared-memory transport would join the namespaces through
-# /dev/shm (and fail between users), so every ROS process here speaks UDPv4 only (Fast DDS >= 2.13).
+# Machines share no memory, but /dev/shm is common to every namespace here; with Fast DDS's
+# shared-memory transport on, the robot login's nodes never heard the base run by another user in
+# the same namespace. So every ROS process here speaks UDPv4 only (Fast DDS >= 2.13 reads this).
 FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 ROBOT_IMAGE_PASSWORD = "turtlebot4"  # the TurtleBot 4 image's ubuntu login (turtlebot4 user manual)
 TOOLS = (
@@ -256,8 +257,8 @@ class Lab:
         )
 
     def campaign(self, source: str | Path) -> str:
-        """A shipped campaign copied to the lab user's home with only its four addresses changed,
-        as the guide says (comments kept); returns its path relative to that home."""
+        """A shipped campaign copied to the lab user's home with only its addresses changed (those
+        of the four it sets), as the guide says, comments kept; returns its path in that home."""
         addresses = {
             "host_address": self.host_address,
             "robot_address": self.robot_address,
@@ -268,7 +269,7 @@ class Lab:
         text = path.read_text()
         for key, value in addresses.items():
             text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
-            if n != 1:
+            if n > 1 or (n == 0 and key in ("host_address", "robot_address")):
                 raise TwoMachinesError(f"{source}: {key} is set {n} times, expected once")
         self.host_user.write(f"campaigns/{path.name}", text)
         return f"campaigns/{path.name}"
@@ -472,12 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("campaign", help="a campaign file; only its addresses are changed")
     p.add_argument("--profile", default="wifi", help="the robot link's profile (wifi, ethernet, ...)")
+    p.add_argument("--namespace", default="/tb4", help="the robot's ROBOT_NAMESPACE (the campaign's)")
     p.add_argument("--out", default="trials/runs/two-machines", help="where the runs are copied to")
-    p.add_argument("lab_run_args", nargs="*", help="more `fieldtest lab run` arguments (after --)")
-    args = p.parse_args(argv)
+    p.epilog = "Arguments after -- go to `fieldtest lab run` (e.g. -- --only dds --ros-distro jazzy)."
+    args, extra = p.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]
     try:
-        with two_machines(args.profile) as lab:
-            done = lab.run(lab.campaign(args.campaign), *args.lab_run_args)
+        with two_machines(args.profile, namespace=args.namespace) as lab:
+            done = lab.run(lab.campaign(args.campaign), *extra)
             sys.stdout.write(done.stdout)
             sys.stderr.write(done.stderr)
             runs = lab.host_user.home / "runs"
