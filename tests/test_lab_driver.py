@@ -4,6 +4,7 @@ the relay watchdog, the emergency stop, and the ssh scripts of the robot side (r
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import sys
@@ -238,7 +239,9 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
         proc = side.start("t1", args, log)
     try:
         assert _wait_for(out.exists, 10)
-        assert json.loads(out.read_text())["args"] == [f"{k}:={v}" for k, v in args.items()]
+        # a path under '~' arrives resolved by the robot's shell (the login's home), the rest as given
+        given = {k: os.path.expanduser(v) if v.startswith("~/") else v for k, v in args.items()}
+        assert json.loads(out.read_text())["args"] == [f"{k}:={v}" for k, v in given.items()]
         assert (tmp_path / "pi" / "t1" / "launch.pid").read_text().strip() == str(proc.pid)
         (tmp_path / "pi" / "t1" / "robot_status.json").write_text('{"probes_completed": 3}')
         assert side.read_json("t1", "robot_status.json") == {"probes_completed": 3}

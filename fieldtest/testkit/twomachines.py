@@ -23,7 +23,11 @@
   a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
 
 ``Lab.host(argv)`` runs a command as the lab user on the host, with the environment a lab user
-has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command).
+has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command); ``Lab.campaign`` puts
+a shipped campaign file in the lab user's home with only its addresses changed, and ``Lab.run``
+runs ``fieldtest lab run`` on it against the robot and the mocap PC. From a shell (root):
+
+    python -m fieldtest.testkit.twomachines trials/rehearsal.yaml [--profile ethernet] [--out DIR]
 
 Needs root (namespaces, users, mounts), OpenSSH (``openssh-server``, tools/install.sh installs
 it) and the ROS 2 environment (.venv-ros, tools/install_ros.sh).
@@ -34,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import re
 import secrets
 import shutil
 import subprocess
@@ -48,13 +53,29 @@ from fieldtest.errors import FieldtestError
 from fieldtest.netem.topology import Topology
 
 SSHD = "/usr/sbin/sshd"
+# The rehearsal's nodes run on the ROS 2 wheels' Fast DDS, and rosbag2 is not among the wheels.
+NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 KIT_ROOT = Path(__file__).resolve().parents[2]
 ROS_VENV = KIT_ROOT / ".venv-ros"
 NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
-# Machines share no memory: Fast DDS's shared-memory transport would join the namespaces through
-# /dev/shm (and fail between users), so every ROS process here speaks UDPv4 only (Fast DDS >= 2.13).
+# Machines share no memory, but /dev/shm is common to every namespace here; with Fast DDS's
+# shared-memory transport on, the robot login's nodes never heard the base run by another user in
+# the same namespace. So every ROS process here speaks UDPv4 only (Fast DDS >= 2.13 reads this).
 FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
-TOOLS = ("ssh", "ssh-keygen", "scp", "useradd", "userdel", "usermod", "runuser", "unshare", "mount")
+ROBOT_IMAGE_PASSWORD = "turtlebot4"  # the TurtleBot 4 image's ubuntu login (turtlebot4 user manual)
+TOOLS = (
+    "ssh",
+    "ssh-keygen",
+    "ssh-copy-id",
+    "scp",
+    "openssl",
+    "useradd",
+    "userdel",
+    "usermod",
+    "runuser",
+    "unshare",
+    "mount",
+)
 
 
 class TwoMachinesError(FieldtestError, RuntimeError):
@@ -156,14 +177,14 @@ exec {ros_python_expr} -m fieldtest.labrun.planrun --rehearsal "$side" "$@"
 """
 
 
-def sshd_config(root: Path, address: str, user: str) -> str:
+def sshd_config(root: Path, address: str, user: str, passwords: bool = False) -> str:
     return f"""# sshd of the rehearsal's robot (fieldtest.testkit.twomachines)
 ListenAddress {address}
 Port 22
 HostKey {root}/ssh_host_ed25519_key
 PidFile {root}/sshd.pid
 UsePAM no
-PasswordAuthentication no
+PasswordAuthentication {"yes" if passwords else "no"}
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 PermitRootLogin no
@@ -220,19 +241,14 @@ class Lab:
             **FASTDDS_UDP_ONLY,
         }
 
-    def host(self, argv: list[str] | str, timeout_s: float = 600.0, **kwargs) -> subprocess.CompletedProcess:
-        """Run ``argv`` (or a bash script) as the lab user on the host machine."""
-        command = ["bash", "-c", argv] if isinstance(argv, str) else argv
-        as_user = [
-            "runuser",
-            "-u",
-            self.host_user.name,
-            "--",
-            "env",
-            "-i",
-            *_env_args(self.host_env()),
-            *command,
-        ]
+    def host(
+        self, argv: list[str] | str, timeout_s: float = 600.0, env: dict[str, str] | None = None, **kwargs
+    ) -> subprocess.CompletedProcess:
+        """Run ``argv`` (or a bash script, stopping at the first failing command) as the lab user on
+        the host machine; ``env`` adds to the lab user's environment."""
+        command = ["bash", "-e", "-c", argv] if isinstance(argv, str) else argv
+        environment = _env_args({**self.host_env(), **(env or {})})
+        as_user = ["runuser", "-u", self.host_user.name, "--", "env", "-i", *environment, *command]
         script = f'{expose_script(kit_paths(), self.root / "stage")} && exec "$@"'
         wrapped = self.topology.command(
             "host", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *as_user]
@@ -240,6 +256,35 @@ class Lab:
         return subprocess.run(
             wrapped, capture_output=True, text=True, timeout=timeout_s, cwd=self.host_user.home, **kwargs
         )
+
+    def campaign(self, source: str | Path) -> str:
+        """A shipped campaign copied to the lab user's home with only its addresses changed (those
+        of the four it sets), as the guide says, comments kept; returns its path in that home."""
+        addresses = {
+            "host_address": self.host_address,
+            "robot_address": self.robot_address,
+            "router_address": self.host_address,
+            "broker_address": self.host_address,
+        }
+        path = Path(source) if Path(source).is_absolute() else KIT_ROOT / source
+        text = path.read_text()
+        for key, value in addresses.items():
+            text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
+            if n > 1 or (n == 0 and key in ("host_address", "robot_address")):
+                raise TwoMachinesError(f"{source}: {key} is set {n} times, expected once")
+        self.host_user.write(f"campaigns/{path.name}", text)
+        return f"campaigns/{path.name}"
+
+    def run(self, campaign: str, *extra: str, runs_dir: str = "runs") -> subprocess.CompletedProcess:
+        """``fieldtest lab run`` as the lab user: the robot by ssh, Motive unicast on the mocap PC."""
+        argv = [
+            "fieldtest", "lab", "run", campaign, "--yes", "--robot", self.robot_login,
+            "--natnet-server", self.mocap_address, "--natnet-local", self.host_address,
+            "--natnet-mode", "unicast", "--runs-dir", runs_dir,
+            *(f"--host-arg={a}" for a in NODE_ARGS), *(f"--robot-arg={a}" for a in NODE_ARGS),
+            *extra,
+        ]  # fmt: skip
+        return self.host(argv)
 
     def robot_home_path(self, relative: str) -> Path:
         return self.robot_user.home / relative
@@ -287,7 +332,6 @@ def _keys(lab: Lab) -> None:
     """The lab user's key pair and known_hosts, the robot's authorized_keys (what ssh-keygen,
     ssh-copy-id and a first interactive ssh leave behind)."""
     root, host, robot = lab.root, lab.host_user, lab.robot_user
-    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
     key = root / "lab_user_key"
     _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{host.name}@host", "-f", str(key)])
     host.write(".ssh/id_ed25519", key.read_text(), 0o600)
@@ -317,10 +361,10 @@ def _robot_filesystem(lab: Lab) -> Path:
     return opt
 
 
-def _start_sshd(lab: Lab, opt: Path) -> None:
+def _start_sshd(lab: Lab, opt: Path, passwords: bool = False) -> None:
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     config = lab.root / "sshd_config"
-    config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name))
+    config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name, passwords))
     _run([SSHD, "-t", "-f", str(config)])
     expose = expose_script(kit_paths(), lab.root / "stage")
     script = f"{expose} && mount --bind {opt} /opt && exec {SSHD} -D -e -f {config}"
@@ -372,9 +416,17 @@ def wait_for_ssh(lab: Lab, timeout_s: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def two_machines(
-    profile: str = "wifi", namespace: str = "/tb4", distro: str = "jazzy", rigid_body_id: int = 1
+    profile: str = "wifi",
+    namespace: str = "/tb4",
+    distro: str = "jazzy",
+    rigid_body_id: int = 1,
+    *,
+    fresh_login: bool = False,
+    hardware: bool = True,
 ) -> Iterator[Lab]:
-    """The host, the robot and the mocap PC as separate machines; everything removed on exit."""
+    """The host, the robot and the mocap PC as separate machines; everything removed on exit.
+    ``fresh_login``: the robot's login has the image's password and the lab user no key yet (the
+    guide's ssh set-up does the rest); ``hardware``: the simulated base and Motive."""
     missing = missing_tools()
     if missing:
         raise TwoMachinesError(
@@ -393,11 +445,18 @@ def two_machines(
         accounts.append(Account.create(f"ftlab{tag}"))
         accounts.append(Account.create(f"ftpi{tag}"))
         lab = Lab(topology, root, accounts[0], accounts[1], str(ros_python), namespace, distro)
-        _keys(lab)
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
+        if fresh_login:  # as a fresh TurtleBot 4 image: a password, no key of the lab user's yet
+            hashed = _run(["openssl", "passwd", "-6", ROBOT_IMAGE_PASSWORD]).stdout.strip()
+            _run(["usermod", "-p", hashed, lab.robot_user.name])
+        else:
+            _keys(lab)
         opt = _robot_filesystem(lab)
-        _start_sshd(lab, opt)
-        wait_for_ssh(lab)
-        _start_hardware(lab, rigid_body_id)
+        _start_sshd(lab, opt, passwords=fresh_login)
+        if not fresh_login:
+            wait_for_ssh(lab)
+        if hardware:
+            _start_hardware(lab, rigid_body_id)
         yield lab
     finally:
         if topology is not None:
@@ -405,3 +464,35 @@ def two_machines(
         for account in accounts:
             account.delete()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m fieldtest.testkit.twomachines", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("campaign", help="a campaign file; only its addresses are changed")
+    p.add_argument("--profile", default="wifi", help="the robot link's profile (wifi, ethernet, ...)")
+    p.add_argument("--namespace", default="/tb4", help="the robot's ROBOT_NAMESPACE (the campaign's)")
+    p.add_argument("--out", default="trials/runs/two-machines", help="where the runs are copied to")
+    p.epilog = "Arguments after -- go to `fieldtest lab run` (e.g. -- --only dds --ros-distro jazzy)."
+    args, extra = p.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]
+    try:
+        with two_machines(args.profile, namespace=args.namespace) as lab:
+            done = lab.run(lab.campaign(args.campaign), *extra)
+            sys.stdout.write(done.stdout)
+            sys.stderr.write(done.stderr)
+            runs = lab.host_user.home / "runs"
+            if runs.is_dir():
+                shutil.copytree(runs, args.out, dirs_exist_ok=True)
+                print(f"runs copied to {args.out}")
+            return done.returncode
+    except TwoMachinesError as exc:
+        print(f"two machines: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
