@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 
 from fieldtest.campaign import CampaignError, load_trials
@@ -70,18 +71,22 @@ def run_main(args: argparse.Namespace) -> int:
         return 2
     host_args, robot_args = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
     distro = args.ros_distro or campaign.lab.ros_distro
-    if args.standin:
+    if args.standin:  # the stand-in robot drives no base: the emergency stop goes over the link
         standin = (sys.executable, "-m", "fieldtest.labrun.standin")
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
-        estop = lambda request: zero_commands_over_transport(request)  # noqa: E731
-    else:
+        estop, robot_estop = (lambda request: zero_commands_over_transport(request)), ()
+    else:  # the robot's own e-stop first (RobotSide.estop), then ros2 topic pub from the host
         host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, robot_setup_script(distro)
-        estop = lambda request: ros2_zero_commands(request, distro, host_args)  # noqa: E731
+        estop, robot_estop = (
+            (lambda request: ros2_zero_commands(request, distro, host_args)),
+            RobotSide().estop,
+        )
     robot = RobotSide(
         shell=RemoteShell(args.robot),
         setup=args.robot_setup or setup,
         remote_root=args.remote_root,
         launch=robot_launch,
+        estop=robot_estop,
     )
     mocap = None
     if args.natnet_server:
@@ -107,9 +112,17 @@ def run_main(args: argparse.Namespace) -> int:
         analyse=not args.no_analyse,
         emergency_stop=estop,
     )
-    results = LabRunner(options).run_all(trials)
+    runner = LabRunner(options)
+    results = runner.run_all(trials)
+    return _campaign_exit(results, runner.interrupted, f"trials completed; results under {options.runs_dir}")
+
+
+def _campaign_exit(results: list, interrupted: bool, what: str) -> int:
+    """0 if every trial completed, 130 (as for SIGINT) after a stop signal, else 1."""
     done = sum(r.end_reason == "completed" for r in results)
-    print(f"{done}/{len(results)} trials completed; results under {options.runs_dir}")
+    print(f"{done}/{len(results)} {what}")
+    if interrupted:
+        return 130
     return 0 if results and done == len(results) else 1
 
 
@@ -136,14 +149,15 @@ def rehearse_main(args: argparse.Namespace) -> int:
         safety_override=args.safety_override,
         robot_without=tuple(args.robot_without),
     )
+    stop = threading.Event()
     try:
-        results = rehearse(trials, options, lab)
+        results = rehearse(trials, options, lab, stop=stop)
     except RehearsalError as exc:
         print(f"fieldtest lab rehearse: {exc}", file=sys.stderr)
         return 2
-    done = sum(r.end_reason == "completed" for r in results)
-    print(f"{done}/{len(results)} rehearsal trials completed; results under {options.runs_dir}")
-    return 0 if results and done == len(results) else 1
+    return _campaign_exit(
+        results, stop.is_set(), f"rehearsal trials completed; results under {options.runs_dir}"
+    )
 
 
 def launch_plan_main(args: argparse.Namespace) -> int:

@@ -23,7 +23,9 @@ from fieldtest.plan import SquarePlan, validation_message
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
-EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
+EndReason = Literal[
+    "completed", "host-stopped", "host-killed", "robot-exited", "interrupted", "error", "running"
+]
 
 
 class TrialFormatError(ValueError):
@@ -97,6 +99,9 @@ class TrialOutcome(BaseModel):
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)
+    # lab trials: the robot recording's end, clock sync state, offset source, arrival stamp
+    # (docs/trial-format.md, "Lab trials")
+    lab: dict[str, Any] = Field(default_factory=dict)
 
 
 class TrialRecord(BaseModel):
