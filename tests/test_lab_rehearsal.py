@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from fieldtest.campaign import load_trials
+from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.mqtt_standin import KEEP_NAGLE_ENV, STANDIN_BANNER, StandinConfigError, load_config
 from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
@@ -585,3 +585,44 @@ def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signa
     [base] = _base_statuses(tmp_path / "runs" / "rehearsal")
     assert not base["moving"] and base["trailing_zero_commands"] >= 1
     assert not _processes_under(tmp_path, "fieldtest")  # robot launch, nodes, simulated hardware
+
+
+# ------------------------------------------------------------------ safety: dry run, geofence
+
+
+@pytest.mark.parametrize("middleware", ["dds", "mqtt-local-broker"])
+def test_a_dry_run_streams_the_whole_plan_and_never_drives_the_base(tmp_path, middleware):
+    """The lab day's first step: real nodes, the real command path (bridges and broker too), every
+    command logged by the link monitor, and not one command at the base."""
+    result, base, messages = _rehearse(
+        tmp_path, side_args={"dry_run": "true"}, matrix={"middleware": [middleware]}, plan=ONE_LAP
+    )
+    assert result.end_reason == "completed", (result.detail, messages)
+    record = read_trial(result.trial_dir)
+    plan = record.request.plan
+    assert len({r.seq for r in _receipts(result.trial_dir) if r.seq < plan.n_ticks()}) == plan.n_ticks()
+    assert base["commands"] == 0 and base["pose"][:2] == [0.0, 0.0]
+    assert record.outcome.lab["dry_run"] is True
+    assert any(w.startswith("dry run: the base was not driven") for w in record.outcome.warnings)
+
+
+def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
+    """A 1 m first side against a fence at x = 0.3 m: the runner reads the live mocap, stops the
+    trial (host stop burst) as the rigid body crosses, and the base stops well short of the side."""
+    plan = {**SHORT_PLAN, "side_duration_s": 3.0, "laps": 1}
+    result, base, messages = _rehearse(tmp_path, plan=plan, geofence_m=[-0.3, 0.3, -0.3, 0.3])
+    assert result.end_reason == "geofence", (result.detail, messages)
+    assert "left the geofence" in result.detail and "x +0.3" in result.detail
+    assert any(line.startswith("  GEOFENCE: ") for line in messages)
+    assert not base["moving"] and 0.3 <= base["pose"][0] < 0.6, base  # a side would have reached 1 m
+    record = read_trial(result.trial_dir)
+    receipts = _receipts(result.trial_dir)
+    n = record.request.plan.n_ticks()
+    assert max(r.seq for r in receipts) == n + 4 and len([r for r in receipts if r.seq < n]) < n
+    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analysed
+
+
+def test_a_geofence_must_be_a_box(tmp_path):
+    source = _campaign(tmp_path, geofence_m=[0.5, -0.5, -1.0, 1.0])
+    with pytest.raises(CampaignError, match=r"geofence_m.*min < max"):
+        load_trials(source)

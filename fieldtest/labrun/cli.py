@@ -37,6 +37,14 @@ def _kv(items: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def _side_args(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """--host-arg / --robot-arg, plus dry_run on both sides for --dry-run."""
+    host, robot = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+    if args.dry_run:
+        host["dry_run"] = robot["dry_run"] = "true"
+    return host, robot
+
+
 def list_main(args: argparse.Namespace) -> int:
     campaign, trials = load_trials(args.campaign)
     print(f"{campaign.campaign}: {len(trials)} trials, order {campaign.order}")
@@ -69,7 +77,7 @@ def run_main(args: argparse.Namespace) -> int:
     campaign, trials = _selected_trials(args)
     if not trials:
         return 2
-    host_args, robot_args = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+    host_args, robot_args = _side_args(args)
     distro = args.ros_distro or campaign.lab.ros_distro
     if args.standin:  # the stand-in robot drives no base: the emergency stop goes over the link
         standin = (sys.executable, "-m", "fieldtest.labrun.standin")
@@ -134,13 +142,14 @@ def rehearse_main(args: argparse.Namespace) -> int:
     campaign, trials = _selected_trials(args)
     if not trials:
         return 2
+    host_args, robot_args = _side_args(args)
     options = LabOptions(
         runs_dir=Path(args.runs_dir) / campaign.campaign,
         ros_distro=args.ros_distro or campaign.lab.ros_distro,
         lab=campaign.lab,
         robot=RobotSide(),
-        host_args=_kv(args.host_arg, "--host-arg"),
-        robot_args=_kv(args.robot_arg, "--robot-arg"),
+        host_args=host_args,
+        robot_args=robot_args,
         analyse=not args.no_analyse,
     )
     lab = SimulatedLab(
@@ -217,6 +226,9 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     return 0
 
 
+DRY_RUN_HELP = "real nodes and command path, the base not driven (commands end at the link monitor)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fieldtest lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -251,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
     )
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=run_main)
 
     p = sub.add_parser(
@@ -274,6 +287,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--runs-dir", default="trials/runs")
     p.add_argument("--no-analyse", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=rehearse_main)
 
     p = sub.add_parser("launch-plan", help="show (and write) what a launch file would start")

@@ -140,6 +140,7 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         # battery reading) then goes through a second, plain ROS context.
         "base_plain_context": _base_outside_domain(cfg),
         "clock_source": cfg.clock_source,
+        "dry_run": cfg.dry_run,
         "clock_host": cfg.host_address,
         "clock_udp_port": cfg.clock_port,
     }

@@ -44,6 +44,7 @@ from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
 from fieldtest.labrun.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
 from fieldtest.labrun.clockstate import summary as clock_summary
 from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
+from fieldtest.labrun.geofence import MAX_UNTRACKED_S, Geofence
 from fieldtest.labrun.preflight import (
     CheckResult,
     MocapSnapshot,
@@ -80,7 +81,7 @@ POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
 # Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
-ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "interrupted")
+ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
 
 
 class AbortTrial(Exception):
@@ -419,7 +420,12 @@ class _Trial:
         self.runner.say("  GO")
         host = self.procs.procs["host"]
         limit = time.monotonic() + self.request.plan.total_s + HOST_MARGIN_S
+        fence = Geofence.from_settings(self.options.lab.geofence_m)
         while host.popen.poll() is None:
+            breach = self._geofence_breach(fence)
+            if breach:
+                self.runner.say(f"  GEOFENCE: {breach}: stopping the robot")
+                return "geofence", breach
             self.procs.sample_cpu()
             if time.monotonic() > limit:
                 raise AbortTrial(f"the host did not finish within the plan + {HOST_MARGIN_S:g} s")
@@ -431,6 +437,16 @@ class _Trial:
                 )
             self._wait(POLL_S)
         return host_end_reason(host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS))
+
+    def _geofence_breach(self, fence: Geofence | None) -> str:
+        """Why the trial must stop for the geofence ('' while the rigid body is inside, or no fence)."""
+        if fence is None or self.recorder is None:
+            return ""
+        latest = self.recorder.latest_position
+        if latest is None or time.monotonic() - latest[1] > MAX_UNTRACKED_S:
+            return f"the rigid body has not been tracked for over {MAX_UNTRACKED_S:g} s: the geofence cannot hold"
+        (x, y, _z), _ = latest
+        return fence.outside(x, y)
 
     # --- afterwards --------------------------------------------------------------------------
     def finish(self, reason: str, detail: str) -> None:
@@ -448,6 +464,9 @@ class _Trial:
         if host.get("stream_start_ns"):
             outcome.stream_start_ns = host["stream_start_ns"]
         outcome.lab["robot_recording"] = robot_recording(robot)
+        if _true(self.robot_args.get("dry_run", "")):
+            outcome.lab["dry_run"] = True
+            outcome.warnings.append("dry run: the base was not driven (the link monitor forwarded nothing)")
         outcome.lab.setdefault("clock_sync", {})["end"] = self.clock_sync()
         for key in ("clock_offset_source", "link_probe_offset_s", "link_probe_round_trip_s"):
             if key in robot:
@@ -492,7 +511,7 @@ class _Trial:
 
 # Launch arguments that must be the same on both sides: with relay on the robot only, the host would
 # drive the base directly on cmd_vel while the robot listens (and logs) on fieldtest/cmd_vel.
-BOTH_SIDES_ARGS = ("relay",)
+BOTH_SIDES_ARGS = ("relay", "dry_run")
 
 
 def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> None:
@@ -512,6 +531,10 @@ def preflight_refusal(report: dict[str, Any] | None) -> str:
         return ""
     failed = [f for f in report.get("findings", []) if f.get("severity") == "fail"]
     return "; ".join(f"{f.get('check')}: {f.get('detail')}" for f in failed) or "no-go"
+
+
+def _true(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes", "on")
 
 
 def robot_recording(status: dict[str, Any]) -> str:

@@ -82,9 +82,14 @@ class LabLaunch(BaseModel):
     # where the latency's clock offset is measured: over the trial's link, or plain UDP (labrun.udpclock)
     clock_source: Literal["link", "udp"] = "link"
     clock_port: int = Field(CLOCK_UDP_PORT, ge=1, le=65535)
+    # the base is not driven: the host streams on the relay's topic, the link monitor logs and does
+    # not forward (a rehearsal of the whole command path on the lab day; implies relay's topics)
+    dry_run: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> LabLaunch:
+        if self.dry_run:
+            self.relay = True  # commands on fieldtest/cmd_vel, which the base does not hear
         if self.middleware not in registry.names(lab=True):
             raise ValueError(
                 f"middleware: unknown {self.middleware!r} (choose from {', '.join(registry.names(lab=True))})"
@@ -179,6 +184,7 @@ LAUNCH_ARGUMENTS: dict[str, str] = {
     "mqtt_inject_timestamp": "bool",
     "base_namespace": "base_namespace",
     "clock_source": "clock_source",
+    "dry_run": "bool",
     "clock_port": "int",
 }
 AUTO = "auto"

@@ -24,7 +24,7 @@ from fieldtest.plan import SquarePlan, validation_message
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
 EndReason = Literal[
-    "completed", "host-stopped", "host-killed", "robot-exited", "interrupted", "error", "running"
+    "completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted", "error", "running"
 ]
 
 

@@ -17,6 +17,8 @@ Parameters (set by robot.launch.py):
   clock_source (str)       link: the latency's clock offset from the probes over the trial's link;
                            udp: from plain UDP probes to the host's square_driver (fieldtest.labrun.udpclock)
   clock_host (str), clock_udp_port (int)   where those UDP probes go
+  dry_run (bool)           listen on fieldtest/cmd_vel as with the relay, but forward nothing: the
+                           base is not driven
 
 The node initiates the clock probes (host answers) and writes a CommandReceipt per command and a
 ClockOffsetSample per probe into <trial_dir>/robot, in the robot's clock.
@@ -108,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd_type = _declare(node, "cmd_type", "twist_stamped")
     trial_dir = _declare(node, "trial_dir", "") or tempfile.mkdtemp(prefix="fieldtest-robot-")
     relay = bool(_declare(node, "relay", False))
+    dry_run = bool(_declare(node, "dry_run", False))
     relay_topic = "/" + _declare(node, "relay_topic", "cmd_vel").strip("/")
     relay_type = _declare(node, "relay_type", cmd_type)
     relay_silence_s = float(_declare(node, "relay_silence_s", 0.3))
@@ -140,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         message_class("sensor_msgs/msg/BatteryState"), battery_topic, on_battery, qos_profile_sensor_data
     )
     relay_fn = None
-    if relay:
+    if dry_run:
+        log.info(f"DRY RUN: logging {namespace}{RELAY_CMD_VEL_TOPIC}, nothing goes to the base")
+    elif relay:
         relay_transport = RclpyTransport(base_node, namespace, "default")
         relay_fn = _relay_function(
             relay_transport, relay_topic, relay_type, lambda: node.get_clock().now().nanoseconds
