@@ -80,6 +80,18 @@ class LabSettings(BaseModel):
     warn_only: list[str] = Field(default_factory=list, description="pre-flight checks that only warn")
     pause_between_trials_s: float = Field(0.0, ge=0, description="wait (or confirm) between trials")
     confirm_each_trial: bool = Field(True, description="ask before each trial (robot placed at the start?)")
+    geofence_m: list[float] | None = Field(
+        None,
+        description="[x_min, x_max, y_min, y_max] in Motive's world frame (m, Z up): the trial stops when "
+        "the rigid body leaves it (needs mocap)",
+    )
+
+    @field_validator("geofence_m")
+    @classmethod
+    def _box(cls, box: list[float] | None) -> list[float] | None:
+        if box is not None and (len(box) != 4 or not (box[0] < box[1] and box[2] < box[3])):
+            raise ValueError(f"expected [x_min, x_max, y_min, y_max] with min < max, got {box}")
+        return box
 
 
 class Campaign(BaseModel):

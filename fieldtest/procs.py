@@ -8,6 +8,8 @@ and the signal handling inside each of them.
 - ``lease_dds_domain``: a DDS domain id no other run on this machine uses while the lease is held.
 - ``stop_on_signals``, ``signals_set``, ``signal_exit_code``, ``watch_parent``: inside a trial
   process, stop cleanly on SIGTERM/SIGINT or when the parent is gone.
+- ``run_stop_event``, ``interruption``: a runner (twin or lab) stops its trials on SIGINT, SIGTERM
+  or SIGHUP alike.
 
 Standard library only at import (psutil on first CPU sample): the ROS nodes on the robot import
 this module without the kit's full dependency set.
@@ -479,6 +481,42 @@ def dump_stacks(popen: subprocess.Popen, wait_s: float = 1.0) -> None:
     with contextlib.suppress(ProcessLookupError):
         popen.send_signal(STACK_DUMP_SIGNAL)
         time.sleep(wait_s)
+
+
+# Ctrl-C, and what else ends a run from outside (`kill`, `timeout`, a closed terminal, a cancelled
+# CI job): the twin runner and the lab runner stop every trial the same way on each of them.
+RUN_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def run_stop_event(event: threading.Event | None = None) -> Iterator[threading.Event]:
+    """``event`` (or a new one), set by the stop signals (main thread only; elsewhere a plain
+    event); ``event.received`` lists the signals. A signal the run was told to ignore stays
+    ignored: SIGHUP under nohup, SIGINT in a background job."""
+    event = threading.Event() if event is None else event
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
+    outer: list[int] = getattr(event, "received", [])  # nested (a runner inside a runner): one list
+    with signals_set(
+        event, [s for s in RUN_STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN]
+    ) as received:
+        received[:0] = outer
+        event.received = received  # type: ignore[attr-defined]
+        try:
+            yield event
+        finally:
+            outer[len(outer) :] = received[len(outer) :]
+            event.received = outer  # type: ignore[attr-defined]
+
+
+def interruption(stop: threading.Event | None) -> str:
+    """What ended the run early: Ctrl-C, or the signal the runner received (``stop.received``)."""
+    received = getattr(stop, "received", None) or [signal.SIGINT]
+    if received[0] == signal.SIGINT:
+        return "interrupted by the user (Ctrl-C)"
+    return f"interrupted by {signal.Signals(received[0]).name}"
 
 
 def signal_exit_code(stop: threading.Event) -> int:

@@ -31,8 +31,9 @@ from fieldtest.procs import (
     ProcessGroup,
     ProcessStartError,
     free_port,
+    interruption,
     lease_dds_domain,
-    stop_on_signals,
+    run_stop_event,
 )
 from fieldtest.record import (
     ANALYSIS_DIR,
@@ -352,14 +353,6 @@ def _wait_for_host(
     progress(1.0)
 
 
-def _interruption(stop: threading.Event | None) -> str:
-    """What ended the run early: Ctrl-C, or the signal the runner received (``stop.received``)."""
-    received = getattr(stop, "received", None) or [signal.SIGINT]
-    if received[0] == signal.SIGINT:
-        return "interrupted by the user (Ctrl-C)"
-    return f"interrupted by {signal.Signals(received[0]).name}"
-
-
 def _end_reason(host_code: int | None) -> tuple[str, str]:
     if host_code == 0:
         return "completed", ""
@@ -500,7 +493,7 @@ def _run_in_network(
     except ProcessStartError as exc:
         reason, detail = "error", str(exc)
     except KeyboardInterrupt:
-        reason, detail = "interrupted", _interruption(stop)
+        reason, detail = "interrupted", interruption(stop)
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         machine = monitor.stop() if monitor.started else None
@@ -573,22 +566,9 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
 
 
-# Ctrl-C, and what else ends a run from outside (`kill`, `timeout`, a closed terminal, a cancelled
-# CI job): each stops every trial the same way, the host first with its stop burst.
-RUN_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _run_stop_event() -> contextlib.AbstractContextManager[threading.Event]:
-    """An event the stop signals set (main thread only; elsewhere a plain event). A signal the
-    run was told to ignore stays ignored: SIGHUP under nohup, SIGINT in a background job."""
-    if threading.current_thread() is not threading.main_thread():
-        return contextlib.nullcontext(threading.Event())
-    return stop_on_signals([s for s in RUN_STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN])
-
-
 def _run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.Event) -> list[TrialResult]:
     """Run trials side by side (one thread each), with one progress bar per trial. ``stop`` (Ctrl-C,
-    SIGTERM or SIGHUP: ``_run_stop_event``) stops every trial (each host sends its stop burst);
+    SIGTERM or SIGHUP: ``procs.run_stop_event``) stops every trial (each host sends its stop burst);
     returns what they recorded."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
@@ -613,7 +593,7 @@ def _run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.
             _, pending = wait(pending, timeout=0.2)
             if stop.is_set() and not announced:
                 bar.console.print(
-                    f"{_interruption(stop)}: stopping every trial (the hosts send their stop bursts) ..."
+                    f"{interruption(stop)}: stopping every trial (the hosts send their stop bursts) ..."
                 )
                 announced = True
         return [f.result() for f in futures]
@@ -730,7 +710,7 @@ def _run_and_rerun(
     machine was too busy for it). Returns (kept results, their metrics, every result, re-runs).
     An interruption ends the run: the results then cover only the first requests, and nothing is
     re-run. A stop signal during the analysis lets it finish."""
-    with _run_stop_event() as stop:
+    with run_stop_event() as stop:
         results = _run_batches(requests, out, parallel, stop)
         metrics = _analyse(results)
         every, count = list(results), 0
@@ -779,7 +759,7 @@ def trial_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         requests = [_request_from_args(args, args.middleware)]
-        with _run_stop_event() as stop:
+        with run_stop_event() as stop:
             results = _run_with_progress(requests, args.out, stop)
     except ValueError as exc:
         print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.rclpy_transport import arrival_ns
+from fieldtest.labrun.rclpy_transport import arrival_ns, arrival_stamp_source, executor_needs_realtime
 from fieldtest.labrun.rehearsal import ROS_VENV, ros_python
 
 PROBE = Path(__file__).parent / "ros" / "rclpy_arrival_probe.py"
@@ -29,6 +29,27 @@ def test_arrival_takes_the_reception_stamp_on_the_callers_clock():
 @pytest.mark.parametrize("info", [None, {}, {"received_timestamp": 0}, {"received_timestamp": 200}])
 def test_without_a_usable_reception_stamp_the_callback_reading_stands(info):
     assert arrival_ns(7_000, 100, info) == 7_000
+
+
+@pytest.mark.parametrize(
+    "rmw, distro, source, executor_realtime",
+    [
+        ("rmw_fastrtps_cpp", "jazzy", "reception", False),
+        ("rmw_fastrtps_cpp", "humble", "reception", False),
+        ("rmw_cyclonedds_cpp", "jazzy", "take", True),
+        ("rmw_cyclonedds_cpp", "humble", "callback", True),
+        ("rmw_zenoh_cpp", "jazzy", "unknown", True),
+    ],
+)
+def test_each_rmw_names_its_arrival_stamp_and_what_it_includes(rmw, distro, source, executor_realtime):
+    """rmw_cyclonedds sets received_timestamp at take time on Jazzy and leaves it 0 on Humble
+    (rmw_cyclonedds_cpp src/rmw_node.cpp): its stamp waits for the executor, which then keeps the
+    node's real-time priority. Not run here: no rmw_cyclonedds among the ROS 2 wheels."""
+    stamp = arrival_stamp_source(rmw, distro)
+    assert (stamp["source"], stamp["rmw"], stamp["ros_distro"]) == (source, rmw, distro)
+    assert stamp["includes"]
+    assert ("executor" in stamp["includes"]) == (source in ("reception", "take", "callback"))
+    assert executor_needs_realtime(rmw, distro) is executor_realtime
 
 
 @pytest.mark.parametrize("busy_ms", [0.0, 20.0, 40.0])

@@ -18,9 +18,9 @@ import psutil
 import pytest
 import yaml
 
-from fieldtest.campaign import load_trials
+from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.launchplan import launch_plan
-from fieldtest.labrun.mqtt_standin import STANDIN_BANNER, StandinConfigError, load_config
+from fieldtest.labrun.mqtt_standin import KEEP_NAGLE_ENV, STANDIN_BANNER, StandinConfigError, load_config
 from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
 from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
@@ -152,6 +152,18 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, distr
     robot_status = json.loads((result.trial_dir / "robot_status.json").read_text())
     assert (host_status["realtime"], robot_status["realtime"], base["realtime"]) == (True, True, True)
     assert not [w for w in record.outcome.warnings if "normal scheduling" in w]
+    # the arrival stamp the link monitor used, in the record and the report: Fast DDS's reception stamp
+    stamp = record.outcome.lab["arrival_stamp"]
+    assert (stamp["source"], stamp["rmw"], stamp["executor_realtime"]) == (
+        "reception",
+        "rmw_fastrtps_cpp",
+        False,
+    )
+    assert stamp["arrivals"]["rmw_stamp"] >= plan.n_ticks() and stamp["arrivals"]["callback"] == 0
+    assert (
+        "Arrival stamp: **reception** (rmw_fastrtps_cpp"
+        in (result.trial_dir / "analysis" / "report.md").read_text()
+    )
 
 
 def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):
@@ -211,10 +223,60 @@ def test_killed_host_node_leaves_the_base_stopped_and_the_recording_whole(tmp_pa
 
 
 def _kill_square_driver(tmp_path: Path) -> None:
+    _kill_node(tmp_path, "fieldtest_host.square_driver")
+
+
+def _kill_node(tmp_path: Path, module: str) -> None:
     for proc in psutil.process_iter(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if "fieldtest_host.square_driver" in cmdline and str(tmp_path) in cmdline:
+        if module in cmdline and str(tmp_path) in cmdline:
             os.kill(proc.pid, signal.SIGKILL)
+
+
+def _kill_after_go(tmp_path: Path, module: str, after_s: float, messages: list[str]):
+    def say(line: str) -> None:
+        messages.append(line)
+        if line.strip() == "GO":
+            threading.Timer(after_s, _kill_node, (tmp_path, module)).start()
+
+    return say
+
+
+@pytest.mark.parametrize("middleware", ["dds", "mqtt-local-broker", "zenoh-peer"])
+def test_the_emergency_stop_reaches_the_base_whatever_the_middleware(tmp_path, middleware, request):
+    """square_driver killed mid-side: no stop burst. The runner's emergency stop runs on the robot's
+    own graph (base_stop over the robot shell), so the zeros reach the base even though the host's
+    bridge or broker is gone and (Zenoh, MQTT) the host's DDS never reached the base."""
+    if middleware.startswith("zenoh"):
+        request.getfixturevalue("bridge")
+    messages: list[str] = []
+    say = _kill_after_go(tmp_path, "fieldtest_host.square_driver", 2.5, messages)
+    result, base, _ = _rehearse(tmp_path, say=say, matrix={"middleware": [middleware]}, plan=ONE_LAP)
+    assert result.end_reason == "host-killed", (result.detail, messages)
+    # No relay: nothing but the emergency stop sends a zero after the last motion command.
+    assert base["trailing_zero_commands"] >= 1, (base, messages)
+    warnings = read_trial(result.trial_dir).outcome.warnings
+    assert any(w.startswith("emergency stop on the robot: sent 5 zero commands") for w in warnings), warnings
+    assert not base["moving"]
+
+
+def test_a_killed_link_monitor_is_analysed_and_its_unflushed_commands_are_not_lost(tmp_path):
+    """SIGKILL of link_monitor mid-trial: the robot side ends, the runner stops the host and the
+    trial is analysed as far as the robot's recording goes; what the dead logger never wrote is
+    unrecorded, not loss on the link (loopback loses nothing)."""
+    messages: list[str] = []
+    say = _kill_after_go(tmp_path, "fieldtest_robot.link_monitor", 4.0, messages)
+    result, base, _ = _rehearse(tmp_path, say=say)
+    assert result.end_reason == "robot-exited", (result.detail, messages)
+    record = read_trial(result.trial_dir)
+    assert record.outcome.lab["robot_recording"] == "cut"
+    latency = _metrics(result.trial_dir)["latency"]
+    plan = record.request.plan
+    assert 0 < latency["commands_received"] < plan.n_ticks()
+    assert latency["lost"] == 0, latency
+    assert latency["unrecorded"] == latency["commands_sent"] - latency["commands_received"] > 0
+    assert "unrecorded" in (result.trial_dir / "analysis" / "report.md").read_text()
+    assert not base["moving"]
 
 
 # ------------------------------------------------------------------ bridged middlewares
@@ -316,6 +378,37 @@ def test_mqtt_trials_run_through_mosquitto_and_the_mqtt_client_stand_in(
     for role in ("host", "robot"):
         assert f"-m {MQTT_STANDIN} " in logs and f"/config/{role}/mqtt_client_{role}.yaml" in logs
     assert ("run mosquitto:" in logs) == (middleware == "mqtt-local-broker")
+
+
+@pytest.mark.parametrize("middleware, security", [("mqtt-local-broker", "mtls-acl"), ("mqtt-broker", "none")])
+def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
+    tmp_path, keystore, monkeypatch, middleware, security
+):
+    """The stand-in sending as Paho C does (Nagle on): probes over MQTT wait for delayed ACKs and
+    their offset is off by many ms (the clock pre-flight refused such trials). MQTT trials take the
+    offset from plain UDP probes to the host's square_driver, named in the record and the report;
+    the link's own probes still prove the link both ways."""
+    monkeypatch.setenv(KEEP_NAGLE_ENV, "1")
+    result, base, messages = _rehearse(
+        tmp_path,
+        matrix={"middleware": [middleware], "security": [security]},
+        plan=ONE_LAP,
+        transport={"keystore": str(keystore)},
+    )
+    _assert_like_a_lab_trial(result, base, messages)
+    clock = next(c for c in result.preflight if c.check == "clock")
+    assert clock.severity == "ok" and "probes over udp" in clock.detail, clock
+    link = next(c for c in result.preflight if c.check == "robot-link")
+    assert link.severity == "ok", link  # the MQTT probes crossed both ways
+    lab = read_trial(result.trial_dir).outcome.lab
+    assert lab["clock_offset_source"] == "udp" and lab["link_probe_offset_s"] is not None
+    metrics = _metrics(result.trial_dir)
+    assert metrics["latency"]["clock_offset_source"] == "udp"
+    assert (
+        "over UDP (not over the measured link)" in (result.trial_dir / "analysis" / "report.md").read_text()
+    )
+    host_status = json.loads((result.trial_dir / "lab" / "host_status.json").read_text())
+    assert host_status["udp_clock_probes_answered"] > 0
 
 
 # ------------------------------------------------------- the stand-in and planrun, without a trial
@@ -435,3 +528,101 @@ def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, 
         params = plan.config_dir / "mqtt_client_host.yaml"
         assert replaced["mqtt_client"].argv == ["/ros/python", "-m", MQTT_STANDIN, str(params)]
         assert replaced["mosquitto"].argv == next(p.argv for p in plan.processes if p.name == "mosquitto")
+
+
+# ------------------------------------------------------------------ stop signals
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [[signal.SIGTERM], [signal.SIGHUP], [signal.SIGINT, signal.SIGINT]],
+    ids=["term", "hup", "int-twice"],
+)
+def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signals):
+    """``fieldtest lab rehearse`` of two trials, signalled mid-square (SIGHUP: the terminal closed; a
+    second Ctrl-C while the runner stops the robot): the base stopped by the host's stop burst,
+    the robot launch stopped, the trial analysed, no second trial, exit 130, nothing left running."""
+    import sys
+    import time
+
+    source = _campaign(tmp_path, plan={**SHORT_PLAN, "laps": 4})
+    campaign = yaml.safe_load(source.read_text())
+    source.write_text(yaml.safe_dump({**campaign, "repetitions": 2}))
+    out = tmp_path / "rehearse.out"
+    argv = [
+        sys.executable,
+        "-m",
+        "fieldtest.cli",
+        "lab",
+        "rehearse",
+        str(source),
+        "--runs-dir",
+        str(tmp_path / "runs"),
+    ]
+    with out.open("w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while "  GO" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(4.0)  # into the first side
+    for sig in signals:
+        proc.send_signal(sig)
+        time.sleep(0.3)
+    code = proc.wait(timeout=180)
+    output = out.read_text()
+    assert code == 130, output
+    trials = sorted((tmp_path / "runs" / "rehearsal").glob("*/trial.yaml"))
+    assert len(trials) == 1, output
+    trial_dir = trials[0].parent
+    record = read_trial(trial_dir)
+    assert record.outcome.end_reason == "interrupted", output
+    assert record.outcome.lab["robot_recording"] == "closed"
+    plan = record.request.plan
+    receipts = _receipts(trial_dir)
+    assert 0 < len({r.seq for r in receipts if r.seq < plan.n_ticks()}) < plan.n_ticks()
+    assert max(r.seq for r in receipts) == plan.n_ticks() + 4  # the stop burst reached the robot
+    assert _metrics(trial_dir)["progress"]["laps_completed"] < plan.laps  # analysed
+    [base] = _base_statuses(tmp_path / "runs" / "rehearsal")
+    assert not base["moving"] and base["trailing_zero_commands"] >= 1
+    assert not _processes_under(tmp_path, "fieldtest")  # robot launch, nodes, simulated hardware
+
+
+# ------------------------------------------------------------------ safety: dry run, geofence
+
+
+@pytest.mark.parametrize("middleware", ["dds", "mqtt-local-broker"])
+def test_a_dry_run_streams_the_whole_plan_and_never_drives_the_base(tmp_path, middleware):
+    """The lab day's first step: real nodes, the real command path (bridges and broker too), every
+    command logged by the link monitor, and not one command at the base."""
+    result, base, messages = _rehearse(
+        tmp_path, side_args={"dry_run": "true"}, matrix={"middleware": [middleware]}, plan=ONE_LAP
+    )
+    assert result.end_reason == "completed", (result.detail, messages)
+    record = read_trial(result.trial_dir)
+    plan = record.request.plan
+    assert len({r.seq for r in _receipts(result.trial_dir) if r.seq < plan.n_ticks()}) == plan.n_ticks()
+    assert base["commands"] == 0 and base["pose"][:2] == [0.0, 0.0]
+    assert record.outcome.lab["dry_run"] is True
+    assert any(w.startswith("dry run: the base was not driven") for w in record.outcome.warnings)
+
+
+def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
+    """A 1 m first side against a fence at x = 0.3 m: the runner reads the live mocap, stops the
+    trial (host stop burst) as the rigid body crosses, and the base stops well short of the side."""
+    plan = {**SHORT_PLAN, "side_duration_s": 3.0, "laps": 1}
+    result, base, messages = _rehearse(tmp_path, plan=plan, geofence_m=[-0.3, 0.3, -0.3, 0.3])
+    assert result.end_reason == "geofence", (result.detail, messages)
+    assert "left the geofence" in result.detail and "x +0.3" in result.detail
+    assert any(line.startswith("  GEOFENCE: ") for line in messages)
+    assert not base["moving"] and 0.3 <= base["pose"][0] < 0.6, base  # a side would have reached 1 m
+    record = read_trial(result.trial_dir)
+    receipts = _receipts(result.trial_dir)
+    n = record.request.plan.n_ticks()
+    assert max(r.seq for r in receipts) == n + 4 and len([r for r in receipts if r.seq < n]) < n
+    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analysed
+
+
+def test_a_geofence_must_be_a_box(tmp_path):
+    source = _campaign(tmp_path, geofence_m=[0.5, -0.5, -1.0, 1.0])
+    with pytest.raises(CampaignError, match=r"geofence_m.*min < max"):
+        load_trials(source)

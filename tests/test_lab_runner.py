@@ -91,6 +91,16 @@ def test_a_completed_trial_has_every_recording_and_its_outcome(tmp_path, natnet)
     assert json.loads((trial / "lab" / "preflight.json").read_text())[0]["check"] == "robot-link"
     assert not (trial / "launch.pid").exists()
     assert "  GO" in messages
+    # both machines' clock sync state, before the trial's processes started and after they stopped
+    clocks = record.outcome.lab["clock_sync"]
+    for moment in ("start", "end"):
+        for machine in ("host", "robot"):
+            state = clocks[moment][machine]
+            assert state["sync"] in ("chrony", "systemd", "unknown") and (
+                state["sync"] == "chrony" or state["why"]
+            )
+    assert any(line.startswith("  robot clock: ") for line in messages)
+    assert record.outcome.lab["robot_recording"] == "closed"
 
 
 @pytest.fixture
@@ -149,3 +159,101 @@ def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path,
     if (result.trial_dir / "robot").exists():  # the robot side may not have started its bag yet
         receipts = [m for _, m in read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)]
         assert all(r.twist.linear.x == 0.0 for r in receipts)
+
+
+# ------------------------------------------------------------------ stop signals (issue 24)
+
+
+def _standin_campaign(tmp_path: Path) -> Path:
+    import yaml
+
+    plan = {**PLAN.model_dump(mode="json"), "laps": 6}
+    path = tmp_path / "two.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "campaign": "two",
+                "repetitions": 2,
+                "base": {
+                    "network": "lab",
+                    "cmd_type": "twist_stamped",
+                    "plan": plan,
+                    "transport": {"namespace": "/tb4", "zenoh_port": free_port()},
+                },
+                "matrix": {"middleware": ["zenoh-peer"]},
+                "lab": {
+                    "countdown_s": 0,
+                    "confirm_each_trial": False,
+                    "preflight_timeout_s": 20,
+                    "warn_only": ["mocap", "create3", "battery"],
+                },
+            }
+        )
+    )
+    return path
+
+
+def _run_until_go(tmp_path: Path, signals: list[int]) -> tuple[int, str]:
+    """``fieldtest lab run --standin`` of a two-trial campaign; ``signals`` sent 1 s into the first
+    trial's square (0.2 s apart: the later ones land while the runner stops the robot)."""
+    import subprocess
+    import time
+
+    argv = [sys.executable, "-m", "fieldtest.cli", "lab", "run", str(_standin_campaign(tmp_path)),
+            "--standin", "--yes", "--no-analyse", "--remote-root", str(tmp_path / "pi"),
+            "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    out = tmp_path / "runner.out"
+    with out.open("w") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while "  GO" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    for sig in signals:
+        proc.send_signal(sig)
+        time.sleep(0.2)
+    code = proc.wait(timeout=120)
+    return code, out.read_text()
+
+
+def _standin_processes(tmp_path: Path) -> list[str]:
+    import psutil
+
+    return [
+        " ".join(p.info["cmdline"] or [])
+        for p in psutil.process_iter(["cmdline"])
+        if "fieldtest.labrun.standin" in " ".join(p.info["cmdline"] or [])
+        and str(tmp_path) in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+@pytest.mark.parametrize(
+    "signals",
+    [
+        [signal.SIGINT],
+        [signal.SIGTERM],
+        [signal.SIGHUP],
+        [signal.SIGINT, signal.SIGINT],
+        [signal.SIGHUP, signal.SIGTERM],
+    ],
+    ids=["int", "term", "hup", "int-twice", "hup-then-term"],
+)
+def test_a_stop_signal_stops_the_robot_and_the_campaign(tmp_path, signals):
+    """Ctrl-C, kill and a closed terminal alike: the host's stop burst, the robot launch stopped,
+    the trial recorded as interrupted, no further trial, exit 130. A second signal while the runner
+    stops the robot changes nothing."""
+    code, output = _run_until_go(tmp_path, signals)
+    assert code == 130, output
+    trials = [d for d in (tmp_path / "runs" / "two").iterdir() if (d / "trial.yaml").exists()]
+    assert len(trials) == 1, output  # the second trial never started
+    record = read_trial(trials[0])
+    assert record.outcome.end_reason == "interrupted", output
+    name = "Ctrl-C" if signals[0] == signal.SIGINT else signal.Signals(signals[0]).name
+    assert name in record.outcome.end_detail
+    assert "not run (interrupted" in output
+    plan = record.request.plan
+    receipts = [m for _, m in read_bag(trials[0] / "robot").messages(RECEIPTS_TOPIC)]
+    assert 0 < len([r for r in receipts if r.seq < plan.n_ticks()]) < plan.n_ticks()
+    assert receipts[-1].seq == plan.n_ticks() + 4 and receipts[-1].twist.linear.x == 0.0  # the stop burst
+    assert record.outcome.lab["robot_recording"] == "closed"  # the robot launch was stopped, not left
+    assert not _standin_processes(tmp_path)

@@ -344,11 +344,11 @@ def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, 
 
 def test_a_signal_the_run_was_told_to_ignore_stays_ignored():
     """Under nohup SIGHUP is ignored and must not stop the run; SIGTERM still does."""
-    from fieldtest.runner import _run_stop_event
+    from fieldtest.procs import run_stop_event
 
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
-        with _run_stop_event() as stop:
+        with run_stop_event() as stop:
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
             assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, signal.SIG_IGN)
             signal.raise_signal(signal.SIGTERM)

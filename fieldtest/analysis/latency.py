@@ -124,6 +124,8 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
         out.update(commands_received=0, lost=None, loss_ratio=None, available=False)
         return out, series
     out["available"] = True
+    out["arrival_stamp"] = data.record.outcome.lab.get("arrival_stamp") or {}
+    out["clock_offset_source"] = data.record.outcome.lab.get("clock_offset_source", "")
     first = _first_arrivals(rec.seq)
     seq = rec.seq[first]
     out["receipts"] = int(len(rec.seq))
@@ -131,9 +133,10 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     out["out_of_order"] = int(np.count_nonzero(rec.seq < np.maximum.accumulate(np.r_[-1, rec.seq[:-1]])))
     out["commands_received"] = int(len(seq))
     out["last_seq_received"] = int(seq.max()) if len(seq) else None
-    lost = np.setdiff1d(sent_seq, seq)
+    recorded_seq, out["unrecorded"] = _recorded_range(data, sent_seq, seq)
+    lost = np.setdiff1d(recorded_seq, seq)
     out["lost"] = int(len(lost))
-    out["loss_ratio"] = float(len(lost) / len(sent_seq)) if len(sent_seq) else None
+    out["loss_ratio"] = float(len(lost) / len(recorded_seq)) if len(recorded_seq) else None
     out["lost_spans"] = spans(lost)[:200]
     out["received_not_sent"] = int(len(np.setdiff1d(seq, sent_seq)))
     if sent_times:
@@ -217,6 +220,17 @@ def path_asymmetry(link: dict) -> dict | None:
         "asymmetry_ms": asymmetry,
         "ntp_error_bound_ms": abs(asymmetry) / 2,
     }
+
+
+def _recorded_range(data: TrialData, sent_seq: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
+    """The commands whose fate the robot's recording can tell, and how many it cannot. A robot
+    logger that died mid-trial (``outcome.lab.robot_recording: cut``, its bag repaired up to the
+    cut) wrote its receipts in order, so what it heard is known up to its last written receipt;
+    commands sent after that may have arrived unlogged: unrecorded, not lost on the link."""
+    if data.record.outcome.lab.get("robot_recording") != "cut" or not len(seq):
+        return sent_seq, 0
+    recorded = sent_seq[sent_seq <= seq.max()]
+    return recorded, int(len(sent_seq) - len(recorded))
 
 
 def _first_arrivals(seq: np.ndarray) -> np.ndarray:

@@ -210,6 +210,9 @@ class Latency(Section):
     commands_received: int | None = None
     lost: int | None = None
     loss_ratio: float | None = None
+    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    arrival_stamp: dict[str, Any] = {}  # lab: which arrival stamp the robot used, what it includes
+    clock_offset_source: str = ""  # lab: the channel of the clock probes (link, udp); "" = the link
     lost_spans: list[tuple[int, int]] = []
     duplicates: int = 0
     out_of_order: int = 0

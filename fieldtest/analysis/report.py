@@ -176,6 +176,13 @@ def _duplicates_note(m: Metrics) -> list[str]:
     ]
 
 
+def _offset_channel(lat) -> str:
+    """Where the clock probes travelled (lab trials name it: the link, or plain UDP)."""
+    if lat.clock_offset_source == "udp":
+        return " over UDP (not over the measured link)"
+    return " over the link" if lat.clock_offset_source == "link" else ""
+
+
 def _latency(m: Metrics) -> list[str]:
     lat = m.latency
     out = ["## Link", ""]
@@ -203,6 +210,21 @@ def _latency(m: Metrics) -> list[str]:
         "",
         *lateness_lines(m),
     ]
+    if lat.arrival_stamp:
+        stamp = lat.arrival_stamp
+        counts = ", ".join(f"{k} {v}" for k, v in stamp.get("arrivals", {}).items())
+        out += [
+            f"Arrival stamp: **{stamp.get('source')}** ({stamp.get('rmw')}, ROS 2 {stamp.get('ros_distro')}; "
+            f"{counts}): {stamp.get('includes')}.",
+            "",
+        ]
+    if lat.unrecorded:
+        out += [
+            f"The robot's logger stopped mid-trial: {lat.unrecorded} commands sent after its last "
+            "written receipt are unrecorded (they may have arrived) and are not counted as lost; "
+            "the loss ratio covers the commands up to that receipt.",
+            "",
+        ]
     if lat.lost_spans:
         spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat.lost_spans[:30])
         out += [f"Lost sequence numbers: {spans}{' ...' if len(lat.lost_spans) > 30 else ''}", ""]
@@ -215,8 +237,8 @@ def _clock_lines(lat) -> list[str]:
     if clock.method != SHARED_CLOCK:
         bound = clock.model_extra.get("min_delay_s")
         return [
-            f"Clock correction: {clock.method} (NTP-style), host - robot = {_fmt(clock.offset_s, 1000, 3, 'ms')}, "
-            f"drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}. Its error is at most half the path's "
+            f"Clock correction: {clock.method} (NTP-style){_offset_channel(lat)}, host - robot = "
+            f"{_fmt(clock.offset_s, 1000, 3, 'ms')}, drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}. Its error is at most half the path's "
             "asymmetry (the two directions' one-way delays differ), which separate clocks cannot measure"
             + (
                 f"; at most half the fastest probe's round trip, {_fmt(bound, 500, 3, 'ms')}."

@@ -22,6 +22,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.clocksync import ProbeInitiator, ProbeSample, one_way_latency_s
+from fieldtest.endpoints.stop import ESTOP_SEQ
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -111,7 +112,7 @@ class RobotStats:
             seqs = sorted(self.seqs)
         end = self.plan_ticks if self.plan_ticks is not None else (seqs[-1] + 1 if seqs else 0)
         plan = [s for s in seqs if s < end]
-        burst = [s for s in seqs if s >= end]
+        burst = [s for s in seqs if s >= end and s != ESTOP_SEQ]  # an emergency stop is no burst
         gaps = (plan[-1] - plan[0] + 1 - len(plan)) if plan else 0
         return gaps + ((burst[-1] - end + 1 - len(burst)) if burst else 0)
 
@@ -146,6 +147,9 @@ class CommandReceiver:
         self.clock = clock
         self.on_command = on_command
         self.probes = ProbeInitiator()
+        # where the latency's clock offset comes from: the link's own probes unless another channel
+        # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.udpclock)
+        self.offset_probes, self.offset_source = self.probes, "link"
         self.stats = RobotStats(plan_ticks=request.plan.n_ticks())
         self.pairer = ArrivalPairer()
         warm_up_codecs(*_CODECS)
@@ -190,7 +194,7 @@ class CommandReceiver:
     def _log_receipt(self, header: Any, received_ns: int, twist: Any) -> None:
         seq = rosmsg.seq_of(header.frame_id)
         sent_ns = rosmsg.ns_of(header.stamp)
-        offset = self.probes.offset_s
+        offset = self.offset_probes.offset_s
         receipt = rosmsg.msg_class(rosmsg.COMMAND_RECEIPT)(
             seq=NO_SEQ if seq is None else seq,
             sent=rosmsg.time_msg(sent_ns),
@@ -221,8 +225,18 @@ class CommandReceiver:
         sample = self.probes.on_reply(msg.id, t1, t2, t3, t4)
         if self.probes.wants_follow_up(sample):
             self._send_probe(follow_up=True)  # at once, while both ends are warm (fieldtest.clocksync)
-        if sample is not None:
-            self.bag.write(CLOCK_OFFSET_TOPIC, rosmsg.CLOCK_OFFSET_SAMPLE, t4, offset_sample_msg(sample))
+        if sample is not None and self.offset_probes is self.probes:
+            self.record_offset_sample(sample)
+
+    def use_offset_source(self, probes: ProbeInitiator, name: str) -> None:
+        """Correct latency with ``probes`` of another channel (their samples go to the bag through
+        ``record_offset_sample``); the link's own probes then only show that the link works."""
+        self.offset_probes, self.offset_source = probes, name
+
+    def record_offset_sample(self, sample: ProbeSample) -> None:
+        self.bag.write(
+            CLOCK_OFFSET_TOPIC, rosmsg.CLOCK_OFFSET_SAMPLE, sample.t4_ns, offset_sample_msg(sample)
+        )
 
     # Status and shutdown ------------------------------------------------------------------
     def link_summary(self) -> dict[str, Any]:
@@ -235,8 +249,12 @@ class CommandReceiver:
             "unsequenced": self.stats.unsequenced,
             "unpaired_twist_stamp": list(self.pairer.unpaired),
             "last_received_ns": self.stats.last_received_ns,
-            "clock_offset_s": finite_or_none(self.probes.offset_s),
-            "clock_round_trip_s": finite_or_none(self.probes.delay_s),
+            "clock_offset_s": finite_or_none(self.offset_probes.offset_s),
+            "clock_round_trip_s": finite_or_none(self.offset_probes.delay_s),
+            "clock_offset_source": self.offset_source,
+            "clock_offset_probes": self.offset_probes.completed,
+            "link_probe_offset_s": finite_or_none(self.probes.offset_s),
+            "link_probe_round_trip_s": finite_or_none(self.probes.delay_s),
             "probes_sent": self.probes.sent,
             "probes_completed": self.probes.completed,
         }

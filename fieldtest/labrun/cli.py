@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from pathlib import Path
 
 from fieldtest.campaign import load_trials
@@ -36,6 +37,14 @@ def _kv(items: list[str], flag: str) -> dict[str, str]:
             raise LaunchArgError(f"{flag} {item!r}: expected name=value")
         out[name] = value
     return out
+
+
+def _side_args(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """--host-arg / --robot-arg, plus dry_run on both sides for --dry-run."""
+    host, robot = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+    if args.dry_run:
+        host["dry_run"] = robot["dry_run"] = "true"
+    return host, robot
 
 
 def list_main(args: argparse.Namespace) -> int:
@@ -83,20 +92,24 @@ def run_main(args: argparse.Namespace) -> int:
     campaign, trials = _selected_trials(args)
     if not trials:
         return 2
-    host_args, robot_args = _kv(args.host_arg, "--host-arg"), _kv(args.robot_arg, "--robot-arg")
+    host_args, robot_args = _side_args(args)
     distro = args.ros_distro or campaign.lab.ros_distro
-    if args.standin:
+    if args.standin:  # the stand-in robot drives no base: the emergency stop goes over the link
         standin = (sys.executable, "-m", "fieldtest.labrun.standin")
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
-        estop = lambda request: zero_commands_over_transport(request)  # noqa: E731
-    else:
+        estop, robot_estop = (lambda request: zero_commands_over_transport(request)), ()
+    else:  # the robot's own e-stop first (RobotSide.estop), then ros2 topic pub from the host
         host_launch, robot_launch, setup = HOST_LAUNCH, RobotSide().launch, robot_setup_script(distro)
-        estop = lambda request: ros2_zero_commands(request, distro, host_args)  # noqa: E731
+        estop, robot_estop = (
+            (lambda request: ros2_zero_commands(request, distro, host_args)),
+            RobotSide().estop,
+        )
     robot = RobotSide(
         shell=RemoteShell(args.robot),
         setup=args.robot_setup or setup,
         remote_root=args.remote_root,
         launch=robot_launch,
+        estop=robot_estop,
     )
     mocap = None
     if args.natnet_server:
@@ -122,9 +135,17 @@ def run_main(args: argparse.Namespace) -> int:
         analyse=not args.no_analyse,
         emergency_stop=estop,
     )
-    results = LabRunner(options).run_all(trials)
+    runner = LabRunner(options)
+    results = runner.run_all(trials)
+    return _campaign_exit(results, runner.interrupted, f"trials completed; results under {options.runs_dir}")
+
+
+def _campaign_exit(results: list, interrupted: bool, what: str) -> int:
+    """0 if every trial completed, 130 (as for SIGINT) after a stop signal, else 1."""
     done = sum(r.end_reason == "completed" for r in results)
-    print(f"{done}/{len(results)} trials completed; results under {options.runs_dir}")
+    print(f"{done}/{len(results)} {what}")
+    if interrupted:
+        return 130
     return 0 if results and done == len(results) else 1
 
 
@@ -136,13 +157,14 @@ def rehearse_main(args: argparse.Namespace) -> int:
     campaign, trials = _selected_trials(args)
     if not trials:
         return 2
+    host_args, robot_args = _side_args(args)
     options = LabOptions(
         runs_dir=Path(args.runs_dir) / campaign.campaign,
         ros_distro=args.ros_distro or campaign.lab.ros_distro,
         lab=campaign.lab,
         robot=RobotSide(),
-        host_args=_kv(args.host_arg, "--host-arg"),
-        robot_args=_kv(args.robot_arg, "--robot-arg"),
+        host_args=host_args,
+        robot_args=robot_args,
         analyse=not args.no_analyse,
     )
     lab = SimulatedLab(
@@ -151,10 +173,15 @@ def rehearse_main(args: argparse.Namespace) -> int:
         safety_override=args.safety_override,
         robot_without=tuple(args.robot_without),
     )
-    results = rehearse(trials, options, lab)
-    done = sum(r.end_reason == "completed" for r in results)
-    print(f"{done}/{len(results)} rehearsal trials completed; results under {options.runs_dir}")
-    return 0 if results and done == len(results) else 1
+    stop = threading.Event()
+    try:
+        results = rehearse(trials, options, lab, stop=stop)
+    except RehearsalError as exc:
+        print(f"fieldtest lab rehearse: {exc}", file=sys.stderr)
+        return 2
+    return _campaign_exit(
+        results, stop.is_set(), f"rehearsal trials completed; results under {options.runs_dir}"
+    )
 
 
 def _launch_values(arguments: list[str]) -> dict[str, str]:
@@ -236,6 +263,9 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     return 0
 
 
+DRY_RUN_HELP = "real nodes and command path, the base not driven (commands end at the link monitor)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fieldtest lab", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -271,6 +301,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
     )
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=run_main)
 
     p = sub.add_parser(
@@ -294,6 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--runs-dir", default="trials/runs")
     p.add_argument("--no-analyse", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=rehearse_main)
 
     p = sub.add_parser("launch-plan", help="show (and write) what a launch file would start")

@@ -33,6 +33,7 @@ from fieldtest.endpoints.streamer import (
     Phase,
     StreamResult,
 )
+from fieldtest.labrun.udpclock import UdpClockResponder
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import Transport, TransportConfig
 
@@ -58,6 +59,7 @@ class LabDriver:
         wait_for_go: bool = True,
         robot_lost_s: float = ROBOT_LOST_S,
         realtime: bool = False,
+        clock_udp_port: int = 0,
     ):
         self.control_dir = trial_dir / CONTROL_DIR
         self.control_dir.mkdir(parents=True, exist_ok=True)
@@ -68,6 +70,10 @@ class LabDriver:
         self.end_detail = ""
         self._status_lock = threading.Lock()
         self.streamer = CommandStreamer(request, trial_dir, transport, realtime=realtime)
+        # clock_source udp: the robot measures the offset against this clock over UDP (labrun.udpclock)
+        self.clock_responder = (
+            UdpClockResponder(self.streamer.clock.now_ns, clock_udp_port).start() if clock_udp_port else None
+        )
 
     # Control files ------------------------------------------------------------------------
     def _file(self, name: str) -> Path:
@@ -91,6 +97,7 @@ class LabDriver:
             "end_detail": self.end_detail,
             "realtime": streamer.realtime,
             "host_clock_ns": streamer.clock.now_ns(),
+            "udp_clock_probes_answered": self.clock_responder.answered if self.clock_responder else None,
         }
 
     def write_status(self) -> None:
@@ -151,6 +158,8 @@ class LabDriver:
 
     def close(self) -> dict[str, Any]:
         """Leave the link, close the bag, write the streamer's status; safe to call twice."""
+        if self.clock_responder is not None:
+            self.clock_responder.close()
         return self.streamer.close()
 
 

@@ -39,6 +39,7 @@ from fieldtest.labrun.settings import (
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
+BASE_MATCH_WAIT_S = 5.0  # base_stop: a fresh participant's discovery of the base (seen: over 2 s)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,12 @@ def _session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
 
 
 def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
-    params = {**_common_parameters(cfg, plan_path), "wait_for_go": bool(cfg.trial_dir), "rate_hz": 0.0}
+    params = {
+        **_common_parameters(cfg, plan_path),
+        "wait_for_go": bool(cfg.trial_dir),
+        "rate_hz": 0.0,
+        "clock_udp_port": cfg.clock_port if cfg.clock_source == "udp" else 0,  # 0: no UDP responder
+    }
     env = _session_env(cfg, "square_driver")
     return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg), env)]
 
@@ -133,6 +139,10 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         # A secure DDS domain cannot include the Create 3: what faces the base (the relay, the
         # battery reading) then goes through a second, plain ROS context.
         "base_plain_context": _base_outside_domain(cfg),
+        "clock_source": cfg.clock_source,
+        "dry_run": cfg.dry_run,
+        "clock_host": cfg.host_address,
+        "clock_udp_port": cfg.clock_port,
     }
     env = _session_env(cfg, "link_monitor")
     return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
@@ -148,16 +158,23 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
     }
-    if _base_outside_domain(cfg):  # it talks to the base only: no enclave, security off
-        return NodeSpec(
-            ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], PLAIN_NODE_ENV
-        )
-    if cfg.rmw == "zenoh":  # the Create 3 speaks DDS only: the pre-flight must too
+    return _base_facing_node(cfg, "create3_preflight", params)
+
+
+def base_stop_node(cfg: LabLaunch) -> NodeSpec:
+    """The robot side's emergency stop (robot_ws ``base_stop``): zero commands to the base on the
+    robot's own graph, as the relay would send them (the base's ``cmd_vel``, the trial's type)."""
+    return _base_facing_node(cfg, "base_stop", {"cmd_type": cfg.cmd_type, "match_wait_s": BASE_MATCH_WAIT_S})
+
+
+def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any]) -> NodeSpec:
+    """A robot node that talks to the base only: outside a secure domain, and on DDS."""
+    if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off
+        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], PLAIN_NODE_ENV)
+    if cfg.rmw == "zenoh":  # the Create 3 speaks DDS only
         env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
-        return NodeSpec(ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, [], env)
-    return NodeSpec(
-        ROBOT_PACKAGE, "create3_preflight", "create3_preflight", cfg.ns, params, _enclave_args(cfg)
-    )
+        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], env)
+    return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, _enclave_args(cfg))
 
 
 def _base_outside_domain(cfg: LabLaunch) -> bool:

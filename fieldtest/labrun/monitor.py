@@ -27,6 +27,7 @@ from fieldtest.endpoints.loop import PeriodicLoop
 from fieldtest.endpoints.receiver import STATUS_FILE, CommandReceiver
 from fieldtest.endpoints.status import write_status
 from fieldtest.endpoints.stop import RELAY_SILENCE_S, RelayWatchdog
+from fieldtest.labrun.udpclock import UdpClockProber
 from fieldtest.machine import lateness_summary
 from fieldtest.realtime import leave_realtime
 from fieldtest.record import TrialRequest
@@ -48,10 +49,12 @@ class LabLinkMonitor:
         relay: Callable[[Any], None] | None = None,
         relay_silence_s: float = RELAY_SILENCE_S,
         realtime: bool = False,
+        clock_udp: tuple[str, int] | None = None,
     ):
         self.realtime = realtime  # the node asked for SCHED_FIFO before its middleware started
         self.relay = RelayWatchdog(relay, relay_silence_s) if relay is not None else None
         self.extra_status: dict[str, Any] = {}  # filled by the node: battery, base parameters...
+        self.status_sources: list[Callable[[], dict[str, Any]]] = []  # read at each status write
         self._last_status_mono = 0.0
         trial_dir.mkdir(parents=True, exist_ok=True)
         self.trial_dir = trial_dir
@@ -59,6 +62,10 @@ class LabLinkMonitor:
         self.loop = PeriodicLoop(self.clock, MONITOR_HZ)
         self.started_ns = self.clock.now_ns()
         self.receiver = CommandReceiver(request, trial_dir, transport, self.clock, on_command=self._relay)
+        self.udp_clock: UdpClockProber | None = None
+        if clock_udp is not None:  # clock_source udp: the offset from plain UDP probes (labrun.udpclock)
+            self.udp_clock = UdpClockProber(self.clock.now_ns, *clock_udp, self.receiver.record_offset_sample)
+            self.receiver.use_offset_source(self.udp_clock.probes, "udp")
 
     def _relay(self, twist: Any, received_ns: int) -> None:
         """A command arrived: relay it to the base (the twin drives its model here)."""
@@ -66,7 +73,10 @@ class LabLinkMonitor:
             self.relay.forward(twist)
 
     def step(self, tick: int) -> None:
-        self.receiver.poll(self.clock.now_ns())
+        now = self.clock.now_ns()
+        self.receiver.poll(now)
+        if self.udp_clock is not None:
+            self.udp_clock.poll(now)
         if self.relay is not None:
             self.relay.check()
         mono = time.monotonic()
@@ -101,6 +111,8 @@ class LabLinkMonitor:
         if self.relay is not None:
             status["relay"] = {"forwarded": self.relay.forwarded, "silence_stops": self.relay.silence_stops}
         status.update(self.extra_status)
+        for source in self.status_sources:
+            status.update(source())
         return status
 
     def close(self) -> dict[str, Any]:
@@ -108,6 +120,8 @@ class LabLinkMonitor:
         if self.relay is not None:
             self.relay.final_stop()
         leave_realtime()
+        if self.udp_clock is not None:
+            self.udp_clock.close()
         self.receiver.close()
         status = self.summary()
         status["stopped_ns"] = self.clock.now_ns()

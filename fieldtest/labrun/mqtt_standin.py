@@ -26,13 +26,15 @@ where behaviour is copied):
 - MQTT client (``setupClient``, ``connect``): client id ``client.id``, clean session, keep-alive
   60 s, TLS with the CA and client certificate when ``broker.tls.enabled`` (the chain is checked,
   not the host name: mqtt_client's ``client.tls.verify`` defaults to false), automatic reconnect.
-  Unlike mqtt_client (Paho C), its sockets send without Nagle's delay (see ``start``).
+  Unlike mqtt_client (Paho C), its sockets send without Nagle's delay (see ``start``), unless
+  FIELDTEST_STANDIN_NAGLE=1 (then as Paho C: what the lab's UDP clock source is tested against).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import ssl
 import sys
 import threading
@@ -58,6 +60,7 @@ from fieldtest.transport.mqtt import (
 STANDIN_BANNER = "STAND-IN for mqtt_client (fieldtest.labrun.mqtt_standin): not the real mqtt_client"
 NODE_NAME = "mqtt_client"
 CHECK_SUBSCRIPTIONS_S = 1.0  # mqtt_client's check_subscriptions_timer_
+KEEP_NAGLE_ENV = "FIELDTEST_STANDIN_NAGLE"  # "1": leave Nagle on, as mqtt_client (Paho C) does
 LATENCY_PREFIX = "~/latencies/"  # kLatencyRosTopicPrefix
 
 
@@ -231,7 +234,8 @@ class MqttClientStandin:
         # pre-flight failed (offset error 14-19 ms). docs/lab-guide.md says what that means in the lab.
         from fieldtest.transport.mqtt import _disable_nagle
 
-        self.client.on_socket_open = _disable_nagle
+        if os.environ.get(KEEP_NAGLE_ENV) != "1":  # "1": send as Paho C does (rehearsals of clock_source)
+            self.client.on_socket_open = _disable_nagle
         self.log.info(f"Connecting to broker at '{self.config.host}:{self.config.port}'")
         self.client.connect_async(self.config.host, self.config.port, keepalive=KEEPALIVE_S)
         self.client.loop_start()  # retries the first connection and reconnects, as automatic_reconnect

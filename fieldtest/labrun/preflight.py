@@ -70,7 +70,8 @@ def check_clock(robot: dict[str, Any] | None, max_offset_ms: float, max_round_tr
         return CheckResult("clock", "fail", "no clock-offset estimate from the robot yet")
     offset_ms = 1000.0 * float(robot["clock_offset_s"])
     rtt_ms = 1000.0 * float(robot.get("clock_round_trip_s") or 0.0)
-    text = f"host - robot = {offset_ms:+.2f} ms (round trip {rtt_ms:.2f} ms)"
+    source = robot.get("clock_offset_source", "link")
+    text = f"host - robot = {offset_ms:+.2f} ms (round trip {rtt_ms:.2f} ms, probes over {source})"
     if abs(offset_ms) > max_offset_ms:
         return CheckResult(
             "clock", "fail", f"{text} exceeds {max_offset_ms:g} ms: check chrony on host and Pi"

@@ -83,6 +83,8 @@ class RclpyTransport(CallbackSubscriber):
 
     def __init__(self, node: Any, namespace: str = "", qos: str = "default"):
         self.node = node
+        # arrivals stamped by the RMW's message info vs by the callback's own reading (``arrival_ns``)
+        self.arrivals = {"rmw_stamp": 0, "callback": 0}
         self.namespace = namespace
         self.qos = rclpy_qos(qos)
         self._publishers: dict[str, Any] = {}
@@ -122,7 +124,10 @@ class RclpyTransport(CallbackSubscriber):
         decode = decoder(typename, deliver, name)
 
         def on_raw(data: bytes, info: dict) -> None:  # two parameters: rclpy then passes the message info
-            decode(data, arrival_ns(now_ns(), time.time_ns(), info))  # the arrival first, before decoding
+            now, wall = now_ns(), time.time_ns()  # the arrival first, before decoding
+            arrival = arrival_ns(now, wall, info)
+            self.arrivals["rmw_stamp" if arrival != now else "callback"] += 1
+            decode(data, arrival)
 
         sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
         with self._lock:
@@ -166,6 +171,45 @@ def arrival_ns(now_ns: int, wall_now_ns: int, info: dict | None) -> int:
     return now_ns
 
 
+# What the message info's received_timestamp is, per RMW (and distro where they differ): the
+# link monitor's arrival stamp, recorded with each trial (docs/trial-format.md, "Lab trials").
+RECEPTION = (
+    "reception",
+    "the DDS layer's reception stamp (Fast DDS SampleInfo reception_timestamp, set by its receive "
+    "thread): the link's delay, not the executor's",
+)
+TAKE = (
+    "take",
+    "rmw_cyclonedds sets received_timestamp when the executor takes the sample (rmw_node.cpp, Jazzy): "
+    "it includes the wait for the executor, which therefore runs at the node's real-time priority",
+)
+CALLBACK = (
+    "callback",
+    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble, rmw_node.cpp): the "
+    "callback's own clock reading, including the executor's delay, which therefore runs at the "
+    "node's real-time priority",
+)
+ARRIVAL_STAMPS = {
+    ("rmw_fastrtps_cpp", "humble"): RECEPTION,
+    ("rmw_fastrtps_cpp", "jazzy"): RECEPTION,
+    ("rmw_cyclonedds_cpp", "jazzy"): TAKE,
+    ("rmw_cyclonedds_cpp", "humble"): CALLBACK,
+}
+
+
+def arrival_stamp_source(rmw: str, distro: str) -> dict[str, str]:
+    """Which arrival stamp the link monitor gets on this RMW and distro, and what it includes."""
+    source, includes = ARRIVAL_STAMPS.get(
+        (rmw, distro), ("unknown", f"not established for {rmw} on {distro}: the counts say which was used")
+    )
+    return {"source": source, "includes": includes, "rmw": rmw, "ros_distro": distro}
+
+
+def executor_needs_realtime(rmw: str, distro: str) -> bool:
+    """Whether the arrival stamp waits for the executor (take time or callback reading)."""
+    return arrival_stamp_source(rmw, distro)["source"] != "reception"
+
+
 def init_without_signal_handlers(
     args: list[str] | None = None, context: Any = None, domain_id: int | None = None
 ) -> None:
@@ -179,14 +223,17 @@ def init_without_signal_handlers(
     )
 
 
-def spin_in_background(node: Any, context: Any = None) -> tuple[Any, threading.Thread]:
+def spin_in_background(
+    node: Any, context: Any = None, realtime: bool = False
+) -> tuple[Any, threading.Thread]:
     """A single-threaded executor spinning ``node`` on a daemon thread; returns (executor, thread).
 
     Single-threaded: rclpy's MultiThreadedExecutor polls a ready entity again until a worker has taken
     it, which at 100 Hz kept its spin thread at 40-100 % of a core (at SCHED_FIFO it starved its own
     workers: both nodes and the base spun and no command went out). The nodes' callbacks never block.
-    At normal priority even in a real-time node: latency does not need the executor, arrivals are the
-    middleware's reception stamps (``arrival_ns``)."""
+    At normal priority even in a real-time node where the arrivals are the middleware's reception
+    stamps (``arrival_ns``); ``realtime=True`` keeps the node's priority, for an RMW whose stamp
+    waits for the executor (``executor_needs_realtime``)."""
     from rclpy.executors import SingleThreadedExecutor
 
     from fieldtest.realtime import leave_thread_realtime
@@ -195,7 +242,8 @@ def spin_in_background(node: Any, context: Any = None) -> tuple[Any, threading.T
     executor.add_node(node)
 
     def spin() -> None:
-        leave_thread_realtime()
+        if not realtime:
+            leave_thread_realtime()
         executor.spin()
 
     thread = threading.Thread(target=spin, name="rclpy-executor", daemon=True)

@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.middleware import registry
-from fieldtest.procs import ProcessGroup, free_port
+from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
 from fieldtest.record import TrialRequest
 from fieldtest.transport.zenoh_bridge import side_domain
 
@@ -191,6 +192,14 @@ def side_options(options: LabOptions, request: TrialRequest) -> LabOptions:
     return dataclasses.replace(options, robot_args=robot_args)
 
 
+def with_clock_port(options: LabOptions) -> LabOptions:
+    """A free port for the UDP clock probes (``clock_source: udp``), the same on both sides."""
+    port = {"clock_port": str(free_port())}
+    return dataclasses.replace(
+        options, host_args={**options.host_args, **port}, robot_args={**options.robot_args, **port}
+    )
+
+
 def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None = None) -> LabOptions:
     """``options`` (the campaign's lab settings, args) with both sides on this machine via planrun."""
     robot_without = tuple(f"--without={name}" for name in (lab.robot_without if lab else ()))
@@ -199,7 +208,11 @@ def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None
         host_launch=(python, *PLANRUN, "host"),
         host_args={**NODE_ARGS, **options.host_args},
         robot_args={**NODE_ARGS, **options.robot_args},
-        robot=local_robot_side(options.runs_dir / "robot-side", (python, *PLANRUN, *robot_without, "robot")),
+        robot=local_robot_side(
+            options.runs_dir / "robot-side",
+            (python, *PLANRUN, *robot_without, "robot"),
+            estop=(python, "-m", "fieldtest.labrun.estop"),
+        ),
     )
 
 
@@ -218,9 +231,15 @@ def emulator_recorder(ports: dict[str, int]) -> Any:
 
 
 def rehearse(
-    requests: list[TrialRequest], options: LabOptions, lab: SimulatedLab, venv: Path = ROS_VENV
+    requests: list[TrialRequest],
+    options: LabOptions,
+    lab: SimulatedLab,
+    venv: Path = ROS_VENV,
+    stop: threading.Event | None = None,
 ) -> list[LabTrialResult]:
-    """Each trial with fresh simulated hardware (the robot back at the start, as in the lab)."""
+    """Each trial with fresh simulated hardware (the robot back at the start, as in the lab). A
+    stop signal during a trial (``LabRunner.stop``, shared as ``stop``) ends the rehearsal."""
+    stop = threading.Event() if stop is None else stop
     from fieldtest.labrun.runner import check_side_args
 
     check_side_args(options.host_args, options.robot_args)
@@ -229,18 +248,22 @@ def rehearse(
     _check_bridges(requests)
     local = rehearsal_options(options, python, lab)
     results = []
-    for i, request in enumerate(requests):
-        options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
-        if lab_bridge(request) == MQTT_CLIENT:
-            options.say(f"  {MQTT_STANDIN_NOTE}")
-        request = rehearsal_request(request)
-        log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
-        with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
-            trial_options = side_options(local, request)
-            runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)))
-            result = runner.run_trial(request)
-        options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
-        results.append(result)
+    with run_stop_event(stop):  # between trials too: the simulated hardware is stopped in order
+        for i, request in enumerate(requests):
+            if stop.is_set():  # a stop signal ended the previous trial: the campaign ends with it
+                options.say(f"not run ({interruption(stop)}): {', '.join(r.name for r in requests[i:])}")
+                break
+            options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
+            if lab_bridge(request) == MQTT_CLIENT:
+                options.say(f"  {MQTT_STANDIN_NOTE}")
+            request = rehearsal_request(request)
+            log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
+            with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
+                trial_options = with_clock_port(side_options(local, request))
+                runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)), stop)
+                result = runner.run_trial(request)
+            options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
+            results.append(result)
     return results
 
 

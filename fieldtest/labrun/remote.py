@@ -118,6 +118,8 @@ class RobotSide:
     setup: str = field(default_factory=lambda: robot_setup_script("humble"))  # see robot_setup_script
     remote_root: str = "~/fieldtest/trials"
     launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
+    # the robot's own emergency stop (fieldtest.labrun.estop); () when the robot side has no base
+    estop: tuple[str, ...] = ("python3", "-m", "fieldtest.labrun.estop")
 
     def trial_dir(self, trial_id: str) -> str:
         return f"{self.remote_root.rstrip('/')}/{trial_id}"
@@ -154,6 +156,15 @@ class RobotSide:
     def stop(self, trial_id: str) -> None:
         self.shell.run(self.stop_script(trial_id), timeout_s=STOP_WAIT_S + 10.0, check=False)
 
+    def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
+        """Zero commands to the base from the robot's own graph (``fieldtest.labrun.estop``, with the
+        trial's robot launch arguments); its report line, or a RemoteError."""
+        args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
+        estop = " ".join(shlex.quote(part) for part in self.estop)
+        setup = f"{self.setup} && " if self.setup else ""
+        done = self.shell.run(f"{setup}exec {estop} {args}", timeout_s=30.0)
+        return (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+
     def read_json(self, trial_id: str, relative: str) -> dict[str, Any] | None:
         """A JSON status file of the robot side, None if absent or half-written."""
         done = self.shell.run(
@@ -187,9 +198,11 @@ class RobotSide:
             raise RemoteError(f"{self.shell.where()}: copying {remote} failed: {last}")
 
 
-def local_robot_side(root: Path, launch: tuple[str, ...], setup: str = "") -> RobotSide:
+def local_robot_side(
+    root: Path, launch: tuple[str, ...], setup: str = "", estop: tuple[str, ...] = ()
+) -> RobotSide:
     """A robot side on this machine (tests, or a runner on the Pi itself)."""
-    return RobotSide(shell=RemoteShell(None), setup=setup, remote_root=str(root), launch=launch)
+    return RobotSide(shell=RemoteShell(None), setup=setup, remote_root=str(root), launch=launch, estop=estop)
 
 
 def json_file(path: Path) -> dict[str, Any] | None:

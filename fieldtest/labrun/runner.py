@@ -11,11 +11,18 @@ Per trial:
    over the trial's middleware, clock offset and round trip, mocap streaming the rigid body,
    keystore, the robot's Create 3 pre-flight (speed cap, reflexes, watchdog, battery);
 5. confirmation (robot at the start pose?) and a countdown, then the go file;
-6. the host streams the plan and exits; the runner watches it (and Ctrl-C);
+6. the host streams the plan and exits; the runner watches it (and the stop signals);
 7. stop: host first (its stop burst must reach a robot that still listens), robot, recorder - on
-   every path, and if the host cannot confirm its stop burst, an emergency stop publishes zero
-   commands itself; then the robot's recording is copied in, ``trial.yaml`` gets its outcome and
-   the analysis runs.
+   every path, and if the host cannot confirm its stop burst, an emergency stop: zero commands
+   published on the robot's own graph to the base (over ssh, ``RobotSide.emergency_stop``), which
+   needs neither the link nor the bridge, router or broker the host launch has just stopped; then
+   the robot's recording is copied in, ``trial.yaml`` gets its outcome and the analysis runs.
+
+Stop signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal) stop the trial as the twin
+runner does (``procs.run_stop_event``): the handler only sets an event, the trial's loops see it
+and end the trial the normal way (host stop burst, robot launch stopped over ssh, recording
+collected and analysed); no further trial of the campaign starts, and ``fieldtest lab run`` exits
+130. A second signal while the runner stops the robot changes nothing: the stop runs to its end.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import contextlib
 import json
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -33,7 +41,10 @@ from typing import Any
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
+from fieldtest.labrun.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
+from fieldtest.labrun.clockstate import summary as clock_summary
 from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
+from fieldtest.labrun.geofence import MAX_UNTRACKED_S, Geofence
 from fieldtest.labrun.preflight import (
     CheckResult,
     MocapSnapshot,
@@ -47,7 +58,7 @@ from fieldtest.labrun.preflight import (
 )
 from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
-from fieldtest.procs import ProcessGroup
+from fieldtest.procs import ProcessGroup, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import (
     HOST_BAG,
@@ -70,11 +81,15 @@ POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
 # Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
-ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "interrupted")
+ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
 
 
 class AbortTrial(Exception):
     """The trial cannot go on; the message says why (one line)."""
+
+
+class Interrupted(Exception):
+    """A stop signal arrived (``LabRunner.stop``): end the trial as an interruption."""
 
 
 @dataclass
@@ -102,30 +117,68 @@ class LabTrialResult:
 
 
 class LabRunner:
-    def __init__(self, options: LabOptions):
+    """``stop`` is set by the stop signals while a trial runs (or by the caller): once set, the
+    running trial ends as an interruption and no further trial starts."""
+
+    def __init__(self, options: LabOptions, stop: threading.Event | None = None):
         self.options = options
         self.say = options.say
+        self.stop = stop if stop is not None else threading.Event()
+        self._signals_handled = False
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stop.is_set()
+
+    @contextlib.contextmanager
+    def stop_signals(self) -> Iterator[None]:
+        """SIGINT, SIGTERM and SIGHUP set ``stop`` (``procs.run_stop_event``; nested: once)."""
+        if self._signals_handled:
+            yield
+            return
+        with run_stop_event(self.stop):
+            self._signals_handled = True
+            try:
+                yield
+            finally:
+                self._signals_handled = False
 
     # ------------------------------------------------------------------------------- a campaign
     def run_all(self, requests: list[TrialRequest]) -> list[LabTrialResult]:
+        """The trials in order; a stop signal (or Ctrl-C at the confirmation) ends the campaign."""
         check_side_args(self.options.host_args, self.options.robot_args)
         results = []
         for i, request in enumerate(requests):
+            if self.stop.is_set():
+                break
             self.say(f"trial {i + 1}/{len(requests)}: {request.name}")
-            if self.options.confirm is not None and not self.options.confirm(
-                f"{request.name}: robot at the start pose, area clear? [y/N] "
-            ):
+            try:
+                confirmed = self.options.confirm is None or self.options.confirm(
+                    f"{request.name}: robot at the start pose, area clear? [y/N] "
+                )
+            except (KeyboardInterrupt, EOFError):  # at the prompt no trial runs: nothing to stop
+                self.stop.set()
+                break
+            if not confirmed:
                 self.say("stopping the campaign (not confirmed)")
                 break
             result = self.run_trial(request)
             results.append(result)
             self.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
-            if i + 1 < len(requests) and self.options.lab.pause_between_trials_s:
-                time.sleep(self.options.lab.pause_between_trials_s)
+            if i + 1 < len(requests) and self.options.lab.pause_between_trials_s and not self.stop.is_set():
+                with self.stop_signals():
+                    self.stop.wait(self.options.lab.pause_between_trials_s)
+        left = requests[len(results) :]
+        if self.stop.is_set() and left:
+            self.say(f"not run ({interruption(self.stop)}): {', '.join(r.name for r in left)}")
         return results
 
     # ------------------------------------------------------------------------------- one trial
     def run_trial(self, request: TrialRequest) -> LabTrialResult:
+        with self.stop_signals():
+            return self._run_trial(request)
+
+    def _run_trial(self, request: TrialRequest) -> LabTrialResult:
         trial_dir = self.options.runs_dir / new_trial_id(request.name)
         record = TrialRecord(trial_id=trial_dir.name, request=request)
         record.outcome.software = software_versions()
@@ -133,6 +186,8 @@ class LabRunner:
         write_trial(trial_dir, record)
         (trial_dir / CONTROL_DIR).mkdir(parents=True, exist_ok=True)
         trial = _Trial(self, request, trial_dir)
+        record.outcome.lab["clock_sync"] = {"start": trial.clock_sync()}
+        write_trial(trial_dir, record)
         reason, detail = "error", ""
         try:
             with trial.running():
@@ -141,8 +196,9 @@ class LabRunner:
                 reason, detail = trial.stream()
         except AbortTrial as exc:
             reason, detail = "error", str(exc)
-        except KeyboardInterrupt:
-            reason, detail = "interrupted", "interrupted by the operator (Ctrl-C): robot stopped"
+        except (Interrupted, KeyboardInterrupt):
+            self.stop.set()  # KeyboardInterrupt: Ctrl-C where no handler of ours was installed
+            reason, detail = "interrupted", f"{interruption(self.stop)}: robot stopped"
         trial.finish(reason, detail)
         if self.options.analyse and reason in ANALYSED_END_REASONS:
             trial.analyse()
@@ -161,11 +217,27 @@ class _Trial:
         self.trial_id = trial_dir.name
         self.procs = ProcessGroup(trial_dir / "logs")
         self.robot_proc: subprocess.Popen | None = None
+        self.robot_args: dict[str, str] = {}
         self.recorder: Any = None
         self.checks: list[CheckResult] = []
         self.go_sent = False
+        self.robot_exited_mid_trial = False
         self.stopped_by_runner = False
         self.notes: list[str] = []
+
+    def clock_sync(self) -> dict[str, Any]:
+        """Both machines' clock sync state (``clockstate``), said in one line each."""
+        done = None
+        try:
+            done = self.options.robot.shell.run(CLOCK_STATE_SCRIPT, timeout_s=15.0, check=False)
+        except RemoteError as exc:
+            robot = {"sync": "unknown", "why": f"robot not reached: {exc}"}
+        if done is not None:
+            robot = parse_clock_state(done.stdout)
+        states = {"host": local_clock_state(), "robot": robot}
+        for machine, state in states.items():
+            self.runner.say(f"  {machine} clock: {clock_summary(state)}")
+        return states
 
     # --- start and always stop ----------------------------------------------------------------
     @contextlib.contextmanager
@@ -195,6 +267,7 @@ class _Trial:
             trial_dir=self.options.robot.trial_dir(self.trial_id),
             extra=self.options.robot_args,
         )
+        self.robot_args = args
         log_path = self.trial_dir / "logs" / "robot.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as log_file:
@@ -244,15 +317,35 @@ class _Trial:
         status = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS) or {}
         if self.go_sent and not status.get("stop_burst_sent"):
             self._emergency_stop("the host did not confirm its stop burst")
+        elif self.robot_exited_mid_trial:  # its bridge and relay went with it: the burst had no way in
+            self._emergency_stop("the robot side exited mid-trial")
 
     def _emergency_stop(self, why: str) -> None:
+        """Zero commands to the base from the robot's own side (its local graph, whatever the
+        middleware), then the host-side one if the options name it (stand-ins, tests)."""
         self.notes.append(f"emergency stop: {why}")
         self.runner.say(f"  EMERGENCY STOP: {why}")
+        if self.options.robot.estop:
+            try:
+                sent = self.options.robot.emergency_stop(self.trial_id, self.robot_args)
+                self.notes.append(f"emergency stop on the robot: {sent}")
+            except RemoteError as exc:
+                self.notes.append(
+                    f"emergency stop on the robot failed ({exc}); the base's 0.5 s watchdog stops it"
+                )
         if self.options.emergency_stop is not None:
             try:
                 self.options.emergency_stop(self.request)
             except Exception as exc:  # the base's own watchdog is the last line; say so
                 self.notes.append(f"emergency stop failed ({exc}); the base's 0.5 s watchdog stops it")
+
+    def _wait(self, seconds: float) -> None:
+        """Sleep, or raise Interrupted as soon as a stop signal arrives."""
+        if self.runner.stop.wait(seconds):
+            self.runner.say(
+                f"  {interruption(self.runner.stop)}: stopping the robot (a second signal does not skip it)"
+            )
+            raise Interrupted
 
     # --- pre-flight ----------------------------------------------------------------------------
     def _mocap_snapshot(self) -> MocapSnapshot | None:
@@ -294,7 +387,7 @@ class _Trial:
         deadline = time.monotonic() + lab.preflight_timeout_s
         before = self._mocap_snapshot()
         while True:
-            time.sleep(1.0)  # also the mocap rate window
+            self._wait(1.0)  # also the mocap rate window
             exited = self._exited()
             if exited:
                 raise AbortTrial(exited)
@@ -316,7 +409,7 @@ class _Trial:
         seconds = int(round(self.options.lab.countdown_s))
         for left in range(seconds, 0, -1):
             self.runner.say(f"  starting in {left} s (Ctrl-C aborts)")
-            time.sleep(1.0)
+            self._wait(1.0)
             exited = self._exited()
             if exited:
                 raise AbortTrial(exited)
@@ -327,14 +420,33 @@ class _Trial:
         self.runner.say("  GO")
         host = self.procs.procs["host"]
         limit = time.monotonic() + self.request.plan.total_s + HOST_MARGIN_S
+        fence = Geofence.from_settings(self.options.lab.geofence_m)
         while host.popen.poll() is None:
+            breach = self._geofence_breach(fence)
+            if breach:
+                self.runner.say(f"  GEOFENCE: {breach}: stopping the robot")
+                return "geofence", breach
             self.procs.sample_cpu()
             if time.monotonic() > limit:
                 raise AbortTrial(f"the host did not finish within the plan + {HOST_MARGIN_S:g} s")
             if self.robot_proc is not None and self.robot_proc.poll() is not None:
-                raise AbortTrial(f"the robot side exited mid-trial (code {self.robot_proc.returncode})")
-            time.sleep(POLL_S)
+                self.robot_exited_mid_trial = True
+                return "robot-exited", (
+                    f"the robot side exited mid-trial (code {self.robot_proc.returncode}): "
+                    f"its recording ends there; see {self.trial_dir}/logs/robot.log"
+                )
+            self._wait(POLL_S)
         return host_end_reason(host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS))
+
+    def _geofence_breach(self, fence: Geofence | None) -> str:
+        """Why the trial must stop for the geofence ('' while the rigid body is inside, or no fence)."""
+        if fence is None or self.recorder is None:
+            return ""
+        latest = self.recorder.latest_position
+        if latest is None or time.monotonic() - latest[1] > MAX_UNTRACKED_S:
+            return f"the rigid body has not been tracked for over {MAX_UNTRACKED_S:g} s: the geofence cannot hold"
+        (x, y, _z), _ = latest
+        return fence.outside(x, y)
 
     # --- afterwards --------------------------------------------------------------------------
     def finish(self, reason: str, detail: str) -> None:
@@ -351,6 +463,16 @@ class _Trial:
         robot = json_file(self.trial_dir / ROBOT_STATUS) or {}
         if host.get("stream_start_ns"):
             outcome.stream_start_ns = host["stream_start_ns"]
+        outcome.lab["robot_recording"] = robot_recording(robot)
+        if _true(self.robot_args.get("dry_run", "")):
+            outcome.lab["dry_run"] = True
+            outcome.warnings.append("dry run: the base was not driven (the link monitor forwarded nothing)")
+        outcome.lab.setdefault("clock_sync", {})["end"] = self.clock_sync()
+        for key in ("clock_offset_source", "link_probe_offset_s", "link_probe_round_trip_s"):
+            if key in robot:
+                outcome.lab[key] = robot[key]
+        if robot.get("arrival_stamp"):
+            outcome.lab["arrival_stamp"] = robot["arrival_stamp"]
         if robot:
             outcome.clock_offset_s = robot.get("clock_offset_s")
             outcome.clock_round_trip_s = robot.get("clock_round_trip_s")
@@ -389,7 +511,7 @@ class _Trial:
 
 # Launch arguments that must be the same on both sides: with relay on the robot only, the host would
 # drive the base directly on cmd_vel while the robot listens (and logs) on fieldtest/cmd_vel.
-BOTH_SIDES_ARGS = ("relay",)
+BOTH_SIDES_ARGS = ("relay", "dry_run")
 
 
 def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> None:
@@ -409,6 +531,18 @@ def preflight_refusal(report: dict[str, Any] | None) -> str:
         return ""
     failed = [f for f in report.get("findings", []) if f.get("severity") == "fail"]
     return "; ".join(f"{f.get('check')}: {f.get('detail')}" for f in failed) or "no-go"
+
+
+def _true(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes", "on")
+
+
+def robot_recording(status: dict[str, Any]) -> str:
+    """How the robot's recording ended: ``closed`` by its logger, ``cut`` (the logger died: its
+    last status still says running, receipts after the last flushed one are unknown), ``missing``."""
+    if not status:
+        return "missing"
+    return "closed" if status.get("state") == "closed" else "cut"
 
 
 def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[str, str]:

@@ -29,6 +29,8 @@ from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 from fieldtest.record.trial import TrialRequest
 from fieldtest.security.settings import SecuritySettingError, get_setting
 
+CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
+
 ROS_DISTROS = ("humble", "jazzy")
 Role = Literal["host", "robot"]
 _ROS_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?$")  # a leading _ marks hidden names
@@ -78,9 +80,17 @@ class LabLaunch(BaseModel):
     record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
     mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (both sides must agree)
     base_namespace: str = ""  # robot: the Create 3's own namespace (create3_base_namespace)
+    # where the latency's clock offset is measured: over the trial's link, or plain UDP (labrun.udpclock)
+    clock_source: Literal["link", "udp"] = "link"
+    clock_port: int = Field(CLOCK_UDP_PORT, ge=1, le=65535)
+    # the base is not driven: the host streams on the relay's topic, the link monitor logs and does
+    # not forward (a rehearsal of the whole command path on the lab day; implies relay's topics)
+    dry_run: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> LabLaunch:
+        if self.dry_run:
+            self.relay = True  # commands on fieldtest/cmd_vel, which the base does not hear
         if self.middleware not in registry.names(lab=True):
             raise ValueError(
                 f"middleware: unknown {self.middleware!r} (choose from {', '.join(registry.names(lab=True))})"
@@ -216,6 +226,9 @@ LAUNCH_ARGUMENTS: dict[str, str] = {
     "record_ros2bag": "bool",
     "mqtt_inject_timestamp": "bool",
     "base_namespace": "base_namespace",
+    "clock_source": "clock_source",
+    "dry_run": "bool",
+    "clock_port": "int",
 }
 AUTO = "auto"
 
@@ -361,6 +374,13 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
         values["start_broker"] = role == "host" and starts == "broker"
     else:
         values["start_broker"] = _bool("start_broker", broker)
+    clock = deferred.get("clock_source", AUTO)
+    if clock in ("", AUTO) and middleware in registry.REGISTRY:
+        from fieldtest.labrun.udpclock import clock_source_for
+
+        values["clock_source"] = clock_source_for(registry.get(middleware).family)
+    elif clock not in ("", AUTO):
+        values["clock_source"] = clock
 
 
 def _base_namespace(values: dict[str, Any], deferred: dict[str, str], environ: Mapping[str, str]) -> str:

@@ -93,6 +93,9 @@ class SimulatedBase:
         self.odom_every = max(1, round(physics_hz / ODOM_HZ))
         self.battery_every = max(1, round(physics_hz / BATTERY_HZ))
         self.commands = 0
+        self.trailing_zero_commands = (
+            0  # since the last motion command: stop bursts, relay and emergency stops
+        )
         self.max_linear_commanded = 0.0
         self._t0_ns = self.clock.now_ns()
         self._lock = threading.Lock()
@@ -110,6 +113,8 @@ class SimulatedBase:
         with self._lock:
             self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
             self.commands += 1
+            zero = twist.linear.x == 0.0 and twist.angular.z == 0.0
+            self.trailing_zero_commands = self.trailing_zero_commands + 1 if zero else 0
             self.max_linear_commanded = max(self.max_linear_commanded, abs(twist.linear.x))
 
     def step(self, tick: int) -> None:
@@ -146,6 +151,7 @@ class SimulatedBase:
             v, w = self.model.velocity()
             return {
                 "commands": self.commands,
+                "trailing_zero_commands": self.trailing_zero_commands,
                 "max_speed_mps": self.model.max_speed_mps,
                 "max_linear_commanded_mps": self.max_linear_commanded,
                 "pose": [x, y, yaw],

@@ -145,6 +145,8 @@ class MocapRecorder:
         self._last_frame_mono = time.monotonic()
         self._last_frame_ns: int | None = None  # arrival of the frame that set stats.last_frame
         self._unreadable_run = 0
+        # the last tracked position (world frame, Z up) and when it came (time.monotonic)
+        self.latest_position: tuple[tuple[float, float, float], float] | None = None
 
     # --- sockets ------------------------------------------------------------------------------
 
@@ -332,6 +334,7 @@ class MocapRecorder:
         writer.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, recv_ns, msg)
         if valid:
             position, orientation = stream_to_world(body.position, body.orientation, self.config.up_axis)
+            self.latest_position = (position, time.monotonic())  # world frame: the lab's geofence reads it
             pose = rosmsg.pose_stamped(recv_ns, MOCAP_FRAME_ID, position, orientation)
             writer.write(MOCAP_POSE_TOPIC, rosmsg.POSE_STAMPED, recv_ns, pose)
 

@@ -24,7 +24,9 @@ from fieldtest.plan import SquarePlan, validation_message
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
-EndReason = Literal["completed", "host-stopped", "host-killed", "interrupted", "error", "running"]
+EndReason = Literal[
+    "completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted", "error", "running"
+]
 ClockSharing = Literal["shared", "separate"]
 # Which machines of a twin trial sit on the emulated link (docs/networks.md, "Topology"): a named
 # placement, or the nodes themselves ("broker" and "router" both name the middleware's own
@@ -116,6 +118,9 @@ class TrialOutcome(BaseModel):
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)
+    # lab trials: the robot recording's end, clock sync state, offset source, arrival stamp
+    # (docs/trial-format.md, "Lab trials")
+    lab: dict[str, Any] = Field(default_factory=dict)
 
 
 class TrialRecord(BaseModel):

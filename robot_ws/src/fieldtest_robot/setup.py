@@ -27,6 +27,7 @@ setup(
         "console_scripts": [
             "link_monitor = fieldtest_robot.link_monitor:main",
             "create3_preflight = fieldtest_robot.create3_preflight:main",
+            "base_stop = fieldtest_robot.base_stop:main",
         ],
     },
 )

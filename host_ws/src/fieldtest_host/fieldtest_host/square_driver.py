@@ -10,6 +10,7 @@ Parameters (set by host.launch.py):
   wait_for_go (bool)    wait for <trial_dir>/lab/go (the lab runner) before streaming
   relay (bool)          stream on fieldtest/cmd_vel because the robot relays to its base
   robot_lost_s (float)  stop (with the stop burst) after this long without a clock probe
+  clock_udp_port (int)  answer the robot's UDP clock probes on this port (clock_source udp); 0 = off
   link_timeout_s (float) give up if the robot does not appear within this long
   middleware, security (str)  recorded in the bag's request only
 
@@ -62,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_for_go = bool(_declare(node, "wait_for_go", False))
         relay = bool(_declare(node, "relay", False))
         robot_lost_s = float(_declare(node, "robot_lost_s", 2.0))
+        clock_udp_port = int(_declare(node, "clock_udp_port", 0))
         link_timeout_s = float(_declare(node, "link_timeout_s", 30.0))
         namespace = node.get_namespace().rstrip("/")
         middleware = _declare(node, "middleware", "dds")
@@ -92,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_for_go=wait_for_go,
             robot_lost_s=robot_lost_s,
             realtime=realtime,
+            clock_udp_port=clock_udp_port,
         )
         log.info(scheduling_note(realtime))
         settle_heap()

@@ -14,6 +14,11 @@ Parameters (set by robot.launch.py):
                            context: the Create 3 cannot join an SROS2 domain
   relay_domain_id (int)    domain of that context; -1 = ROS_DOMAIN_ID
   battery_topic (str)      sensor_msgs/BatteryState topic, reported in robot_status.json for pre-flight
+  clock_source (str)       link: the latency's clock offset from the probes over the trial's link;
+                           udp: from plain UDP probes to the host's square_driver (fieldtest.labrun.udpclock)
+  clock_host (str), clock_udp_port (int)   where those UDP probes go
+  dry_run (bool)           listen on fieldtest/cmd_vel as with the relay, but forward nothing: the
+                           base is not driven
 
 The node initiates the clock probes (host answers) and writes a CommandReceipt per command and a
 ClockOffsetSample per probe into <trial_dir>/robot, in the robot's clock.
@@ -52,6 +57,16 @@ def _plain_base_node(namespace: str, domain_id: int):
     return rclpy.create_node("link_monitor_relay", namespace=namespace or None, context=context), context
 
 
+def _distro() -> str:
+    """The ROS 2 distro running this node ($ROS_DISTRO, or rclpy's version for the wheels)."""
+    from fieldtest.labrun.settings import LaunchArgError, detect_distro
+
+    try:
+        return detect_distro()
+    except LaunchArgError:
+        return "unknown"
+
+
 def _relay_function(transport, topic: str, relay_type: str, clock_ns):
     from fieldtest import rosmsg
 
@@ -74,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.labrun.monitor import LabLinkMonitor
     from fieldtest.labrun.rclpy_transport import (
         RclpyTransport,
+        arrival_stamp_source,
+        executor_needs_realtime,
         init_without_signal_handlers,
         message_class,
         spin_in_background,
@@ -93,18 +110,25 @@ def main(argv: list[str] | None = None) -> int:
     cmd_type = _declare(node, "cmd_type", "twist_stamped")
     trial_dir = _declare(node, "trial_dir", "") or tempfile.mkdtemp(prefix="fieldtest-robot-")
     relay = bool(_declare(node, "relay", False))
+    dry_run = bool(_declare(node, "dry_run", False))
     relay_topic = "/" + _declare(node, "relay_topic", "cmd_vel").strip("/")
     relay_type = _declare(node, "relay_type", cmd_type)
     relay_silence_s = float(_declare(node, "relay_silence_s", 0.3))
     base_plain = bool(_declare(node, "base_plain_context", False))
     relay_domain_id = int(_declare(node, "relay_domain_id", -1))
     battery_topic = _declare(node, "battery_topic", "battery_state")
+    clock_source = _declare(node, "clock_source", "link")
+    clock_udp = (_declare(node, "clock_host", "127.0.0.1"), int(_declare(node, "clock_udp_port", 15131)))
     plan, _ = load_plan(_declare(node, "plan", ""))  # the trial's plan: where the stop burst's seqs begin
     for unused in ("middleware", "security"):
         _declare(node, unused, "")
     namespace = node.get_namespace().rstrip("/")
 
-    transport = RemappedTransport(RclpyTransport(node, namespace, qos), command_remap(relay))
+    link = RclpyTransport(node, namespace, qos)
+    transport = RemappedTransport(link, command_remap(relay))
+    rmw, distro = rclpy.get_rmw_implementation_identifier(), _distro()
+    executor_realtime = realtime and executor_needs_realtime(rmw, distro)
+    stamp = {**arrival_stamp_source(rmw, distro), "executor_realtime": executor_realtime}
     request = request_for_side(TransportConfig(qos=qos, namespace=namespace), plan, cmd_type, "lab-robot")
     extra_status: dict = {}
 
@@ -119,7 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         message_class("sensor_msgs/msg/BatteryState"), battery_topic, on_battery, qos_profile_sensor_data
     )
     relay_fn = None
-    if relay:
+    if dry_run:
+        log.info(f"DRY RUN: logging {namespace}{RELAY_CMD_VEL_TOPIC}, nothing goes to the base")
+    elif relay:
         relay_transport = RclpyTransport(base_node, namespace, "default")
         relay_fn = _relay_function(
             relay_transport, relay_topic, relay_type, lambda: node.get_clock().now().nanoseconds
@@ -128,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             f"relaying {namespace}{RELAY_CMD_VEL_TOPIC} -> {namespace}{relay_topic} ({relay_type}), "
             f"zero after {relay_silence_s:g} s of silence"
         )
-    executor, spinner = spin_in_background(node)
+    executor, spinner = spin_in_background(node, realtime=executor_realtime)
     # The plain context has its own executor: its battery subscription must be served too.
     base_spin = spin_in_background(base_plain_node, base_context) if base_plain_node is not None else None
     with stop_on_signals() as stop:
@@ -139,10 +165,15 @@ def main(argv: list[str] | None = None) -> int:
             relay=relay_fn,
             relay_silence_s=relay_silence_s,
             realtime=realtime,
+            clock_udp=clock_udp if clock_source == "udp" else None,
         )
         log.info(scheduling_note(realtime))
         settle_heap()
         monitor.extra_status = extra_status
+        monitor.status_sources.append(lambda: {"arrival_stamp": {**stamp, "arrivals": dict(link.arrivals)}})
+        log.info(
+            f"arrival stamp: {stamp['source']} ({rmw}, {distro}); executor real-time: {executor_realtime}"
+        )
         log.info(f"logging commands ({cmd_type}, qos {qos}) to {trial_dir}/robot; probing the host clock")
         try:
             monitor.run(stop)

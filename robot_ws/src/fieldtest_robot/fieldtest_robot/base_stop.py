@@ -1,0 +1,51 @@
+"""base_stop: the robot side's emergency stop. Publishes zero commands straight to the base on the
+robot's own ROS graph (the one link_monitor's relay and create3_preflight use), so it needs
+neither the link between the machines nor the host's bridge, router or broker.
+
+The lab runner starts it over ssh (``fieldtest.labrun.estop``, ``RobotSide.emergency_stop``) when the
+host side did not confirm its stop burst. It is started with the robot launch's environment and
+the namespace of the trial; it prints one line: how many zero commands went to which topic and how
+many subscribers (the base, a relay) had matched.
+
+Parameters:
+  cmd_type (str)      twist (Humble's base) or twist_stamped (Jazzy's create3_republisher)
+  match_wait_s (float)  how long to wait for the base's subscription before publishing anyway
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+
+    from fieldtest import rosmsg
+    from fieldtest.endpoints.stop import zero_commands
+    from fieldtest.labrun.rclpy_transport import RclpyTransport, init_without_signal_handlers
+    from fieldtest.record import CMD_VEL_TOPIC
+
+    init_without_signal_handlers(list(sys.argv if argv is None else argv))
+    node = rclpy.create_node("base_stop")
+    cmd_type = node.declare_parameter("cmd_type", "twist_stamped").value
+    match_wait_s = float(node.declare_parameter("match_wait_s", 2.0).value)
+    namespace = node.get_namespace().rstrip("/")
+    transport = RclpyTransport(node, namespace, "default")
+    typename = rosmsg.TWIST if cmd_type == "twist" else rosmsg.TWIST_STAMPED
+    transport.publisher(CMD_VEL_TOPIC, typename)  # created first: discovery starts while waiting
+    matched = transport.wait_matched(CMD_VEL_TOPIC, match_wait_s)
+    if matched:
+        time.sleep(0.1)  # the writer has seen the reader; let the reader see the writer too
+    sent = zero_commands(transport, cmd_type)
+    topic = transport.topic(CMD_VEL_TOPIC)
+    subscribers = node.count_subscribers(topic)
+    print(f"sent {sent} zero commands to {topic} ({typename}); {subscribers} subscriber(s)", flush=True)
+    transport.close()
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return 0 if matched else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
