@@ -73,7 +73,7 @@ def test_one_way_latency_is_the_shared_clock_difference_on_an_asymmetric_link(
     bound = ntp["path_asymmetry"]
     assert bound["ntp_error_bound_ms"] == pytest.approx(abs(half_asymmetry_ms), abs=EMULATOR_ERROR_MS)
     report = (result.trial_dir / "analysis" / "report.md").read_text()
-    assert "one-way (shared clock)" in report and "NTP-style estimate can be off by up to half" in report
+    assert "one-way (shared clock)" in report and "NTP-style offset is off by half the asymmetry" in report
 
 
 def test_which_clock_a_record_names():
