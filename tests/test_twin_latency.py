@@ -78,8 +78,9 @@ def test_one_way_latency_is_the_shared_clock_difference_on_an_asymmetric_link(
 
 def test_which_clock_a_record_names():
     request = TrialRequest(twin={"robot_clock_offset_s": 0.25})
-    lab = TrialRecord(trial_id="t", request=request, outcome={"clocks": "separate"})
-    old = TrialRecord(trial_id="t", request=request)  # before the field: analysed as separate clocks
+    lab = TrialRecord(trial_id="t", request=request)  # as the lab runner makes it
+    old = TrialRecord.model_validate({"trial_id": "t", "request": {}, "outcome": {}})  # before the field
+    assert lab.outcome.clocks == old.outcome.clocks == "separate"
     shared = TrialRecord(
         trial_id="t",
         request=request,
