@@ -62,3 +62,8 @@ def test_the_probe_has_its_own_namespace_and_skips_the_bridges():
     probed = probe_config(config)
     assert probed.namespace != config.namespace and probed.zenoh_path == "direct"
     assert probed.router_address == config.router_address and probed.zenoh_port == config.zenoh_port
+
+
+def test_the_probe_measures_the_broker_not_its_clients_nagle_wait():
+    probed = probe_config(TransportConfig(middleware="mqtt-broker"))  # the trial's clients keep Nagle
+    assert probed.mqtt_nagle is False

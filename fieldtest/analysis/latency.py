@@ -188,9 +188,11 @@ def ntp_beside_truth(
     """What the NTP-style estimate (all the lab has) makes of this trial, against the shared clock.
 
     ``offset_error_ms``: estimate minus true offset at each received command, which is the error of
-    each one-way figure; ``median_error_ms``: the estimate's one-way median minus the true one. On a
-    path whose two directions differ, the estimate's error is at most half the asymmetry
-    (``path_asymmetry``, from the one-way delays measured before the trial)."""
+    each one-way figure; ``median_error_ms``: the estimate's one-way median minus the true one. A
+    probe's offset is off by half the difference of its two legs, so on a path whose directions
+    differ the estimate is off by about half the asymmetry (``path_asymmetry``, from the median
+    one-way delays measured before the trial), and by more where jitter makes the probes it rests
+    on more lopsided."""
     ntp = estimate_ntp_clock(data)
     out: dict = {"clock": ntp.as_dict(), "available": ntp.method != "none"}
     out["path_asymmetry"] = path_asymmetry(data.record.outcome.link)
@@ -207,7 +209,7 @@ def ntp_beside_truth(
 
 def path_asymmetry(link: dict) -> dict | None:
     """Host-to-robot minus robot-to-host median one-way delay of the link measured before the trial
-    (shared clock), and the bound it puts on an NTP-style offset: half its size. None without them."""
+    (shared clock), and what it does to an NTP-style offset: half its size. None without them."""
     forward, back = link.get("owd_ab_median_ms"), link.get("owd_ba_median_ms")
     if (link.get("from"), link.get("to")) != ("host", "robot") or forward is None or back is None:
         return None

@@ -265,8 +265,10 @@ def _clock_lines(lat) -> list[str]:
     if asym:
         out.append(
             f"Path measured before the trial: host to robot {asym['host_to_robot_ms']:.2f} ms, robot to host "
-            f"{asym['robot_to_host_ms']:.2f} ms (median one way); asymmetry {asym['asymmetry_ms']:.2f} ms, so an "
-            f"NTP-style estimate can be off by up to half of it, {asym['ntp_error_bound_ms']:.2f} ms."
+            f"{asym['robot_to_host_ms']:.2f} ms (median one way); asymmetry {asym['asymmetry_ms']:.2f} ms. An "
+            f"NTP-style offset is off by half the asymmetry of the probes it rests on: about "
+            f"{asym['ntp_error_bound_ms']:.2f} ms from these medians, more where jitter makes single probes "
+            "more lopsided."
         )
     return [" ".join(out), ""]
 

@@ -113,9 +113,12 @@ def forward_summary(sent: int, rtt_ms: np.ndarray) -> dict[str, Any]:
 
 
 def probe_config(transport: TransportConfig) -> TransportConfig:
-    """The trial's link with a namespace of its own and the direct Zenoh path (the probe measures
-    the router, not the bridges)."""
-    return transport.model_copy(update={"namespace": "fieldtest_probe", "zenoh_path": "direct"})
+    """The trial's link with a namespace of its own, the direct Zenoh path and MQTT clients without
+    Nagle's algorithm (the probe measures the router or broker, not the bridges or the clients' wait
+    for an acknowledgement)."""
+    return transport.model_copy(
+        update={"namespace": "fieldtest_probe", "zenoh_path": "direct", "mqtt_nagle": False}
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,9 +104,9 @@ class TrialOutcome(BaseModel):
     clock_offset_s: float | None = None  # robot estimate of host - robot clock
     clock_round_trip_s: float | None = None
     # "shared": every process read one clock (a twin trial: CLOCK_MONOTONIC is one per machine, in
-    # network namespaces or not); "separate": one per machine (the lab); None: a record from before
-    # this field, analysed as "separate"
-    clocks: ClockSharing | None = None
+    # network namespaces or not; the twin runner sets it); "separate": one per machine (the lab, and
+    # records from before this field)
+    clocks: ClockSharing = "separate"
     # per process: its clock's reading minus CLOCK_MONOTONIC (ns); on a shared clock, host - robot exactly
     clock_bases_ns: dict[str, int] = Field(default_factory=dict)
     software: dict[str, str] = Field(default_factory=dict)
