@@ -365,6 +365,20 @@ class Topology:
 
     def _build_switch(self) -> None:
         self._add_namespace(self.switch_ns)
+        # no IPv6 on the bridge and its ports: their link-local chatter (MLD, router solicitations)
+        # is the emulator's own and would cross the emulated links (on 802.11, the air at the basic rate)
+        for scope in ("default", "all"):
+            _run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.switch_ns,
+                    "sysctl",
+                    "-qw",
+                    f"net.ipv6.conf.{scope}.disable_ipv6=1",
+                ]
+            )
         # no IGMP snooping: multicast is flooded to every port, as by a plain switch or AP
         _ip("-n", self.switch_ns, "link", "add", BRIDGE, "type", "bridge", "stp_state", "0",
             "forward_delay", "0", "mcast_snooping", "0")  # fmt: skip
