@@ -99,8 +99,9 @@ def test_an_outage_silences_a_station_and_a_profile_change_is_refused():
     with Topology("wifi-80211", nodes=NODES, wireless=STATIONS, seed=5) as topo:
         topo.schedule_outage(at_s=0.0, duration_s=30.0, node="robot")
         blocked = udp_blast(topo, "host", "robot", count=50, size=200, interval_s=0.005)
-        with pytest.raises(TopologyError, match="802.11 .* cannot change profile"):
-            topo.set_profile("wifi", node="robot")
+        for at_s in (None, 5.0):  # now, or scheduled: refused at once either way
+            with pytest.raises(TopologyError, match="802.11 .* cannot change profile"):
+                topo.set_profile("wifi", node="robot", at_s=at_s)
         assert topo.wifi_link.stats()["ports"]["robot"]["dropped_down"] >= 50
     assert blocked["loss"] == 1.0
 

@@ -441,12 +441,16 @@ class Topology:
         return None if self.seed is None else self.seed * 1000 + list(self.links).index(node)
 
     # -- link control -------------------------------------------------------------------------
-    def _apply(self, link: NodeLink, profile: LinkProfile) -> None:
+    @staticmethod
+    def _check_change(link: NodeLink, profile: LinkProfile) -> None:
         if link.station or profile.wifi80211 is not None:
             raise TopologyError(
                 f"node {link.node!r}: an 802.11 (ns-3) link cannot change profile during a trial; "
                 "give it as the trial's network"
             )
+
+    def _apply(self, link: NodeLink, profile: LinkProfile) -> None:
+        self._check_change(link, profile)
         link.profile = profile
         if link.forwarder is not None:
             link.forwarder.apply(profile)
@@ -506,6 +510,8 @@ class Topology:
         """
         new = get_profile(profile)
         links = self._emulated_links(node)
+        for link in links:  # refused now, not when the scheduled change comes due
+            self._check_change(link, new)
 
         def apply() -> None:
             for link in links:
