@@ -8,6 +8,8 @@ import pytest
 
 from fieldtest.netem import Topology, TopologyError, get_profile, measure_link
 from fieldtest.netem.probe import udp_blast
+from fieldtest.record import TrialRequest, read_trial
+from fieldtest.runner import QUICK_PLAN, run_twin_trial
 from fieldtest.testkit import needs
 
 NODES = ["host", "robot", "mocap"]
@@ -115,3 +117,16 @@ def test_a_station_the_access_point_forgot_gets_unicast_again():
         trip = measure_link(topo, "host", "robot", count=30, interval_s=0.01, size=64)
         repairs = topo.wifi_link.stats()["association_repairs"]
     assert trip["loss"] <= 0.1 and repairs >= 1
+
+
+def test_a_trial_asking_an_80211_link_to_change_profile_is_refused_before_anything_starts(tmp_path):
+    request = TrialRequest(
+        name="wifi80211-profile-fault",
+        plan=QUICK_PLAN,
+        network="wifi-80211",
+        faults=[{"kind": "profile", "at_s": 5.0, "profile": "wifi-lossy"}],
+    )
+    result = run_twin_trial(request, tmp_path)
+    assert result.end_reason == "error"
+    assert result.detail.startswith("faults: node 'robot': an 802.11 (ns-3) link cannot change profile")
+    assert not (result.trial_dir / "host").exists() and read_trial(result.trial_dir).outcome.cpu == {}

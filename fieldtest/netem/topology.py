@@ -497,6 +497,13 @@ class Topology:
         base = time.monotonic_ns() if t0_ns is None else t0_ns
         return base + int(at_s * 1e9)
 
+    def check_profile_change(self, profile: str | dict | LinkProfile, node: str | None = None) -> LinkProfile:
+        """The profile, if the emulated link(s) can change to it; else TopologyError (802.11 links)."""
+        new = get_profile(profile)
+        for link in self._emulated_links(node):
+            self._check_change(link, new)
+        return new
+
     def set_profile(
         self,
         profile: str | dict | LinkProfile,
@@ -508,10 +515,8 @@ class Topology:
 
         Packets already in flight keep their schedule; new packets see the new profile.
         """
-        new = get_profile(profile)
+        new = self.check_profile_change(profile, node)  # refused now, not when it comes due
         links = self._emulated_links(node)
-        for link in links:  # refused now, not when the scheduled change comes due
-            self._check_change(link, new)
 
         def apply() -> None:
             for link in links:
