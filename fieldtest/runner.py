@@ -155,6 +155,17 @@ class _Network:
     def topo_nodes(self) -> list[str]:
         return list(getattr(self.topo, "nodes", []) or getattr(self.topo, "links", {}).keys())
 
+    def check_faults(self, faults: list[dict]) -> None:
+        """Refuse before the trial starts a profile change its link cannot make (an 802.11 link)."""
+        from fieldtest.netem import TopologyError
+
+        for fault in faults:
+            if fault.get("kind") == "profile" and self.emulated:
+                try:
+                    self.topo.check_profile_change(fault["profile"])
+                except (TopologyError, ValueError) as exc:
+                    raise ProcessStartError(f"faults: {exc}") from None
+
     def schedule_faults(self, faults: list[dict], stream_start_ns: int) -> None:
         if not faults:
             return
@@ -474,6 +485,7 @@ def _run_in_network(
     reason, detail, link = "error", "", {}
     monitor = MachineMonitor()  # the machine's own disturbance over the trial (steal, pressure, wake-ups)
     try:
+        net.check_faults(request.faults)
         link = _measure_link(net)
         with _infrastructure(request, trial_dir, net) as infra:
             try:

@@ -251,6 +251,9 @@ class Stack(Section):
     mocap: dict[str, Any] | None = None
     # the router's or broker's forwarding probe (fieldtest.middleware.fwdprobe); None where there is none
     forwarding: dict[str, Any] | None = None
+    # the ns-3 802.11 link's lag behind real time, its bound and CPU; None on other links (an
+    # optional key: files with and without it read alike, so the version stays)
+    link_simulator: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
 

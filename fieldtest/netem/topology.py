@@ -366,6 +366,20 @@ class Topology:
 
     def _build_switch(self) -> None:
         self._add_namespace(self.switch_ns)
+        # no IPv6 on the bridge and its ports: their link-local chatter (MLD, router solicitations)
+        # is the emulator's own and would cross the emulated links (on 802.11, the air at the basic rate)
+        for scope in ("default", "all"):
+            _run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.switch_ns,
+                    "sysctl",
+                    "-qw",
+                    f"net.ipv6.conf.{scope}.disable_ipv6=1",
+                ]
+            )
         # no IGMP snooping: multicast is flooded to every port, as by a plain switch or AP
         _ip("-n", self.switch_ns, "link", "add", BRIDGE, "type", "bridge", "stp_state", "0",
             "forward_delay", "0", "mcast_snooping", "0")  # fmt: skip
@@ -428,12 +442,16 @@ class Topology:
         return None if self.seed is None else self.seed * 1000 + list(self.links).index(node)
 
     # -- link control -------------------------------------------------------------------------
-    def _apply(self, link: NodeLink, profile: LinkProfile) -> None:
+    @staticmethod
+    def _check_change(link: NodeLink, profile: LinkProfile) -> None:
         if link.station or profile.wifi80211 is not None:
             raise TopologyError(
                 f"node {link.node!r}: an 802.11 (ns-3) link cannot change profile during a trial; "
                 "give it as the trial's network"
             )
+
+    def _apply(self, link: NodeLink, profile: LinkProfile) -> None:
+        self._check_change(link, profile)
         link.profile = profile
         if link.forwarder is not None:
             link.forwarder.apply(profile)
@@ -480,6 +498,13 @@ class Topology:
         base = time.monotonic_ns() if t0_ns is None else t0_ns
         return base + int(at_s * 1e9)
 
+    def check_profile_change(self, profile: str | dict | LinkProfile, node: str | None = None) -> LinkProfile:
+        """The profile, if the emulated link(s) can change to it; else TopologyError (802.11 links)."""
+        new = get_profile(profile)
+        for link in self._emulated_links(node):
+            self._check_change(link, new)
+        return new
+
     def set_profile(
         self,
         profile: str | dict | LinkProfile,
@@ -491,7 +516,7 @@ class Topology:
 
         Packets already in flight keep their schedule; new packets see the new profile.
         """
-        new = get_profile(profile)
+        new = self.check_profile_change(profile, node)  # refused now, not when it comes due
         links = self._emulated_links(node)
 
         def apply() -> None:

@@ -99,6 +99,11 @@ class Wifi80211Link:
         """Drop every frame to and from ``node``'s station (an outage), or pass them again."""
         self._command(f"{'down' if down else 'up'} {node}")
 
+    def ap_forget(self, node: str) -> None:
+        """Fault injection: the access point forgets ``node``'s association while the station keeps
+        it, the state ns-3 3.37 leaves after a lost ACK of an association response."""
+        self._command(f"ap-forget {node}")
+
     def stats(self) -> dict[str, Any]:
         """The simulation's figures now (the program writes them to its stats file)."""
         if self.proc.poll() is None:

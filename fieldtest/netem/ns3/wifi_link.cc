@@ -11,8 +11,10 @@
  * 802.11 station cannot bridge other addresses without 4-address mode).
  *
  * stdin commands, one line each, answered with one line: "stats" (writes FILE, answers ok),
- * "down NAME" / "up NAME" (the station drops all traffic / passes it again). End of stdin stops it
- * (FILE is written once more). stdout's first line is "ready" once every station is associated.
+ * "down NAME" / "up NAME" (the station drops all traffic / passes it again), "ap-forget NAME" (the
+ * access point forgets the station's association, as after a lost association-response ACK; see
+ * repair_associations). End of stdin stops it (FILE is written once more). stdout's first line is
+ * "ready" once every station was associated at two checks 100 ms apart.
  */
 #include <fcntl.h>
 #include <linux/if.h>
@@ -349,6 +351,10 @@ std::string handle(const std::string &line) {
     }
     if ((verb == "down" || verb == "up") && g_glue.count(name)) {
         g_glue[name]->down.store(verb == "down");
+        return "ok";
+    }
+    if (verb == "ap-forget" && g_glue.count(name)) {  // the state a lost association-response ACK leaves
+        g_ap_manager->RecordDisassociated(Mac48Address::ConvertFrom(g_glue[name]->wifi->GetAddress()));
         return "ok";
     }
     return "error unknown command: " + line;
