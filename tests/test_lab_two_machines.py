@@ -164,3 +164,19 @@ def test_guide_steps_replace_only_the_guides_example_values(tmp_path):
     )
     with pytest.raises(GuideError, match="no lab-step 'keys'"):
         step("keys", "pi@10.0.0.2", addresses, guide)
+
+
+@pytest.mark.parametrize(
+    "namespace, user, base", [("/tb4", "/tb4", "/tb4/_do_not_use"), ("", "", "/_do_not_use")]
+)
+def test_the_republisher_stand_in_relays_the_turtlebot4_jazzy_names(namespace, user, base):
+    """turtlebot4_robot (jazzy) republisher.yaml's topics, user side as the TurtleBot 4 names it: a
+    TwistStamped on <ns>/cmd_vel reaches the base's cmd_vel_stamped, a Twist needs cmd_vel_unstamped."""
+    from fieldtest.labrun.republisher import BATTERY_STATE, ODOMETRY, TWIST, TWIST_STAMPED, Relay, relays
+
+    assert relays(namespace, "jazzy") == [
+        Relay(f"{base}/odom", f"{user}/odom", ODOMETRY),
+        Relay(f"{base}/battery_state", f"{user}/battery_state", BATTERY_STATE),
+        Relay(f"{user}/cmd_vel", f"{base}/cmd_vel_stamped", TWIST_STAMPED),
+        Relay(f"{user}/cmd_vel_unstamped", f"{base}/cmd_vel", TWIST),
+    ]
