@@ -146,6 +146,21 @@ def test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts(fresh_rob
     assert f"Accepted publickey for {lab.robot_user.name}" in lab.sshd_log()
 
 
+# The guide's marked steps and the tests here that run them: a newly marked step needs one.
+STEPS_RUN = {"ssh": "test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts"}
+
+
+def test_every_marked_guide_step_is_run_here():
+    from fieldtest.testkit.guide import guide_steps
+
+    steps = guide_steps()
+    assert "ssh" in steps, "docs/lab-guide.md lost its marked ssh step"
+    assert set(steps) <= set(STEPS_RUN), (
+        f"marked in the guide but run by no test: {set(steps) - set(STEPS_RUN)}"
+    )
+    assert all(name in globals() for name in STEPS_RUN.values())
+
+
 def test_guide_steps_replace_only_the_guides_example_values(tmp_path):
     from fieldtest.testkit.guide import GuideError, guide_steps, step
 
