@@ -416,7 +416,7 @@ def wait_for_ssh(lab: Lab, timeout_s: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def two_machines(
-    profile: str = "wifi",
+    profile: str | dict = "wifi",
     namespace: str = "/tb4",
     distro: str = "jazzy",
     rigid_body_id: int = 1,
