@@ -118,14 +118,44 @@ def test_registry_is_unreachable_in_the_offline_namespace(tmp_path):
     assert probe.returncode != 0 and ("URLError" in probe.stderr or "OSError" in probe.stderr), probe.stderr
 
 
-def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(local_bundle, tmp_path):
-    venv = tmp_path / "robot-venv"
-    # --without-pip: the bundle brings its own pip, as on a Pi without python3-pip
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
+def _robot_python(mode: str, tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The Python install.sh installs into, where the kit must then come from, and its environment."""
+    if mode == "venv":
+        venv = tmp_path / "robot-venv"
+        # --without-pip: the bundle brings its own pip, as on a Pi without python3-pip
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        return venv / "bin" / "python", venv, {}
+    # the Pi's way: the system python3 (externally managed, as Ubuntu 24.04's), the user's site
+    home = tmp_path / "home"
+    home.mkdir()
+    return _system_python(), home / ".local", {"HOME": str(home)}
+
+
+def _system_python() -> Path:
+    """/usr/bin/python3 when it is this Python's version (the bundle's target), else the base
+    interpreter of this venv."""
+    system = Path("/usr/bin/python3")
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if system.exists():
+        probe = subprocess.run(
+            [system, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+            capture_output=True,
+            text=True,
+        )
+        if probe.stdout.strip() == version:
+            return system
+    return Path(sys._base_executable)
+
+
+@pytest.mark.parametrize("mode", ["user-site", "venv"])
+def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(local_bundle, tmp_path, mode):
+    python, expected_root, env = _robot_python(mode, tmp_path)
     with offline_namespace() as inside:
         install = _run(
-            [*inside, "bash", str(local_bundle / "install.sh"), "--no-colcon"], tmp_path, PYTHON=str(python)
+            [*inside, "bash", str(local_bundle / "install.sh"), "--no-colcon"],
+            tmp_path,
+            PYTHON=str(python),
+            **env,
         )
         assert install.returncode == 0, (
             f"install.sh failed offline:\n{install.stdout[-3000:]}\n{install.stderr[-3000:]}"
@@ -144,12 +174,13 @@ def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(loc
             [*inside, str(python), "-c", check],
             tmp_path,
             PYTHONPATH=str(local_bundle / "robot_ws" / "src" / "fieldtest_robot"),
+            **env,
         )
     assert imported.returncode == 0, (
         f"the robot side does not import from the bundle's install:\n{imported.stderr}"
     )
-    assert Path(imported.stdout.strip()).is_relative_to(venv), (
-        f"fieldtest came from {imported.stdout.strip()}"
+    assert Path(imported.stdout.strip()).is_relative_to(expected_root), (
+        f"fieldtest came from {imported.stdout}"
     )
 
 
