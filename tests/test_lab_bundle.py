@@ -182,6 +182,13 @@ def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(loc
     assert Path(imported.stdout.strip()).is_relative_to(expected_root), (
         f"fieldtest came from {imported.stdout}"
     )
+    # the guide's commands on the Pi (section 5): the installed console script
+    params = _run(
+        [str(expected_root / "bin" / "fieldtest"), "lab", "create3-params", "--namespace", "/tb4"],
+        tmp_path,
+        **env,
+    )
+    assert params.returncode == 0 and "motion_control" in params.stdout, params.stderr
 
 
 def test_turtlebot4_bundle_has_only_aarch64_or_pure_wheels_and_resolves_offline(pi_bundle, tmp_path):
@@ -230,6 +237,8 @@ def test_bundle_holds_the_robot_workspace_with_its_messages(pi_bundle):
     for name in ("setup.py", "package.xml", "launch/robot.launch.py", "fieldtest_robot/link_monitor.py"):
         assert (out / "robot_ws" / "src" / "fieldtest_robot" / name).is_file(), name
     listed = {f["path"] for f in manifest["files"]}
+    leftovers = [p for p in listed if ".egg-info" in p or "__pycache__" in p or p.endswith(".pyc")]
+    assert not leftovers, f"build leftovers of the clone in the bundle: {leftovers}"
     assert {"install.sh", "robot-requirements.txt", "robot_ws/src/fieldtest_robot/setup.py"} <= listed
 
 

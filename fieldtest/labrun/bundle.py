@@ -186,7 +186,7 @@ def copy_robot_ws(source: Path, out: Path) -> None:
     if src.parent.exists():
         shutil.rmtree(src.parent)
     src.mkdir(parents=True)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "install", "log")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "install", "log")
     for package in ROBOT_PACKAGES:
         shutil.copytree(source / "robot_ws" / "src" / package, src / package, ignore=ignore)
     shutil.copytree(source / "robot_ws" / "src" / MSGS_PACKAGE, src / MSGS_PACKAGE, ignore=ignore)
