@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import secrets
 import subprocess
 import sys
@@ -259,3 +260,21 @@ def test_bad_target_options_are_refused_in_one_line(tmp_path, capsys, argv, fiel
     code = fieldtest_main(["lab", "bundle", "--out", str(tmp_path / "b"), *argv])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and field in err, err
+
+
+def test_the_guide_puts_the_bundle_where_the_runner_sources_the_robot_workspace():
+    """Section 3.1 copies the bundle to the Pi's ~/fieldtest; the runner's ssh session sources
+    <workspace>/install/setup.bash with the default workspace ~/fieldtest/robot_ws."""
+    import inspect
+
+    from fieldtest.labrun.remote import robot_setup_script
+
+    guide = (kit_source() / "docs" / "lab-guide.md").read_text()
+    section = guide[guide.index("### 3.1 ") : guide.index("### 3.2 ")]
+    copy = re.search(r"rsync -a ~/tb4-bundle/ ubuntu@<pi>:(\S+)/", section)
+    assert copy and "fieldtest lab bundle --out ~/tb4-bundle" in section, (
+        "section 3.1: the bundle's build and copy"
+    )
+    workspace = inspect.signature(robot_setup_script).parameters["workspace"].default
+    assert workspace == f"~/{copy.group(1)}/robot_ws", (workspace, copy.group(1))
+    assert "bash ~/fieldtest/install.sh" in section and "pip install" not in section.split("**Pi**")[1]
