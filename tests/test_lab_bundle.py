@@ -183,6 +183,13 @@ def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(loc
     assert Path(imported.stdout.strip()).is_relative_to(expected_root), (
         f"fieldtest came from {imported.stdout}"
     )
+    # robot_ws needs ROS: without the distro install.sh says so in one line (the Python part stays)
+    no_ros = _run(
+        ["bash", str(local_bundle / "install.sh")], tmp_path, PYTHON=str(python), ROS_DISTRO="none", **env
+    )
+    assert no_ros.returncode == 1 and no_ros.stderr.strip().splitlines()[-1].startswith(
+        "install.sh: robot_ws needs /opt/ros/none and colcon"
+    ), no_ros.stderr
     # the guide's commands on the Pi (section 5): the installed console script
     params = _run(
         [str(expected_root / "bin" / "fieldtest"), "lab", "create3-params", "--namespace", "/tb4"],

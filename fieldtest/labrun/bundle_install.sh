@@ -36,6 +36,10 @@ echo "fieldtest installed for $PYTHON (${where[*]:-venv})"
 
 if [ "$COLCON" = 1 ]; then
   distro=${ROS_DISTRO:-jazzy}
+  if [ ! -f "/opt/ros/$distro/setup.bash" ] || ! command -v colcon >/dev/null; then
+    echo "install.sh: robot_ws needs /opt/ros/$distro and colcon (apt, before the lab day: docs/lab-guide.md 3.1); the Python part is installed" >&2
+    exit 1
+  fi
   set +u; source "/opt/ros/$distro/setup.bash"; set -u
   cd "$HERE/robot_ws"
   colcon build --symlink-install
