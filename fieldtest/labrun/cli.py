@@ -8,17 +8,20 @@ fieldtest lab broker-config keystore:=K namespace:=/tb4 ros_distro:=jazzy --out 
 fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter file
 fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
 fieldtest lab measure-stop BAG [--namespace /tb4]         the base's stop-on-silence time, measured
+fieldtest lab bundle --out DIR [--platform aarch64] [--python 3.12]   the robot's offline install
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 from pathlib import Path
 
 from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
+from fieldtest.labrun.bundle import PLATFORMS
 from fieldtest.labrun.create3 import (
     check_create3,
     create3_param_file,
@@ -259,6 +262,18 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def bundle_main(args: argparse.Namespace) -> int:
+    """The Pi's offline install: the kit's wheel, its robot-side wheels for the target, robot_ws."""
+    from fieldtest.labrun.bundle import build_bundle, target_from_args
+
+    target = target_from_args(args.platform or ["aarch64"], args.python, args.glibc)
+    manifest = build_bundle(Path(args.out), target)
+    files = len(json.loads(manifest.read_text())["files"])
+    print(f"wrote {args.out} for {target.describe()}: {files} files, listed in {manifest}")
+    print(f"on the robot: bash {Path(args.out).name}/install.sh (docs/lab-guide.md section 3.1)")
+    return 0
+
+
 DRY_RUN_HELP = "real nodes and command path, the base not driven (commands end at the link monitor)"
 
 
@@ -359,6 +374,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cmd-topic", default="cmd_vel")
     p.add_argument("--odom-topic", default="odom")
     p.set_defaults(func=measure_stop_main)
+
+    p = sub.add_parser("bundle", help="the robot's offline install: wheels for its platform and robot_ws")
+    p.add_argument("--out", required=True, help="folder to write (copy it to the Pi as ~/fieldtest)")
+    p.add_argument(
+        "--platform",
+        action="append",
+        choices=PLATFORMS,
+        help="the robot's CPU (repeat for several; default aarch64, the TurtleBot 4's Pi)",
+    )
+    p.add_argument("--python", default="3.12", help="the robot's CPython (3.12: Ubuntu 24.04, ROS 2 Jazzy)")
+    p.add_argument("--glibc", default="2.39", help="the robot's glibc (2.39: Ubuntu 24.04)")
+    p.set_defaults(func=bundle_main)
     return parser
 
 
