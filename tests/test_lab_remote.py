@@ -71,6 +71,7 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
     assert robot.remote_root == "~/fieldtest/trials"  # the CLI's default too
     options = LabOptions(
         runs_dir=tmp_path / "runs",
+        ros_distro="jazzy",  # a TwistStamped trial: what the Jazzy base takes
         lab=LabSettings(countdown_s=0, warn_only=["create3", "battery", "mocap"], preflight_timeout_s=15),
         robot=robot,
         host_launch=(*standin, "host"),
