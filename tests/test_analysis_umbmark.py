@@ -71,13 +71,15 @@ def test_both_directions_through_analyze_and_compare(tmp_path, alpha_deg):
                 world_yaw_deg=40.0 + 90 * rep,
             )
             synthesize(tmp_path / "runs" / spec.name, spec)
-    result = compare_trials([tmp_path / "runs"], tmp_path / "out", page=False)
+    result = compare_trials([tmp_path / "runs"], tmp_path / "out")
     u = result["rows"][0]["umbmark"]
     assert (u["runs_cw"], u["runs_ccw"]) == (2, 2)
     # two laps: the second lap starts turned by 4 alpha, a second-order term like the formula's own
     assert u["alpha_deg"] == pytest.approx(alpha_deg, abs=0.05 * abs(alpha_deg))
     assert abs(u["beta_deg"]) < 0.05 * abs(alpha_deg)
     assert "## Both directions (UMBmark)" in (tmp_path / "out" / "compare.md").read_text()
+    page = (tmp_path / "out" / "campaign.html").read_text()
+    assert f"<td>{u['alpha_deg']:.3f}</td>" in page and "<h2>Both directions (UMBmark)</h2>" in page
 
 
 def test_one_direction_only_gives_no_figures(tmp_path):

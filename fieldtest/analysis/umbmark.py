@@ -86,28 +86,52 @@ def systematic_errors(cw: list, ccw: list, side_m: float, wheel_separation_m: fl
     }
 
 
+def umbmark_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(head, cells) of the configurations with both directions (no cells when there is none)."""
+    head = [
+        "configuration",
+        "runs cw / ccw",
+        "c.g. cw (mm)",
+        "c.g. ccw (mm)",
+        "E_max,syst (mm)",
+        "alpha (deg)",
+        "beta (deg)",
+        "wheelbase x",
+        "D_right / D_left",
+    ]
+    body = []
+    for r in rows:
+        if not (u := r.get("umbmark")):
+            continue
+        cw, ccw = (", ".join(f"{v * 1000:.1f}" for v in u[k]) for k in ("cg_cw_m", "cg_ccw_m"))
+        body.append(
+            [
+                f"{r['middleware']} / {r['security']} / {r['network']}",
+                f"{u['runs_cw']} / {u['runs_ccw']}",
+                cw,
+                ccw,
+                f"{u['e_max_syst_m'] * 1000:.1f}",
+                f"{u['alpha_deg']:.3f}",
+                f"{u['beta_deg']:.3f}",
+                f"{u['wheelbase_factor']:.5f}",
+                f"{u['wheel_diameter_ratio']:.5f}",
+            ]
+        )
+    return head, body
+
+
+UMBMARK_NOTE = (
+    "Configurations with clockwise and counter-clockwise runs: the centre of gravity of the return error per "
+    "lap in each direction, E_max,syst, the turn error alpha and the curvature per side beta, and the "
+    "corrections (wheelbase factor, right/left wheel diameter ratio). Definitions: docs/analysis.md."
+)
+
+
 def umbmark_lines(rows: list[dict]) -> list[str]:
     """compare.md section: per configuration with both directions, UMBmark's figures."""
-    found = [r for r in rows if r.get("umbmark")]
-    if not found:
+    head, body = umbmark_table(rows)
+    if not body:
         return []
-    out = [
-        "## Both directions (UMBmark)",
-        "",
-        "Configurations with clockwise and counter-clockwise runs: the centre of gravity of the return error "
-        "per lap in each direction, E_max,syst, the turn error alpha and the curvature per side beta, and the "
-        "corrections (wheelbase factor, right/left wheel diameter ratio). Definitions: docs/analysis.md.",
-        "",
-        "| configuration | runs cw / ccw | c.g. cw (mm) | c.g. ccw (mm) | E_max,syst (mm) | alpha (deg) "
-        "| beta (deg) | wheelbase x | D_right / D_left |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in found:
-        u = r["umbmark"]
-        cw, ccw = (", ".join(f"{v * 1000:.1f}" for v in u[k]) for k in ("cg_cw_m", "cg_ccw_m"))
-        out.append(
-            f"| {r['middleware']} / {r['security']} / {r['network']} | {u['runs_cw']} / {u['runs_ccw']} | "
-            f"{cw} | {ccw} | {u['e_max_syst_m'] * 1000:.1f} | {u['alpha_deg']:.3f} | {u['beta_deg']:.3f} | "
-            f"{u['wheelbase_factor']:.5f} | {u['wheel_diameter_ratio']:.5f} |"
-        )
+    out = ["## Both directions (UMBmark)", "", UMBMARK_NOTE, "", "| " + " | ".join(head) + " |"]
+    out += ["|" + " --- |" * len(head)] + ["| " + " | ".join(cells) + " |" for cells in body]
     return out + [""]
