@@ -23,6 +23,7 @@ from fieldtest.record import ANALYSIS_DIR
 
 from .metrics import Metrics
 from .trajectoryfile import read_trajectory
+from .umbmark import UMBMARK_NOTE, umbmark_table
 
 CAMPAIGN_HTML, FIGURES_DIR, TABLES_DIR = "campaign.html", "figures", "tables"
 CLASS_COLORS = {"on_time": "#2ca02c", "late": "#ffbf00", "too_late": "#d62728", "lost": "#555555"}
@@ -322,6 +323,17 @@ def _report_link(out_dir: Path, trial_dir: Path) -> str:
     return os.path.relpath(report, out_dir) if report.is_file() else ""
 
 
+def _umbmark_html(rows: list[dict]) -> str:
+    head, body = umbmark_table(rows)
+    if not body:
+        return ""
+    cells = "".join(f"<tr>{_cells(r)}</tr>" for r in body)
+    return (
+        f"<h2>Both directions (UMBmark)</h2><p>{html.escape(UMBMARK_NOTE)}</p>"
+        f"<table><tr>{_cells(head, 'th')}</tr>{cells}</table>"
+    )
+
+
 def _cells(row: list[str], tag: str = "td") -> str:
     return "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)
 
@@ -358,6 +370,7 @@ left out of every figure. Definitions: docs/analysis.md. Tables also as
 <table><tr>{_cells(config_head, "th")}</tr>
 {"".join(f"<tr>{_cells(r)}</tr>" for r in config_body)}
 </table>
+{_umbmark_html(rows)}
 {figures}
 <h2>Trials</h2>
 <p>Each name links the trial's report. Also as <a href="{TABLES_DIR}/trials.csv">CSV</a> and

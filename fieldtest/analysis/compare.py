@@ -27,6 +27,7 @@ from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
 from .trialfigures import lateness_values, relative_values
+from .umbmark import umbmark, umbmark_lines
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
     "compare.md",
@@ -219,6 +220,7 @@ def compare_trials(
                 "metrics": {c.key: spread([v[c.key] for v in values]) for c in COLUMNS},
                 "drift_values": [v["drift_mean"] for v in values],
                 "drift_interval": median_interval([v["drift_mean"] for v in values]),
+                "umbmark": umbmark(members),
             }
         )
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -342,7 +344,8 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
         "|" + " --- |" * len(head),
     ]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
-    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + ["## Trials", ""]
+    lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + umbmark_lines(rows)
+    lines += ["## Trials", ""]
     head, body, _ = trial_table(trials)
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]

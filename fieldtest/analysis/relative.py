@@ -49,7 +49,7 @@ def relative_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: floa
     path_m = float(np.sum(np.linalg.norm(np.diff(ref.positions_xyz, axis=0), axis=1)))
     return {
         "available": True,
-        "tool": f"evo {evo_version} pairs",
+        "tool": f"evo {evo_version}",
         "relation": "translation_part, rotation angle of the same error poses",
         "pairs": "all, by the reference's path length",
         "rel_delta_tol": REL_DELTA_TOL,

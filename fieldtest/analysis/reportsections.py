@@ -80,7 +80,7 @@ def relative_lines(m: Metrics) -> list[str]:
     if not r.available:
         return out + [f"Not available: {r.reason or 'n/a'}.", ""]
     out += [
-        f"{r.tool} RPE over all pose pairs whose path on the ideal square is the distance apart "
+        f"RPE as {r.tool} computes it, over all pose pairs whose path on the ideal square is the distance apart "
         f"(within {r.rel_delta_tol * 100:g} %), poses every {r.pose_step_s * 1000:g} ms: translation and "
         "rotation of each pair's error pose; per metre: divided by the distance (as rpg_trajectory_evaluation "
         "gives relative error against distance travelled).",
