@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.cbuild import BuildError, build_cxx
+from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import end_by_stdin
 from fieldtest.netem.profiles import Wifi80211
 
@@ -33,7 +34,7 @@ NS3_MODULES = (
 READY_TIMEOUT_S = 30.0  # association takes a few beacon intervals; compiling is done before
 
 
-class Wifi80211Error(RuntimeError):
+class Wifi80211Error(FieldtestError, RuntimeError):
     """The ns-3 link could not be built, did not start, or refused a command."""
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from fieldtest.errors import FieldtestError
+
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "lab-guide.md"
 STEP = re.compile(r"^<!-- lab-step: ([a-z0-9-]+) -->\n```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
 # The guide's example values (section 2's fixed addresses, section 7's run command), longest first
@@ -25,7 +27,7 @@ EXAMPLE_ADDRESSES = {
 }
 
 
-class GuideError(ValueError):
+class GuideError(FieldtestError, ValueError):
     """A step the guide does not have, or one the replacement cannot place (one line)."""
 
 
