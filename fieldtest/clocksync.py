@@ -201,3 +201,58 @@ class ProbeInitiator:
     @property
     def completed(self) -> int:
         return len(self.samples)
+
+
+@dataclass(frozen=True)
+class OneWayClockFit:
+    """Receiver clock = sender clock + ``offset_s`` + ``drift`` x (sender time - ``ref_s``), from
+    one-way stamps (a stream whose messages carry the sender's time, like NatNet frames).
+
+    One-way stamps cannot tell a clock offset from a constant transit delay: the fit is the lower
+    envelope of receipt minus send time, so ``offset_s`` includes the fastest message's delay and a
+    mapped time is when the message would have arrived at that delay. What a message took beyond
+    it (``receipt - mapped``) is the stream's own delay variation.
+    """
+
+    offset_s: float
+    drift: float  # seconds per second (x 1e6 = ppm)
+    ref_s: float  # sender time the offset refers to
+    windows: int  # lower-envelope points the line was fitted through
+
+    def receiver_minus_sender_s(self, sender_s):
+        """Receiver clock minus sender clock (seconds) at the given sender times (numpy arrays)."""
+        return self.offset_s + self.drift * (sender_s - self.ref_s)
+
+
+def fit_one_way_clock(sender_s, receipt_minus_sender_s, window_s: float = 1.0) -> OneWayClockFit | None:
+    """Lower-envelope linear fit over numpy arrays: the minimum of ``receipt - sender`` per
+    ``window_s`` of sender time, a line through those minima, refitted without the minima well above
+    it (a window in which every message was held up), then lowered onto the fastest kept minimum.
+    None with fewer than two usable samples."""
+    import numpy as np  # here: the robot's processes import this module and need no numpy
+
+    x = np.asarray(sender_s, dtype=float)
+    y = np.asarray(receipt_minus_sender_s, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 2:
+        return None
+    ref = float(x.min())
+    window = np.floor((x - ref) / window_s).astype(np.int64)
+    order = np.lexsort((y, window))  # by window, then delay: the first of each window is its minimum
+    first = order[np.concatenate([[True], np.diff(window[order]) != 0])]
+    px, py = x[first] - ref, y[first]
+    if len(px) < 3:
+        return OneWayClockFit(float(py.min()), 0.0, ref, int(len(px)))
+    keep = np.ones(len(px), dtype=bool)
+    for _ in range(3):
+        drift, offset = np.polyfit(px[keep], py[keep], 1)
+        residual = py - (offset + drift * px)
+        spread = 1.4826 * np.median(np.abs(residual[keep] - np.median(residual[keep])))
+        again = residual <= np.median(residual[keep]) + 3.0 * max(spread, 1e-6)
+        if again.sum() < 3 or np.array_equal(again, keep):
+            break
+        keep = again
+    drift, offset = np.polyfit(px[keep], py[keep], 1)
+    offset += float(np.min(py[keep] - (offset + drift * px[keep])))
+    return OneWayClockFit(float(offset), float(drift), ref, int(keep.sum()))

@@ -21,6 +21,7 @@ from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
 from .loading import TrialData, load_trial
 from .metrics import METRICS_FILE, METRICS_VERSION, Metrics, metrics_from
+from .mocaptime import CAPTURE
 from .motion import Motion, build_track, detect_motion, laps_commanded, motion_end_s
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
@@ -38,6 +39,7 @@ def analyze_trial(
     pose_bag: str | Path | None = None,
     up_axis: str = "z",
     pose_time: str = "header",
+    mocap_time: str = CAPTURE,
     max_gap_s: float = DEFAULT_MAX_GAP_S,
     plots: bool = True,
     report: bool = True,
@@ -52,7 +54,9 @@ def analyze_trial(
     caller started earlier (and closes); by default the plots get a worker of their own.
     """
     started = time.perf_counter()
-    opts = Options(pose_topic, pose_bag, up_axis, pose_time, max_gap_s, plots, report, export_tum, write)
+    opts = Options(
+        pose_topic, pose_bag, up_axis, pose_time, max_gap_s, plots, report, export_tum, write, mocap_time
+    )
     trial_dir = Path(trial_dir)
     out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
     own = plot_worker is None and plots and write
@@ -75,6 +79,7 @@ class Options:
     report: bool
     export_tum: bool
     write: bool
+    mocap_time: str = CAPTURE
 
 
 def _analyze(
@@ -87,6 +92,7 @@ def _analyze(
         pose_bag=opts.pose_bag,
         up_axis=opts.up_axis,
         pose_time=opts.pose_time,
+        mocap_time=opts.mocap_time,
     )
     clock = estimate_clock(data)
     faults, fault_notes = normalize_faults(
@@ -112,6 +118,7 @@ def _analyze(
         mocap, holes = mocap_metrics(track, data.frames, data.stream_start_ns, max_gap_s, window)
         mocap["source"] = {"topic": data.poses.topic, "bag": data.poses.bag, "clock": data.poses.clock}
         mocap["dropped_non_finite"] = data.poses.dropped_invalid
+        mocap["time"] = data.mocap_time
 
     pending = {"available": False, "reason": "not computed yet"}
     metrics = _assemble(

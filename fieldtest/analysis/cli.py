@@ -50,6 +50,13 @@ def _ground_truth_options(parser: argparse.ArgumentParser, with_bag: bool = True
         help="time of a pose: its header stamp (default) or the bag's log time",
     )
     g.add_argument(
+        "--mocap-time",
+        choices=("capture", "receipt"),
+        default="capture",
+        help="time of a mocap pose: its frame's capture stamp mapped to the host clock (default) "
+        "or when the frame arrived",
+    )
+    g.add_argument(
         "--max-gap",
         type=float,
         default=DEFAULT_MAX_GAP_S,
@@ -64,6 +71,7 @@ def _gt_kwargs(args) -> dict:
         "pose_bag": getattr(args, "pose_bag", None),
         "up_axis": args.up_axis,
         "pose_time": args.pose_time,
+        "mocap_time": args.mocap_time,
         "max_gap_s": args.max_gap,
     }
 

@@ -31,6 +31,7 @@ from fieldtest.record import (
 )
 
 from . import fastbag
+from .mocaptime import CAPTURE, retime_poses
 
 BAG_NAMES = (HOST_BAG, ROBOT_BAG, MOCAP_BAG)
 
@@ -111,6 +112,7 @@ class Frames:
     t_ns: np.ndarray
     frame_number: np.ndarray
     valid: np.ndarray  # bool
+    capture_s: np.ndarray | None = None  # the frame's own timestamp (Motive's clock), 0 where unset
 
 
 @dataclass
@@ -127,6 +129,7 @@ class TrialData:
     bags: dict[str, BagStatus]
     problems: list[str] = field(default_factory=list)  # reasons the result is partial
     warnings: list[str] = field(default_factory=list)
+    mocap_time: dict = field(default_factory=dict)  # metrics.json mocap.time (mocaptime.retime_poses)
 
 
 def load_trial(
@@ -135,6 +138,7 @@ def load_trial(
     pose_bag: str | Path | None = None,
     up_axis: str = "z",
     pose_time: str = "header",
+    mocap_time: str = CAPTURE,
 ) -> TrialData:
     trial_dir = Path(trial_dir)
     if not trial_dir.is_dir():
@@ -159,6 +163,7 @@ def load_trial(
     receipts, probes = _robot_side(raws[ROBOT_BAG], problems)
     stream_start_ns = _stream_start(record, commands, trial_dir)
     poses, frames = _ground_truth(raws, pose_topic, pose_bag, up_axis, pose_time, bags, problems, warnings)
+    poses, mocap_time_section = retime_poses(poses, frames, mocap_time)
     return TrialData(
         trial_dir=trial_dir,
         record=record,
@@ -172,6 +177,7 @@ def load_trial(
         bags=bags,
         problems=problems,
         warnings=warnings,
+        mocap_time=mocap_time_section,
     )
 
 
@@ -299,7 +305,12 @@ def _frames(raw: fastbag.RawBag) -> Frames:
     log_ns, f = fastbag.topic_arrays(raw, MOCAP_FRAMES_TOPIC)
     t = fastbag.stamp_ns(f["sec"], f["nanosec"])
     t = np.where(t > 0, t, log_ns)
-    return Frames(t_ns=t, frame_number=f["frame_number"].astype(np.int64), valid=f["tracking_valid"] != 0)
+    return Frames(
+        t_ns=t,
+        frame_number=f["frame_number"].astype(np.int64),
+        valid=f["tracking_valid"] != 0,
+        capture_s=f["mocap_timestamp_s"].astype(float),
+    )
 
 
 def to_z_up(xyz: np.ndarray, quat_xyzw: np.ndarray, up_axis: str) -> tuple[np.ndarray, np.ndarray]:

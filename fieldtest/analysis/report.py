@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .metrics import SHARED_CLOCK, Metrics, Stats
+from .mocaptime import time_axis_line
 from .reportsections import lateness_lines, link_line, relative_lines
 from .stackreport import causes_lines, stack_lines, validity_lines
 
@@ -302,6 +303,8 @@ def _mocap(m: Metrics) -> list[str]:
             f"{mc['in_analysis_bridged_gaps']} bridged by interpolation (<= {mc['max_bridged_gap_s']} s), "
             f"{mc['in_analysis_excluded_gaps']} excluded ({mc['in_analysis_excluded_s']:.3f} s); longest {mc['in_analysis_longest_gap_s']:.3f} s."
         )
+    if axis := time_axis_line(mc.get("time")):
+        out.append(axis)
     return out + [""]
 
 

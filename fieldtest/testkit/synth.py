@@ -72,6 +72,12 @@ class SynthSpec:
     pose_topic: str = MOCAP_POSE_TOPIC
     pose_bag: str = MOCAP_BAG  # or ROBOT_BAG: poses stamped with the robot clock (like the twin's truth)
     mocap_up_axis: str = "z"  # "y": positions and orientations written Y-up, as Motive streams by default
+    # mocap stream timing: frames arrive (are stamped) mocap_delay_s plus uniform [0, jitter) after
+    # capture; their capture stamps run on Motive's clock, offset and drifting from the host's
+    mocap_delay_s: float = 0.0
+    mocap_delay_jitter_s: float = 0.0
+    mocap_clock_offset_s: float = 0.0  # Motive's clock at the first frame
+    mocap_clock_drift_ppm: float = 0.0
     # link
     clock_offset_s: float = 0.0  # host - robot
     clock_drift_ppm: float = 0.0
@@ -331,12 +337,20 @@ def _write_mocap(
     if spec.mocap_up_axis == "y":
         xyz, quat = _z_up_to_y_up(xyz, quat)
     numbers = _frame_numbers(spec, t_s)
+    arrival_s = t_s + spec.mocap_delay_s
+    if spec.mocap_delay_jitter_s:  # its own generator: the other draws stay as they were
+        arrival_s = arrival_s + np.random.default_rng(spec.seed + 1).uniform(
+            0.0, spec.mocap_delay_jitter_s, n
+        )
+    capture_s = spec.mocap_clock_offset_s + (k / spec.mocap_rate_hz) * (
+        1.0 + spec.mocap_clock_drift_ppm * 1e-6
+    )
     frame = rosmsg.msg_class(rosmsg.MOCAP_FRAME)
     with BagWriter(bag_dir) as writer:
         for i in range(n):
             if lost[i]:
                 continue
-            t_ns = spec.stream_start_ns + int(round(t_s[i] * 1e9))
+            t_ns = spec.stream_start_ns + int(round(arrival_s[i] * 1e9))
             if not invalid[i]:
                 if pose_writer is None:
                     pose = rosmsg.pose_stamped(t_ns, "mocap", xyz[i], quat[i])
@@ -352,7 +366,7 @@ def _write_mocap(
                     rigid_body_id=1,
                     tracking_valid=not invalid[i],
                     mean_error_m=0.0002,
-                    mocap_timestamp_s=float(k[i]) / spec.mocap_rate_hz,
+                    mocap_timestamp_s=float(capture_s[i]),
                 )
                 writer.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, t_ns, msg)
 
