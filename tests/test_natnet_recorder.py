@@ -5,6 +5,7 @@ the frames a test gives it, so versions, layouts and frame numbers no emulator p
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -215,3 +216,45 @@ def test_a_bitstream_change_mid_session_is_followed_when_the_server_says_so(tmp_
     assert errors == [None]
     assert (recorder.stats.valid, recorder.stats.parse_errors, recorder.stats.absent) == (28, 1, 0)
     assert recorder.stats.missing == 1  # frame 11, the one read with the old layout
+
+
+def test_capture_stamps_are_recorded_and_map_the_receipt_jitter_away(tmp_path, server_factory):
+    """Frames sent 0-15 ms late at random, their NatNet timestamp on a clock 250 ppm fast: the recorder
+    keeps each frame's own timestamp beside its receipt stamp, and the analysis puts the poses on
+    the capture schedule (one constant delay) where the receipt stamps scatter by the jitter."""
+    import random
+
+    import numpy as np
+
+    from fieldtest.analysis.loading import load_trial
+    from fieldtest.plan import SquarePlan
+    from fieldtest.testkit.synth import SynthSpec, synthesize
+
+    synthesize(tmp_path, SynthSpec(plan=SquarePlan(laps=1, side_duration_s=1.5)))
+    shutil.rmtree(tmp_path / "mocap")  # the trial's mocap bag comes from the recorder instead
+    server = server_factory(nn.NATNET_4_1)
+    recorder, thread, _ = _connected(tmp_path, server, duration_s=8.0)
+    period_s, late = 0.02, random.Random(7)
+    body = nn.RigidBody(1, (0.5, 0.1, -0.2), (0.0, 0.0, 0.0, 1.0))
+    start_ns, schedule = time.time_ns() + 50_000_000, []
+    for k in range(250):
+        due_ns = start_ns + round(k * period_s * 1e9)
+        send_ns = due_ns + round(late.uniform(0.0, 0.015) * 1e9)
+        time.sleep(max(0.0, (send_ns - time.time_ns()) / 1e9))
+        stamp = 40.0 + k * period_s * (1 + 250e-6)
+        frame = nn.Frame(frame_number=500 + k, rigid_bodies=[body], timestamp=stamp)
+        server.sock.sendto(nn.pack_frame(frame, nn.NATNET_4_1), server.client)
+        schedule.append(due_ns)
+    _wait(lambda: recorder.stats.frames == 250)
+    recorder.stop()
+    thread.join(10.0)
+    frames = read_bag(tmp_path / "mocap").messages(MOCAP_FRAMES_TOPIC)
+    assert [m.mocap_timestamp_s for _, m in frames] == [
+        40.0 + k * period_s * (1 + 250e-6) for k in range(250)
+    ]
+
+    due = np.array(schedule)
+    capture = load_trial(tmp_path).poses.t_ns - due
+    assert np.ptp(capture) < 3e6, np.ptp(capture)  # ns: one constant delay (the fastest frame's), fit error
+    receipt = load_trial(tmp_path, mocap_time="receipt").poses.t_ns - due
+    assert np.ptp(receipt) > 12e6  # the jitter is in the receipt stamps
