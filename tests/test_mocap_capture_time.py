@@ -9,6 +9,7 @@ import pytest
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.loading import load_trial
 from fieldtest.analysis.metrics import Metrics
+from fieldtest.analysis.mocaptime import retime_poses
 from fieldtest.analysis.report import report_lines
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.plan import SquarePlan
@@ -77,7 +78,7 @@ def test_trial_poses_on_capture_time(tmp_path, rate_hz, drift_ppm, offset_s, jit
     assert section["delay_median_s"] == pytest.approx(jitter_s / 2, abs=tolerance)
     assert section["delay_p99_s"] == pytest.approx(0.99 * jitter_s, abs=tolerance)
     assert section["drift_ppm"] == pytest.approx(-drift_ppm, abs=jitter_s * 1e6 / 10)
-    assert receipt.mocap_time == {"axis": "receipt", "reason": "receipt time asked for"}
+    assert receipt.mocap_time == {"axis": "receipt", "reason": "asked for (--mocap-time receipt)"}
 
 
 def test_metrics_and_report_name_the_time_axis(tmp_path):
@@ -102,3 +103,16 @@ def test_recording_without_capture_stamps_keeps_receipt_time(tmp_path):
     metrics = analyze_trial(tmp_path / "trial", plots=False, write=False)
     text = "\n".join(report_lines(Metrics.model_validate(metrics)))
     assert "Time axis: receipt time (no capture stamps" in text
+
+
+def test_a_capture_clock_that_restarts_keeps_receipt_time(tmp_path):
+    """Motive restarted mid-recording: its timestamps start again from 0, no line maps them."""
+    synthesize(tmp_path / "trial", SynthSpec(plan=SHORT, mocap_clock_offset_s=200.0))
+    data = load_trial(tmp_path / "trial", mocap_time="receipt")
+    half = len(data.frames.capture_s) // 2
+    data.frames.capture_s[half:] -= 200.0
+    poses, section = retime_poses(data.poses, data.frames)
+    assert section["axis"] == "receipt" and "went back 200 s" in section["reason"]
+    assert poses is data.poses
+    data.frames.capture_s[half:] += 200.0
+    assert retime_poses(data.poses, data.frames)[1]["axis"] == "capture"

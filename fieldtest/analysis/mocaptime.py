@@ -33,12 +33,12 @@ def retime_poses(poses, frames, mode: str = CAPTURE):
     if poses is None:
         return None, {}
     if mode == RECEIPT:
-        return poses, _receipt("receipt time asked for")
+        return poses, _receipt("asked for (--mocap-time receipt)")
     if poses.bag != MOCAP_BAG:
         return poses, _receipt(f"poses from {poses.bag}, not the mocap recorder: their own stamps")
     capture_s = None if frames is None else frames.capture_s
     if capture_s is None or not np.any(capture_s > 0):
-        return poses, _receipt("no capture stamps in the mocap bag's frames: receipt time")
+        return poses, _receipt("no capture stamps in the mocap bag's frames")
     fitted = _fit(frames.t_ns, capture_s)
     if isinstance(fitted, str):
         return poses, _receipt(fitted)
@@ -56,17 +56,14 @@ def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray):
     order = np.argsort(receipt_ns, kind="stable")
     steps = np.diff(capture_s[order][ok[order]])
     if len(steps) and steps.min() < -MAX_STEP_BACK_S:
-        return (
-            f"the capture clock went back {-steps.min():.3g} s during the recording "
-            "(Motive restarted?): receipt time"
-        )
+        return f"the capture clock went back {-steps.min():.3g} s during the recording (Motive restarted?)"
     t0 = int(receipt_ns[ok].min())
     receipt_s = (receipt_ns - t0).astype(float) / 1e9
     fit = fit_one_way_clock(capture_s[ok], receipt_s[ok] - capture_s[ok], FIT_WINDOW_S)
     if fit is None:
-        return "fewer than two frames with a capture stamp: receipt time"
+        return "fewer than two frames with a capture stamp"
     mapped_s = capture_s + fit.receiver_minus_sender_s(capture_s)
-    mapped_ns = np.where(ok, t0 + np.round(mapped_s * 1e9).astype(np.int64), receipt_ns)
+    mapped_ns = np.where(ok, t0 + np.round(np.nan_to_num(mapped_s) * 1e9).astype(np.int64), receipt_ns)
     delay_s = (receipt_ns[ok] - mapped_ns[ok]).astype(float) / 1e9
     section = {
         "axis": CAPTURE,
@@ -88,9 +85,7 @@ def _move(poses, frame_receipt_ns: np.ndarray, mapped_ns: np.ndarray, section: d
     matched = sorted_receipt[at] == poses.t_ns
     if np.count_nonzero(matched) < MIN_MATCHED * len(poses.t_ns):
         missing = len(poses.t_ns) - int(np.count_nonzero(matched))
-        return poses, _receipt(
-            f"{missing} of {len(poses.t_ns)} poses have no frame with their stamp: receipt time"
-        )
+        return poses, _receipt(f"{missing} of {len(poses.t_ns)} poses have no frame with their stamp")
     t = mapped_ns[order][at][matched]
     sort = np.argsort(t, kind="stable")
     keep = np.concatenate([[True], np.diff(t[sort]) > 0])
