@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .foxglove import foxglove_line
 from .metrics import SHARED_CLOCK, Metrics, Stats
 from .mocaptime import time_axis_line
 from .reportsections import lateness_lines, link_line, relative_lines
@@ -42,6 +43,7 @@ def report_lines(m: Metrics) -> list[str]:
     warnings = m.warnings + [f"(trial) {w}" for w in m.outcome.warnings]
     if warnings:
         lines += ["## Warnings", ""] + [f"- {w}" for w in warnings] + [""]
+    lines += [foxglove_line(), ""]
     lines += [
         f"Analysis took {m.analysis_s or 0:.2f} s; definitions in docs/analysis.md (metrics version {m.metrics_version})."
     ]

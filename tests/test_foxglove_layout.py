@@ -1,0 +1,86 @@
+"""The shipped Foxglove layout: valid JSON built from the kit's topic names, and every topic and
+field it names exists in a trial's bags (a synthetic trial, written by the kit's bag writer)."""
+
+import json
+
+import pytest
+
+from fieldtest import rosmsg
+from fieldtest.analysis import analyze_trial
+from fieldtest.analysis.foxglove import LAYOUT_FILE, build_layout, layout_text
+from fieldtest.analysis.metrics import Metrics
+from fieldtest.analysis.report import report_lines
+from fieldtest.plan import SquarePlan
+from fieldtest.record import names, read_bag
+from fieldtest.testkit.synth import SynthSpec, synthesize
+
+SHORT = SquarePlan(laps=1, side_duration_s=1.5, turn_rate_dps=90.0)
+KIT_TOPICS = {value for key, value in vars(names).items() if key.endswith("_TOPIC")}
+
+
+def _message_paths(layout: dict) -> list[str]:
+    """Every message path the layout reads: 3D panel topics, plot series and custom x axes."""
+    paths = []
+    for panel_id, config in layout["configById"].items():
+        if panel_id.startswith("3D!"):
+            paths += list(config["topics"])
+        paths += [series["value"] for series in config.get("paths", [])]
+        if "xAxisPath" in config:
+            paths.append(config["xAxisPath"]["value"])
+    return paths
+
+
+def _field_type(typename: str, fields: list[str]) -> str:
+    """The type at ``fields`` inside ``typename`` (KeyError if a field does not exist)."""
+    store = rosmsg.typestore()
+    for name in fields:
+        kind, detail = dict(store.fielddefs[typename][1])[name]
+        typename = detail if isinstance(detail, str) else detail[0]
+    return typename
+
+
+@pytest.fixture(scope="module")
+def trial(tmp_path_factory):
+    trial_dir = tmp_path_factory.mktemp("fox") / "trial"
+    synthesize(trial_dir, SynthSpec(plan=SHORT))
+    return trial_dir
+
+
+def test_the_shipped_file_is_the_layout_the_kit_builds():
+    assert json.loads(LAYOUT_FILE.read_text()) == build_layout()
+    assert LAYOUT_FILE.read_text() == layout_text()  # regenerate: python -m fieldtest.analysis.foxglove
+
+
+def test_every_topic_and_field_the_layout_names_is_in_the_trial_bags(trial):
+    types = {}
+    for bag in (names.HOST_BAG, names.ROBOT_BAG, names.MOCAP_BAG):
+        types.update(read_bag(trial / bag).topics)
+    paths = _message_paths(build_layout())
+    assert {path.split(".")[0] for path in paths} == {
+        names.MOCAP_POSE_TOPIC,
+        names.RECEIPTS_TOPIC,
+        names.CMD_VEL_TOPIC,
+    }
+    for path in paths:
+        topic, *fields = path.split(".")
+        assert topic in KIT_TOPICS, f"{path}: not a topic of fieldtest/record/names.py"
+        assert topic in types, f"{path}: no such topic in the trial's bags"
+        leaf = _field_type(types[topic], fields)
+        if fields:
+            assert leaf == "float64", f"{path}: a plot needs a number, got {leaf}"
+
+
+def test_every_panel_is_placed_once():
+    layout = build_layout()
+
+    def leaves(node):
+        return [node] if isinstance(node, str) else leaves(node["first"]) + leaves(node["second"])
+
+    assert sorted(leaves(layout["layout"])) == sorted(layout["configById"])
+
+
+def test_the_report_names_the_layout(trial):
+    metrics = analyze_trial(trial, plots=False, write=False)
+    text = "\n".join(report_lines(Metrics.model_validate(metrics)))
+    assert f"Open in Foxglove: load {LAYOUT_FILE} as the layout" in text
+    assert LAYOUT_FILE.is_file()
