@@ -180,12 +180,14 @@ RECEPTION = (
 )
 TAKE = (
     "take",
-    "rmw_cyclonedds sets received_timestamp when the executor takes the sample (rmw_node.cpp, Jazzy): "
+    "rmw_cyclonedds sets received_timestamp when the executor takes the sample (rmw_node.cpp "
+    "message_info_from_sample_info, jazzy branch): "
     "it includes the wait for the executor, which therefore runs at the node's real-time priority",
 )
 CALLBACK = (
     "callback",
-    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble, rmw_node.cpp): the "
+    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble: rmw_node.cpp "
+    "message_info_from_sample_info, humble branch): the "
     "callback's own clock reading, including the executor's delay, which therefore runs at the "
     "node's real-time priority",
 )
