@@ -133,6 +133,12 @@ class RclpyTransport(CallbackSubscriber):
         with self._lock:
             self._subscriptions.append(sub)
 
+    def matched_subscriptions(self, topic: str) -> int:
+        """How many subscriptions this transport's publisher of ``topic`` has matched (0: none yet)."""
+        with self._lock:
+            pub = self._publishers.get(self.topic(topic))
+        return pub.get_subscription_count() if pub is not None else 0
+
     def wait_matched(self, topic: str, timeout_s: float) -> bool:
         """True once a subscriber of ``topic`` is matched (DDS discovery or the local bridge)."""
         name = self.topic(topic)
