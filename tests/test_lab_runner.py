@@ -101,6 +101,8 @@ def test_a_completed_trial_has_every_recording_and_its_outcome(tmp_path, natnet)
             )
     assert any(line.startswith("  robot clock: ") for line in messages)
     assert record.outcome.lab["robot_recording"] == "closed"
+    launch_args = json.loads((trial / "lab" / "robot_launch_args.json").read_text())
+    assert launch_args["namespace"] == "/tb4" and launch_args["middleware"] == "zenoh-peer"
 
 
 @pytest.fixture

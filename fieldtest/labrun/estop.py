@@ -64,7 +64,7 @@ def ros2_zero_commands(request: TrialRequest, ros_distro: str, host_args: dict[s
     )
 
 
-ESTOP_TIMEOUT_S = 25.0  # rclpy start, discovery (base_stop waits up to 5 s for the base), 5 zeros
+ESTOP_TIMEOUT_S = 30.0  # rclpy start, discovery (base_stop sends zeros up to 10 s until the base matches)
 
 
 def robot_estop_argv(

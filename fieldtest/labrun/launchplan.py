@@ -39,7 +39,7 @@ from fieldtest.labrun.settings import (
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
-BASE_MATCH_WAIT_S = 5.0  # base_stop: a fresh participant's discovery of the base (seen: over 2 s)
+BASE_MATCH_WAIT_S = 10.0  # base_stop: a fresh participant's discovery of the base (seen: over 2 s)
 
 
 @dataclass(frozen=True)

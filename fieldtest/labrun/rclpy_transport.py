@@ -133,6 +133,12 @@ class RclpyTransport(CallbackSubscriber):
         with self._lock:
             self._subscriptions.append(sub)
 
+    def matched_subscriptions(self, topic: str) -> int:
+        """How many subscriptions this transport's publisher of ``topic`` has matched (0: none yet)."""
+        with self._lock:
+            pub = self._publishers.get(self.topic(topic))
+        return pub.get_subscription_count() if pub is not None else 0
+
     def wait_matched(self, topic: str, timeout_s: float) -> bool:
         """True once a subscriber of ``topic`` is matched (DDS discovery or the local bridge)."""
         name = self.topic(topic)
@@ -180,12 +186,14 @@ RECEPTION = (
 )
 TAKE = (
     "take",
-    "rmw_cyclonedds sets received_timestamp when the executor takes the sample (rmw_node.cpp, Jazzy): "
+    "rmw_cyclonedds sets received_timestamp when the executor takes the sample (rmw_node.cpp "
+    "message_info_from_sample_info, jazzy branch): "
     "it includes the wait for the executor, which therefore runs at the node's real-time priority",
 )
 CALLBACK = (
     "callback",
-    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble, rmw_node.cpp): the "
+    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble: rmw_node.cpp "
+    "message_info_from_sample_info, humble branch): the "
     "callback's own clock reading, including the executor's delay, which therefore runs at the "
     "node's real-time priority",
 )

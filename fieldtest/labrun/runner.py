@@ -77,6 +77,7 @@ from fieldtest.record import (
 HOST_LAUNCH = ("ros2", "launch", "fieldtest_host", "host.launch.py")
 ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"
 PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
+ROBOT_ARGS_FILE = f"{CONTROL_DIR}/robot_launch_args.json"  # what the robot launch (and its e-stop) got
 POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
@@ -268,6 +269,7 @@ class _Trial:
             extra=self.options.robot_args,
         )
         self.robot_args = args
+        (self.trial_dir / ROBOT_ARGS_FILE).write_text(json.dumps(args, indent=2) + "\n")  # a manual e-stop's
         log_path = self.trial_dir / "logs" / "robot.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as log_file:

@@ -9,13 +9,24 @@ many subscribers (the base, a relay) had matched.
 
 Parameters:
   cmd_type (str)      twist (Humble's base) or twist_stamped (Jazzy's create3_republisher)
-  match_wait_s (float)  how long to wait for the base's subscription before publishing anyway
+  match_wait_s (float)  how long to keep sending zeros while waiting for the base's subscription
 """
 
 from __future__ import annotations
 
 import sys
 import time
+
+KIT_SUBSCRIBERS = ("link_monitor", "rosbag2")  # the kit's own readers of cmd_vel on the robot
+
+
+def _base_matched(node, transport) -> bool:
+    """A subscriber other than the kit's is in the graph, and every subscriber has matched us."""
+    from fieldtest.record import CMD_VEL_TOPIC
+
+    infos = node.get_subscriptions_info_by_topic(transport.topic(CMD_VEL_TOPIC))
+    base = [i for i in infos if not i.node_name.startswith(KIT_SUBSCRIBERS)]
+    return bool(base) and transport.matched_subscriptions(CMD_VEL_TOPIC) >= len(infos)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,14 +44,22 @@ def main(argv: list[str] | None = None) -> int:
     namespace = node.get_namespace().rstrip("/")
     transport = RclpyTransport(node, namespace, "default")
     typename = rosmsg.TWIST if cmd_type == "twist" else rosmsg.TWIST_STAMPED
-    transport.publisher(CMD_VEL_TOPIC, typename)  # created first: discovery starts while waiting
-    matched = transport.wait_matched(CMD_VEL_TOPIC, match_wait_s)
+    topic = transport.topic(CMD_VEL_TOPIC)
+    transport.publisher(CMD_VEL_TOPIC, typename)  # the writer zero_commands uses: discovery starts now
+    # Zeros go out from the start (harmless to a standing base) until the base itself (not the kit's
+    # own link_monitor or bag recorder on the same topic) is in the graph and every subscriber has
+    # matched this writer, then a full set more; on a loaded machine discovery can take seconds.
+    sent, deadline = 0, time.monotonic() + match_wait_s
+    while not (matched := _base_matched(node, transport)) and time.monotonic() < deadline:
+        sent += zero_commands(transport, cmd_type)
     if matched:
         time.sleep(0.1)  # the writer has seen the reader; let the reader see the writer too
-    sent = zero_commands(transport, cmd_type)
-    topic = transport.topic(CMD_VEL_TOPIC)
-    subscribers = node.count_subscribers(topic)
-    print(f"sent {sent} zero commands to {topic} ({typename}); {subscribers} subscriber(s)", flush=True)
+    sent += zero_commands(transport, cmd_type)
+    others = sorted({i.node_name for i in node.get_subscriptions_info_by_topic(topic)})
+    print(
+        f"sent {sent} zero commands to {topic} ({typename}); subscribers: {', '.join(others) or 'none'}",
+        flush=True,
+    )
     transport.close()
     node.destroy_node()
     rclpy.try_shutdown()
