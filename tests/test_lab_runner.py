@@ -178,7 +178,8 @@ def _standin_campaign(tmp_path: Path) -> Path:
                 "repetitions": 2,
                 "base": {
                     "network": "lab",
-                    "cmd_type": "twist_stamped",
+                    "robot_model": "turtlebot4-standard",
+                    "cmd_type": "auto",
                     "plan": plan,
                     "transport": {"namespace": "/tb4", "zenoh_port": free_port()},
                 },
