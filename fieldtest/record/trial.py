@@ -115,6 +115,12 @@ class TrialOutcome(BaseModel):
     link: dict[str, Any] = Field(default_factory=dict)  # measured link before the trial
     faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
     nodes: dict[str, str] = Field(default_factory=dict)  # twin: each machine -> its link (profile or "wired")
+    # twin DDS cases: the discovery the participants ran (spdp, all, none), which is "none" (unicast
+    # peers) on loopback whatever transport.dds_discovery asked; null for other middlewares
+    dds_discovery: str | None = None
+    # twin, emulated network: packets and bytes per second by kind on the robot's link, from a
+    # capture (fieldtest.netem.linktraffic; docs/trial-format.md)
+    link_traffic: dict[str, Any] = Field(default_factory=dict)
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)
