@@ -170,3 +170,26 @@ def test_discovery_is_a_campaign_axis_and_a_command_line_option():
     assert _request_from_args(parser.parse_args([]), "dds").transport.dds_discovery == "spdp"
     chosen = _request_from_args(parser.parse_args(["--dds-discovery", "none"]), "dds")
     assert chosen.transport.dds_discovery == "none"
+
+
+@pytest.mark.parametrize("discovery", ["spdp", "all"])
+def test_multicast_discovery_on_a_link_that_drops_multicast_is_refused_before_the_trial(discovery):
+    """The participants would never meet (or lose each other when a fault turns multicast off and
+    their leases run out): the campaign names the field and the fix on one line; none passes."""
+    from fieldtest.campaign import CampaignError, expand, parse_campaign
+
+    no_multicast = {"name": "no-multicast", "extends": "wifi", "multicast": False}
+    base = {
+        "transport": {"middleware": "dds", "dds_discovery": discovery},
+        "network": "wifi",
+        "faults": [{"kind": "profile", "at_s": 2.0, "profile": no_multicast}],
+    }
+    with pytest.raises(CampaignError) as refused:
+        expand(parse_campaign({"campaign": "nomc", "base": base}))
+    message = str(refused.value)
+    assert "\n" not in message and "transport.dds_discovery" in message and "'no-multicast'" in message
+    assert "set transport.dds_discovery: none" in message
+    unicast = {**base, "transport": {"middleware": "dds", "dds_discovery": "none"}}
+    assert expand(parse_campaign({"campaign": "nomc", "base": unicast}))[0].faults
+    mqtt = {**base, "transport": {"middleware": "mqtt-broker"}}  # no DDS across the link
+    assert expand(parse_campaign({"campaign": "nomc", "base": mqtt}))[0].faults
