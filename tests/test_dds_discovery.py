@@ -107,9 +107,10 @@ HEARTBEAT = _submessage(0x07, bytes(28))
 ACKNACK = _submessage(0x06, bytes(24))
 
 
-def _frame(payload: bytes, dst: str = "10.77.0.2", proto: int = 17) -> bytes:
-    transport = struct.pack(">HHHH", 7411, 7410, 8 + len(payload), 0) + payload if proto == 17 else payload
-    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(transport), 0, 0, 64, proto, 0,
+def _frame(payload: bytes, dst: str = "10.77.0.2", proto: int = 17, fragment_offset: int = 0) -> bytes:
+    udp = proto == 17 and not fragment_offset
+    transport = struct.pack(">HHHH", 7411, 7410, 8 + len(payload), 0) + payload if udp else payload
+    ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(transport), 0, fragment_offset, 64, proto, 0,
                      bytes([10, 77, 0, 1]), bytes(int(o) for o in dst.split(".")))  # fmt: skip
     return bytes(6) + bytes(6) + b"\x08\x00" + ip + transport
 
@@ -132,6 +133,8 @@ def test_frames_are_sorted_by_rtps_kind_with_wire_bytes_and_rates(tmp_path):
         _frame(_rtps(ACKNACK)),
         _frame(_rtps(HEARTBEAT)),
         _frame(_rtps(INFO_TS)),
+        _frame(_rtps(INFO_TS, _submessage(0x31, bytes(8)), _submessage(0x30, bytes(40)))),  # DDS Security
+        _frame(_rtps(_data("000100c2")), fragment_offset=185),  # a later fragment: no UDP header
         _frame(b"not rtps at all"),
         _frame(bytes(40), proto=6),
         bytes(12) + b"\x08\x06" + bytes(28),  # ARP
@@ -140,13 +143,16 @@ def test_frames_are_sorted_by_rtps_kind_with_wire_bytes_and_rates(tmp_path):
     summary = summarize(tmp_path / "t.pcap", duration_s=2.0)
     kinds = summary["kinds"]
     packets = {kind: row["packets"] for kind, row in kinds.items()}
-    assert packets == {"spdp": 2, "sedp": 2, "user_data": 1, "heartbeat_acknack": 2, "rtps_other": 1,
-                       "udp_other": 1, "tcp": 1, "other": 1}  # fmt: skip
+    assert packets == {"spdp": 2, "sedp": 2, "user_data": 1, "heartbeat_acknack": 2, "rtps_protected": 1,
+                       "rtps_other": 1, "ip_fragment": 1, "udp_other": 1, "tcp": 1, "other": 1}  # fmt: skip
     assert kinds["spdp"]["multicast_packets"] == 1 and kinds["sedp"]["multicast_packets"] == 0
     assert kinds["user_data"]["bytes"] == len(frames[4]) > linktraffic.SNAP_BYTES  # wire length, not the snap
     assert kinds["heartbeat_acknack"]["packets_per_s"] == 1.0
     assert kinds["spdp"]["bytes_per_s"] == (len(frames[0]) + len(frames[1])) / 2
-    assert list(udp_destinations(tmp_path / "t.pcap"))[0] == (SPDP_GROUP, 7410)
+    destinations = list(udp_destinations(tmp_path / "t.pcap"))
+    assert (
+        destinations[0] == (SPDP_GROUP, 7410) and len(destinations) == len(frames) - 3
+    )  # no TCP, ARP, fragment
 
 
 def test_a_file_that_is_not_a_pcap_is_named(tmp_path):

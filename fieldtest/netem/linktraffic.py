@@ -10,7 +10,10 @@ each frame into one kind:
   subscription writers (DDS discovery),
 - ``user_data``: RTPS with a DATA from any other writer,
 - ``heartbeat_acknack``: RTPS with only HEARTBEAT, ACKNACK, GAP and their fragment forms,
+- ``rtps_protected``: RTPS whose submessages or whole message DDS Security protects (SEC_PREFIX,
+  SRTPS_PREFIX), so their kind is hidden,
 - ``rtps_other``: other RTPS (e.g. INFO submessages alone, or cut off before a known one),
+- ``ip_fragment``: the second and later fragments of a datagram larger than the link's MTU,
 - ``udp_other``, ``tcp``, ``other`` (ARP, IGMP, ...).
 """
 
@@ -37,10 +40,23 @@ READY_TIMEOUT_S = 5.0
 DATA, DATA_FRAG = 0x15, 0x16
 ACKNACK, HEARTBEAT, GAP, NACK_FRAG, HEARTBEAT_FRAG = 0x06, 0x07, 0x08, 0x12, 0x13
 RELIABILITY_SUBMESSAGES = {ACKNACK, HEARTBEAT, GAP, NACK_FRAG, HEARTBEAT_FRAG}
+# DDS Security 1.1, section 7.3.6: protected submessages and messages
+SEC_PREFIX, SRTPS_PREFIX = 0x31, 0x33
 # DDS-RTPS 2.3, section 9.3.1.3: the builtin discovery writers' entity ids
 SPDP_WRITER = bytes.fromhex("000100c2")
 SEDP_WRITERS = {bytes.fromhex("000003c2"), bytes.fromhex("000004c2")}
-KINDS = ("spdp", "sedp", "user_data", "heartbeat_acknack", "rtps_other", "udp_other", "tcp", "other")
+KINDS = (
+    "spdp",
+    "sedp",
+    "user_data",
+    "heartbeat_acknack",
+    "rtps_protected",
+    "rtps_other",
+    "ip_fragment",
+    "udp_other",
+    "tcp",
+    "other",
+)
 MULTICAST = ipaddress.ip_network("224.0.0.0/4")
 
 
@@ -92,6 +108,8 @@ def rtps_kind(payload: bytes) -> str:
             if writer == SPDP_WRITER:
                 return "spdp"
             return "sedp" if writer in SEDP_WRITERS else "user_data"
+        if sub_id in (SEC_PREFIX, SRTPS_PREFIX):
+            return "rtps_protected"
         reliability |= sub_id in RELIABILITY_SUBMESSAGES
         if length == 0:  # the last submessage extends to the end of the message
             break
@@ -106,6 +124,8 @@ def frame_kind(data: bytes) -> tuple[str, bool]:
     ip = data[14:]
     header = (ip[0] & 0x0F) * 4
     multicast = ipaddress.ip_address(ip[16:20]) in MULTICAST
+    if _fragment_offset(ip):  # no transport header of its own
+        return "ip_fragment", multicast
     proto = ip[9]
     if proto == 6:
         return "tcp", multicast
@@ -117,11 +137,16 @@ def frame_kind(data: bytes) -> tuple[str, bool]:
     return "udp_other", multicast
 
 
+def _fragment_offset(ip: bytes) -> int:
+    return int.from_bytes(ip[6:8], "big") & 0x1FFF
+
+
 def udp_destinations(path: str | Path) -> Iterator[tuple[str, int]]:
-    """(destination address, port) of every captured IPv4 UDP frame."""
+    """(destination address, port) of every captured IPv4 UDP datagram (its first fragment)."""
     for frame in read_pcap(path):
         data = frame.data
-        if len(data) >= 38 and data[12:14] == b"\x08\x00" and data[23] == 17:
+        ipv4_udp = len(data) >= 38 and data[12:14] == b"\x08\x00" and data[23] == 17
+        if ipv4_udp and not _fragment_offset(data[14:]):
             header = (data[14] & 0x0F) * 4
             port = int.from_bytes(data[14 + header + 2 : 14 + header + 4], "big")
             yield str(ipaddress.ip_address(data[30:34])), port
