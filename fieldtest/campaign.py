@@ -39,6 +39,7 @@ ALIASES = {
     "qos": "transport.qos",
     "namespace": "transport.namespace",
     "mqtt_nagle": "transport.mqtt_nagle",
+    "dds_discovery": "transport.dds_discovery",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -108,6 +108,7 @@ class _Network:
         self.topo = None
         self.truth_socket = ""
         self.infra_node: str | None = None  # the router's or broker's own machine, if it has one
+        self.capture = None  # the robot link's LinkCapture while the trial runs
         if request.network != "loopback":
             from fieldtest.netem import get_profile, open_topology
             from fieldtest.netem.placement import wireless_nodes
@@ -179,6 +180,33 @@ class _Network:
                 self.topo.set_profile(fault["profile"], at_s=float(fault["at_s"]), t0_ns=t0_mono)
             else:
                 raise ProcessStartError(f"unknown fault kind {fault.get('kind')!r} (outage or profile)")
+
+    def start_capture(self, trial_dir: Path) -> str | None:
+        """Capture the robot's emulated link for the trial (None), or say why not (a warning)."""
+        if not self.emulated:
+            return None
+        from fieldtest.netem.linktraffic import CAPTURE_FILE, CaptureError, LinkCapture
+        from fieldtest.netem.topology import IFACE
+
+        self.capture = LinkCapture(self.prefix("robot"), IFACE, trial_dir / CAPTURE_FILE)
+        try:
+            self.capture.start()
+        except CaptureError as exc:
+            self.capture = None
+            return f"no link traffic record: {exc}"
+        return None
+
+    def stop_capture(self) -> dict:
+        """Packets and bytes per second by kind on the robot's link ({} without a capture)."""
+        from fieldtest.netem.linktraffic import CaptureError
+
+        capture, self.capture = self.capture, None
+        if capture is None:
+            return {}
+        try:
+            return {"node": "robot", **capture.stop()}
+        except CaptureError as exc:
+            return {"node": "robot", "error": str(exc)}
 
     def link_simulator(self) -> dict | None:
         """The ns-3 802.11 link's lag, CPU and frames by kind (None for other links)."""
@@ -396,9 +424,11 @@ def _finish_record(
     link: dict,
     machine: dict | None = None,
     link_simulator: dict | None = None,
+    link_traffic: dict | None = None,
 ) -> None:
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
+    outcome.link_traffic = link_traffic or {}
     if machine:
         outcome.stack["machine"] = machine
     if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
@@ -480,6 +510,7 @@ def _run_in_network(
     record.outcome.warnings = list(request.plan.warnings())
     if net.topo is not None and not net.emulated:
         record.outcome.warnings.append(f"network {request.network!r} not emulated here: ran on loopback")
+    _record_dds_discovery(request, record)
     write_trial(trial_dir, record)
     procs = ProcessGroup(trial_dir / "logs")
     reason, detail, link = "error", "", {}
@@ -487,6 +518,9 @@ def _run_in_network(
     try:
         net.check_faults(request.faults)
         link = _measure_link(net)
+        if warning := net.start_capture(trial_dir):  # after the probes, so they stay out of it
+            record.outcome.warnings.append(warning)
+            write_trial(trial_dir, record)
         with _infrastructure(request, trial_dir, net) as infra:
             try:
                 if infra is not None:
@@ -509,8 +543,22 @@ def _run_in_network(
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         machine = monitor.stop() if monitor.started else None
-        _finish_record(trial_dir, procs, reason, detail, link, machine, net.link_simulator())
+        traffic = net.stop_capture()
+        _finish_record(trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic)
     return TrialResult(trial_dir, reason, detail)
+
+
+def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
+    """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
+    transport = request.transport
+    if transport.middleware != "dds":
+        return
+    used = record.outcome.dds_discovery = transport.dds_discovery_used("robot")
+    if used != transport.dds_discovery:
+        record.outcome.warnings.append(
+            f"transport.dds_discovery {transport.dds_discovery!r}: loopback has no multicast, "
+            "so the participants discovered by unicast peers (none)"
+        )
 
 
 # Command line -------------------------------------------------------------------------------
@@ -526,6 +574,7 @@ def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialReques
                 "qos": args.qos,
                 "security": args.security,
                 "mqtt_nagle": not args.no_nagle,
+                "dds_discovery": args.dds_discovery,
             },
             "network": args.network,
             "topology": args.topology,
@@ -571,6 +620,12 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
         "--no-nagle",
         action="store_true",
         help="MQTT: TCP_NODELAY on the clients (default: Nagle's algorithm on, as mqtt_client's Paho C)",
+    )
+    parser.add_argument(
+        "--dds-discovery",
+        default="spdp",
+        choices=("spdp", "all", "none"),
+        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, or none (unicast peers)",
     )
     parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
     parser.add_argument("--repetition", type=int, default=0)

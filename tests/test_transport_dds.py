@@ -155,17 +155,43 @@ def test_qos_profiles_map_to_dds_policies():
     assert "Reliable" in text and "KeepAll" in text and "TransientLocal" in text
 
 
+def _domain_xml(config: TransportConfig, role: str):
+    root = ET.fromstring(cyclonedds_xml(config, role, security_xml="<Security/>"))
+    return root.find("c:Domain", {"c": CYCLONEDDS_NS})
+
+
 def test_xml_discovers_by_unicast_towards_both_ends():
-    config = TransportConfig(host_address="10.0.0.1", robot_address="10.0.0.2")
-    root = ET.fromstring(cyclonedds_xml(config, "robot", security_xml="<Security/>"))
+    config = TransportConfig(host_address="10.0.0.1", robot_address="10.0.0.2", dds_discovery="none")
+    domain = _domain_xml(config, "robot")
     ns = {"c": CYCLONEDDS_NS}
-    domain = root.find("c:Domain", ns)
     assert domain.find("c:General/c:Interfaces/c:NetworkInterface", ns).get("address") == "10.0.0.2"
     assert domain.find("c:General/c:AllowMulticast", ns).text == "false"
     peers = [p.get("address") for p in domain.findall("c:Discovery/c:Peers/c:Peer", ns)]
     assert peers == ["10.0.0.1", "10.0.0.2"]
     assert domain.find("c:Discovery/c:ParticipantIndex", ns).text == "auto"
     assert domain.find("c:Security", ns) is not None
+
+
+@pytest.mark.parametrize(("mode", "allow"), [("spdp", "spdp"), ("all", "true")])
+def test_xml_discovers_by_multicast_as_the_lab_does(mode, allow):
+    """spdp (the default, as the lab's AllowMulticast spdp) and all: no unicast peers, multicast on."""
+    kwargs = {} if mode == "spdp" else {"dds_discovery": mode}
+    config = TransportConfig(host_address="10.0.0.1", robot_address="10.0.0.2", **kwargs)
+    domain = _domain_xml(config, "host")
+    ns = {"c": CYCLONEDDS_NS}
+    assert domain.find("c:General/c:Interfaces/c:NetworkInterface", ns).get("address") == "10.0.0.1"
+    assert domain.find("c:General/c:AllowMulticast", ns).text == allow
+    assert domain.find("c:Discovery", ns) is None
+
+
+@pytest.mark.parametrize("mode", ["spdp", "all", "none"])
+def test_loopback_falls_back_to_unicast_peers(mode):
+    """Loopback has no multicast flag: every mode discovers by unicast there."""
+    config = TransportConfig(dds_discovery=mode)
+    assert config.dds_discovery_used("robot") == "none"
+    domain = _domain_xml(config, "robot")
+    assert domain.find("c:General/c:AllowMulticast", {"c": CYCLONEDDS_NS}).text == "false"
+    assert domain.find("c:Discovery/c:Peers/c:Peer", {"c": CYCLONEDDS_NS}).get("address") == "127.0.0.1"
 
 
 def test_unknown_qos_name_is_refused_at_open():

@@ -6,6 +6,7 @@ It lives below the transports so that the trial record (``fieldtest.record``) an
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -15,6 +16,11 @@ from fieldtest.names import MQTT_PORT, ZENOH_PORT
 from .names import TWIN_MIDDLEWARES
 
 Role = Literal["host", "robot"]
+# How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
+# participant announcements, as the lab's configuration does (fieldtest.labrun.environment); "all"
+# multicasts discovery and data; "none" announces by unicast to the host and robot addresses
+DdsDiscovery = Literal["spdp", "all", "none"]
+DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 TwinMiddleware = Literal[TWIN_MIDDLEWARES]  # type: ignore[valid-type]  # the names the twin runs
 
 
@@ -43,5 +49,21 @@ class TransportConfig(BaseModel):
     # whose Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c, before 1.3.16); false sets
     # TCP_NODELAY, the variant without Nagle's delay
     mqtt_nagle: bool = True
+    # DDS cases: the discovery mode (DdsDiscovery); loopback has no multicast, so a process bound to
+    # a loopback address discovers by unicast whatever is asked (see dds_discovery_used)
+    dds_discovery: DdsDiscovery = "spdp"
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on
+
+    def dds_discovery_used(self, role: Role) -> DdsDiscovery:
+        """The discovery ``role``'s DDS really runs: the one asked, or "none" (unicast peers) where
+        the role sits on loopback, which carries no multicast."""
+        own = self.host_address if role == "host" else self.robot_address
+        return "none" if _is_loopback(own) else self.dds_discovery
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # a host name
+        return address == "localhost"

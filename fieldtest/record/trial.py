@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.config import TransportConfig
@@ -90,6 +90,40 @@ class TrialRequest(BaseModel):
     # {"kind": "profile", "at_s": 30, "profile": "wifi-lossy"} (needs an emulated network).
     faults: list[dict[str, Any]] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _discovery_has_multicast(self) -> TrialRequest:
+        """Multicast discovery on a link that drops multicast would leave the robot unreached (or
+        lost when its participants' leases run out after a fault): refused before the trial."""
+        transport = self.transport
+        if transport.middleware != "dds" or transport.dds_discovery == "none":
+            return self
+        for where, profile in [
+            ("network", self.network),
+            *(("faults", f.get("profile")) for f in self.faults),
+        ]:
+            if _drops_multicast(profile):
+                raise ValueError(
+                    f"transport.dds_discovery {transport.dds_discovery!r} needs multicast, which the "
+                    f"{where} profile {_profile_name(profile)!r} drops: set transport.dds_discovery: none"
+                )
+        return self
+
+
+def _drops_multicast(profile: Any) -> bool:
+    """Whether a link profile (name or fields) is known and drops multicast; others are for the runner."""
+    if profile is None or profile in ("loopback", "lab"):
+        return False
+    from fieldtest.netem.profiles import ProfileError, get_profile  # here: trial.yaml readers skip it
+
+    try:
+        return not get_profile(profile).multicast
+    except (ProfileError, ValueError, TypeError):
+        return False
+
+
+def _profile_name(profile: Any) -> str:
+    return str(profile.get("name", "custom")) if isinstance(profile, dict) else str(profile)
+
 
 class TrialOutcome(BaseModel):
     """What happened: times per clock (ns since the epoch), estimates, warnings, how it ended."""
@@ -115,6 +149,12 @@ class TrialOutcome(BaseModel):
     link: dict[str, Any] = Field(default_factory=dict)  # measured link before the trial
     faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
     nodes: dict[str, str] = Field(default_factory=dict)  # twin: each machine -> its link (profile or "wired")
+    # twin DDS cases: the discovery the participants ran (spdp, all, none), which is "none" (unicast
+    # peers) on loopback whatever transport.dds_discovery asked; null for other middlewares
+    dds_discovery: str | None = None
+    # twin, emulated network: packets and bytes per second by kind on the robot's link, from a
+    # capture (fieldtest.netem.linktraffic; docs/trial-format.md)
+    link_traffic: dict[str, Any] = Field(default_factory=dict)
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)

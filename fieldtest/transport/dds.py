@@ -6,8 +6,8 @@ rosbags produces: the IdlStruct registers the topic type, and the bytes are hand
 unchanged (``tests/test_transport_dds.py`` checks that they equal cyclonedds' own serialization),
 so every middleware in the kit pays the same serialization cost.
 
-Configuration: each process creates its DDS domain from ``cyclonedds_xml(config, role)`` (unicast
-discovery towards the host and robot addresses, so loopback works without multicast), followed by
+Configuration: each process creates its DDS domain from ``cyclonedds_xml(config, role)`` (the
+trial's ``dds_discovery``: multicast SPDP as the lab by default, unicast on loopback), followed by
 ``$CYCLONEDDS_URI`` if set, whose settings win. A domain's configuration is fixed by the first
 transport that opens it in a process.
 
@@ -40,6 +40,7 @@ from cyclonedds.util import duration
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware.config import DDS_ALLOW_MULTICAST
 from fieldtest.qos import QosProfile, get_qos
 
 from .base import (
@@ -108,12 +109,19 @@ def _own_and_peer_addresses(config: TransportConfig, role: Role) -> tuple[str, l
 def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "") -> str:
     """The CycloneDDS configuration of one kit process.
 
-    Binds to the role's own address and discovers by unicast to the host and robot addresses
-    (loopback has no multicast flag; unicast also works on every emulated or real link).
+    Binds to the role's own address and discovers as ``config.dds_discovery_used(role)`` says:
+    multicast SPDP announcements ("spdp", as the lab), multicast for everything ("all"), or unicast
+    to the host and robot addresses ("none", and always on loopback, which has no multicast flag).
     ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
     """
     own, peers = _own_and_peer_addresses(config, role)
-    return cyclonedds_config_xml(interface_addresses=[own], peers=peers, security_xml=security_xml)
+    discovery = config.dds_discovery_used(role)
+    return cyclonedds_config_xml(
+        interface_addresses=[own],
+        allow_multicast=DDS_ALLOW_MULTICAST[discovery],
+        peers=peers if discovery == "none" else (),
+        security_xml=security_xml,
+    )
 
 
 # ---- domains: one per domain id and process, shared by every transport in the process ----
