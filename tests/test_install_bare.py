@@ -56,6 +56,7 @@ def test_make_install_runs_every_step_with_a_bare_path_and_an_empty_home(tmp_pat
         "ddsstamp",
         "linkfwd",
         "pollstamp",
+        "wifi_link",
     ]
 
 

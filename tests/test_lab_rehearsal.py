@@ -65,6 +65,7 @@ def _campaign(
                 "campaign": "rehearsal",
                 "base": {
                     "network": "loopback",
+                    "robot_model": "turtlebot4-standard",
                     "cmd_type": cmd_type,
                     "plan": plan or SHORT_PLAN,
                     "transport": {

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
+from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.netem.topology import Topology
 
 SSHD = "/usr/sbin/sshd"
@@ -57,7 +58,6 @@ SSHD = "/usr/sbin/sshd"
 NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 KIT_ROOT = Path(__file__).resolve().parents[2]
 ROS_VENV = KIT_ROOT / ".venv-ros"
-NATNET_COMMAND_PORT, NATNET_DATA_PORT = 1510, 1511  # Motive's defaults
 # Machines share no memory, but /dev/shm is common to every namespace here; with Fast DDS's
 # shared-memory transport on, the robot login's nodes never heard the base run by another user in
 # the same namespace. So every ROS process here speaks UDPv4 only (Fast DDS >= 2.13 reads this).
