@@ -18,6 +18,7 @@ import sys
 import time
 
 KIT_SUBSCRIBERS = ("link_monitor", "rosbag2")  # the kit's own readers of cmd_vel on the robot
+HOLD_S = 1.0  # zeros keep going this long once the base has matched (about 20 at 20 Hz)
 
 
 def _base_matched(node, transport) -> bool:
@@ -48,13 +49,17 @@ def main(argv: list[str] | None = None) -> int:
     transport.publisher(CMD_VEL_TOPIC, typename)  # the writer zero_commands uses: discovery starts now
     # Zeros go out from the start (harmless to a standing base) until the base itself (not the kit's
     # own link_monitor or bag recorder on the same topic) is in the graph and every subscriber has
-    # matched this writer, then a full set more; on a loaded machine discovery can take seconds.
+    # matched this writer (then HOLD_S more, below); on a loaded machine discovery can take seconds.
     sent, deadline = 0, time.monotonic() + match_wait_s
     while not (matched := _base_matched(node, transport)) and time.monotonic() < deadline:
         sent += zero_commands(transport, cmd_type)
-    if matched:
-        time.sleep(0.1)  # the writer has seen the reader; let the reader see the writer too
-    sent += zero_commands(transport, cmd_type)
+    # Then hold zeros for HOLD_S: the base's reader may not have seen this writer yet (discovery is
+    # not symmetric), and a motion command still in flight on the robot's graph must not be last.
+    hold_until = time.monotonic() + HOLD_S
+    while True:
+        sent += zero_commands(transport, cmd_type)
+        if time.monotonic() >= hold_until:
+            break
     others = sorted({i.node_name for i in node.get_subscriptions_info_by_topic(topic)})
     print(
         f"sent {sent} zero commands to {topic} ({typename}); subscribers: {', '.join(others) or 'none'}",
