@@ -629,3 +629,12 @@ def test_a_geofence_must_be_a_box(tmp_path):
     source = _campaign(tmp_path, geofence_m=[0.5, -0.5, -1.0, 1.0])
     with pytest.raises(CampaignError, match=r"geofence_m.*min < max"):
         load_trials(source)
+
+
+@pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router"])
+def test_a_bridged_zenoh_rehearsal_of_another_distro_is_refused_at_once(tmp_path, middleware):
+    """The bridge would size ros_discovery_info's GIDs for Humble while the nodes are Jazzy rclpy:
+    refused before anything starts, naming the distro and the fix."""
+    with pytest.raises(RehearsalError, match=r"ros_distro humble: .*jazzy's rclpy.*--ros-distro jazzy"):
+        _rehearse_all(tmp_path, distro="humble", cmd_type="twist", matrix={"middleware": [middleware]})
+    assert not (tmp_path / "runs" / "simulated-hardware").exists()

@@ -246,6 +246,7 @@ def rehearse(
     python = ros_python(venv)
     _check_ros_environment(python)
     _check_bridges(requests)
+    _check_bridged_distro(requests, options.ros_distro, python)
     local = rehearsal_options(options, python, lab)
     results = []
     with run_stop_event(stop):  # between trials too: the simulated hardware is stopped in order
@@ -278,6 +279,31 @@ def _check_ros_environment(python: str) -> None:
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
         raise RehearsalError(
             f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
+        )
+
+
+def _check_bridged_distro(requests: list[TrialRequest], distro: str, python: str) -> None:
+    """The Zenoh bridge sizes the GIDs of ros_discovery_info by ROS_DISTRO (16 bytes from Iron on,
+    24 before: zenoh-plugin-ros2dds ros_discovery.rs), and it routes only what that topic lists. The
+    rehearsal's nodes are this environment's rclpy, so a bridged trial of another distro would
+    route nothing: refused before anything starts, not 30 s into a pre-flight."""
+    from fieldtest.labrun.bridges import ZENOH_BRIDGE
+
+    bridged = [r.name for r in requests if lab_bridge(r) == ZENOH_BRIDGE]
+    if not bridged:
+        return
+    done = subprocess.run(
+        [python, "-c", "from fieldtest.labrun.settings import installed_rclpy_distro as d; print(d())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    nodes = done.stdout.strip() or "unknown"
+    if nodes != distro:
+        raise RehearsalError(
+            f"ros_distro {distro}: the rehearsal's nodes run {nodes}'s rclpy ({python}), and the Zenoh "
+            f"bridge would read {distro}'s ros_discovery_info and route nothing ({', '.join(bridged)}); "
+            f"rehearse the Zenoh cases with --ros-distro {nodes}"
         )
 
 
