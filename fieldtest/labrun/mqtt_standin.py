@@ -228,7 +228,7 @@ class MqttClientStandin:
 
     # ---- MQTT
     def start(self) -> None:
-        # One difference from mqtt_client, on purpose: Nagle off, as in the kit's MQTT transport.
+        # One difference from mqtt_client, on purpose: Nagle off unless KEEP_NAGLE_ENV is "1".
         # Paho C, under mqtt_client, sets no TCP_NODELAY (paho.mqtt.c src/Socket.c); with Nagle on
         # here, the clock probes' round trip had a median of 55-79 ms and over TLS the clock
         # pre-flight failed (offset error 14-19 ms). docs/lab-guide.md says what that means in the lab.
