@@ -244,9 +244,9 @@ def rehearse(
 
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
-    _check_ros_environment(python)
+    nodes_distro = _check_ros_environment(python)
     _check_bridges(requests)
-    _check_bridged_distro(requests, options.ros_distro, python)
+    _check_bridged_distro(requests, options.ros_distro, nodes_distro, python)
     local = rehearsal_options(options, python, lab)
     results = []
     with run_stop_event(stop):  # between trials too: the simulated hardware is stopped in order
@@ -268,9 +268,12 @@ def rehearse(
     return results
 
 
-def _check_ros_environment(python: str) -> None:
+def _check_ros_environment(python: str) -> str:
+    """The ROS 2 environment imports what the nodes need; returns its rclpy's distro ('' if unknown)."""
+    imports = "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"
+    distro = "from fieldtest.labrun.settings import installed_rclpy_distro as d; print(d())"
     done = subprocess.run(
-        [python, "-c", "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"],
+        [python, "-c", f"{imports}; {distro}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -280,9 +283,10 @@ def _check_ros_environment(python: str) -> None:
         raise RehearsalError(
             f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
         )
+    return done.stdout.strip()
 
 
-def _check_bridged_distro(requests: list[TrialRequest], distro: str, python: str) -> None:
+def _check_bridged_distro(requests: list[TrialRequest], distro: str, nodes_distro: str, python: str) -> None:
     """The Zenoh bridge sizes the GIDs of ros_discovery_info by ROS_DISTRO (16 bytes from Iron on,
     24 before: zenoh-plugin-ros2dds ros_discovery.rs), and it routes only what that topic lists. The
     rehearsal's nodes are this environment's rclpy, so a bridged trial of another distro would
@@ -290,16 +294,8 @@ def _check_bridged_distro(requests: list[TrialRequest], distro: str, python: str
     from fieldtest.labrun.bridges import ZENOH_BRIDGE
 
     bridged = [r.name for r in requests if lab_bridge(r) == ZENOH_BRIDGE]
-    if not bridged:
-        return
-    done = subprocess.run(
-        [python, "-c", "from fieldtest.labrun.settings import installed_rclpy_distro as d; print(d())"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    nodes = done.stdout.strip() or "unknown"
-    if nodes != distro:
+    nodes = nodes_distro or "unknown"
+    if bridged and nodes != distro:
         raise RehearsalError(
             f"ros_distro {distro}: the rehearsal's nodes run {nodes}'s rclpy ({python}), and the Zenoh "
             f"bridge would read {distro}'s ros_discovery_info and route nothing ({', '.join(bridged)}); "
