@@ -186,9 +186,10 @@ class _Network:
         if not self.emulated:
             return None
         from fieldtest.netem.linktraffic import CAPTURE_FILE, CaptureError, LinkCapture
-        from fieldtest.netem.topology import IFACE
 
-        self.capture = LinkCapture(self.prefix("robot"), IFACE, trial_dir / CAPTURE_FILE)
+        # on an overlay the trial's own packets, before encapsulation (the record names the overhead)
+        iface = self.topo.interface("robot")
+        self.capture = LinkCapture(self.prefix("robot"), iface, trial_dir / CAPTURE_FILE)
         try:
             self.capture.start()
         except CaptureError as exc:

@@ -137,6 +137,11 @@ class LinkProfile(BaseModel):
         "the router/broker gets its own leg too (docs/networks.md)",
     )
     reorder: bool = Field(False, description="True: jitter may reorder packets (as plain netem)")
+    overlay: bool = Field(
+        False,
+        description="every machine joins one overlay network tunnelled over UDP on its leg, multicast "
+        "replicated by the sender, as ZeroTier (netem/overlay.py)",
+    )
     wifi80211: Wifi80211 | None = Field(
         None, description="simulate the wireless nodes' link with ns-3's 802.11 model instead"
     )
@@ -247,8 +252,10 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "are assumptions.",
         "up": {"delay_ms": 35.0, "jitter_ms": 8.0, "loss_pct": 0.5, "rate_kbit": 5_000},
         "down": {"delay_ms": 25.0, "jitter_ms": 6.0, "loss_pct": 0.5, "rate_kbit": 20_000},
-        # the seed's 4G set-up: each machine on its own cellular modem (Zhang et al. section 3.1)
+        # the seed's 4G set-up: each machine on its own cellular modem, all joined by a ZeroTier
+        # overlay (Zhang et al. section 3.1; CONTEXT.md section 1)
         "cellular": True,
+        "overlay": True,
     },
 }
 

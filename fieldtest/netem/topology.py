@@ -33,6 +33,7 @@ from typing import Any
 
 from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import ForwarderError, LinkForwarder, build_forwarder
+from fieldtest.netem.overlay import OVERLAY_IFACE, Member, build_overlay, describe_overlay, overlay_addresses
 from fieldtest.netem.profiles import Direction, LinkProfile, get_profile
 from fieldtest.netem.wifi80211 import Wifi80211Link
 
@@ -60,6 +61,10 @@ def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return _run(["ip", *args], check=check)
+
+
+def _bridge(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return _run(["bridge", *args], check=check)
 
 
 def _new_base() -> str:
@@ -225,6 +230,7 @@ class NodeLink:
     profile: LinkProfile | None  # None: a plain wired veth without emulation
     forwarder: LinkForwarder | None = None
     down: bool = False
+    overlay_address: str | None = None  # the node's address on the UDP overlay, when the trial has one
 
     @property
     def emulated(self) -> bool:
@@ -308,6 +314,7 @@ class Topology:
         wired_profile: str | dict | LinkProfile | None = None,
         backend: str = "auto",
         subnet: str = "10.77.0.0/24",
+        overlay_subnet: str = "10.78.0.0/24",
         seed: int | None = None,
         user_profiles: dict[str, Any] | None = None,
     ):
@@ -332,6 +339,7 @@ class Topology:
         self._scheduler: _Scheduler | None = None
         self.wifi_link: Wifi80211Link | None = None
         self.wifi_final: dict[str, Any] = {}
+        self.overlay: dict[str, Member] = {}
         hosts = ipaddress.ip_network(subnet).hosts()
         cleanup_stale()
         self._install_teardown_hooks()
@@ -342,6 +350,8 @@ class Topology:
                 self._build_node(node, str(next(hosts)), f"p{len(self.links)}", link_profile, subnet)
             self._start_wifi80211()
             self._pin_neighbours()
+            if self.profile.overlay:
+                self._build_overlay(overlay_subnet)
         except BaseException:
             self.close()
             raise
@@ -438,12 +448,32 @@ class Topology:
                     _ip("-n", link.namespace, "neigh", "replace", peer.address, "lladdr", macs[other],
                         "dev", IFACE, "nud", "permanent")  # fmt: skip
 
+    def _build_overlay(self, subnet: str) -> None:
+        """Every node joins one UDP overlay over its own leg (netem/overlay.py), as ZeroTier."""
+        addresses = overlay_addresses(list(self.links), subnet)
+        self.overlay = {
+            node: Member(link.namespace, link.address, addresses[node]) for node, link in self.links.items()
+        }
+        multicast = MULTICAST_NET if self.profile.multicast else None
+        build_overlay(self.overlay, subnet, _ip, _bridge, IFACE, multicast)
+        for node, link in self.links.items():
+            link.overlay_address = addresses[node]
+
     def _link_seed(self, node: str) -> int | None:
         return None if self.seed is None else self.seed * 1000 + list(self.links).index(node)
 
     # -- link control -------------------------------------------------------------------------
-    @staticmethod
-    def _check_change(link: NodeLink, profile: LinkProfile) -> None:
+    def _check_change(self, link: NodeLink, profile: LinkProfile) -> None:
+        if profile.overlay != self.profile.overlay or (
+            profile.overlay and profile.multicast != self.profile.multicast
+        ):
+            raise TopologyError(
+                f"node {link.node!r}: profile {profile.name!r} "
+                f"(overlay {profile.overlay}, multicast {profile.multicast}) differs from the trial's "
+                f"network {self.profile.name!r} (overlay {self.profile.overlay}, multicast "
+                f"{self.profile.multicast}): the UDP overlay is built with the network and cannot "
+                "change during a trial"
+            )
         if link.station or profile.wifi80211 is not None:
             raise TopologyError(
                 f"node {link.node!r}: an 802.11 (ns-3) link cannot change profile during a trial; "
@@ -467,6 +497,8 @@ class Topology:
         # the switch port stops flooding multicast to it
         flood = "on" if profile.multicast else "off"
         _run(["bridge", "-n", self.switch_ns, "link", "set", "dev", link.port, "mcast_flood", flood])
+        if link.overlay_address is not None:
+            return  # the overlay carries multicast as unicast copies: its route stays
         verb = "replace" if profile.multicast else "del"
         _ip("-n", link.namespace, "route", verb, MULTICAST_NET, "dev", IFACE, check=profile.multicast)
 
@@ -555,7 +587,13 @@ class Topology:
         return self.links[node]
 
     def address(self, node: str) -> str:
-        return self._link(node).address
+        """The address the trial's processes use to reach ``node`` (its overlay address if any)."""
+        link = self._link(node)
+        return link.overlay_address or link.address
+
+    def interface(self, node: str) -> str:
+        """The interface that carries ``node``'s trial traffic (the overlay's, if any)."""
+        return OVERLAY_IFACE if self._link(node).overlay_address else IFACE
 
     def namespace(self, node: str) -> str:
         return self._link(node).namespace
@@ -588,7 +626,8 @@ class Topology:
             "profile": self.profile.summary(),
             "nodes": {
                 n: {
-                    "address": ln.address,
+                    "address": ln.overlay_address or ln.address,
+                    **({"leg_address": ln.address} if ln.overlay_address else {}),
                     "namespace": ln.namespace,
                     "link": ln.profile.name if ln.profile else "wired (no emulation)",
                     **({"wifi": "station"} if ln.station else {}),
@@ -597,6 +636,8 @@ class Topology:
             },
             "faults": list(self.fault_log),
         }
+        if self.overlay:
+            out["overlay"] = describe_overlay(self.overlay, self.profile.multicast)
         if self.wifi_link is not None:
             out["wifi80211"] = {"simulator": "ns-3", "access_point_port": AP_PORT, "pid": self.wifi_link.pid}
         return out
