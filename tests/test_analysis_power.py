@@ -56,15 +56,40 @@ def test_pooled_spread_is_within_configurations():
     assert sd == pytest.approx(2.0, rel=0.15)
 
 
-def test_power_table_per_network_from_compare_rows():
-    rows = [
-        {"network": "wifi", "drift_values": [1.0, 3.0, None]},
-        {"network": "wifi", "drift_values": [10.0, 12.0]},
-        {"network": "4g", "drift_values": [5.0]},
-    ]
-    (table,) = power_table(rows, (0.002, 0.02))
+def test_power_table_per_network():
+    groups = [("wifi", [1.0, 3.0]), ("wifi", [10.0, 12.0]), ("4g", [5.0])]
+    (table,) = power_table(groups, (0.002, 0.02))
     assert table["network"] == "wifi" and table["dof"] == 2
     assert table["pooled_sd_mm"] == pytest.approx(math.sqrt(2))
     assert [e["n"] for e in table["needed"]] == [repetitions_needed(math.sqrt(2), d) for d in (2.0, 20.0)]
     text = "\n".join(power_lines([table]))
     assert "To resolve a difference in lap drift at 80% power: 2 mm: n = " in text
+
+
+def test_compare_pools_the_spread_within_configuration_and_direction(tmp_path):
+    """Synthetic trials with known last-lap shifts: two directions of one configuration whose drifts
+    differ by far more than their spread; the pooled SD is the within-group one."""
+    from fieldtest.analysis import compare_trials
+    from fieldtest.plan import SquarePlan
+    from fieldtest.testkit.synth import SynthSpec, synthesize
+
+    shifts_mm = {"left": (20.0, 22.0, 24.0), "right": (2.0, 3.0, 4.0)}
+    for direction, shifts in shifts_mm.items():
+        for rep, shift in enumerate(shifts):
+            plan = SquarePlan(laps=2, side_duration_s=1.5, turn_rate_dps=90.0, turn_direction=direction)
+            spec = SynthSpec(
+                name=f"{direction}-{rep}",
+                plan=plan,
+                network="wifi",
+                repetition=rep,
+                last_lap_shift_m=(shift / 1e3, 0),
+            )
+            synthesize(tmp_path / "runs" / spec.name, spec)
+    result = compare_trials([tmp_path / "runs"], tmp_path / "out", page=False, resolve_m=(0.002,))
+    (table,) = result["power"]
+    # the drift mean follows the shift: lap 2 is the last lap, shifted whole
+    expected_sd = math.sqrt((np.var([20, 22, 24], ddof=1) + np.var([2, 3, 4], ddof=1)) / 2)
+    assert table["dof"] == 4
+    assert table["pooled_sd_mm"] == pytest.approx(expected_sd, rel=0.05)
+    assert table["needed"][0]["n"] == repetitions_needed(table["pooled_sd_mm"], 2.0)
+    assert f"2 mm: n = {table['needed'][0]['n']}" in (tmp_path / "out" / "compare.md").read_text()

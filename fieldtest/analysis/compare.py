@@ -27,7 +27,7 @@ from .campaignpage import write_campaign_page
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
-from .power import DEFAULT_DIFFERENCES_M, power_lines, power_table
+from .power import DEFAULT_DIFFERENCES_M, drift_groups, power_lines, power_table
 from .trialfigures import lateness_values, relative_values
 from .umbmark import umbmark, umbmark_lines
 
@@ -232,7 +232,7 @@ def compare_trials(
     calibrations, base = campaign_split(trials, requests_of(found))
     for t in per_trial:
         t["base"] = base.get(t["dir"])
-    power = power_table(rows, resolve_m)
+    power = power_table(drift_groups(trials), resolve_m)
     result = {"rows": rows, "trials": per_trial, "skipped": skipped}
     result.update({"base_calibration": calibrations, "power": power})
     if calibrations:

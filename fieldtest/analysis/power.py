@@ -3,7 +3,8 @@
 
 Two-sample, two-sided test of equal means at level ``alpha`` with power ``power``, the spread the
 campaign measured: the pooled standard deviation s of the lap drift over the configurations of one
-network (each configuration's valid, complete repetitions about their own mean). Per configuration
+network (each configuration's valid, complete repetitions of one direction about their own mean).
+Per configuration
 
     n = the smallest n >= 2 whose two-sample t test (2n - 2 degrees of freedom) has power >= ``power``:
         power(n) = P(|T'| > t_(1-alpha/2, 2n-2)),  T' noncentral t with noncentrality (delta / s) sqrt(n / 2)
@@ -79,19 +80,29 @@ def pooled_sd(groups: list[list[float]]) -> tuple[float | None, int]:
     return (math.sqrt(squares / dof), dof) if dof else (None, 0)
 
 
-def power_table(rows: list[dict], differences_m=DEFAULT_DIFFERENCES_M) -> list[dict]:
+def drift_groups(trials: list) -> list[tuple[str, list[float]]]:
+    """(network, lap drift means in mm) per configuration and direction: the valid, complete trials
+    (a miscalibrated base drifts differently each way, so the directions are not pooled as one)."""
+    groups: dict[tuple, list[float]] = {}
+    for m in trials:
+        if m.valid and m.progress.complete and m.drift.mean_m is not None:
+            key = (*m.config, m.trial.plan.get("turn_direction", "left"))
+            groups.setdefault(key, []).append(m.drift.mean_m * 1000.0)
+    return [(key[2], values) for key, values in groups.items()]
+
+
+def power_table(groups: list[tuple[str, list[float]]], differences_m=DEFAULT_DIFFERENCES_M) -> list[dict]:
     """Per network: the pooled spread of the lap drift (mean, mm) and the repetitions each
-    difference needs. ``rows``: compare's rows (``drift_values`` in mm, valid complete trials)."""
+    difference needs. ``groups``: (network, values in mm) per configuration and direction."""
     by_network: dict[str, list[list[float]]] = {}
-    for row in rows:
-        values = [v for v in row["drift_values"] if v is not None]
-        by_network.setdefault(row["network"], []).append(values)
+    for network, values in groups:
+        by_network.setdefault(network, []).append(values)
     out = []
-    for network, groups in by_network.items():
-        sd, dof = pooled_sd(groups)
+    for network, values_of in by_network.items():
+        sd, dof = pooled_sd(values_of)
         if sd is None:
             continue
-        typical_n = max(len(g) for g in groups)
+        typical_n = max(len(g) for g in values_of)
         out.append(
             {
                 "network": network,
