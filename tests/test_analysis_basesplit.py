@@ -5,6 +5,7 @@ wheelbase ratio E_b, driven by the commands at their arrival times, in both dire
 - compare recovers E_d and E_b from the pairs (UMBmark on the return error the timing does not
   explain) within 5 % of their deviation from 1, swept over both signs of each (measured: 2.2 % at
   worst; the formulas are first order);
+- compare writes each trial's split into its metrics.json and report.md;
 - the split gives the rest to the base: in every trial the residual, and the difference of the
   systematic part and the rest, stay under 4 % of the robot's largest rest (measured: 2.9 %).
 - with the true calibration given to ``fieldtest analyze``, the residual is under 3 % of the rest
@@ -56,6 +57,11 @@ def test_compare_recovers_the_base_errors_and_gives_them_the_rest(tmp_path, e_d,
     for t in result["trials"]:
         assert t["base"]["residual_m"] < 0.04 * largest_rest
         assert t["base"]["systematic_m"] == pytest.approx(t["rest"], abs=0.04 * largest_rest)
+    for t in result["trials"]:  # compare writes the split into each trial's own analysis too
+        written = json.loads((tmp_path / "runs" / t["name"] / "analysis" / "metrics.json").read_text())
+        assert written["drift_causes"]["base"] == t["base"]
+        report = (tmp_path / "runs" / t["name"] / "analysis" / "report.md").read_text()
+        assert f"what is left (slip, floor, mocap) | {t['base']['residual_m'] * 1e3:.2f} mm |" in report
     md = (tmp_path / "out" / "compare.md").read_text()
     assert (
         "## The rest drift: the base's own part" in md and f"{calibration['wheel_diameter_ratio']:.5f}" in md

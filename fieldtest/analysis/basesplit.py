@@ -265,3 +265,27 @@ def load_calibration(path: str | Path, trial_dir: str | Path) -> dict:
         if not isinstance(entry.get(key), (int, float)) or not 0.5 < entry[key] < 2:
             raise AnalysisError(f"{path}: {key} missing or not a ratio near 1")
     return {"robot": entry.get("robot", ""), **entry}
+
+
+def record_split(trial_dir: str | Path, section: dict) -> bool:
+    """Write the split into the trial's metrics.json (``drift_causes.base``) and report.md, as
+    ``fieldtest analyze --base-calibration`` would; False if its analysis cannot be rewritten."""
+    import json
+
+    from .analyze import REPORT_FILE
+    from .metrics import METRICS_FILE, MetricsError, metrics_from
+    from .report import write_report
+
+    path = Path(_key(trial_dir)) / ANALYSIS_DIR / METRICS_FILE
+    try:
+        data = json.loads(path.read_text())
+        data["drift_causes"]["base"] = section
+        written = metrics_from(data, path)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
+        tmp.replace(path)
+        if (path.parent / REPORT_FILE).exists():
+            write_report(path.parent / REPORT_FILE, written)
+    except (OSError, ValueError, KeyError, TypeError, MetricsError):
+        return False
+    return True

@@ -22,7 +22,7 @@ from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 
 from .analyze import analyze_trial
-from .basesplit import CALIBRATION_FILE, base_lines, campaign_split, requests_of
+from .basesplit import CALIBRATION_FILE, base_lines, campaign_split, record_split, requests_of
 from .campaignpage import write_campaign_page
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
@@ -232,6 +232,8 @@ def compare_trials(
     calibrations, base = campaign_split(trials, requests_of(found))
     for t in per_trial:
         t["base"] = base.get(t["dir"])
+    for trial_dir, section in base.items():  # the trial's own metrics.json and report.md carry it too
+        record_split(trial_dir, section)
     power = power_table(drift_groups(trials), resolve_m)
     result = {"rows": rows, "trials": per_trial, "skipped": skipped}
     result.update({"base_calibration": calibrations, "power": power})
