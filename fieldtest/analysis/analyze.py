@@ -16,6 +16,7 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S, relative
 from . import ape as ape_mod
+from .basesplit import REST_CSV, robot_label, write_rest_curve
 from .drift import drift_metrics
 from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
@@ -46,16 +47,29 @@ def analyze_trial(
     export_tum: bool = False,
     write: bool = True,
     plot_worker: PlotWorker | None = None,
+    base_calibration: dict | None = None,
 ) -> dict[str, Any]:
     """Analyse a trial; returns the metrics dict (also written to ``<out_dir>/metrics.json``).
 
     Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analysed;
     anything less is a result with ``partial: true`` and the reasons. ``plot_worker``: one the
     caller started earlier (and closes); by default the plots get a worker of their own.
+    ``base_calibration``: the robot's wheel-diameter ratio and wheelbase factor (compare's
+    base_calibration.json entry), to split the rest drift (fieldtest.analysis.basesplit).
     """
     started = time.perf_counter()
     opts = Options(
-        pose_topic, pose_bag, up_axis, pose_time, max_gap_s, plots, report, export_tum, write, mocap_time
+        pose_topic,
+        pose_bag,
+        up_axis,
+        pose_time,
+        max_gap_s,
+        plots,
+        report,
+        export_tum,
+        write,
+        mocap_time,
+        base_calibration,
     )
     trial_dir = Path(trial_dir)
     out_dir = Path(out_dir) if out_dir is not None else trial_dir / ANALYSIS_DIR
@@ -80,6 +94,7 @@ class Options:
     export_tum: bool
     write: bool
     mocap_time: str = CAPTURE
+    base_calibration: dict | None = None
 
 
 def _analyze(
@@ -124,7 +139,8 @@ def _analyze(
     metrics = _assemble(
         data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
     )
-    metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s))
+    metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s, opts.base_calibration))
+    rest_curve = metrics["drift_causes"].pop("rest_curve", None)
     metrics = _jsonable(metrics)
     plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if opts.write:
@@ -146,6 +162,9 @@ def _analyze(
     metrics["files"] = _write_series(out_dir, drift_series, latency_series) + write_trajectory(
         out_dir, plot_data
     )
+    if rest_curve is not None:
+        write_rest_curve(out_dir / REST_CSV, data.plan, *rest_curve)
+        metrics["files"].append(REST_CSV)
     if opts.export_tum and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]
@@ -179,14 +198,16 @@ def topology_label(topology) -> str:
     return topology if isinstance(topology, str) else "+".join(topology)
 
 
-def _stack_sections(data: TrialData, clock, track, motion, drift, max_gap_s: float) -> dict:
+def _stack_sections(
+    data: TrialData, clock, track, motion, drift, max_gap_s: float, base_calibration: dict | None = None
+) -> dict:
     """``drift_causes`` and ``stack`` (fieldtest.analysis.causes / .stack)."""
     from .causes import drift_causes
     from .stack import stack_metrics
 
     emulated = data.record.request.network != "loopback"  # on loopback every timing error is the stack's
     causes = (
-        drift_causes(data, clock, track, motion, drift, max_gap_s, emulated)
+        drift_causes(data, clock, track, motion, drift, max_gap_s, emulated, base_calibration)
         if track is not None
         else {"available": False, "reason": "no ground truth"}
     )
@@ -249,6 +270,7 @@ def _assemble(
             "repetition": req.repetition,
             "seed": req.seed,
             "robot_model": req.robot_model,
+            "robot": robot_label(req),
             "cmd_type": req.cmd_type,
             "stream_start_ns": data.stream_start_ns,
             "plan": {

@@ -16,23 +16,24 @@ from typing import Any
 import numpy as np
 
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Create3Model, drive
+from fieldtest.twin.create3 import Create3Model, Imperfections, drive
 
-from .drift import phase_grid
+from .basesplit import base_section, planned_timeline
+from .drift import REST_AFTER_S, phase_grid
 from .motion import Motion, Track
 from .stats import interp_with_gaps
 
 MOVING_EPS = 1e-9
 
 
-def _model(request: Any) -> Create3Model:
-    """The nominal Create 3 (no imperfections): what the robot would do with perfect wheels."""
-    return Create3Model(request.twin.safety_override)
-
-
 def _first_motion_s(times: np.ndarray, linear: np.ndarray, angular: np.ndarray) -> float | None:
     moving = (np.abs(linear) > MOVING_EPS) | (np.abs(angular) > MOVING_EPS)
     return float(times[np.argmax(moving)]) if moving.any() else None
+
+
+def _in_time_order(times: np.ndarray, linear: np.ndarray, angular: np.ndarray):
+    order = np.argsort(times, kind="stable")
+    return times[order], linear[order], angular[order]
 
 
 def lap_displacement(
@@ -41,21 +42,39 @@ def lap_displacement(
     angular: np.ndarray,
     plan: SquarePlan,
     last_lap: int,
-    request: Any,
+    safety_override: str,
+    imperfections: Imperfections | None = None,
 ) -> np.ndarray | None:
-    """Replay commands at ``times`` (stream seconds) through the model; return d(tau) = p(last lap,
-    tau) - p(first lap, tau) in the start frame (n x 2), laps counted from the first moving command."""
-    order = np.argsort(times, kind="stable")
-    times, linear, angular = times[order], linear[order], angular[order]
+    """Replay commands at ``times`` (stream seconds) through the model (nominal: what the robot would
+    do with perfect wheels); return d(tau) = p(last lap, tau) - p(first lap, tau) in the start frame
+    (n x 2), laps counted from the first moving command."""
+    times, linear, angular = _in_time_order(times, linear, angular)
     start = _first_motion_s(times, linear, angular)
     if start is None:
         return None
     tau = phase_grid(plan)
     first = start + tau
     last = start + (last_lap - 1) * plan.lap_s + tau
-    poses = drive(_model(request), times, linear, angular, np.concatenate([first, last]))
+    poses = drive(
+        Create3Model(safety_override, imperfections), times, linear, angular, np.concatenate([first, last])
+    )
     n = len(tau)
     return poses[n:, :2] - poses[:n, :2]
+
+
+def closing_displacement(
+    times: np.ndarray, linear: np.ndarray, angular: np.ndarray, run_s: float, safety_override: str
+) -> list[float] | None:
+    """Where the nominal model, replaying these commands, rests after the run against where it started
+    to move ((dx, dy), start frame): the closing error the command timing alone gives, taken as the
+    measured closing is (the rest mean REST_AFTER_S after ``run_s`` of laps)."""
+    times, linear, angular = _in_time_order(times, linear, angular)
+    start = _first_motion_s(times, linear, angular)
+    if start is None:
+        return None
+    end = start + run_s + sum(REST_AFTER_S) / 2
+    poses = drive(Create3Model(safety_override), times, linear, angular, np.array([start, end]))
+    return [float(v) for v in poses[1, :2] - poses[0, :2]]
 
 
 def measured_displacement(track: Track, motion: Motion, plan: SquarePlan, last_lap: int, max_gap_s: float):
@@ -83,13 +102,7 @@ def command_timelines(data: Any, clock: Any) -> dict[str, tuple[np.ndarray, np.n
     if data.receipts is None or not len(data.receipts.seq):
         return "no command receipts (robot bag)"
     start = data.stream_start_ns
-    sched = plan.schedule()
-    # the plan ends with the stop at the first tick after the motion
-    planned = (
-        np.append(sched.t_s, plan.n_ticks() * plan.tick_s),
-        np.append(sched.linear_mps, 0.0),
-        np.append(sched.angular_rps, 0.0),
-    )
+    planned = planned_timeline(plan)
     cmds = data.commands
     keep = cmds.seq >= 0
     sent = ((cmds.sent_ns[keep] - start) / 1e9, cmds.linear[keep], cmds.angular[keep])
@@ -109,8 +122,11 @@ def drift_causes(
     drift: dict,
     max_gap_s: float,
     link_emulated: bool,
+    base_calibration: dict | None = None,
 ) -> dict[str, Any]:
-    """The drift split along plan -> send -> arrival -> motion (metres, mean over the lap grid)."""
+    """The drift split along plan -> send -> arrival -> motion (metres, mean over the lap grid);
+    with the base's calibration (fieldtest.analysis.basesplit) the rest split once more. The rest's
+    curve goes out under ``rest_curve`` (arrays, for drift_causes.csv; not a metrics field)."""
     if not drift.get("available"):
         return {"available": False, "reason": f"no measured drift ({drift.get('reason', 'unknown')})"}
     timelines = command_timelines(data, clock)
@@ -121,7 +137,12 @@ def drift_causes(
     d = {}
     for name, (t, v, w) in timelines.items():
         disp = lap_displacement(
-            np.asarray(t, float), np.asarray(v, float), np.asarray(w, float), data.plan, last_lap, request
+            np.asarray(t, float),
+            np.asarray(v, float),
+            np.asarray(w, float),
+            data.plan,
+            last_lap,
+            request.twin.safety_override,
         )
         if disp is None:
             return {"available": False, "reason": f"no moving command at {name} times"}
@@ -131,6 +152,10 @@ def drift_causes(
     emission = _mean_norm(d["send"] - d["plan"], everywhere)
     link = _mean_norm(d["arrival"] - d["send"], everywhere)
     stack = emission if link_emulated else _mean_norm(d["arrival"] - d["plan"], everywhere)
+    rest = d_meas - d["arrival"]
+    base = None
+    if base_calibration is not None:
+        base = base_section(rest, valid, data.plan, request.twin.safety_override, last_lap, base_calibration)
     return {
         "available": True,
         "first_lap": 1,
@@ -144,4 +169,16 @@ def drift_causes(
         # (no emulated link there, so every arrival-time error is the stack's own)
         "stack_m": stack,
         "stack_includes_link": not link_emulated,
+        "base": base,
+        "replay_closing_m": _replay_closing(timelines["arrival"], drift, data.plan, request),
+        "rest_curve": (rest, valid),
     }
+
+
+def _replay_closing(arrival, drift: dict, plan: SquarePlan, request: Any) -> list[float] | None:
+    """The arrival replay's closing error, where the measured one is the rest after a complete run."""
+    closing = drift.get("closing") or {}
+    if closing.get("end_pose") != "rest after the run":
+        return None
+    t, v, w = (np.asarray(x, float) for x in arrival)
+    return closing_displacement(t, v, w, plan.laps * plan.lap_s, request.twin.safety_override)

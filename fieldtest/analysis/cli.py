@@ -155,6 +155,11 @@ def analyze_main(argv: list[str]) -> int:
     )
     parser.add_argument("--json", action="store_true", help="print metrics.json to stdout")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the result is partial")
+    parser.add_argument(
+        "--base-calibration",
+        metavar="FILE",
+        help="split the rest drift with the robot's UMBmark calibration (compare's base_calibration.json)",
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     _ground_truth_options(parser)
     args = parser.parse_args(argv)
@@ -162,13 +167,18 @@ def analyze_main(argv: list[str]) -> int:
         worker = None if args.no_plots else PlotWorker.start()
         try:
             from .analyze import analyze_trial
+            from .basesplit import load_calibration
 
+            calibration = (
+                load_calibration(args.base_calibration, args.trial_dir) if args.base_calibration else None
+            )
             metrics = analyze_trial(
                 args.trial_dir,
                 args.out,
                 plots=not args.no_plots,
                 export_tum=args.export_tum,
                 plot_worker=worker,
+                base_calibration=calibration,
                 **_gt_kwargs(args),
             )
         except FieldtestError:
@@ -196,6 +206,16 @@ def analyze_main(argv: list[str]) -> int:
     return EXIT_PARTIAL if (args.strict and written.partial) else EXIT_OK
 
 
+def _differences_mm(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) / 1000 for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated millimetres, e.g. 1,2,5") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: every difference must be positive")
+    return values
+
+
 def compare_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="fieldtest compare",
@@ -214,6 +234,13 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument(
         "--no-page", action="store_true", help="skip campaign.html and its figures and tables (faster)"
     )
+    parser.add_argument(
+        "--resolve",
+        type=_differences_mm,
+        default=None,
+        metavar="MM,...",
+        help="differences of lap drift (mm) the power table gives repetitions for (default 0.5,1,2,5,10,20)",
+    )
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     _ground_truth_options(parser, with_bag=False)
     args = parser.parse_args(argv)
@@ -226,6 +253,7 @@ def compare_main(argv: list[str]) -> int:
             reanalyze=args.reanalyze,
             jobs=args.jobs,
             page=not args.no_page,
+            **({"resolve_m": args.resolve} if args.resolve else {}),
             **_gt_kwargs(args),
         )
     except FieldtestError:

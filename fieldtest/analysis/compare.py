@@ -22,10 +22,12 @@ from fieldtest.middleware.names import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 
 from .analyze import analyze_trial
+from .basesplit import CALIBRATION_FILE, base_lines, campaign_split, record_split, requests_of
 from .campaignpage import write_campaign_page
 from .intervals import interval_lines, median_interval
 from .loading import AnalysisError
 from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_metrics
+from .power import DEFAULT_DIFFERENCES_M, drift_groups, power_lines, power_table
 from .trialfigures import lateness_values, relative_values
 from .umbmark import umbmark, umbmark_lines
 
@@ -182,6 +184,7 @@ def compare_trials(
     reanalyze: bool = False,
     jobs: int | None = None,
     page: bool = True,
+    resolve_m: tuple[float, ...] = DEFAULT_DIFFERENCES_M,
     **analyze_kwargs,
 ) -> dict:
     """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}.
@@ -189,7 +192,8 @@ def compare_trials(
     ``page``: also write the campaign page (campaign.html with its figures and tables).
 
     Trials without a current metrics.json (all with ``reanalyze``) are analysed first, without
-    plots, in up to ``jobs`` processes (default: one per core).
+    plots, in up to ``jobs`` processes (default: one per core). ``resolve_m``: the differences of
+    lap drift the power table gives repetitions for.
     """
     out_dir = Path(out_dir)
     found = find_trials(dirs)
@@ -225,10 +229,20 @@ def compare_trials(
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     per_trial = [_trial_row(m) for m in trials]
+    calibrations, base = campaign_split(trials, requests_of(found))
+    for t in per_trial:
+        t["base"] = base.get(t["dir"])
+    for trial_dir, section in base.items():  # the trial's own metrics.json and report.md carry it too
+        record_split(trial_dir, section)
+    power = power_table(drift_groups(trials), resolve_m)
     result = {"rows": rows, "trials": per_trial, "skipped": skipped}
+    result.update({"base_calibration": calibrations, "power": power})
+    if calibrations:
+        (out_dir / CALIBRATION_FILE).write_text(json.dumps(calibrations, indent=1))
     (out_dir / COMPARE_JSON).write_text(json.dumps(result, indent=1))
     _write_csv(out_dir / COMPARE_CSV, rows)
-    (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped)) + "\n")
+    extra = base_lines(calibrations, per_trial) + power_lines(power)
+    (out_dir / COMPARE_MD).write_text("\n".join(_markdown(rows, per_trial, skipped, extra)) + "\n")
     drift_plot(out_dir / DRIFT_PNG, rows)
     written = (
         write_campaign_page(out_dir, rows, trials, config_table(rows), trial_table(per_trial)) if page else []
@@ -250,6 +264,7 @@ def _trial_row(m: Metrics) -> dict:
         "valid": m.valid,
         "invalid_reasons": m.stack.invalid_reasons if m.stack else [],
         "laps_completed": m.progress.laps_completed,
+        "rest": m.drift_causes.rest_m if m.drift_causes is not None else None,
         "latency_clock": m.latency.clock.method
         if m.latency.clock
         else None,  # shared-clock: the twin's truth
@@ -328,7 +343,7 @@ def trial_table(trials: list[dict]) -> tuple[list[str], list[list[str]], list[st
     return head, body, [t["dir"] for t in ordered]
 
 
-def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[str]:
+def _markdown(rows: list[dict], trials: list[dict], skipped: list[str], extra: list[str] = ()) -> list[str]:
     head, body = config_table(rows)
     lines = [
         "# Comparison of trials",
@@ -345,7 +360,7 @@ def _markdown(rows: list[dict], trials: list[dict], skipped: list[str]) -> list[
     ]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]
     lines += ["", f"![drift per configuration]({DRIFT_PNG})", ""] + interval_lines(rows) + umbmark_lines(rows)
-    lines += ["## Trials", ""]
+    lines += [*extra, "## Trials", ""]
     head, body, _ = trial_table(trials)
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines += ["| " + " | ".join(cells) + " |" for cells in body]

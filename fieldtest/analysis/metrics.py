@@ -66,6 +66,7 @@ class TrialInfo(Section):
     repetition: int
     seed: int | None = None
     robot_model: str
+    robot: str = ""  # which robot: the model, and in the twin its drawn instance (basesplit.robot_label)
     cmd_type: str
     stream_start_ns: int | None = None
     plan: dict[str, Any]
@@ -271,6 +272,11 @@ class DriftCauses(Section):
     stack_m: float | None = None
     measured_drift_m: float | None = None
     stack_includes_link: bool = False
+    # the rest split into the base's systematic part and what is left (fieldtest.analysis.basesplit):
+    # calibration, systematic_m, residual_m; None without the robot's calibration
+    base: dict[str, Any] | None = None
+    # the arrival replay's closing error (dx, dy, start frame): what timing alone gives the closing
+    replay_closing_m: list[float] | None = None
 
 
 class Metrics(Section):

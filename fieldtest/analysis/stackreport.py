@@ -50,6 +50,7 @@ def causes_lines(m: Metrics) -> list[str]:
         f"| host emission timing (send vs plan) | {_mm(c.host_emission_m)} |",
         f"| link (arrival vs send){link_note} | {_mm(c.link_m)} |",
         f"| the rest: robot, model, mocap (measured vs arrival replay) | {_mm(c.rest_m)} |",
+        *_base_rows(c.base),
         f"| the machine running the stack | {_mm(c.stack_m)} |",
         "",
         f"Replays: plan {_mm(replay['plan'])}, send {_mm(replay['send'])}, arrival {_mm(replay['arrival'])}; "
@@ -116,3 +117,15 @@ def stack_lines(m: Metrics) -> list[str]:
             + (" (loopback: the path is the machine's too)." if err.get("path_counted_as_machine") else "."),
         ]
     return out + [""]
+
+
+def _base_rows(base: dict | None) -> list[str]:
+    """The rest split by the robot's calibration (fieldtest.analysis.basesplit), when it was given."""
+    if not base:
+        return []
+    cal = base["calibration"]
+    where = f"E_d {cal['wheel_diameter_ratio']:.5f}, E_b {cal['wheelbase_factor']:.5f}"
+    return [
+        f"| of the rest, the base's calibration ({where}) | {_mm(base['systematic_m'])} |",
+        f"| of the rest, what is left (slip, floor, mocap) | {_mm(base['residual_m'])} |",
+    ]

@@ -43,15 +43,18 @@ def return_error_per_lap(m: Metrics) -> tuple[float, float] | None:
     return closing.dx_m / laps, closing.dy_m / laps
 
 
-def umbmark(members: list[Metrics], wheel_separation_m: float | None = None) -> dict | None:
+def umbmark(
+    members: list[Metrics], wheel_separation_m: float | None = None, error_of=return_error_per_lap
+) -> dict | None:
     """UMBmark's figures from one configuration's trials, or None unless both directions have one.
-    ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3)."""
+    ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3); ``error_of``: a trial's
+    return error per lap (default the measured one)."""
     if wheel_separation_m is None:
         from fieldtest.twin.create3 import WHEEL_SEPARATION_M as wheel_separation_m
     errors: dict[str, list[tuple[float, float]]] = {"cw": [], "ccw": []}
     side_m = None
     for m in members:
-        error = return_error_per_lap(m)
+        error = error_of(m)
         if error is not None:
             errors[DIRECTIONS[m.trial.plan.get("turn_direction", "left")]].append(error)
             side_m = m.trial.plan["side_m"]

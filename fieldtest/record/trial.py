@@ -48,6 +48,12 @@ class TwinSettings(BaseModel):
     wheel_speed_error: float = 0.0  # relative error of both wheels, e.g. 0.01 = +1 %
     heading_bias_dps: float = 0.0  # constant yaw-rate bias
     slip: float = 0.0  # std of relative per-step wheel slip
+    # the base's systematic errors (fieldtest.basevariation): set them, or draw a robot instance
+    # with ``robot_variation: <seed>`` (the drawn values are written beside it); default nominal
+    wheel_diameter_ratio: float = Field(1.0, gt=0.9, lt=1.1)  # D_right / D_left
+    wheelbase_ratio: float = Field(1.0, gt=0.8, lt=1.2)  # actual / nominal wheel separation
+    turn_slip: float = Field(0.0, ge=0.0, lt=0.5)  # fraction of the yaw rate lost while turning
+    robot_variation: int | None = None
     robot_clock_offset_s: float = 0.0  # the twin robot's clock runs this far ahead of the host's
     mocap_rate_hz: float = 120.0
     mocap_noise_m: float = 0.0002
@@ -61,9 +67,35 @@ class TwinSettings(BaseModel):
     truth_port: int = 0  # UDP port where the twin robot sends its true pose to the NatNet emulator
     truth_socket: str = ""  # or a Unix socket path for it (crosses network namespaces)
 
+    @model_validator(mode="after")
+    def _draw_robot_variation(self) -> TwinSettings:
+        """A ``robot_variation`` seed fills the base's errors from its draw; values set beside it
+        must be that draw (as trial.yaml records them)."""
+        if self.robot_variation is None:
+            return self
+        from fieldtest.basevariation import NOMINAL, draw
+
+        drawn = draw(self.robot_variation)
+        for name, value in drawn.items():
+            current = getattr(self, name)
+            if current not in (NOMINAL[name], value):
+                raise ValueError(
+                    f"twin.{name} {current} differs from twin.robot_variation {self.robot_variation}'s "
+                    f"{value}: set one of them"
+                )
+            object.__setattr__(self, name, value)
+        return self
+
     def has_imperfections(self) -> bool:
         """Whether the robot model is set to drive imperfectly (then it drifts by itself)."""
-        return bool(self.wheel_speed_error or self.heading_bias_dps or self.slip)
+        return bool(
+            self.wheel_speed_error
+            or self.heading_bias_dps
+            or self.slip
+            or self.turn_slip
+            or self.wheel_diameter_ratio != 1.0
+            or self.wheelbase_ratio != 1.0
+        )
 
 
 class TrialRequest(BaseModel):

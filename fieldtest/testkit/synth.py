@@ -33,6 +33,7 @@ from fieldtest.record import (
     TrialOutcome,
     TrialRecord,
     TrialRequest,
+    TwinSettings,
     write_trial,
 )
 
@@ -94,6 +95,9 @@ class SynthSpec:
     # ground truth from the Create 3 model driven by the commands at their arrival times (instead of
     # the plan's ideal path motion_lag_s late), then the last-lap shift/rotation: drift causes known
     truth_from_commands: bool = False
+    # the base's systematic errors the model drives with there (wheel_diameter_ratio, wheelbase_ratio,
+    # turn_slip, as Imperfections and twin settings name them), recorded in trial.yaml's twin settings
+    base_errors: dict = field(default_factory=dict)
     probe_interval_s: float = 1.0
     probe_min_delay_s: float = 0.002  # one way
     probe_extra_delay_s: float = 0.003  # random extra per direction (every 5th probe has none)
@@ -158,12 +162,13 @@ def true_pose(spec: SynthSpec, stream_s: np.ndarray) -> tuple[np.ndarray, np.nda
 
 
 def model_pose(spec: SynthSpec, arrivals: list, stream_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """World (x, y, z) and yaw of the nominal Create 3 model driven by ``arrivals`` (stream s, v, w),
-    then moved by the last-lap transform like ``true_pose``."""
-    from fieldtest.twin.create3 import Create3Model, drive
+    """World (x, y, z) and yaw of the Create 3 model (nominal unless ``base_errors``) driven by
+    ``arrivals`` (stream s, v, w), then moved by the last-lap transform like ``true_pose``."""
+    from fieldtest.twin.create3 import Create3Model, Imperfections, drive
 
     t, v, w = (np.array(c, dtype=float) for c in zip(*sorted(arrivals), strict=True))
-    path = drive(Create3Model("full"), t, v, w, np.asarray(stream_s, dtype=float))
+    model = Create3Model("full", Imperfections(**spec.base_errors))
+    path = drive(model, t, v, w, np.asarray(stream_s, dtype=float))
     plan_s = np.asarray(stream_s, dtype=float) - spec.motion_lag_s
     f = last_lap_fraction(spec, plan_s, spec.plan.laps)
     theta = f * math.radians(spec.last_lap_rotation_deg)
@@ -426,6 +431,7 @@ def _write_record(trial_dir: Path, spec: SynthSpec) -> None:
         network=spec.network,
         repetition=spec.repetition,
         seed=spec.seed,
+        twin=TwinSettings(**spec.base_errors),
     )
     write_trial(trial_dir, TrialRecord(trial_id=f"synth-{spec.name}", request=request, outcome=outcome))
 

@@ -19,8 +19,12 @@ time (``late_replays`` counts them). Only one older than the window applies late
 current time (``late_applied``).
 
 Imperfections (off by default): a relative wheel-speed error common to both wheels, a constant
-yaw-rate bias while the wheels turn, and per-wheel random slip redrawn every ``slip_interval_s`` of
-model time from a generator seeded with ``seed`` (reproducible for the same command times).
+yaw-rate bias while the wheels turn, per-wheel random slip redrawn every ``slip_interval_s`` of
+model time from a generator seeded with ``seed`` (reproducible for the same command times), and the
+base's systematic errors as UMBmark names them (Borenstein and Feng 1996): unequal wheel diameters
+``wheel_diameter_ratio`` E_d = D_right / D_left (mean diameter kept), a wheelbase ``wheelbase_ratio``
+E_b = actual / nominal (the base computes wheel targets with the nominal one), and ``turn_slip``,
+the fraction of the yaw rate lost to skidding while turning. Ranges: fieldtest.basevariation.
 """
 
 from __future__ import annotations
@@ -75,10 +79,27 @@ class Imperfections:
     slip: float = 0.0  # std of the relative speed loss of each wheel, redrawn per slip interval
     seed: int = 0
     slip_interval_s: float = 0.01
+    wheel_diameter_ratio: float = 1.0  # E_d = D_right / D_left; a side curves left when > 1
+    wheelbase_ratio: float = 1.0  # E_b = actual / nominal wheel separation; turns short when > 1
+    turn_slip: float = 0.0  # fraction of the yaw rate lost while turning (skid)
 
     @property
     def any(self) -> bool:
-        return bool(self.wheel_speed_error or self.heading_bias_dps or self.slip)
+        return bool(
+            self.wheel_speed_error
+            or self.heading_bias_dps
+            or self.slip
+            or self.turn_slip
+            or self.wheel_diameter_ratio != 1.0
+            or self.wheelbase_ratio != 1.0
+        )
+
+    @property
+    def wheel_gains(self) -> tuple[float, float]:
+        """(left, right) distance per commanded distance from the diameters alone (Borenstein and
+        Feng's c_L = 2 / (E_d + 1), c_R = 2 E_d / (E_d + 1): the mean diameter is kept)."""
+        e_d = self.wheel_diameter_ratio
+        return 2.0 / (e_d + 1.0), 2.0 * e_d / (e_d + 1.0)
 
 
 def _toward(current: float, target: float, max_change: float) -> float:
@@ -221,8 +242,7 @@ class Create3Model:
 
     def velocity(self) -> tuple[float, float]:
         """True body (linear m/s, angular rad/s) now, imperfections included."""
-        left, right = self._effective(self.left, self.right)
-        v, w = self._body(left, right)
+        v, w = self._true_body(*self._effective(self.left, self.right))
         return v, w + self._bias(self.left, self.right, self.left, self.right)
 
     @property
@@ -279,10 +299,18 @@ class Create3Model:
 
     def _effective(self, left: float, right: float) -> tuple[float, float]:
         gain = 1.0 + self.imperfections.wheel_speed_error
-        return left * gain * self._slip_left, right * gain * self._slip_right
+        gain_left, gain_right = self.imperfections.wheel_gains
+        return left * gain * gain_left * self._slip_left, right * gain * gain_right * self._slip_right
 
     def _body(self, left: float, right: float) -> tuple[float, float]:
+        """Body velocity as the base computes it (nominal wheel separation)."""
         return (left + right) / 2.0, (right - left) / self.wheel_separation_m
+
+    def _true_body(self, left: float, right: float) -> tuple[float, float]:
+        """Body velocity the wheels really give: the actual wheel separation, the turn's skid."""
+        imp = self.imperfections
+        turn = (right - left) / (self.wheel_separation_m * imp.wheelbase_ratio)
+        return (left + right) / 2.0, turn * (1.0 - imp.turn_slip)
 
     def _bias(self, *wheels: float) -> float:
         if not self.imperfections.heading_bias_dps or not any(wheels):
@@ -294,8 +322,8 @@ class Create3Model:
         step = self.accel_limit_mps2 * dt
         left1 = _toward(self.left, self.target_left, step)
         right1 = _toward(self.right, self.target_right, step)
-        v0, w0 = self._body(*self._effective(self.left, self.right))
-        v1, w1 = self._body(*self._effective(left1, right1))
+        v0, w0 = self._true_body(*self._effective(self.left, self.right))
+        v1, w1 = self._true_body(*self._effective(left1, right1))
         bias = self._bias(self.left, self.right, left1, right1)
         w0, w1 = w0 + bias, w1 + bias
         # yaw is quadratic in time within the piece; position by Simpson's rule on v*cos(yaw)

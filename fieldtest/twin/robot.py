@@ -50,6 +50,9 @@ def model_for(request: TrialRequest) -> Create3Model:
         heading_bias_dps=twin.heading_bias_dps,
         slip=twin.slip,
         seed=request.seed,
+        wheel_diameter_ratio=twin.wheel_diameter_ratio,
+        wheelbase_ratio=twin.wheelbase_ratio,
+        turn_slip=twin.turn_slip,
     )
     return Create3Model(twin.safety_override, imperfections)
 
