@@ -352,7 +352,8 @@ class RobotTrafficSink:
 
 def received_figures(topic: RobotTopic, counts: _Counts) -> dict[str, Any]:
     """What the host saw of one topic: count, bytes, rate over its arrivals, and the loss against
-    the robot's schedule between the first and last send stamps it received."""
+    the robot's schedule between the first and last send stamps it received (within one message:
+    the stamps are send times, which jitter around the schedule's deadlines)."""
     import numpy as np
 
     out: dict[str, Any] = {"received": counts.received, "bytes_received": counts.bytes_received}
