@@ -23,9 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from fieldtest.analysis import analyze_trial, read_metrics
 from fieldtest.analysis.metrics import METRICS_FILE
-from fieldtest.record import TrialRequest
+from fieldtest.record import TrialRequest, read_trial
 from fieldtest.runner import QUICK_PLAN, run_twin_trial
 
 DEFAULT_CASES = "dds,dds+rviz,zenoh-peer,zenoh-peer+rviz,zenoh-peer+rviz+express"
@@ -58,8 +60,11 @@ def figures(trial_dir: Path) -> dict:
         topic: {k: f.get(k) for k in ("sent", "received", "received_hz", "lost_in_span")}
         for topic, f in ((m.robot_traffic or {}).get("topics") or {}).items()
     }
+    kinds = read_trial(trial_dir).outcome.link_traffic.get("kinds", {})
     return {
         "trial": trial_dir.name,
+        # DDS discovery on the robot's link (SPDP + SEDP packets): the graph's participants add to it
+        "discovery_packets": sum(kinds.get(k, {}).get("packets", 0) for k in ("spdp", "sedp")),
         "valid": m.valid,
         "end": m.outcome.end_reason,
         "median_ms": one_way.median if one_way else None,
@@ -70,6 +75,11 @@ def figures(trial_dir: Path) -> dict:
         "drift_mm": None if m.drift.mean_m is None else m.drift.mean_m * 1000,
         "robot_traffic": traffic,
     }
+
+
+def _median(values: list) -> float | None:
+    found = sorted(v for v in values if v is not None)
+    return None if not found else float(np.median(found))
 
 
 def _fmt(value, digits: int = 1) -> str:
@@ -108,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{case:<28} {_fmt(row.get('median_ms'), 2):>10} {_fmt(row.get('p90_ms'), 2):>8} "
                 f"{_fmt(row.get('p99_ms'), 2):>8} {str(row.get('lost')) + '/' + str(row.get('sent')):>8} "
-                f"{_fmt(row.get('drift_mm')):>9}  {_fmt(preview.get('received_hz'))}"
+                f"{_fmt(row.get('drift_mm')):>9} {_fmt(preview.get('received_hz')):>10} "
+                f"{row.get('discovery_packets', 'n/a'):>14}"
                 + ("" if row.get("valid", True) else "  (invalid: machine timing)")
                 + (
                     f"  {row['end_reason']}: {row.get('detail', '')}"
@@ -116,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                     else ""
                 )
             )
+    if args.repeat > 1:
+        print("median over repetitions (valid, completed trials):")
+        for case, runs in rows.items():
+            ok = [r for r in runs if r["end_reason"] == "completed" and r.get("valid", True)]
+            cells = [
+                _median([r.get(k) for r in ok]) for k in ("median_ms", "p90_ms", "p99_ms", "lost", "drift_mm")
+            ]
+            print(f"{case:<28} " + " ".join(_fmt(c, 2) for c in cells) + f"  (n={len(ok)})")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
