@@ -21,6 +21,7 @@ import heapq
 import logging
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fieldtest import robottraffic, rosmsg
@@ -373,25 +374,20 @@ def received_figures(topic: RobotTopic, counts: _Counts) -> dict[str, Any]:
 # trial.yaml --------------------------------------------------------------------------------
 
 
-def add_sent(outcome: TrialOutcome, preset: str, sent: dict[str, Any], graph: dict[str, Any] | None) -> None:
+def add_to_outcome(
+    outcome: TrialOutcome, preset: str, figures: dict[str, Any], graph: dict[str, Any] | None = None
+) -> None:
+    """Merge one side's per-topic figures (the robot's sent, the host's received) into the record."""
     section = outcome.robot_traffic
     section["preset"] = preset
     if graph is not None:
         section["graph"] = graph
     topics = section.setdefault("topics", {})
-    for topic, figures in sent.items():
-        topics.setdefault(topic, {}).update(figures)
+    for topic, values in figures.items():
+        topics.setdefault(topic, {}).update(values)
 
 
-def add_received(outcome: TrialOutcome, preset: str, received: dict[str, Any]) -> None:
-    section = outcome.robot_traffic
-    section["preset"] = preset
-    topics = section.setdefault("topics", {})
-    for topic, figures in received.items():
-        topics.setdefault(topic, {}).update(figures)
-
-
-def close_source(source: RobotTrafficSource | None, trial_dir: Any) -> None:
+def close_source(source: RobotTrafficSource | None, trial_dir: Path) -> None:
     """Stop the robot's traffic and record what it sent (nothing for the preset ``none``)."""
     from fieldtest.endpoints.status import update_outcome
 
@@ -399,13 +395,13 @@ def close_source(source: RobotTrafficSource | None, trial_dir: Any) -> None:
         return
     sent = source.close()
     graph = source.graph_summary()
-    update_outcome(trial_dir, lambda outcome: add_sent(outcome, source.preset, sent, graph))
+    update_outcome(trial_dir, lambda outcome: add_to_outcome(outcome, source.preset, sent, graph))
 
 
-def close_sink(sink: RobotTrafficSink | None, trial_dir: Any) -> None:
+def close_sink(sink: RobotTrafficSink | None, trial_dir: Path) -> None:
     from fieldtest.endpoints.status import update_outcome
 
     if sink is None or not sink.topics:
         return
     received = sink.close()
-    update_outcome(trial_dir, lambda outcome: add_received(outcome, sink.preset, received))
+    update_outcome(trial_dir, lambda outcome: add_to_outcome(outcome, sink.preset, received))
