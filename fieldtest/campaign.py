@@ -40,6 +40,7 @@ ALIASES = {
     "namespace": "transport.namespace",
     "mqtt_nagle": "transport.mqtt_nagle",
     "dds_discovery": "transport.dds_discovery",
+    "zenoh_express": "transport.zenoh_express",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -38,3 +38,7 @@ MQTT_PORT = 1883  # MQTT, IANA
 MQTT_TLS_PORT = 8883  # MQTT over TLS, IANA
 NATNET_COMMAND_PORT = 1510  # Motive's defaults (Streaming pane)
 NATNET_DATA_PORT = 1511
+
+# The robot's own traffic in a trial (fieldtest.robottraffic): what an operator's tool pulls from
+# the robot while the host streams commands; "none" (default) leaves the link to the commands.
+ROBOT_TRAFFIC_PRESETS = ("none", "rviz", "foxglove", "all")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
 from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
+from fieldtest.names import ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import (
     DomainLease,
@@ -302,7 +303,7 @@ def _start_bridges(
         bridge = find_bridge()
     except BridgeMissingError as exc:
         raise ProcessStartError(str(exc)) from None
-    host, robot = twin_side_launches(request.transport, request.cmd_type)
+    host, robot = twin_side_launches(request.transport, request.cmd_type, request.robot_traffic)
     processes = trial_bridge_processes(host, robot, trial_dir / "bridges", bridge)
     write_config_files(processes, trial_dir / "bridges")
     for proc in processes:
@@ -565,7 +566,8 @@ def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
 # Command line -------------------------------------------------------------------------------
 def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialRequest:
     plan = QUICK_PLAN if args.quick else SquarePlan()
-    name = f"{middleware}-{args.security}-{args.network}-r{args.repetition}"
+    traffic = f"-traffic-{args.robot_traffic}" if args.robot_traffic != "none" else ""
+    name = f"{middleware}-{args.security}-{args.network}{traffic}-r{args.repetition}"
     return TrialRequest.model_validate(
         {
             "name": name,
@@ -576,7 +578,9 @@ def _request_from_args(args: argparse.Namespace, middleware: str) -> TrialReques
                 "security": args.security,
                 "mqtt_nagle": not args.no_nagle,
                 "dds_discovery": args.dds_discovery,
+                "zenoh_express": args.zenoh_express,
             },
+            "robot_traffic": args.robot_traffic,
             "network": args.network,
             "topology": args.topology,
             "repetition": args.repetition,
@@ -627,6 +631,18 @@ def _add_common_args(parser: argparse.ArgumentParser) -> None:
         default="spdp",
         choices=("spdp", "all", "none"),
         help="DDS: multicast SPDP discovery as the lab (default), multicast for all, or none (unicast peers)",
+    )
+    parser.add_argument(
+        "--robot-traffic",
+        default="none",
+        choices=ROBOT_TRAFFIC_PRESETS,
+        help="the robot's own topics an operator's tool pulls during the trial: rviz (scan, tf, odom, "
+        "camera preview), foxglove (also imu, battery, diagnostics), all (default none)",
+    )
+    parser.add_argument(
+        "--zenoh-express",
+        action="store_true",
+        help="bridged Zenoh: the bridges route cmd_vel at priority 1 (real time) and express",
     )
     parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
     parser.add_argument("--repetition", type=int, default=0)

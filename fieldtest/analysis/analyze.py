@@ -190,6 +190,10 @@ def trial_variant(req) -> str:
         parts.append("Nagle off")
     if req.network not in ("loopback", "lab") and req.topology != "seed":
         parts.append(f"topology {topology_label(req.topology)}")
+    if req.robot_traffic != "none":
+        parts.append(f"robot traffic {req.robot_traffic}")
+    if req.transport.zenoh_express and family(req.transport.middleware) == "zenoh":
+        parts.append("cmd_vel priority 1 express")
     return ", ".join(parts)
 
 
@@ -330,6 +334,7 @@ def _assemble(
         "latency": latency,
         "mocap": mocap,
         "faults": faults,
+        "robot_traffic": outcome.robot_traffic or None,
     }
 
 

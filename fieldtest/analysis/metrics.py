@@ -296,6 +296,9 @@ class Metrics(Section):
     faults: list[dict[str, Any]] = []
     stack: Stack | None = None
     drift_causes: DriftCauses | None = None
+    # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
+    # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
+    robot_traffic: dict[str, Any] | None = None
     plots: list[str] = []
     files: list[str] = []
     analysis_s: float | None = None

@@ -38,7 +38,7 @@ def report_lines(m: Metrics) -> list[str]:
         lines += ["**Partial result:**", ""] + [f"- {r}" for r in m.partial_reasons] + [""]
     lines += validity_lines(m)
     lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + relative_lines(m)
-    lines += _latency(m) + _mocap(m)
+    lines += _latency(m) + robot_traffic_lines(m) + _mocap(m)
     lines += stack_lines(m) + _context(m)
     warnings = m.warnings + [f"(trial) {w}" for w in m.outcome.warnings]
     if warnings:
@@ -48,6 +48,35 @@ def report_lines(m: Metrics) -> list[str]:
         f"Analysis took {m.analysis_s or 0:.2f} s; definitions in docs/analysis.md (metrics version {m.metrics_version})."
     ]
     return lines
+
+
+def robot_traffic_lines(m: Metrics) -> list[str]:
+    """The robot's own topics beside the commands: what it sent, what the host's tool received."""
+    section = m.robot_traffic
+    if not section:
+        return []
+    out = [
+        f"## Robot traffic: preset {section.get('preset')}",
+        "",
+        "The robot published these topics while the host streamed; the host pulled them as an operator's "
+        'tool would (docs/networks.md, "The robot\'s own traffic").',
+        "",
+        "| topic | rate Hz | bytes | sent | received | received Hz | lost in span | age median ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for topic, f in section.get("topics", {}).items():
+        age = (f.get("age_ms") or {}).get("median")
+        out.append(
+            f"| {topic} | {_fmt(f.get('rate_hz'), digits=1)} | {_na(f.get('size_bytes'))} | {_na(f.get('sent'))} "
+            f"| {_na(f.get('received'))} | {_fmt(f.get('received_hz'), digits=1)} | {_na(f.get('lost_in_span'))} "
+            f"| {_fmt(age, digits=2)} |"
+        )
+    if graph := section.get("graph"):
+        out += [
+            "",
+            f"ROS graph announced by the robot: {graph['participants']} DDS participants ({', '.join(graph['nodes'])}).",
+        ]
+    return out + [""]
 
 
 def _set_up(m: Metrics) -> str:

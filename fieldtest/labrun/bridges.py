@@ -134,6 +134,10 @@ def link_topics(cfg: LabLaunch) -> list[LinkTopic]:
         LinkTopic(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, "host"),
         LinkTopic(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, "robot"),
     ]
+    if cfg.robot_traffic != "none":  # the robot's own topics, for the operator's tool on the host
+        from fieldtest.robottraffic import preset_topics
+
+        topics += [LinkTopic(t.topic, t.typename, "robot") for t in preset_topics(cfg.robot_traffic)]
     return topics
 
 
@@ -659,15 +663,20 @@ BRIDGE_START_CHECK_S = 0.5  # a bridge that refuses its config exits within this
 BRIDGE_STOP_TIMEOUT_S = 5.0
 
 
-def twin_side_launches(transport: TransportConfig, cmd_type: str) -> tuple[LabLaunch, LabLaunch]:
+def twin_side_launches(
+    transport: TransportConfig, cmd_type: str, robot_traffic: str = "none"
+) -> tuple[LabLaunch, LabLaunch]:
     """The host's and robot's LabLaunch of a twin trial bridged as in the lab: each side's DDS in
-    its own domain (``side_domain``); Humble for Twist commands, Jazzy for TwistStamped."""
+    its own domain (``side_domain``); Humble for Twist commands, Jazzy for TwistStamped. The
+    bridges also carry ``robot_traffic``'s topics, and route cmd_vel at priority 1 (express) when
+    ``transport.zenoh_express`` asks."""
     common = {
         "ros_distro": "humble" if cmd_type == "twist" else "jazzy",
         "cmd_type": cmd_type,
         "record_ros2bag": False,
+        "robot_traffic": robot_traffic,
         **transport.model_dump(
-            include={"middleware", "security", "qos", "namespace", "keystore", "zenoh_port"}
+            include={"middleware", "security", "qos", "namespace", "keystore", "zenoh_port", "zenoh_express"}
             | {"host_address", "robot_address", "router_address"}
         ),
     }

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware import registry
 from fieldtest.middleware.base import Middleware
-from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
+from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT, ROBOT_TRAFFIC_PRESETS, ZENOH_PORT
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.qos import QosError, get_qos
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
@@ -75,6 +75,9 @@ class LabLaunch(BaseModel):
     zenoh_express: bool = (
         False  # bridge routes cmd_vel with priority 1 + express (not the seed study's setup)
     )
+    # the robot's own topics the bridges also carry to the host (fieldtest.robottraffic presets):
+    # an operator's RViz or Foxglove on the host sees them only if the bridge routes them
+    robot_traffic: Literal[ROBOT_TRAFFIC_PRESETS] = "none"  # type: ignore[valid-type]
     start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
     start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
     record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
@@ -221,6 +224,7 @@ LAUNCH_ARGUMENTS: dict[str, str] = {
     "dds_peers": "list",
     "relay": "bool",
     "zenoh_express": "bool",
+    "robot_traffic": "str",
     "start_router": "start_router",
     "start_broker": "start_broker",
     "record_ros2bag": "bool",

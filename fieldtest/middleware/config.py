@@ -44,6 +44,10 @@ class TransportConfig(BaseModel):
     # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
     # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
     zenoh_path: Literal["direct", "bridge"] = "direct"
+    # The bridged path: the bridges route cmd_vel at Zenoh priority 1 (real time) and express
+    # (zenoh-plugin-ros2dds pub_priorities "<topic>=1:express"); other topics keep the default
+    # priority 5 (data). Off by default, as in the seed study.
+    zenoh_express: bool = False
     mqtt_port: int = MQTT_PORT
     # MQTT cases: Nagle's algorithm on the kit's MQTT client sockets, as under the lab's mqtt_client,
     # whose Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c, before 1.3.16); false sets

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.config import TransportConfig
-from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
+from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan, validation_message
 
 from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
@@ -33,6 +33,7 @@ ClockSharing = Literal["shared", "separate"]
 # router/broker machine, where it has one)
 TopologyName = Literal["seed", "robot-only", "all"]
 TopologyNode = Literal["host", "robot", "broker", "router"]
+RobotTraffic = Literal[ROBOT_TRAFFIC_PRESETS]  # type: ignore[valid-type]  # fieldtest.robottraffic.PRESETS
 
 
 class TrialFormatError(FieldtestError, ValueError):
@@ -121,6 +122,21 @@ class TrialRequest(BaseModel):
     # Link faults, seconds from stream start: {"kind": "outage", "at_s": 10, "duration_s": 2} or
     # {"kind": "profile", "at_s": 30, "profile": "wifi-lossy"} (needs an emulated network).
     faults: list[dict[str, Any]] = Field(default_factory=list)
+    # Twin: the robot's own traffic, a preset of TurtleBot 4 topics the robot publishes and the host
+    # pulls as an operator's RViz or Foxglove would (fieldtest.robottraffic; "none": the commands alone)
+    robot_traffic: RobotTraffic = "none"
+
+    @model_validator(mode="after")
+    def _robot_traffic_unsecured(self) -> TrialRequest:
+        """The keystore's permissions and ACLs grant the kit's own topics only: a secured trial
+        would refuse (or silently drop) the robot's topics, so the combination is refused here."""
+        if self.robot_traffic != "none" and self.transport.security != "none":
+            raise ValueError(
+                f"robot_traffic {self.robot_traffic!r} with transport.security "
+                f"{self.transport.security!r}: the security settings grant only the kit's own topics; "
+                "set robot_traffic: none or security: none"
+            )
+        return self
 
     @model_validator(mode="after")
     def _discovery_has_multicast(self) -> TrialRequest:
@@ -187,6 +203,9 @@ class TrialOutcome(BaseModel):
     # twin, emulated network: packets and bytes per second by kind on the robot's link, from a
     # capture (fieldtest.netem.linktraffic; docs/trial-format.md)
     link_traffic: dict[str, Any] = Field(default_factory=dict)
+    # twin, robot_traffic other than none: the preset, per topic what the robot sent and the host
+    # received (fieldtest.twin.robottraffic), and on DDS the ROS graph the robot announced
+    robot_traffic: dict[str, Any] = Field(default_factory=dict)
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)
     stack: dict[str, Any] = Field(default_factory=dict)

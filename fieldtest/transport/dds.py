@@ -197,7 +197,9 @@ class DdsTransport:
     at a time, in arrival order.
     """
 
-    def __init__(self, config: TransportConfig, role: Role, security_xml: str | None = None) -> None:
+    def __init__(
+        self, config: TransportConfig, role: Role, security_xml: str | None = None, *, node_name: str = ""
+    ) -> None:
         require_fragment(config, security_xml, "<Security> element")
         self.config = config
         self.role = role
@@ -222,7 +224,7 @@ class DdsTransport:
             _delete(self.participant)
             _release_domain(config.domain_id)
             raise DdsError(str(exc)) from None
-        self.node = RosNode(config.namespace or "/", f"fieldtest_{role}")
+        self.node = RosNode(config.namespace or "/", node_name or f"fieldtest_{role}")
         try:
             self._discovery_writer = self._open_discovery_writer()
         except DDSException as exc:
@@ -406,7 +408,10 @@ def _forget(entity: Any) -> None:
     Entity._entities.pop(entity._ref, None)
 
 
-def open_dds(config: TransportConfig, role: Role, *, security_xml: str | None = None) -> DdsTransport:
+def open_dds(
+    config: TransportConfig, role: Role, *, security_xml: str | None = None, node_name: str = ""
+) -> DdsTransport:
     """Join the trial's DDS domain as ``role`` (see ``cyclonedds_xml`` for the configuration).
-    A secured ``config`` needs ``security_xml``, the ``<Security>`` element security makes for it."""
-    return DdsTransport(config, role, security_xml)
+    A secured ``config`` needs ``security_xml``, the ``<Security>`` element security makes for it.
+    ``node_name``: the ROS node the participant announces (default ``fieldtest_<role>``)."""
+    return DdsTransport(config, role, security_xml, node_name=node_name)

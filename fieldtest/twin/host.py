@@ -25,6 +25,7 @@ from fieldtest.realtime import settle_heap, try_realtime
 from fieldtest.record import TrialFormatError, TrialRequest
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
+from fieldtest.twin.robottraffic import RobotTrafficSink, close_sink
 
 
 def open_host(request: TrialRequest, trial_dir: Path, *, realtime: bool = False) -> CommandStreamer:
@@ -77,12 +78,14 @@ def main(argv: list[str] | None = None) -> int:
         except (KeystoreError, ValueError, OSError) as exc:  # keys, settings, link: refuse to start
             print(f"twin host: cannot start: {exc}".splitlines()[0], file=sys.stderr)
             return 2
+        traffic = RobotTrafficSink(request, host.transport, host.clock)
         settle_heap()
         say(f"READY host {request.transport.middleware} cmd_type={request.cmd_type} realtime={realtime}")
         try:
             code = run_host(host, stop, args.link_timeout_s)
         finally:
             status = host.close()
+            close_sink(traffic, args.trial_dir)
     say(
         f"HOST DONE end={status['end']} sent={status['plan_sent']}/{status['plan_ticks']} "
         f"stop_burst={status['stop_burst_sent']}"

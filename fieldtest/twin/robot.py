@@ -37,6 +37,7 @@ from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport
 from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
 from fieldtest.twin.create3 import Create3Model, Imperfections
+from fieldtest.twin.robottraffic import RobotTrafficSource, close_source
 
 TRUTH_FRAME = "twin_world"
 PHYSICS_HZ = 250.0
@@ -92,6 +93,7 @@ class TwinRobot:
             self.clock,
             on_command=self._apply,
         )
+        self.traffic = RobotTrafficSource(request, self.receiver.transport, self.clock)
         port, path = request.twin.truth_port, request.twin.truth_socket
         self.feed = PoseFeedSender(path) if path else PoseFeedSender("127.0.0.1", port) if port else None
 
@@ -165,6 +167,7 @@ class TwinRobot:
     def close(self) -> dict[str, Any]:
         """Leave the link, close the bag, write the status; safe to call twice."""
         leave_realtime()  # the run is over: shutdown work must not hold up other trials
+        close_source(self.traffic, self.trial_dir)
         try:
             self.receiver.close()
         finally:

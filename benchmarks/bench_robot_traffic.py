@@ -1,0 +1,144 @@
+"""What the robot's own traffic does to the commands: twin trials with and without it, on a
+bandwidth-limited link, and the Zenoh bridge's cmd_vel priority under that load.
+
+    .venv/bin/python benchmarks/bench_robot_traffic.py                       # about 4 minutes
+    .venv/bin/python benchmarks/bench_robot_traffic.py --network wifi --preset foxglove --repeat 3
+    .venv/bin/python benchmarks/bench_robot_traffic.py --cases dds,dds+rviz --json out.json
+
+Cases (one quick twin trial each, one at a time, interleaved over repetitions so they share the
+machine's conditions): ``dds`` and ``zenoh-peer`` (the bridged path, as in the lab) without robot
+traffic, with the preset (``+rviz``), and on the bridged path with cmd_vel at Zenoh priority 1
+express (``+rviz+express``, ``transport.zenoh_express``). Per case: the commands' one-way latency
+(shared clock; median, p90, p99), commands lost, lap drift, and the preset's topics as the host
+received them. A script, not a test: it prints figures and the machine's load and never fails on
+a slow figure. Needs network namespaces (root) and the Zenoh bridge (tools/install_zenoh_bridge.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from fieldtest.analysis import analyze_trial, read_metrics
+from fieldtest.analysis.metrics import METRICS_FILE
+from fieldtest.record import TrialRequest, read_trial
+from fieldtest.runner import QUICK_PLAN, run_twin_trial
+
+DEFAULT_CASES = "dds,dds+rviz,zenoh-peer,zenoh-peer+rviz,zenoh-peer+rviz+express"
+
+
+def request_for(case: str, preset: str, network: str, repetition: int) -> TrialRequest:
+    """``middleware[+rviz][+express]``: ``+rviz`` stands for the chosen preset."""
+    middleware, *flags = case.split("+")
+    transport = {"middleware": middleware}
+    if "express" in flags:
+        transport["zenoh_express"] = True
+    return TrialRequest.model_validate(
+        {
+            "name": f"bench-{case.replace('+', '-')}-r{repetition}",
+            "plan": QUICK_PLAN.model_dump(),
+            "transport": transport,
+            "network": network,
+            "robot_traffic": preset if "rviz" in flags else "none",
+            "repetition": repetition,
+        }
+    )
+
+
+def figures(trial_dir: Path) -> dict:
+    analyze_trial(trial_dir)
+    m = read_metrics(trial_dir / "analysis" / METRICS_FILE)
+    lat = m.latency
+    one_way = lat.one_way_ms
+    traffic = {
+        topic: {k: f.get(k) for k in ("sent", "received", "received_hz", "lost_in_span")}
+        for topic, f in ((m.robot_traffic or {}).get("topics") or {}).items()
+    }
+    kinds = read_trial(trial_dir).outcome.link_traffic.get("kinds", {})
+    return {
+        "trial": trial_dir.name,
+        # DDS discovery on the robot's link (SPDP + SEDP packets): the graph's participants add to it
+        "discovery_packets": sum(kinds.get(k, {}).get("packets", 0) for k in ("spdp", "sedp")),
+        "valid": m.valid,
+        "end": m.outcome.end_reason,
+        "median_ms": one_way.median if one_way else None,
+        "p90_ms": one_way.p90 if one_way else None,
+        "p99_ms": one_way.p99 if one_way else None,
+        "lost": lat.lost,
+        "sent": lat.commands_sent,
+        "drift_mm": None if m.drift.mean_m is None else m.drift.mean_m * 1000,
+        "robot_traffic": traffic,
+    }
+
+
+def _median(values: list) -> float | None:
+    found = sorted(v for v in values if v is not None)
+    return None if not found else float(np.median(found))
+
+
+def _fmt(value, digits: int = 1) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--network", default="wifi-lossy", help="link profile (default wifi-lossy, 6 Mbit/s)")
+    parser.add_argument("--preset", default="rviz", help="robot traffic preset of the +rviz cases")
+    parser.add_argument("--cases", default=DEFAULT_CASES)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    cases = [c for c in args.cases.split(",") if c]
+    rows: dict[str, list[dict]] = {c: [] for c in cases}
+    with tempfile.TemporaryDirectory(prefix="bench-rt-") as out:
+        for repetition in range(args.repeat):
+            for case in cases:
+                started = time.monotonic()
+                result = run_twin_trial(request_for(case, args.preset, args.network, repetition), Path(out))
+                row = {"case": case, "run_s": time.monotonic() - started, "end_reason": result.end_reason}
+                if result.end_reason == "completed":
+                    row.update(figures(result.trial_dir))
+                else:
+                    row["detail"] = result.detail
+                rows[case].append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+    print(f"network {args.network}, preset {args.preset}, quick plan, {args.repeat} repetition(s)")
+    print(
+        f"{'case':<28} {'median ms':>10} {'p90 ms':>8} {'p99 ms':>8} {'lost':>8} {'drift mm':>9}  preview Hz"
+    )
+    for case, runs in rows.items():
+        for row in runs:
+            preview = row.get("robot_traffic", {}).get("/oakd/rgb/preview/image_raw", {})
+            print(
+                f"{case:<28} {_fmt(row.get('median_ms'), 2):>10} {_fmt(row.get('p90_ms'), 2):>8} "
+                f"{_fmt(row.get('p99_ms'), 2):>8} {str(row.get('lost')) + '/' + str(row.get('sent')):>8} "
+                f"{_fmt(row.get('drift_mm')):>9} {_fmt(preview.get('received_hz')):>10} "
+                f"{row.get('discovery_packets', 'n/a'):>14}"
+                + ("" if row.get("valid", True) else "  (invalid: machine timing)")
+                + (
+                    f"  {row['end_reason']}: {row.get('detail', '')}"
+                    if row["end_reason"] != "completed"
+                    else ""
+                )
+            )
+    if args.repeat > 1:
+        print("median over repetitions (valid, completed trials):")
+        for case, runs in rows.items():
+            ok = [r for r in runs if r["end_reason"] == "completed" and r.get("valid", True)]
+            cells = [
+                _median([r.get(k) for r in ok]) for k in ("median_ms", "p90_ms", "p99_ms", "lost", "drift_mm")
+            ]
+            print(f"{case:<28} " + " ".join(_fmt(c, 2) for c in cells) + f"  (n={len(ok)})")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
