@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Create3Model, drive
+from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, drive
 
 from .drift import phase_grid
 from .motion import Motion, Track
@@ -25,9 +25,9 @@ from .stats import interp_with_gaps
 MOVING_EPS = 1e-9
 
 
-def _model(request: Any) -> Create3Model:
+def _model(request: Any, max_substep_s: float = MAX_SUBSTEP_S) -> Create3Model:
     """The nominal Create 3 (no imperfections): what the robot would do with perfect wheels."""
-    return Create3Model(request.twin.safety_override)
+    return Create3Model(request.twin.safety_override, max_substep_s=max_substep_s)
 
 
 def _first_motion_s(times: np.ndarray, linear: np.ndarray, angular: np.ndarray) -> float | None:
@@ -42,6 +42,7 @@ def lap_displacement(
     plan: SquarePlan,
     last_lap: int,
     request: Any,
+    max_substep_s: float = MAX_SUBSTEP_S,
 ) -> np.ndarray | None:
     """Replay commands at ``times`` (stream seconds) through the model; return d(tau) = p(last lap,
     tau) - p(first lap, tau) in the start frame (n x 2), laps counted from the first moving command."""
@@ -53,7 +54,7 @@ def lap_displacement(
     tau = phase_grid(plan)
     first = start + tau
     last = start + (last_lap - 1) * plan.lap_s + tau
-    poses = drive(_model(request), times, linear, angular, np.concatenate([first, last]))
+    poses = drive(_model(request, max_substep_s), times, linear, angular, np.concatenate([first, last]))
     n = len(tau)
     return poses[n:, :2] - poses[:n, :2]
 
