@@ -16,6 +16,7 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S, relative
 from . import ape as ape_mod
+from .basecheck import base_check
 from .drift import drift_metrics
 from .gaps import mocap_metrics
 from .latency import estimate_clock, latency_metrics
@@ -125,6 +126,8 @@ def _analyze(
         data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
     )
     metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s))
+    metrics["base"] = base_check(data, clock)
+    metrics["warnings"] = metrics["warnings"] + metrics["base"]["warnings"]
     metrics = _jsonable(metrics)
     plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if opts.write:

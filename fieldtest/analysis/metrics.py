@@ -290,6 +290,7 @@ class Metrics(Section):
     faults: list[dict[str, Any]] = []
     stack: Stack | None = None
     drift_causes: DriftCauses | None = None
+    base: dict[str, Any] | None = None  # what the base received against what the host sent
     plots: list[str] = []
     files: list[str] = []
     analysis_s: float | None = None
