@@ -173,3 +173,13 @@ def test_the_simulated_base_records_what_it_takes_over_dds():
         host.close()
         robot.close()
         path.unlink(missing_ok=True)
+
+
+def test_a_dry_run_base_that_received_nothing_is_no_warning(trial):
+    path = trial / "trial.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc.setdefault("outcome", {})["lab"] = {"dry_run": True}
+    path.write_text(yaml.safe_dump(doc))
+    write_record(trial, [])
+    base, _ = analysed(trial)
+    assert base["received"] == 0 and base["warnings"] == [] and base["note"].startswith("dry run")
