@@ -66,6 +66,7 @@ class LinkTrace:
             "latency_median_ms": float(np.median(got) * 1e3) if len(got) else None,
             "latency_p99_ms": float(np.percentile(got, 99) * 1e3) if len(got) else None,
             "longest_outage_s": longest_outage_s(self),
+            "longest_loss_s": longest_loss_s(self),
             "notes": list(self.notes),
         }
 
@@ -74,6 +75,17 @@ def longest_outage_s(trace: LinkTrace) -> float:
     """Longest time between two consecutive arrivals (send + latency) of received messages."""
     arrivals = np.sort((trace.t_s + trace.latency_s)[~trace.lost])
     return float(np.max(np.diff(arrivals))) if len(arrivals) > 1 else 0.0
+
+
+def longest_loss_s(trace: LinkTrace) -> float:
+    """Sending time of the longest run of consecutive lost messages (run length x the median send
+    interval): an outage as the envelope counts it."""
+    if len(trace.t_s) < 2 or not trace.lost.any():
+        return 0.0
+    lost = np.concatenate([[0], trace.lost.astype(int), [0]])
+    edges = np.flatnonzero(np.diff(lost))
+    longest = int(np.max(edges[1::2] - edges[::2]))
+    return longest * float(np.median(np.diff(trace.t_s)))
 
 
 def make_trace(t_s, latency_s, source: str, kind: str, notes: list[str] | None = None) -> LinkTrace:

@@ -69,6 +69,7 @@ def predict_main(argv: list[str]) -> int:
     if not args.no_envelope:
         base = (result["trace"]["latency_median_ms"] or 0.0) / 1e3
         result["envelope"] = envelope(plan, args.bound_m, base, args.safety_override)
+        result["envelope"]["trace_inside"] = inside_envelope(result["trace"], result["envelope"])
     print(table(result))
     out = args.out or (args.trace if args.trace.is_dir() else args.trace.parent)
     out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +79,17 @@ def predict_main(argv: list[str]) -> int:
         plot(result, out / "prediction.png")
         print(f"wrote {out / 'prediction.png'}")
     return 0
+
+
+def inside_envelope(trace: dict, env: dict) -> dict:
+    """Whether the trace's own longest outage and p99 latency are within the envelope."""
+    outage, p99 = trace["longest_loss_s"], (trace["latency_p99_ms"] or 0.0) / 1e3
+    return {
+        "outage_s": outage,
+        "outage_inside": env["max_outage_s"] is not None and outage <= env["max_outage_s"],
+        "p99_latency_s": p99,
+        "p99_inside": env["max_p99_latency_s"] is not None and p99 <= env["max_p99_latency_s"],
+    }
 
 
 def _mm(x: float | None) -> str:
@@ -95,7 +107,7 @@ def table(result: dict) -> str:
         (
             "latency",
             f"median {tr['latency_median_ms']:.1f} ms, p99 {tr['latency_p99_ms']:.1f} ms, "
-            f"longest silence {tr['longest_outage_s']:.2f} s",
+            f"longest silence {tr['longest_outage_s']:.2f} s, longest loss {tr['longest_loss_s']:.2f} s",
         ),
         ("lap drift (mean)", f"{_mm(p.get('drift_mean_m'))} (ideal link {_mm(ideal.get('drift_mean_m'))})"),
         ("lap drift (max)", _mm(p.get("drift_max_m"))),
@@ -116,6 +128,16 @@ def table(result: dict) -> str:
             (f"largest outage for drift <= {bound}", _ms(env["max_outage_s"])),
             (f"largest p99 latency for drift <= {bound}", _ms(env["max_p99_latency_s"])),
         ]
+        inside = env.get("trace_inside")
+        if inside:
+            verdict = {True: "inside", False: "OUTSIDE"}
+            rows.append(
+                (
+                    "this trace against the envelope",
+                    f"outage {_ms(inside['outage_s'])} {verdict[inside['outage_inside']]}, "
+                    f"p99 {_ms(inside['p99_latency_s'])} {verdict[inside['p99_inside']]}",
+                )
+            )
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
@@ -128,7 +150,7 @@ def plot(result: dict, path: Path) -> None:
     fig = Figure(figsize=(9, 3.6), dpi=100)
     FigureCanvasAgg(fig)
     panels = (
-        ("outage_curve", "outage_s", "single outage (s)", "max_outage_s", tr["longest_outage_s"]),
+        ("outage_curve", "outage_s", "single outage (s)", "max_outage_s", tr["longest_loss_s"]),
         ("p99_curve", "p99_latency_s", "p99 latency (s)", "max_p99_latency_s", tr["latency_p99_ms"] / 1e3),
     )
     for i, (curve, key, label, limit, own) in enumerate(panels):
