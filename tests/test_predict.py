@@ -189,6 +189,21 @@ def test_bad_traces_are_one_line_naming_the_file(tmp_path, capsys, name, content
     assert len(err.splitlines()) == 1 and str(path) in err and problem in err
 
 
+def test_the_kits_robot_bag_is_a_trace_and_a_host_bag_is_refused(tmp_path, capsys):
+    from fieldtest.testkit.synth import SynthSpec, synthesize
+
+    synthesize(tmp_path / "t", SynthSpec(plan=SHORT, latency_s=0.006, lost_seqs=(30, 31, 32)))
+    trace = read_trace(tmp_path / "t" / "robot")
+    assert trace.kind == "rosbag2" and np.count_nonzero(trace.lost) == 3
+    assert np.nanmedian(trace.latency_s) == pytest.approx(0.006, abs=1e-4)
+    assert trace.summary()["longest_loss_s"] == pytest.approx(3 * SHORT.tick_s)
+    from_trial = read_trace(tmp_path / "t")
+    assert np.array_equal(from_trial.lost, trace.lost)
+    assert main(["predict", str(tmp_path / "t" / "host"), "--no-envelope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "host bag has send times only" in err
+
+
 @pytest.mark.parametrize("kind", ["missing", "directory"])
 def test_unreadable_traces_name_the_path(tmp_path, capsys, kind):
     path = tmp_path / "trace"

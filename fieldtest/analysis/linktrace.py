@@ -5,6 +5,8 @@ start, one-way latency in seconds, NaN for a lost message); a file it cannot use
 
 - a trial directory of the kit (trial.yaml with host/ and robot/ bags): the commands' one-way
   latency on the host clock, as the analysis computes it (lost commands NaN);
+- the kit's robot bag alone (rosbag2, MCAP or sqlite3): its command receipts, with the latency the
+  robot logged live;
 - the kit's ``latency.csv`` or any CSV with a send-time column (``sent_s``, ``send_s``, ``t_s``,
   ``time_s``) and a latency column (``one_way_ms``, ``latency_ms``, ``latency_s``), optionally
   ``received``/``lost`` (0/1); an empty latency cell is a lost message;
@@ -103,16 +105,18 @@ def make_trace(t_s, latency_s, source: str, kind: str, notes: list[str] | None =
 def read_trace(path: str | Path, ping_interval_s: float | None = None) -> LinkTrace:
     """Read a trace of any supported format (detected from the file's content)."""
     path = Path(path)
-    if path.is_dir():
+    if path.is_dir() and (path / "trial.yaml").is_file():
         return trial_trace(path)
+    if path.suffix in (".mcap", ".db3") or (path.is_dir() and any(path.glob("*.mcap"))):
+        return bag_trace(path)
+    if path.is_dir():
+        raise TraceError(f"{path}: a folder that is neither a trial (trial.yaml) nor a rosbag2 bag")
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
         raise TraceError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not text.strip():
         raise TraceError(f"{path}: empty file")
-    if path.suffix == ".mcap":
-        raise TraceError(f"{path}: a bag alone has no clock estimate; give its trial directory")
     if PING_REPLY.search(text) or "PING " in text[:200]:
         return ping_trace(text, str(path), ping_interval_s)
     lines = text.splitlines()
@@ -142,6 +146,34 @@ def trial_trace(trial_dir: Path) -> LinkTrace:
     trace = make_trace(t, lat, str(trial_dir), "trial")
     trace.t_s = trace.t_s + float(np.min(t))  # keep stream time: tick k at k / rate
     return trace
+
+
+def bag_trace(path: Path) -> LinkTrace:
+    """The robot bag of the kit (``/fieldtest/command_receipts``): each receipt's send time and the
+    latency the robot logged with its live clock-offset estimate; the sequence numbers it never
+    logged between its first and last are lost. A trial directory gives the analysis' fitted clock."""
+    from fieldtest.record import CMD_VEL_TOPIC, RECEIPTS_TOPIC, BagError
+
+    from . import fastbag
+
+    try:
+        raw = fastbag.read_raw(path, {RECEIPTS_TOPIC, CMD_VEL_TOPIC})
+    except BagError as exc:
+        raise TraceError(str(exc)) from None
+    got = fastbag.topic_arrays(raw, RECEIPTS_TOPIC)
+    if got is None or not len(got[0]):
+        what = "a host bag has send times only" if raw.count(CMD_VEL_TOPIC) else "no command receipts"
+        raise TraceError(f"{path}: {what}; give the robot bag (robot/) or the trial directory")
+    _, f = got
+    seq, first = np.unique(f["seq"].astype(np.int64), return_index=True)
+    sent = fastbag.stamp_ns(f["sent_sec"], f["sent_nanosec"])[first].astype(float) / 1e9
+    latency = f["latency_s"][first].astype(float)
+    every = np.arange(seq[0], seq[-1] + 1)
+    t = np.interp(every, seq, sent)  # a lost command's send time from its neighbours' (ticks are even)
+    lat = np.full(len(every), np.nan)
+    lat[np.searchsorted(every, seq)] = latency
+    notes = ["latency from the robot's live clock-offset estimate (a trial directory uses the fitted one)"]
+    return make_trace(t, lat, str(path), "rosbag2", notes)
 
 
 def ping_trace(text: str, source: str, interval_s: float | None) -> LinkTrace:

@@ -23,9 +23,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fieldtest predict",
         description="Predict lap drift, closing error and watchdog stops from a latency and loss trace "
-        "(trial directory, latency CSV, performance_test CSV or ping output) with the Create 3 model.",
+        "(trial directory, robot bag, latency CSV, performance_test CSV or ping output) with the Create 3 model.",
     )
-    p.add_argument("trace", type=Path, help="trace file or trial directory")
+    p.add_argument("trace", type=Path, help="trace file, robot bag or trial directory")
     p.add_argument("--plan", type=Path, help="plan YAML (SquarePlan fields; default: the seed study's plan)")
     p.add_argument("--bound-m", type=float, default=DEFAULT_BOUND_M, help="lap drift bound of the envelope")
     p.add_argument("--offset-s", type=float, default=0.0, help="trace time at the plan's first tick")
