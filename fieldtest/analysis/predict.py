@@ -13,6 +13,7 @@ that keep the lap drift under a bound for the plan (``envelope``).
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -36,11 +37,9 @@ SEARCH_SUBSTEP_S = 0.05
 OUTAGE_PHASES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-class _Request:
+def _request(safety_override: SafetyOverride) -> SimpleNamespace:
     """What ``lap_displacement`` reads of a trial request: the twin's safety_override."""
-
-    def __init__(self, safety_override: SafetyOverride):
-        self.twin = type("Twin", (), {"safety_override": safety_override})()
+    return SimpleNamespace(twin=SimpleNamespace(safety_override=safety_override))
 
 
 def plan_commands(plan: SquarePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -76,7 +75,7 @@ def replay(
     got = np.isfinite(arrival_s)
     t, v, w = arrival_s[got], linear[got], angular[got]
     last_lap = plan.laps
-    request = _Request(safety_override)
+    request = _request(safety_override)
     disp = lap_displacement(t, v, w, plan, last_lap, request) if last_lap >= 2 else None
     model = Create3Model(safety_override)
     end_s = float(np.max(t)) + SETTLE_S if len(t) else 0.0
@@ -117,7 +116,7 @@ def replay_drift(plan: SquarePlan, arrival_s, linear, angular, safety_override: 
         angular[got],
         plan,
         plan.laps,
-        _Request(safety_override),
+        _request(safety_override),
         SEARCH_SUBSTEP_S,
     )
     return math.inf if disp is None else float(np.linalg.norm(disp, axis=1).mean())
