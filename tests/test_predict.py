@@ -267,3 +267,21 @@ def test_prediction_from_a_twin_trials_trace_matches_its_measured_drift(tmp_path
     print(f"predicted {predicted * 1e3:.1f} mm, measured {measured * 1e3:.1f} mm")
     assert predicted == pytest.approx(measured, abs=TWIN_TOLERANCE_M, rel=TWIN_TOLERANCE_REL)
     assert got["ideal_link"]["drift_mean_m"] < measured / 5  # the link, not the plan, made the drift
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("- 1\n- 2\n", "a plan is a mapping"),
+        ("laps: 0\n", "laps must be at least 1"),
+        ("a: [\n", "cannot read plan"),
+    ],
+)
+def test_a_bad_plan_is_one_line_naming_the_file(tmp_path, capsys, content, problem):
+    trace = tmp_path / "latency.csv"
+    trace.write_text("sent_s,latency_ms\n0,5\n0.05,5\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(content)
+    assert main(["predict", str(trace), "--plan", str(plan), "--no-envelope"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(plan) in err and problem in err
