@@ -40,6 +40,11 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "compare_main",
         "compare many trials: tables per middleware x security x network",
     ),
+    "predict": (
+        "fieldtest.analysis.predictcli",
+        "predict_main",
+        "predict lap drift and watchdog stops from a latency/loss trace; the plan's envelope",
+    ),
     "keys": (
         "fieldtest.security.cli",
         "keys_main",

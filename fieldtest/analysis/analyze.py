@@ -16,6 +16,7 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S, relative
 from . import ape as ape_mod
+from .basecheck import base_check
 from .basesplit import REST_CSV, robot_label, write_rest_curve
 from .drift import drift_metrics
 from .gaps import mocap_metrics
@@ -141,6 +142,8 @@ def _analyze(
     )
     metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s, opts.base_calibration))
     rest_curve = metrics["drift_causes"].pop("rest_curve", None)
+    metrics["base"] = base_check(data, clock)
+    metrics["warnings"] = metrics["warnings"] + metrics["base"]["warnings"]
     metrics = _jsonable(metrics)
     plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
     if opts.write:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Create3Model, Imperfections, drive
+from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, Imperfections, drive
 
 from .basesplit import base_section, planned_timeline
 from .drift import REST_AFTER_S, phase_grid
@@ -44,6 +44,7 @@ def lap_displacement(
     last_lap: int,
     safety_override: str,
     imperfections: Imperfections | None = None,
+    max_substep_s: float = MAX_SUBSTEP_S,
 ) -> np.ndarray | None:
     """Replay commands at ``times`` (stream seconds) through the model (nominal: what the robot would
     do with perfect wheels); return d(tau) = p(last lap, tau) - p(first lap, tau) in the start frame
@@ -55,9 +56,8 @@ def lap_displacement(
     tau = phase_grid(plan)
     first = start + tau
     last = start + (last_lap - 1) * plan.lap_s + tau
-    poses = drive(
-        Create3Model(safety_override, imperfections), times, linear, angular, np.concatenate([first, last])
-    )
+    model = Create3Model(safety_override, imperfections, max_substep_s=max_substep_s)
+    poses = drive(model, times, linear, angular, np.concatenate([first, last]))
     n = len(tau)
     return poses[n:, :2] - poses[:n, :2]
 

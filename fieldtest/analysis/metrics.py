@@ -299,6 +299,7 @@ class Metrics(Section):
     # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
     # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
     robot_traffic: dict[str, Any] | None = None
+    base: dict[str, Any] | None = None  # what the base received against what the host sent
     plots: list[str] = []
     files: list[str] = []
     analysis_s: float | None = None

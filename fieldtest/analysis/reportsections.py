@@ -100,3 +100,37 @@ def relative_lines(m: Metrics) -> list[str]:
             f"{_num(d.rotation_deg_per_m, 'mean', 'deg/m')} |"
         )
     return out + [""]
+
+
+def base_lines(m: Metrics) -> list[str]:
+    """What the base received against what the host sent (fieldtest.analysis.basecheck)."""
+    b = m.base
+    if b is None:
+        return []
+    out = ["## What the base received", ""]
+    if not b.get("available"):
+        instead = f" Instead: {b['instead']}." if b.get("instead") else ""
+        return out + [f"Not available: {b.get('reason') or 'n/a'}.{instead}", ""]
+    late = b.get("lateness_ms")
+    rows = [
+        ("source", b["source"]),
+        ("sent by the host / received by the base", f"{b['sent']} / {b['received']}"),
+        ("message types the base received", ", ".join(b["received_types"]) or "none"),
+        ("matched by", b["matched_by"]),
+        ("missing", _na_count(b.get("missing"))),
+        ("reordered", _na_count(b.get("reordered"))),
+        ("duplicates", _na_count(b.get("duplicates"))),
+        ("values changed / zeroed", f"{b['values_changed']} / {b['zeroed']}"),
+        (
+            "lateness (send to base)",
+            "n/a"
+            if not late
+            else f"median {late['median']:.1f} ms, p99 {late['p99']:.1f} ms, max {late['max']:.1f} ms",
+        ),
+    ]
+    out += ["| | |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in rows] + [""]
+    return out + [f"**Warning:** {w}" for w in b.get("warnings", [])] + ([""] if b.get("warnings") else [])
+
+
+def _na_count(value) -> str:
+    return "n/a" if value is None else str(value)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.analysis.basecheck import add_base_record
 from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
@@ -48,6 +49,7 @@ PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
 MQTT_CLIENT = "mqtt_client"  # the registry's lab_bridge of the MQTT middlewares
 BASE_READY = "READY simulated base"
+BASE_RECORD = "base_commands.csv"  # what the simulated base took; copied into the trial
 MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
 MQTT_STANDIN_NOTE = (
     "MQTT: mqtt_client is NOT installable here; the kit's stand-in (fieldtest.labrun.mqtt_standin) "
@@ -138,6 +140,8 @@ def simulated_hardware(
                     str(ports["feed"]),
                     "--status",
                     str(log_dir / "base_status.json"),
+                    "--record",
+                    str(log_dir / BASE_RECORD),
                     *lab.extra_base_args,
                 ],  # fmt: skip
             )
@@ -263,6 +267,8 @@ def rehearse(
                 trial_options = with_clock_port(side_options(local, request))
                 runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)), stop)
                 result = runner.run_trial(request)
+            if add_base_record(result.trial_dir, log_dir / BASE_RECORD):  # the base has stopped: complete
+                options.say(f"  base record: {result.trial_dir / 'base'}")
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
             results.append(result)
     return results

@@ -43,6 +43,7 @@ from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import is_realtime, try_realtime
 from fieldtest.record import CMD_VEL_TOPIC
+from fieldtest.record.basecommands import BaseCommandLog
 from fieldtest.transport.base import Transport, timed_subscribe
 from fieldtest.twin.create3 import Create3Model, SafetyOverride
 
@@ -83,11 +84,13 @@ class SimulatedBase:
         feed: PoseFeedSender | None = None,
         physics_hz: float = PHYSICS_HZ,
         battery_percentage: float = 0.9,
+        record: BaseCommandLog | None = None,
     ):
         self.transport = transport
         self.clock = Clock()
         self.model = Create3Model(safety_override)
         self.feed = feed
+        self.record = record  # every command taken, for the analysis' base check
         self.battery_percentage = battery_percentage
         self.period_ns = round(1e9 / physics_hz)
         self.odom_every = max(1, round(physics_hz / ODOM_HZ))
@@ -110,6 +113,8 @@ class SimulatedBase:
 
     def _on_command(self, msg: Any, received_ns: int) -> None:
         twist = getattr(msg, "twist", msg)
+        if self.record is not None:
+            self.record.add(msg, received_ns)
         with self._lock:
             self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
             self.commands += 1
@@ -271,6 +276,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the Create 3's own topics under <ns>/_do_not_use (a republisher relays them)",
     )
     p.add_argument("--status", type=Path, help="JSON status file, rewritten twice a second")
+    p.add_argument("--record", type=Path, help="CSV of every command taken (fieldtest.record.basecommands)")
     return p
 
 
@@ -287,8 +293,14 @@ def main(argv: list[str] | None = None) -> int:
         transport = _cyclone_base(args)
     feed = PoseFeedSender(args.feed_address, args.feed_port) if args.feed_port else None
     topics = CREATE3_COMMAND_TOPICS if args.behind_republisher else None
+    record = BaseCommandLog(args.record) if args.record else None
     base = SimulatedBase(
-        transport, cmd_type=cmd_type, command_topics=topics, safety_override=args.safety_override, feed=feed
+        transport,
+        cmd_type=cmd_type,
+        command_topics=topics,
+        safety_override=args.safety_override,
+        feed=feed,
+        record=record,
     )
     where = "/".join(motion_control_name(args.namespace, args.distro)).replace("//", "/")
     params = f"parameters on {where}" if args.vendor == "fastdds" else "no parameter services"
@@ -297,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         heard = ", ".join(f"{base_topics_namespace(args)}{t}" for t in topics or {CMD_VEL_TOPIC: cmd_type})
         say(f"READY simulated base {args.vendor} {cmd_type} on {heard}, {params}")
         base.run(stop, args.status)
+    if record is not None:
+        record.close()
     say(f"BASE DONE {json.dumps(base.summary())}")
     transport.close()
     if keep:

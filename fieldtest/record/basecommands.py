@@ -1,0 +1,89 @@
+"""What the base received: one CSV line per command the (simulated) Create 3 took, so the analysis
+can hold it against what the host sent (fieldtest.analysis.basecheck).
+
+    received_ns,type,seq,stamp_ns,linear,angular
+
+``received_ns`` on the base's clock (the robot machine's), ``type`` ``twist`` or ``twist_stamped``,
+``seq`` the host's sequence number from a TwistStamped's frame_id ("seq:<k>", -1 when the message
+carries none: a Twist), ``stamp_ns`` its header stamp (0 for a Twist). Each line is flushed as it is
+written, so a killed base leaves every command it took. A real Create 3 writes no such record.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BASE_DIR = "base"  # in a trial directory
+BASE_COMMANDS_FILE = "commands.csv"
+HEADER = "received_ns,type,seq,stamp_ns,linear,angular"
+
+
+class BaseCommandLog:
+    """Append the commands a base receives to ``path`` (thread-safe, flushed per line)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("w")
+        self._file.write(HEADER + "\n")
+        self._file.flush()
+        self._lock = threading.Lock()
+
+    def add(self, msg: Any, received_ns: int) -> None:
+        from fieldtest.rosmsg import seq_of
+
+        header = getattr(msg, "header", None)
+        twist = getattr(msg, "twist", msg)
+        kind, seq, stamp = "twist", -1, 0
+        if header is not None:
+            kind = "twist_stamped"
+            found = seq_of(header.frame_id)
+            seq = -1 if found is None else found
+            stamp = header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+        line = f"{received_ns},{kind},{seq},{stamp},{twist.linear.x!r},{twist.angular.z!r}\n"
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+@dataclass
+class BaseCommands:
+    received_ns: np.ndarray
+    stamped: np.ndarray  # bool
+    seq: np.ndarray
+    stamp_ns: np.ndarray
+    linear: np.ndarray
+    angular: np.ndarray
+
+
+def read_base_commands(path: str | Path) -> BaseCommands:
+    """Read a base's command record; a cut last line (the base killed mid-write) is dropped."""
+    rows = []
+    for line in Path(path).read_text().splitlines()[1:]:
+        cells = line.split(",")
+        if len(cells) != 6:
+            continue
+        try:
+            rows.append((int(cells[0]), cells[1] == "twist_stamped", int(cells[2]), int(cells[3]),
+                         float(cells[4]), float(cells[5])))  # fmt: skip
+        except ValueError:
+            continue
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * 6
+    return BaseCommands(
+        received_ns=np.array(cols[0], dtype=np.int64),
+        stamped=np.array(cols[1], dtype=bool),
+        seq=np.array(cols[2], dtype=np.int64),
+        stamp_ns=np.array(cols[3], dtype=np.int64),
+        linear=np.array(cols[4], dtype=float),
+        angular=np.array(cols[5], dtype=float),
+    )
