@@ -26,6 +26,7 @@ from .motion import Motion, build_track, detect_motion, laps_commanded, motion_e
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
 from .trajectoryfile import write_trajectory
+from .wire import wire_metrics
 
 REPORT_FILE = "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
@@ -308,6 +309,7 @@ def _assemble(
         "latency": latency,
         "mocap": mocap,
         "faults": faults,
+        "wire": wire_metrics(outcome.link_traffic),
     }
 
 
