@@ -64,6 +64,7 @@ def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path):
     assert reliable["overhead_r2h"] > best_effort["overhead_r2h"]  # the robot's ACKNACKs
     assert reliable["wire_h2r_kBps"] > 0
     assert "HB/ACKNACK per data pkt" in (tmp_path / "cmp" / "compare.md").read_text()
+    assert sorted(row["middleware"] for row in result["rows"]) == ["dds", "dds (qos sensor)"]
 
 
 def _packets(direction: dict, kind: str) -> int:

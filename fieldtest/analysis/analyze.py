@@ -172,6 +172,8 @@ def trial_variant(req) -> str:
         parts.append("Nagle off")
     if req.network not in ("loopback", "lab") and req.topology != "seed":
         parts.append(f"topology {topology_label(req.topology)}")
+    if req.transport.qos != "default":  # e.g. RELIABLE against BEST_EFFORT: rows of their own
+        parts.append(f"qos {req.transport.qos}")
     return ", ".join(parts)
 
 
