@@ -252,6 +252,9 @@ WIRE_EXPECTED = {
     "rtps-sign": (True, True, False),
     "submessage-encrypt": (False, False, True),
     "sign-submessage-encrypt": (False, True, True),
+    "rtps-encrypt": (False, True, True),
+    "origin-auth-encrypt": (False, True, False),  # the payload encrypted, the DATA around it not
+    "sros2": (False, True, True),
 }
 
 
