@@ -23,7 +23,7 @@ from fieldtest.testkit import needs
 H2R, R2H = wire.HOST_TO_ROBOT, wire.ROBOT_TO_HOST
 
 
-def _trial(tmp_path, middleware: str, qos: str = "default", security: str = "none"):
+def _trial(tmp_path, middleware: str, qos: str = "default", security: str = "none", faults=()):
     needs.netns()
     needs.tools("tcpdump", "mosquitto")
     request = TrialRequest(
@@ -31,6 +31,7 @@ def _trial(tmp_path, middleware: str, qos: str = "default", security: str = "non
         plan=SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=1, start_delay_s=0.5),
         network="ethernet",
         transport={"middleware": middleware, "qos": qos, "security": security},
+        faults=list(faults),
     )
     result = run_twin_trial(request, tmp_path)
     assert result.end_reason == "completed", result.detail
@@ -95,6 +96,28 @@ def test_dds_reliability_traffic_follows_the_qos_and_discovery_counts_as_discove
         assert to_robot["reliability_packets_per_data_packet"] == 0
         assert to_robot["rtps_submessages"]["HEARTBEAT"] < receipts // 10
     assert 0 < to_robot["overhead_packet_fraction"] < 1
+
+
+def test_on_a_lossy_link_reliable_retransmissions_travel_bundled_in_larger_packets(tmp_path):
+    """20 % loss each way from the stream's start: RELIABLE repairs the losses by resending the
+    missed samples together, so some data packets carry several DATA submessages and are far
+    larger than one sample's packet (Chen's ~1006-byte bundles); BEST_EFFORT sends every sample
+    once, alone, and the robot receives fewer."""
+    lossy = {
+        "kind": "profile",
+        "at_s": 0.0,
+        "profile": {"name": "lossy", "extends": "ethernet", "loss_pct": 20.0},
+    }
+    reliable, reliable_receipts = _trial(tmp_path / "reliable", "dds", "default", faults=[lossy])
+    best_effort, best_effort_receipts = _trial(tmp_path / "best-effort", "dds", "sensor", faults=[lossy])
+    assert reliable_receipts > best_effort_receipts
+    bundled, single = reliable[H2R], best_effort[H2R]
+    assert bundled["data_submessages_per_packet"]["max"] >= 2
+    sizes = bundled["kinds"]["user_data"]["size_bytes"]
+    assert sizes["max"] > 1.5 * sizes["median"], sizes
+    assert single["data_submessages_per_packet"]["max"] == 1
+    sizes = single["kinds"]["user_data"]["size_bytes"]
+    assert sizes["p95"] == sizes["median"], sizes  # one command per packet, all of one size
 
 
 def test_mqtt_publishes_acks_and_tcp_acks_by_direction_and_tls_hides_them(tmp_path):
