@@ -54,6 +54,7 @@ from fieldtest.security.trial import prepare_trial_security
 
 if TYPE_CHECKING:
     from fieldtest.analysis.metrics import Metrics
+    from fieldtest.middleware.config import TransportConfig
     from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
@@ -198,15 +199,21 @@ class _Network:
             return f"no link traffic record: {exc}"
         return None
 
-    def stop_capture(self) -> dict:
-        """Packets and bytes per second by kind on the robot's link ({} without a capture)."""
+    def stop_capture(self, transport: TransportConfig) -> dict:
+        """Packets and bytes per second by kind on the robot's link, in all and per direction
+        (fieldtest.netem.wire; {} without a capture)."""
         from fieldtest.netem.linktraffic import CaptureError
+        from fieldtest.netem.wire import trial_wire_record
 
         capture, self.capture = self.capture, None
         if capture is None:
             return {}
         try:
-            return {"node": "robot", **capture.stop()}
+            summary = capture.stop()
+            wire = trial_wire_record(
+                capture.path, self.topo.address("robot"), summary["duration_s"], transport
+            )
+            return {"node": "robot", **summary, **wire}
         except CaptureError as exc:
             return {"node": "robot", "error": str(exc)}
 
@@ -545,7 +552,7 @@ def _run_in_network(
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         machine = monitor.stop() if monitor.started else None
-        traffic = net.stop_capture()
+        traffic = net.stop_capture(request.transport)
         _finish_record(trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic)
     return TrialResult(trial_dir, reason, detail)
 

@@ -7,6 +7,7 @@ side from dds.sec.* participant properties, so both forms the kit produces are e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ from fieldtest.security.settings import (
     dds_security_properties,
     dds_security_xml,
 )
+from fieldtest.testkit import needs
 
 LOOPBACK = (
     "<General><AllowMulticast>false</AllowMulticast>"
@@ -107,10 +109,10 @@ def uri(security_xml: str = "") -> str:
     return f'<CycloneDDS><Domain id="any">{LOOPBACK}{security_xml}</Domain></CycloneDDS>'
 
 
-def start(mode: str, topic: str, config: dict) -> subprocess.Popen:
+def start(mode: str, topic: str, config: dict, prefix: list[str] | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k != "CYCLONEDDS_URI"}
     return subprocess.Popen(
-        [sys.executable, "-c", PEER, mode, topic, json.dumps(config)],
+        [*(prefix or []), sys.executable, "-c", PEER, mode, topic, json.dumps(config)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -148,13 +150,51 @@ def test_secure_host_to_robot_delivery(keystore, setting):
     assert sub_out["texts"] == ["fieldtest-marker"]
 
 
-def test_secure_and_plain_participants_do_not_talk(keystore):
-    sub = start("sub", "rt/cmd_vel", {"uri": uri(), "wait_s": 3})
-    pub = start("pub", "rt/cmd_vel", {**host_config(keystore, "sros2"), "wait_s": 3})
+def _no_talk(pub_config: dict, sub_config: dict) -> None:
+    sub = start("sub", "rt/cmd_vel", {**sub_config, "wait_s": 3})
+    pub = start("pub", "rt/cmd_vel", {**pub_config, "wait_s": 3})
     _, pub_out, _ = result(pub)
     _, sub_out, _ = result(sub)
     assert pub_out.get("matched") is False
     assert sub_out == {"event": "received", "count": 0, "texts": []}
+
+
+@pytest.mark.parametrize("setting", ["sros2", "plugins-only"])
+def test_secure_and_plain_participants_do_not_talk(keystore, setting):
+    _no_talk(host_config(keystore, setting), {"uri": uri()})
+
+
+@pytest.fixture(scope="module")
+def foreign_keystore(tmp_path_factory) -> Path:
+    """The same enclave names under another CA."""
+    return create_keystore(
+        tmp_path_factory.mktemp("foreign") / "keystore",
+        KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot"))),
+    )
+
+
+def test_without_protection_only_join_access_control_keeps_a_foreign_identity_out(keystore, foreign_keystore):
+    """A host whose identity another CA signed: with join access control on (plugins-only-ac) it
+    never matches the robot; with every protection NONE and access control off (plugins-only),
+    CycloneDDS 0.10.2 lets it exchange the unprotected topic all the same, so plugins-only prices
+    the plugins and keeps no one out (docs/security.md)."""
+    _no_talk(host_config(foreign_keystore, "plugins-only-ac"), robot_config(keystore, "plugins-only-ac"))
+    sub = start("sub", "rt/cmd_vel", robot_config(keystore, "plugins-only"))
+    pub = start("pub", "rt/cmd_vel", host_config(foreign_keystore, "plugins-only"))
+    _, pub_out, _ = result(pub)
+    _, sub_out, _ = result(sub)
+    assert pub_out == {"event": "published", "matched": True} and sub_out["count"] >= 3
+
+
+@pytest.mark.parametrize(("setting", "allowed"), [("plugins-only", True), ("plugins-only-ac", False)])
+def test_access_control_off_lets_the_robot_write_cmd_vel(keystore, setting, allowed):
+    """The robot's permissions do not grant writing /cmd_vel: with access control off the writer
+    is created all the same, with it on Cyclone refuses it."""
+    rc, out, _ = result(start("write-only", "rt/cmd_vel", robot_config(keystore, setting)))
+    if allowed:
+        assert (rc, out) == (0, {"event": "writer_created"})
+    else:
+        assert rc == 4 and "NOT_ALLOWED_BY_SECURITY" in out["error"]
 
 
 def test_permissions_forbid_robot_writing_cmd_vel(keystore):
@@ -200,3 +240,57 @@ def test_security_xml_and_properties_name_the_same_files(keystore):
     assert 'initFunction="init_crypto"' in xml
     with pytest.raises(SecuritySettingError, match="does not apply to middleware 'dds'"):
         dds_security_xml(keystore, "host", "mtls-acl")
+
+
+# What each DDS setting leaves readable on the wire: the marker string of every sample, the
+# application's DATA submessages and the RTPS protection (DDS Security 1.1, 7.3.6: SRTPS_PREFIX
+# before a signed or encrypted message), from a capture in a network namespace of the test's own.
+WIRE_EXPECTED = {
+    # setting: (marker in clear, RTPS messages signed or encrypted, application submessages encrypted)
+    "plugins-only": (True, False, False),
+    "plugins-only-ac": (True, False, False),
+    "rtps-sign": (True, True, False),
+    "submessage-encrypt": (False, False, True),
+    "sign-submessage-encrypt": (False, True, True),
+    "rtps-encrypt": (False, True, True),
+    "origin-auth-encrypt": (False, True, False),  # the payload encrypted, the DATA around it not
+    "sros2": (False, True, True),
+}
+
+
+@contextlib.contextmanager
+def _namespace(name: str):
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        yield ["ip", "netns", "exec", name]
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=False)
+
+
+@pytest.mark.parametrize("setting", list(WIRE_EXPECTED))
+def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, setting):
+    from fieldtest.netem.linktraffic import LinkCapture
+    from fieldtest.netem.wire import account
+
+    needs.netns()
+    needs.tools("tcpdump")
+    with _namespace(f"ftsec{os.getpid()}-{setting}") as prefix:
+        capture = LinkCapture(prefix, "lo", tmp_path / "lo.pcap")
+        capture.start()
+        sub = start("sub", "rt/cmd_vel", robot_config(keystore, setting), prefix)
+        pub = start("pub", "rt/cmd_vel", host_config(keystore, setting), prefix)
+        pub_rc, pub_out, pub_err = result(pub)
+        sub_rc, sub_out, sub_err = result(sub)
+        capture.stop()
+    assert pub_out.get("matched") and sub_out.get("count", 0) >= 3, (pub_err, sub_err)
+    cleartext, signed, encrypted = WIRE_EXPECTED[setting]
+    assert (b"fieldtest-marker" in (tmp_path / "lo.pcap").read_bytes()) == cleartext
+    sent = account(tmp_path / "lo.pcap", ["127.0.0.1"], 1.0)["directions"]["from_local"]
+    submessages = sent["rtps_submessages"]
+    assert ("SRTPS_PREFIX" in submessages) == signed, submessages
+    kinds = {kind: row["packets"] for kind, row in sent["kinds"].items()}
+    if encrypted:  # not one application DATA visible; SEC_BODY hides them (and the key exchange)
+        assert kinds["user_data"] == 0 and kinds["rtps_protected"] > 0, kinds
+    else:  # the key exchange is always encrypted (DDS Security 1.1, 7.4.5), the samples are not
+        assert kinds["user_data"] > 0, kinds

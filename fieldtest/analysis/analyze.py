@@ -28,6 +28,7 @@ from .motion import Motion, build_track, detect_motion, laps_commanded, motion_e
 from .plotdata import PlotData
 from .plotworker import PlotWorker, PlotWorkerError
 from .trajectoryfile import write_trajectory
+from .wire import wire_metrics
 
 REPORT_FILE = "report.md"
 DRIFT_CSV, LATENCY_CSV = "drift_curve.csv", "latency.csv"
@@ -197,6 +198,8 @@ def trial_variant(req) -> str:
         parts.append(f"robot traffic {req.robot_traffic}")
     if req.transport.zenoh_express and family(req.transport.middleware) == "zenoh":
         parts.append("cmd_vel priority 1 express")
+    if req.transport.qos != "default":  # e.g. RELIABLE against BEST_EFFORT: rows of their own
+        parts.append(f"qos {req.transport.qos}")
     return ", ".join(parts)
 
 
@@ -338,6 +341,7 @@ def _assemble(
         "mocap": mocap,
         "faults": faults,
         "robot_traffic": outcome.robot_traffic or None,
+        "wire": wire_metrics(outcome.link_traffic),
     }
 
 

@@ -30,6 +30,7 @@ from .metrics import METRICS_FILE, Metrics, MetricsError, metrics_from, read_met
 from .power import DEFAULT_DIFFERENCES_M, drift_groups, power_lines, power_table
 from .trialfigures import lateness_values, relative_values
 from .umbmark import umbmark, umbmark_lines
+from .wire import wire_values
 
 COMPARE_MD, COMPARE_CSV, COMPARE_JSON, DRIFT_PNG = (
     "compare.md",
@@ -63,6 +64,11 @@ COLUMNS = (
     Column("jitter", "jitter", "ms", False),
     Column("late", "late", "%", False),
     Column("too_late", "too late", "%", False),
+    Column("wire_h2r_kBps", "link host->robot", "kB/s", False),
+    Column("wire_r2h_kBps", "link robot->host", "kB/s", False),
+    Column("overhead_h2r", "overhead pkts host->robot", "%", False),
+    Column("overhead_r2h", "overhead pkts robot->host", "%", False),
+    Column("reliability_h2r", "HB/ACKNACK per data pkt", "ratio", False),
 )
 
 
@@ -118,6 +124,7 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
         "jitter": lat.jitter_ms,
         **lateness_values(lat.lateness),
         **relative_values(m.relative),
+        **wire_values(m.wire),
     }
     if not m.progress.complete:  # drift between lap 1 and an earlier last lap is not comparable
         values.update({c.key: None for c in COLUMNS if c.motion})

@@ -294,6 +294,9 @@ class Metrics(Section):
     latency: Latency
     mocap: dict[str, Any] = {}
     faults: list[dict[str, Any]] = []
+    # the robot link's traffic per direction and kind (fieldtest.analysis.wire); None without a
+    # capture (an optional key: files with and without it read alike, so the version stays)
+    wire: dict[str, Any] | None = None
     stack: Stack | None = None
     drift_causes: DriftCauses | None = None
     # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,

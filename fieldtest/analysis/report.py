@@ -9,6 +9,7 @@ from .metrics import SHARED_CLOCK, Metrics, Stats
 from .mocaptime import time_axis_line
 from .reportsections import base_lines, lateness_lines, link_line, relative_lines
 from .stackreport import causes_lines, stack_lines, validity_lines
+from .wire import wire_lines
 
 
 def _fmt(value, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
@@ -38,7 +39,7 @@ def report_lines(m: Metrics) -> list[str]:
         lines += ["**Partial result:**", ""] + [f"- {r}" for r in m.partial_reasons] + [""]
     lines += validity_lines(m)
     lines += _summary(m) + _progress(m) + _drift(m) + causes_lines(m) + _ape(m) + relative_lines(m)
-    lines += _latency(m) + base_lines(m) + robot_traffic_lines(m) + _mocap(m)
+    lines += _latency(m) + base_lines(m) + robot_traffic_lines(m) + wire_lines(m.wire) + _mocap(m)
     lines += stack_lines(m) + _context(m)
     warnings = m.warnings + [f"(trial) {w}" for w in m.outcome.warnings]
     if warnings:

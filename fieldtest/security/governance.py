@@ -7,9 +7,18 @@ enable_discovery_protection, enable_liveliness_protection, enable_read/write_acc
 metadata_protection_kind, data_protection_kind), in the schema's element order.
 
 The RTI-mirroring variants copy the protection kinds of RTI perftest's
-``PerftestGovernance_{RTPSSign,RTPSEncrypt,SignWithOrigAuthEncryptData,SubmessageEncrypt}.xml``
-but keep SROS2's authentication and access control (join, read and write access control on), so
-that from one setting to the next only the cryptographic protection changes.
+``PerftestGovernance_{RTPSSign,RTPSEncrypt,SignWithOrigAuthEncryptData,SubmessageEncrypt,
+SignEncryptSubmessage}.xml`` (rticommunity/rtiperftest resource/secure/input/governances/) but keep
+SROS2's authentication and access control (join, read and write access control on), so that from
+one setting to the next only the cryptographic protection changes. ``plugins-only`` and
+``plugins-only-ac`` load the plugins and protect nothing (perftest's ``PerftestGovernance_.xml``),
+with access control off and on: the pair prices the plugins and access control alone.
+
+RTI's "Submessage Encrypt" (``-secureEncryptSM``: PerftestGovernance_SubmessageEncrypt.xml and
+EncryptSubmessage.xml) leaves ``rtps_protection_kind`` NONE; its "Sign, Submessage Encrypt"
+(``-secureSign -secureEncryptSM``: PerftestGovernance_SignEncryptSubmessage.xml) is a different
+profile, RTPS SIGN plus metadata ENCRYPT: the kit has both, ``submessage-encrypt`` and
+``sign-submessage-encrypt``.
 """
 
 from __future__ import annotations
@@ -117,6 +126,41 @@ GOVERNANCE_PROFILES: dict[str, GovernanceProfile] = {
             topic_discovery_protection=False,
             topic_liveliness_protection=False,
             source="RTI perftest PerftestGovernance_SubmessageEncrypt.xml",
+        ),
+        GovernanceProfile(
+            "sign-submessage-encrypt",
+            "every RTPS message signed and each DATA/HEARTBEAT/ACKNACK submessage encrypted",
+            rtps="SIGN",
+            discovery="NONE",
+            liveliness="NONE",
+            metadata="ENCRYPT",
+            data="NONE",
+            topic_discovery_protection=False,
+            topic_liveliness_protection=False,
+            source="RTI perftest PerftestGovernance_SignEncryptSubmessage.xml (-secureSign -secureEncryptSM)",
+        ),
+        *(
+            GovernanceProfile(
+                name,
+                f"security plugins loaded (participants authenticate), nothing protected, access control {state}",
+                rtps="NONE",
+                discovery="NONE",
+                liveliness="NONE",
+                metadata="NONE",
+                data="NONE",
+                topic_discovery_protection=False,
+                topic_liveliness_protection=False,
+                join_access_control=access_control,
+                read_access_control=access_control,
+                write_access_control=access_control,
+                # perftest also allows unauthenticated participants; the kit does not, so that
+                # authentication still decides who joins the link
+                source="RTI perftest PerftestGovernance_.xml",
+            )
+            for name, state, access_control in (
+                ("plugins-only", "off", False),
+                ("plugins-only-ac", "on", True),
+            )
         ),
     )
 }
