@@ -77,7 +77,14 @@ class PerfRow:
         return asdict(self)
 
 
-def check_case(case: PerfCase) -> PerfMessage:
+def link_profile(case: PerfCase, profiles: dict | None = None):
+    """The LinkProfile of ``case.network``: the user's (``profiles``, name -> LinkProfile) or built in."""
+    from fieldtest.netem import get_profile
+
+    return (profiles or {}).get(case.network) or get_profile(case.network)
+
+
+def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
     """Refuse what cannot run, before anything starts (PerfInputError, one line)."""
     try:
         message = parse_message(case.message)
@@ -96,8 +103,8 @@ def check_case(case: PerfCase) -> PerfMessage:
         raise PerfInputError(
             "subscribers: zenoh-peer links one host to one robot; use zenoh-router for several subscribers"
         )
-    _check_settings(case)
-    _check_link_rate(case, message)
+    _check_settings(case, profiles)
+    _check_link_rate(case, message, profiles)
     return message
 
 
@@ -112,8 +119,8 @@ def _check_numbers(case: PerfCase) -> None:
         raise PerfInputError(f"mode {case.mode!r}: use {' or '.join(MODES)}")
 
 
-def _check_settings(case: PerfCase) -> None:
-    from fieldtest.netem import ProfileError, get_profile
+def _check_settings(case: PerfCase, profiles: dict | None) -> None:
+    from fieldtest.netem import ProfileError
     from fieldtest.qos import QosError, get_qos
     from fieldtest.security.settings import SecuritySettingError, get_setting
 
@@ -121,18 +128,16 @@ def _check_settings(case: PerfCase) -> None:
         get_qos(case.qos)
         get_setting(case.security, case.middleware)
         if case.network != "loopback":
-            get_profile(case.network)
+            link_profile(case, profiles)
     except (QosError, SecuritySettingError, ProfileError, KeyError, ValueError) as exc:
         raise PerfInputError(str(exc).strip("'\"")) from None
 
 
-def _check_link_rate(case: PerfCase, message: PerfMessage) -> None:
+def _check_link_rate(case: PerfCase, message: PerfMessage, profiles: dict | None) -> None:
     """A rate the emulated link cannot carry is refused: the payload alone would exceed it."""
     if case.network == "loopback":
         return
-    from fieldtest.netem import get_profile
-
-    profile = get_profile(case.network)
+    profile = link_profile(case, profiles)
     need_kbit = message.size * 8 * case.rate_hz / 1000 * case.subscribers
     for name, direction in (("up", profile.up), ("down", profile.down)):
         if direction.rate_kbit is not None and need_kbit > direction.rate_kbit:
@@ -150,16 +155,17 @@ def run_row(
     drain_s: float = 3.0,
     stop: threading.Event | None = None,
     domain_id: int = 30,
+    profiles: dict | None = None,
 ) -> PerfRow:
     """Run ``case`` in ``row_dir``: a PerfRow, failed with its reason rather than raising (bad input
     is recorded as refused)."""
     try:
-        message = check_case(case)
+        message = check_case(case, profiles)
     except PerfInputError as exc:
         return PerfRow(case, status="refused", error=str(exc))
     row_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with lease_dds_domain(domain_id) as lease, _Link(case) as link:
+        with lease_dds_domain(domain_id) as lease, _Link(case, profiles) as link:
             config = link.config(case, lease.domain_id, row_dir)
             spec = {
                 "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
@@ -187,22 +193,22 @@ class _Link:
     """Loopback, or the twin's emulated link: host, robot (and robot2.. for more subscribers) and
     the middleware's own router/broker machine, each in a namespace (``fieldtest.netem``)."""
 
-    def __init__(self, case: PerfCase):
+    def __init__(self, case: PerfCase, profiles: dict | None = None):
         self.topo = None
         self.infra_node: str | None = None
         self.robots = ["robot", *(f"robot{i}" for i in range(2, case.subscribers + 1))]
         if case.network == "loopback":
             return
-        from fieldtest.netem import get_profile, open_topology
+        from fieldtest.netem import open_topology
         from fieldtest.netem.placement import wireless_nodes
 
         extra = registry.get(case.middleware).emulated_nodes()
         self.infra_node = extra[0] if extra else None
-        profile = get_profile(case.network)
+        profile = link_profile(case, profiles)
         wireless = wireless_nodes("seed", profile, self.infra_node)
         if "robot" in wireless:
             wireless += self.robots[1:]
-        self.topo = open_topology(case.network, nodes=["host", *self.robots, *extra], wireless=wireless)
+        self.topo = open_topology(profile, nodes=["host", *self.robots, *extra], wireless=wireless)
 
     def __enter__(self) -> _Link:
         return self
