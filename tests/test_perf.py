@@ -33,7 +33,7 @@ def _raw(row_dir: Path, name: str) -> dict:
 
 def _by_seq(entries: list) -> dict[int, int]:
     out: dict[int, int] = {}
-    for seq, _sent, arrival in entries:
+    for seq, _sent, arrival, *_stages in entries:
         out.setdefault(seq, arrival)
     return out
 
@@ -178,3 +178,29 @@ def test_ctrl_c_keeps_the_finished_rows(tmp_path):
         lines = list(csv.DictReader(f))
     assert 1 <= len(lines) < 4 and all(line["status"] == "ok" for line in lines)
     assert json.loads((tmp_path / "perf.json").read_text())["interrupted"] is True
+
+
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker"])
+def test_secured_rows_run_on_the_trial_keystore(middleware, tmp_path):
+    from fieldtest.middleware import registry
+
+    setting = registry.get(middleware).secure_default
+    row = run_row(
+        PerfCase(middleware=middleware, security=setting, message="Array4k", rate_hz=20, duration_s=1),
+        tmp_path,
+    )
+    assert row.status == "ok", row.error
+    assert (tmp_path / "keystore").is_dir()  # made and checked as a trial's
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["security"] == setting
+    assert row.figures["received"] == 20 and row.figures["lost"] == 0
+
+
+@pytest.mark.parametrize("qos", ["fernandez-a", "fernandez-b", "fernandez-c", "fernandez-d", "fernandez-e"])
+def test_fernandez_qos_profiles_run(qos, tmp_path):
+    row = run_row(
+        PerfCase(middleware="dds", qos=qos, message="Array256k", rate_hz=20, duration_s=1), tmp_path
+    )
+    assert row.status == "ok", row.error
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["qos"] == qos
+    sub = row.subscribers[0]
+    assert sub["received"] + sub["lost"] == sub["sent"] == 20

@@ -60,7 +60,8 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
     build(message)  # registers the type
     echo_all = spec["mode"] == "roundtrip"
     ping, pong = _topics(config)
-    arrivals: list[tuple[int, int, int]] = []  # (seq, sent_ns, arrival_ns)
+    # (seq, sent_ns, arrival_ns, handled_ns, echoed_ns): the stages of the relay's turn-around
+    arrivals: list[tuple[int, int, int, int, int]] = []
     started: dict = {}  # usage at the first measured message
     clock = MonotonicClock()
     with stop_on_signals() as stop:
@@ -70,14 +71,16 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
             publish = transport.publisher(pong, message.typename)
 
             def on_ping(msg, arrival_ns: int) -> None:
+                handled_ns = time.monotonic_ns()  # decoded: the transport's queue and decoding are behind
                 seq, _ = ids_of(msg)
-                if seq < WARMUP_SEQ:
-                    if not arrivals:
-                        started.update(usage())
-                    arrivals.append((seq, rosmsg.ns_of(msg.header.stamp), arrival_ns))
                 if echo_all or seq >= WARMUP_SEQ:
                     mark_relay(msg, index)
                     publish(msg)
+                if seq < WARMUP_SEQ:
+                    if not arrivals:
+                        started.update(usage())
+                    sent_ns = rosmsg.ns_of(msg.header.stamp)
+                    arrivals.append((seq, sent_ns, arrival_ns, handled_ns, time.monotonic_ns()))
 
             timed_subscribe(transport, ping, message.typename, on_ping, clock)
             print(READY, flush=True)

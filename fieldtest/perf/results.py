@@ -23,7 +23,7 @@ FIGURE_COLUMNS = (
     "size (B)", "throughput_sent (B/s)", "throughput_received (B/s)", "late_sends",
     *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
-    "relay_ru_maxrss", "relay_cpu_usage (%)",
+    "relay_ru_maxrss", "relay_cpu_usage (%)", "relay_decode_mean (ms)", "relay_echo_mean (ms)",
 )  # fmt: skip
 COLUMNS = (*CASE_COLUMNS, "status", "error", *FIGURE_COLUMNS)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -272,7 +273,7 @@ def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> Transpor
 def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link):
     middleware = registry.get(config.middleware)
     prefix = link.prefix(middleware.infra_node) if middleware.infra_process else []
-    infra = registry.infrastructure(config, row_dir, prefix=prefix)
+    infra = registry.infrastructure(config, row_dir, prefix=prefix, realtime=True)
     if infra is None:
         yield None
         return
@@ -291,18 +292,29 @@ def _run_processes(
     try:
         for i, (name, node) in enumerate(zip(names, link.robots, strict=True), start=1):
             args = [spec, "--role", "relay", "--index", str(i), "--out", str(row_dir / f"{name}.json")]
-            procs.start_python(name, "fieldtest.perf.node", args, prefix=link.prefix(node))
+            _start_node(procs, name, args, link.prefix(node))
         for name in names:
             procs.wait_ready(name, marker=READY, timeout_s=START_TIMEOUT_S)
         args = [spec, "--role", "main", "--out", str(row_dir / "main.json")]
-        procs.start_python("main", "fieldtest.perf.node", args, prefix=link.prefix("host"))
+        _start_node(procs, "main", args, link.prefix("host"))
         _wait_main(procs, case, stop, sampler, tail_s)
     finally:
         sampler.sample()
         for name in ["main", *names]:
             if name in procs.procs:
                 procs.stop(name)
-    return _records(row_dir, procs, names), sampler.summary()
+    summary = sampler.summary()
+    for name, realtime in procs.realtime().items():
+        summary.setdefault(name, {})["realtime"] = realtime
+    if infra is not None and infra.name in summary:
+        summary[infra.name]["realtime"] = infra.realtime_requested
+    return _records(row_dir, procs, names), summary
+
+
+def _start_node(procs: ProcessGroup, name: str, args: list[str], prefix: list[str]) -> None:
+    """A perf node at SCHED_FIFO where permitted, as the twin's processes: on a busy machine its
+    figures are then the stack's, not the run queue's (``FIELDTEST_REALTIME=0`` turns it off)."""
+    procs.start(name, [*prefix, sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
 
 
 def _wait_main(

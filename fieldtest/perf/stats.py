@@ -33,13 +33,31 @@ def _latency(prefix: str, values_ms: list[float]) -> dict:
     }
 
 
-def _first_per_seq(entries: list, sent: dict[int, int]) -> dict[int, int]:
-    """seq -> arrival of the first copy of each measured message (duplicates counted once)."""
+def _first_per_seq(entries: list, sent: dict[int, int], column: int = 2) -> dict[int, int]:
+    """seq -> ``column`` (the arrival) of the first copy of each measured message (duplicates
+    counted once)."""
     out: dict[int, int] = {}
-    for seq, _stamp, arrival in entries:
-        if seq in sent and seq not in out:
-            out[seq] = arrival
+    for entry in entries:
+        if entry[0] in sent and entry[0] not in out:
+            out[entry[0]] = entry[column]
     return out
+
+
+def relay_stages(sent: dict[int, int], arrivals: list) -> dict:
+    """Where a relay's turn-around goes (ms, mean): from the transport's arrival stamp to the decoded
+    message in the callback (queue, copy, deserialization), and from there to the echo's send call
+    returning (frame id, serialization, write)."""
+    firsts = {}
+    for entry in arrivals:
+        if entry[0] in sent and len(entry) >= 5:
+            firsts.setdefault(entry[0], entry)
+    if not firsts:
+        return {"relay_decode_mean (ms)": None, "relay_echo_mean (ms)": None}
+    entries = np.asarray(list(firsts.values()), dtype=np.int64)
+    return {
+        "relay_decode_mean (ms)": float(np.mean(entries[:, 3] - entries[:, 2]) / 1e6),
+        "relay_echo_mean (ms)": float(np.mean(entries[:, 4] - entries[:, 3]) / 1e6),
+    }
 
 
 def subscriber_latencies(sent: dict[int, int], entries: list) -> list[float]:
@@ -81,6 +99,7 @@ def reduce_row(case, message: PerfMessage, records: dict):
         one_way += own
         round_trip += back or []
         subs.append(subscriber_figures(i, sent, own, back))
+        subs[-1].update(relay_stages(sent, records[f"relay{i}"]["arrivals"]))
     row = PerfRow(case, subscribers=subs)
     if not sent:
         row.status, row.error = "failed", "no message was sent"
@@ -115,6 +134,7 @@ def _row_figures(
     figures.update(_latency("latency", round_trip if roundtrip else one_way))
     figures.update(_latency("one_way", one_way))
     figures.update(_latency("round_trip", round_trip))
+    figures.update(subs[0] and {k: v for k, v in subs[0].items() if k.startswith("relay_")})
     figures.update(_usage("", main, t_loop))
     if "relay1" in records:
         figures.update(_usage("relay_", records["relay1"], t_loop))
