@@ -204,3 +204,14 @@ def test_fernandez_qos_profiles_run(qos, tmp_path):
     assert json.loads((tmp_path / "spec.json").read_text())["transport"]["qos"] == qos
     sub = row.subscribers[0]
     assert sub["received"] + sub["lost"] == sub["sent"] == 20
+
+
+def test_a_combination_that_cannot_run_is_a_refused_row_and_the_sweep_goes_on(tmp_path):
+    done = _perf("--middleware", "zenoh-peer", "dds", "--subscribers", "2", "--message", "Array1k",
+                 "--duration", "0.5", "--rate", "20", "--out", str(tmp_path))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    with (tmp_path / "perf.csv").open() as f:
+        lines = {line["middleware"]: line for line in csv.DictReader(f)}
+    assert lines["zenoh-peer"]["status"] == "refused" and "use zenoh-router" in lines["zenoh-peer"]["error"]
+    assert lines["dds"]["status"] == "ok" and lines["dds"]["received"] == "20"  # 2 subscribers x 10
+    assert "refused: zenoh-peer" in done.stdout

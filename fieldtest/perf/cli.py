@@ -21,7 +21,7 @@ from fieldtest.procs import interruption, run_stop_event, signal_exit_code
 
 from .messages import QUICK_MESSAGES, SEED_MESSAGES, parse_message
 from .results import table2_markdown, write_all
-from .run import MODES, PerfCase, PerfInputError, PerfRow, check_case, run_row
+from .run import MODES, CombinationRefused, PerfCase, PerfInputError, PerfRow, check_case, run_row
 
 DEFAULT_OUT = Path("trials/perf")
 QUICK_DURATION_S = 2.0
@@ -93,19 +93,15 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
         cases.append(PerfCase(mw, setting, qos, network, message, args.rate, duration, subs, args.mode))
-    for case in cases:  # names wrong everywhere are one error, not one refused row each
+    refused = []
+    for case in cases:  # a wrong name is one error; a combination that cannot run, one refused row
         try:
             check_case(case, profiles)
-        except PerfInputError as exc:
-            if _is_name_error(str(exc)):
-                raise
+        except CombinationRefused as exc:
+            refused.append(str(exc))
+    if refused and len(refused) == len(cases):
+        raise PerfInputError(refused[0])  # nothing would run
     return cases
-
-
-def _is_name_error(text: str) -> bool:
-    return text.startswith(("unknown", "message", "mode", "rate:", "duration:", "subscribers:")) and (
-        "unknown" in text or "positive" in text or "at least" in text or "use " in text
-    ) and "more than" not in text  # fmt: skip
 
 
 def run_sweep(

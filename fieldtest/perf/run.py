@@ -41,6 +41,10 @@ class PerfInputError(FieldtestError, ValueError):
     """A row that cannot run as asked: one line naming the field and the problem."""
 
 
+class CombinationRefused(PerfInputError):
+    """Valid names whose combination cannot run (a size, a rate, a topology): a refused row."""
+
+
 @dataclass(frozen=True)
 class PerfCase:
     """What one row measures."""
@@ -97,11 +101,11 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
     _check_numbers(case)
     limit = MAX_PAYLOAD.get(middleware.family)
     if limit is not None and message.size > limit:
-        raise PerfInputError(
+        raise CombinationRefused(
             f"message {case.message!r}: {message.size} bytes, more than {case.middleware} carries ({limit})"
         )
     if case.subscribers > 1 and case.middleware == "zenoh-peer":
-        raise PerfInputError(
+        raise CombinationRefused(
             "subscribers: zenoh-peer links one host to one robot; use zenoh-router for several subscribers"
         )
     _check_settings(case, profiles)
@@ -142,7 +146,7 @@ def _check_link_rate(case: PerfCase, message: PerfMessage, profiles: dict | None
     need_kbit = message.size * 8 * case.rate_hz / 1000 * case.subscribers
     for name, direction in (("up", profile.up), ("down", profile.down)):
         if direction.rate_kbit is not None and need_kbit > direction.rate_kbit:
-            raise PerfInputError(
+            raise CombinationRefused(
                 f"rate: {message.name} at {case.rate_hz:g} Hz needs {need_kbit:,.0f} kbit/s, more than "
                 f"the {case.network} link's {name} rate {direction.rate_kbit:,.0f} kbit/s"
             )
