@@ -8,7 +8,7 @@ Any other size is given as ``Array<N>`` / ``PointCloud<N>`` with N in bytes or w
 Both kinds start with a ``std_msgs/Header``: the send time rides in ``header.stamp`` (CDR offset 4,
 stamped by the transport right before the send) and the sequence number and the echoing relay in
 ``header.frame_id``, a fixed-width text "seq:<10 digits>@<3 digits>", so the serialized bytes are
-made once per row and only patched per message.
+made once per row and only patched per message, on the main side and on the relays alike.
 """
 
 from __future__ import annotations
@@ -107,16 +107,11 @@ def build(message: PerfMessage) -> Prepared:
     return prepare(msg, message.typename)
 
 
-def set_seq(out: Prepared, seq: int) -> None:
-    """Write ``seq`` into the prepared bytes (and the object) in place."""
+def set_ids(out: Prepared, seq: int, relay: int = 0) -> None:
+    """Write ``seq`` and the echoing ``relay`` into the prepared bytes (and the object) in place."""
     out.cdr[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS] = b"%010d" % seq
-    out.msg.header.frame_id = _FRAME_ID.format(seq=seq, relay=0)
-
-
-def mark_relay(msg, relay: int) -> None:
-    """Name the relay that echoes ``msg`` in its frame_id (the main side tells the echoes apart)."""
-    seq, _ = ids_of(msg)
-    msg.header.frame_id = _FRAME_ID.format(seq=seq, relay=relay)
+    out.cdr[RELAY_OFFSET : RELAY_OFFSET + RELAY_DIGITS] = b"%03d" % relay
+    out.msg.header.frame_id = _FRAME_ID.format(seq=seq, relay=relay)
 
 
 def ids_of(msg) -> tuple[int, int]:

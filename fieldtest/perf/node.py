@@ -4,10 +4,12 @@
     python -m fieldtest.perf.node SPEC.json --role relay --index 1 --out relay1.json
 
 As performance_test's ``--roundtrip-mode Main``/``Relay``: the main side publishes each message on
-the ping topic and the relay publishes it back on the pong topic, unchanged but for its own number
-in ``header.frame_id``. The main side stamps the send time into the message; the relay records its
-arrival (one-way, on this machine's CLOCK_MONOTONIC, shared by every namespace) and the main side
-the echo's (round trip). Before the measured messages, warm-up pings (sequence numbers from
+the ping topic and the relay answers each on the pong topic with a message of the same type and
+size, its sequence number and the relay's own number in ``header.frame_id`` and the echo's send
+time in ``header.stamp`` (serialized once per row and patched, as the main side's pings, so the
+relay's turn-around is the middleware's, not a second serialization). The main side stamps each
+ping's send time into it and keeps it; the relay records the arrival (one-way, on this machine's
+CLOCK_MONOTONIC, shared by every namespace) and the main side the echo's (round trip). Before the measured messages, warm-up pings (sequence numbers from
 ``WARMUP_SEQ``) run until every relay has echoed one: discovery is then over and the first measured
 message is not lost to it. A relay writes its record when stopped (SIGTERM), the main side when its
 last echo is in or the drain time is over.
@@ -31,7 +33,7 @@ from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
 from fieldtest.transport.base import full_topic, stamped_publisher, timed_subscribe
 
-from .messages import build, ids_of, mark_relay, parse_message, set_seq
+from .messages import build, ids_of, parse_message, set_ids
 
 # The keystore's grants (fieldtest.security.policy): the host may publish CMD_STAMP_TOPIC and read
 # CLOCK_PROBE_TOPIC, the robot the reverse, so secured rows run on the trial's own keystore. Never
@@ -57,7 +59,7 @@ def _topics(config: TransportConfig) -> tuple[str, str]:
 
 def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int:
     message = parse_message(spec["message"])
-    build(message)  # registers the type
+    echo = build(message)  # the echo: same type and size, serialized once, ids patched per message
     echo_all = spec["mode"] == "roundtrip"
     ping, pong = _topics(config)
     # (seq, sent_ns, arrival_ns, handled_ns, echoed_ns): the stages of the relay's turn-around
@@ -68,19 +70,20 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
         watch_parent(stop)
         transport = registry.open_transport(config, "robot")
         try:
-            publish = transport.publisher(pong, message.typename)
+            publish = stamped_publisher(transport, pong, message.typename, _sent_stamp(message), clock)
 
             def on_ping(msg, arrival_ns: int) -> None:
-                handled_ns = time.monotonic_ns()  # decoded: the transport's queue and decoding are behind
+                handled_ns = clock.now_ns()  # decoded: the transport's queue and decoding are behind
                 seq, _ = ids_of(msg)
+                echoed_ns = 0
                 if echo_all or seq >= WARMUP_SEQ:
-                    mark_relay(msg, index)
-                    publish(msg)
+                    set_ids(echo, seq, index)
+                    echoed_ns = publish(echo)  # its stamp: the echo's send time
                 if seq < WARMUP_SEQ:
                     if not arrivals:
                         started.update(usage())
                     sent_ns = rosmsg.ns_of(msg.header.stamp)
-                    arrivals.append((seq, sent_ns, arrival_ns, handled_ns, time.monotonic_ns()))
+                    arrivals.append((seq, sent_ns, arrival_ns, handled_ns, echoed_ns))
 
             timed_subscribe(transport, ping, message.typename, on_ping, clock)
             print(READY, flush=True)
@@ -91,6 +94,10 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
         json.dumps({"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started})
     )
     return 0
+
+
+def _sent_stamp(message) -> rosmsg.TimeField:
+    return rosmsg.TimeField(message.typename, ("header", "stamp"), 4)  # the header comes first
 
 
 class _Echoes:
@@ -121,7 +128,7 @@ def _warm_up(spec: dict, out_msg, publish, echoes: _Echoes, stop: threading.Even
     deadline = time.monotonic() + spec["discovery_s"]
     seq = WARMUP_SEQ
     while time.monotonic() < deadline and not stop.is_set():
-        set_seq(out_msg, seq)
+        set_ids(out_msg, seq)
         publish(out_msg)
         seq += 1
         with echoes.changed:
@@ -145,7 +152,7 @@ def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int
         due = start + seq * period_ns
         if not _sleep_until(due, stop):
             break
-        set_seq(out_msg, seq)
+        set_ids(out_msg, seq)
         sends.append(publish(out_msg))
         late += sends[-1] > due + period_ns
     return sends, late
@@ -169,8 +176,7 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
         watch_parent(stop)
         transport = registry.open_transport(config, "host")
         try:
-            stamp = rosmsg.TimeField(message.typename, ("header", "stamp"), 4)
-            publish = stamped_publisher(transport, ping, message.typename, stamp, clock)
+            publish = stamped_publisher(transport, ping, message.typename, _sent_stamp(message), clock)
             timed_subscribe(transport, pong, message.typename, echoes.add, clock)
             print(READY, flush=True)
             record["silent_relays"] = _warm_up(spec, out_msg, publish, echoes, stop)
