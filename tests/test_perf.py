@@ -82,6 +82,31 @@ def test_several_subscribers_each_get_every_message(middleware, tmp_path):
         assert sub["received"] == len(raw) == 20 and sub["lost"] == 0 and sub["echoed"] == 20
         assert sub["round_trip_mean (ms)"] >= sub["one_way_mean (ms)"] > 0
     assert row.figures["received"] == 60 and row.figures["lost"] == 0  # 3 echoes of each of 20
+    write_all([row], tmp_path / "out", {})
+    with (tmp_path / "out" / "subscribers.csv").open() as f:
+        lines = list(csv.DictReader(f))
+    assert [(line["subscriber"], line["received"], line["lost"]) for line in lines] == [
+        (str(i), "20", "0") for i in (1, 2, 3)
+    ]
+
+
+def test_several_subscribers_on_an_emulated_link(tmp_path):
+    from fieldtest.netem import netns_available
+
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(f"no network namespaces: {why}")
+    case = PerfCase(
+        middleware="dds", network="ethernet", message="Array1k", rate_hz=20, duration_s=1, subscribers=2
+    )
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    assert row.link["emulated"] is True
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    own = spec["relay_addresses"]["2"]["robot_address"]
+    assert own != spec["transport"]["robot_address"]  # robot2 in a namespace of its own
+    assert [s["received"] for s in row.subscribers] == [20, 20]
+    assert all(s["one_way_mean (ms)"] > 0 for s in row.subscribers)
 
 
 def test_lossy_link_counts_add_up(tmp_path):

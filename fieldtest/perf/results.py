@@ -1,5 +1,5 @@
 """A sweep's rows as files: ``perf.csv`` (performance_test's column names where they mean the same),
-``perf.json`` (every figure, per subscriber and per process), ``table2.md``/``table2.png`` (Zhang et
+``subscribers.csv`` (one line per receiver), ``perf.json`` (every figure, per subscriber and per process), ``table2.md``/``table2.png`` (Zhang et
 al.'s Table 2: mean latency per message and middleware, "-" where the case failed) and
 ``throughput.png`` (their Fig. 6: throughput per message and middleware)."""
 
@@ -44,6 +44,26 @@ def write_csv(rows: list[PerfRow], path: Path) -> None:
         writer.writeheader()
         for row in rows:
             writer.writerow({k: "" if v is None else v for k, v in csv_row(row).items()})
+
+
+SUBSCRIBER_COLUMNS = (
+    "subscriber", "sent", "received", "lost", "echoed", "round_trip_lost",
+    *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
+    *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
+    "relay_decode_mean (ms)", "relay_echo_mean (ms)",
+)  # fmt: skip
+
+
+def write_subscribers_csv(rows: list[PerfRow], path: Path) -> None:
+    """One line per subscriber of every row: fan-out latency and loss per receiver."""
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=(*CASE_COLUMNS, *SUBSCRIBER_COLUMNS))
+        writer.writeheader()
+        for row in rows:
+            case = {k: getattr(row.case, k) for k in CASE_COLUMNS}
+            for sub in row.subscribers:
+                values = {k: sub.get(k) for k in SUBSCRIBER_COLUMNS}
+                writer.writerow({**case, **{k: "" if v is None else v for k, v in values.items()}})
 
 
 def write_json(rows: list[PerfRow], path: Path, meta: dict) -> None:
@@ -148,7 +168,8 @@ def _throughput_plot(rows: list[PerfRow], out_dir: Path, plt) -> list[Path]:
 def write_all(rows: list[PerfRow], out_dir: Path, meta: dict) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out_dir / "perf.csv")
+    write_subscribers_csv(rows, out_dir / "subscribers.csv")
     write_json(rows, out_dir / "perf.json", meta)
     (out_dir / "table2.md").write_text(table2_markdown(rows))
-    paths = [out_dir / "perf.csv", out_dir / "perf.json", out_dir / "table2.md"]
+    paths = [out_dir / name for name in ("perf.csv", "subscribers.csv", "perf.json", "table2.md")]
     return paths + write_plots(rows, out_dir)
