@@ -240,3 +240,13 @@ def test_a_combination_that_cannot_run_is_a_refused_row_and_the_sweep_goes_on(tm
     assert lines["zenoh-peer"]["status"] == "refused" and "use zenoh-router" in lines["zenoh-peer"]["error"]
     assert lines["dds"]["status"] == "ok" and lines["dds"]["received"] == "20"  # 2 subscribers x 10
     assert "refused: zenoh-peer" in done.stdout
+
+
+def test_a_rate_not_held_fails_the_row():
+    from fieldtest.perf.stats import rate_not_held
+
+    case = PerfCase(message="Array1m", rate_hz=10, duration_s=3)
+    assert rate_not_held(case, {"sent": 30, "T_loop": 3.0, "late_sends": 0}) == ""
+    assert rate_not_held(case, {"sent": 30, "T_loop": 3.1, "late_sends": 2}) == ""  # a hiccup
+    held = rate_not_held(case, {"sent": 30, "T_loop": 7.5, "late_sends": 25})
+    assert held.startswith("rate not held: 30 messages at 10 Hz took 7.5 s instead of 3.0 s")

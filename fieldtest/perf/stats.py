@@ -106,7 +106,21 @@ def reduce_row(case, message: PerfMessage, records: dict):
     elif main.get("interrupted"):
         row.status, row.error = "failed", "interrupted before the row ended"
     row.figures = _row_figures(case, message, main, subs, records, one_way, round_trip)
+    if row.status == "ok" and (held := rate_not_held(case, row.figures)):
+        row.status, row.error = "failed", held
     return row
+
+
+def rate_not_held(case, figures: dict) -> str:
+    """Why the row did not run at its rate (its sends took more than 10 % longer than planned,
+    sends blocked by the link or the middleware), or ""."""
+    planned_s = figures["sent"] / case.rate_hz
+    if figures["late_sends"] and figures["T_loop"] > 1.1 * planned_s:
+        return (
+            f"rate not held: {figures['sent']} messages at {case.rate_hz:g} Hz took {figures['T_loop']:.1f} s "
+            f"instead of {planned_s:.1f} s ({figures['late_sends']} sent late)"
+        )
+    return ""
 
 
 def _row_figures(
