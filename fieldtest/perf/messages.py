@@ -1,7 +1,7 @@
 """The payloads ``fieldtest perf`` sends: names, sizes, message objects and their serialized form.
 
 Sizes are performance_test's message types as Zhang et al. ran them (TIERS/rmw_comparison
-``params.ros2.<Msg>.yaml``): Array<N> carries N bytes, PointCloud<N> a point cloud of N data bytes.
+``relay_dds.sh``, its ``for msg in ...`` list): Array<N> carries N bytes, PointCloud<N> a point cloud of N data bytes.
 Any other size is given as ``Array<N>`` / ``PointCloud<N>`` with N in bytes or with a k/m suffix
 (binary: 1k = 1024 bytes, as performance_test's Array1k).
 
@@ -36,7 +36,7 @@ SEQ_OFFSET = FRAME_ID_OFFSET + len("seq:")
 RELAY_OFFSET = SEQ_OFFSET + SEQ_DIGITS + 1
 
 KIB = 1024
-# Zhang et al.'s message set (TIERS/rmw_comparison params.ros2.*.yaml), in their table order.
+# Zhang et al.'s message set (TIERS/rmw_comparison relay_dds.sh), in their table order.
 SEED_MESSAGES: dict[str, int] = {
     "Array1k": KIB,
     "Array4k": 4 * KIB,
