@@ -179,11 +179,14 @@ def run_row(
                 "relay_addresses": link.relay_addresses(case.subscribers),
             }  # fmt: skip
             (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
-            with _infrastructure(config, row_dir, link) as infra:
+            with (
+                _infrastructure(config, row_dir, link) as infra,
+                _robot_link_traffic(link, row_dir) as traffic,
+            ):
                 records, processes = _run_processes(case, row_dir, link, infra, stop, discovery_s + drain_s)
             row = reduce_row(case, message, records)
             row.processes = processes
-            row.link = link.describe()
+            row.link = {**link.describe(), "traffic": traffic}
             return row
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)))
@@ -271,6 +274,35 @@ def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> Transpor
 
     request = TrialRequest(name="perf", transport=config)
     return prepare_trial_security(request, row_dir).transport
+
+
+@contextlib.contextmanager
+def _robot_link_traffic(link: _Link, row_dir: Path):
+    """A dict filled, when the block ends, with the robot link's packets and bytes per second by
+    kind (``fieldtest.netem.linktraffic``, as a trial records them); empty on loopback, and the
+    reason under "error" where the capture cannot run."""
+    traffic: dict = {}
+    if not link.emulated:
+        yield traffic
+        return
+    from fieldtest.netem.linktraffic import CAPTURE_FILE, CaptureError, LinkCapture
+    from fieldtest.netem.topology import IFACE
+
+    capture = LinkCapture(link.prefix("robot"), IFACE, row_dir / CAPTURE_FILE)
+    started = True
+    try:
+        capture.start()
+    except CaptureError as exc:
+        started = False
+        traffic.update(node="robot", error=f"no link traffic record: {exc}")
+    try:
+        yield traffic
+    finally:
+        if started:
+            try:
+                traffic.update(node="robot", **capture.stop())
+            except CaptureError as exc:
+                traffic.update(node="robot", error=str(exc))
 
 
 @contextlib.contextmanager
