@@ -55,6 +55,11 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "campaign_main",
         "run a campaign YAML (matrix of trials) in the twin and compare",
     ),
+    "perf": (
+        "fieldtest.perf.cli",
+        "perf_main",
+        "latency, throughput, loss and CPU per message size (Zhang et al.'s Table 2)",
+    ),
     "lab": (
         "fieldtest.labrun.cli",
         "lab_main",

@@ -1,0 +1,226 @@
+"""``fieldtest perf``'s own overhead against the middlewares' native tools, same sizes, rates, run.
+
+    .venv/bin/python benchmarks/bench_perf.py --quick            # Array1k, Array64k, Array2m, 5 s each
+    .venv/bin/python benchmarks/bench_perf.py                    # Array1k ... Array2m, 10 s each
+
+Per size, in one run and back to back so that they share the machine's conditions:
+
+    ddsperf        CycloneDDS's ddsperf ping/pong (fieldtest.testkit.ddsperf), the kit's loopback XML
+    perf dds       a ``fieldtest perf`` row, middleware dds (main + relay processes)
+    zenoh ping     benchmarks/zenoh_pingpong.py: z_ping/z_pong's logic, two Zenoh peers on loopback
+    perf zenoh     a ``fieldtest perf`` row, middleware zenoh-peer
+
+Round trip: ddsperf prints round trip / 2, doubled here; ``perf`` reports the round trip itself.
+Throughput: echoed bytes per second at the row's rate (the same offered load for both tools). The
+ratio is ``perf / native`` (round trip: mean and median; the target is judged on the median, the
+figure a busy shared machine disturbs least). Targets: median round trip within 1.5x of the native
+tool's up to 64 KB, within 2x at 2 MB. A script, not a test: it prints figures with the load, the
+busy share of each core and CPU steal of each run, and never fails on a slow figure. Where a
+target is missed it says where perf's round trip goes: out, the relay's decoding, its echo, back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from bench_twin import loads_text, measured_load
+
+from fieldtest.perf.messages import parse_message
+from fieldtest.perf.run import PerfCase, run_row
+from fieldtest.procs import free_port
+from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
+
+SIZES = ("Array1k", "Array4k", "Array16k", "Array64k", "Array256k", "Array1m", "Array2m")
+QUICK_SIZES = ("Array1k", "Array64k", "Array2m")
+HERE = Path(__file__).resolve().parent
+
+
+def target(size: int) -> float:
+    """The allowed perf/native median round-trip ratio at ``size`` bytes (issue 27, item 7)."""
+    return 1.5 if size <= 64 * 1024 else 2.0
+
+
+@dataclass
+class Pair:
+    """One size, one middleware: the native tool's and perf's round trip and throughput."""
+
+    tool: str
+    message: str
+    size: int
+    native_mean_ms: float | None = None
+    native_p50_ms: float | None = None
+    native_bps: float | None = None
+    perf_mean_ms: float | None = None
+    perf_p50_ms: float | None = None
+    perf_bps: float | None = None
+    conditions: str = ""
+    error: str = ""
+    stages: dict = field(default_factory=dict)  # perf's round trip by stage, ms (means)
+
+    def ratio(self, field: str) -> float | None:
+        native, own = getattr(self, f"native_{field}"), getattr(self, f"perf_{field}")
+        return own / native if native and own is not None else None
+
+
+def _perf_row(middleware: str, message: str, rate: float, duration: float, work: Path) -> dict:
+    row = run_row(PerfCase(middleware=middleware, message=message, rate_hz=rate, duration_s=duration), work)
+    if row.status != "ok":
+        raise RuntimeError(f"perf {middleware}: {row.error}")
+    f = row.figures
+    return {"mean": f["round_trip_mean (ms)"], "p50": f["round_trip_p50 (ms)"],
+            "bps": f["received"] * f["size (B)"] / f["T_loop"],
+            "stages": {"out": f["one_way_mean (ms)"], "decode": f["relay_decode_mean (ms)"],
+                       "echo": f["relay_echo_mean (ms)"]}}  # fmt: skip
+
+
+def _realtime_prefix() -> list[str]:
+    """``chrt -f 10`` where SCHED_FIFO is permitted: the native tools run as perf's nodes do."""
+    from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
+
+    if os.environ.get(REALTIME_ENV) == "0" or shutil.which("chrt") is None:
+        return []
+    granted = (
+        subprocess.run(["chrt", "-f", str(REALTIME_PRIORITY), "true"], capture_output=True).returncode == 0
+    )
+    return ["chrt", "-f", str(REALTIME_PRIORITY)] if granted else []
+
+
+def _ddsperf(size: int, rate: float, duration: float) -> dict:
+    result = run_pingpong(rate_hz=rate, size=size, duration_s=duration, prefix=_realtime_prefix())
+    return {"mean": 2 * result.one_way.mean_us / 1e3, "p50": 2 * result.one_way.p50_us / 1e3,
+            "bps": result.one_way.count * size / duration}  # fmt: skip
+
+
+def _zenoh_ping(size: int, rate: float, duration: float) -> dict:
+    port = free_port()
+    script = str(HERE / "zenoh_pingpong.py")
+    pre = _realtime_prefix()
+    pong = subprocess.Popen(
+        [*pre, sys.executable, script, "pong", "--port", str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        if "PONG READY" not in (pong.stdout.readline() if pong.stdout else ""):
+            raise RuntimeError("zenoh pong did not start")
+        done = subprocess.run(
+            [*pre, sys.executable, script, "ping", "--port", str(port), "--size", str(size), "--rate", f"{rate:g}",
+             "--duration", f"{duration:g}"],
+            capture_output=True, text=True, timeout=duration + 60, check=True,
+        )  # fmt: skip
+    finally:
+        pong.terminate()
+        pong.wait(10)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    rtts = np.asarray(out["rtt_ms"])
+    return {
+        "mean": float(rtts.mean()),
+        "p50": float(np.median(rtts)),
+        "bps": len(rtts) * size / out["elapsed_s"],
+    }
+
+
+def measure(tool: str, message: str, rate: float, duration: float, work: Path) -> Pair:
+    size = parse_message(message).size
+    pair = Pair(tool, message, size)
+    native_run = _ddsperf if tool == "dds" else _zenoh_ping
+    middleware = "dds" if tool == "dds" else "zenoh-peer"
+    try:
+        with measured_load() as load:
+            native = native_run(size, rate, duration)
+            own = _perf_row(middleware, message, rate, duration, work / f"{tool}-{message}")
+    except (DdsperfError, RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+        pair.error = str(exc).splitlines()[0]
+        return pair
+    pair.native_mean_ms, pair.native_p50_ms, pair.native_bps = native["mean"], native["p50"], native["bps"]
+    pair.perf_mean_ms, pair.perf_p50_ms, pair.perf_bps = own["mean"], own["p50"], own["bps"]
+    pair.stages = own["stages"]
+    pair.conditions = loads_text([load])
+    return pair
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def table(pairs: list[Pair]) -> list[str]:
+    native_name = {"dds": "ddsperf", "zenoh": "zenoh ping"}
+    lines = [
+        "| tool | message | native RTT mean / p50 ms | perf RTT mean / p50 ms | RTT ratio mean / p50 | "
+        "target | throughput ratio | conditions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in pairs:
+        if p.error:
+            lines.append(f"| {native_name[p.tool]} | {p.message} | FAILED: {p.error} | | | | | |")
+            continue
+        ratio = p.ratio("p50_ms")
+        met = "met" if ratio is not None and ratio <= target(p.size) else "MISSED"
+        lines.append(
+            f"| {native_name[p.tool]} | {p.message} | {_fmt(p.native_mean_ms)} / {_fmt(p.native_p50_ms)} | "
+            f"{_fmt(p.perf_mean_ms)} / {_fmt(p.perf_p50_ms)} | {_fmt(p.ratio('mean_ms'))} / {_fmt(ratio)} | "
+            f"<= {target(p.size):g} {met} | {_fmt(p.ratio('bps'), 3)} | {p.conditions} |"
+        )
+    return lines
+
+
+def stages(pairs: list[Pair]) -> list[str]:
+    """Where a perf round trip goes, for each pair that missed its target: out (send call to the
+    relay's arrival stamp), the relay's decoding and echo, and back (echo sent to the main side's
+    arrival stamp), all means over the row."""
+    lines = []
+    for p in pairs:
+        ratio = p.ratio("p50_ms")
+        if p.error or ratio is None or ratio <= target(p.size):
+            continue
+        s = p.stages
+        back = p.perf_mean_ms - s["out"] - s["decode"] - s["echo"]
+        lines.append(
+            f"perf {p.tool} {p.message}: round trip {p.perf_mean_ms:.2f} ms = out {s['out']:.2f} + relay decode "
+            f"{s['decode']:.2f} + relay echo {s['echo']:.2f} + back {back:.2f} (native {p.native_mean_ms:.2f} ms)"
+        )
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 sizes, 5 s each")
+    parser.add_argument("--messages", nargs="+", default=None, help=f"default: {' '.join(SIZES)}")
+    parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
+    parser.add_argument("--duration", type=float, default=None, help="s per run (default 10; --quick 5)")
+    parser.add_argument("--tools", nargs="+", default=["dds", "zenoh"], choices=["dds", "zenoh"])
+    parser.add_argument(
+        "--profile", action="store_true", help="also profile a perf dds row at the largest size"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args()
+    messages = args.messages or (QUICK_SIZES if args.quick else SIZES)
+    duration = args.duration or (5.0 if args.quick else 10.0)
+    pairs = []
+    with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
+        for message in messages:
+            for tool in args.tools:
+                print(f"... {tool} {message}", file=sys.stderr, flush=True)
+                pairs.append(measure(tool, message, args.rate, duration, Path(tmp)))
+        print(f"fieldtest perf vs native tools, loopback, {args.rate:g} Hz, {duration:g} s per run, "
+              f"{time.strftime('%Y-%m-%d %H:%M')} ({os.cpu_count()} cores)")  # fmt: skip
+        print("\n".join(table(pairs)))
+        if missed := stages(pairs):
+            print("\nwhere the time goes (targets missed):")
+            print("\n".join(missed))
+    if args.json:
+        args.json.write_text(json.dumps({"rate_hz": args.rate, "duration_s": duration,
+                                         "pairs": [asdict(p) for p in pairs]}, indent=1))  # fmt: skip
+    return 2 if all(p.error for p in pairs) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""``fieldtest perf``: a sweep of perf rows (middleware x security x QoS x network x message x
+subscribers), a progress bar per sweep, the files of ``fieldtest.perf.results``.
+
+Names are checked before anything runs (one line and exit 2 for an unknown message, middleware,
+QoS, security setting or network); a combination that cannot run (a size the middleware cannot
+carry, a rate the link cannot hold) is recorded as a refused row and the sweep goes on. Ctrl-C (or
+SIGTERM, SIGHUP) ends the row under way, keeps every finished row, writes the files and exits 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import threading
+import time
+from pathlib import Path
+
+from fieldtest.middleware import registry
+from fieldtest.procs import interruption, run_stop_event, signal_exit_code
+
+from .messages import QUICK_MESSAGES, SEED_MESSAGES, parse_message
+from .results import table2_markdown, write_all
+from .run import MODES, CombinationRefused, PerfCase, PerfInputError, PerfRow, check_case, run_row
+
+DEFAULT_OUT = Path("trials/perf")
+QUICK_DURATION_S = 2.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fieldtest perf",
+        description="Latency, throughput, loss, CPU and RSS per message size over the twin's middlewares "
+        "(as Zhang et al.'s performance_test runs: Array1k ... PointCloud2m, 10 Hz, 30 s, round trips).",
+    )
+    p.add_argument("--middleware", nargs="+", default=list(registry.names()), help="default: all five")
+    p.add_argument(
+        "--security", nargs="+", default=["none"], help="setting names, or 'on' (each middleware's default)"
+    )
+    p.add_argument(
+        "--qos", nargs="+", default=["default"], help="profiles from fieldtest.qos (fernandez-a .. e)"
+    )
+    p.add_argument(
+        "--network", nargs="+", default=["loopback"], help="loopback or a link profile (wifi, 4g, ...)"
+    )
+    p.add_argument("--profiles", type=Path, default=None, help="YAML file of link profiles of your own")
+    p.add_argument("--message", nargs="+", default=None, help="Array1k ... Array2m, PointCloud512k ... PointCloud2m, "
+                   "or Array<N>/PointCloud<N>[k|m] (default: Zhang's ten)")  # fmt: skip
+    p.add_argument("--size", nargs="+", type=int, default=[], help="payload sizes in bytes (as Array<N>)")
+    p.add_argument("--rate", type=float, default=10.0, help="messages per second (default 10)")
+    p.add_argument("--duration", type=float, default=30.0, help="seconds per row (default 30)")
+    p.add_argument(
+        "--subscribers", nargs="+", type=int, default=[1], help="receivers of the topic (default 1)"
+    )
+    p.add_argument(
+        "--mode", choices=MODES, default="roundtrip", help="roundtrip (Main/Relay, default) or one-way"
+    )
+    p.add_argument(
+        "--quick", action="store_true", help=f"{QUICK_DURATION_S:g} s rows, {', '.join(QUICK_MESSAGES)}"
+    )
+    p.add_argument("--out", type=Path, default=None, help="output folder (default trials/perf/<time>)")
+    p.add_argument(
+        "--discovery-timeout", type=float, default=20.0, help="s to wait for every relay (default 20)"
+    )
+    return p
+
+
+def user_profiles(args: argparse.Namespace) -> dict:
+    from fieldtest.netem import ProfileError, load_profiles_file
+
+    try:
+        return load_profiles_file(args.profiles) if args.profiles else {}
+    except ProfileError as exc:
+        raise PerfInputError(str(exc)) from None
+
+
+def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[PerfCase]:
+    """Every row of the sweep; unknown names refused here (PerfInputError, one line)."""
+    messages = list(args.message or (QUICK_MESSAGES if args.quick else SEED_MESSAGES))
+    messages += [f"Array{size}" for size in args.size]
+    duration = QUICK_DURATION_S if args.quick else args.duration
+    for name in messages:
+        try:
+            parse_message(name)
+        except ValueError as exc:
+            raise PerfInputError(str(exc)) from None
+    cases = []
+    for mw, security, qos, network, subs, message in itertools.product(
+        args.middleware, args.security, args.qos, args.network, args.subscribers, messages
+    ):
+        try:
+            setting = registry.get(mw).secure_default if security == "on" else security
+        except ValueError as exc:
+            raise PerfInputError(str(exc)) from None
+        cases.append(PerfCase(mw, setting, qos, network, message, args.rate, duration, subs, args.mode))
+    refused = []
+    for case in cases:  # a wrong name is one error; a combination that cannot run, one refused row
+        try:
+            check_case(case, profiles)
+        except CombinationRefused as exc:
+            refused.append(str(exc))
+    if refused and len(refused) == len(cases):
+        raise PerfInputError(refused[0])  # nothing would run
+    return cases
+
+
+def run_sweep(
+    cases: list[PerfCase],
+    out: Path,
+    stop: threading.Event,
+    *,
+    discovery_s: float = 20.0,
+    show: bool = True,
+    profiles: dict | None = None,
+) -> tuple[list[PerfRow], bool]:
+    """Run the rows in order with a progress bar; (rows finished, interrupted)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    rows: list[PerfRow] = []
+    columns = (TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, disable=not show, transient=False) as progress:
+        task = progress.add_task("perf", total=len(cases))
+        for i, case in enumerate(cases):
+            if stop.is_set():
+                break
+            progress.update(task, description=case.label[:48])
+            row = run_row(
+                case, out / "rows" / f"{i:03d}", stop=stop, discovery_s=discovery_s, profiles=profiles
+            )
+            if stop.is_set():
+                break  # the row under way is cut short: not kept
+            rows.append(row)
+            progress.advance(task)
+    return rows, stop.is_set()
+
+
+def perf_main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    profiles = user_profiles(args)
+    cases = build_cases(args, profiles)
+    out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+    with run_stop_event() as stop:
+        rows, interrupted = run_sweep(
+            cases, out, stop, discovery_s=args.discovery_timeout, show=sys.stderr.isatty(), profiles=profiles
+        )
+    meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(cases)}
+    paths = write_all(rows, out, meta)
+    print(table2_markdown(rows))
+    for row in rows:
+        if row.status != "ok":
+            print(f"{row.status}: {row.case.label}: {row.error}")
+    print(f"{len(rows)} of {len(cases)} rows: " + ", ".join(str(p) for p in paths))
+    if interrupted:
+        print(f"fieldtest perf: {interruption(stop)}; kept the {len(rows)} finished rows", file=sys.stderr)
+        return signal_exit_code(stop) or 130
+    return 0 if all(r.status == "ok" for r in rows) else 1

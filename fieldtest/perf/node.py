@@ -1,0 +1,215 @@
+"""One end of a perf row, as its own process: ``main`` (sends pings, times the echoes) or ``relay``.
+
+    python -m fieldtest.perf.node SPEC.json --role main --out main.json
+    python -m fieldtest.perf.node SPEC.json --role relay --index 1 --out relay1.json
+
+As performance_test's ``--roundtrip-mode Main``/``Relay``: the main side publishes each message on
+the ping topic and the relay answers each on the pong topic with a message of the same type and
+size, its sequence number and the relay's own number in ``header.frame_id`` and the echo's send
+time in ``header.stamp`` (serialized once per row and patched, as the main side's pings, so the
+relay's turn-around is the middleware's, not a second serialization). The main side stamps each
+ping's send time into it and keeps it; the relay records the arrival (one-way, on this machine's
+CLOCK_MONOTONIC, shared by every namespace) and the main side the echo's (round trip). Before the measured messages, warm-up pings (sequence numbers from
+``WARMUP_SEQ``) run until every relay has echoed one: discovery is then over and the first measured
+message is not lost to it. A relay writes its record when stopped (SIGTERM), the main side when its
+last echo is in or the drain time is over.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+
+from fieldtest import rosmsg
+from fieldtest.endpoints.clock import MonotonicClock
+from fieldtest.middleware import registry
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.procs import stop_on_signals, watch_parent
+from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
+from fieldtest.transport.base import full_topic, stamped_publisher, timed_subscribe
+
+from .messages import build, ids_of, parse_message, set_ids
+
+# The keystore's grants (fieldtest.security.policy): the host may publish CMD_STAMP_TOPIC and read
+# CLOCK_PROBE_TOPIC, the robot the reverse, so secured rows run on the trial's own keystore. Never
+# /cmd_vel: a bridge in the lab could hand a payload to the robot base.
+PING_TOPIC = CMD_STAMP_TOPIC
+PONG_TOPIC = CLOCK_PROBE_TOPIC
+WARMUP_SEQ = 9_000_000_000
+WARMUP_PERIOD_S = 0.2
+READY = "PERF READY"
+EXIT_NO_RELAY = 3
+
+
+def usage() -> dict:
+    """performance_test's ru_* figures of this process (ru_maxrss in kB, as getrusage gives it)."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return {"ru_utime": ru.ru_utime, "ru_stime": ru.ru_stime, "ru_maxrss": ru.ru_maxrss,
+            "ru_nvcsw": ru.ru_nvcsw, "ru_nivcsw": ru.ru_nivcsw}  # fmt: skip
+
+
+def _topics(config: TransportConfig) -> tuple[str, str]:
+    return full_topic(config.namespace, PING_TOPIC), full_topic(config.namespace, PONG_TOPIC)
+
+
+def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int:
+    message = parse_message(spec["message"])
+    echo = build(message)  # the echo: same type and size, serialized once, ids patched per message
+    echo_all = spec["mode"] == "roundtrip"
+    ping, pong = _topics(config)
+    # (seq, sent_ns, arrival_ns, handled_ns, echoed_ns): the stages of the relay's turn-around
+    arrivals: list[tuple[int, int, int, int, int]] = []
+    started: dict = {}  # usage at the first measured message
+    clock = MonotonicClock()
+    with stop_on_signals() as stop:
+        watch_parent(stop)
+        transport = registry.open_transport(config, "robot")
+        try:
+            publish = stamped_publisher(transport, pong, message.typename, _sent_stamp(message), clock)
+
+            def on_ping(msg, arrival_ns: int) -> None:
+                handled_ns = clock.now_ns()  # decoded: the transport's queue and decoding are behind
+                seq, _ = ids_of(msg)
+                echoed_ns = 0
+                if echo_all or seq >= WARMUP_SEQ:
+                    set_ids(echo, seq, index)
+                    echoed_ns = publish(echo)  # its stamp: the echo's send time
+                if seq < WARMUP_SEQ:
+                    if not arrivals:
+                        started.update(usage())
+                    sent_ns = rosmsg.ns_of(msg.header.stamp)
+                    arrivals.append((seq, sent_ns, arrival_ns, handled_ns, echoed_ns))
+
+            timed_subscribe(transport, ping, message.typename, on_ping, clock)
+            print(READY, flush=True)
+            stop.wait()
+        finally:
+            transport.close()
+    out.write_text(
+        json.dumps({"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started})
+    )
+    return 0
+
+
+def _sent_stamp(message) -> rosmsg.TimeField:
+    return rosmsg.TimeField(message.typename, ("header", "stamp"), 4)  # the header comes first
+
+
+class _Echoes:
+    """The echoes the main side got, per relay (thread-safe: the transport calls back on its thread)."""
+
+    def __init__(self, relays: int):
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.measured: dict[int, list[tuple[int, int, int]]] = {i: [] for i in range(1, relays + 1)}
+        self.warm: set[int] = set()
+
+    def add(self, msg, arrival_ns: int) -> None:
+        seq, relay = ids_of(msg)
+        with self.changed:
+            if seq >= WARMUP_SEQ:
+                self.warm.add(relay)
+            elif relay in self.measured:
+                self.measured[relay].append((seq, rosmsg.ns_of(msg.header.stamp), arrival_ns))
+            self.changed.notify_all()
+
+    def count(self) -> int:
+        return sum(len(v) for v in self.measured.values())
+
+
+def _warm_up(spec: dict, out_msg, publish, echoes: _Echoes, stop: threading.Event) -> list[int]:
+    """Warm-up pings until every relay echoed one; the relays still silent at the timeout."""
+    relays = set(range(1, spec["relays"] + 1))
+    deadline = time.monotonic() + spec["discovery_s"]
+    seq = WARMUP_SEQ
+    while time.monotonic() < deadline and not stop.is_set():
+        set_ids(out_msg, seq)
+        publish(out_msg)
+        seq += 1
+        with echoes.changed:
+            echoes.changed.wait_for(lambda: relays <= echoes.warm, WARMUP_PERIOD_S)
+            if relays <= echoes.warm:
+                return []
+    with echoes.lock:
+        return sorted(relays - echoes.warm)
+
+
+def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int], int]:
+    """The measured messages at the row's rate: their send times and how many left late (after
+    their successor's deadline: the rate was not held)."""
+    clock = MonotonicClock()
+    count = max(1, round(spec["rate_hz"] * spec["duration_s"]))
+    period_ns = round(1e9 / spec["rate_hz"])
+    sends: list[int] = []
+    late = 0
+    start = clock.now_ns() + 50_000_000
+    for seq in range(count):
+        due = start + seq * period_ns
+        if not _sleep_until(due, stop):
+            break
+        set_ids(out_msg, seq)
+        sends.append(publish(out_msg))
+        late += sends[-1] > due + period_ns
+    return sends, late
+
+
+def _sleep_until(due_ns: int, stop: threading.Event) -> bool:
+    while (left := due_ns - time.monotonic_ns()) > 0:
+        if stop.wait(min(left, 50_000_000) / 1e9):
+            return False
+    return not stop.is_set()
+
+
+def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
+    message = parse_message(spec["message"])
+    out_msg = build(message)
+    ping, pong = _topics(config)
+    echoes = _Echoes(spec["relays"])
+    clock = MonotonicClock()
+    record: dict = {"sends": [], "late_sends": 0, "silent_relays": [], "interrupted": False}
+    with stop_on_signals() as stop:
+        watch_parent(stop)
+        transport = registry.open_transport(config, "host")
+        try:
+            publish = stamped_publisher(transport, ping, message.typename, _sent_stamp(message), clock)
+            timed_subscribe(transport, pong, message.typename, echoes.add, clock)
+            print(READY, flush=True)
+            record["silent_relays"] = _warm_up(spec, out_msg, publish, echoes, stop)
+            if not record["silent_relays"]:
+                record["usage_start"] = usage()
+                record["sends"], record["late_sends"] = _send(spec, out_msg, publish, stop)
+                expected = len(record["sends"]) * spec["relays"] if spec["mode"] == "roundtrip" else 0
+                with echoes.changed:
+                    echoes.changed.wait_for(lambda: echoes.count() >= expected, spec["drain_s"])
+            record["interrupted"] = stop.is_set()
+        finally:
+            transport.close()
+    with echoes.lock:
+        record["echoes"] = {str(k): v for k, v in echoes.measured.items()}
+    record["usage"] = usage()
+    out.write_text(json.dumps(record))
+    return EXIT_NO_RELAY if record["silent_relays"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fieldtest.perf.node")
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--role", choices=("main", "relay"), required=True)
+    parser.add_argument("--index", type=int, default=1)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    spec = json.loads(args.spec.read_text())
+    config = TransportConfig.model_validate(spec["transport"])
+    if args.role == "relay":
+        config = config.model_copy(update=spec.get("relay_addresses", {}).get(str(args.index), {}))
+        return run_relay(spec, config, args.index, args.out)
+    return run_main(spec, config, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+"""Run one perf row: its link, keystore, router or broker, the relays and the main side, each in
+its own process (in its own network namespace on an emulated link), and reduce their records.
+
+A row never hangs: every process start has a timeout, the main side gives up on a relay that does
+not answer within ``discovery_s`` (the row is then recorded as failed), and the whole row is cut
+off ``ROW_MARGIN_S`` after its planned end. Bad input is refused before anything starts, with one
+line naming the field (``PerfInputError``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fieldtest.errors import FieldtestError
+from fieldtest.middleware import registry
+from fieldtest.middleware.config import TransportConfig
+from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
+
+from .messages import MessageError, PerfMessage, parse_message
+from .node import EXIT_NO_RELAY, READY
+from .stats import reduce_row
+
+ROW_MARGIN_S = 30.0
+START_TIMEOUT_S = 30.0
+# The largest payload each family carries as the kit configures it: MQTT 3.1.1's Remaining Length
+# tops out at 268,435,455 bytes (OASIS MQTT 3.1.1, 2.2.3), less topic and CDR header; Zenoh's
+# default transport.link.rx.max_message_size is 1 GiB (zenoh DEFAULT_CONFIG.json5); CycloneDDS
+# serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here.
+MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
+MODES = ("roundtrip", "one-way")
+
+
+class PerfInputError(FieldtestError, ValueError):
+    """A row that cannot run as asked: one line naming the field and the problem."""
+
+
+class CombinationRefused(PerfInputError):
+    """Valid names whose combination cannot run (a size, a rate, a topology): a refused row."""
+
+
+@dataclass(frozen=True)
+class PerfCase:
+    """What one row measures."""
+
+    middleware: str = "dds"
+    security: str = "none"
+    qos: str = "default"
+    network: str = "loopback"
+    message: str = "Array1k"
+    rate_hz: float = 10.0
+    duration_s: float = 30.0
+    subscribers: int = 1
+    mode: str = "roundtrip"
+
+    @property
+    def label(self) -> str:
+        subs = f" x{self.subscribers}" if self.subscribers > 1 else ""
+        return (
+            f"{self.middleware}/{self.security}/{self.qos}/{self.network} {self.message} "
+            f"{self.rate_hz:g} Hz{subs} {self.mode}"
+        )
+
+
+@dataclass
+class PerfRow:
+    case: PerfCase
+    status: str = "ok"  # "ok", "failed" (ran, no figures), "refused" (bad input, not run)
+    error: str = ""
+    figures: dict = field(default_factory=dict)
+    subscribers: list[dict] = field(default_factory=list)
+    processes: dict = field(default_factory=dict)
+    link: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def link_profile(case: PerfCase, profiles: dict | None = None):
+    """The LinkProfile of ``case.network``: the user's (``profiles``, name -> LinkProfile) or built in."""
+    from fieldtest.netem import get_profile
+
+    return (profiles or {}).get(case.network) or get_profile(case.network)
+
+
+def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
+    """Refuse what cannot run, before anything starts (PerfInputError, one line)."""
+    try:
+        message = parse_message(case.message)
+        middleware = registry.get(case.middleware)
+    except (MessageError, ValueError) as exc:
+        raise PerfInputError(str(exc)) from None
+    if not middleware.twin:
+        raise PerfInputError(f"middleware {case.middleware!r}: lab only, the twin has no transport for it")
+    _check_numbers(case)
+    limit = MAX_PAYLOAD.get(middleware.family)
+    if limit is not None and message.size > limit:
+        raise CombinationRefused(
+            f"message {case.message!r}: {message.size} bytes, more than {case.middleware} carries ({limit})"
+        )
+    if case.subscribers > 1 and case.middleware == "zenoh-peer":
+        raise CombinationRefused(
+            "subscribers: zenoh-peer links one host to one robot; use zenoh-router for several subscribers"
+        )
+    _check_settings(case, profiles)
+    _check_link_rate(case, message, profiles)
+    return message
+
+
+def _check_numbers(case: PerfCase) -> None:
+    if not (case.rate_hz > 0 and math.isfinite(case.rate_hz)):
+        raise PerfInputError(f"rate: {case.rate_hz!r} Hz, must be a positive number")
+    if not (case.duration_s > 0 and math.isfinite(case.duration_s)):
+        raise PerfInputError(f"duration: {case.duration_s!r} s, must be a positive number")
+    if case.subscribers < 1:
+        raise PerfInputError(f"subscribers: {case.subscribers}, must be at least 1")
+    if case.mode not in MODES:
+        raise PerfInputError(f"mode {case.mode!r}: use {' or '.join(MODES)}")
+
+
+def _check_settings(case: PerfCase, profiles: dict | None) -> None:
+    from fieldtest.netem import ProfileError
+    from fieldtest.qos import QosError, get_qos
+    from fieldtest.security.settings import SecuritySettingError, get_setting
+
+    try:
+        get_qos(case.qos)
+        get_setting(case.security, case.middleware)
+        if case.network != "loopback":
+            link_profile(case, profiles)
+    except (QosError, SecuritySettingError, ProfileError, KeyError, ValueError) as exc:
+        raise PerfInputError(str(exc).strip("'\"")) from None
+
+
+def _check_link_rate(case: PerfCase, message: PerfMessage, profiles: dict | None) -> None:
+    """A rate the emulated link cannot carry is refused: the payload alone would exceed it."""
+    if case.network == "loopback":
+        return
+    profile = link_profile(case, profiles)
+    need_kbit = message.size * 8 * case.rate_hz / 1000 * case.subscribers
+    for name, direction in (("up", profile.up), ("down", profile.down)):
+        if direction.rate_kbit is not None and need_kbit > direction.rate_kbit:
+            raise CombinationRefused(
+                f"rate: {message.name} at {case.rate_hz:g} Hz needs {need_kbit:,.0f} kbit/s, more than "
+                f"the {case.network} link's {name} rate {direction.rate_kbit:,.0f} kbit/s"
+            )
+
+
+def run_row(
+    case: PerfCase,
+    row_dir: Path,
+    *,
+    discovery_s: float = 20.0,
+    drain_s: float = 3.0,
+    stop: threading.Event | None = None,
+    domain_id: int = 30,
+    profiles: dict | None = None,
+) -> PerfRow:
+    """Run ``case`` in ``row_dir``: a PerfRow, failed with its reason rather than raising (bad input
+    is recorded as refused)."""
+    try:
+        message = check_case(case, profiles)
+    except PerfInputError as exc:
+        return PerfRow(case, status="refused", error=str(exc))
+    row_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with lease_dds_domain(domain_id) as lease, _Link(case, profiles) as link:
+            config = link.config(case, lease.domain_id, row_dir)
+            spec = {
+                "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
+                "duration_s": case.duration_s, "mode": case.mode, "relays": case.subscribers,
+                "discovery_s": discovery_s, "drain_s": drain_s,
+                "relay_addresses": link.relay_addresses(case.subscribers),
+            }  # fmt: skip
+            (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+            with (
+                _infrastructure(config, row_dir, link) as infra,
+                _robot_link_traffic(link, row_dir) as traffic,
+            ):
+                records, processes = _run_processes(case, row_dir, link, infra, stop, discovery_s + drain_s)
+            row = reduce_row(case, message, records)
+            row.processes = processes
+            row.link = {**link.describe(), "traffic": traffic}
+            return row
+    except (FieldtestError, OSError) as exc:
+        return PerfRow(case, status="failed", error=_one_line(str(exc)))
+
+
+def _one_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else "failed"
+
+
+class _Link:
+    """Loopback, or the twin's emulated link: host, robot (and robot2.. for more subscribers) and
+    the middleware's own router/broker machine, each in a namespace (``fieldtest.netem``)."""
+
+    def __init__(self, case: PerfCase, profiles: dict | None = None):
+        self.topo = None
+        self.infra_node: str | None = None
+        self.robots = ["robot", *(f"robot{i}" for i in range(2, case.subscribers + 1))]
+        if case.network == "loopback":
+            return
+        from fieldtest.netem import open_topology
+        from fieldtest.netem.placement import wireless_nodes
+
+        extra = registry.get(case.middleware).emulated_nodes()
+        self.infra_node = extra[0] if extra else None
+        profile = link_profile(case, profiles)
+        wireless = wireless_nodes("seed", profile, self.infra_node)
+        if "robot" in wireless:
+            wireless += self.robots[1:]
+        self.topo = open_topology(profile, nodes=["host", *self.robots, *extra], wireless=wireless)
+
+    def __enter__(self) -> _Link:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.topo is not None:
+            self.topo.close()
+
+    @property
+    def emulated(self) -> bool:
+        return self.topo is not None and getattr(self.topo, "emulated", False)
+
+    def prefix(self, node: str) -> list[str]:
+        return self.topo.command(node, []) if self.emulated else []
+
+    def config(self, case: PerfCase, domain_id: int, row_dir: Path) -> TransportConfig:
+        config = TransportConfig(
+            middleware=case.middleware, qos=case.qos, security=case.security, domain_id=domain_id,
+            zenoh_port=free_port(), mqtt_port=free_port(),
+        )  # fmt: skip
+        if self.emulated:
+            addr = self.topo.address
+            infra = addr(self.infra_node) if self.infra_node else addr("host")
+            config = config.model_copy(
+                update={
+                    "host_address": addr("host"),
+                    "robot_address": addr("robot"),
+                    "router_address": infra,
+                    "broker_address": infra,
+                }  # fmt: skip
+            )
+        return _secured(config, case, row_dir)
+
+    def relay_addresses(self, count: int) -> dict[str, dict]:
+        """Each extra relay's own address (its DDS binds there; it reaches the others through the
+        router, broker or DDS discovery)."""
+        if not self.emulated:
+            return {}
+        return {str(i): {"robot_address": self.topo.address(f"robot{i}")} for i in range(2, count + 1)}
+
+    def describe(self) -> dict:
+        if self.topo is None:
+            return {"profile": "loopback"}
+        described = self.topo.describe()
+        return {"profile": described.get("profile", {}).get("name", ""), "emulated": self.emulated,
+                "backend": described.get("backend", "")}  # fmt: skip
+
+
+def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> TransportConfig:
+    """The row's keystore, made and checked as a trial's (``fieldtest.security.trial``)."""
+    if case.security == "none":
+        return config
+    from fieldtest.record import TrialRequest
+    from fieldtest.security.trial import prepare_trial_security
+
+    request = TrialRequest(name="perf", transport=config)
+    return prepare_trial_security(request, row_dir).transport
+
+
+@contextlib.contextmanager
+def _robot_link_traffic(link: _Link, row_dir: Path):
+    """A dict filled, when the block ends, with the robot link's packets and bytes per second by
+    kind (``fieldtest.netem.linktraffic``, as a trial records them); empty on loopback, and the
+    reason under "error" where the capture cannot run."""
+    traffic: dict = {}
+    if not link.emulated:
+        yield traffic
+        return
+    from fieldtest.netem.linktraffic import CAPTURE_FILE, CaptureError, LinkCapture
+    from fieldtest.netem.topology import IFACE
+
+    capture = LinkCapture(link.prefix("robot"), IFACE, row_dir / CAPTURE_FILE)
+    started = True
+    try:
+        capture.start()
+    except CaptureError as exc:
+        started = False
+        traffic.update(node="robot", error=f"no link traffic record: {exc}")
+    try:
+        yield traffic
+    finally:
+        if started:
+            try:
+                traffic.update(node="robot", **capture.stop())
+            except CaptureError as exc:
+                traffic.update(node="robot", error=str(exc))
+
+
+@contextlib.contextmanager
+def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link):
+    middleware = registry.get(config.middleware)
+    prefix = link.prefix(middleware.infra_node) if middleware.infra_process else []
+    infra = registry.infrastructure(config, row_dir, prefix=prefix, realtime=True)
+    if infra is None:
+        yield None
+        return
+    with infra:
+        yield infra
+
+
+def _run_processes(
+    case: PerfCase, row_dir: Path, link: _Link, infra, stop: threading.Event | None, tail_s: float
+) -> tuple[dict, dict]:
+    """Relays first (each READY), then the main side; wait for it; stop the relays; their records."""
+    procs = ProcessGroup(row_dir / "logs")
+    sampler = _Sampler(procs, infra)
+    spec = str(row_dir / "spec.json")
+    names = [f"relay{i}" for i in range(1, case.subscribers + 1)]
+    try:
+        for i, (name, node) in enumerate(zip(names, link.robots, strict=True), start=1):
+            args = [spec, "--role", "relay", "--index", str(i), "--out", str(row_dir / f"{name}.json")]
+            _start_node(procs, name, args, link.prefix(node))
+        for name in names:
+            procs.wait_ready(name, marker=READY, timeout_s=START_TIMEOUT_S)
+        args = [spec, "--role", "main", "--out", str(row_dir / "main.json")]
+        _start_node(procs, "main", args, link.prefix("host"))
+        _wait_main(procs, case, stop, sampler, tail_s)
+    finally:
+        sampler.sample()
+        for name in ["main", *names]:
+            if name in procs.procs:
+                procs.stop(name)
+    summary = sampler.summary()
+    for name, realtime in procs.realtime().items():
+        summary.setdefault(name, {})["realtime"] = realtime
+    if infra is not None and infra.name in summary:
+        summary[infra.name]["realtime"] = infra.realtime_requested
+    return _records(row_dir, procs, names), summary
+
+
+def _start_node(procs: ProcessGroup, name: str, args: list[str], prefix: list[str]) -> None:
+    """A perf node at SCHED_FIFO where permitted, as the twin's processes: on a busy machine its
+    figures are then the stack's, not the run queue's (``FIELDTEST_REALTIME=0`` turns it off)."""
+    procs.start(name, [*prefix, sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
+
+
+def _wait_main(
+    procs: ProcessGroup, case: PerfCase, stop: threading.Event | None, sampler: _Sampler, tail_s: float
+) -> None:
+    main = procs.procs["main"].popen
+    deadline = time.monotonic() + case.duration_s + tail_s + ROW_MARGIN_S
+    while main.poll() is None:
+        if stop is not None and stop.is_set():
+            procs.stop("main")  # it writes what it has; the row is recorded as interrupted
+            return
+        if time.monotonic() > deadline:
+            procs.stop("main")
+            raise ProcessStartError(
+                f"the main side did not finish within {ROW_MARGIN_S:g} s of the row's end"
+            )
+        for name, proc in procs.procs.items():
+            if name != "main" and proc.popen.poll() is not None:
+                raise ProcessStartError(
+                    f"{name} exited with code {proc.popen.returncode}: {procs.tail(name)}"
+                )
+        sampler.sample()
+        time.sleep(0.2)
+    if main.returncode == EXIT_NO_RELAY:
+        silent = json.loads((procs.log_dir.parent / "main.json").read_text())["silent_relays"]
+        raise ProcessStartError(f"relay(s) {silent} never answered: no link between host and robot")
+    if main.returncode != 0:
+        raise ProcessStartError(f"main exited with code {main.returncode}: {procs.tail('main')}")
+
+
+def _records(row_dir: Path, procs: ProcessGroup, names: list[str]) -> dict:
+    out = {}
+    for name in ["main", *names]:
+        path = row_dir / f"{name}.json"
+        if not path.exists():
+            where = procs.tail(name) if name in procs.procs else "not started"
+            raise ProcessStartError(f"{name} left no record: {where}")
+        out[name] = json.loads(path.read_text())
+    return out
+
+
+class _Sampler:
+    """CPU seconds and peak RSS of every process of the row (psutil), the router/broker included."""
+
+    def __init__(self, procs: ProcessGroup, infra):
+        self.procs = procs
+        self.infra = infra
+        self.rss_kb: dict[str, int] = {}
+        self.cpu_s: dict[str, float] = {}
+        self.started = time.monotonic()
+
+    def _pids(self) -> dict[str, int]:
+        pids = {name: p.popen.pid for name, p in self.procs.procs.items() if p.popen.poll() is None}
+        if self.infra is not None and self.infra.running():
+            pids[self.infra.name] = self.infra.pid
+        return pids
+
+    def sample(self) -> None:
+        import psutil
+
+        for name, pid in self._pids().items():
+            try:
+                proc = psutil.Process(pid)
+                with proc.oneshot():
+                    # ``ip netns exec`` execs, so the pid is the Python process itself
+                    self.rss_kb[name] = max(self.rss_kb.get(name, 0), proc.memory_info().rss // 1024)
+                    times = proc.cpu_times()
+                    self.cpu_s[name] = times.user + times.system + times.children_user + times.children_system
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+
+    def summary(self) -> dict:
+        wall = max(time.monotonic() - self.started, 1e-9)
+        return {
+            name: {
+                "cpu_s": round(cpu, 3),
+                "cpu_percent": round(100 * cpu / wall, 2),
+                "rss_max_kb": self.rss_kb.get(name, 0),
+            }  # fmt: skip
+            for name, cpu in self.cpu_s.items()
+        }

@@ -1,0 +1,168 @@
+"""Reduce the main side's and the relays' records to one row's figures.
+
+Column names are performance_test's where they mean the same (its ``AnalysisResult::csv_header``):
+``T_experiment``, ``T_loop``, ``received``, ``sent``, ``lost``, ``relative_loss``, ``data_received``,
+``latency_min/max/mean/variance (ms)``, ``ru_utime``, ``ru_stime``, ``ru_maxrss``, ``cpu_usage (%)``.
+As in performance_test, ``latency_*`` is what the mode measures: the round trip in ``roundtrip``
+mode (Main/Relay), the one-way latency in ``one-way`` mode. Both are also given under their own
+names (``round_trip_*``, ``one_way_*``); one-way figures read one machine's clock, so they exist
+only where every process shares it (the twin). Unlike performance_test, which prints one line per
+second, a row is the whole run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .messages import PerfMessage
+
+
+def _latency(prefix: str, values_ms: list[float]) -> dict:
+    if not values_ms:
+        keys = ("min", "max", "mean", "variance", "p50", "p90", "p99")
+        return {f"{prefix}_{k} (ms)": None for k in keys}
+    v = np.asarray(values_ms)
+    return {
+        f"{prefix}_min (ms)": float(v.min()),
+        f"{prefix}_max (ms)": float(v.max()),
+        f"{prefix}_mean (ms)": float(v.mean()),
+        f"{prefix}_variance (ms)": float(v.var()),
+        f"{prefix}_p50 (ms)": float(np.percentile(v, 50)),
+        f"{prefix}_p90 (ms)": float(np.percentile(v, 90)),
+        f"{prefix}_p99 (ms)": float(np.percentile(v, 99)),
+    }
+
+
+def _first_per_seq(entries: list, sent: dict[int, int], column: int = 2) -> dict[int, int]:
+    """seq -> ``column`` (the arrival) of the first copy of each measured message (duplicates
+    counted once)."""
+    out: dict[int, int] = {}
+    for entry in entries:
+        if entry[0] in sent and entry[0] not in out:
+            out[entry[0]] = entry[column]
+    return out
+
+
+def relay_stages(sent: dict[int, int], arrivals: list) -> dict:
+    """Where a relay's turn-around goes (ms, mean): from the transport's arrival stamp to the decoded
+    message in the callback (queue, copy, deserialization), and from there to the echo's send call
+    returning (frame id, serialization, write)."""
+    firsts = {}
+    for entry in arrivals:
+        if entry[0] in sent and len(entry) >= 5:
+            firsts.setdefault(entry[0], entry)
+    if not firsts:
+        return {"relay_decode_mean (ms)": None, "relay_echo_mean (ms)": None}
+    entries = np.asarray(list(firsts.values()), dtype=np.int64)
+    return {
+        "relay_decode_mean (ms)": float(np.mean(entries[:, 3] - entries[:, 2]) / 1e6),
+        "relay_echo_mean (ms)": float(np.mean(entries[:, 4] - entries[:, 3]) / 1e6),
+    }
+
+
+def subscriber_latencies(sent: dict[int, int], entries: list) -> list[float]:
+    """Latencies (ms) of the measured messages in ``entries``, first copy of each, in seq order."""
+    got = _first_per_seq(entries, sent)
+    return [(got[s] - sent[s]) / 1e6 for s in sorted(got)]
+
+
+def subscriber_figures(
+    index: int, sent: dict[int, int], one_way: list[float], round_trip: list[float] | None
+) -> dict:
+    """One subscriber's counts, loss and latencies (one-way from its arrivals, round trip from its echoes)."""
+    figures = {
+        "subscriber": index,
+        "sent": len(sent),
+        "received": len(one_way),
+        "lost": len(sent) - len(one_way),
+    }
+    figures.update(_latency("one_way", one_way))
+    if round_trip is not None:
+        figures["echoed"] = len(round_trip)
+        figures["round_trip_lost"] = len(sent) - len(round_trip)
+        figures.update(_latency("round_trip", round_trip))
+    return figures
+
+
+def reduce_row(case, message: PerfMessage, records: dict):
+    from .run import PerfRow
+
+    main = records["main"]
+    sent = dict(enumerate(main["sends"]))
+    roundtrip = case.mode == "roundtrip"
+    one_way: list[float] = []
+    round_trip: list[float] = []
+    subs = []
+    for i in range(1, case.subscribers + 1):
+        own = subscriber_latencies(sent, records[f"relay{i}"]["arrivals"])
+        back = subscriber_latencies(sent, main["echoes"].get(str(i), [])) if roundtrip else None
+        one_way += own
+        round_trip += back or []
+        subs.append(subscriber_figures(i, sent, own, back))
+        subs[-1].update(relay_stages(sent, records[f"relay{i}"]["arrivals"]))
+    row = PerfRow(case, subscribers=subs)
+    if not sent:
+        row.status, row.error = "failed", "no message was sent"
+    elif main.get("interrupted"):
+        row.status, row.error = "failed", "interrupted before the row ended"
+    row.figures = _row_figures(case, message, main, subs, records, one_way, round_trip)
+    if row.status == "ok" and (held := rate_not_held(case, row.figures)):
+        row.status, row.error = "failed", held
+    return row
+
+
+def rate_not_held(case, figures: dict) -> str:
+    """Why the row did not run at its rate, or "": at least half its messages left after their
+    successor's due time and the sends took more than 10 % longer than planned (a link or
+    middleware that blocks the sender; a busy machine's pause delays a few messages, not half)."""
+    planned_s = figures["sent"] / case.rate_hz
+    if figures["late_sends"] * 2 >= figures["sent"] and figures["T_loop"] > 1.1 * planned_s:
+        return (
+            f"rate not held: {figures['sent']} messages at {case.rate_hz:g} Hz took {figures['T_loop']:.1f} s "
+            f"instead of {planned_s:.1f} s ({figures['late_sends']} sent late)"
+        )
+    return ""
+
+
+def _row_figures(
+    case, message: PerfMessage, main: dict, subs: list[dict], records: dict, one_way: list, round_trip: list
+) -> dict:
+    sends = main["sends"]
+    t_loop = (sends[-1] - sends[0]) / 1e9 + 1.0 / case.rate_hz if sends else 0.0
+    roundtrip = case.mode == "roundtrip"
+    received = len(round_trip) if roundtrip else len(one_way)
+    expected = len(sends) * len(subs)
+    figures = {
+        "T_experiment": round(t_loop, 3),
+        "T_loop": round(t_loop, 3),
+        "received": received,
+        "sent": len(sends),
+        "lost": expected - received,
+        "relative_loss": (expected - received) / expected if expected else None,
+        "data_received": received * message.size,
+        "size (B)": message.size,
+        "late_sends": main.get("late_sends", 0),
+        "throughput_sent (B/s)": len(sends) * message.size / t_loop if t_loop else 0.0,
+        # per subscriber, one way: what one receiver got per second
+        "throughput_received (B/s)": len(one_way) / len(subs) * message.size / t_loop if t_loop else 0.0,
+    }
+    figures.update(_latency("latency", round_trip if roundtrip else one_way))
+    figures.update(_latency("one_way", one_way))
+    figures.update(_latency("round_trip", round_trip))
+    figures.update(subs[0] and {k: v for k, v in subs[0].items() if k.startswith("relay_")})
+    figures.update(_usage("", main, t_loop))
+    if "relay1" in records:
+        figures.update(_usage("relay_", records["relay1"], t_loop))
+    return figures
+
+
+def _usage(prefix: str, record: dict, t_loop: float) -> dict:
+    """ru_* at the end; cpu_usage over the measured messages only (start-up and discovery left out)."""
+    usage, start = record["usage"], record.get("usage_start") or {}
+    cpu_s = usage["ru_utime"] + usage["ru_stime"] - start.get("ru_utime", 0.0) - start.get("ru_stime", 0.0)
+    return {
+        f"{prefix}ru_utime": usage["ru_utime"],
+        f"{prefix}ru_stime": usage["ru_stime"],
+        f"{prefix}ru_maxrss": usage["ru_maxrss"],
+        f"{prefix}cpu_usage (%)": 100.0 * cpu_s / t_loop if t_loop else None,
+    }

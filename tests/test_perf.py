@@ -1,0 +1,257 @@
+"""``fieldtest perf`` on real transports over loopback and an emulated lossy link.
+
+Semantics, not speed: every round trip contains its one-way trip, counts add up exactly, the
+CSV carries performance_test's column names, bad input is one line, Ctrl-C keeps finished rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest.perf.results import write_all
+from fieldtest.perf.run import PerfCase, check_case, run_row
+
+FIVE = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
+PERF_TEST_COLUMNS = [  # performance_test's AnalysisResult::csv_header, the ones a row has
+    "T_experiment", "T_loop", "received", "sent", "lost", "relative_loss", "data_received",
+    "latency_min (ms)", "latency_max (ms)", "latency_mean (ms)", "latency_variance (ms)",
+    "ru_utime", "ru_stime", "ru_maxrss", "cpu_usage (%)",
+]  # fmt: skip
+
+
+def _raw(row_dir: Path, name: str) -> dict:
+    return json.loads((row_dir / f"{name}.json").read_text())
+
+
+def _by_seq(entries: list) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for seq, _sent, arrival, *_stages in entries:
+        out.setdefault(seq, arrival)
+    return out
+
+
+@pytest.mark.parametrize("middleware", FIVE)
+def test_round_trip_contains_its_one_way_trip(middleware, tmp_path):
+    case = PerfCase(middleware=middleware, message="Array4k", rate_hz=20, duration_s=1.5)
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    sent = _raw(tmp_path, "main")["sends"]
+    assert len(sent) == 30 == row.figures["sent"]
+    there = _by_seq(_raw(tmp_path, "relay1")["arrivals"])
+    back = _by_seq(_raw(tmp_path, "main")["echoes"]["1"])
+    assert set(there) == set(back) == set(range(30))  # reliable, loopback: every message, once each
+    for seq, sent_ns in enumerate(sent):
+        assert sent_ns < there[seq] < back[seq]  # out, arrived at the relay, back: in that order
+    f = row.figures
+    assert f["received"] == 30 and f["lost"] == 0 and f["relative_loss"] == 0
+    assert f["data_received"] == 30 * 4096
+    assert f["latency_mean (ms)"] == f["round_trip_mean (ms)"] >= f["one_way_mean (ms)"] > 0
+    assert f["round_trip_min (ms)"] >= f["one_way_min (ms)"]
+    assert f["throughput_sent (B/s)"] == pytest.approx(
+        30 * 4096 / f["T_loop"], rel=1e-3
+    )  # T_loop rounded to ms
+    assert f["ru_maxrss"] > 0 and set(row.processes) >= {"main", "relay1"}
+
+
+def test_one_way_mode_sends_no_echoes(tmp_path):
+    row = run_row(
+        PerfCase(middleware="dds", message="Array1k", rate_hz=20, duration_s=1.0, mode="one-way"), tmp_path
+    )
+    assert row.status == "ok", row.error
+    assert _raw(tmp_path, "main")["echoes"]["1"] == []  # only the warm-up pings came back
+    assert (
+        row.figures["received"] == 20 and row.figures["latency_mean (ms)"] == row.figures["one_way_mean (ms)"]
+    )
+    assert row.figures["round_trip_mean (ms)"] is None
+
+
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker"])
+def test_several_subscribers_each_get_every_message(middleware, tmp_path):
+    case = PerfCase(middleware=middleware, message="Array1k", rate_hz=20, duration_s=1.0, subscribers=3)
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    assert [s["subscriber"] for s in row.subscribers] == [1, 2, 3]
+    for sub in row.subscribers:
+        raw = _by_seq(_raw(tmp_path, f"relay{sub['subscriber']}")["arrivals"])
+        assert sub["received"] == len(raw) == 20 and sub["lost"] == 0 and sub["echoed"] == 20
+        assert sub["round_trip_mean (ms)"] >= sub["one_way_mean (ms)"] > 0
+    assert row.figures["received"] == 60 and row.figures["lost"] == 0  # 3 echoes of each of 20
+    write_all([row], tmp_path / "out", {})
+    with (tmp_path / "out" / "subscribers.csv").open() as f:
+        lines = list(csv.DictReader(f))
+    assert [(line["subscriber"], line["received"], line["lost"]) for line in lines] == [
+        (str(i), "20", "0") for i in (1, 2, 3)
+    ]
+
+
+def test_several_subscribers_on_an_emulated_link(tmp_path):
+    from fieldtest.netem import netns_available
+
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(f"no network namespaces: {why}")
+    case = PerfCase(
+        middleware="dds", network="ethernet", message="Array1k", rate_hz=20, duration_s=1, subscribers=2
+    )
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    assert row.link["emulated"] is True
+    spec = json.loads((tmp_path / "spec.json").read_text())
+    own = spec["relay_addresses"]["2"]["robot_address"]
+    assert own != spec["transport"]["robot_address"]  # robot2 in a namespace of its own
+    assert [s["received"] for s in row.subscribers] == [20, 20]
+    assert all(s["one_way_mean (ms)"] > 0 for s in row.subscribers)
+    kinds = row.link["traffic"]["kinds"]  # the robot link's capture, as a trial's
+    assert kinds["user_data"]["packets"] > 0 and (tmp_path / "link.pcap").exists()
+
+
+def test_lossy_link_counts_add_up(tmp_path):
+    from fieldtest.netem import get_profile, netns_available
+
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(f"no network namespaces: {why}")
+    lossy = {"lossy": get_profile({"name": "lossy", "up": {"loss_pct": 30}, "down": {"loss_pct": 30}})}
+    case = PerfCase(
+        middleware="dds", qos="sensor", network="lossy", message="Array1k", rate_hz=20, duration_s=2
+    )
+    row = run_row(case, tmp_path, profiles=lossy)
+    assert row.status == "ok", row.error
+    assert row.link["emulated"] is True
+    sent = len(_raw(tmp_path, "main")["sends"])
+    there = _by_seq(_raw(tmp_path, "relay1")["arrivals"])
+    back = _by_seq(_raw(tmp_path, "main")["echoes"]["1"])
+    sub = row.subscribers[0]
+    assert sub["sent"] == sent == 40
+    assert sub["received"] == len(there) and sub["lost"] == sent - len(there) > 0  # best effort loses
+    assert sub["echoed"] == len(back) <= len(there) and set(back) <= set(there)
+    assert row.figures["lost"] == sent - len(back) and row.figures["relative_loss"] == pytest.approx(
+        (sent - len(back)) / sent
+    )
+
+
+def test_csv_has_performance_test_columns(tmp_path):
+    rows = [run_row(PerfCase(middleware="dds", message=m, rate_hz=20, duration_s=0.5), tmp_path / m)
+            for m in ("Array1k", "PointCloud512k")]  # fmt: skip
+    refused = run_row(PerfCase(network="wifi", message="Array2m", rate_hz=10), tmp_path / "refused")
+    write_all([*rows, refused], tmp_path / "out", {})
+    with (tmp_path / "out" / "perf.csv").open() as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames
+        lines = list(reader)
+    positions = [header.index(c) for c in PERF_TEST_COLUMNS]
+    assert positions == sorted(positions)  # performance_test's order
+    assert [line["message"] for line in lines] == ["Array1k", "PointCloud512k", "Array2m"]
+    assert [line["status"] for line in lines] == ["ok", "ok", "refused"]
+    assert lines[1]["data_received"] == str(10 * 524288)
+    table = (tmp_path / "out" / "table2.md").read_text()
+    assert "| Array2m | - |" in table and "| PointCloud512k |" in table
+    assert (tmp_path / "out" / "table2.png").stat().st_size > 0
+    assert (tmp_path / "out" / "throughput.png").stat().st_size > 0
+
+
+def _perf(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fieldtest.cli", "perf", *argv], capture_output=True,
+                          text=True, timeout=120, **kwargs)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--message", "Array3x"], "message 'Array3x': unknown"),
+        (["--message", "PointCloud100"], "multiple of 16"),
+        (["--middleware", "fastrtps"], "unknown middleware 'fastrtps'"),
+        (["--rate", "0"], "rate: 0.0 Hz"),
+        (["--qos", "fastest"], "fastest"),
+        (["--network", "moon"], "unknown link profile 'moon'"),
+        (["--subscribers", "2", "--middleware", "zenoh-peer"], "use zenoh-router"),
+    ],
+)
+def test_bad_input_is_one_line(argv, says, tmp_path):
+    done = _perf(*argv, "--out", str(tmp_path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+    assert not (tmp_path / "rows").exists()  # refused before anything ran
+
+
+def test_rate_the_link_cannot_hold_is_a_refused_row():
+    case = PerfCase(middleware="dds", network="wifi", message="Array2m", rate_hz=10)
+    with pytest.raises(ValueError, match="more than the wifi link's up rate"):
+        check_case(case)
+    row = run_row(case, Path("/nonexistent/never-written"))
+    assert row.status == "refused" and "kbit/s" in row.error and "\n" not in row.error
+
+
+def test_ctrl_c_keeps_the_finished_rows(tmp_path):
+    argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--duration", "1",
+            "--message", "Array1k", "Array4k", "Array16k", "Array64k", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (tmp_path / "rows" / "001").exists():  # row 0 finished, row 1 under way
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "kept the" in err
+    with (tmp_path / "perf.csv").open() as f:
+        lines = list(csv.DictReader(f))
+    assert 1 <= len(lines) < 4 and all(line["status"] == "ok" for line in lines)
+    assert json.loads((tmp_path / "perf.json").read_text())["interrupted"] is True
+
+
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker"])
+def test_secured_rows_run_on_the_trial_keystore(middleware, tmp_path):
+    from fieldtest.middleware import registry
+
+    setting = registry.get(middleware).secure_default
+    row = run_row(
+        PerfCase(middleware=middleware, security=setting, message="Array4k", rate_hz=20, duration_s=1),
+        tmp_path,
+    )
+    assert row.status == "ok", row.error
+    assert (tmp_path / "keystore").is_dir()  # made and checked as a trial's
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["security"] == setting
+    assert row.figures["received"] == 20 and row.figures["lost"] == 0
+
+
+@pytest.mark.parametrize("qos", ["fernandez-a", "fernandez-b", "fernandez-c", "fernandez-d", "fernandez-e"])
+def test_fernandez_qos_profiles_run(qos, tmp_path):
+    row = run_row(
+        PerfCase(middleware="dds", qos=qos, message="Array256k", rate_hz=20, duration_s=1), tmp_path
+    )
+    assert row.status == "ok", row.error
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["qos"] == qos
+    sub = row.subscribers[0]
+    assert sub["received"] + sub["lost"] == sub["sent"] == 20
+
+
+def test_a_combination_that_cannot_run_is_a_refused_row_and_the_sweep_goes_on(tmp_path):
+    done = _perf("--middleware", "zenoh-peer", "dds", "--subscribers", "2", "--message", "Array1k",
+                 "--duration", "0.5", "--rate", "20", "--out", str(tmp_path))  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    with (tmp_path / "perf.csv").open() as f:
+        lines = {line["middleware"]: line for line in csv.DictReader(f)}
+    assert lines["zenoh-peer"]["status"] == "refused" and "use zenoh-router" in lines["zenoh-peer"]["error"]
+    assert lines["dds"]["status"] == "ok" and lines["dds"]["received"] == "20"  # 2 subscribers x 10
+    assert "refused: zenoh-peer" in done.stdout
+
+
+def test_a_rate_not_held_fails_the_row():
+    from fieldtest.perf.stats import rate_not_held
+
+    case = PerfCase(message="Array1m", rate_hz=10, duration_s=3)
+    assert rate_not_held(case, {"sent": 30, "T_loop": 3.0, "late_sends": 0}) == ""
+    assert rate_not_held(case, {"sent": 30, "T_loop": 3.1, "late_sends": 2}) == ""  # a hiccup
+    assert rate_not_held(case, {"sent": 30, "T_loop": 4.0, "late_sends": 8}) == ""  # a busy machine's pause
+    held = rate_not_held(case, {"sent": 30, "T_loop": 7.5, "late_sends": 25})
+    assert held.startswith("rate not held: 30 messages at 10 Hz took 7.5 s instead of 3.0 s")
