@@ -18,10 +18,20 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.lifecycle import (
+    Interrupted,
+    TrialResult,
+    analyse,
+    exit_code,
+    finish_record,
+    host_exit_kind,
+    not_run,
+    open_record,
+    start_in_order,
+)
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
 from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
@@ -35,20 +45,7 @@ from fieldtest.procs import (
     lease_dds_domain,
     run_stop_event,
 )
-from fieldtest.record import (
-    ANALYSIS_DIR,
-    HOST_BAG,
-    MOCAP_BAG,
-    ROBOT_BAG,
-    TrialRecord,
-    TrialRequest,
-    new_trial_id,
-    read_bag,
-    read_trial,
-    repair_bag,
-    software_versions,
-    write_trial,
-)
+from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, write_trial
 from fieldtest.security.trial import prepare_trial_security
 
 if TYPE_CHECKING:
@@ -69,13 +66,6 @@ STOP_ORDER = [
 BRIDGE_PROCESSES = ("bridge_host", "bridge_robot", "router")  # bridged Zenoh; stopped after the above
 FORWARD_PROBE_FILE = "logs/forward_probe.json"
 STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
-
-
-@dataclass
-class TrialResult:
-    trial_dir: Path
-    end_reason: str
-    detail: str = ""
 
 
 def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
@@ -325,22 +315,41 @@ def _start_forward_probe(request: TrialRequest, trial_dir: Path, procs: ProcessG
 
 
 def _start_trial_processes(
-    request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
+    request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network, stop: threading.Event | None
 ) -> None:
-    side_env = _start_bridges(request, trial_dir, procs, net)
-    probing = _start_forward_probe(request, trial_dir, procs, net)
+    """Bridges, forwarding probe, NatNet emulator, mocap recorder, robot, host; none after a stop
+    signal (``lifecycle.start_in_order``)."""
+    side_env: dict[str, str] = {}
+    probing = False
     serve, record = _natnet_args(request, trial_dir)
-    procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
-    procs.wait_ready("natnet", marker="NatNet emulator:")
-    # on the ground-truth machine, wired: where the host sits must not move the truth's time stamps
-    procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("mocap"))
-    procs.wait_ready("recorder", marker="mocap recorder:")
     arg = ["--trial-dir", str(trial_dir)]
-    procs.start_python("robot", "fieldtest.twin.robot", arg, side_env, prefix=net.prefix("robot"))
-    procs.wait_ready("robot", timeout_s=30.0)
-    if probing:
-        procs.wait_ready("fwdprobe", marker=FORWARD_PROBE_READY, timeout_s=30.0)
-    procs.start_python("host", "fieldtest.twin.host", arg, side_env, prefix=net.prefix("host"))
+
+    def bridges() -> None:
+        side_env.update(_start_bridges(request, trial_dir, procs, net))
+
+    def forward_probe() -> None:
+        nonlocal probing
+        probing = _start_forward_probe(request, trial_dir, procs, net)
+
+    def natnet() -> None:
+        procs.start_python("natnet", "fieldtest.natnet", serve, prefix=net.prefix("mocap"))
+        procs.wait_ready("natnet", marker="NatNet emulator:")
+
+    def recorder() -> None:
+        # on the ground-truth machine, wired: where the host sits must not move the truth's time stamps
+        procs.start_python("recorder", "fieldtest.natnet", record, prefix=net.prefix("mocap"))
+        procs.wait_ready("recorder", marker="mocap recorder:")
+
+    def robot() -> None:
+        procs.start_python("robot", "fieldtest.twin.robot", arg, side_env, prefix=net.prefix("robot"))
+        procs.wait_ready("robot", timeout_s=30.0)
+        if probing:
+            procs.wait_ready("fwdprobe", marker=FORWARD_PROBE_READY, timeout_s=30.0)
+
+    def host() -> None:
+        procs.start_python("host", "fieldtest.twin.host", arg, side_env, prefix=net.prefix("host"))
+
+    start_in_order((bridges, forward_probe, natnet, recorder, robot, host), stop)
 
 
 def _stream_start_ns(procs: ProcessGroup) -> int | None:
@@ -364,7 +373,7 @@ def _wait_for_host(
     start_ns = None
     while host.popen.poll() is None:
         if stop is not None and stop.is_set():
-            raise KeyboardInterrupt  # Ctrl-C reached the main thread: stop as an interruption
+            raise Interrupted  # a stop signal reached the main thread
         if start_ns is None:
             start_ns = _stream_start_ns(procs)
         if not faults_scheduled and start_ns is not None:
@@ -393,13 +402,14 @@ def _wait_for_host(
 
 
 def _end_reason(host_code: int | None) -> tuple[str, str]:
-    if host_code == 0:
-        return "completed", ""
-    if host_code in (-signal.SIGKILL, 137):
-        return "host-killed", "the host streamer was killed (SIGKILL): no stop burst was sent"
-    if host_code in (130, -signal.SIGINT, -signal.SIGTERM, 143):
-        return "host-stopped", f"the host streamer was stopped (exit {host_code}) after its stop burst"
-    return "error", f"the host streamer exited with code {host_code}"
+    kind = host_exit_kind(host_code)
+    detail = {
+        "completed": "",
+        "host-killed": "the host streamer was killed (SIGKILL): no stop burst was sent",
+        "host-stopped": f"the host streamer was stopped (exit {host_code}) after its stop burst",
+        "error": f"the host streamer exited with code {host_code}",
+    }[kind]
+    return kind, detail
 
 
 _EMULATOR_SUMMARY = re.compile(r"NatNet emulator: (\d+) frames generated, (\d+) sent, (\d+) skipped late")
@@ -426,28 +436,24 @@ def _finish_record(
     link_simulator: dict | None = None,
     link_traffic: dict | None = None,
 ) -> None:
-    record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
-    outcome = record.outcome
-    outcome.link_traffic = link_traffic or {}
-    if machine:
-        outcome.stack["machine"] = machine
-    if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
-        outcome.stack["link_simulator"] = link_simulator
-    if mocap := _mocap_stack_faults(procs):
-        outcome.stack["mocap"] = mocap
-    if (probe := trial_dir / FORWARD_PROBE_FILE).exists():
-        outcome.stack["forwarding"] = json.loads(probe.read_text())
-    outcome.link = link
-    outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
-    outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
-    outcome.cpu = procs.cpu()
-    if realtime := procs.realtime():  # routers, brokers, bridges: did each run at SCHED_FIFO
-        outcome.stack["realtime"] = realtime
-    for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
-        if (trial_dir / bag).exists() and read_bag(trial_dir / bag).truncated:
-            repair_bag(trial_dir / bag)
-            outcome.warnings.append(f"{bag} bag was cut off mid-write and repaired up to the cut")
-    write_trial(trial_dir, record)
+
+    def fill(record: TrialRecord) -> None:
+        outcome = record.outcome
+        outcome.link_traffic = link_traffic or {}
+        if machine:
+            outcome.stack["machine"] = machine
+        if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
+            outcome.stack["link_simulator"] = link_simulator
+        if mocap := _mocap_stack_faults(procs):
+            outcome.stack["mocap"] = mocap
+        if (probe := trial_dir / FORWARD_PROBE_FILE).exists():
+            outcome.stack["forwarding"] = json.loads(probe.read_text())
+        outcome.link = link
+        outcome.faults = _fault_records(record.request.faults, outcome.stream_start_ns)
+        if realtime := procs.realtime():  # routers, brokers, bridges: did each run at SCHED_FIFO
+            outcome.stack["realtime"] = realtime
+
+    finish_record(trial_dir, reason, detail, procs.cpu(), fill)
 
 
 def run_twin_trial(
@@ -503,11 +509,9 @@ def _run_in_network(
 ) -> TrialResult:
     request = net.apply(request)
     request = prepare_trial_security(request, trial_dir)  # keystore checked or made; before any process
-    record = TrialRecord(trial_id=trial_dir.name, request=request)
+    record = open_record(trial_dir, request)
     record.outcome.clocks = "shared"  # every twin process reads this machine's clock, namespaces or not
     record.outcome.nodes = net.placement()
-    record.outcome.software = software_versions()
-    record.outcome.warnings = list(request.plan.warnings())
     if net.topo is not None and not net.emulated:
         record.outcome.warnings.append(f"network {request.network!r} not emulated here: ran on loopback")
     _record_dds_discovery(request, record)
@@ -526,7 +530,7 @@ def _run_in_network(
                 if infra is not None:
                     infra_name = registry.get(request.transport.middleware).infra_process
                     procs.watch(infra_name, infra.proc, realtime=infra.realtime)
-                _start_trial_processes(request, trial_dir, procs, net)
+                _start_trial_processes(request, trial_dir, procs, net, stop)
                 monitor.start()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
                 monitor.stop()  # the window ends with the stream: shutdown work is not the trial's
@@ -538,7 +542,7 @@ def _run_in_network(
                 procs.stop_all(order=STOP_ORDER)
     except ProcessStartError as exc:
         reason, detail = "error", str(exc)
-    except KeyboardInterrupt:
+    except (Interrupted, KeyboardInterrupt):
         reason, detail = "interrupted", interruption(stop)
     finally:
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
@@ -670,18 +674,11 @@ def _analyse(results: list[TrialResult]) -> list[Metrics | None]:
     """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order, read
     back through the schema. A trial with nothing to analyse (stopped before it streamed) gets its
     one-line reason and None."""
-    from fieldtest.analysis import analyze_trial, read_metrics
-    from fieldtest.analysis.metrics import METRICS_FILE
+    return [analyse(result.trial_dir, _say) for result in results]
 
-    metrics = []
-    for result in results:
-        try:
-            analyze_trial(result.trial_dir)
-            metrics.append(read_metrics(result.trial_dir / ANALYSIS_DIR / METRICS_FILE))
-        except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
-            print(f"{result.trial_dir.name}: not analysed: {str(exc).splitlines()[0]}", file=sys.stderr)
-            metrics.append(None)
-    return metrics
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def _print_stack_check(
@@ -771,13 +768,13 @@ def invalid_trials(metrics: list[Metrics | None]) -> list[int]:
 
 
 def _run_and_rerun(
-    requests: list[TrialRequest], out: Path, parallel: int, reruns: int
+    requests: list[TrialRequest], out: Path, parallel: int, reruns: int, stop: threading.Event | None = None
 ) -> tuple[list[TrialResult], list[Metrics | None], list[TrialResult], int]:
     """Run, analyse, and re-run each invalid trial up to ``reruns`` times, one at a time (the
     machine was too busy for it). Returns (kept results, their metrics, every result, re-runs).
-    An interruption ends the run: the results then cover only the first requests, and nothing is
-    re-run. A stop signal during the analysis lets it finish."""
-    with run_stop_event() as stop:
+    An interruption (``stop``: the stop signals set it) ends the run: the results then cover only
+    the first requests, and nothing is re-run. A stop signal during the analysis lets it finish."""
+    with run_stop_event(stop) as stop:
         results = _run_batches(requests, out, parallel, stop)
         metrics = _analyse(results)
         every, count = list(results), 0
@@ -826,32 +823,21 @@ def trial_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         requests = [_request_from_args(args, args.middleware)]
-        with run_stop_event() as stop:
-            results = _run_with_progress(requests, args.out, stop)
     except ValueError as exc:
         print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
         return 2
-    metrics = _analyse(results)
+    with run_stop_event() as stop:  # the analysis too: a signal then lets it finish
+        try:
+            results = _run_with_progress(requests, args.out, stop)
+        except ValueError as exc:
+            print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
+            return 2
+        metrics = _analyse(results)
     for result in results:
         print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
     _print_stack_check(requests, metrics=metrics, results=results)
     print("\n".join(verdict_lines(requests, metrics)))
-    return _exit_code(results)
-
-
-def _not_run(requests: list[TrialRequest], results: list[TrialResult]) -> list[TrialRequest]:
-    """The requests an interruption left unrun (results cover the first ones), announced."""
-    left = requests[len(results) :]
-    if left:
-        print(f"not run (interrupted): {', '.join(r.name for r in left)}", file=sys.stderr)
-    return requests[: len(results)]
-
-
-def _exit_code(results: list[TrialResult]) -> int:
-    """0 if every trial completed, 130 (as for SIGINT) if one was interrupted, else 1."""
-    if _interrupted(results):
-        return 130
-    return 0 if all(r.end_reason == "completed" for r in results) else 1
+    return exit_code(results, stop)
 
 
 def demo_main(argv: list[str]) -> int:
@@ -873,8 +859,9 @@ def demo_main(argv: list[str]) -> int:
         return 2
     requests = [_request_from_args(args, m) for m in middlewares]
     parallel = _parallel(args.parallel, len(requests))
-    results, metrics, every, reruns = _run_and_rerun(requests, args.out, parallel, args.rerun_invalid)
-    requests = _not_run(requests, results)
+    stop = threading.Event()
+    results, metrics, every, reruns = _run_and_rerun(requests, args.out, parallel, args.rerun_invalid, stop)
+    requests = not_run(requests, len(results), stop, _say)
     from fieldtest.analysis import compare_trials
 
     compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
@@ -884,7 +871,7 @@ def demo_main(argv: list[str]) -> int:
     print(f"comparison report: {compare_dir / 'compare.md'}")
     _print_stack_check(requests, metrics=metrics, results=results)
     print("\n".join(verdict_lines(requests, metrics, reruns)))
-    return _exit_code(results)
+    return exit_code(results, stop)
 
 
 def campaign_main(argv: list[str]) -> int:
@@ -914,9 +901,10 @@ def campaign_main(argv: list[str]) -> int:
         return 0
     out = args.out / campaign.campaign
     parallel = _parallel(args.parallel, len(requests))
-    results, metrics, every, reruns = _run_and_rerun(requests, out, parallel, args.rerun_invalid)
+    stop = threading.Event()
+    results, metrics, every, reruns = _run_and_rerun(requests, out, parallel, args.rerun_invalid, stop)
     planned = len(requests)
-    requests = _not_run(requests, results)
+    requests = not_run(requests, len(results), stop, _say)
     from fieldtest.analysis import compare_trials
 
     compare_trials([r.trial_dir for r in every], out / "compare")
@@ -927,4 +915,4 @@ def campaign_main(argv: list[str]) -> int:
         f"{len(results) - len(failed)}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}"
     )
     print("\n".join(verdict_lines(requests, metrics, reruns)))
-    return _exit_code(results)
+    return exit_code(results, stop)

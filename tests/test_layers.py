@@ -18,7 +18,14 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "fieldtest"
 # may read them.
 PLAIN_MIDDLEWARE = ("fieldtest.middleware", "fieldtest.middleware.names", "fieldtest.middleware.config")
 SHARED_NAMES = "fieldtest.names"
-UPPER = ("fieldtest.twin", "fieldtest.labrun", "fieldtest.runner", "fieldtest.campaign", "fieldtest.cli")
+UPPER = (
+    "fieldtest.twin",
+    "fieldtest.labrun",
+    "fieldtest.runner",
+    "fieldtest.lifecycle",
+    "fieldtest.campaign",
+    "fieldtest.cli",
+)
 # layer -> what it may never reach (the plain middleware modules are always allowed)
 FORBIDDEN = {
     "fieldtest.middleware.names": ("fieldtest",),

@@ -140,16 +140,16 @@ def run_main(args: argparse.Namespace) -> int:
     )
     runner = LabRunner(options)
     results = runner.run_all(trials)
-    return _campaign_exit(results, runner.interrupted, f"trials completed; results under {options.runs_dir}")
+    return _campaign_exit(results, runner.stop, f"trials completed; results under {options.runs_dir}")
 
 
-def _campaign_exit(results: list, interrupted: bool, what: str) -> int:
+def _campaign_exit(results: list, stop: threading.Event, what: str) -> int:
     """0 if every trial completed, 130 (as for SIGINT) after a stop signal, else 1."""
+    from fieldtest.lifecycle import exit_code
+
     done = sum(r.end_reason == "completed" for r in results)
     print(f"{done}/{len(results)} {what}")
-    if interrupted:
-        return 130
-    return 0 if results and done == len(results) else 1
+    return exit_code(results, stop)
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
@@ -178,9 +178,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     results = rehearse(trials, options, lab, stop=stop)  # a RehearsalError: one line from fieldtest.cli
-    return _campaign_exit(
-        results, stop.is_set(), f"rehearsal trials completed; results under {options.runs_dir}"
-    )
+    return _campaign_exit(results, stop, f"rehearsal trials completed; results under {options.runs_dir}")
 
 
 def _launch_values(arguments: list[str]) -> dict[str, str]:
