@@ -35,7 +35,7 @@ from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.runner import QUICK_PLAN, _interrupted, _run_and_rerun
+from fieldtest.runner.twintrial import QUICK_PLAN, _interrupted, _run_and_rerun
 
 MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
 

@@ -165,7 +165,7 @@ def test_discovery_is_a_campaign_axis_and_a_command_line_option():
     import argparse
 
     from fieldtest.campaign import expand, parse_campaign
-    from fieldtest.runner import _add_common_args, _request_from_args
+    from fieldtest.runner.twintrial import _add_common_args, _request_from_args
 
     campaign = parse_campaign({"campaign": "disc", "matrix": {"dds_discovery": ["spdp", "all", "none"]}})
     assert [t.transport.dds_discovery for t in expand(campaign)] == ["spdp", "all", "none"]

@@ -307,7 +307,7 @@ def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
 def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analysed):
     """The runner's loop over batches and re-runs, with the trials faked: after the batch that was
     interrupted nothing more runs, whatever the parallelism or the re-runs allowed."""
-    import fieldtest.runner as runner
+    import fieldtest.runner.twintrial as runner
 
     invalid = analysed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
     monkeypatch.setattr(runner, "_analyse", lambda results: [invalid] * len(results))
@@ -418,7 +418,7 @@ def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_p
     had completed, so a script went on as if the campaign had run in full."""
     import os
 
-    import fieldtest.runner as runner
+    import fieldtest.runner.twintrial as runner
 
     real_run = runner.run_twin_trial
 

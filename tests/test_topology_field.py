@@ -10,7 +10,7 @@ from fieldtest.netem import get_profile, measure_link, profiles
 from fieldtest.netem.placement import wireless_nodes
 from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
-from fieldtest.runner import _Network, run_twin_trial
+from fieldtest.runner.twintrial import _Network, run_twin_trial
 from fieldtest.testkit import needs
 
 LEG_MS = 10.0  # one way, each emulated leg; no jitter, so a leg shows as its delay
@@ -104,7 +104,7 @@ def test_topology_is_a_campaign_axis():
 def test_trial_command_line_takes_topology_and_nagle():
     import argparse
 
-    from fieldtest.runner import _add_common_args, _request_from_args
+    from fieldtest.runner.twintrial import _add_common_args, _request_from_args
 
     parser = argparse.ArgumentParser()
     _add_common_args(parser)
