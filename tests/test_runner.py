@@ -307,10 +307,10 @@ def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
 def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analysed):
     """The runner's loop over batches and re-runs, with the trials faked: after the batch that was
     interrupted nothing more runs, whatever the parallelism or the re-runs allowed."""
-    import fieldtest.runner.twintrial as runner
+    import fieldtest.runner.batches as runner
 
     invalid = analysed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
-    monkeypatch.setattr(runner, "_analyse", lambda results: [invalid] * len(results))
+    monkeypatch.setattr(runner, "analyse_all", lambda results: [invalid] * len(results))
     requests = [_request("dds").model_copy(update={"name": f"t{i}"}) for i in range(6)]
 
     def run(parallel, interrupted_at, reruns):
@@ -327,8 +327,8 @@ def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, 
                 batch.append(TrialResult(tmp_path / r.name, reason, ""))
             return batch
 
-        monkeypatch.setattr(runner, "_run_with_progress", fake_run)
-        return started, runner._run_and_rerun(requests, tmp_path, parallel, reruns)
+        monkeypatch.setattr(runner, "run_with_progress", fake_run)
+        return started, runner.run_and_rerun(requests, tmp_path, parallel, reruns)
 
     for parallel, interrupted_at, reruns in [(1, 0, 0), (1, 1, 2), (2, 2, 1), (2, 3, 3), (3, 4, 1)]:
         started, (results, metrics, every, count) = run(parallel, interrupted_at, reruns)
@@ -418,9 +418,10 @@ def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_p
     had completed, so a script went on as if the campaign had run in full."""
     import os
 
-    import fieldtest.runner.twintrial as runner
+    import fieldtest.runner.batches as batches
+    from fieldtest.runner.cli import campaign_main
 
-    real_run = runner.run_twin_trial
+    real_run = batches.run_twin_trial
 
     def run_then_hang_up(request, out, progress, domain_id=0, stop=None):
         result = real_run(request, out, progress, domain_id=domain_id, stop=stop)
@@ -428,10 +429,10 @@ def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_p
         assert stop.wait(5.0)  # the relay thread sets it (procs.run_stop_event)
         return result
 
-    monkeypatch.setattr(runner, "run_twin_trial", run_then_hang_up)
+    monkeypatch.setattr(batches, "run_twin_trial", run_then_hang_up)
     (tmp_path / "c.yaml").write_text(CAMPAIGN_OF_TWO)
     out = tmp_path / "runs"
-    code = runner.campaign_main([str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "1"])
+    code = campaign_main([str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "1"])
     trials = [read_trial(p) for p in (out / "interrupt").iterdir() if (p / "trial.yaml").exists()]
     assert [(t.request.name, t.outcome.end_reason) for t in trials] == [("interrupt-dds-r0", "completed")]
     assert code == 130
