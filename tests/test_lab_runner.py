@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fieldtest.campaign import LabSettings
-from fieldtest.labrun.estop import zero_commands_over_transport
-from fieldtest.labrun.remote import local_robot_side
-from fieldtest.labrun.runner import LabOptions, LabRunner
+from fieldtest.labrun.endpoints.estop import zero_commands_over_transport
+from fieldtest.labrun.orchestration.remote import local_robot_side
+from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
 from fieldtest.natnet.recorder import RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.plan import SquarePlan
@@ -24,7 +24,7 @@ from fieldtest.procs import free_port
 from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
 from fieldtest.transport.base import TransportConfig
 
-STANDIN = (sys.executable, "-m", "fieldtest.labrun.standin")
+STANDIN = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
 PLAN = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
 
 
@@ -225,7 +225,7 @@ def _standin_processes(tmp_path: Path) -> list[str]:
     return [
         " ".join(p.info["cmdline"] or [])
         for p in psutil.process_iter(["cmdline"])
-        if "fieldtest.labrun.standin" in " ".join(p.info["cmdline"] or [])
+        if "fieldtest.labrun.rehearsal.standin" in " ".join(p.info["cmdline"] or [])
         and str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
 

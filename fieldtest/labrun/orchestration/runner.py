@@ -41,11 +41,18 @@ from typing import Any
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
-from fieldtest.labrun.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
-from fieldtest.labrun.clockstate import summary as clock_summary
-from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
-from fieldtest.labrun.geofence import MAX_UNTRACKED_S, Geofence
-from fieldtest.labrun.preflight import (
+from fieldtest.labrun.endpoints.driver import (
+    CONTROL_DIR,
+    EXIT_NO_GO,
+    EXIT_ROBOT_LOST,
+    GO_FILE,
+    HOST_STATUS,
+    STOP_FILE,
+)
+from fieldtest.labrun.endpoints.geofence import MAX_UNTRACKED_S, Geofence
+from fieldtest.labrun.orchestration.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
+from fieldtest.labrun.orchestration.clockstate import summary as clock_summary
+from fieldtest.labrun.orchestration.preflight import (
     CheckResult,
     MocapSnapshot,
     check_clock,
@@ -56,7 +63,7 @@ from fieldtest.labrun.preflight import (
     format_results,
     summarize,
 )
-from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
+from fieldtest.labrun.orchestration.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.lifecycle import (
     Interrupted,
