@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/bench_lab_latency.py [--duration 32] [--rounds 2]
 
-1. Lab path: a lab rehearsal trial (``fieldtest.labrun.rehearsal``): square_driver -> link_monitor,
+1. Lab path: a lab rehearsal trial (``fieldtest.labrun.rehearsal.rehearsal``): square_driver -> link_monitor,
    rclpy from the ROS 2 wheels on Fast DDS, started from the launch plan by planrun, with the
    simulated base and the NatNet emulator running. The robot bag's CommandReceipt latency: send
    stamp right before rclpy publishes, arrival from the RMW's reception timestamp.
@@ -41,9 +41,9 @@ from bench_twin import (  # noqa: E402
 
 from fieldtest import rosmsg  # noqa: E402
 from fieldtest.campaign import LabSettings  # noqa: E402
-from fieldtest.labrun.rehearsal import SimulatedLab, rehearse  # noqa: E402
-from fieldtest.labrun.remote import RobotSide  # noqa: E402
-from fieldtest.labrun.runner import LabOptions  # noqa: E402
+from fieldtest.labrun.orchestration.remote import RobotSide  # noqa: E402
+from fieldtest.labrun.orchestration.runner import LabOptions  # noqa: E402
+from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse  # noqa: E402
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRequest, read_bag  # noqa: E402
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong  # noqa: E402
 from fieldtest.transport.base import TransportConfig  # noqa: E402

@@ -35,7 +35,8 @@ from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.runner import QUICK_PLAN, _interrupted, _run_and_rerun
+from fieldtest.runner import QUICK_PLAN
+from fieldtest.runner.batches import any_interrupted, run_and_rerun
 
 MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
 
@@ -82,8 +83,8 @@ def campaign(
     requests = _requests(middlewares, reps, plan, tag, order)
     started = time.monotonic()
     with MachineMonitor(sample_s=1.0) as monitor:
-        _, metrics, every, rerun_count = _run_and_rerun(requests, out, 1, reruns)
-    if _interrupted(every):
+        _, metrics, every, rerun_count = run_and_rerun(requests, out, 1, reruns)
+    if any_interrupted(every):
         raise KeyboardInterrupt  # the runner stopped on Ctrl-C or SIGTERM: so does the benchmark
     wall_s = time.monotonic() - started
     rows = {}

@@ -20,12 +20,12 @@ EXIT_BAD_INPUT = 2  # the input, the machine or the trial set-up has a problem t
 # name -> (module, function taking argv and returning an exit code, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": (
-        "fieldtest.runner",
+        "fieldtest.runner.cli",
         "demo_main",
         "run the digital-twin trial over every middleware and report (default)",
     ),
     "trial": (
-        "fieldtest.runner",
+        "fieldtest.runner.cli",
         "trial_main",
         "run one digital-twin trial with chosen middleware, security, network",
     ),
@@ -51,7 +51,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "create or check an SROS2 keystore with TLS material for Zenoh and MQTT",
     ),
     "campaign": (
-        "fieldtest.runner",
+        "fieldtest.runner.cli",
         "campaign_main",
         "run a campaign YAML (matrix of trials) in the twin and compare",
     ),

@@ -147,7 +147,7 @@ def test_a_rehearsal_adds_the_base_record_and_the_analysis_follows(trial, tmp_pa
 
 
 def test_the_simulated_base_records_what_it_takes_over_dds():
-    from fieldtest.labrun.simbase import SimulatedBase
+    from fieldtest.labrun.rehearsal.simbase import SimulatedBase
     from fieldtest.record.basecommands import BaseCommandLog
 
     config = TransportConfig(domain_id=random.randint(100, 230), namespace=f"b{uuid.uuid4().hex[:8]}")

@@ -165,16 +165,16 @@ def test_discovery_is_a_campaign_axis_and_a_command_line_option():
     import argparse
 
     from fieldtest.campaign import expand, parse_campaign
-    from fieldtest.runner import _add_common_args, _request_from_args
+    from fieldtest.runner.cli import add_common_args, request_from_args
 
     campaign = parse_campaign({"campaign": "disc", "matrix": {"dds_discovery": ["spdp", "all", "none"]}})
     assert [t.transport.dds_discovery for t in expand(campaign)] == ["spdp", "all", "none"]
     with pytest.raises(ValueError, match="dds_discovery"):
         expand(parse_campaign({"campaign": "bad", "matrix": {"dds_discovery": ["sometimes"]}}))
     parser = argparse.ArgumentParser()
-    _add_common_args(parser)
-    assert _request_from_args(parser.parse_args([]), "dds").transport.dds_discovery == "spdp"
-    chosen = _request_from_args(parser.parse_args(["--dds-discovery", "none"]), "dds")
+    add_common_args(parser)
+    assert request_from_args(parser.parse_args([]), "dds").transport.dds_discovery == "spdp"
+    chosen = request_from_args(parser.parse_args(["--dds-discovery", "none"]), "dds")
     assert chosen.transport.dds_discovery == "none"
 
 

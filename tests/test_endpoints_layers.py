@@ -22,7 +22,12 @@ ROS_NODES = sorted((REPO / "host_ws" / "src").glob("fieldtest_*/fieldtest_*/*.py
 
 
 def _modules(folder: Path, package: str, skip: set[str] = frozenset()) -> list[str]:
-    return [f"{package}.{p.stem}" for p in sorted(folder.glob("*.py")) if p.stem not in skip | {"__init__"}]
+    """Every module under ``folder``, sub-packages included."""
+    return [
+        ".".join([package, *p.relative_to(folder).with_suffix("").parts])
+        for p in sorted(folder.rglob("*.py"))
+        if p.stem not in skip | {"__init__"}
+    ]
 
 
 LAB_MODULES = _modules(LAB, "fieldtest.labrun", SIMULATORS)
@@ -64,7 +69,7 @@ def test_the_lab_modules_load_nothing_of_the_twin():
 
 
 @pytest.mark.parametrize(
-    "path", [LAB / f"{m.rsplit('.', 1)[1]}.py" for m in LAB_MODULES], ids=lambda p: p.stem
+    "path", [LAB / f"{'/'.join(m.split('.')[2:])}.py" for m in LAB_MODULES], ids=lambda p: p.stem
 )
 def test_no_lab_module_imports_the_twin_even_inside_a_function(path):
     assert _twin(_imported_names(path)) == []

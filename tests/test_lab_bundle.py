@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.cli import main as fieldtest_main
-from fieldtest.labrun.bundle import (
+from fieldtest.labrun.orchestration.bundle import (
     MSGS_PACKAGE,
     ROBOT_DISTRIBUTIONS,
     BundleError,
@@ -164,7 +164,10 @@ def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(loc
         assert "Looking in links: " + str(local_bundle / "wheels") in install.stdout
 
         modules = robot_side_kit_modules(local_bundle / "robot_ws" / "src")
-        assert "fieldtest.labrun.launch_actions" in modules and "fieldtest.labrun.monitor" in modules, modules
+        assert (
+            "fieldtest.labrun.orchestration.launch_actions" in modules
+            and "fieldtest.labrun.endpoints.monitor" in modules
+        ), modules
         nodes = ["fieldtest_robot.link_monitor", "fieldtest_robot.create3_preflight"]
         check = (
             "import importlib, sys, fieldtest\n"
@@ -274,7 +277,7 @@ def test_the_guide_puts_the_bundle_where_the_runner_sources_the_robot_workspace(
     <workspace>/install/setup.bash with the default workspace ~/fieldtest/robot_ws."""
     import inspect
 
-    from fieldtest.labrun.remote import robot_setup_script
+    from fieldtest.labrun.orchestration.remote import robot_setup_script
 
     guide = (kit_source() / "docs" / "lab-guide.md").read_text()
     section = guide[guide.index("### 3.1 ") : guide.index("### 3.2 ")]

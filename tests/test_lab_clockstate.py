@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import shutil
 
-from fieldtest.labrun.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state, summary
+from fieldtest.labrun.orchestration.clockstate import (
+    CLOCK_STATE_SCRIPT,
+    local_clock_state,
+    parse_clock_state,
+    summary,
+)
 
 # `chronyc -c tracking` / `chronyc -c sources` on a Pi synced to the laptop (fields in the order of
 # chronyc's tracking and sources reports, chrony doc/chronyc.adoc)

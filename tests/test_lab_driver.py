@@ -17,7 +17,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.stop import ESTOP_SEQ, RelayWatchdog
-from fieldtest.labrun.driver import (
+from fieldtest.labrun.endpoints.driver import (
     CONTROL_DIR,
     EXIT_ROBOT_LOST,
     GO_FILE,
@@ -25,10 +25,10 @@ from fieldtest.labrun.driver import (
     STOP_FILE,
     LabDriver,
 )
-from fieldtest.labrun.estop import ros2_zero_command_argv, zero_commands_over_transport
-from fieldtest.labrun.monitor import LabLinkMonitor
-from fieldtest.labrun.remote import RemoteShell, local_robot_side
-from fieldtest.labrun.runner import host_end_reason
+from fieldtest.labrun.endpoints.estop import ros2_zero_command_argv, zero_commands_over_transport
+from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
+from fieldtest.labrun.orchestration.remote import RemoteShell, local_robot_side
+from fieldtest.labrun.orchestration.runner import host_end_reason
 from fieldtest.middleware.registry import open_transport
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.preflight import check_keystore
+from fieldtest.labrun.orchestration.preflight import check_keystore
 from fieldtest.record import TrialRequest
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave

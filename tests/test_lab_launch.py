@@ -2,7 +2,7 @@
 
 rclpy, launch and colcon cannot be installed here: the nodes and launch files are compiled, their
 packages checked for consistency, and every decision they delegate is tested through
-``fieldtest.labrun.launchplan``.
+``fieldtest.labrun.orchestration.launchplan``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from fieldtest.labrun.environment import ros_environment
-from fieldtest.labrun.launch_actions import argument_names
-from fieldtest.labrun.launchplan import launch_plan
+from fieldtest.labrun.orchestration.launch_actions import argument_names
+from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware.names import LAB_MIDDLEWARES
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE

@@ -16,7 +16,7 @@ import pytest
 from fieldtest.campaign import load_trials
 from fieldtest.labrun.bridges import mqtt_client_params
 from fieldtest.labrun.cli import lab_main
-from fieldtest.labrun.preflight import refuse_before_start
+from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.labrun.settings import (
     LaunchArgError,
     launch_args_for_trial,

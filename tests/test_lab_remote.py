@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from fieldtest.labrun.remote import RobotSide, robot_setup_script
+from fieldtest.labrun.orchestration.remote import RobotSide, robot_setup_script
 
 
 @pytest.fixture
@@ -54,8 +54,8 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
     import sys
 
     from fieldtest.campaign import LabSettings
-    from fieldtest.labrun.remote import RemoteShell
-    from fieldtest.labrun.runner import LabOptions, LabRunner
+    from fieldtest.labrun.orchestration.remote import RemoteShell
+    from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
     from fieldtest.plan import SquarePlan
     from fieldtest.procs import free_port
     from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
@@ -66,7 +66,7 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
     elsewhere.mkdir()
     monkeypatch.setenv("HOME", str(robot_home))
     monkeypatch.chdir(elsewhere)  # over ssh the launch starts in $HOME: a relative '~' lands there
-    standin = (sys.executable, "-m", "fieldtest.labrun.standin")
+    standin = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
     robot = RobotSide(shell=RemoteShell(None), setup="", launch=(*standin, "robot"))
     assert robot.remote_root == "~/fieldtest/trials"  # the CLI's default too
     options = LabOptions(

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fieldtest.labrun.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_what_the_lab_nodes_and_planrun_import_loads_in_the_ros_environment(pyth
     nodes and planrun import must not need it."""
     modules = [
         "fieldtest.labrun.planrun", "fieldtest_host.square_driver", "fieldtest_host.mocap_relay",
-        "fieldtest_robot.link_monitor", "fieldtest_robot.create3_preflight", "fieldtest.labrun.simbase",
+        "fieldtest_robot.link_monitor", "fieldtest_robot.create3_preflight", "fieldtest.labrun.rehearsal.simbase",
     ]  # fmt: skip
     assert _run(python, f"import {', '.join(modules)}; print('ok')") == "ok"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fieldtest.campaign import LabSettings
-from fieldtest.labrun.estop import zero_commands_over_transport
-from fieldtest.labrun.remote import local_robot_side
-from fieldtest.labrun.runner import LabOptions, LabRunner
+from fieldtest.labrun.endpoints.estop import zero_commands_over_transport
+from fieldtest.labrun.orchestration.remote import local_robot_side
+from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
 from fieldtest.natnet.recorder import RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.plan import SquarePlan
@@ -24,7 +24,7 @@ from fieldtest.procs import free_port
 from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
 from fieldtest.transport.base import TransportConfig
 
-STANDIN = (sys.executable, "-m", "fieldtest.labrun.standin")
+STANDIN = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
 PLAN = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
 
 
@@ -225,7 +225,7 @@ def _standin_processes(tmp_path: Path) -> list[str]:
     return [
         " ".join(p.info["cmdline"] or [])
         for p in psutil.process_iter(["cmdline"])
-        if "fieldtest.labrun.standin" in " ".join(p.info["cmdline"] or [])
+        if "fieldtest.labrun.rehearsal.standin" in " ".join(p.info["cmdline"] or [])
         and str(tmp_path) in " ".join(p.info["cmdline"] or [])
     ]
 
@@ -260,3 +260,27 @@ def test_a_stop_signal_stops_the_robot_and_the_campaign(tmp_path, signals):
     assert receipts[-1].seq == plan.n_ticks() + 4 and receipts[-1].twist.linear.x == 0.0  # the stop burst
     assert record.outcome.lab["robot_recording"] == "closed"  # the robot launch was stopped, not left
     assert not _standin_processes(tmp_path)
+
+
+def test_a_stop_signal_before_the_start_starts_neither_robot_nor_host(tmp_path, natnet):
+    """SIGTERM while the runner reads the clocks, before any launch: the trial ends as interrupted
+    with neither side started (``lifecycle.start_in_order``). The old runner went on to launch the
+    robot side over ssh and the host side, and only noticed the signal at the pre-flight."""
+    messages: list[str] = []
+    options = _options(tmp_path, natnet, messages)
+
+    def say(line: str) -> None:
+        messages.append(line)
+        if line.startswith("  robot clock:") and not runner.stop.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert runner.stop.wait(5.0)  # the relay thread sets it (procs.run_stop_event)
+
+    options.say = say
+    runner = LabRunner(options)
+    result = runner.run_trial(_request())
+    assert result.end_reason == "interrupted", (result.detail, messages)
+    assert result.detail.startswith("interrupted by SIGTERM")
+    logs = result.trial_dir / "logs"
+    assert not (logs / "robot.log").exists() and not (logs / "host.log").exists()
+    assert not (tmp_path / "pi" / result.trial_dir.name).exists()  # nothing ran on the robot
+    assert read_trial(result.trial_dir).outcome.end_reason == "interrupted"

@@ -13,7 +13,7 @@ import pytest
 
 from fieldtest.campaign import load_trials
 from fieldtest.cli import main as fieldtest_main
-from fieldtest.labrun.preflight import refuse_before_start
+from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware import registry
 from fieldtest.security.settings import settings_for

@@ -45,7 +45,7 @@ def _trial_dirs(lab, campaign: str) -> list[Path]:
 
 
 # (shipped campaign, its trial selected with --only): plain DDS, and MQTT through the host's broker
-# with mqtt_client as the kit's stand-in (fieldtest.labrun.mqtt_standin). Zenoh needs the bridge on
+# with mqtt_client as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin). Zenoh needs the bridge on
 # the robot too (zenohd + plugin under the robot login's own ~/.cache): not set up here.
 CASES = {
     "dds": ("trials/rehearsal.yaml", None),
@@ -204,7 +204,14 @@ def test_guide_steps_replace_only_the_guides_example_values(tmp_path):
 def test_the_republisher_stand_in_relays_the_turtlebot4_jazzy_names(namespace, user, base):
     """turtlebot4_robot (jazzy) republisher.yaml's topics, user side as the TurtleBot 4 names it: a
     TwistStamped on <ns>/cmd_vel reaches the base's cmd_vel_stamped, a Twist needs cmd_vel_unstamped."""
-    from fieldtest.labrun.republisher import BATTERY_STATE, ODOMETRY, TWIST, TWIST_STAMPED, Relay, relays
+    from fieldtest.labrun.rehearsal.republisher import (
+        BATTERY_STATE,
+        ODOMETRY,
+        TWIST,
+        TWIST_STAMPED,
+        Relay,
+        relays,
+    )
 
     assert relays(namespace, "jazzy") == [
         Relay(f"{base}/odom", f"{user}/odom", ODOMETRY),

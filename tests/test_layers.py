@@ -22,6 +22,7 @@ UPPER = (
     "fieldtest.twin",
     "fieldtest.labrun",
     "fieldtest.runner",
+    "fieldtest.lifecycle",
     "fieldtest.campaign",
     "fieldtest.perf",
     "fieldtest.cli",

@@ -82,11 +82,11 @@ def test_the_record_names_the_preset_and_refuses_bad_ones():
 
 
 def _cli_request(*argv: str) -> TrialRequest:
-    from fieldtest.runner import _add_common_args, _request_from_args
+    from fieldtest.runner.cli import add_common_args, request_from_args
 
     parser = argparse.ArgumentParser()
-    _add_common_args(parser)
-    return _request_from_args(parser.parse_args(list(argv)), "dds")
+    add_common_args(parser)
+    return request_from_args(parser.parse_args(list(argv)), "dds")
 
 
 def test_the_command_line_option_reaches_the_request_and_its_name():

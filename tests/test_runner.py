@@ -300,17 +300,17 @@ def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
     trials = [read_trial(p) for p in (out / "interrupt").iterdir() if (p / "trial.yaml").exists()]
     assert [t.request.name for t in trials] == ["interrupt-dds-r0"]
     assert trials[0].outcome.end_detail == "interrupted by SIGHUP"
-    assert "not run (interrupted): interrupt-zenoh-peer-r0" in stderr
+    assert "not run (interrupted by SIGHUP): interrupt-zenoh-peer-r0" in stderr
     assert "0/2 trials completed" in stdout
 
 
 def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analysed):
     """The runner's loop over batches and re-runs, with the trials faked: after the batch that was
     interrupted nothing more runs, whatever the parallelism or the re-runs allowed."""
-    import fieldtest.runner as runner
+    import fieldtest.runner.batches as runner
 
     invalid = analysed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
-    monkeypatch.setattr(runner, "_analyse", lambda results: [invalid] * len(results))
+    monkeypatch.setattr(runner, "analyse_all", lambda results: [invalid] * len(results))
     requests = [_request("dds").model_copy(update={"name": f"t{i}"}) for i in range(6)]
 
     def run(parallel, interrupted_at, reruns):
@@ -327,8 +327,8 @@ def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, 
                 batch.append(TrialResult(tmp_path / r.name, reason, ""))
             return batch
 
-        monkeypatch.setattr(runner, "_run_with_progress", fake_run)
-        return started, runner._run_and_rerun(requests, tmp_path, parallel, reruns)
+        monkeypatch.setattr(runner, "run_with_progress", fake_run)
+        return started, runner.run_and_rerun(requests, tmp_path, parallel, reruns)
 
     for parallel, interrupted_at, reruns in [(1, 0, 0), (1, 1, 2), (2, 2, 1), (2, 3, 3), (3, 4, 1)]:
         started, (results, metrics, every, count) = run(parallel, interrupted_at, reruns)
@@ -391,3 +391,81 @@ def test_verdict_names_invalid_trials_why_and_what_to_do(analysed):
     assert verdict_lines(requests[:1], [None])[0].startswith(
         "verdict: validity unknown for e2e-dds"
     )  # not analysed
+
+
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "mqtt-local-broker"])
+def test_a_stop_signal_during_the_start_up_starts_no_further_process(tmp_path, middleware):
+    """A stop signal that lands while a trial starts (another trial of its batch is still starting
+    when the user presses Ctrl-C): no process starts after it, the host least of all, and the trial
+    is recorded as interrupted. The old runner started every process and the host's stream, and
+    only then saw the signal."""
+    import threading
+
+    stop = threading.Event()
+    stop.set()
+    request = TrialRequest(name="stopped", plan=QUICK_PLAN, transport={"middleware": middleware})
+    result = run_twin_trial(request, tmp_path, stop=stop)
+    assert result.end_reason == "interrupted", result.detail
+    logs = result.trial_dir / "logs"
+    assert not any((logs / f"{name}.log").exists() for name in ("host", "robot", "recorder", "natnet"))
+    outcome = read_trial(result.trial_dir).outcome
+    assert outcome.end_reason == "interrupted" and outcome.software
+
+
+def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_path, monkeypatch):
+    """SIGHUP as the first of two trials completes (parallel 1): the second never starts, and the
+    exit code says the campaign was interrupted. The old runner returned 0: every trial that ran
+    had completed, so a script went on as if the campaign had run in full."""
+    import os
+
+    import fieldtest.runner.batches as batches
+    from fieldtest.runner.cli import campaign_main
+
+    real_run = batches.run_twin_trial
+
+    def run_then_hang_up(request, out, progress, domain_id=0, stop=None):
+        result = real_run(request, out, progress, domain_id=domain_id, stop=stop)
+        os.kill(os.getpid(), signal.SIGHUP)  # the trial has completed; the terminal closes
+        assert stop.wait(5.0)  # the relay thread sets it (procs.run_stop_event)
+        return result
+
+    monkeypatch.setattr(batches, "run_twin_trial", run_then_hang_up)
+    (tmp_path / "c.yaml").write_text(CAMPAIGN_OF_TWO)
+    out = tmp_path / "runs"
+    code = campaign_main([str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "1"])
+    trials = [read_trial(p) for p in (out / "interrupt").iterdir() if (p / "trial.yaml").exists()]
+    assert [(t.request.name, t.outcome.end_reason) for t in trials] == [("interrupt-dds-r0", "completed")]
+    assert code == 130
+
+
+ANALYSE_THEN_SIGNAL = """
+import os, signal, sys, time
+import fieldtest.analysis
+real = fieldtest.analysis.analyze_trial
+def analyse_under_a_signal(trial_dir, **kwargs):
+    os.kill(os.getpid(), signal.SIG{name})
+    time.sleep(0.5)  # the signal lands while the analysis runs
+    return real(trial_dir, **kwargs)
+fieldtest.analysis.analyze_trial = analyse_under_a_signal
+from fieldtest.runner import trial_main
+sys.exit(trial_main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("name", ["TERM", "INT"])
+def test_a_signal_during_the_analysis_of_a_trial_lets_it_finish(tmp_path, name):
+    """``fieldtest trial``: SIGTERM or Ctrl-C while the completed trial is analysed: the report is
+    written and the exit code is 130, as in a demo or campaign. The old runner analysed outside its
+    stop signals: SIGTERM killed it with no report, Ctrl-C ended it with a traceback."""
+    done = subprocess.run(
+        [sys.executable, "-c", ANALYSE_THEN_SIGNAL.replace("{name}", name), "--middleware", "dds"]
+        + ["--quick", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    assert done.returncode == 130, done.stdout[-2000:] + done.stderr[-2000:]
+    (trial_dir,) = [p for p in tmp_path.iterdir() if (p / "trial.yaml").exists()]
+    assert read_trial(trial_dir).outcome.end_reason == "completed"
+    assert (trial_dir / "analysis" / "report.md").exists() and "Traceback" not in done.stderr

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import zenoh
 
-from fieldtest.labrun.launchplan import launch_plan
+from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave, policy_xml
 from fieldtest.security.rmw_zenoh import (

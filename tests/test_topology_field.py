@@ -10,7 +10,7 @@ from fieldtest.netem import get_profile, measure_link, profiles
 from fieldtest.netem.placement import wireless_nodes
 from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
-from fieldtest.runner import _Network, run_twin_trial
+from fieldtest.runner.twintrial import _Network, run_twin_trial
 from fieldtest.testkit import needs
 
 LEG_MS = 10.0  # one way, each emulated leg; no jitter, so a leg shows as its delay
@@ -104,11 +104,11 @@ def test_topology_is_a_campaign_axis():
 def test_trial_command_line_takes_topology_and_nagle():
     import argparse
 
-    from fieldtest.runner import _add_common_args, _request_from_args
+    from fieldtest.runner.cli import add_common_args, request_from_args
 
     parser = argparse.ArgumentParser()
-    _add_common_args(parser)
-    default = _request_from_args(parser.parse_args([]), "mqtt-broker")
+    add_common_args(parser)
+    default = request_from_args(parser.parse_args([]), "mqtt-broker")
     assert default.topology == "seed" and default.transport.mqtt_nagle is True
-    chosen = _request_from_args(parser.parse_args(["--topology", "robot-only", "--no-nagle"]), "mqtt-broker")
+    chosen = request_from_args(parser.parse_args(["--topology", "robot-only", "--no-nagle"]), "mqtt-broker")
     assert chosen.topology == "robot-only" and chosen.transport.mqtt_nagle is False

@@ -1,7 +1,7 @@
 """What the base received against what the host sent (docs/analysis.md, "What the base received").
 
 Sources, in order: the simulated base's own record (``<trial>/base/commands.csv``, written by a lab
-rehearsal's ``fieldtest.labrun.simbase``); in a twin trial the robot's receipts (the twin's robot
+rehearsal's ``fieldtest.labrun.rehearsal.simbase``); in a twin trial the robot's receipts (the twin's robot
 process is its Create 3 model's only input). A real Create 3 keeps no record of the commands it
 took: a lab trial without one reports "not available" and names what stands in for it.
 

@@ -148,7 +148,7 @@ class CommandReceiver:
         self.on_command = on_command
         self.probes = ProbeInitiator()
         # where the latency's clock offset comes from: the link's own probes unless another channel
-        # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.udpclock)
+        # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.endpoints.udpclock)
         self.offset_probes, self.offset_source = self.probes, "link"
         self.stats = RobotStats(plan_ticks=request.plan.n_ticks())
         self.pairer = ArrivalPairer()

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.bundle import PLATFORMS
-from fieldtest.labrun.create3 import (
+from fieldtest.labrun.endpoints.create3 import (
     check_create3,
     create3_param_file,
     parse_param_dump,
     verdict,
 )
+from fieldtest.labrun.orchestration.bundle import PLATFORMS
 from fieldtest.labrun.settings import LaunchArgError, load_plan, with_lab_defaults
 from fieldtest.names import MQTT_PORT
 
@@ -71,7 +71,7 @@ def _select(trials: list, only: str | None, first: int | None) -> list:
 def _selected_trials(args: argparse.Namespace) -> tuple:
     """The campaign and the trials --only/--first select, for --ros-distro (else the campaign's
     lab.ros_distro), with both sides' launch arguments checked; says so when none is left."""
-    from fieldtest.labrun.preflight import refuse_before_start
+    from fieldtest.labrun.orchestration.preflight import refuse_before_start
 
     campaign, trials = load_trials(args.campaign, ros_distro=args.ros_distro)
     trials = [with_lab_defaults(t) for t in _select(trials, args.only, args.first)]
@@ -88,9 +88,9 @@ def _selected_trials(args: argparse.Namespace) -> tuple:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.estop import ros2_zero_commands, zero_commands_over_transport
-    from fieldtest.labrun.remote import RemoteShell, RobotSide, robot_setup_script
-    from fieldtest.labrun.runner import HOST_LAUNCH, LabOptions, LabRunner
+    from fieldtest.labrun.endpoints.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide, robot_setup_script
+    from fieldtest.labrun.orchestration.runner import HOST_LAUNCH, LabOptions, LabRunner
 
     campaign, trials = _selected_trials(args)
     if not trials:
@@ -98,7 +98,7 @@ def run_main(args: argparse.Namespace) -> int:
     host_args, robot_args = _side_args(args)
     distro = args.ros_distro or campaign.lab.ros_distro
     if args.standin:  # the stand-in robot drives no base: the emergency stop goes over the link
-        standin = (sys.executable, "-m", "fieldtest.labrun.standin")
+        standin = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
         estop, robot_estop = (lambda request: zero_commands_over_transport(request)), ()
     else:  # the robot's own e-stop first (RobotSide.estop), then ros2 topic pub from the host
@@ -140,22 +140,22 @@ def run_main(args: argparse.Namespace) -> int:
     )
     runner = LabRunner(options)
     results = runner.run_all(trials)
-    return _campaign_exit(results, runner.interrupted, f"trials completed; results under {options.runs_dir}")
+    return _campaign_exit(results, runner.stop, f"trials completed; results under {options.runs_dir}")
 
 
-def _campaign_exit(results: list, interrupted: bool, what: str) -> int:
+def _campaign_exit(results: list, stop: threading.Event, what: str) -> int:
     """0 if every trial completed, 130 (as for SIGINT) after a stop signal, else 1."""
+    from fieldtest.lifecycle import exit_code
+
     done = sum(r.end_reason == "completed" for r in results)
     print(f"{done}/{len(results)} {what}")
-    if interrupted:
-        return 130
-    return 0 if results and done == len(results) else 1
+    return exit_code(results, stop)
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.rehearsal import SimulatedLab, rehearse
-    from fieldtest.labrun.remote import RobotSide
-    from fieldtest.labrun.runner import LabOptions
+    from fieldtest.labrun.orchestration.remote import RobotSide
+    from fieldtest.labrun.orchestration.runner import LabOptions
+    from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse
 
     campaign, trials = _selected_trials(args)
     if not trials:
@@ -178,9 +178,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
     )
     stop = threading.Event()
     results = rehearse(trials, options, lab, stop=stop)  # a RehearsalError: one line from fieldtest.cli
-    return _campaign_exit(
-        results, stop.is_set(), f"rehearsal trials completed; results under {options.runs_dir}"
-    )
+    return _campaign_exit(results, stop, f"rehearsal trials completed; results under {options.runs_dir}")
 
 
 def _launch_values(arguments: list[str]) -> dict[str, str]:
@@ -194,7 +192,7 @@ def _launch_values(arguments: list[str]) -> dict[str, str]:
 
 
 def launch_plan_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.launchplan import launch_plan
+    from fieldtest.labrun.orchestration.launchplan import launch_plan
 
     values = _launch_values(args.arguments)
     if args.out:
@@ -242,7 +240,7 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     """Read a ``ros2 bag record`` of cmd_vel and odom (one recorder, one clock: the receive times)."""
     from rosbags.highlevel import AnyReader
 
-    from fieldtest.labrun.create3 import measure_stop_after_silence
+    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
 
     ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
     cmd_topic, odom_topic = f"{ns}/{args.cmd_topic}", f"{ns}/{args.odom_topic}"
@@ -264,7 +262,7 @@ def measure_stop_main(args: argparse.Namespace) -> int:
 
 def bundle_main(args: argparse.Namespace) -> int:
     """The Pi's offline install: the kit's wheel, its robot-side wheels for the target, robot_ws."""
-    from fieldtest.labrun.bundle import build_bundle, target_from_args
+    from fieldtest.labrun.orchestration.bundle import build_bundle, target_from_args
 
     target = target_from_args(args.platform or ["aarch64"], args.python, args.glibc)
     manifest = build_bundle(Path(args.out), target)

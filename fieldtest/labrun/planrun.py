@@ -2,7 +2,7 @@
 
     python -m fieldtest.labrun.planrun [--rehearsal [--without=NAME]] host|robot name:=value ...
 
-``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.launchplan.launch_plan`` one to
+``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.orchestration.launchplan.launch_plan`` one to
 one onto launch actions; this does the same with plain processes, so the real rclpy nodes of
 host_ws/ and robot_ws/ run where launch / launch_ros cannot be installed (the ROS 2 wheels): the
 environment set and unset, the generated config files, the side processes (bridges, routers,
@@ -17,7 +17,7 @@ Run it with the Python of a ROS 2 environment: the nodes are started with the sa
 cannot be installed here in their place, with the files the plan wrote: zenoh-bridge-ros2dds as
 zenohd + the ros2dds plugin (upstream's supported equivalent, built by
 tools/install_zenoh_bridge.sh), the host's Zenoh router as that zenohd, and mqtt_client as the kit's
-stand-in ``fieldtest.labrun.mqtt_standin`` (NOT the real mqtt_client; same parameter file, same
+stand-in ``fieldtest.labrun.rehearsal.mqtt_standin`` (NOT the real mqtt_client; same parameter file, same
 wire format). Mosquitto is the real one.
 """
 
@@ -43,8 +43,8 @@ from fieldtest.labrun.bridges import (
     SideProcess,
     zenohd_bridge_launch,
 )
-from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
-from fieldtest.labrun.standin import parse_argv
+from fieldtest.labrun.orchestration.launchplan import LaunchPlan, NodeSpec, launch_plan
+from fieldtest.labrun.rehearsal.standin import parse_argv
 from fieldtest.procs import die_with_parent, signals_set
 from fieldtest.transport.zenoh_bridge import LOOPBACK, find_bridge, router_argv
 
@@ -53,10 +53,8 @@ EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its
 SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
 REHEARSAL_FLAG = "--rehearsal"
 WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
-MQTT_STANDIN = "fieldtest.labrun.mqtt_standin"
-STANDIN_NOTE = (
-    "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
-)
+MQTT_STANDIN = "fieldtest.labrun.rehearsal.mqtt_standin"
+STANDIN_NOTE = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
 STOP_TIMEOUT_S = 5.0  # launch's sigterm_timeout default: SIGINT, then SIGTERM after this
 
 

@@ -380,7 +380,7 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
         values["start_broker"] = _bool("start_broker", broker)
     clock = deferred.get("clock_source", AUTO)
     if clock in ("", AUTO) and middleware in registry.REGISTRY:
-        from fieldtest.labrun.udpclock import clock_source_for
+        from fieldtest.labrun.endpoints.udpclock import clock_source_for
 
         values["clock_source"] = clock_source_for(registry.get(middleware).family)
     elif clock not in ("", AUTO):
@@ -391,7 +391,7 @@ def _base_namespace(values: dict[str, Any], deferred: dict[str, str], environ: M
     """``base_namespace:=auto``: where the TurtleBot 4 puts the Create 3 for this distro; a
     TurtleBot 4 in discovery-server mode exports ROS_DISCOVERY_SERVER (turtlebot4_setup
     etc/turtlebot4/setup.bash) and hides the base on Humble too."""
-    from fieldtest.labrun.create3 import create3_base_namespace
+    from fieldtest.labrun.endpoints.create3 import create3_base_namespace
 
     given = deferred.get("base_namespace", AUTO)
     if given not in ("", AUTO):

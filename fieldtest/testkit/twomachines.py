@@ -17,8 +17,8 @@
   environment and the Python they were made with read-only at their own paths: where a folder on
   the way is closed to other users (e.g. a pyenv Python under /root), the robot's and the lab
   user's mount namespaces cover that folder with an empty one holding only those paths;
-- the simulated hardware: the Create 3 base (``fieldtest.labrun.simbase``) under
-  ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.republisher``)
+- the simulated hardware: the Create 3 base (``fieldtest.labrun.rehearsal.simbase``) under
+  ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.rehearsal.republisher``)
   on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
   a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
 
@@ -389,12 +389,12 @@ def _start_hardware(lab: Lab, rigid_body_id: int) -> None:
         *_env_args(FASTDDS_UDP_ONLY),
     ]
     base = [
-        *ros_env, lab.ros_python, "-m", "fieldtest.labrun.simbase", "--namespace", lab.namespace,
+        *ros_env, lab.ros_python, "-m", "fieldtest.labrun.rehearsal.simbase", "--namespace", lab.namespace,
         "--distro", lab.distro, "--vendor", "fastdds", "--behind-republisher", "--safety-override", "full",
         "--feed-address", str(feed), "--feed-port", "1", "--status", str(lab.root / "base_status.json"),
     ]  # fmt: skip
     _start(lab, "base", "robot", base, marker="READY simulated base")
-    republisher = [*ros_env, lab.ros_python, "-m", "fieldtest.labrun.republisher", "--namespace", lab.namespace,
+    republisher = [*ros_env, lab.ros_python, "-m", "fieldtest.labrun.rehearsal.republisher", "--namespace", lab.namespace,
                    "--distro", lab.distro]  # fmt: skip
     _start(lab, "republisher", "robot", republisher, marker="READY republisher")
 

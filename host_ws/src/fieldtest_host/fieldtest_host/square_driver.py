@@ -1,4 +1,4 @@
-"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.driver, which
+"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.endpoints.driver, which
 composes fieldtest.endpoints' command streamer).
 
 Parameters (set by host.launch.py):
@@ -34,8 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     import rclpy
 
     from fieldtest.endpoints.link import RemappedTransport, command_remap
-    from fieldtest.labrun.driver import LabDriver, request_for_side
-    from fieldtest.labrun.rclpy_transport import (
+    from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
+    from fieldtest.labrun.endpoints.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,
         spin_in_background,

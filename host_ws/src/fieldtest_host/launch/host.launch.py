@@ -5,14 +5,14 @@ and the square driver.
         namespace:=/tb4 plan:=trials/plans/seed.yaml robot_address:=192.168.1.20 trial_dir:=/path/trial
 
 Every decision (environment, bridge command lines, generated configs) is made by
-fieldtest.labrun.launchplan, which is tested without ROS; this file only hands it the arguments.
+fieldtest.labrun.orchestration.launchplan, which is tested without ROS; this file only hands it the arguments.
 `ros2 launch fieldtest_host host.launch.py --show-args` lists them.
 """
 
 from launch import LaunchDescription
 from launch.actions import OpaqueFunction
 
-from fieldtest.labrun.launch_actions import declare_arguments, generate_actions
+from fieldtest.labrun.orchestration.launch_actions import declare_arguments, generate_actions
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -3,7 +3,7 @@
 Refuses to start the trial (exit code 1) when the plan's 0.33 m/s would be clamped by the base
 (safety_override not "full"), the battery is below ``min_battery_percent`` or the parameters
 cannot be read; with ``warn_only`` the same findings are printed as warnings and it exits 0.
-The checks themselves are ``fieldtest.labrun.create3`` (tested without ROS); this is the glue
+The checks themselves are ``fieldtest.labrun.endpoints.create3`` (tested without ROS); this is the glue
 that reads the values over the GetParameters service and the battery_state topic.
 
 Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
@@ -84,7 +84,7 @@ def read_battery(node, topic: str, timeout_s: float) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
-    from fieldtest.labrun.create3 import (
+    from fieldtest.labrun.endpoints.create3 import (
         CHECKED_PARAMETERS,
         format_findings,
         motion_control_node,

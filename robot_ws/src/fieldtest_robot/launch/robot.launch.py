@@ -6,13 +6,13 @@ recording, the Create 3 pre-flight and the link monitor.
 
 The pre-flight (create3_preflight) runs first and the link monitor starts only if it passes
 (preflight_warn_only:=true turns refusals into warnings, preflight:=false skips it). Every decision
-is made by fieldtest.labrun.launchplan, tested without ROS.
+is made by fieldtest.labrun.orchestration.launchplan, tested without ROS.
 """
 
 from launch import LaunchDescription
 from launch.actions import OpaqueFunction
 
-from fieldtest.labrun.launch_actions import declare_arguments, generate_actions
+from fieldtest.labrun.orchestration.launch_actions import declare_arguments, generate_actions
 
 
 def generate_launch_description() -> LaunchDescription:

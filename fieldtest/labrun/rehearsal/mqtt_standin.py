@@ -1,6 +1,6 @@
 """STAND-IN for mqtt_client (ika-rwth-aachen) in lab rehearsals. It is NOT the real mqtt_client.
 
-    python -m fieldtest.labrun.mqtt_standin mqtt_client_<role>.yaml
+    python -m fieldtest.labrun.rehearsal.mqtt_standin mqtt_client_<role>.yaml
 
 The lab runs ``ros2 run mqtt_client mqtt_client --ros-args --params-file <file>`` on each machine;
 mqtt_client cannot be installed from the ROS 2 wheels, so a rehearsal (``planrun --rehearsal``)
@@ -57,7 +57,9 @@ from fieldtest.transport.mqtt import (
     stamped_payload,
 )
 
-STANDIN_BANNER = "STAND-IN for mqtt_client (fieldtest.labrun.mqtt_standin): not the real mqtt_client"
+STANDIN_BANNER = (
+    "STAND-IN for mqtt_client (fieldtest.labrun.rehearsal.mqtt_standin): not the real mqtt_client"
+)
 NODE_NAME = "mqtt_client"
 CHECK_SUBSCRIPTIONS_S = 1.0  # mqtt_client's check_subscriptions_timer_
 KEEP_NAGLE_ENV = "FIELDTEST_STANDIN_NAGLE"  # "1": leave Nagle on, as mqtt_client (Paho C) does
@@ -355,7 +357,9 @@ def _qos(depth: int, reliability: str, durability: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fieldtest.labrun.mqtt_standin", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m fieldtest.labrun.rehearsal.mqtt_standin", description=__doc__
+    )
     parser.add_argument(
         "params_file", type=Path, help="mqtt_client parameter file (bridges.mqtt_client_params)"
     )
@@ -363,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(args.params_file)
     except StandinConfigError as exc:
-        print(f"fieldtest.labrun.mqtt_standin: {exc}", file=sys.stderr)
+        print(f"fieldtest.labrun.rehearsal.mqtt_standin: {exc}", file=sys.stderr)
         return 2
     import rclpy
     from rclpy.executors import ExternalShutdownException

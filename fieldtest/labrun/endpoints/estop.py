@@ -7,7 +7,7 @@ zero commands themselves are ``fieldtest.endpoints.stop.zero_commands``.
 
 The runner's emergency stop runs on the robot (``RobotSide.emergency_stop`` over ssh):
 
-    python3 -m fieldtest.labrun.estop name:=value ...     (the trial's robot launch arguments)
+    python3 -m fieldtest.labrun.endpoints.estop name:=value ...     (the trial's robot launch arguments)
 
 starts robot_ws's ``base_stop`` node in the robot launch's environment (its RMW, DDS config,
 domain, discovery range; outside the SROS2 domain, as the relay), so the zeros reach the base
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.stop import ZERO_COUNT, zero_commands
-from fieldtest.labrun.launchplan import launch_plan
+from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.settings import launch_args_for_trial
 from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
@@ -71,7 +71,7 @@ def robot_estop_argv(
     args: dict[str, str], scratch: Path, python: str = sys.executable
 ) -> tuple[list[str], dict]:
     """``base_stop``'s command line and environment for the robot launch arguments ``args``."""
-    from fieldtest.labrun.launchplan import base_stop_node
+    from fieldtest.labrun.orchestration.launchplan import base_stop_node
     from fieldtest.labrun.planrun import node_argv, parameters_yaml
 
     plan = launch_plan({**args, "trial_dir": str(scratch)}, "robot")
@@ -85,7 +85,7 @@ def robot_estop_argv(
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``base_stop`` for these robot launch arguments; prints its line, exits with its code."""
-    from fieldtest.labrun.standin import parse_argv
+    from fieldtest.labrun.rehearsal.standin import parse_argv
 
     _, args = parse_argv(["robot", *(sys.argv[1:] if argv is None else argv)])
     with tempfile.TemporaryDirectory(prefix="fieldtest-estop-") as scratch:

@@ -118,8 +118,8 @@ class RobotSide:
     setup: str = field(default_factory=lambda: robot_setup_script("humble"))  # see robot_setup_script
     remote_root: str = "~/fieldtest/trials"
     launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
-    # the robot's own emergency stop (fieldtest.labrun.estop); () when the robot side has no base
-    estop: tuple[str, ...] = ("python3", "-m", "fieldtest.labrun.estop")
+    # the robot's own emergency stop (fieldtest.labrun.endpoints.estop); () when the robot side has no base
+    estop: tuple[str, ...] = ("python3", "-m", "fieldtest.labrun.endpoints.estop")
 
     def trial_dir(self, trial_id: str) -> str:
         return f"{self.remote_root.rstrip('/')}/{trial_id}"
@@ -157,7 +157,7 @@ class RobotSide:
         self.shell.run(self.stop_script(trial_id), timeout_s=STOP_WAIT_S + 10.0, check=False)
 
     def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
-        """Zero commands to the base from the robot's own graph (``fieldtest.labrun.estop``, with the
+        """Zero commands to the base from the robot's own graph (``fieldtest.labrun.endpoints.estop``, with the
         trial's robot launch arguments); its report line, or a RemoteError."""
         args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
         estop = " ".join(shlex.quote(part) for part in self.estop)

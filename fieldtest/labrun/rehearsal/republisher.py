@@ -1,7 +1,7 @@
 """A stand-in for create3_republisher, for rehearsals whose simulated base sits where a Jazzy
 TurtleBot 4 puts the Create 3 (``<ns>/_do_not_use``).
 
-    python -m fieldtest.labrun.republisher --namespace /tb4 [--domain-id 0]
+    python -m fieldtest.labrun.rehearsal.republisher --namespace /tb4 [--domain-id 0]
 
 What it does is what upstream's node does (create3_examples create3_republisher/republisher.cpp,
 with the TurtleBot 4's parameters, turtlebot4_robot turtlebot4_bringup/config/republisher.yaml):
@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 
 from fieldtest.endpoints.status import say
-from fieldtest.labrun.create3 import create3_base_namespace
+from fieldtest.labrun.endpoints.create3 import create3_base_namespace
 from fieldtest.procs import stop_on_signals, watch_parent
 
 ODOMETRY, BATTERY_STATE = "nav_msgs/msg/Odometry", "sensor_msgs/msg/BatteryState"
@@ -66,7 +66,7 @@ def _qos_pair():
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m fieldtest.labrun.republisher", description=__doc__.splitlines()[0]
+        prog="python -m fieldtest.labrun.rehearsal.republisher", description=__doc__.splitlines()[0]
     )
     p.add_argument("--namespace", default="", help="robot namespace, e.g. /tb4")
     p.add_argument("--distro", default="jazzy")
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import rclpy
 
-    from fieldtest.labrun.rclpy_transport import (
+    from fieldtest.labrun.endpoints.rclpy_transport import (
         init_without_signal_handlers,
         message_class,
         spin_in_background,

@@ -1,7 +1,7 @@
 """ROS 2 launch actions from a ``LaunchPlan`` (the only part of the lab launch logic that needs ROS).
 
 ``host.launch.py`` and ``robot.launch.py`` call ``declare_arguments(role)`` and
-``generate_actions(context, role)``; all decisions are in ``fieldtest.labrun.launchplan``. The
+``generate_actions(context, role)``; all decisions are in ``fieldtest.labrun.orchestration.launchplan``. The
 ``launch`` and ``launch_ros`` modules are imported inside the functions, so this module can be
 compiled and imported on a machine without ROS.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fieldtest.labrun.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
+from fieldtest.labrun.orchestration.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.settings import LAUNCH_ARGUMENTS, Role
 
 ARGUMENT_HELP = {

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
-from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
-from fieldtest.labrun.driver import CONTROL_DIR
+from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
+from fieldtest.labrun.endpoints.driver import CONTROL_DIR
 from fieldtest.labrun.environment import (
     RMW_IMPLEMENTATIONS,
     RosEnvironment,

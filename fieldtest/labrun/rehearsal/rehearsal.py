@@ -2,11 +2,11 @@
 
     fieldtest lab rehearse trials/rehearsal.yaml [--base-vendor fastdds|cyclonedds] [--no-base] ...
 
-Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.runner.LabRunner``
+Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.runner.LabRunner``
 (pre-flight, countdown, go, stop path, analysis), the rclpy nodes of host_ws/ and robot_ws/ started
 from the launch plan's command lines (``fieldtest.labrun.planrun``; ``ros2 launch`` cannot be
 installed from the ROS 2 wheels), the robot's Create 3 pre-flight, the kit's NatNet recorder. Only
-the hardware is simulated: the TurtleBot 4 base (``fieldtest.labrun.simbase``, the twin's Create 3
+the hardware is simulated: the TurtleBot 4 base (``fieldtest.labrun.rehearsal.simbase``, the twin's Create 3
 model as a ROS 2 participant) and Motive (the NatNet emulator, fed the base's true pose).
 
 The nodes need a ROS 2 environment: ``tools/install_ros.sh`` builds one from the ROS 2 wheels
@@ -18,7 +18,7 @@ host's + 100), so on one machine the host's commands reach the robot only throug
 as over the lab's Wi-Fi. The bridges, router and broker are the launch plan's side processes with
 the files the plan writes, started and stopped with each trial by planrun (``--rehearsal``): the
 Zenoh bridge as zenohd + the ros2dds plugin, Mosquitto for real, and in place of mqtt_client (not
-installable here) the kit's stand-in ``fieldtest.labrun.mqtt_standin``. For ``mqtt-broker`` the
+installable here) the kit's stand-in ``fieldtest.labrun.rehearsal.mqtt_standin``. For ``mqtt-broker`` the
 broker of the "third machine" runs here with the kit's broker config. Zenoh and MQTT ports are
 picked free per trial (several rehearsals may share the machine).
 """
@@ -36,15 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.analysis.basecheck import add_base_record
+from fieldtest.labrun.orchestration.remote import local_robot_side
+from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.labrun.planrun import RehearsalError
-from fieldtest.labrun.remote import local_robot_side
-from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
 from fieldtest.record import TrialRequest
 from fieldtest.transport.zenoh_bridge import side_domain
 
-ROS_VENV = Path(__file__).resolve().parents[2] / ".venv-ros"
+ROS_VENV = Path(__file__).resolve().parents[3] / ".venv-ros"
 PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
 MQTT_CLIENT = "mqtt_client"  # the registry's lab_bridge of the MQTT middlewares
@@ -52,7 +52,7 @@ BASE_READY = "READY simulated base"
 BASE_RECORD = "base_commands.csv"  # what the simulated base took; copied into the trial
 MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
 MQTT_STANDIN_NOTE = (
-    "MQTT: mqtt_client is NOT installable here; the kit's stand-in (fieldtest.labrun.mqtt_standin) "
+    "MQTT: mqtt_client is NOT installable here; the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin) "
     "reads its parameter file and carries the topics in its wire format"
 )
 # rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
@@ -125,7 +125,7 @@ def simulated_hardware(
                 [
                     base_python,
                     "-m",
-                    "fieldtest.labrun.simbase",
+                    "fieldtest.labrun.rehearsal.simbase",
                     "--namespace",
                     request.transport.namespace,
                     "--distro",
@@ -215,7 +215,7 @@ def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None
         robot=local_robot_side(
             options.runs_dir / "robot-side",
             (python, *PLANRUN, *robot_without, "robot"),
-            estop=(python, "-m", "fieldtest.labrun.estop"),
+            estop=(python, "-m", "fieldtest.labrun.endpoints.estop"),
         ),
     )
 
@@ -244,7 +244,7 @@ def rehearse(
     """Each trial with fresh simulated hardware (the robot back at the start, as in the lab). A
     stop signal during a trial (``LabRunner.stop``, shared as ``stop``) ends the rehearsal."""
     stop = threading.Event() if stop is None else stop
-    from fieldtest.labrun.runner import check_side_args
+    from fieldtest.labrun.orchestration.runner import check_side_args
 
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)

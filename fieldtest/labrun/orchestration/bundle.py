@@ -80,7 +80,7 @@ def target_from_args(platforms: list[str], python: str, glibc: str) -> Target:
 
 def kit_source() -> Path:
     """The clone the running kit comes from (its wheel is built from there)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     if not (root / "pyproject.toml").is_file() or not (root / "robot_ws" / "src").is_dir():
         raise BundleError(
             f"{root}: not a clone of the kit (no pyproject.toml and robot_ws/src); run from one"

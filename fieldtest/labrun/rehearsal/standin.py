@@ -1,7 +1,7 @@
 """ROS-free stand-ins for the lab launch files: the same arguments, the same driver and monitor code.
 
-    python -m fieldtest.labrun.standin host middleware:=zenoh-peer trial_dir:=/tmp/t ...
-    python -m fieldtest.labrun.standin robot middleware:=zenoh-peer trial_dir:=/tmp/r ...
+    python -m fieldtest.labrun.rehearsal.standin host middleware:=zenoh-peer trial_dir:=/tmp/t ...
+    python -m fieldtest.labrun.rehearsal.standin robot middleware:=zenoh-peer trial_dir:=/tmp/r ...
 
 Instead of rclpy plus a bridge, each side joins the trial's middleware directly with the kit's own
 transports (wire-compatible with the bridges and with ROS 2 DDS), and runs ``LabDriver`` /
@@ -21,9 +21,9 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.status import say
-from fieldtest.labrun.driver import LabDriver, request_for_side
-from fieldtest.labrun.launchplan import split_preflight_args
-from fieldtest.labrun.monitor import LabLinkMonitor
+from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
+from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
+from fieldtest.labrun.orchestration.launchplan import split_preflight_args
 from fieldtest.labrun.settings import LabLaunch, LaunchArgError, parse_launch_args
 from fieldtest.middleware import registry
 from fieldtest.middleware.config import TransportConfig
@@ -65,7 +65,7 @@ def infrastructure(cfg: LabLaunch, config: TransportConfig, workdir: Path) -> It
 
 def parse_argv(argv: list[str]) -> tuple[str, dict[str, str]]:
     if not argv or argv[0] not in ("host", "robot"):
-        raise LaunchArgError("usage: python -m fieldtest.labrun.standin host|robot name:=value ...")
+        raise LaunchArgError("usage: python -m fieldtest.labrun.rehearsal.standin host|robot name:=value ...")
     args = {}
     for item in argv[1:]:
         name, sep, value = item.partition(":=")
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         role, args = parse_argv(list(sys.argv[1:] if argv is None else argv))
         return run_side(role, args)
     except LaunchArgError as exc:
-        print(f"fieldtest.labrun.standin: {exc}", file=sys.stderr)
+        print(f"fieldtest.labrun.rehearsal.standin: {exc}", file=sys.stderr)
         return 2
 
 

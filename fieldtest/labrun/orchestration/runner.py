@@ -41,11 +41,18 @@ from typing import Any
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
-from fieldtest.labrun.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
-from fieldtest.labrun.clockstate import summary as clock_summary
-from fieldtest.labrun.driver import CONTROL_DIR, EXIT_NO_GO, EXIT_ROBOT_LOST, GO_FILE, HOST_STATUS, STOP_FILE
-from fieldtest.labrun.geofence import MAX_UNTRACKED_S, Geofence
-from fieldtest.labrun.preflight import (
+from fieldtest.labrun.endpoints.driver import (
+    CONTROL_DIR,
+    EXIT_NO_GO,
+    EXIT_ROBOT_LOST,
+    GO_FILE,
+    HOST_STATUS,
+    STOP_FILE,
+)
+from fieldtest.labrun.endpoints.geofence import MAX_UNTRACKED_S, Geofence
+from fieldtest.labrun.orchestration.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
+from fieldtest.labrun.orchestration.clockstate import summary as clock_summary
+from fieldtest.labrun.orchestration.preflight import (
     CheckResult,
     MocapSnapshot,
     check_clock,
@@ -56,23 +63,21 @@ from fieldtest.labrun.preflight import (
     format_results,
     summarize,
 )
-from fieldtest.labrun.remote import PID_FILE, RemoteError, RobotSide, json_file
+from fieldtest.labrun.orchestration.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
+from fieldtest.lifecycle import (
+    Interrupted,
+    TrialResult,
+    analyse,
+    finish_record,
+    host_exit_kind,
+    not_run,
+    open_record,
+    start_in_order,
+)
 from fieldtest.procs import ProcessGroup, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_HELP
-from fieldtest.record import (
-    HOST_BAG,
-    MOCAP_BAG,
-    ROBOT_BAG,
-    TrialRecord,
-    TrialRequest,
-    new_trial_id,
-    read_bag,
-    read_trial,
-    repair_bag,
-    software_versions,
-    write_trial,
-)
+from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, read_trial, write_trial
 
 HOST_LAUNCH = ("ros2", "launch", "fieldtest_host", "host.launch.py")
 ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"
@@ -87,10 +92,6 @@ ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exite
 
 class AbortTrial(Exception):
     """The trial cannot go on; the message says why (one line)."""
-
-
-class Interrupted(Exception):
-    """A stop signal arrived (``LabRunner.stop``): end the trial as an interruption."""
 
 
 @dataclass
@@ -110,10 +111,7 @@ class LabOptions:
 
 
 @dataclass
-class LabTrialResult:
-    trial_dir: Path
-    end_reason: str
-    detail: str = ""
+class LabTrialResult(TrialResult):
     preflight: list[CheckResult] = field(default_factory=list)
 
 
@@ -169,9 +167,8 @@ class LabRunner:
             if i + 1 < len(requests) and self.options.lab.pause_between_trials_s and not self.stop.is_set():
                 with self.stop_signals():
                     self.stop.wait(self.options.lab.pause_between_trials_s)
-        left = requests[len(results) :]
-        if self.stop.is_set() and left:
-            self.say(f"not run ({interruption(self.stop)}): {', '.join(r.name for r in left)}")
+        if self.stop.is_set():
+            not_run(requests, len(results), self.stop, self.say)
         return results
 
     # ------------------------------------------------------------------------------- one trial
@@ -181,9 +178,7 @@ class LabRunner:
 
     def _run_trial(self, request: TrialRequest) -> LabTrialResult:
         trial_dir = self.options.runs_dir / new_trial_id(request.name)
-        record = TrialRecord(trial_id=trial_dir.name, request=request)
-        record.outcome.software = software_versions()
-        record.outcome.warnings = list(request.plan.warnings())
+        record = open_record(trial_dir, request)
         write_trial(trial_dir, record)
         (trial_dir / CONTROL_DIR).mkdir(parents=True, exist_ok=True)
         trial = _Trial(self, request, trial_dir)
@@ -244,9 +239,7 @@ class _Trial:
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         try:
-            self._start_mocap()
-            self._start_robot()
-            self._start_host()
+            start_in_order((self._start_mocap, self._start_robot, self._start_host), self.runner.stop)
             yield
         finally:
             self.stop_everything()
@@ -457,10 +450,11 @@ class _Trial:
             (self.trial_dir / PID_FILE).unlink(missing_ok=True)
         except RemoteError as exc:
             self.notes.append(f"robot recording not collected: {exc}")
-        record = read_trial(self.trial_dir)
+        finish_record(self.trial_dir, reason, detail, self.procs.cpu(), self._fill_outcome)
+
+    def _fill_outcome(self, record: TrialRecord) -> None:
+        """The lab's outcome fields: the robot's recording, clocks, dry run, warnings and notes."""
         outcome = record.outcome
-        outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
-        outcome.cpu = self.procs.cpu()
         host = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS) or {}
         robot = json_file(self.trial_dir / ROBOT_STATUS) or {}
         if host.get("stream_start_ns"):
@@ -493,22 +487,9 @@ class _Trial:
             if status.get("realtime") is False
         ]
         outcome.warnings += self.notes
-        for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
-            if (self.trial_dir / bag).exists() and read_bag(self.trial_dir / bag).truncated:
-                repair_bag(self.trial_dir / bag)
-                outcome.warnings.append(f"{bag} bag was cut off mid-write and repaired up to the cut")
-        write_trial(self.trial_dir, record)
 
     def analyse(self) -> None:
-        try:
-            from fieldtest.analysis import analyze_trial
-
-            analyze_trial(self.trial_dir)
-        except Exception as exc:  # the recording is safe; analysis can be re-run with fieldtest analyze
-            self.runner.say(
-                f"  analysis failed ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                f"re-run: fieldtest analyze {self.trial_dir}"
-            )
+        analyse(self.trial_dir, lambda line: self.runner.say(f"  {line}"))
 
 
 # Launch arguments that must be the same on both sides: with relay on the robot only, the host would
@@ -551,7 +532,8 @@ def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[st
     """The trial's end reason from the host side's exit code and final status."""
     status = status or {}
     sent = f"{status.get('plan_sent', '?')}/{status.get('plan_ticks', '?')} commands, stop burst {status.get('stop_burst_sent', '?')}"
-    if code == 0:
+    kind = host_exit_kind(code)
+    if kind == "completed":
         return "completed", ""
     if code == EXIT_ROBOT_LOST:
         return "error", f"robot lost mid-trial ({status.get('end_detail', '')}); {sent}"
@@ -559,8 +541,8 @@ def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[st
         return "error", "the robot never appeared on the link"
     if code == EXIT_NO_GO:
         return "error", "the host was stopped before the go"
-    if code in (-signal.SIGKILL, 137):
+    if kind == "host-killed":
         return "host-killed", f"the host side was killed: no stop burst from it; {sent}"
-    if code in (130, 143, -signal.SIGINT, -signal.SIGTERM):
+    if kind == "host-stopped":
         return "host-stopped", f"the host side was stopped; {sent}"
     return "error", f"the host side exited with code {code}; {sent}"

@@ -33,7 +33,7 @@ from fieldtest.endpoints.streamer import (
     Phase,
     StreamResult,
 )
-from fieldtest.labrun.udpclock import UdpClockResponder
+from fieldtest.labrun.endpoints.udpclock import UdpClockResponder
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import Transport, TransportConfig
 

@@ -1,6 +1,6 @@
 """A simulated TurtleBot 4 base for lab rehearsals: the twin's Create 3 model as a ROS 2 participant.
 
-    python -m fieldtest.labrun.simbase --namespace /tb4 --distro jazzy [--vendor fastdds|cyclonedds]
+    python -m fieldtest.labrun.rehearsal.simbase --namespace /tb4 --distro jazzy [--vendor fastdds|cyclonedds]
         [--safety-override full] [--feed-port 15110] [--status FILE]
 
 It plays what the lab nodes meet on a real TurtleBot 4 (create3_docs, turtlebot4_setup):
@@ -19,7 +19,7 @@ It plays what the lab nodes meet on a real TurtleBot 4 (create3_docs, turtlebot4
   Motive for the kit's recorder.
 - ``--behind-republisher`` (Jazzy): the base itself sits under ``<ns>/_do_not_use`` with the
   Create 3's own topics (``cmd_vel`` Twist, ``cmd_vel_stamped`` TwistStamped, ``odom``,
-  ``battery_state``), as on a TurtleBot 4; ``fieldtest.labrun.republisher`` then plays
+  ``battery_state``), as on a TurtleBot 4; ``fieldtest.labrun.rehearsal.republisher`` then plays
   create3_republisher in front of it.
 
 Fast DDS is what rclpy from the ROS 2 wheels links (and the Create 3's default firmware); CycloneDDS
@@ -38,7 +38,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
 from fieldtest.endpoints.status import say, write_status
-from fieldtest.labrun.create3 import create3_base_namespace, motion_control_node
+from fieldtest.labrun.endpoints.create3 import create3_base_namespace, motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import is_realtime, try_realtime
@@ -216,7 +216,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
     """Fast DDS through rclpy: the topics on one node, motion_control's parameters on another."""
     import rclpy
 
-    from fieldtest.labrun.rclpy_transport import (
+    from fieldtest.labrun.endpoints.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,
         spin_in_background,
@@ -252,7 +252,7 @@ def _cyclone_base(args: argparse.Namespace) -> Transport:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m fieldtest.labrun.simbase", description=__doc__.splitlines()[0]
+        prog="python -m fieldtest.labrun.rehearsal.simbase", description=__doc__.splitlines()[0]
     )
     p.add_argument("--namespace", default="", help="robot namespace, e.g. /tb4")
     p.add_argument(

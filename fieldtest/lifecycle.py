@@ -1,0 +1,136 @@
+"""One trial's lifecycle, the same for the twin runner (``fieldtest.runner``) and the lab runner
+(``fieldtest.labrun.orchestration.runner``); each supplies its own processes and outcome fields.
+
+1. ``open_record``: ``trial.yaml`` with the request, software versions and plan warnings;
+2. ``start_in_order``: the processes, the robot before the host; once a stop signal has arrived
+   (the run's stop event, ``procs.run_stop_event``: SIGINT, SIGTERM, SIGHUP) no further one starts;
+3. the run: the caller's loop raises ``Interrupted`` when the stop event is set;
+4. stop (the caller's: host first, so its stop burst reaches a robot that still listens);
+5. ``finish_record``: end reason, CPU, the caller's outcome fields, cut-off bags repaired;
+6. ``analyse``: metrics.json and the report, one line if the trial cannot be analysed.
+
+A run ends with ``not_run`` (the trials a stop signal left unrun) and ``exit_code`` (130 after a
+stop signal, as for Ctrl-C, whatever the trials' end reasons).
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fieldtest.procs import interruption
+from fieldtest.record import (
+    ANALYSIS_DIR,
+    HOST_BAG,
+    MOCAP_BAG,
+    ROBOT_BAG,
+    TrialRecord,
+    TrialRequest,
+    read_bag,
+    read_trial,
+    repair_bag,
+    software_versions,
+    write_trial,
+)
+
+if TYPE_CHECKING:
+    from fieldtest.analysis.metrics import Metrics
+
+HOST_KILLED_CODES = (-signal.SIGKILL, 137)  # no stop burst from it
+HOST_STOPPED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)  # stopped after its stop burst
+EXIT_INTERRUPTED = 130  # as for SIGINT
+
+
+@dataclass
+class TrialResult:
+    trial_dir: Path
+    end_reason: str
+    detail: str = ""
+
+
+class Interrupted(Exception):
+    """A stop signal arrived (the run's stop event): end the trial as an interruption."""
+
+
+def open_record(trial_dir: Path, request: TrialRequest) -> TrialRecord:
+    """The trial's record before anything starts (not yet written: the caller adds its fields)."""
+    record = TrialRecord(trial_id=trial_dir.name, request=request)
+    record.outcome.software = software_versions()
+    record.outcome.warnings = list(request.plan.warnings())
+    return record
+
+
+def start_in_order(steps: Iterable[Callable[[], None]], stop: threading.Event | None) -> None:
+    """Run the start steps in order; raise ``Interrupted`` instead of the next one once ``stop``
+    is set, so a signal during the start-up starts neither the robot nor the host."""
+    for step in steps:
+        if stop is not None and stop.is_set():
+            raise Interrupted
+        step()
+
+
+def host_exit_kind(code: int | None) -> str:
+    """What the host's exit code says: completed, host-killed, host-stopped, or error."""
+    if code == 0:
+        return "completed"
+    if code in HOST_KILLED_CODES:
+        return "host-killed"
+    if code in HOST_STOPPED_CODES:
+        return "host-stopped"
+    return "error"
+
+
+def finish_record(
+    trial_dir: Path, reason: str, detail: str, cpu: dict, fill: Callable[[TrialRecord], None]
+) -> None:
+    """The outcome in ``trial.yaml``: end reason, CPU, the runner's own fields (``fill``), and the
+    bags a stopped process cut off mid-write repaired (a warning each)."""
+    record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
+    outcome = record.outcome
+    outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
+    outcome.cpu = cpu
+    fill(record)
+    for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):
+        if (trial_dir / bag).exists() and read_bag(trial_dir / bag).truncated:
+            repair_bag(trial_dir / bag)
+            outcome.warnings.append(f"{bag} bag was cut off mid-write and repaired up to the cut")
+    write_trial(trial_dir, record)
+
+
+def analyse(trial_dir: Path, say: Callable[[str], None]) -> Metrics | None:
+    """metrics.json, report.md and plots; the metrics read back through the schema. A trial that
+    cannot be analysed gets one line and None: the recording is safe, ``fieldtest analyze`` re-runs."""
+    from fieldtest.analysis import analyze_trial, read_metrics
+    from fieldtest.analysis.metrics import METRICS_FILE
+
+    try:
+        analyze_trial(trial_dir)
+        return read_metrics(trial_dir / ANALYSIS_DIR / METRICS_FILE)
+    except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
+        say(f"{trial_dir.name}: not analysed: {str(exc).splitlines()[0]}")
+    except Exception as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        say(f"{trial_dir.name}: analysis failed ({why}); re-run: fieldtest analyze {trial_dir}")
+    return None
+
+
+def not_run(
+    requests: list[TrialRequest], done: int, stop: threading.Event | None, say: Callable[[str], None]
+) -> list[TrialRequest]:
+    """The requests that ran (the first ``done``); the rest, which a stop signal left, announced."""
+    left = requests[done:]
+    if left:
+        say(f"not run ({interruption(stop)}): {', '.join(r.name for r in left)}")
+    return requests[:done]
+
+
+def exit_code(results: list[TrialResult], stop: threading.Event | None) -> int:
+    """0 if every trial completed, 130 (as for SIGINT) after a stop signal or an interrupted
+    trial, else 1."""
+    if (stop is not None and stop.is_set()) or any(r.end_reason == "interrupted" for r in results):
+        return EXIT_INTERRUPTED
+    return 0 if results and all(r.end_reason == "completed" for r in results) else 1

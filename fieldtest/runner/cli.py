@@ -1,0 +1,212 @@
+"""The twin's command lines: ``fieldtest trial``, ``fieldtest demo``, ``fieldtest campaign``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from fieldtest.lifecycle import exit_code, not_run
+from fieldtest.middleware import registry
+from fieldtest.names import ROBOT_TRAFFIC_PRESETS
+from fieldtest.plan import SquarePlan
+from fieldtest.procs import run_stop_event
+from fieldtest.record import TrialRequest
+from fieldtest.runner.batches import (
+    analyse_all,
+    choose_parallel,
+    run_and_rerun,
+    run_with_progress,
+    say_on_stderr,
+)
+from fieldtest.runner.twintrial import DEFAULT_RUNS_DIR, QUICK_PLAN
+from fieldtest.runner.verdict import print_stack_check, verdict_lines
+
+
+def request_from_args(args: argparse.Namespace, middleware: str) -> TrialRequest:
+    plan = QUICK_PLAN if args.quick else SquarePlan()
+    traffic = f"-traffic-{args.robot_traffic}" if args.robot_traffic != "none" else ""
+    name = f"{middleware}-{args.security}-{args.network}{traffic}-r{args.repetition}"
+    return TrialRequest.model_validate(
+        {
+            "name": name,
+            "plan": plan.model_dump(),
+            "transport": {
+                "middleware": middleware,
+                "qos": args.qos,
+                "security": args.security,
+                "mqtt_nagle": not args.no_nagle,
+                "dds_discovery": args.dds_discovery,
+                "zenoh_express": args.zenoh_express,
+            },
+            "robot_traffic": args.robot_traffic,
+            "network": args.network,
+            "topology": args.topology,
+            "repetition": args.repetition,
+            "seed": args.seed,
+        }
+    )
+
+
+def _parallel_arg(value: str) -> str:
+    if value != "auto" and not (value.isdigit() and int(value) >= 1):
+        raise argparse.ArgumentTypeError(f"{value!r}: a number of trials (1 or more) or auto")
+    return value
+
+
+def add_scheduling_args(parser: argparse.ArgumentParser, parallel_default: str) -> None:
+    parser.add_argument(
+        "--parallel",
+        type=_parallel_arg,
+        default=parallel_default,
+        help=f"trials run side by side: a number, or auto (from the cores left free; default {parallel_default})",
+    )
+    parser.add_argument(
+        "--rerun-invalid",
+        type=int,
+        default=1,
+        metavar="N",
+        help="re-run a trial invalid by the machine's own timing faults up to N times, alone (default 1)",
+    )
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="two short laps instead of the 96 s plan")
+    parser.add_argument("--security", default="none", help="security setting (default none)")
+    parser.add_argument("--network", default="loopback", help="link profile (default loopback)")
+    parser.add_argument(
+        "--topology",
+        default="seed",
+        choices=("seed", "robot-only", "all"),
+        help="which machines sit on the emulated link (default seed: host and robot, on 4g the broker/router too)",
+    )
+    parser.add_argument(
+        "--no-nagle",
+        action="store_true",
+        help="MQTT: TCP_NODELAY on the clients (default: Nagle's algorithm on, as mqtt_client's Paho C)",
+    )
+    parser.add_argument(
+        "--dds-discovery",
+        default="spdp",
+        choices=("spdp", "all", "none"),
+        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, or none (unicast peers)",
+    )
+    parser.add_argument(
+        "--robot-traffic",
+        default="none",
+        choices=ROBOT_TRAFFIC_PRESETS,
+        help="the robot's own topics an operator's tool pulls during the trial: rviz (scan, tf, odom, "
+        "camera preview), foxglove (also imu, battery, diagnostics), all (default none)",
+    )
+    parser.add_argument(
+        "--zenoh-express",
+        action="store_true",
+        help="bridged Zenoh: the bridges route cmd_vel at priority 1 (real time) and express",
+    )
+    parser.add_argument("--qos", default="default", help="QoS profile name (default: ROS 2 default)")
+    parser.add_argument("--repetition", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
+
+
+def trial_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fieldtest trial", description="Run one digital-twin trial.")
+    parser.add_argument("--middleware", default="dds", choices=registry.names())
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+    try:
+        requests = [request_from_args(args, args.middleware)]
+    except ValueError as exc:
+        print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    with run_stop_event() as stop:  # the analysis too: a signal then lets it finish
+        try:
+            results = run_with_progress(requests, args.out, stop)
+        except ValueError as exc:
+            print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
+            return 2
+        metrics = analyse_all(results)
+    for result in results:
+        print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
+    print_stack_check(requests, metrics=metrics, results=results)
+    print("\n".join(verdict_lines(requests, metrics)))
+    return exit_code(results, stop)
+
+
+def demo_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest demo",
+        description="The twin trial over every middleware at once, then a comparison report.",
+    )
+    parser.add_argument("--middlewares", default=",".join(registry.names()), help="comma-separated subset")
+    add_scheduling_args(parser, parallel_default="auto")
+    add_common_args(parser)
+    args = parser.parse_args(argv)
+    middlewares = [m for m in args.middlewares.split(",") if m]
+    unknown = sorted(set(middlewares) - set(registry.names()))
+    if unknown:
+        print(
+            f"fieldtest demo: unknown middleware {', '.join(unknown)} (choose from {', '.join(registry.names())})",
+            file=sys.stderr,
+        )
+        return 2
+    requests = [request_from_args(args, m) for m in middlewares]
+    parallel = choose_parallel(args.parallel, len(requests))
+    stop = threading.Event()
+    results, metrics, every, reruns = run_and_rerun(requests, args.out, parallel, args.rerun_invalid, stop)
+    requests = not_run(requests, len(results), stop, say_on_stderr)
+    from fieldtest.analysis import compare_trials
+
+    compare_dir = args.out / f"compare-{results[0].trial_dir.name}"
+    compare_trials([r.trial_dir for r in every], compare_dir)
+    for result in results:
+        print(f"{result.end_reason:>12}  {result.trial_dir}/analysis/report.md  {result.detail}")
+    print(f"comparison report: {compare_dir / 'compare.md'}")
+    print_stack_check(requests, metrics=metrics, results=results)
+    print("\n".join(verdict_lines(requests, metrics, reruns)))
+    return exit_code(results, stop)
+
+
+def campaign_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="fieldtest campaign",
+        description="Run every trial of a campaign YAML in the twin, analyse each, then compare them.",
+    )
+    parser.add_argument("campaign_yaml", type=Path, help="e.g. trials/twin-networks.yaml")
+    parser.add_argument("--quick", action="store_true", help="two short laps per trial instead of the plan")
+
+    parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
+    parser.add_argument("--list", action="store_true", help="only list the trials")
+    add_scheduling_args(parser, parallel_default="1")
+    args = parser.parse_args(argv)
+    from fieldtest.campaign import load_trials
+
+    try:
+        campaign, requests = load_trials(args.campaign_yaml)
+    except (OSError, ValueError) as exc:
+        print(f"fieldtest campaign: {exc}".splitlines()[0], file=sys.stderr)
+        return 2
+    if args.quick:
+        requests = [r.model_copy(update={"plan": QUICK_PLAN}) for r in requests]
+    if args.list:
+        for request in requests:
+            print(request.name)
+        return 0
+    out = args.out / campaign.campaign
+    parallel = choose_parallel(args.parallel, len(requests))
+    stop = threading.Event()
+    results, metrics, every, reruns = run_and_rerun(requests, out, parallel, args.rerun_invalid, stop)
+    planned = len(requests)
+    requests = not_run(requests, len(results), stop, say_on_stderr)
+    from fieldtest.analysis import compare_trials
+
+    compare_trials([r.trial_dir for r in every], out / "compare")
+    failed = [r for r in results if r.end_reason != "completed"]
+    for result in failed:
+        print(f"{result.end_reason:>12}  {result.trial_dir}  {result.detail}")
+    print(
+        f"{len(results) - len(failed)}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}"
+    )
+    print("\n".join(verdict_lines(requests, metrics, reruns)))
+    return exit_code(results, stop)
