@@ -10,7 +10,10 @@ Then the parser on frames built byte by byte, for the cases a trial does not sho
 
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -19,6 +22,7 @@ from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
 from fieldtest.runner import run_twin_trial
 from fieldtest.testkit import needs
+from fieldtest.testkit.loopns import loopback_namespace
 
 H2R, R2H = wire.HOST_TO_ROBOT, wire.ROBOT_TO_HOST
 
@@ -66,6 +70,34 @@ def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path):
     assert reliable["wire_h2r_kBps"] > 0
     assert "HB/ACKNACK per data pkt" in (tmp_path / "cmp" / "compare.md").read_text()
     assert sorted(row["middleware"] for row in result["rows"]) == ["dds", "dds (qos sensor)"]
+
+
+SEND_BURST = """
+import socket, sys
+sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for _ in range(int(sys.argv[1])):
+    sock.sendto(bytes(100), ("127.0.0.1", int(sys.argv[2])))
+"""
+
+
+@pytest.mark.parametrize("datagrams", [1, 50, 500])
+def test_the_capture_keeps_what_was_sent_just_before_it_stopped(tmp_path, datagrams):
+    """A burst sent right before LinkCapture.stop() is in the file, every datagram of it (tcpdump
+    without immediate mode left packets in its ring's open block on SIGTERM: a short exchange, such
+    as a secure DDS handshake and its samples, went missing from the capture)."""
+    from fieldtest.netem.linktraffic import LinkCapture, udp_destinations
+
+    needs.netns()
+    needs.tools("tcpdump")
+    port = 7411
+    with loopback_namespace(f"ftcap{os.getpid()}-{datagrams}") as prefix:
+        capture = LinkCapture(prefix, "lo", tmp_path / "lo.pcap")
+        capture.start()
+        subprocess.run([*prefix, sys.executable, "-c", SEND_BURST, str(datagrams), str(port)], check=True)
+        summary = capture.stop()
+    assert list(udp_destinations(tmp_path / "lo.pcap")).count(("127.0.0.1", port)) == datagrams
+    assert summary["kinds"]["udp_other"]["packets"] == datagrams
+    assert summary.get("dropped_by_kernel", 0) == 0
 
 
 def _packets(direction: dict, kind: str) -> int:

@@ -7,7 +7,6 @@ side from dds.sec.* participant properties, so both forms the kit produces are e
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -26,6 +25,7 @@ from fieldtest.security.settings import (
     dds_security_xml,
 )
 from fieldtest.testkit import needs
+from fieldtest.testkit.loopns import loopback_namespace
 
 LOOPBACK = (
     "<General><AllowMulticast>false</AllowMulticast>"
@@ -258,16 +258,6 @@ WIRE_EXPECTED = {
 }
 
 
-@contextlib.contextmanager
-def _namespace(name: str):
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    try:
-        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
-        yield ["ip", "netns", "exec", name]
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], check=False)
-
-
 @pytest.mark.parametrize("setting", list(WIRE_EXPECTED))
 def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, setting):
     from fieldtest.netem.linktraffic import LinkCapture
@@ -275,7 +265,7 @@ def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, settin
 
     needs.netns()
     needs.tools("tcpdump")
-    with _namespace(f"ftsec{os.getpid()}-{setting}") as prefix:
+    with loopback_namespace(f"ftsec{os.getpid()}-{setting}") as prefix:
         capture = LinkCapture(prefix, "lo", tmp_path / "lo.pcap")
         capture.start()
         sub = start("sub", "rt/cmd_vel", robot_config(keystore, setting), prefix)

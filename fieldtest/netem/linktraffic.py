@@ -35,6 +35,9 @@ CAPTURE_FILE = "link.pcap"  # in the trial directory
 SNAP_BYTES = 256
 MAX_PACKETS = 100_000  # about 27 MB of capture at most
 READY_TIMEOUT_S = 5.0
+# stop() lets tcpdump write out what its ring still holds: until the file has not grown for
+# DRAIN_QUIET_S, at most DRAIN_TIMEOUT_S
+DRAIN_QUIET_S, DRAIN_TIMEOUT_S = 0.2, 2.0
 
 # DDS-RTPS 2.3, section 9.4.5.1.1: submessage ids
 DATA, DATA_FRAG = 0x15, 0x16
@@ -174,7 +177,11 @@ class LinkCapture:
 
     def __init__(self, command_prefix: list[str], iface: str, path: Path):
         self.argv = [*command_prefix, "tcpdump", "-i", iface, "-n", "-s", str(SNAP_BYTES)]
-        self.argv += ["-c", str(MAX_PACKETS), "-Z", "root", "-w", str(path)]
+        # Immediate mode: without it libpcap's TPACKET_V3 ring hands packets over a block at a
+        # time (a block closes when full or after tcpdump's 1 s buffer timeout), and on SIGTERM
+        # the open block is lost: the last second of the capture, or all of a short exchange.
+        # -U writes each packet as it arrives, so the file's growth shows tcpdump's progress.
+        self.argv += ["--immediate-mode", "-U", "-c", str(MAX_PACKETS), "-Z", "root", "-w", str(path)]
         self.path = path
         self._proc: subprocess.Popen | None = None
         self._started = 0.0
@@ -199,6 +206,7 @@ class LinkCapture:
         if self._proc is None:
             return {}
         duration = time.monotonic() - self._started
+        self._drain()
         self._proc.terminate()
         try:
             _, err = self._proc.communicate(timeout=5)
@@ -212,3 +220,16 @@ class LinkCapture:
                 summary["dropped_by_kernel"] = int(line.split()[0])
         summary.update({"file": self.path.name, "snap_bytes": SNAP_BYTES, "max_packets": MAX_PACKETS})
         return summary
+
+    def _drain(self) -> None:
+        """Wait until tcpdump has written what it had not yet read when stop() was called (on
+        SIGTERM it drops what is still in its ring)."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        size, quiet_since = -1, time.monotonic()
+        while time.monotonic() < deadline and self._proc.poll() is None:
+            now_size = self.path.stat().st_size if self.path.exists() else 0
+            if now_size != size:
+                size, quiet_since = now_size, time.monotonic()
+            elif time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+                return
+            time.sleep(0.05)
