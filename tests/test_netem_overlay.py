@@ -109,7 +109,7 @@ def test_unicast_leaves_the_leg_encapsulated_in_udp_with_the_overlay_overhead(ce
     capture = tmp_path / "leg.txt"
     with capture.open("w") as out:
         dump = subprocess.Popen(
-            cellular.command("robot", ["tcpdump", "-i", IFACE, "-n", "-e", "-l", "udp"]),
+            cellular.command("robot", ["tcpdump", "--immediate-mode", "-i", IFACE, "-n", "-e", "-l", "udp"]),
             stdout=out, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         while "listening" not in (line := dump.stderr.readline()):
