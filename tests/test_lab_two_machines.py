@@ -84,8 +84,8 @@ def _trial_dirs(lab, runs: str, campaign: str) -> list[Path]:
 # (shipped campaign, its trial selected with --only, settings the case changes besides the
 # addresses): plain DDS, MQTT through the host's broker with mqtt_client as the kit's stand-in
 # (fieldtest.labrun.mqtt_standin), plain and over mutual TLS with the keystore the guide's keys
-# step made and copied to the robot (section 6). Zenoh needs the bridge on the robot too (zenohd +
-# plugin under the robot login's own ~/.cache): not set up here.
+# step made and copied to the robot (section 6), and Zenoh peer to peer through the real bridge on
+# each machine (zenohd + the ros2dds plugin, run by each machine's own user).
 GUIDE_KEYSTORE = "~/fieldtest/keystore"
 CASES = {
     "dds": ("trials/rehearsal.yaml", None, {}),
@@ -95,6 +95,7 @@ CASES = {
         "mqtt-local-broker-mtls-acl",
         {"keystore": GUIDE_KEYSTORE},
     ),
+    "zenoh-peer": ("trials/rehearsal-bridged.yaml", "zenoh-peer-none", {}),
 }
 # Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
 # Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).

@@ -16,7 +16,10 @@
   kit's planrun (launch_ros is not among the wheels). The robot reads the kit, its ROS
   environment and the Python they were made with read-only at their own paths: where a folder on
   the way is closed to other users (e.g. a pyenv Python under /root), the robot's and the lab
-  user's mount namespaces cover that folder with an empty one holding only those paths;
+  user's mount namespaces cover that folder with an empty one holding only those paths. With
+  ``robot_install="bundle"`` the robot has ROS 2 only, read by the system python3 as apt's
+  setup.bash is, and the kit comes from ``fieldtest lab bundle`` installed as the guide says
+  (tests/test_lab_two_machines.py runs the guide's own commands for that);
 - the simulated hardware: the Create 3 base (``fieldtest.labrun.simbase``) under
   ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.republisher``)
   on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
@@ -159,8 +162,21 @@ def expose_script(paths: list[Path], stage: Path) -> str:
 
 
 def kit_paths() -> list[Path]:
-    """What the two users run: the kit, and the Python its virtual environments were made with."""
-    return [KIT_ROOT, Path(sys.base_prefix)]
+    """What the two users run: the kit, the Python its virtual environments were made with, and
+    the Zenoh bridge (zenohd + ros2dds plugin, tools/install_zenoh_bridge.sh) where it is built."""
+    bridge = bridge_prefix()
+    return [KIT_ROOT, Path(sys.base_prefix), *([bridge] if bridge.is_dir() else [])]
+
+
+def bridge_prefix() -> Path:
+    from fieldtest.transport.zenoh_bridge import bridge_prefix as prefix
+
+    return prefix()
+
+
+def bridge_env() -> dict[str, str]:
+    """Where both machines find the Zenoh bridge: the builder's cache (the lab's apt package)."""
+    return {"FIELDTEST_CACHE": str(bridge_prefix().parent)}
 
 
 def robot_ros_setup(ros_python: str, distro: str) -> str:
@@ -169,6 +185,7 @@ def robot_ros_setup(ros_python: str, distro: str) -> str:
 export ROS_DISTRO={distro}
 export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
 export FIELDTEST_ROS_PYTHON={ros_python}
+export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
 export PATH=/opt/ros/{distro}/bin:$PATH
 """
 
@@ -194,6 +211,7 @@ export PYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}}
 export LD_LIBRARY_PATH={libraries}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
 export AMENT_PREFIX_PATH={ROS_VENV}${{AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}}
 export FIELDTEST_ROS_PYTHON={SYSTEM_PYTHON}
+export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
 export PATH=/opt/ros/{distro}/bin:$PATH
 """
 
@@ -285,6 +303,7 @@ class Lab:
             "PATH": ":".join(path),
             "LANG": "C.UTF-8",
             "ROS_DISTRO": self.distro,
+            **bridge_env(),
             **FASTDDS_UDP_ONLY,
         }
 
