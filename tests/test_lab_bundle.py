@@ -281,7 +281,7 @@ def test_the_guide_puts_the_bundle_where_the_runner_sources_the_robot_workspace(
 
     guide = (kit_source() / "docs" / "lab-guide.md").read_text()
     section = guide[guide.index("### 3.1 ") : guide.index("### 3.2 ")]
-    copy = re.search(r"rsync -a ~/tb4-bundle/ ubuntu@<pi>:(\S+)/", section)
+    copy = re.search(r"rsync -a ~/tb4-bundle/ ubuntu@192.168.1.20:(\S+)/", section)
     assert copy and "fieldtest lab bundle --out ~/tb4-bundle" in section, (
         "section 3.1: the bundle's build and copy"
     )

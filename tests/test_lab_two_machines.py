@@ -7,6 +7,7 @@ stand-in and the NatNet emulator as Motive at a third address (fieldtest.testkit
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
+from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss. With the loss, Fast DDS (the
 # wheels' RMW) repairs a lost clock probe or reply only at its writer's next heartbeat (3 s by
@@ -25,7 +27,10 @@ WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
 
 
 @pytest.fixture(scope="module")
-def lab():
+def lab(robot_bundle):
+    """The two machines with the robot set up as the guide says: ROS 2 only (read by the system
+    python3), the kit installed from the bundle by the guide's own commands, the keystore made and
+    copied by them (section 6)."""
     from fieldtest.testkit.twomachines import TwoMachinesError, missing_tools, two_machines
 
     needs.netns()
@@ -33,23 +38,64 @@ def lab():
     if missing:
         pytest.fail(f"needs {', '.join(missing)}: {needs.INSTALL_HINT}", pytrace=False)
     try:
-        with two_machines(WIFI, namespace="/tb4", distro="jazzy") as machines:
+        with two_machines(WIFI, namespace="/tb4", distro="jazzy", robot_install="bundle") as machines:
+            machines.host_user.copy_in(robot_bundle, "tb4-bundle")
+            SET_UP.clear()
+            for name in ("bundle", "robot-install", "keys"):
+                SET_UP[name] = done = _guide_step(machines, name)
+                if done.returncode != 0:
+                    pytest.fail(f"the guide's {name} step failed: {_output(done)}", pytrace=False)
             yield machines
     except TwoMachinesError as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
-def _trial_dirs(lab, campaign: str) -> list[Path]:
-    runs = lab.host_user.home / "runs" / campaign
-    return sorted(p for p in runs.iterdir() if (p / "trial.yaml").is_file())
+@pytest.fixture(scope="module")
+def robot_bundle(tmp_path_factory) -> Path:
+    """`fieldtest lab bundle` for the robot here (this machine's CPU and glibc, the system python3),
+    built outside the machines' namespaces: it downloads wheels, and neither machine reaches a
+    registry."""
+    from fieldtest.labrun.orchestration.bundle import BundleError, Target, build_bundle
+
+    python = subprocess.run(
+        [SYSTEM_PYTHON, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    glibc = tuple(int(part) for part in platform.libc_ver()[1].split(".")[:2])
+    target = Target(platforms=(platform.machine(),), python=python, glibc=glibc)
+    out = tmp_path_factory.mktemp("tb4-bundle")
+    try:
+        build_bundle(out, target)
+    except BundleError as exc:
+        pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
+    return out
 
 
-# (shipped campaign, its trial selected with --only): plain DDS, and MQTT through the host's broker
-# with mqtt_client as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin). Zenoh needs the bridge on
-# the robot too (zenohd + plugin under the robot login's own ~/.cache): not set up here.
+def _output(done: subprocess.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def _trial_dirs(lab, runs: str, campaign: str) -> list[Path]:
+    folder = lab.host_user.home / runs / campaign
+    return sorted(p for p in folder.iterdir() if (p / "trial.yaml").is_file())
+
+
+# (shipped campaign, its trial selected with --only, settings the case changes besides the
+# addresses): plain DDS, MQTT through the host's broker with mqtt_client as the kit's stand-in
+# (fieldtest.labrun.rehearsal.mqtt_standin), plain and over mutual TLS with the keystore the guide's keys
+# step made and copied to the robot (section 6), and Zenoh peer to peer through the real bridge on
+# each machine (zenohd + the ros2dds plugin, run by each machine's own user).
+GUIDE_KEYSTORE = "~/fieldtest/keystore"
 CASES = {
-    "dds": ("trials/rehearsal.yaml", None),
-    "mqtt-local-broker": ("trials/rehearsal-bridged.yaml", "mqtt-local-broker-none"),
+    "dds": ("trials/rehearsal.yaml", None, {}),
+    "mqtt-local-broker": ("trials/rehearsal-bridged.yaml", "mqtt-local-broker-none", {}),
+    "mqtt-local-broker-tls": (
+        "trials/rehearsal-bridged.yaml",
+        "mqtt-local-broker-mtls-acl",
+        {"keystore": GUIDE_KEYSTORE},
+    ),
+    "zenoh-peer": ("trials/rehearsal-bridged.yaml", "zenoh-peer-none", {}),
 }
 # Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
 # Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).
@@ -58,14 +104,26 @@ MQTT_CLOCK = "MQTT clock probes under Nagle (issue 24, breaker 5): the pre-fligh
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
-    source, only = CASES[case]
-    campaign = lab.campaign(source)
-    packets_before, base_before = _link_packets(lab), lab.base_status()
-    done = lab.run(campaign, *(["--only", only] if only else []))
-    report = f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
-    (trial,) = _trial_dirs(lab, Path(source).stem)
+    source, only, settings = CASES[case]
+    campaign = lab.campaign(source, **settings)
+    before = _before(lab)
+    done = lab.run(campaign, *(["--only", only] if only else []), runs_dir=f"runs/{case}")
+    (trial,) = _trial_dirs(lab, f"runs/{case}", Path(source).stem)
+    _check_trial(lab, done, trial, before, allow_mqtt_clock=case.startswith("mqtt"))
+
+
+def _before(lab) -> tuple[int, dict]:
+    return _link_packets(lab), lab.base_status()
+
+
+def _check_trial(lab, done, trial: Path, before: tuple[int, dict], allow_mqtt_clock: bool = False) -> None:
+    """One trial of `fieldtest lab run` on the two machines, from the start to the analysis."""
+    packets_before, base_before = before
+    report = _output(done)
     record = read_trial(trial)
-    checks = json.loads((trial / "lab" / "preflight.json").read_text())
+    preflight = trial / "lab" / "preflight.json"
+    assert preflight.is_file(), f"{report}\n{(trial / 'trial.yaml').read_text()[-3000:]}"
+    checks = json.loads(preflight.read_text())
     failed = {c["check"]: c["detail"] for c in checks if c["severity"] == "fail"}
     # the robot side ran as the robot's login, in its home, reached by key over sshd
     on_robot = lab.robot_home_path(f"fieldtest/trials/{trial.name}")
@@ -74,7 +132,7 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     # the runner stopped the robot's launch over ssh: nothing of the robot login's is left running
     left = _robot_login_processes(lab)
     assert left == [], left
-    if case == "mqtt-local-broker" and list(failed) == ["clock"]:
+    if allow_mqtt_clock and list(failed) == ["clock"]:
         assert record.outcome.end_reason == "error" and done.returncode == 1, report
         base = lab.base_status()
         assert base["pose"] == base_before["pose"], "a refused trial moved the base"
@@ -87,7 +145,8 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     # every command and the stop burst reached the robot's link monitor; collected over rsync/ssh
     n = record.request.plan.n_ticks()
     receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
-    assert [r.seq for r in receipts] == list(range(n + 5))
+    missing = sorted(set(range(n + 5)) - {r.seq for r in receipts})
+    assert [r.seq for r in receipts] == list(range(n + 5)), (missing, lab.topology.link_stats())
     assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
     metrics = json.loads((trial / ANALYSIS_DIR / "metrics.json").read_text())  # analysed as the lab user
     assert metrics, "empty metrics"
@@ -163,19 +222,179 @@ def test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts(fresh_rob
     assert f"Accepted publickey for {lab.robot_user.name}" in lab.sshd_log()
 
 
+# Where the rehearsal cannot run the guide's command as it stands: (the guide's text, what runs
+# instead, why). Everything else of a marked step runs as the guide has it, with only its example
+# addresses and login replaced. The host's steps run from ~/fieldtest, the laptop's clone.
+CHANGES = {
+    "bundle": [
+        ("cd ~/fieldtest\n", "cd ~\n", "the lab user has no clone here: the kit it runs is this checkout"),
+        (
+            "fieldtest lab bundle --out ~/tb4-bundle\n",
+            "test -f ~/tb4-bundle/MANIFEST.json\n",
+            "the bundle is built outside the machines for this robot's CPU, glibc and system python3 "
+            "(robot_bundle): pip downloads wheels, and neither machine reaches a registry",
+        ),
+    ],
+    "robot-install": [
+        (
+            "ROS_DISTRO=jazzy bash ~/fieldtest/install.sh    # humble on a Humble Pi\n",
+            f"ROS_DISTRO=jazzy PYTHON={SYSTEM_PYTHON} bash ~/fieldtest/install.sh --no-colcon\n"
+            "mkdir -p ~/fieldtest/robot_ws/install\n"
+            f"cat > ~/fieldtest/robot_ws/install/setup.bash <<'EOF'\n{colcon_standin_setup('jazzy')}EOF\n",
+            "no colcon or ament here: robot_ws/install/setup.bash is written as colcon build "
+            "--symlink-install leaves it",
+        ),
+        (
+            "ros2 pkg executables fieldtest_robot",
+            "python3 -c 'import fieldtest_robot.link_monitor, fieldtest_robot.create3_preflight, "
+            "fieldtest_robot.base_stop'",
+            "ros2cli is not among the ROS 2 wheels: the modules of the package's executables are imported",
+        ),
+    ],
+    "keys": [
+        (
+            "rsync -a ~/fieldtest/keystore/ <broker machine>:fieldtest/keystore/   "
+            "# mqtt-broker: its TLS listener (3.2)\n",
+            "",
+            "no separate broker machine in the two-machine rehearsal",
+        ),
+    ],
+    "preflight": [
+        (
+            "ssh -o BatchMode=yes ubuntu@192.168.1.20 chronyc tracking   # System time: below 0.001 s\n",
+            "",
+            "one kernel clock serves every namespace here: no chrony to ask",
+        ),
+        (
+            "--local 192.168.10.10   # frames",
+            "--local 192.168.10.10 --mode unicast   # frames",
+            "the rehearsal's Motive streams unicast (the run gets --natnet-mode unicast too)",
+        ),
+    ],
+    "run": [
+        (
+            "--host-arg relay=true --robot-arg relay=true\n",
+            "--host-arg relay=true --robot-arg relay=true --first 1 --yes --natnet-mode unicast "
+            + " ".join(f"--host-arg {a} --robot-arg {a}" for a in NODE_ARGS)
+            + "\n",
+            "one trial of the campaign, no one at the keyboard, the rehearsal's unicast Motive; the ROS "
+            "2 wheels' RMW (Fast DDS: the interface arguments are CycloneDDS's and only make a note) "
+            "and no rosbag2",
+        ),
+    ],
+}
+ON_ROBOT = {"robot-install"}  # typed on the Pi after `ssh ubuntu@<pi>`
+# Marked steps the rehearsal cannot run at all, why, and what here checks the same thing.
+NOT_RUN = {
+    "laptop-setup": "git clone, apt and colcon for the laptop: tools/install.sh and tools/install_ros.sh "
+    "set this machine up instead, and every test runs on them",
+    "measure-stop": "ros2 bag record and ros2 topic pub (rosbag2 and ros2cli are not among the ROS 2 "
+    "wheels) against a real Create 3: measure-stop runs on the kit's Create 3 model in "
+    "tests/test_lab_create3.py",
+}
+SET_UP: dict[str, subprocess.CompletedProcess] = {}  # the lab fixture's steps, as they ran
+
+
+def _guide_step(lab, name: str) -> subprocess.CompletedProcess:
+    """The guide's marked step ``name``, as the lab user types it, on the two machines."""
+    from fieldtest.testkit.guide import adapted, for_machines, guide_steps
+
+    addresses = {"robot": lab.robot_address, "host": lab.host_address}
+    addresses |= {"mocap": lab.mocap_address, "host_mocap": lab.host_address}
+    script = adapted(guide_steps()[name], CHANGES.get(name, []), name)  # the guide's own text first
+    script = for_machines(script, lab.robot_login, addresses)
+    if name in ON_ROBOT:
+        return lab.robot(script)
+    return lab.host(f"mkdir -p ~/fieldtest && cd ~/fieldtest\n{script}")
+
+
+def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_registry(lab):
+    installed = SET_UP["robot-install"]
+    assert f"fieldtest installed for {SYSTEM_PYTHON} (--user --break-system-packages)" in installed.stdout
+    assert "BAD" not in installed.stdout, installed.stdout  # the manifest check: the copy is whole
+    assert "Looking in links" in installed.stdout and "Downloading" not in installed.stdout
+    # the robot's machine has no route out: no registry was reachable while it installed
+    route = lab.robot("ip route show default; ip -6 route show default")
+    assert (route.returncode, route.stdout.strip()) == (0, ""), _output(route)
+    registry = lab.robot(
+        "python3 -c \"import urllib.request; urllib.request.urlopen('https://pypi.org/simple/pip/', timeout=10)\""
+    )
+    assert registry.returncode != 0 and ("URLError" in registry.stderr or "OSError" in registry.stderr)
+    # what the robot's launch runs: the system python3, the kit from the login's user site (the
+    # bundle's wheel), robot_ws's package from the bundle, rclpy from the ROS 2 installation
+    where = lab.robot(
+        "source /opt/ros/jazzy/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash\n"
+        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy; "
+        "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, sep=chr(10))'"
+    )
+    assert where.returncode == 0, _output(where)
+    python, kit, package, rclpy = where.stdout.split()
+    home = str(lab.robot_user.home)
+    assert python == SYSTEM_PYTHON
+    assert kit.startswith(f"{home}/.local/lib/python3.") and "/site-packages/fieldtest/" in kit
+    assert package.startswith(f"{home}/fieldtest/robot_ws/src/fieldtest_robot/")
+    assert rclpy.startswith(str(lab.ros_python).rsplit("/bin/", 1)[0])
+    assert list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/fieldtest-*.dist-info"))
+
+
+def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
+    lab.campaign("trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy")
+    done = _guide_step(lab, "preflight")
+    assert done.returncode == 0, _output(done)
+    assert " 0% packet loss" in done.stdout, done.stdout
+    assert "frames: " in done.stdout, done.stdout  # Motive streams, the rigid body tracked
+    assert "fieldtest/keystore: ok, enclaves" in done.stdout, done.stdout
+    assert "seed-study: 30 trials" in done.stdout and "cmd_type=twist " not in done.stdout
+    assert done.stdout.count("cmd_type=twist_stamped") == 30, done.stdout  # Jazzy: what the republisher takes
+
+
+def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
+    campaign = lab.campaign(
+        "trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy"
+    )
+    assert campaign == "fieldtest/trials/seed-study.yaml"
+    before = _before(lab)
+    done = _guide_step(lab, "run")
+    (trial,) = _trial_dirs(lab, "fieldtest/trials/runs", "seed-study")
+    _check_trial(lab, done, trial, before)
+    record = read_trial(trial)
+    assert record.request.transport.middleware == "dds" and record.request.plan.laps == 4
+    assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == "/tb4"
+    # the guide's collect and analyse commands on what the run left
+    metrics = trial / ANALYSIS_DIR / "metrics.json"
+    metrics.unlink()
+    again = _guide_step(lab, "collect-analyse")
+    assert again.returncode == 0, _output(again)
+    assert json.loads(metrics.read_text()), "fieldtest analyze wrote no metrics"
+    assert any((lab.host_user.home / "fieldtest" / "trials" / "compare").iterdir())
+
+
 # The guide's marked steps and the tests here that run them: a newly marked step needs one.
-STEPS_RUN = {"ssh": "test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts"}
+STEPS_RUN = {
+    "ssh": "test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts",
+    "bundle": "test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_registry",
+    "robot-install": "test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_registry",
+    "keys": "test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi",
+    "preflight": "test_the_guides_preflight_checks_pass_against_the_two_machines",
+    "run": "test_the_guides_run_collect_and_analyse_one_seed_study_trial",
+    "collect-analyse": "test_the_guides_run_collect_and_analyse_one_seed_study_trial",
+}
 
 
-def test_every_marked_guide_step_is_run_here():
+def test_every_marked_guide_step_is_run_here_or_says_why_not():
     from fieldtest.testkit.guide import guide_steps
 
     steps = guide_steps()
-    assert "ssh" in steps, "docs/lab-guide.md lost its marked ssh step"
-    assert set(steps) <= set(STEPS_RUN), (
-        f"marked in the guide but run by no test: {set(steps) - set(STEPS_RUN)}"
+    wanted = {"laptop-setup", "bundle", "robot-install", "ssh", "keys", "preflight", "measure-stop", "run"}
+    assert wanted <= set(steps), f"docs/lab-guide.md lost its marked steps {wanted - set(steps)}"
+    assert set(steps) <= set(STEPS_RUN) | set(NOT_RUN), (
+        f"marked in the guide but run by no test: {set(steps) - set(STEPS_RUN) - set(NOT_RUN)}"
     )
+    assert not set(STEPS_RUN) & set(NOT_RUN)
     assert all(name in globals() for name in STEPS_RUN.values())
+    assert set(CHANGES) <= set(STEPS_RUN)
+    assert all("\n" not in why for why in NOT_RUN.values())
+    assert all("\n" not in why for changes in CHANGES.values() for *_, why in changes)
 
 
 def test_guide_steps_replace_only_the_guides_example_values(tmp_path):
@@ -196,6 +415,25 @@ def test_guide_steps_replace_only_the_guides_example_values(tmp_path):
     )
     with pytest.raises(GuideError, match="no lab-step 'keys'"):
         step("keys", "pi@10.0.0.2", addresses, guide)
+
+
+def test_guide_steps_inside_list_items_and_the_rehearsals_changes(tmp_path):
+    from fieldtest.testkit.guide import GuideError, adapted, guide_steps
+
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        "4. On the Pi:\n   <!-- lab-step: stop -->\n   ```bash\n   sleep 3\n     kill %1\n   ```\n"
+        "<!-- lab-step: stop -->\n```bash\nagain\n```\n"
+    )
+    with pytest.raises(GuideError, match="'stop' is marked twice"):
+        guide_steps(guide)
+    guide.write_text(guide.read_text().rsplit("<!--", 1)[0])
+    assert guide_steps(guide) == {"stop": "sleep 3\n  kill %1\n"}
+    assert adapted("sleep 3\n", [("sleep 3", "sleep 1", "why")]) == "sleep 1\n"
+    # a change whose guide text is gone (or not unique) fails: guide and test cannot drift apart
+    for script in ("sleep 4\n", "sleep 3; sleep 3\n"):
+        with pytest.raises(GuideError, match="'sleep 3' found [02] times .the change: why"):
+            adapted(script, [("sleep 3", "sleep 1", "why")], "stop")
 
 
 @pytest.mark.parametrize(

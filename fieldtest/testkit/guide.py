@@ -14,7 +14,8 @@ from pathlib import Path
 from fieldtest.errors import FieldtestError
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "lab-guide.md"
-STEP = re.compile(r"^<!-- lab-step: ([a-z0-9-]+) -->\n```bash\n(.*?)^```", re.MULTILINE | re.DOTALL)
+# A marked block may be indented (inside a list item): its lines lose that indentation.
+STEP = re.compile(r"^( *)<!-- lab-step: ([a-z0-9-]+) -->\n\1```bash\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
 # The guide's example values (section 2's fixed addresses, section 7's run command), longest first
 # so that a login is replaced before the address inside it.
 EXAMPLE_LOGIN = "ubuntu@192.168.1.20"
@@ -35,7 +36,8 @@ def guide_steps(path: Path = GUIDE) -> dict[str, str]:
     """Every marked step of the guide: name -> the bash block's text."""
     steps: dict[str, str] = {}
     for match in STEP.finditer(path.read_text()):
-        name, script = match.group(1), match.group(2)
+        indent, name, script = match.groups()
+        script = re.sub(rf"^{indent}", "", script, flags=re.MULTILINE)
         if name in steps:
             raise GuideError(f"{path}: lab-step {name!r} is marked twice")
         steps[name] = script
@@ -57,3 +59,15 @@ def step(name: str, login: str, addresses: dict[str, str], path: Path = GUIDE) -
     if name not in steps:
         raise GuideError(f"{path}: no lab-step {name!r} (marked: {', '.join(steps) or 'none'})")
     return for_machines(steps[name], login, addresses)
+
+
+def adapted(script: str, changes: list[tuple[str, str, str]], name: str = "step") -> str:
+    """``script`` with each ``(guide text, replacement, why)`` applied where the rehearsal cannot run
+    the guide's command as it stands (a real Pi's colcon, a real Motive). Each guide text must be
+    in the step exactly once: a change to the guide that moves it fails here, not silently."""
+    for text, replacement, why in changes:
+        found = script.count(text)
+        if found != 1:
+            raise GuideError(f"lab-step {name}: {text!r} found {found} times (the change: {why})")
+        script = script.replace(text, replacement)
+    return script

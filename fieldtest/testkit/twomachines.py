@@ -16,7 +16,10 @@
   kit's planrun (launch_ros is not among the wheels). The robot reads the kit, its ROS
   environment and the Python they were made with read-only at their own paths: where a folder on
   the way is closed to other users (e.g. a pyenv Python under /root), the robot's and the lab
-  user's mount namespaces cover that folder with an empty one holding only those paths;
+  user's mount namespaces cover that folder with an empty one holding only those paths. With
+  ``robot_install="bundle"`` the robot has ROS 2 only, read by the system python3 as apt's
+  setup.bash is, and the kit comes from ``fieldtest lab bundle`` installed as the guide says
+  (tests/test_lab_two_machines.py runs the guide's own commands for that);
 - the simulated hardware: the Create 3 base (``fieldtest.labrun.rehearsal.simbase``) under
   ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.rehearsal.republisher``)
   on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
@@ -62,6 +65,7 @@ ROS_VENV = KIT_ROOT / ".venv-ros"
 # shared-memory transport on, the robot login's nodes never heard the base run by another user in
 # the same namespace. So every ROS process here speaks UDPv4 only (Fast DDS >= 2.13 reads this).
 FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
+SYSTEM_PYTHON = "/usr/bin/python3"  # what `ros2 launch` and colcon's console scripts run on the Pi
 ROBOT_IMAGE_PASSWORD = "turtlebot4"  # the TurtleBot 4 image's ubuntu login (turtlebot4 user manual)
 TOOLS = (
     "ssh",
@@ -75,6 +79,8 @@ TOOLS = (
     "runuser",
     "unshare",
     "mount",
+    "rsync",
+    "ping",
 )
 
 
@@ -120,6 +126,14 @@ class Account:
         os.chown(path, self.uid, self.gid)
         return path
 
+    def copy_in(self, source: Path, relative: str) -> Path:
+        """A folder copied into this account's home, owned by it."""
+        target = self.home / relative
+        shutil.copytree(source, target, symlinks=True)
+        for path in [target, *target.rglob("*")]:
+            os.chown(path, self.uid, self.gid, follow_symlinks=False)
+        return target
+
     def delete(self) -> None:
         subprocess.run(["userdel", "--remove", self.name], capture_output=True)
 
@@ -148,8 +162,21 @@ def expose_script(paths: list[Path], stage: Path) -> str:
 
 
 def kit_paths() -> list[Path]:
-    """What the two users run: the kit, and the Python its virtual environments were made with."""
-    return [KIT_ROOT, Path(sys.base_prefix)]
+    """What the two users run: the kit, the Python its virtual environments were made with, and
+    the Zenoh bridge (zenohd + ros2dds plugin, tools/install_zenoh_bridge.sh) where it is built."""
+    bridge = bridge_prefix()
+    return [KIT_ROOT, Path(sys.base_prefix), *([bridge] if bridge.is_dir() else [])]
+
+
+def bridge_prefix() -> Path:
+    from fieldtest.transport.zenoh_bridge import bridge_prefix as prefix
+
+    return prefix()
+
+
+def bridge_env() -> dict[str, str]:
+    """Where both machines find the Zenoh bridge: the builder's cache (the lab's apt package)."""
+    return {"FIELDTEST_CACHE": str(bridge_prefix().parent)}
 
 
 def robot_ros_setup(ros_python: str, distro: str) -> str:
@@ -158,7 +185,44 @@ def robot_ros_setup(ros_python: str, distro: str) -> str:
 export ROS_DISTRO={distro}
 export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
 export FIELDTEST_ROS_PYTHON={ros_python}
+export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
 export PATH=/opt/ros/{distro}/bin:$PATH
+"""
+
+
+def ros_site_packages() -> Path:
+    return next((ROS_VENV / "lib").glob("python3.*/site-packages"))
+
+
+def robot_ros_setup_system_python(distro: str) -> str:
+    """/opt/ros/<distro>/setup.bash as apt's: the system python3 finds rclpy and the message
+    packages through PYTHONPATH, their libraries through LD_LIBRARY_PATH, the RMW through
+    AMENT_PREFIX_PATH. The ROS 2 wheels' site-packages stand in for /opt/ros's; the kit is not
+    among them (its editable install there is a .pth file, which PYTHONPATH does not read), so
+    the robot's kit is the one the bundle installed into the login's user site."""
+    site = ros_site_packages()
+    # what the wheels' ros_wheels_bootstrapper.pth puts on LD_LIBRARY_PATH for the venv's python
+    libraries = ":".join([str(ROS_VENV / "lib"), *map(str, sorted(site.glob("ros_*.libs")))])
+    return f"""# ROS 2 {distro} on this rehearsal's robot (fieldtest.testkit.twomachines), read by the system
+# python3 as apt's /opt/ros/{distro}/setup.bash is: the ROS 2 wheels stand in for the apt packages.
+export ROS_DISTRO={distro}
+export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
+export PYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}}
+export LD_LIBRARY_PATH={libraries}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
+export AMENT_PREFIX_PATH={ROS_VENV}${{AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}}
+export FIELDTEST_ROS_PYTHON={SYSTEM_PYTHON}
+export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
+export PATH=/opt/ros/{distro}/bin:$PATH
+"""
+
+
+def colcon_standin_setup(distro: str, workspace: str = "$HOME/fieldtest/robot_ws") -> str:
+    """robot_ws/install/setup.bash as ``colcon build --symlink-install`` leaves it (no colcon or
+    ament here): the underlay, then the workspace's ament_python package from its source folder.
+    fieldtest_msgs comes with the ROS 2 wheels' environment (built there by tools/install_ros.sh)."""
+    return f"""# robot_ws as colcon build --symlink-install installs it (fieldtest.testkit.twomachines)
+source /opt/ros/{distro}/setup.bash
+export PYTHONPATH={workspace}/src/fieldtest_robot:$PYTHONPATH
 """
 
 
@@ -204,6 +268,7 @@ class Lab:
     ros_python: str
     namespace: str
     distro: str
+    robot_install: str = "ros-environment"  # or "bundle": see two_machines
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
@@ -238,6 +303,7 @@ class Lab:
             "PATH": ":".join(path),
             "LANG": "C.UTF-8",
             "ROS_DISTRO": self.distro,
+            **bridge_env(),
             **FASTDDS_UDP_ONLY,
         }
 
@@ -257,9 +323,17 @@ class Lab:
             wrapped, capture_output=True, text=True, timeout=timeout_s, cwd=self.host_user.home, **kwargs
         )
 
-    def campaign(self, source: str | Path) -> str:
-        """A shipped campaign copied to the lab user's home with only its addresses changed (those
-        of the four it sets), as the guide says, comments kept; returns its path in that home."""
+    def robot(self, script: str, timeout_s: float = 600.0) -> subprocess.CompletedProcess:
+        """A bash script run on the robot as the lab user runs one there: ssh (BatchMode) to the
+        robot's login, the script on stdin, stopping at its first failing command."""
+        ssh = ["ssh", "-o", "BatchMode=yes", self.robot_login, "bash -e -s"]
+        return self.host(ssh, timeout_s=timeout_s, input=script)
+
+    def campaign(self, source: str | Path, folder: str = "campaigns", **settings: str) -> str:
+        """A shipped campaign copied to the lab user's ``folder`` with only its addresses changed
+        (those of the four it sets), as the guide says, comments kept, and ``settings`` (e.g.
+        namespace, ros_distro: the checklist's other edits) set where the file sets them; returns
+        its path in that home."""
         addresses = {
             "host_address": self.host_address,
             "robot_address": self.robot_address,
@@ -268,12 +342,12 @@ class Lab:
         }
         path = Path(source) if Path(source).is_absolute() else KIT_ROOT / source
         text = path.read_text()
-        for key, value in addresses.items():
+        for key, value in {**addresses, **settings}.items():
             text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
-            if n > 1 or (n == 0 and key in ("host_address", "robot_address")):
+            if n > 1 or (n == 0 and key not in ("router_address", "broker_address")):
                 raise TwoMachinesError(f"{source}: {key} is set {n} times, expected once")
-        self.host_user.write(f"campaigns/{path.name}", text)
-        return f"campaigns/{path.name}"
+        self.host_user.write(f"{folder}/{path.name}", text)
+        return f"{folder}/{path.name}"
 
     def run(self, campaign: str, *extra: str, runs_dir: str = "runs") -> subprocess.CompletedProcess:
         """``fieldtest lab run`` as the lab user: the robot by ssh, Motive unicast on the mocap PC."""
@@ -346,14 +420,18 @@ def _robot_filesystem(lab: Lab) -> Path:
     opt = lab.root / "robot-opt"
     bin_dir = opt / "ros" / lab.distro / "bin"
     bin_dir.mkdir(parents=True)
-    (opt / "ros" / lab.distro / "setup.bash").write_text(robot_ros_setup(lab.ros_python, lab.distro))
+    if lab.robot_install == "bundle":  # the kit and robot_ws come from the bundle the guide installs
+        setup = robot_ros_setup_system_python(lab.distro)
+    else:
+        setup = robot_ros_setup(lab.ros_python, lab.distro)
+        lab.robot_user.write(
+            "fieldtest/robot_ws/install/setup.bash",
+            "# robot_ws: fieldtest_robot and fieldtest_msgs are installed in the ROS 2 environment\n",
+        )
+    (opt / "ros" / lab.distro / "setup.bash").write_text(setup)
     shim = bin_dir / "ros2"
     shim.write_text(ros2_launch_shim('"$FIELDTEST_ROS_PYTHON"'))
     shim.chmod(0o755)
-    lab.robot_user.write(
-        "fieldtest/robot_ws/install/setup.bash",
-        "# robot_ws: fieldtest_robot and fieldtest_msgs are installed in the ROS 2 environment\n",
-    )
     host_bin = lab.root / "host-ros" / "bin"
     host_bin.mkdir(parents=True)
     (host_bin / "ros2").write_text(ros2_launch_shim(lab.ros_python))
@@ -423,14 +501,20 @@ def two_machines(
     *,
     fresh_login: bool = False,
     hardware: bool = True,
+    robot_install: str = "ros-environment",
 ) -> Iterator[Lab]:
     """The host, the robot and the mocap PC as separate machines; everything removed on exit.
     ``fresh_login``: the robot's login has the image's password and the lab user no key yet (the
-    guide's ssh set-up does the rest); ``hardware``: the simulated base and Motive."""
+    guide's ssh set-up does the rest); ``hardware``: the simulated base and Motive;
+    ``robot_install``: ``ros-environment``, the kit and robot_ws come with the robot's ROS 2
+    environment (the wheels' venv), or ``bundle``, the robot has ROS 2 only (read by the system
+    python3, as apt's) and the kit is installed from ``fieldtest lab bundle`` as the guide says."""
+    if robot_install not in ("ros-environment", "bundle"):
+        raise TwoMachinesError(f"robot_install {robot_install!r}: ros-environment or bundle")
     missing = missing_tools()
     if missing:
         raise TwoMachinesError(
-            f"needs {', '.join(missing)} (apt install openssh-server; tools/install.sh does)"
+            f"needs {', '.join(missing)} (apt install openssh-server rsync iputils-ping; tools/install.sh does)"
         )
     ros_python = ROS_VENV / "bin" / "python"
     if not ros_python.exists():
@@ -444,7 +528,7 @@ def two_machines(
         topology = Topology(profile, nodes=("host", "robot", "mocap"), wireless=("robot",))
         accounts.append(Account.create(f"ftlab{tag}"))
         accounts.append(Account.create(f"ftpi{tag}"))
-        lab = Lab(topology, root, accounts[0], accounts[1], str(ros_python), namespace, distro)
+        lab = Lab(topology, root, accounts[0], accounts[1], str(ros_python), namespace, distro, robot_install)
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(root / "ssh_host_ed25519_key")])
         if fresh_login:  # as a fresh TurtleBot 4 image: a password, no key of the lab user's yet
             hashed = _run(["openssl", "passwd", "-6", ROBOT_IMAGE_PASSWORD]).stdout.strip()
