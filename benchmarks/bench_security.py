@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
-from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import (
     DomainLease,
@@ -50,6 +49,7 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.security.trial import prepare_trial_security
+from fieldtest.twin.fwdprobe import READY as FORWARD_PROBE_READY
 
 if TYPE_CHECKING:
     from fieldtest.analysis.metrics import Metrics
@@ -312,15 +312,13 @@ def _start_bridges(
 
 
 def _start_forward_probe(request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network) -> bool:
-    """The router's or broker's own forwarding delay, probed on its node (fieldtest.middleware.fwdprobe).
+    """The router's or broker's own forwarding delay, probed on its node (fieldtest.twin.fwdprobe).
     Not with security on: the probe has no identity of its own in the trial's access control."""
     middleware = registry.get(request.transport.middleware)
     if middleware.infra_process is None or request.transport.security != "none":
         return False
     args = ["--trial-dir", str(trial_dir), "--out", str(trial_dir / FORWARD_PROBE_FILE)]
-    procs.start_python(
-        "fwdprobe", "fieldtest.middleware.fwdprobe", args, prefix=net.prefix(middleware.infra_node)
-    )
+    procs.start_python("fwdprobe", "fieldtest.twin.fwdprobe", args, prefix=net.prefix(middleware.infra_node))
     return True
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.labrun.environment import ros_environment
 from fieldtest.labrun.launch_actions import argument_names
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
-from fieldtest.middleware.names import LAB_MIDDLEWARES
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 from fieldtest.testkit import needs

@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "fieldtest"
-# The registry's plain half (and the package's empty __init__) and the shared constants: any layer
-# may read them.
-PLAIN_MIDDLEWARE = ("fieldtest.middleware", "fieldtest.middleware.names", "fieldtest.middleware.config")
+# The plain data every layer may read: the shared constants, the middleware catalog, TransportConfig.
+PLAIN_DATA = ("fieldtest.names", "fieldtest.catalog", "fieldtest.linkconfig")
 SHARED_NAMES = "fieldtest.names"
 UPPER = ("fieldtest.twin", "fieldtest.labrun", "fieldtest.runner", "fieldtest.campaign", "fieldtest.cli")
-# layer -> what it may never reach (the plain middleware modules are always allowed)
+# layer -> what it may never reach (the plain data modules are always allowed)
 FORBIDDEN = {
-    "fieldtest.middleware.names": ("fieldtest",),
-    "fieldtest.middleware.config": ("fieldtest",),
+    "fieldtest.catalog": ("fieldtest",),
+    "fieldtest.linkconfig": ("fieldtest",),
     "fieldtest.record": ("fieldtest.transport", "fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
     "fieldtest.analysis": ("fieldtest.transport", "fieldtest.security", "fieldtest.middleware", *UPPER),
     "fieldtest.transport": ("fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
@@ -92,7 +91,7 @@ def _layer(module: str) -> str | None:
 
 
 def _forbidden(layer: str, target: str) -> bool:
-    if target in (*PLAIN_MIDDLEWARE, SHARED_NAMES) or target in ALLOWED.get(layer, ()):
+    if target in PLAIN_DATA or target in ALLOWED.get(layer, ()):
         return False
     if target == "fieldtest" or target == layer or target.startswith(layer + "."):
         return False
@@ -108,11 +107,10 @@ def test_layers_only_point_down(module):
     assert not bad, f"{module} ({layer}) reaches {', '.join(chains)}"
 
 
-def test_the_plain_middleware_modules_import_nothing_else():
-    assert direct_imports("fieldtest.middleware") == frozenset()
-    assert direct_imports("fieldtest.middleware.names") == frozenset()
-    config_imports = direct_imports("fieldtest.middleware.config") - {"fieldtest"}
-    assert config_imports == {"fieldtest.middleware", "fieldtest.middleware.names", SHARED_NAMES}
+def test_the_plain_data_modules_import_nothing_else():
+    assert direct_imports("fieldtest.catalog") == frozenset()
+    config_imports = direct_imports("fieldtest.linkconfig") - {"fieldtest"}
+    assert config_imports == {"fieldtest.catalog", SHARED_NAMES}
     assert direct_imports(SHARED_NAMES) == frozenset()
 
 
@@ -121,4 +119,4 @@ def test_the_checker_sees_imports_inside_functions():
     assert "fieldtest.transport.zenoh_" in direct_imports("fieldtest.middleware.zenoh")
     assert "fieldtest.security" in direct_imports("fieldtest.middleware.zenoh")
     assert _forbidden("fieldtest.transport", "fieldtest.security.enforce")
-    assert not _forbidden("fieldtest.record", "fieldtest.middleware.config")
+    assert not _forbidden("fieldtest.record", "fieldtest.linkconfig")

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fieldtest.middleware.names import family
+from fieldtest.catalog import family
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S, relative

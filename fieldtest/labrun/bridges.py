@@ -45,10 +45,10 @@ from typing import Any
 import yaml
 
 from fieldtest import rosmsg
+from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
 from fieldtest.labrun.settings import LabLaunch
-from fieldtest.middleware.names import catalog_entry
 from fieldtest.qos import get_qos, mqtt_qos
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,

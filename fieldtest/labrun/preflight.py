@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fieldtest.middleware.names import catalog_entry
+from fieldtest.catalog import catalog_entry
 from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC

@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from .config import Role, TransportConfig
-from .names import MiddlewareName, catalog_entry
+from fieldtest.catalog import MiddlewareName, catalog_entry
+from fieldtest.linkconfig import Role, TransportConfig
 
 if TYPE_CHECKING:
     from fieldtest.transport.base import Transport

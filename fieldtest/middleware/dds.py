@@ -6,9 +6,9 @@ Security: DDS Security governance profiles (SROS2 enclaves). No infrastructure p
 from __future__ import annotations
 
 from fieldtest import security
+from fieldtest.linkconfig import Role, TransportConfig
 
 from .base import Middleware
-from .config import Role, TransportConfig
 
 
 def dds_security_xml(config: TransportConfig, role: str) -> str:

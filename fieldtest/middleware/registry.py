@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware import dds, mqtt, rmw_zenoh, zenoh
 
-from . import dds, mqtt, rmw_zenoh, zenoh
 from .base import Middleware
-from .config import Role, TransportConfig
-from .names import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 
 FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
 REGISTRY: dict[str, Middleware] = {

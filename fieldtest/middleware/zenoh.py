@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest import security
+from fieldtest.linkconfig import Role, TransportConfig
 
 from .base import Middleware
-from .config import Role, TransportConfig
 
 
 class _Zenoh(Middleware):

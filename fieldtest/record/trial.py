@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import TransportConfig
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.plan import SquarePlan, validation_message
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from fieldtest.catalog import in_family
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.names import in_family
 from fieldtest.names import MQTT_TLS_PORT
 
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
@@ -35,7 +35,7 @@ from .keystore import (
 )
 from .policy import LINK_FLOWS, kit_enclave, wire_key
 
-# Which middlewares a setting kind applies to follows their family (fieldtest.middleware.names).
+# Which middlewares a setting kind applies to follows their family (fieldtest.catalog).
 DDS_MIDDLEWARES = in_family("dds")
 ZENOH_MIDDLEWARES = in_family("zenoh")
 MQTT_MIDDLEWARES = in_family("mqtt")

@@ -18,9 +18,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import TransportConfig
-from fieldtest.middleware.names import catalog_entry
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.record import TrialRequest
 
 from . import enforce, glue

@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..middleware.names import catalog_entry
+from fieldtest.catalog import catalog_entry
+
 from ..names import MQTT_PORT, ZENOH_PORT
 from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError, signals_set
 from .base import TransportConfig, require_fragment

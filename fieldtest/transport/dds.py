@@ -40,7 +40,7 @@ from cyclonedds.util import duration
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import DDS_ALLOW_MULTICAST
+from fieldtest.linkconfig import DDS_ALLOW_MULTICAST
 from fieldtest.qos import QosProfile, get_qos
 
 from .base import (

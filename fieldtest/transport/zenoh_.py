@@ -34,10 +34,10 @@ from typing import Any
 
 import zenoh
 
+from fieldtest import rosmsg
+from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
 
-from .. import rosmsg
-from ..middleware.names import catalog_entry
 from ..qos import get_qos
 from .base import (
     CallbackSubscriber,

@@ -11,9 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fieldtest.catalog import TWIN_MIDDLEWARES
 from fieldtest.names import MQTT_PORT, ZENOH_PORT
-
-from .names import TWIN_MIDDLEWARES
 
 Role = Literal["host", "robot"]
 # How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
