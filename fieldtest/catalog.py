@@ -3,7 +3,7 @@
 This is the registry's plain-data half: ``fieldtest.record``, ``fieldtest.analysis`` and
 ``fieldtest.security`` may read it, since it imports nothing. Each name's behaviour (transport,
 infrastructure, security fragments, lab config) is declared in its family module
-(``fieldtest.middleware.dds``, ``.zenoh``, ``.mqtt``); ``fieldtest.middleware.registry`` joins the
+(``fieldtest.middleware.<family>``); ``fieldtest.middleware.registry`` joins the
 two and a test checks that they list the same names.
 """
 

@@ -41,7 +41,7 @@ class TransportConfig(BaseModel):
     zenoh_port: int = ZENOH_PORT
     # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
     # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
-    # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
+    # bridge -> DDS (fieldtest.middleware.zenoh.bridge). Twin trials use "bridge" unless set.
     zenoh_path: Literal["direct", "bridge"] = "direct"
     mqtt_port: int = MQTT_PORT
     # MQTT cases: Nagle's algorithm on the kit's MQTT client sockets, as under the lab's mqtt_client,

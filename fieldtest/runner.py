@@ -81,7 +81,7 @@ class TrialResult:
 def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
     """A DDS domain no other run on this machine uses (bridged Zenoh: the robot side's too), held
     until the trial ends: two runs on one domain hear each other's hosts."""
-    from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET
+    from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
 
     return lease_dds_domain(preferred, offsets=(0, ROBOT_DOMAIN_OFFSET) if _bridged(request) else (0,))
 
@@ -295,7 +295,7 @@ def _start_bridges(
     if not _bridged(request):
         return {}
     from fieldtest.labrun.bridges import trial_bridge_processes, twin_side_launches, write_config_files
-    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
+    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
 
     try:
         bridge = find_bridge()

@@ -27,11 +27,11 @@ from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, Simu
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}

@@ -32,18 +32,18 @@ from fieldtest.labrun.bridges import (
     zenoh_bridge_config,
 )
 from fieldtest.middleware.registry import open_transport
-from fieldtest.procs import free_port
-from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
-from fieldtest.transport import TransportConfig
-from fieldtest.transport.zenoh_bridge import (
+from fieldtest.middleware.zenoh.bridge import (
     INSTALL_COMMAND,
     BridgeMissingError,
     bridge_argv,
     find_bridge,
     side_domain,
 )
+from fieldtest.procs import free_port
+from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.transport import TransportConfig
 
 WAIT_S = 20.0  # discovery through two bridges on a busy 2-core machine
 COUNT = 40

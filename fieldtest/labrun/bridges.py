@@ -49,6 +49,18 @@ from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
 from fieldtest.labrun.settings import LabLaunch
+from fieldtest.middleware.mqtt.infra import mosquitto_conf as broker_conf
+from fieldtest.middleware.mqtt.infra import plain_listener_lines, router_session_config
+from fieldtest.middleware.mqtt.infra import zenoh_router_command as kit_router_command
+from fieldtest.middleware.zenoh.bridge import (
+    LOOPBACK,
+    BridgeBinaries,
+    bridge_argv,
+    bridge_env,
+    find_bridge,
+    router_argv,
+    side_domain,
+)
 from fieldtest.qos import get_qos, mqtt_qos
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
@@ -61,18 +73,6 @@ from fieldtest.security.policy import BASE_TOPICS, kit_enclave
 from fieldtest.security.settings import mosquitto_acl as acl_for_flows
 from fieldtest.security.settings import mosquitto_tls_lines, zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig, full_topic
-from fieldtest.transport.broker import mosquitto_conf as broker_conf
-from fieldtest.transport.broker import plain_listener_lines, router_session_config
-from fieldtest.transport.broker import zenoh_router_command as kit_router_command
-from fieldtest.transport.zenoh_bridge import (
-    LOOPBACK,
-    BridgeBinaries,
-    bridge_argv,
-    bridge_env,
-    find_bridge,
-    router_argv,
-    side_domain,
-)
 
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
@@ -109,7 +109,7 @@ ROS2DDS_REMOVED_KEYS = frozenset({"id"})
 ROS2DDS_PRIORITIES = range(1, 8)
 # A client bridge waits for its router instead of exiting (zenoh's client default is timeout_ms 0
 # with exit_on_failure true: DEFAULT_CONFIG.json5 of eclipse-zenoh/zenoh, "connect"); the same retry
-# period as the kit's own sessions (fieldtest.transport.zenoh_.CONNECT_RETRY).
+# period as the kit's own sessions (fieldtest.middleware.zenoh.transport.CONNECT_RETRY).
 BRIDGE_CONNECT_TIMEOUT_MS = -1  # retry for ever
 
 
@@ -237,7 +237,7 @@ def _bridge_connect(endpoints: list[str]) -> dict[str, Any]:
     """Connect settings of a bridge: one that dials (peer host, clients) retries until it is up."""
     if not endpoints:
         return {"endpoints": []}
-    from fieldtest.transport.zenoh_ import CONNECT_RETRY
+    from fieldtest.middleware.zenoh.transport import CONNECT_RETRY
 
     return {
         "endpoints": endpoints,
@@ -253,7 +253,7 @@ def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) 
     overrides = zenoh_security_overrides(
         cfg.keystore, identity, cfg.security, namespace=cfg.namespace, session_config=config
     )
-    from fieldtest.transport.zenoh_ import deep_merge
+    from fieldtest.middleware.zenoh.transport import deep_merge
 
     return deep_merge(config, overrides)
 
@@ -496,7 +496,7 @@ def mosquitto_conf(
     run_as: str | None = None,
 ) -> str:
     """mosquitto.conf (2.x) for the broker of an MQTT trial, plain or TLS with client certificates:
-    the twin's broker config (``fieldtest.transport.broker.mosquitto_conf``) around this listener.
+    the twin's broker config (``fieldtest.middleware.mqtt.infra.mosquitto_conf``) around this listener.
 
     Started as root, Mosquitto drops to the ``mosquitto`` user before reading the ACL: ``run_as``
     sets the ``user`` option when the files are readable only by another user.

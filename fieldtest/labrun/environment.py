@@ -35,8 +35,8 @@ from pathlib import Path
 from xml.sax.saxutils import escape
 
 from fieldtest.labrun.settings import LabLaunch
+from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
 from fieldtest.names import ROLE_ENCLAVES
-from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
 RMW_IMPLEMENTATIONS = {
     "cyclonedds": "rmw_cyclonedds_cpp",

@@ -45,8 +45,8 @@ from fieldtest.labrun.bridges import (
 )
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.standin import parse_argv
+from fieldtest.middleware.zenoh.bridge import LOOPBACK, find_bridge, router_argv
 from fieldtest.procs import die_with_parent, signals_set
-from fieldtest.transport.zenoh_bridge import LOOPBACK, find_bridge, router_argv
 
 EXIT_GATE_REFUSED = 1
 EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its config, port taken)

@@ -39,9 +39,9 @@ from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.labrun.remote import local_robot_side
 from fieldtest.labrun.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.middleware import registry
+from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
 from fieldtest.record import TrialRequest
-from fieldtest.transport.zenoh_bridge import side_domain
 
 ROS_VENV = Path(__file__).resolve().parents[2] / ".venv-ros"
 PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
@@ -308,7 +308,7 @@ def _check_bridges(requests: list[TrialRequest]) -> None:
     import shutil
 
     from fieldtest.labrun.bridges import MOSQUITTO, ZENOH_BRIDGE
-    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
+    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
 
     bridges = {lab_bridge(r) for r in requests}
     if ZENOH_BRIDGE in bridges:

@@ -16,8 +16,8 @@ from fieldtest.catalog import MiddlewareName, catalog_entry
 from fieldtest.linkconfig import Role, TransportConfig
 
 if TYPE_CHECKING:
+    from fieldtest.middleware.mqtt.infra import ManagedProcess
     from fieldtest.transport.base import Transport
-    from fieldtest.transport.broker import ManagedProcess
 
 
 class Middleware:

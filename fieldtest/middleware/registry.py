@@ -15,7 +15,10 @@ from pathlib import Path
 from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware import dds, mqtt, rmw_zenoh, zenoh
+from fieldtest.middleware.dds import family as dds
+from fieldtest.middleware.mqtt import family as mqtt
+from fieldtest.middleware.rmw_zenoh import family as rmw_zenoh
+from fieldtest.middleware.zenoh import family as zenoh
 
 from .base import Middleware
 

@@ -8,7 +8,7 @@ a keystore (``fieldtest.security.keystore``) and a role into the fragments each 
   governance of the chosen protection level.
 - Zenoh: ``transport.link.tls`` (mutual TLS) and ``access_control`` (``zenoh_security_overrides``).
 - MQTT: the mosquitto.conf TLS listener lines and the ACL (``mosquitto_tls_lines``,
-  ``mosquitto_acl``; ``fieldtest.transport.broker.mosquitto_conf`` writes the file around them) and
+  ``mosquitto_acl``; ``fieldtest.middleware.mqtt.infra.mosquitto_conf`` writes the file around them) and
   the paho client's TLS arguments (``paho_tls_args``).
 """
 

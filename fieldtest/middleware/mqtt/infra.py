@@ -14,8 +14,8 @@ through ``fieldtest.middleware.registry.infrastructure``, which does.
 readiness is then read from the process' own log, since the port may be unreachable from here.
 
 Command line (a router on its own machine or namespace):
-    python -m fieldtest.transport.broker zenoh-router --address 10.0.0.1 --port 7447
-    python -m fieldtest.transport.broker mosquitto --address 10.0.0.1 --port 1883 --workdir /tmp/mq
+    python -m fieldtest.middleware.mqtt.infra zenoh-router --address 10.0.0.1 --port 7447
+    python -m fieldtest.middleware.mqtt.infra mosquitto --address 10.0.0.1 --port 1883 --workdir /tmp/mq
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.catalog import catalog_entry
-
-from ..names import MQTT_PORT, ZENOH_PORT
-from ..procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError, signals_set
-from .base import TransportConfig, require_fragment
+from fieldtest.names import MQTT_PORT, ZENOH_PORT
+from fieldtest.procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError, signals_set
+from fieldtest.transport.base import TransportConfig, require_fragment
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 ZENOH_ROUTER_READY = "zenoh-router ready"
@@ -53,7 +52,7 @@ class BrokerError(ProcessStartError):
 def router_session_config(address: str, port: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Session config of a Zenoh router listening on tcp/<address>:<port>, no scouting (the twin's
     router, and the lab's when zenohd is not installed: one config for both)."""
-    from .zenoh_ import deep_merge, tcp_endpoint
+    from fieldtest.middleware.zenoh.transport import deep_merge, tcp_endpoint
 
     session_config = {
         "mode": "router",
@@ -61,7 +60,7 @@ def router_session_config(address: str, port: int, overrides: dict[str, Any] | N
         "connect": {"endpoints": []},
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
         # off (a router's default is on): a stamp made here would stop the robot's session from
-        # stamping the arrival (fieldtest.transport.zenoh_)
+        # stamping the arrival (fieldtest.middleware.zenoh.transport)
         "timestamping": {"enabled": False},
     }
     return deep_merge(session_config, overrides) if overrides else session_config
@@ -71,7 +70,7 @@ def run_zenoh_router(
     config: TransportConfig, stop: threading.Event | None = None, overrides: dict[str, Any] | None = None
 ) -> None:
     """Run a Zenoh router until ``stop`` is set (or SIGTERM/SIGINT when run as a main program)."""
-    from .zenoh_ import open_session
+    from fieldtest.middleware.zenoh.transport import open_session
 
     stop = stop or threading.Event()
     session_config = router_session_config(config.router_address, config.zenoh_port, overrides)
@@ -94,7 +93,7 @@ def zenoh_router_command(
     argv = [
         python,
         "-m",
-        "fieldtest.transport.broker",
+        "fieldtest.middleware.mqtt.infra",
         "zenoh-router",
         "--address",
         address,
@@ -169,7 +168,7 @@ def mosquitto_conf(
     ``listener`` line (a plain and a TLS listener in one broker).
     """
     lines = [
-        f"# {comment or 'written by fieldtest.transport.broker'}",
+        f"# {comment or 'written by fieldtest.middleware.mqtt.infra'}",
         *([f"user {run_as}"] if run_as else []),
         f"per_listener_settings {'true' if per_listener_settings else 'false'}",
         "persistence false",
@@ -252,7 +251,7 @@ class MosquittoBroker(ManagedProcess):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m fieldtest.transport.broker", description=__doc__.split("\n")[0]
+        prog="python -m fieldtest.middleware.mqtt.infra", description=__doc__.split("\n")[0]
     )
     sub = parser.add_subparsers(dest="kind", required=True)
     router = sub.add_parser("zenoh-router", help="run a Zenoh router until SIGTERM/SIGINT")
@@ -279,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from .zenoh_ import ZenohTransportError
+    from fieldtest.middleware.zenoh.transport import ZenohTransportError
 
     try:
         sys.exit(main())

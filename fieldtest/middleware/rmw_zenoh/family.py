@@ -4,7 +4,7 @@ keystore (``fieldtest.security.rmw_zenoh``), not by a kit security setting."""
 
 from __future__ import annotations
 
-from .base import Middleware
+from fieldtest.middleware.base import Middleware
 
 
 class RmwZenoh(Middleware):

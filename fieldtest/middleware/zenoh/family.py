@@ -12,8 +12,7 @@ from pathlib import Path
 
 from fieldtest import security
 from fieldtest.linkconfig import Role, TransportConfig
-
-from .base import Middleware
+from fieldtest.middleware.base import Middleware
 
 
 class _Zenoh(Middleware):
@@ -28,11 +27,11 @@ class _Zenoh(Middleware):
 
     def open_transport(self, config: TransportConfig, role: Role):
         if self.bridged(config):
-            from fieldtest.transport.dds import open_dds
-            from fieldtest.transport.zenoh_bridge import side_dds_config
+            from fieldtest.middleware.dds.transport import open_dds
+            from fieldtest.middleware.zenoh.bridge import side_dds_config
 
             return open_dds(side_dds_config(config, role), role)  # the side's bridge carries it on
-        from fieldtest.transport.zenoh_ import open_zenoh, zenoh_config
+        from fieldtest.middleware.zenoh.transport import open_zenoh, zenoh_config
 
         overrides = None
         if config.security != "none":
@@ -64,7 +63,7 @@ class ZenohViaRouter(_Zenoh):
         prefix: list[str] | None = None,
         realtime: bool = False,
     ):
-        from fieldtest.transport import broker
+        from fieldtest.middleware.mqtt import infra as broker
 
         overrides = None
         if config.security != "none":

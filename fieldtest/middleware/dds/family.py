@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from fieldtest import security
 from fieldtest.linkconfig import Role, TransportConfig
-
-from .base import Middleware
+from fieldtest.middleware.base import Middleware
 
 
 def dds_security_xml(config: TransportConfig, role: str) -> str:
@@ -22,7 +21,7 @@ class Dds(Middleware):
     secure_default = "sros2"
 
     def open_transport(self, config: TransportConfig, role: Role):
-        from fieldtest.transport.dds import open_dds
+        from fieldtest.middleware.dds.transport import open_dds
 
         return open_dds(config, role, security_xml=dds_security_xml(config, role))
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from fieldtest import security
 from fieldtest.linkconfig import Role, TransportConfig
-
-from .base import Middleware
+from fieldtest.middleware.base import Middleware
 
 
 def broker_address(config: TransportConfig) -> str:
-    from fieldtest.transport.broker import mqtt_broker_address
+    from fieldtest.middleware.mqtt.infra import mqtt_broker_address
 
     return mqtt_broker_address(config)
 
@@ -24,7 +23,7 @@ class _Mqtt(Middleware):
     lab_bridge = "mqtt_client"
 
     def open_transport(self, config: TransportConfig, role: Role):
-        from fieldtest.transport.mqtt import open_mqtt
+        from fieldtest.middleware.mqtt.transport import open_mqtt
 
         configure = security.mqtt_configure_client(config, role) if config.security != "none" else None
         return open_mqtt(config, role, configure_client=configure)
@@ -37,7 +36,7 @@ class _Mqtt(Middleware):
         prefix: list[str] | None = None,
         realtime: bool = False,
     ):
-        from fieldtest.transport import broker
+        from fieldtest.middleware.mqtt import infra as broker
 
         folder = Path(workdir) / "broker"
         address = broker.mqtt_broker_address(config)
