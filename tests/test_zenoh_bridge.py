@@ -28,9 +28,9 @@ from fieldtest.labrun.bridges import (
     to_json5,
     trial_bridge_processes,
     twin_side_launches,
-    write_config_files,
     zenoh_bridge_config,
 )
+from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import (
     INSTALL_COMMAND,

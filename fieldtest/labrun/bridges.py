@@ -48,7 +48,7 @@ from fieldtest import rosmsg
 from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
-from fieldtest.labrun.settings import LabLaunch
+from fieldtest.middleware.launch import LabLaunch, SideProcess, write_config_files
 from fieldtest.middleware.mqtt.infra import mosquitto_conf as broker_conf
 from fieldtest.middleware.mqtt.infra import plain_listener_lines, router_session_config
 from fieldtest.middleware.mqtt.infra import zenoh_router_command as kit_router_command
@@ -579,16 +579,6 @@ def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
 # --------------------------------------------------------------------------------------- overview
 
 
-@dataclass(frozen=True)
-class SideProcess:
-    """One process a launch file starts besides the kit's node."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    config_files: dict[str, str]  # file name -> content, written before the process starts
-
-
 def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None = None) -> list[SideProcess]:
     """Bridges, routers, brokers and recorders for this side, with the files they read."""
     folder = Path(config_dir)
@@ -639,18 +629,6 @@ def broker_user() -> str | None:
     import pwd
 
     return pwd.getpwuid(0).pw_name
-
-
-def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> list[Path]:
-    folder = Path(config_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for proc in processes:
-        for name, text in proc.config_files.items():
-            path = folder / name
-            path.write_text(text)
-            written.append(path)
-    return written
 
 
 # ------------------------------------------------------------------ one trial's Zenoh bridges

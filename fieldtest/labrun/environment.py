@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from fieldtest.labrun.settings import LabLaunch
 from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
+from fieldtest.middleware.launch import LabLaunch
 from fieldtest.names import ROLE_ENCLAVES
 
 RMW_IMPLEMENTATIONS = {

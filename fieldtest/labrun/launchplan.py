@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
+from fieldtest.labrun.bridges import side_processes
 from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.driver import CONTROL_DIR
 from fieldtest.labrun.environment import (
@@ -36,6 +36,7 @@ from fieldtest.labrun.settings import (
     Role,
     parse_launch_args,
 )
+from fieldtest.middleware.launch import SideProcess, write_config_files
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"

@@ -40,11 +40,11 @@ from fieldtest.labrun.bridges import (
     MOSQUITTO,
     ZENOH_BRIDGE,
     ZENOHD,
-    SideProcess,
     zenohd_bridge_launch,
 )
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.standin import parse_argv
+from fieldtest.middleware.launch import SideProcess
 from fieldtest.middleware.zenoh.bridge import LOOPBACK, find_bridge, router_argv
 from fieldtest.procs import die_with_parent, signals_set
 
