@@ -16,7 +16,7 @@ from fieldtest.names import MQTT_PORT, ZENOH_PORT
 
 Role = Literal["host", "robot"]
 # How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
-# participant announcements, as the lab's configuration does (fieldtest.labrun.environment); "all"
+# participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
 # multicasts discovery and data; "none" announces by unicast to the host and robot addresses
 DdsDiscovery = Literal["spdp", "all", "none"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}

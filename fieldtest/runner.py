@@ -294,8 +294,8 @@ def _start_bridges(
     and robot (their ROS_DISTRO must match the bridges' for ros_discovery_info)."""
     if not _bridged(request):
         return {}
-    from fieldtest.labrun.bridges import trial_bridge_processes, twin_side_launches, write_config_files
     from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+    from fieldtest.middleware.zenoh.lab import trial_bridge_processes, twin_side_launches, write_config_files
 
     try:
         bridge = find_bridge()

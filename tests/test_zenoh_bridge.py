@@ -20,16 +20,6 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.analysis.metrics import Latency, Metrics, TrialInfo
 from fieldtest.analysis.report import _duplicates_note
-from fieldtest.labrun.bridges import (
-    BridgeConfigError,
-    check_ros2dds_plugin,
-    run_trial_bridges,
-    stop_process,
-    to_json5,
-    trial_bridge_processes,
-    twin_side_launches,
-    zenoh_bridge_config,
-)
 from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import (
@@ -38,6 +28,16 @@ from fieldtest.middleware.zenoh.bridge import (
     bridge_argv,
     find_bridge,
     side_domain,
+)
+from fieldtest.middleware.zenoh.lab import (
+    BridgeConfigError,
+    check_ros2dds_plugin,
+    run_trial_bridges,
+    stop_process,
+    to_json5,
+    trial_bridge_processes,
+    twin_side_launches,
+    zenoh_bridge_config,
 )
 from fieldtest.procs import free_port
 from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC

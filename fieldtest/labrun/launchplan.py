@@ -19,16 +19,8 @@ from typing import Any
 
 import yaml
 
-from fieldtest.labrun.bridges import side_processes
 from fieldtest.labrun.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.driver import CONTROL_DIR
-from fieldtest.labrun.environment import (
-    RMW_IMPLEMENTATIONS,
-    RosEnvironment,
-    node_enclave,
-    rmw_zenoh_security_enabled,
-    ros_environment,
-)
 from fieldtest.labrun.settings import (
     PREFLIGHT_ARGUMENTS,
     LabLaunch,
@@ -36,7 +28,15 @@ from fieldtest.labrun.settings import (
     Role,
     parse_launch_args,
 )
+from fieldtest.middleware.dds.lab import (
+    RMW_IMPLEMENTATIONS,
+    RosEnvironment,
+    node_enclave,
+    rmw_zenoh_security_enabled,
+    ros_environment,
+)
 from fieldtest.middleware.launch import SideProcess, write_config_files
+from fieldtest.middleware.zenoh.lab import side_processes
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"

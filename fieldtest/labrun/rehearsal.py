@@ -161,8 +161,8 @@ def lab_bridge(request: TrialRequest) -> str | None:
 def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
     """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
     machine, with the kit's broker config and ACL."""
-    from fieldtest.labrun.bridges import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
     from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.middleware.zenoh.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
@@ -291,7 +291,7 @@ def _check_bridged_distro(requests: list[TrialRequest], distro: str, nodes_distr
     24 before: zenoh-plugin-ros2dds ros_discovery.rs), and it routes only what that topic lists. The
     rehearsal's nodes are this environment's rclpy, so a bridged trial of another distro would
     route nothing: refused before anything starts, not 30 s into a pre-flight."""
-    from fieldtest.labrun.bridges import ZENOH_BRIDGE
+    from fieldtest.middleware.zenoh.lab import ZENOH_BRIDGE
 
     bridged = [r.name for r in requests if lab_bridge(r) == ZENOH_BRIDGE]
     nodes = nodes_distro or "unknown"
@@ -307,8 +307,8 @@ def _check_bridges(requests: list[TrialRequest]) -> None:
     """The programs the bridged trials need, before any trial starts (one line: what and how)."""
     import shutil
 
-    from fieldtest.labrun.bridges import MOSQUITTO, ZENOH_BRIDGE
     from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+    from fieldtest.middleware.zenoh.lab import MOSQUITTO, ZENOH_BRIDGE
 
     bridges = {lab_bridge(r) for r in requests}
     if ZENOH_BRIDGE in bridges:
