@@ -81,9 +81,10 @@ class TrialResult:
 def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
     """A DDS domain no other run on this machine uses (bridged Zenoh: the robot side's too), held
     until the trial ends: two runs on one domain hear each other's hosts."""
-    from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
-
-    return lease_dds_domain(preferred, offsets=(0, ROBOT_DOMAIN_OFFSET) if _bridged(request) else (0,))
+    transport = request.transport
+    return lease_dds_domain(
+        preferred, offsets=registry.get(transport.middleware).dds_domain_offsets(transport)
+    )
 
 
 def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
@@ -289,26 +290,17 @@ def _with_twin_defaults(request: TrialRequest) -> TrialRequest:
 def _start_bridges(
     request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
 ) -> dict[str, str]:
-    """Bridged Zenoh: zenohd as router (zenoh-router) and the two bridges, with the lab's generated
-    configs (``trial/bridges/``), fresh for this trial. Returns the environment of the twin's host
-    and robot (their ROS_DISTRO must match the bridges' for ros_discovery_info)."""
-    if not _bridged(request):
-        return {}
-    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
-    from fieldtest.middleware.zenoh.lab import trial_bridge_processes, twin_side_launches, write_config_files
-
-    try:
-        bridge = find_bridge()
-    except BridgeMissingError as exc:
-        raise ProcessStartError(str(exc)) from None
-    host, robot = twin_side_launches(request.transport, request.cmd_type)
-    processes = trial_bridge_processes(host, robot, trial_dir / "bridges", bridge)
-    write_config_files(processes, trial_dir / "bridges")
-    for proc in processes:
-        node = "router" if proc.name == "router" else proc.name.removeprefix("bridge_")
+    """The lab's own processes on the middleware's path (bridged Zenoh: zenohd as router and the two
+    bridges, with the lab's generated configs in ``trial/bridges/``), fresh for this trial. Returns
+    the environment of the twin's host and robot."""
+    middleware = registry.get(request.transport.middleware)
+    placed, side_env = middleware.twin_side_processes(
+        request.transport, request.cmd_type, trial_dir / "bridges"
+    )
+    for node, proc in placed:
         # real-time like the direct path's router and the brokers: they forward every command
         procs.start(proc.name, [*net.prefix(node), *proc.argv], proc.env, realtime=True)
-    return {"ROS_DISTRO": host.ros_distro}
+    return side_env
 
 
 def _start_forward_probe(request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network) -> bool:
@@ -549,7 +541,7 @@ def _run_in_network(
 def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
     """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
     transport = request.transport
-    if transport.middleware != "dds":
+    if not registry.get(transport.middleware).dds_discovery:
         return
     used = record.outcome.dds_discovery = transport.dds_discovery_used("robot")
     if used != transport.dds_discovery:

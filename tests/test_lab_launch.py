@@ -123,7 +123,7 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
 def test_each_secure_lab_process_is_granted_the_topics_it_uses(tmp_path, distro, cmd_type):
     """The enclaves' DDS permissions cover what each lab process publishes, takes and records
     (secure DDS always relays: the Create 3 is outside the SROS2 domain)."""
-    from fieldtest.middleware.zenoh.lab import link_topics, recorded_topics
+    from fieldtest.middleware.lab import link_topics, recorded_topics
     from fieldtest.security.policy import dds_grants, kit_enclave
 
     relay = "true"

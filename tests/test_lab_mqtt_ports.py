@@ -22,7 +22,7 @@ from fieldtest.labrun.settings import (
     parse_launch_args,
     with_lab_defaults,
 )
-from fieldtest.middleware.zenoh.lab import mqtt_client_params
+from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore

@@ -420,7 +420,8 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
-    from fieldtest.middleware.zenoh.lab import mqtt_client_params, received_by, sent_by, to_yaml, wire_name
+    from fieldtest.middleware.lab import received_by, sent_by, wire_name
+    from fieldtest.middleware.mqtt.lab import mqtt_client_params, to_yaml
 
     extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
     cfg = parse_launch_args(

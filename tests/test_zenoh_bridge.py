@@ -20,6 +20,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.analysis.metrics import Latency, Metrics, TrialInfo
 from fieldtest.analysis.report import _duplicates_note
+from fieldtest.middleware.lab import BridgeConfigError
 from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import (
@@ -30,7 +31,6 @@ from fieldtest.middleware.zenoh.bridge import (
     side_domain,
 )
 from fieldtest.middleware.zenoh.lab import (
-    BridgeConfigError,
     check_ros2dds_plugin,
     run_trial_bridges,
     stop_process,

@@ -28,15 +28,10 @@ from fieldtest.labrun.settings import (
     Role,
     parse_launch_args,
 )
-from fieldtest.middleware.dds.lab import (
-    RMW_IMPLEMENTATIONS,
-    RosEnvironment,
-    node_enclave,
-    rmw_zenoh_security_enabled,
-    ros_environment,
-)
+from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
+from fieldtest.middleware.lab import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
-from fieldtest.middleware.zenoh.lab import side_processes
+from fieldtest.middleware.rmw_zenoh.lab import rmw_zenoh_security_enabled
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"

@@ -39,13 +39,9 @@ from fieldtest.errors import FieldtestError
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.standin import parse_argv
 from fieldtest.middleware.launch import SideProcess
+from fieldtest.middleware.mqtt.lab import MOSQUITTO
 from fieldtest.middleware.zenoh.bridge import LOOPBACK, find_bridge, router_argv
-from fieldtest.middleware.zenoh.lab import (
-    MOSQUITTO,
-    ZENOH_BRIDGE,
-    ZENOHD,
-    zenohd_bridge_launch,
-)
+from fieldtest.middleware.zenoh.lab import ZENOH_BRIDGE, ZENOHD, zenohd_bridge_launch
 from fieldtest.procs import die_with_parent, signals_set
 
 EXIT_GATE_REFUSED = 1

@@ -162,7 +162,7 @@ def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: st
     """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
     machine, with the kit's broker config and ACL."""
     from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
-    from fieldtest.middleware.zenoh.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
+    from fieldtest.middleware.mqtt.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
@@ -307,8 +307,9 @@ def _check_bridges(requests: list[TrialRequest]) -> None:
     """The programs the bridged trials need, before any trial starts (one line: what and how)."""
     import shutil
 
+    from fieldtest.middleware.mqtt.lab import MOSQUITTO
     from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
-    from fieldtest.middleware.zenoh.lab import MOSQUITTO, ZENOH_BRIDGE
+    from fieldtest.middleware.zenoh.lab import ZENOH_BRIDGE
 
     bridges = {lab_bridge(r) for r in requests}
     if ZENOH_BRIDGE in bridges:

@@ -16,6 +16,7 @@ from fieldtest.catalog import MiddlewareName, catalog_entry
 from fieldtest.linkconfig import Role, TransportConfig
 
 if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch, SideProcess
     from fieldtest.middleware.mqtt.infra import ManagedProcess
     from fieldtest.transport.base import Transport
 
@@ -38,6 +39,8 @@ class Middleware:
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
+    # Runs DDS across the link, so TransportConfig.dds_discovery applies (the twin records it).
+    dds_discovery: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -68,6 +71,19 @@ class Middleware:
         """Whether the twin runs the lab's bridges for this config (then they replace the infra)."""
         return False
 
+    def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
+        """The DDS domains a twin trial holds, as offsets from its own (bridged Zenoh: the robot
+        side's domain too)."""
+        return (0,)
+
+    def twin_side_processes(
+        self, config: TransportConfig, cmd_type: str, config_dir: Path
+    ) -> tuple[list[tuple[str, SideProcess]], dict[str, str]]:
+        """The lab's own processes a twin trial runs on this middleware's path, each with the emulated
+        node it runs on, in start order (their config files written to ``config_dir``), and the
+        environment of the twin's host and robot. Empty where the twin runs none."""
+        return [], {}
+
     def open_transport(self, config: TransportConfig, role: Role) -> Transport:
         """Join the link as ``role``, with ``config.security`` applied (security hands the transport
         its fragment; a process whose own credentials are broken refuses to start)."""
@@ -89,6 +105,13 @@ class Middleware:
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         """What the lab's host side starts by default ("router" / "broker"), if anything."""
         return None
+
+    def lab_side_processes(
+        self, cfg: LabLaunch, config_dir: Path, *, zenohd: str | None = None
+    ) -> list[SideProcess]:
+        """The bridges, routers and brokers one lab side starts (config files in ``config_dir``);
+        empty where the RMW itself crosses."""
+        return []
 
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""

@@ -73,10 +73,6 @@ def dds_security_enabled(cfg: LabLaunch) -> bool:
     return cfg.security != "none" and cfg.entry.family == "dds"
 
 
-def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
-    return cfg.security != "none" and cfg.rmw == "zenoh"
-
-
 def node_enclave(cfg: LabLaunch) -> str | None:
     return ROLE_ENCLAVES[cfg.role] if dds_security_enabled(cfg) else None
 

@@ -22,6 +22,11 @@ class _Mqtt(Middleware):
     infra_process = "broker"
     lab_bridge = "mqtt_client"
 
+    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+        from fieldtest.middleware.mqtt.lab import lab_side_processes
+
+        return lab_side_processes(cfg, config_dir)
+
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.mqtt.transport import open_mqtt
 

@@ -16,6 +16,11 @@ class RmwZenoh(Middleware):
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         return "router"  # rmw_zenohd; the robot's connects to it
 
+    def lab_side_processes(self, cfg, config_dir, *, zenohd: str | None = None):
+        from fieldtest.middleware.rmw_zenoh.lab import lab_side_processes
+
+        return lab_side_processes(cfg)
+
     def lab_local_only(self) -> bool:
         return True  # rmw_zenoh does not use DDS at all; the routers link the machines
 

@@ -25,6 +25,23 @@ class _Zenoh(Middleware):
     def bridged(self, config: TransportConfig) -> bool:
         return config.zenoh_path == "bridge"
 
+    def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
+        from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
+
+        return (0, ROBOT_DOMAIN_OFFSET) if self.bridged(config) else (0,)
+
+    def twin_side_processes(self, config: TransportConfig, cmd_type: str, config_dir: Path):
+        if not self.bridged(config):
+            return [], {}
+        from fieldtest.middleware.zenoh.lab import twin_bridge_processes
+
+        return twin_bridge_processes(config, cmd_type, config_dir)
+
+    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+        from fieldtest.middleware.zenoh.lab import lab_side_processes
+
+        return lab_side_processes(cfg, config_dir, zenohd=zenohd)
+
     def open_transport(self, config: TransportConfig, role: Role):
         if self.bridged(config):
             from fieldtest.middleware.dds.transport import open_dds
