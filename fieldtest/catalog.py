@@ -38,6 +38,19 @@ TWIN_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG if e.twin)
 LAB_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG)
 
 
+# The TransportConfig fields that only one family reads (its link settings); the others ignore them.
+FAMILY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "dds": ("dds_discovery",),
+    "zenoh": ("zenoh_path",),
+    "mqtt": ("mqtt_nagle",),
+}
+
+
+def uses_setting(name: str, field: str) -> bool:
+    """Whether middleware ``name`` reads the family-specific TransportConfig ``field``."""
+    return field in FAMILY_SETTINGS.get(family(name), ())
+
+
 def family(name: str) -> str:
     """The family of a known name ("" for an unknown one)."""
     entry = _BY_NAME.get(name)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.catalog import uses_setting
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
 from fieldtest.plan import SquarePlan
@@ -541,7 +542,7 @@ def _run_in_network(
 def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
     """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
     transport = request.transport
-    if not registry.get(transport.middleware).dds_discovery:
+    if not uses_setting(transport.middleware, "dds_discovery"):
         return
     used = record.outcome.dds_discovery = transport.dds_discovery_used("robot")
     if used != transport.dds_discovery:

@@ -22,11 +22,12 @@ import yaml
 from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.launchplan import launch_plan
 from fieldtest.labrun.mqtt_standin import KEEP_NAGLE_ENV, STANDIN_BANNER, StandinConfigError, load_config
-from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
+from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.rehearsal import NODE_ARGS, ROS_VENV, RehearsalError, SimulatedLab, rehearse, ros_python
 from fieldtest.labrun.remote import RobotSide
 from fieldtest.labrun.runner import LabOptions
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial

@@ -167,14 +167,14 @@ def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any]) -
     """A robot node that talks to the base only: outside a secure domain, and on DDS."""
     if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], PLAIN_NODE_ENV)
-    if cfg.rmw == "zenoh":  # the Create 3 speaks DDS only
+    if not cfg.entry.lab_rmw_speaks_dds:  # the Create 3 speaks DDS only
         env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], env)
     return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, _enclave_args(cfg))
 
 
 def _base_outside_domain(cfg: LabLaunch) -> bool:
-    return cfg.entry.family == "dds" and node_enclave(cfg) is not None
+    return node_enclave(cfg) is not None  # an enclave: SROS2 on plain DDS
 
 
 def _enclave_args(cfg: LabLaunch) -> list[str]:

@@ -24,7 +24,6 @@ wire format). Mosquitto is the real one.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,9 +38,6 @@ from fieldtest.errors import FieldtestError
 from fieldtest.labrun.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.standin import parse_argv
 from fieldtest.middleware.launch import SideProcess
-from fieldtest.middleware.mqtt.lab import MOSQUITTO
-from fieldtest.middleware.zenoh.bridge import LOOPBACK, find_bridge, router_argv
-from fieldtest.middleware.zenoh.lab import ZENOH_BRIDGE, ZENOHD, zenohd_bridge_launch
 from fieldtest.procs import die_with_parent, signals_set
 
 EXIT_GATE_REFUSED = 1
@@ -49,7 +45,6 @@ EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its
 SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
 REHEARSAL_FLAG = "--rehearsal"
 WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
-MQTT_STANDIN = "fieldtest.labrun.mqtt_standin"
 STANDIN_NOTE = (
     "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
 )
@@ -100,22 +95,12 @@ def rehearsal_processes(plan: LaunchPlan, python: str = sys.executable) -> list[
     installed here."""
     out = []
     for proc in plan.processes:
-        argv, env = proc.argv, dict(proc.env)
-        if proc.name == "zenoh_bridge" and proc.argv[0] == ZENOH_BRIDGE:
-            config = plan.config_dir / next(iter(proc.config_files))
-            # The nodes' Fast DDS is pinned to 127.0.0.1 (environment.fastdds_profile_xml); the
-            # plugin's CycloneDDS 11 never meets it there without a unicast peer (0 routes).
-            argv, bridge_env = zenohd_bridge_launch(plan.cfg, config, find_bridge(), LOOPBACK)
-            env.update(bridge_env)
-        elif proc.name == "zenoh_router" and Path(proc.argv[0]).name != ZENOHD:
-            argv = router_argv(find_bridge(), plan.config_dir / next(iter(proc.config_files)))
-        elif proc.name == "mqtt_client":
-            argv = [python, "-m", MQTT_STANDIN, plan.config_dir / next(iter(proc.config_files))]
-        elif proc.name == "mosquitto" and not shutil.which(MOSQUITTO):
-            raise RehearsalError("mosquitto is not installed (apt install mosquitto; tools/install.sh does)")
-        elif proc.name in ("rmw_zenohd", "ros2bag"):
+        if proc.name == "ros2bag":
             raise RehearsalError(f"{proc.name} needs ROS 2 packages that are not among the wheels")
-        out.append(SideProcess(proc.name, [str(a) for a in argv], env, proc.config_files))
+        here = plan.cfg.entry.rehearsal_side_process(proc, plan.cfg, plan.config_dir, python)
+        if isinstance(here, str):
+            raise RehearsalError(here)
+        out.append(SideProcess(here.name, [str(a) for a in here.argv], here.env, here.config_files))
     return out
 
 

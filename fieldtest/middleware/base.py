@@ -36,11 +36,11 @@ class Middleware:
     # choice) and the bridge that carries the host-robot hop (None: the RMW itself crosses).
     lab_rmw: ClassVar[str | None] = None
     lab_bridge: ClassVar[str | None] = None
+    # Whether the lab RMW is a DDS one (a node that talks to the Create 3 needs DDS; rmw_zenoh is not)
+    lab_rmw_speaks_dds: ClassVar[bool] = True
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
-    # Runs DDS across the link, so TransportConfig.dds_discovery applies (the twin records it).
-    dds_discovery: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -112,6 +112,14 @@ class Middleware:
         """The bridges, routers and brokers one lab side starts (config files in ``config_dir``);
         empty where the RMW itself crosses."""
         return []
+
+    def rehearsal_side_process(
+        self, proc: SideProcess, cfg: LabLaunch, config_dir: Path, python: str
+    ) -> SideProcess | str:
+        """``proc`` (one of ``lab_side_processes``) as a one-machine rehearsal runs it: the same name,
+        config files and environment, another program where the lab's cannot be installed here
+        (``python``: the ROS environment's interpreter); a string says why it cannot run here."""
+        return proc
 
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.catalog import uses_setting
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
@@ -95,7 +96,7 @@ class TrialRequest(BaseModel):
         """Multicast discovery on a link that drops multicast would leave the robot unreached (or
         lost when its participants' leases run out after a fault): refused before the trial."""
         transport = self.transport
-        if transport.middleware != "dds" or transport.dds_discovery == "none":
+        if not uses_setting(transport.middleware, "dds_discovery") or transport.dds_discovery == "none":
             return self
         for where, profile in [
             ("network", self.network),

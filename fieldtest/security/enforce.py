@@ -94,7 +94,7 @@ def require_credentials(config: Any, role: str) -> None:
     if setting.kind == "none":
         return
     keystore = glue._keystore(config)
-    if setting.kind == "dds":
+    if setting.governance is not None:  # DDS Security: the enclave
         problems = enclave_problems(keystore, role)
     else:
         problems = tls_identity_problems(keystore, role)

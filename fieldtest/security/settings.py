@@ -62,7 +62,7 @@ class SecuritySetting:
 
     @property
     def middlewares(self) -> tuple[str, ...]:
-        if self.kind == "dds":
+        if self.governance is not None:  # DDS Security
             return DDS_MIDDLEWARES
         if self.kind == "tls":
             return ZENOH_MIDDLEWARES + MQTT_MIDDLEWARES

@@ -19,7 +19,6 @@ class Dds(Middleware):
     name = "dds"
     summary = "CycloneDDS alone: the RMW crosses the network"
     secure_default = "sros2"
-    dds_discovery = True
 
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.dds.transport import open_dds

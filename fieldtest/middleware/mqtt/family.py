@@ -27,6 +27,11 @@ class _Mqtt(Middleware):
 
         return lab_side_processes(cfg, config_dir)
 
+    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+        from fieldtest.middleware.mqtt.lab import rehearsal_side_process
+
+        return rehearsal_side_process(proc, config_dir, python)
+
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.mqtt.transport import open_mqtt
 

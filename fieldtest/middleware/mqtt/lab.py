@@ -12,6 +12,7 @@ src/MqttClient.cpp, ``message_arrived``/``mqtt2ros``; mqtt2ros has no inject_tim
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,8 @@ from fieldtest.security.settings import mosquitto_acl as acl_for_flows
 from fieldtest.security.settings import mosquitto_tls_lines
 
 MOSQUITTO = "mosquitto"
+# The rehearsal's mqtt_client (python -m; the ROS environment runs it, so no import from here)
+MQTT_STANDIN = "fieldtest.labrun.mqtt_standin"
 
 
 # ------------------------------------------------------------------------------------------ MQTT
@@ -210,3 +213,13 @@ def lab_side_processes(cfg: LabLaunch, folder: Path) -> list[SideProcess]:
     text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
     out.append(SideProcess("mqtt_client", mqtt_client_command(params), {}, {params.name: text}))
     return out
+
+
+def rehearsal_side_process(proc: SideProcess, config_dir: Path, python: str) -> SideProcess | str:
+    """mqtt_client as the kit's stand-in (same parameter file); Mosquitto as it is, if installed."""
+    if proc.name == "mqtt_client":
+        argv = [python, "-m", MQTT_STANDIN, str(config_dir / next(iter(proc.config_files)))]
+        return SideProcess(proc.name, argv, dict(proc.env), proc.config_files)
+    if proc.name == "mosquitto" and not shutil.which(MOSQUITTO):
+        return "mosquitto is not installed (apt install mosquitto; tools/install.sh does)"
+    return proc

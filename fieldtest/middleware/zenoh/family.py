@@ -42,6 +42,11 @@ class _Zenoh(Middleware):
 
         return lab_side_processes(cfg, config_dir, zenohd=zenohd)
 
+    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+        from fieldtest.middleware.zenoh.lab import rehearsal_side_process
+
+        return rehearsal_side_process(proc, cfg, config_dir)
+
     def open_transport(self, config: TransportConfig, role: Role):
         if self.bridged(config):
             from fieldtest.middleware.dds.transport import open_dds

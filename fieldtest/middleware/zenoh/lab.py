@@ -318,6 +318,20 @@ def lab_side_processes(cfg: LabLaunch, folder: Path, *, zenohd: str | None = Non
     return out
 
 
+def rehearsal_side_process(proc: SideProcess, cfg: LabLaunch, config_dir: Path) -> SideProcess:
+    """The bridge and router as zenohd with the ros2dds plugin where their binaries are not installed."""
+    argv, env = proc.argv, dict(proc.env)
+    if proc.name == "zenoh_bridge" and proc.argv[0] == ZENOH_BRIDGE:
+        config = config_dir / next(iter(proc.config_files))
+        # The nodes' Fast DDS is pinned to 127.0.0.1 (environment.fastdds_profile_xml); the
+        # plugin's CycloneDDS 11 never meets it there without a unicast peer (0 routes).
+        argv, bridge_env = zenohd_bridge_launch(cfg, config, find_bridge(), LOOPBACK)
+        env.update(bridge_env)
+    elif proc.name == "zenoh_router" and Path(proc.argv[0]).name != ZENOHD:
+        argv = router_argv(find_bridge(), config_dir / next(iter(proc.config_files)))
+    return SideProcess(proc.name, argv, env, proc.config_files)
+
+
 # ------------------------------------------------------------------ one trial's Zenoh bridges
 
 BRIDGE_START_CHECK_S = 0.5  # a bridge that refuses its config exits within this
