@@ -66,7 +66,7 @@ SAMPLE_PERIOD_S = 0.25
 ROLES = {  # process role -> a string its command line contains
     "robot": "fieldtest.twin.robot",
     "host": "fieldtest.twin.host",
-    "router": "fieldtest.middleware.mqtt.infra",
+    "router": "fieldtest.middleware.zenoh.infra",
     "broker": "mosquitto",
 }
 # The seeds' security cost figures (reference only: other links, payloads, tools).

@@ -21,8 +21,8 @@ from transport_exchange import (
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import MonotonicClock
-from fieldtest.middleware.mqtt.infra import BrokerError, ZenohRouter
 from fieldtest.middleware.registry import open_transport
+from fieldtest.middleware.zenoh.infra import RouterError, ZenohRouter
 from fieldtest.middleware.zenoh.transport import (
     MAX_STAMP_AGE_NS,
     ZenohTransportError,
@@ -186,7 +186,7 @@ def test_router_that_cannot_listen_is_reported_and_reaped():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         config = TransportConfig(middleware="zenoh-router", zenoh_port=taken.getsockname()[1])
-        with pytest.raises(BrokerError, match="Address already in use"):
+        with pytest.raises(RouterError, match="Address already in use"):
             with ZenohRouter(config):
                 pass
 

@@ -17,7 +17,7 @@ from fieldtest.linkconfig import Role, TransportConfig
 
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch, SideProcess
-    from fieldtest.middleware.mqtt.infra import ManagedProcess
+    from fieldtest.procs import ManagedProcess
     from fieldtest.transport.base import Transport
 
 

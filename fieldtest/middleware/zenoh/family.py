@@ -85,14 +85,14 @@ class ZenohViaRouter(_Zenoh):
         prefix: list[str] | None = None,
         realtime: bool = False,
     ):
-        from fieldtest.middleware.mqtt import infra as broker
+        from fieldtest.middleware.zenoh import infra
 
         overrides = None
         if config.security != "none":
             overrides = security.zenoh_config_overrides(
-                config, "router", broker.router_session_config(config.router_address, config.zenoh_port)
+                config, "router", infra.router_session_config(config.router_address, config.zenoh_port)
             )
-        return broker.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
+        return infra.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
 
 
 MIDDLEWARES = (ZenohPeer(), ZenohViaRouter())

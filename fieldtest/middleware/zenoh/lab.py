@@ -34,8 +34,6 @@ from fieldtest.middleware.lab import (
     sent_by,
 )
 from fieldtest.middleware.launch import LabLaunch, SideProcess, write_config_files
-from fieldtest.middleware.mqtt.infra import router_session_config
-from fieldtest.middleware.mqtt.infra import zenoh_router_command as kit_router_command
 from fieldtest.middleware.zenoh.bridge import (
     LOOPBACK,
     BridgeBinaries,
@@ -46,6 +44,8 @@ from fieldtest.middleware.zenoh.bridge import (
     router_argv,
     side_domain,
 )
+from fieldtest.middleware.zenoh.infra import router_session_config
+from fieldtest.middleware.zenoh.infra import zenoh_router_command as kit_router_command
 from fieldtest.procs import ProcessStartError
 from fieldtest.security.settings import zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig
