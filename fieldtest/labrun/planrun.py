@@ -45,9 +45,6 @@ EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its
 SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
 REHEARSAL_FLAG = "--rehearsal"
 WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
-STANDIN_NOTE = (
-    "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
-)
 STOP_TIMEOUT_S = 5.0  # launch's sigterm_timeout default: SIGINT, then SIGTERM after this
 
 
@@ -232,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
         return 2
     tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
-    if rehearsal and plan.cfg.mqtt:
-        print(f"{tag} {STANDIN_NOTE}", flush=True)
+    if rehearsal and plan.cfg.entry.rehearsal_note:
+        print(f"{tag} {plan.cfg.entry.rehearsal_note}", flush=True)
     for proc in [p for p in plan.processes if p.name in without]:
         print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
     plan.processes = [p for p in plan.processes if p.name not in without]

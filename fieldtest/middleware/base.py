@@ -39,6 +39,8 @@ class Middleware:
     # Whether the lab RMW is a DDS one (a node that talks to the Create 3 needs DDS; rmw_zenoh is not)
     lab_rmw_speaks_dds: ClassVar[bool] = True
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
+    # What a one-machine rehearsal runs instead of the lab's program (rehearsal_side_process), if anything
+    rehearsal_note: ClassVar[str] = ""
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
 

@@ -21,6 +21,9 @@ def broker_address(config: TransportConfig) -> str:
 class _Mqtt(Middleware):
     infra_process = "broker"
     lab_bridge = "mqtt_client"
+    rehearsal_note = (
+        "mqtt_client runs as the kit's stand-in (fieldtest.labrun.mqtt_standin), not the real mqtt_client"
+    )
 
     def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
         from fieldtest.middleware.mqtt.lab import lab_side_processes
