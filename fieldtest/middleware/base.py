@@ -123,6 +123,11 @@ class Middleware:
         (``python``: the ROS environment's interpreter); a string says why it cannot run here."""
         return proc
 
+    def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
+        """Why a one-machine rehearsal of ``distro`` cannot run this middleware here (a program not
+        installed; ``nodes_distro``: the distro of the rehearsal's rclpy at ``python``), or ""."""
+        return ""
+
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""
         return self.lab_bridge is not None

@@ -35,6 +35,17 @@ class _Mqtt(Middleware):
 
         return rehearsal_side_process(proc, config_dir, python)
 
+    def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
+        import shutil
+
+        from fieldtest.middleware.mqtt.lab import MOSQUITTO
+
+        return (
+            ""
+            if shutil.which(MOSQUITTO)
+            else "mosquitto is not installed: apt install mosquitto (tools/install.sh does)"
+        )
+
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.mqtt.transport import open_mqtt
 
