@@ -148,6 +148,6 @@ def test_the_docs_table_is_this_table():
 def test_the_checker_sees_imports_inside_functions():
     """A function-level import is an edge too (the old transport -> security imports were)."""
     assert "fieldtest.middleware.zenoh.transport" in direct_imports("fieldtest.middleware.zenoh.family")
-    assert "fieldtest.security" in direct_imports("fieldtest.middleware.zenoh.family")
+    assert "fieldtest.middleware.dds.security" in direct_imports("fieldtest.middleware.dds.family")
     assert _forbidden("fieldtest.transport", "fieldtest.security.enforce")
     assert not _forbidden("fieldtest.record", "fieldtest.linkconfig")

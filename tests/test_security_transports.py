@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.middleware.dds.security import security_xml as cyclonedds_security_xml
+from fieldtest.middleware.mqtt.security import configure_client as mqtt_configure_client
+from fieldtest.middleware.mqtt.security import listener_lines as mosquitto_listener_lines
+from fieldtest.middleware.zenoh.security import config_overrides as zenoh_config_overrides
 from fieldtest.procs import free_port
 from fieldtest.security import (
     KeystoreError,
     KeystoreOptions,
     SecuritySettingError,
     create_keystore,
-    cyclonedds_security_xml,
-    mosquitto_listener_lines,
-    mqtt_configure_client,
     require_tls_name,
-    zenoh_config_overrides,
 )
 from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
@@ -195,7 +195,7 @@ def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
 MQTT_SHARED_LOCK_ROLE = r"""
 import json, sys, threading, time
 from fieldtest import rosmsg
-from fieldtest.security import mqtt_configure_client
+from fieldtest.middleware.mqtt.security import configure_client as mqtt_configure_client
 from fieldtest.transport import TransportConfig
 from fieldtest.middleware.mqtt.transport import open_mqtt
 cfg, count = TransportConfig(**json.loads(sys.argv[1])), int(sys.argv[2])

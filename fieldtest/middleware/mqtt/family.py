@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fieldtest import security
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
 
@@ -47,9 +46,10 @@ class _Mqtt(Middleware):
         )
 
     def open_transport(self, config: TransportConfig, role: Role):
+        from fieldtest.middleware.mqtt.security import configure_client
         from fieldtest.middleware.mqtt.transport import open_mqtt
 
-        configure = security.mqtt_configure_client(config, role) if config.security != "none" else None
+        configure = configure_client(config, role) if config.security != "none" else None
         return open_mqtt(config, role, configure_client=configure)
 
     def infrastructure(
@@ -61,6 +61,7 @@ class _Mqtt(Middleware):
         realtime: bool = False,
     ):
         from fieldtest.middleware.mqtt import infra as broker
+        from fieldtest.middleware.mqtt.security import listener_lines
 
         folder = Path(workdir) / "broker"
         address = broker.mqtt_broker_address(config)
@@ -68,7 +69,7 @@ class _Mqtt(Middleware):
         if config.security != "none":
             acl = folder / "acl"  # per broker: trials sharing a keystore keep their own ACL
             acl.parent.mkdir(parents=True, exist_ok=True)
-            lines = security.mosquitto_listener_lines(config, address, config.mqtt_port, acl)
+            lines = listener_lines(config, address, config.mqtt_port, acl)
         return broker.MosquittoBroker(
             config,
             folder,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fieldtest import security
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.zenoh.security import config_overrides
 
 
 class _Zenoh(Middleware):
@@ -76,7 +76,7 @@ class _Zenoh(Middleware):
 
         overrides = None
         if config.security != "none":
-            overrides = security.zenoh_config_overrides(config, role, zenoh_config(config, role))
+            overrides = config_overrides(config, role, zenoh_config(config, role))
         return open_zenoh(config, role, config_overrides=overrides)
 
 
@@ -108,7 +108,7 @@ class ZenohViaRouter(_Zenoh):
 
         overrides = None
         if config.security != "none":
-            overrides = security.zenoh_config_overrides(
+            overrides = config_overrides(
                 config, "router", infra.router_session_config(config.router_address, config.zenoh_port)
             )
         return infra.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
