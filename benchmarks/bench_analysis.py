@@ -28,7 +28,7 @@ import yaml
 
 from fieldtest.analysis import analyze_trial, compare_trials, read_metrics
 from fieldtest.analysis.metrics import METRICS_FILE
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 REPEAT = 3

@@ -6,7 +6,7 @@
 
 Each row is a complete quick twin trial (``fieldtest.runner.run_twin_trial``, loopback, one at a
 time; zenoh-router on the bridged path as the twin runs it: zenohd as router plus two bridges). The
-forwarding probe (``fieldtest.middleware.fwdprobe``) measures the round trip through the router or
+forwarding probe (``fieldtest.twin.fwdprobe``) measures the round trip through the router or
 broker for the whole stream; the trial's own machine monitor gives the conditions of the same
 window (load, busy share, CPU steal); ``outcome.stack.realtime`` says which forwarders ran at
 SCHED_FIFO; the lap drift comes from the trial's analysis.

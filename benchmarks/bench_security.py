@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -66,7 +66,7 @@ SAMPLE_PERIOD_S = 0.25
 ROLES = {  # process role -> a string its command line contains
     "robot": "fieldtest.twin.robot",
     "host": "fieldtest.twin.host",
-    "router": "fieldtest.transport.broker",
+    "router": "fieldtest.middleware.zenoh.infra",
     "broker": "mosquitto",
 }
 # The seeds' security cost figures (reference only: other links, payloads, tools).

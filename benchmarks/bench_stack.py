@@ -31,8 +31,8 @@ from typing import get_args
 
 from fieldtest.analysis.stack import STACK_DRIFT_BOUND_M
 from fieldtest.campaign import Campaign, expand, parse_campaign
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.machine import MachineMonitor, describe
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.runner import QUICK_PLAN

@@ -45,11 +45,11 @@ import numpy as np
 import psutil
 
 from fieldtest import rosmsg
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.endpoints.clock import Clock
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS_FILE
 from fieldtest.endpoints.streamer import STATUS_FILE as HOST_STATUS_FILE
 from fieldtest.endpoints.streamer import emit_schedule
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY

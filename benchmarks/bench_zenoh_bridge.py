@@ -37,12 +37,12 @@ import psutil
 from bench_twin import Load, loads_text, measured_load
 
 from fieldtest import rosmsg
-from fieldtest.labrun.bridges import run_trial_bridges, twin_side_launches
 from fieldtest.middleware.registry import open_transport
+from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+from fieldtest.middleware.zenoh.lab import run_trial_bridges, twin_side_launches
 from fieldtest.procs import free_port
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
 
 PATHS = ("dds", "zenoh-peer direct", "zenoh-peer bridged", "zenoh-router bridged")
 # Measured when the bridge was first built here (issue 15): the bridges added about 0.4-0.65 ms at

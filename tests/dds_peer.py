@@ -15,8 +15,8 @@ import threading
 import time
 
 from fieldtest import rosmsg
+from fieldtest.middleware.dds.transport import open_dds
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.dds import open_dds
 
 TOPIC = "/cmd_vel"
 MATCH_TIMEOUT_S = 15.0

@@ -25,8 +25,8 @@ PAUSE_S = 0.6  # every segment of a burst acknowledged before the next one (link
 
 
 def publish(config_json: str, bursts: int, size: int) -> None:
+    from fieldtest.middleware.mqtt.transport import open_mqtt
     from fieldtest.transport import TransportConfig
-    from fieldtest.transport.mqtt import open_mqtt
 
     transport = open_mqtt(TransportConfig.model_validate_json(config_json), "host")
     try:

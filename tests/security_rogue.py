@@ -42,15 +42,15 @@ def _one_line(exc: BaseException) -> str:
 
 
 def open_dds_rogue(config: TransportConfig, rogue: dict[str, Any]):
+    from fieldtest.middleware.dds import transport as dds
     from fieldtest.security.settings import dds_security_xml
-    from fieldtest.transport import dds
 
     xml = dds_security_xml(rogue["keystore"], rogue["enclave"], config.security)
     return dds.open_dds(config, "host", security_xml=xml)  # its own <Security> block, no kit checks
 
 
 def open_zenoh_rogue(config: TransportConfig, rogue: dict[str, Any]):
-    from fieldtest.transport.zenoh_ import open_zenoh, zenoh_config
+    from fieldtest.middleware.zenoh.transport import open_zenoh, zenoh_config
 
     base = zenoh_config(config, "host", connect_timeout_s=CONNECT_TIMEOUT_S)
     tls = rogue["tls"]
@@ -71,7 +71,7 @@ def open_zenoh_rogue(config: TransportConfig, rogue: dict[str, Any]):
 
 
 def open_mqtt_rogue(config: TransportConfig, rogue: dict[str, Any]):
-    from fieldtest.transport.mqtt import open_mqtt
+    from fieldtest.middleware.mqtt.transport import open_mqtt
 
     tls = rogue["tls"]
 
@@ -85,11 +85,11 @@ def open_rogue(config: TransportConfig, rogue: dict[str, Any]):
     if rogue["variant"] == "no-credentials":
         plain = config.model_copy(update={"security": "none", "keystore": ""})
         if plain.middleware.startswith("zenoh"):
-            from fieldtest.transport.zenoh_ import open_zenoh
+            from fieldtest.middleware.zenoh.transport import open_zenoh
 
             return open_zenoh(plain, "host", connect_timeout_s=CONNECT_TIMEOUT_S)
         if plain.middleware.startswith("mqtt"):
-            from fieldtest.transport.mqtt import open_mqtt
+            from fieldtest.middleware.mqtt.transport import open_mqtt
 
             return open_mqtt(plain, "host", connect_timeout_s=CONNECT_TIMEOUT_S)
         return open_transport(plain, "host")

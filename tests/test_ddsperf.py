@@ -79,8 +79,8 @@ def test_missing_binary_is_named():
 
 def test_reference_uses_the_kits_own_dds_configuration():
     needs.module("cyclonedds")
+    from fieldtest.middleware.dds.transport import cyclonedds_xml
     from fieldtest.transport import TransportConfig
-    from fieldtest.transport.dds import cyclonedds_xml
 
     assert loopback_config_xml() == cyclonedds_xml(TransportConfig(), "host")
     assert loopback_config_xml() == cyclonedds_xml(TransportConfig(), "robot")

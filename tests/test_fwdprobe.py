@@ -8,10 +8,10 @@ import time
 import numpy as np
 import pytest
 
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
-from fieldtest.middleware.config import TransportConfig
-from fieldtest.middleware.fwdprobe import ForwardProbe, forward_summary, probe_config
 from fieldtest.procs import free_port
+from fieldtest.twin.fwdprobe import ForwardProbe, forward_summary, probe_config
 
 PROBED = [name for name in registry.names() if registry.get(name).infra_process is not None]
 

@@ -17,24 +17,23 @@ import pytest
 import yaml
 import zenoh
 
-from fieldtest.labrun.bridges import (
-    ROS2DDS_INTERFACE_KINDS,
-    ROS2DDS_PLUGIN_KEYS,
-    BridgeConfigError,
+from fieldtest.labrun.settings import parse_launch_args
+from fieldtest.middleware.lab import BridgeConfigError, link_topics, ros2bag_record_command, side_processes
+from fieldtest.middleware.mqtt.lab import (
     check_mqtt_client_pair,
-    check_ros2dds_plugin,
-    link_topics,
     mosquitto_acl,
     mosquitto_conf,
     mqtt_client_params,
-    ros2bag_record_command,
-    side_processes,
+)
+from fieldtest.middleware.zenoh.lab import (
+    ROS2DDS_INTERFACE_KINDS,
+    ROS2DDS_PLUGIN_KEYS,
+    check_ros2dds_plugin,
     to_json5,
     zenoh_bridge_command,
     zenoh_bridge_config,
     zenoh_router_config,
 )
-from fieldtest.labrun.settings import parse_launch_args
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
@@ -410,7 +409,7 @@ def test_broker_sends_small_messages_without_nagles_delay():
 def test_broker_launched_as_root_keeps_root_to_read_the_acl(tmp_path, keystore, monkeypatch, euid, user_line):
     """As root Mosquitto drops to the mosquitto user before reading the ACL and keys, which the
     launching user owns ("Error opening acl file" in a rehearsal): the host launch keeps root."""
-    monkeypatch.setattr("fieldtest.labrun.bridges.os.geteuid", lambda: euid)
+    monkeypatch.setattr("fieldtest.middleware.mqtt.lab.os.geteuid", lambda: euid)
     c = cfg("host", middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore))
     [broker] = [p for p in side_processes(c, tmp_path) if p.name == "mosquitto"]
     users = [line for line in broker.config_files["mosquitto.conf"].splitlines() if line.startswith("user ")]

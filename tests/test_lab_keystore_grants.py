@@ -29,7 +29,7 @@ import json, sys
 from fieldtest import rosmsg
 from fieldtest.security.settings import dds_security_xml
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.dds import open_dds
+from fieldtest.middleware.dds.transport import open_dds
 keystore, role, namespace, domain = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 cfg = TransportConfig(middleware="dds", security="sros2", keystore=keystore, namespace=namespace, domain_id=domain)
 try:

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fieldtest.labrun.environment import ros_environment
+from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.labrun.orchestration.launch_actions import argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
-from fieldtest.middleware.names import LAB_MIDDLEWARES
+from fieldtest.middleware.dds.lab import ros_environment
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
 from fieldtest.testkit import needs
@@ -123,7 +123,7 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
 def test_each_secure_lab_process_is_granted_the_topics_it_uses(tmp_path, distro, cmd_type):
     """The enclaves' DDS permissions cover what each lab process publishes, takes and records
     (secure DDS always relays: the Create 3 is outside the SROS2 domain)."""
-    from fieldtest.labrun.bridges import link_topics, recorded_topics
+    from fieldtest.middleware.lab import link_topics, recorded_topics
     from fieldtest.security.policy import dds_grants, kit_enclave
 
     relay = "true"

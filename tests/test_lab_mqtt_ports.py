@@ -14,7 +14,6 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from fieldtest.campaign import load_trials
-from fieldtest.labrun.bridges import mqtt_client_params
 from fieldtest.labrun.cli import lab_main
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.labrun.settings import (
@@ -23,6 +22,7 @@ from fieldtest.labrun.settings import (
     parse_launch_args,
     with_lab_defaults,
 )
+from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore

@@ -23,7 +23,7 @@ from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.orchestration.remote import RobotSide
 from fieldtest.labrun.orchestration.runner import LabOptions
-from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, MQTT_STANDIN, rehearsal_processes
+from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.rehearsal.mqtt_standin import (
     KEEP_NAGLE_ENV,
     STANDIN_BANNER,
@@ -39,11 +39,12 @@ from fieldtest.labrun.rehearsal.rehearsal import (
     ros_python,
 )
 from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
+from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -432,7 +433,8 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
-    from fieldtest.labrun.bridges import mqtt_client_params, received_by, sent_by, to_yaml, wire_name
+    from fieldtest.middleware.lab import received_by, sent_by, wire_name
+    from fieldtest.middleware.mqtt.lab import mqtt_client_params, to_yaml
 
     extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
     cfg = parse_launch_args(

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from fieldtest.labrun.environment import cyclonedds_xml, ros_environment
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.labrun.settings import (
     LAUNCH_ARGUMENTS,
     LaunchArgError,
@@ -17,7 +17,7 @@ from fieldtest.labrun.settings import (
     load_plan,
     parse_launch_args,
 )
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.middleware.dds.lab import cyclonedds_xml, ros_environment
 from fieldtest.names import MQTT_TLS_PORT
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest

@@ -123,7 +123,7 @@ def test_robot_dds_pinned_to_the_base_link_only_is_refused(distro, middleware, d
 
 
 def test_with_both_interfaces_the_robot_lists_wifi_and_base_link():
-    from fieldtest.labrun.environment import cyclonedds_xml
+    from fieldtest.middleware.dds.lab import cyclonedds_xml
 
     cfg = parse_launch_args(
         {"ros_distro": "jazzy", "base_interface": "usb0", "network_interface": "wlan0"}, "robot", environ={}

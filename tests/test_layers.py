@@ -8,35 +8,41 @@ a third module either.
 from __future__ import annotations
 
 import ast
+import re
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "fieldtest"
-# The registry's plain half (and the package's empty __init__) and the shared constants: any layer
-# may read them.
-PLAIN_MIDDLEWARE = ("fieldtest.middleware", "fieldtest.middleware.names", "fieldtest.middleware.config")
-SHARED_NAMES = "fieldtest.names"
-UPPER = (
-    "fieldtest.twin",
-    "fieldtest.labrun",
-    "fieldtest.runner",
-    "fieldtest.lifecycle",
-    "fieldtest.campaign",
-    "fieldtest.perf",
-    "fieldtest.cli",
+# The bottom layer: plain data and helpers every layer may read (they import only each other).
+PLAIN = (
+    "fieldtest.names", "fieldtest.catalog", "fieldtest.linkconfig", "fieldtest.plan", "fieldtest.qos",
+    "fieldtest.rosmsg", "fieldtest.procs", "fieldtest.realtime", "fieldtest.errors",
+)  # fmt: skip
+RECORD, TRANSPORT, SECURITY = "fieldtest.record", "fieldtest.transport", "fieldtest.security"
+MIDDLEWARE, ANALYSIS, ENDPOINTS = "fieldtest.middleware", "fieldtest.analysis", "fieldtest.endpoints"
+TWIN, LABRUN, RUNNER = "fieldtest.twin", "fieldtest.labrun", "fieldtest.runner"
+UPPER = (TWIN, LABRUN, RUNNER, "fieldtest.lifecycle", "fieldtest.campaign", "fieldtest.perf", "fieldtest.cli")
+FAMILY_LINKS = tuple(
+    f"{MIDDLEWARE}.{family}.{part}"
+    for family in ("dds", "zenoh", "mqtt")
+    for part in ("transport", "infra", "bridge")
 )
-# layer -> what it may never reach (the plain middleware modules are always allowed)
+# layer -> what it may never reach; docs/architecture.md's table lists exactly these
+# (test_the_docs_table_is_this_table)
 FORBIDDEN = {
-    "fieldtest.middleware.names": ("fieldtest",),
-    "fieldtest.middleware.config": ("fieldtest",),
-    "fieldtest.record": ("fieldtest.transport", "fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
-    "fieldtest.analysis": ("fieldtest.transport", "fieldtest.security", "fieldtest.middleware", *UPPER),
-    "fieldtest.transport": ("fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
-    "fieldtest.security": ("fieldtest.transport", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
-    "fieldtest.middleware": ("fieldtest.analysis", *UPPER),
-    "fieldtest.endpoints": ("fieldtest.security", "fieldtest.middleware", "fieldtest.analysis", *UPPER),
+    **{module: (RECORD, TRANSPORT, SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER) for module in PLAIN},
+    RECORD: (TRANSPORT, SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
+    TRANSPORT: (SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
+    SECURITY: (TRANSPORT, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
+    ANALYSIS: (TRANSPORT, SECURITY, MIDDLEWARE, ENDPOINTS, *UPPER),
+    MIDDLEWARE: (ANALYSIS, ENDPOINTS, *UPPER),
+    # a family's transport and infrastructure take their security fragment, never compute it
+    **{module: (SECURITY, f"{MIDDLEWARE}.registry", ANALYSIS, ENDPOINTS, *UPPER) for module in FAMILY_LINKS},
+    ENDPOINTS: (SECURITY, MIDDLEWARE, ANALYSIS, *UPPER),
+    TWIN: (LABRUN, RUNNER, "fieldtest.campaign", "fieldtest.cli"),
+    RUNNER: (LABRUN, "fieldtest.cli"),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).
 ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
@@ -100,7 +106,7 @@ def _layer(module: str) -> str | None:
 
 
 def _forbidden(layer: str, target: str) -> bool:
-    if target in (*PLAIN_MIDDLEWARE, SHARED_NAMES) or target in ALLOWED.get(layer, ()):
+    if target in ALLOWED.get(layer, ()):
         return False
     if target == "fieldtest" or target == layer or target.startswith(layer + "."):
         return False
@@ -116,17 +122,32 @@ def test_layers_only_point_down(module):
     assert not bad, f"{module} ({layer}) reaches {', '.join(chains)}"
 
 
-def test_the_plain_middleware_modules_import_nothing_else():
-    assert direct_imports("fieldtest.middleware") == frozenset()
-    assert direct_imports("fieldtest.middleware.names") == frozenset()
-    config_imports = direct_imports("fieldtest.middleware.config") - {"fieldtest"}
-    assert config_imports == {"fieldtest.middleware", "fieldtest.middleware.names", SHARED_NAMES}
-    assert direct_imports(SHARED_NAMES) == frozenset()
+@pytest.mark.parametrize("module", PLAIN)
+def test_the_plain_data_modules_reach_only_each_other(module):
+    assert set(reachable(module)) <= {*PLAIN, "fieldtest"}
+
+
+def test_the_docs_table_is_this_table():
+    """docs/architecture.md's layer table lists exactly FORBIDDEN: each row's modules and what they never import."""
+    docs = (PACKAGE_ROOT.parent / "docs" / "architecture.md").read_text()
+    table = docs.split("## Layers")[1].split("\n\n")[1]
+    rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
+    documented = {}
+    for _layer, modules, never, _what in rows:
+        for module in re.findall(r"`([\w.{}<>,]+)`", modules):
+            documented[module] = tuple(re.findall(r"`([\w.]+)`", never))
+    expected = {module: tuple(sorted(targets)) for module, targets in FORBIDDEN.items()}
+    families = {m for m in FORBIDDEN if m in FAMILY_LINKS}
+    expected = {m: t for m, t in expected.items() if m not in families}
+    expected["fieldtest.middleware.<family>.{transport,infra,bridge}"] = tuple(
+        sorted(FORBIDDEN[FAMILY_LINKS[0]])
+    )
+    assert {m: tuple(sorted(t)) for m, t in documented.items()} == expected
 
 
 def test_the_checker_sees_imports_inside_functions():
     """A function-level import is an edge too (the old transport -> security imports were)."""
-    assert "fieldtest.transport.zenoh_" in direct_imports("fieldtest.middleware.zenoh")
-    assert "fieldtest.security" in direct_imports("fieldtest.middleware.zenoh")
+    assert "fieldtest.middleware.zenoh.transport" in direct_imports("fieldtest.middleware.zenoh.family")
+    assert "fieldtest.middleware.dds.security" in direct_imports("fieldtest.middleware.dds.family")
     assert _forbidden("fieldtest.transport", "fieldtest.security.enforce")
-    assert not _forbidden("fieldtest.record", "fieldtest.middleware.config")
+    assert not _forbidden("fieldtest.record", "fieldtest.linkconfig")

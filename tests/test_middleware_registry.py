@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.middleware import registry
-from fieldtest.middleware.names import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 
 
 def test_registry_and_catalog_list_the_same_names():

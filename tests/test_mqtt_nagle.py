@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fieldtest.middleware.mqtt.infra import MosquittoBroker
+from fieldtest.middleware.mqtt.transport import open_mqtt
 from fieldtest.netem import Topology
 from fieldtest.procs import free_port
 from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.broker import MosquittoBroker
-from fieldtest.transport.mqtt import open_mqtt
 
 HERE = Path(__file__).parent
 LINK_DELAY_MS = 20.0  # one way, on the publisher's link: an unacknowledged segment waits 2 x this

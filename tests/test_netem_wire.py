@@ -293,7 +293,7 @@ def test_tcp_acks_tls_records_mqtt_zenoh_and_fragments(tmp_path):
 
 
 def test_a_trial_record_names_the_directions_from_the_robots_address(tmp_path):
-    from fieldtest.middleware.config import TransportConfig
+    from fieldtest.linkconfig import TransportConfig
 
     _pcap(tmp_path / "w.pcap", [_tcp(HOST, ROBOT, bytes([0x30, 1, 0]), ports=(40000, 18830))])
     record = wire.trial_wire_record(tmp_path / "w.pcap", ROBOT, 1.0, TransportConfig(mqtt_port=18830))

@@ -120,8 +120,8 @@ def test_offsets_lease_every_side_of_a_bridged_trial(lease_dir):
 
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker"])
 def test_a_twin_trial_leases_its_domain_and_a_bridged_ones_robot_side(lease_dir, middleware):
+    from fieldtest.middleware.zenoh.bridge import side_domain
     from fieldtest.runner.twintrial import QUICK_PLAN, _bridged, _lease_domain, _with_twin_defaults
-    from fieldtest.transport.zenoh_bridge import side_domain
 
     request = _with_twin_defaults(
         TrialRequest(name="x", plan=QUICK_PLAN, transport={"middleware": middleware})

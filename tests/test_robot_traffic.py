@@ -19,14 +19,15 @@ from cyclonedds.topic import Topic
 
 from fieldtest import robottraffic, rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.bridges import link_topics, ros2dds_plugin, run_trial_bridges, twin_side_launches
 from fieldtest.middleware import registry
+from fieldtest.middleware.lab import link_topics
 from fieldtest.middleware.registry import open_transport
+from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
+from fieldtest.middleware.zenoh.lab import ros2dds_plugin, run_trial_bridges, twin_side_launches
 from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record import TrialRequest
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.rosgraph import ROS_DISCOVERY_TOPIC, participant_info_class
-from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.twin.robottraffic import TURTLEBOT4_GRAPH, RobotTrafficSink, RobotTrafficSource
 
 RUN_S = 3.0

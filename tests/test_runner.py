@@ -11,8 +11,8 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial, read_metrics
 from fieldtest.analysis.metrics import Drift, Metrics, Stack
+from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.middleware import registry
-from fieldtest.middleware.names import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,

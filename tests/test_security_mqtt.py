@@ -13,6 +13,7 @@ from pathlib import Path
 import paho.mqtt.client as mqtt
 import pytest
 
+from fieldtest.middleware.mqtt.infra import mosquitto_conf
 from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
@@ -25,7 +26,6 @@ from fieldtest.security.settings import (
     twin_link_flows,
 )
 from fieldtest.testkit import needs
-from fieldtest.transport.broker import mosquitto_conf
 
 
 @pytest.fixture(autouse=True)

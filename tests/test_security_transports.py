@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from fieldtest import rosmsg
+from fieldtest.middleware.dds.security import security_xml as cyclonedds_security_xml
+from fieldtest.middleware.mqtt.security import configure_client as mqtt_configure_client
+from fieldtest.middleware.mqtt.security import listener_lines as mosquitto_listener_lines
+from fieldtest.middleware.zenoh.security import config_overrides as zenoh_config_overrides
 from fieldtest.procs import free_port
 from fieldtest.security import (
     KeystoreError,
     KeystoreOptions,
     SecuritySettingError,
     create_keystore,
-    cyclonedds_security_xml,
-    mosquitto_listener_lines,
-    mqtt_configure_client,
     require_tls_name,
-    zenoh_config_overrides,
 )
 from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
@@ -132,7 +132,7 @@ def test_dds_glue_rejects_wrong_domain_missing_keystore_and_wrong_setting(keysto
 
 
 def test_zenoh_transport_with_mtls_acl(keystore):
-    from fieldtest.transport.zenoh_ import open_zenoh, zenoh_config
+    from fieldtest.middleware.zenoh.transport import open_zenoh, zenoh_config
 
     config = TransportConfig(
         middleware="zenoh-peer", security="mtls-acl", keystore=str(keystore), zenoh_port=free_port()
@@ -166,8 +166,8 @@ def test_zenoh_listener_address_must_be_in_the_certificate(keystore):
 
 def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
     needs.tools("mosquitto")
-    from fieldtest.transport.broker import MosquittoBroker
-    from fieldtest.transport.mqtt import open_mqtt
+    from fieldtest.middleware.mqtt.infra import MosquittoBroker
+    from fieldtest.middleware.mqtt.transport import open_mqtt
 
     config = TransportConfig(
         middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()
@@ -195,9 +195,9 @@ def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
 MQTT_SHARED_LOCK_ROLE = r"""
 import json, sys, threading, time
 from fieldtest import rosmsg
-from fieldtest.security import mqtt_configure_client
+from fieldtest.middleware.mqtt.security import configure_client as mqtt_configure_client
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.mqtt import open_mqtt
+from fieldtest.middleware.mqtt.transport import open_mqtt
 cfg, count = TransportConfig(**json.loads(sys.argv[1])), int(sys.argv[2])
 robot = open_mqtt(cfg, "robot", configure_client=mqtt_configure_client(cfg, "robot"))
 shared, heard = threading.Lock(), []
@@ -223,8 +223,8 @@ def test_mqtt_tls_callbacks_never_run_under_the_connections_lock(keystore, tmp_p
     """Over TLS the network loop reads under the lock that publishes take; a message callback run
     inside that read, waiting for a lock the publishing thread held, deadlocked both (the robot
     stopped hearing the host mid-trial in the security proof). Callbacks now run after the read."""
-    from fieldtest.transport.broker import MosquittoBroker
-    from fieldtest.transport.mqtt import open_mqtt
+    from fieldtest.middleware.mqtt.infra import MosquittoBroker
+    from fieldtest.middleware.mqtt.transport import open_mqtt
 
     config = TransportConfig(
         middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()

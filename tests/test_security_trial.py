@@ -161,7 +161,7 @@ def secured(keystore: Path, middleware: str) -> TransportConfig:
 
 
 def test_router_and_broker_configure_tls_from_the_config(shared_keystore, tmp_path):
-    from fieldtest.transport.broker import ZenohRouter
+    from fieldtest.middleware.zenoh.infra import ZenohRouter
 
     router = registry.infrastructure(secured(shared_keystore, "zenoh-router"), tmp_path)
     overrides = json.loads(router.argv[router.argv.index("--overrides-json") + 1])
@@ -218,11 +218,12 @@ def test_setting_of_another_middleware_is_refused_by_every_transport(shared_keys
 def test_a_transport_never_opens_secured_without_its_fragment(middleware, security, tmp_path):
     """Transport does not import security: a secured config opened past the registry is refused
     (instead of silently opening a plain link)."""
+    from fieldtest.middleware.dds.transport import open_dds
+    from fieldtest.middleware.mqtt.infra import MosquittoBroker
+    from fieldtest.middleware.mqtt.transport import open_mqtt
+    from fieldtest.middleware.zenoh.infra import ZenohRouter
+    from fieldtest.middleware.zenoh.transport import open_zenoh
     from fieldtest.transport.base import SecurityFragmentMissing
-    from fieldtest.transport.broker import MosquittoBroker, ZenohRouter
-    from fieldtest.transport.dds import open_dds
-    from fieldtest.transport.mqtt import open_mqtt
-    from fieldtest.transport.zenoh_ import open_zenoh
 
     config = TransportConfig(middleware=middleware, security=security, keystore=str(tmp_path))
     opener = {"dds": open_dds, "zenoh-peer": open_zenoh, "mqtt-local-broker": open_mqtt}[middleware]

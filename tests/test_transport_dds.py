@@ -25,10 +25,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
 from fieldtest import rosmsg
-from fieldtest.middleware.registry import open_transport
-from fieldtest.qos import QosError, get_qos
-from fieldtest.transport import TransportConfig
-from fieldtest.transport.dds import (
+from fieldtest.middleware.dds.transport import (
     CYCLONEDDS_NS,
     DdsError,
     cyclonedds_xml,
@@ -36,6 +33,9 @@ from fieldtest.transport.dds import (
     dds_topic_name,
     open_dds,
 )
+from fieldtest.middleware.registry import open_transport
+from fieldtest.qos import QosError, get_qos
+from fieldtest.transport import TransportConfig
 from fieldtest.transport.ros_idl import dds_type_name, from_idl, idl_class, to_idl
 
 PEER = Path(__file__).with_name("dds_peer.py")

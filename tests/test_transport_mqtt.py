@@ -18,18 +18,14 @@ from transport_exchange import (
 
 from fieldtest import rosmsg
 from fieldtest.middleware import registry
-from fieldtest.procs import free_port, port_accepts
-from fieldtest.testkit.sched import realtime_permitted
-from fieldtest.transport import TransportConfig
-from fieldtest.transport.base import SecurityFragmentMissing
-from fieldtest.transport.broker import (
+from fieldtest.middleware.mqtt.infra import (
     BrokerError,
     MosquittoBroker,
     mosquitto_conf,
     mqtt_broker_address,
     plain_listener_lines,
 )
-from fieldtest.transport.mqtt import (
+from fieldtest.middleware.mqtt.transport import (
     STAMP_LENGTH,
     MqttTransportError,
     mqtt_qos,
@@ -40,6 +36,10 @@ from fieldtest.transport.mqtt import (
     split_stamped_payload,
     stamped_payload,
 )
+from fieldtest.procs import free_port, port_accepts
+from fieldtest.testkit.sched import realtime_permitted
+from fieldtest.transport import TransportConfig
+from fieldtest.transport.base import SecurityFragmentMissing
 
 COUNT = 50
 
@@ -345,7 +345,7 @@ STAMPED_SENDER = r"""
 import json, random, sys, time
 from fieldtest import rosmsg
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.mqtt import open_mqtt
+from fieldtest.middleware.mqtt.transport import open_mqtt
 from transport_exchange import CMD_VEL, command_for
 
 config = TransportConfig.model_validate_json(sys.argv[1])

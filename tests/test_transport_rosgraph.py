@@ -14,8 +14,8 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
 from fieldtest import rosmsg
+from fieldtest.middleware.dds.transport import open_dds
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.dds import open_dds
 from fieldtest.transport.rosgraph import (
     ROS_DISCOVERY_TOPIC,
     gid_bytes,

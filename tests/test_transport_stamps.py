@@ -20,12 +20,12 @@ from test_transport_dds import WAIT_S, wait_until
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
+from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, now_ns, write_stamped
+from fieldtest.middleware.mqtt.infra import MosquittoBroker
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.base import decoder, prepare, stamped_publisher, timed_subscribe
-from fieldtest.transport.broker import MosquittoBroker
-from fieldtest.transport.ddsstamp import ArrivalQueue, now_ns, write_stamped
 
 COUNT = 20
 ROBOT_SHIFT_S = 250.0  # the robot's clock runs this far ahead of the host's

@@ -22,10 +22,8 @@ from transport_exchange import (
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.middleware.registry import open_transport
-from fieldtest.procs import free_port, port_accepts
-from fieldtest.transport import TransportConfig
-from fieldtest.transport.broker import BrokerError, ZenohRouter
-from fieldtest.transport.zenoh_ import (
+from fieldtest.middleware.zenoh.infra import RouterError, ZenohRouter
+from fieldtest.middleware.zenoh.transport import (
     MAX_STAMP_AGE_NS,
     ZenohTransportError,
     deep_merge,
@@ -34,6 +32,8 @@ from fieldtest.transport.zenoh_ import (
     zenoh_config,
     zenoh_key,
 )
+from fieldtest.procs import free_port, port_accepts
+from fieldtest.transport import TransportConfig
 
 COUNT = 50
 CDR_LITTLE_ENDIAN = b"\x00\x01\x00\x00"
@@ -186,7 +186,7 @@ def test_router_that_cannot_listen_is_reported_and_reaped():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         config = TransportConfig(middleware="zenoh-router", zenoh_port=taken.getsockname()[1])
-        with pytest.raises(BrokerError, match="Address already in use"):
+        with pytest.raises(RouterError, match="Address already in use"):
             with ZenohRouter(config):
                 pass
 
@@ -206,7 +206,7 @@ MONOTONIC_SENDER = r"""
 import random, sys, time
 from fieldtest import rosmsg
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.zenoh_ import open_zenoh
+from fieldtest.middleware.zenoh.transport import open_zenoh
 from transport_exchange import CMD_VEL, command_for
 
 config = TransportConfig.model_validate_json(sys.argv[1])

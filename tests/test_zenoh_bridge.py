@@ -20,30 +20,30 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.analysis.metrics import Latency, Metrics, TrialInfo
 from fieldtest.analysis.report import _duplicates_note
-from fieldtest.labrun.bridges import (
-    BridgeConfigError,
-    check_ros2dds_plugin,
-    run_trial_bridges,
-    stop_process,
-    to_json5,
-    trial_bridge_processes,
-    twin_side_launches,
-    write_config_files,
-    zenoh_bridge_config,
-)
+from fieldtest.middleware.lab import BridgeConfigError
+from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
-from fieldtest.procs import free_port
-from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
-from fieldtest.transport import TransportConfig
-from fieldtest.transport.zenoh_bridge import (
+from fieldtest.middleware.zenoh.bridge import (
     INSTALL_COMMAND,
     BridgeMissingError,
     bridge_argv,
     find_bridge,
     side_domain,
 )
+from fieldtest.middleware.zenoh.lab import (
+    check_ros2dds_plugin,
+    run_trial_bridges,
+    stop_process,
+    to_json5,
+    trial_bridge_processes,
+    twin_side_launches,
+    zenoh_bridge_config,
+)
+from fieldtest.procs import free_port
+from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.transport import TransportConfig
 
 WAIT_S = 20.0  # discovery through two bridges on a busy 2-core machine
 COUNT = 40

@@ -41,7 +41,7 @@ fi
 # the ns-3 802.11 link (about a minute of g++); otherwise built on first use of a wifi-80211 profile
 "$VENV/bin/python" -c "from fieldtest.netem.wifi80211 import build_wifi_link; build_wifi_link()" || echo "[install] note: wifi_link not built (needs libns3-dev, g++)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
-"$VENV/bin/python" -c "from fieldtest.transport.ddsstamp import library; library()"
+"$VENV/bin/python" -c "from fieldtest.middleware.dds.ddsstamp import library; library()"
 # the MQTT transport's arrival stamps (poll wake-ups stamped in C)
 "$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
 # the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fieldtest.middleware.names import family
+from fieldtest.catalog import uses_setting
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC
 
 from . import DEFAULT_MAX_GAP_S, relative
@@ -190,13 +190,13 @@ def trial_variant(req) -> str:
     """The settings, beyond middleware, security and network, that set a trial apart from the
     default set-up ("" for none): compare keeps such trials in rows of their own."""
     parts = []
-    if family(req.transport.middleware) == "mqtt" and not req.transport.mqtt_nagle:
+    if uses_setting(req.transport.middleware, "mqtt_nagle") and not req.transport.mqtt_nagle:
         parts.append("Nagle off")
     if req.network not in ("loopback", "lab") and req.topology != "seed":
         parts.append(f"topology {topology_label(req.topology)}")
     if req.robot_traffic != "none":
         parts.append(f"robot traffic {req.robot_traffic}")
-    if req.transport.zenoh_express and family(req.transport.middleware) == "zenoh":
+    if req.transport.zenoh_express and uses_setting(req.transport.middleware, "zenoh_express"):
         parts.append("cmd_vel priority 1 express")
     if req.transport.qos != "default":  # e.g. RELIABLE against BEST_EFFORT: rows of their own
         parts.append(f"qos {req.transport.qos}")
@@ -270,8 +270,12 @@ def _assemble(
             "trial_id": data.record.trial_id,
             "name": req.name,
             "middleware": req.transport.middleware,
-            "zenoh_path": req.transport.zenoh_path if family(req.transport.middleware) == "zenoh" else "",
-            "mqtt_nagle": req.transport.mqtt_nagle if family(req.transport.middleware) == "mqtt" else None,
+            "zenoh_path": req.transport.zenoh_path
+            if uses_setting(req.transport.middleware, "zenoh_path")
+            else "",
+            "mqtt_nagle": req.transport.mqtt_nagle
+            if uses_setting(req.transport.middleware, "mqtt_nagle")
+            else None,
             "variant": trial_variant(req),
             "topology": topology_label(req.topology),
             "security": req.transport.security,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fieldtest.middleware.names import report_order
+from fieldtest.catalog import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE, BagError, TrialFormatError
 
 from .analyze import analyze_trial

@@ -250,7 +250,7 @@ class Stack(Section):
     host_emission_late: dict[str, Any] | None = None
     robot: dict[str, Any] | None = None
     mocap: dict[str, Any] | None = None
-    # the router's or broker's forwarding probe (fieldtest.middleware.fwdprobe); None where there is none
+    # the router's or broker's forwarding probe (fieldtest.twin.fwdprobe); None where there is none
     forwarding: dict[str, Any] | None = None
     # the ns-3 802.11 link's lag behind real time, its bound and CPU; None on other links (an
     # optional key: files with and without it read alike, so the version stays)

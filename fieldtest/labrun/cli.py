@@ -207,8 +207,8 @@ def launch_plan_main(args: argparse.Namespace) -> int:
 
 def broker_config_main(args: argparse.Namespace) -> int:
     """The separate broker machine's Mosquitto for a campaign with security off and on."""
-    from fieldtest.labrun.bridges import broker_user, mosquitto_acl, two_listener_mosquitto_conf
     from fieldtest.labrun.settings import parse_launch_args
+    from fieldtest.middleware.mqtt.lab import broker_user, mosquitto_acl, two_listener_mosquitto_conf
 
     values = {"middleware": "mqtt-broker", "security": "mtls-acl", **_launch_values(args.arguments)}
     cfg = parse_launch_args(values, "host")

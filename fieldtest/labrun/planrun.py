@@ -24,7 +24,6 @@ wire format). Mosquitto is the real one.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,25 +35,16 @@ from pathlib import Path
 import yaml
 
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.bridges import (
-    MOSQUITTO,
-    ZENOH_BRIDGE,
-    ZENOHD,
-    SideProcess,
-    zenohd_bridge_launch,
-)
 from fieldtest.labrun.orchestration.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.rehearsal.standin import parse_argv
+from fieldtest.middleware.launch import SideProcess
 from fieldtest.procs import die_with_parent, signals_set
-from fieldtest.transport.zenoh_bridge import LOOPBACK, find_bridge, router_argv
 
 EXIT_GATE_REFUSED = 1
 EXIT_SIDE_PROCESS = 3  # a bridge, router or broker exited at start (refused its config, port taken)
 SIDE_START_CHECK_S = 1.0  # a side process that refuses its config exits within this
 REHEARSAL_FLAG = "--rehearsal"
 WITHOUT_FLAG = "--without="  # rehearsal only: leave a side process out (e.g. the bridge: no link)
-MQTT_STANDIN = "fieldtest.labrun.rehearsal.mqtt_standin"
-STANDIN_NOTE = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
 STOP_TIMEOUT_S = 5.0  # launch's sigterm_timeout default: SIGINT, then SIGTERM after this
 
 
@@ -102,22 +92,12 @@ def rehearsal_processes(plan: LaunchPlan, python: str = sys.executable) -> list[
     installed here."""
     out = []
     for proc in plan.processes:
-        argv, env = proc.argv, dict(proc.env)
-        if proc.name == "zenoh_bridge" and proc.argv[0] == ZENOH_BRIDGE:
-            config = plan.config_dir / next(iter(proc.config_files))
-            # The nodes' Fast DDS is pinned to 127.0.0.1 (environment.fastdds_profile_xml); the
-            # plugin's CycloneDDS 11 never meets it there without a unicast peer (0 routes).
-            argv, bridge_env = zenohd_bridge_launch(plan.cfg, config, find_bridge(), LOOPBACK)
-            env.update(bridge_env)
-        elif proc.name == "zenoh_router" and Path(proc.argv[0]).name != ZENOHD:
-            argv = router_argv(find_bridge(), plan.config_dir / next(iter(proc.config_files)))
-        elif proc.name == "mqtt_client":
-            argv = [python, "-m", MQTT_STANDIN, plan.config_dir / next(iter(proc.config_files))]
-        elif proc.name == "mosquitto" and not shutil.which(MOSQUITTO):
-            raise RehearsalError("mosquitto is not installed (apt install mosquitto; tools/install.sh does)")
-        elif proc.name in ("rmw_zenohd", "ros2bag"):
+        if proc.name == "ros2bag":
             raise RehearsalError(f"{proc.name} needs ROS 2 packages that are not among the wheels")
-        out.append(SideProcess(proc.name, [str(a) for a in argv], env, proc.config_files))
+        here = plan.cfg.entry.rehearsal_side_process(proc, plan.cfg, plan.config_dir, python)
+        if isinstance(here, str):
+            raise RehearsalError(here)
+        out.append(SideProcess(here.name, [str(a) for a in here.argv], here.env, here.config_files))
     return out
 
 
@@ -249,8 +229,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
         return 2
     tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
-    if rehearsal and plan.cfg.mqtt:
-        print(f"{tag} {STANDIN_NOTE}", flush=True)
+    if rehearsal and plan.cfg.entry.rehearsal_note:
+        print(f"{tag} {plan.cfg.entry.rehearsal_note}", flush=True)
     for proc in [p for p in plan.processes if p.name in without]:
         print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
     plan.processes = [p for p in plan.processes if p.name not in without]

@@ -11,193 +11,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 
-from fieldtest.errors import FieldtestError
+from fieldtest.linkconfig import Role
 from fieldtest.middleware import registry
-from fieldtest.middleware.base import Middleware
-from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT, ROBOT_TRAFFIC_PRESETS, ZENOH_PORT
+from fieldtest.middleware.launch import ROS_DISTROS, LabLaunch, LaunchArgError
+from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
-from fieldtest.qos import QosError, get_qos
-from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 from fieldtest.record.trial import TrialRequest
-from fieldtest.security.settings import SecuritySettingError, get_setting
 
-CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
-
-ROS_DISTROS = ("humble", "jazzy")
-Role = Literal["host", "robot"]
-_ROS_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?$")  # a leading _ marks hidden names
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
-
-
-class LaunchArgError(FieldtestError, ValueError):
-    """A launch argument that cannot be used; the message is one line naming the argument."""
-
-
-class LabLaunch(BaseModel):
-    """Everything one side's launch file needs to start its processes."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    role: Role
-    ros_distro: Literal["humble", "jazzy"] = "humble"
-    middleware: str = "dds"
-    security: str = "none"
-    qos: str = "default"
-    namespace: str = ""
-    plan: SquarePlan = Field(default_factory=SquarePlan)
-    plan_source: str = "seed study (default plan)"
-    cmd_type: Literal["twist", "twist_stamped"] = "twist"
-    dds: Literal["cyclonedds", "fastrtps"] = "cyclonedds"
-    domain_id: int = Field(0, ge=0, le=232)
-    host_address: str = "127.0.0.1"
-    robot_address: str = "127.0.0.1"
-    router_address: str = "127.0.0.1"
-    broker_address: str = "127.0.0.1"
-    zenoh_port: int = Field(ZENOH_PORT, ge=1, le=65535)
-    mqtt_port: int = Field(MQTT_PORT, ge=1, le=65535)
-    keystore: str = ""
-    trial_dir: str = ""  # where this side records; empty = do not record
-    network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
-    base_interface: str = ""  # robot only: the Pi's link to the Create 3 (usb0 on a TurtleBot 4)
-    dds_peers: list[str] = Field(default_factory=list)  # static unicast discovery peers
-    relay: bool = (
-        False  # robot link monitor relays commands to the base (host then sends on fieldtest/cmd_vel)
-    )
-    zenoh_express: bool = (
-        False  # bridge routes cmd_vel with priority 1 + express (not the seed study's setup)
-    )
-    # the robot's own topics the bridges also carry to the host (fieldtest.robottraffic presets):
-    # an operator's RViz or Foxglove on the host sees them only if the bridge routes them
-    robot_traffic: Literal[ROBOT_TRAFFIC_PRESETS] = "none"  # type: ignore[valid-type]
-    start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
-    start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
-    record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
-    mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (both sides must agree)
-    base_namespace: str = ""  # robot: the Create 3's own namespace (create3_base_namespace)
-    # where the latency's clock offset is measured: over the trial's link, or plain UDP (labrun.udpclock)
-    clock_source: Literal["link", "udp"] = "link"
-    clock_port: int = Field(CLOCK_UDP_PORT, ge=1, le=65535)
-    # the base is not driven: the host streams on the relay's topic, the link monitor logs and does
-    # not forward (a rehearsal of the whole command path on the lab day; implies relay's topics)
-    dry_run: bool = False
-
-    @model_validator(mode="after")
-    def _check(self) -> LabLaunch:
-        if self.dry_run:
-            self.relay = True  # commands on fieldtest/cmd_vel, which the base does not hear
-        if self.middleware not in registry.names(lab=True):
-            raise ValueError(
-                f"middleware: unknown {self.middleware!r} (choose from {', '.join(registry.names(lab=True))})"
-            )
-        try:
-            get_qos(self.qos)
-        except QosError as exc:
-            raise ValueError(f"qos: {exc}") from None
-        for name in ("namespace", "base_namespace"):
-            if not _ROS_NAME.match(getattr(self, name)):
-                raise ValueError(f"{name}: {getattr(self, name)!r} is not a ROS namespace such as /tb4")
-        if self.keystore:
-            self.keystore = str(Path(self.keystore).expanduser())  # on the machine that runs the side
-        if self.security != "none":
-            if not self.keystore:
-                raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
-            if not self.entry.own_security:
-                try:
-                    get_setting(self.security, self.middleware)
-                except SecuritySettingError as exc:
-                    raise ValueError(f"security: {exc}") from None
-        if self.dds_peers and self.entry.family != "dds":
-            raise ValueError(
-                "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
-            )
-        for problem in (_standstill_command_type, _secure_dds_without_relay, _robot_dds_off_the_network):
-            reason = problem(self)
-            if reason:
-                raise ValueError(reason)
-        return self
-
-    @property
-    def entry(self) -> Middleware:
-        """The middleware's registry entry (what it declares for the lab)."""
-        return registry.get(self.middleware)
-
-    @property
-    def rmw(self) -> str:
-        """The RMW of this side's nodes: the middleware's own, else the ``dds`` choice."""
-        return self.entry.lab_rmw or self.dds
-
-    @property
-    def bridged(self) -> bool:
-        return self.entry.lab_bridge is not None
-
-    @property
-    def zenoh(self) -> bool:
-        """Bridged by zenoh-bridge-ros2dds."""
-        return self.entry.lab_bridge == "zenoh-bridge-ros2dds"
-
-    @property
-    def mqtt(self) -> bool:
-        """Bridged by mqtt_client."""
-        return self.entry.lab_bridge == "mqtt_client"
-
-    @property
-    def ns(self) -> str:
-        """Namespace in the form ROS nodes take it: '' or '/tb4'."""
-        stripped = self.namespace.strip("/")
-        return f"/{stripped}" if stripped else ""
-
-    @property
-    def cmd_topic(self) -> str:
-        """Topic (relative to the namespace) the host streams on: the base's own cmd_vel unless the
-        robot relays, in which case the base must not hear the host directly."""
-        return (RELAY_CMD_VEL_TOPIC if self.relay else CMD_VEL_TOPIC).lstrip("/")
-
-
-def _standstill_command_type(cfg: LabLaunch) -> str:
-    """A command type the base's cmd_vel does not take: every command ignored, the trial 'completes'."""
-    wanted = BASE_CMD_TYPE[cfg.ros_distro]
-    if cfg.cmd_type == wanted:
-        return ""
-    taker = "create3_republisher" if cfg.ros_distro == "jazzy" else "the Create 3"
-    return (
-        f"cmd_type: {cfg.cmd_type} on ROS 2 {cfg.ros_distro}, but {taker} takes {wanted} on cmd_vel, "
-        f"so the base would stand still; use cmd_type auto (or {wanted})"
-    )
-
-
-def _secure_dds_without_relay(cfg: LabLaunch) -> str:
-    """SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure domain,
-    so only the link monitor's relay (publishing from a plain context) reaches it."""
-    if cfg.security == "none" or cfg.entry.family != "dds" or cfg.relay:
-        return ""
-    return (
-        f"relay: security {cfg.security} on middleware {cfg.middleware} needs relay:=true on both "
-        "sides (--host-arg relay=true --robot-arg relay=true): the Create 3 cannot join the SROS2 "
-        "domain, so without the relay it never hears the host"
-    )
-
-
-def _robot_dds_off_the_network(cfg: LabLaunch) -> str:
-    """CycloneDDS uses exactly the interfaces its config lists: base_interface alone would pin the
-    robot's DDS to the USB link to the base, where it never meets the host."""
-    if cfg.role != "robot" or cfg.bridged or cfg.rmw != "cyclonedds":
-        return ""
-    if not cfg.base_interface or cfg.network_interface:
-        return ""
-    return (
-        f"network_interface: base_interface:={cfg.base_interface} without network_interface pins the "
-        f"robot's CycloneDDS to {cfg.base_interface} only, off the host's network; add "
-        "network_interface:=wlan0 (the Pi's Wi-Fi)"
-    )
 
 
 # Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.

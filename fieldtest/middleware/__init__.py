@@ -1,10 +1,12 @@
-"""One place per middleware (issue #13; docs/architecture.md).
+"""One home per middleware family (docs/architecture.md, "The middleware packages").
 
-- ``names``: the names and the plain facts the lower layers read (no imports).
-- ``config``: ``TransportConfig``, the link settings a trial record holds.
-- ``base``: ``Middleware``, what one middleware declares.
-- ``dds``, ``zenoh``, ``mqtt``, ``rmw_zenoh``: one module per family, one object per name.
+- ``base``: ``Middleware``, what one middleware declares, and the hooks the twin and the lab ask.
 - ``registry``: ``get(name)``, ``names()``, ``families()``, ``open_transport``, ``infrastructure``.
+- ``launch``: ``LabLaunch`` (one lab side's launch settings) and ``SideProcess``.
+- ``lab``: the lab side every family shares (the link's topics, the recorder, ``side_processes``).
+- ``dds``, ``zenoh``, ``mqtt``, ``rmw_zenoh``: one package per family, the same file names in each
+  (``family``, ``transport``, ``infra``, ``lab``).
 
-This file imports nothing, so ``fieldtest.middleware.names`` and ``.config`` stay light.
+The catalog of names (``fieldtest.catalog``) and ``TransportConfig`` (``fieldtest.linkconfig``)
+are plain data below every layer that reads them.
 """

@@ -12,12 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from .config import Role, TransportConfig
-from .names import MiddlewareName, catalog_entry
+from fieldtest.catalog import MiddlewareName, catalog_entry
+from fieldtest.linkconfig import Role, TransportConfig
 
 if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch, SideProcess
+    from fieldtest.procs import ManagedProcess
     from fieldtest.transport.base import Transport
-    from fieldtest.transport.broker import ManagedProcess
 
 
 class Middleware:
@@ -35,7 +36,11 @@ class Middleware:
     # choice) and the bridge that carries the host-robot hop (None: the RMW itself crosses).
     lab_rmw: ClassVar[str | None] = None
     lab_bridge: ClassVar[str | None] = None
+    # Whether the lab RMW is a DDS one (a node that talks to the Create 3 needs DDS; rmw_zenoh is not)
+    lab_rmw_speaks_dds: ClassVar[bool] = True
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
+    # What a one-machine rehearsal runs instead of the lab's program (rehearsal_side_process), if anything
+    rehearsal_note: ClassVar[str] = ""
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
 
@@ -68,6 +73,20 @@ class Middleware:
         """Whether the twin runs the lab's bridges for this config (then they replace the infra)."""
         return False
 
+    def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
+        """The DDS domains a twin trial holds, as offsets from its own (bridged Zenoh: the robot
+        side's domain too)."""
+        return (0,)
+
+    def twin_side_processes(
+        self, config: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
+    ) -> tuple[list[tuple[str, SideProcess]], dict[str, str]]:
+        """The lab's own processes a twin trial runs on this middleware's path, each with the emulated
+        node it runs on, in start order (their config files written to ``config_dir``; they also carry
+        the ``robot_traffic`` preset's topics), and the environment of the twin's host and robot.
+        Empty where the twin runs none."""
+        return [], {}
+
     def open_transport(self, config: TransportConfig, role: Role) -> Transport:
         """Join the link as ``role``, with ``config.security`` applied (security hands the transport
         its fragment; a process whose own credentials are broken refuses to start)."""
@@ -89,6 +108,26 @@ class Middleware:
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         """What the lab's host side starts by default ("router" / "broker"), if anything."""
         return None
+
+    def lab_side_processes(
+        self, cfg: LabLaunch, config_dir: Path, *, zenohd: str | None = None
+    ) -> list[SideProcess]:
+        """The bridges, routers and brokers one lab side starts (config files in ``config_dir``);
+        empty where the RMW itself crosses."""
+        return []
+
+    def rehearsal_side_process(
+        self, proc: SideProcess, cfg: LabLaunch, config_dir: Path, python: str
+    ) -> SideProcess | str:
+        """``proc`` (one of ``lab_side_processes``) as a one-machine rehearsal runs it: the same name,
+        config files and environment, another program where the lab's cannot be installed here
+        (``python``: the ROS environment's interpreter); a string says why it cannot run here."""
+        return proc
+
+    def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
+        """Why a one-machine rehearsal of ``distro`` cannot run this middleware here (a program not
+        installed; ``nodes_distro``: the distro of the rehearsal's rclpy at ``python``), or ""."""
+        return ""
 
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware.dds import family as dds
+from fieldtest.middleware.mqtt import family as mqtt
+from fieldtest.middleware.rmw_zenoh import family as rmw_zenoh
+from fieldtest.middleware.zenoh import family as zenoh
 
-from . import dds, mqtt, rmw_zenoh, zenoh
 from .base import Middleware
-from .config import Role, TransportConfig
-from .names import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 
 FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
 REGISTRY: dict[str, Middleware] = {

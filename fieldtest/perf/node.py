@@ -27,8 +27,8 @@ from pathlib import Path
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import MonotonicClock
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
-from fieldtest.middleware.config import TransportConfig
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
 from fieldtest.transport.base import full_topic, stamped_publisher, timed_subscribe

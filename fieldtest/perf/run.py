@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
-from fieldtest.middleware.config import TransportConfig
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 
 from .messages import MessageError, PerfMessage, parse_message

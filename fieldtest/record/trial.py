@@ -17,8 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fieldtest.catalog import uses_setting
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import TransportConfig
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan, validation_message
 
@@ -143,7 +144,7 @@ class TrialRequest(BaseModel):
         """Multicast discovery on a link that drops multicast would leave the robot unreached (or
         lost when its participants' leases run out after a fault): refused before the trial."""
         transport = self.transport
-        if transport.middleware != "dds" or transport.dds_discovery == "none":
+        if not uses_setting(transport.middleware, "dds_discovery") or transport.dds_discovery == "none":
             return self
         for where, profile in [
             ("network", self.network),

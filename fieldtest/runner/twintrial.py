@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.catalog import uses_setting
 from fieldtest.lifecycle import (
     Interrupted,
     TrialResult,
@@ -30,7 +31,6 @@ from fieldtest.lifecycle import (
 )
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
-from fieldtest.middleware.fwdprobe import READY as FORWARD_PROBE_READY
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import (
     DomainLease,
@@ -42,9 +42,10 @@ from fieldtest.procs import (
 )
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, write_trial
 from fieldtest.security.trial import prepare_trial_security
+from fieldtest.twin.fwdprobe import READY as FORWARD_PROBE_READY
 
 if TYPE_CHECKING:
-    from fieldtest.middleware.config import TransportConfig
+    from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
@@ -64,9 +65,10 @@ STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop bu
 def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
     """A DDS domain no other run on this machine uses (bridged Zenoh: the robot side's too), held
     until the trial ends: two runs on one domain hear each other's hosts."""
-    from fieldtest.transport.zenoh_bridge import ROBOT_DOMAIN_OFFSET
-
-    return lease_dds_domain(preferred, offsets=(0, ROBOT_DOMAIN_OFFSET) if _bridged(request) else (0,))
+    transport = request.transport
+    return lease_dds_domain(
+        preferred, offsets=registry.get(transport.middleware).dds_domain_offsets(transport)
+    )
 
 
 def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
@@ -279,38 +281,27 @@ def _with_twin_defaults(request: TrialRequest) -> TrialRequest:
 def _start_bridges(
     request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network
 ) -> dict[str, str]:
-    """Bridged Zenoh: zenohd as router (zenoh-router) and the two bridges, with the lab's generated
-    configs (``trial/bridges/``), fresh for this trial. Returns the environment of the twin's host
-    and robot (their ROS_DISTRO must match the bridges' for ros_discovery_info)."""
-    if not _bridged(request):
-        return {}
-    from fieldtest.labrun.bridges import trial_bridge_processes, twin_side_launches, write_config_files
-    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
-
-    try:
-        bridge = find_bridge()
-    except BridgeMissingError as exc:
-        raise ProcessStartError(str(exc)) from None
-    host, robot = twin_side_launches(request.transport, request.cmd_type, request.robot_traffic)
-    processes = trial_bridge_processes(host, robot, trial_dir / "bridges", bridge)
-    write_config_files(processes, trial_dir / "bridges")
-    for proc in processes:
-        node = "router" if proc.name == "router" else proc.name.removeprefix("bridge_")
+    """The lab's own processes on the middleware's path (bridged Zenoh: zenohd as router and the two
+    bridges, with the lab's generated configs in ``trial/bridges/``), fresh for this trial. Returns
+    the environment of the twin's host and robot."""
+    middleware = registry.get(request.transport.middleware)
+    placed, side_env = middleware.twin_side_processes(
+        request.transport, request.cmd_type, trial_dir / "bridges", request.robot_traffic
+    )
+    for node, proc in placed:
         # real-time like the direct path's router and the brokers: they forward every command
         procs.start(proc.name, [*net.prefix(node), *proc.argv], proc.env, realtime=True)
-    return {"ROS_DISTRO": host.ros_distro}
+    return side_env
 
 
 def _start_forward_probe(request: TrialRequest, trial_dir: Path, procs: ProcessGroup, net: _Network) -> bool:
-    """The router's or broker's own forwarding delay, probed on its node (fieldtest.middleware.fwdprobe).
+    """The router's or broker's own forwarding delay, probed on its node (fieldtest.twin.fwdprobe).
     Not with security on: the probe has no identity of its own in the trial's access control."""
     middleware = registry.get(request.transport.middleware)
     if middleware.infra_process is None or request.transport.security != "none":
         return False
     args = ["--trial-dir", str(trial_dir), "--out", str(trial_dir / FORWARD_PROBE_FILE)]
-    procs.start_python(
-        "fwdprobe", "fieldtest.middleware.fwdprobe", args, prefix=net.prefix(middleware.infra_node)
-    )
+    procs.start_python("fwdprobe", "fieldtest.twin.fwdprobe", args, prefix=net.prefix(middleware.infra_node))
     return True
 
 
@@ -555,7 +546,7 @@ def _run_in_network(
 def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
     """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
     transport = request.transport
-    if transport.middleware != "dds":
+    if not uses_setting(transport.middleware, "dds_discovery"):
         return
     used = record.outcome.dds_discovery = transport.dds_discovery_used("robot")
     if used != transport.dds_discovery:

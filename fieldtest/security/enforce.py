@@ -17,7 +17,6 @@ does once per trial in ``fieldtest.security.trial``):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,38 +93,8 @@ def require_credentials(config: Any, role: str) -> None:
     if setting.kind == "none":
         return
     keystore = glue._keystore(config)
-    if setting.kind == "dds":
+    if setting.governance is not None:  # DDS Security: the enclave
         problems = enclave_problems(keystore, role)
     else:
         problems = tls_identity_problems(keystore, role)
     _first_problem(problems, f"{role} cannot start with security {config.security!r}")
-
-
-def cyclonedds_security_xml(config: Any, role: str) -> str:
-    """``glue.cyclonedds_security_xml`` after checking the role's own credentials."""
-    xml = glue.cyclonedds_security_xml(config, role)
-    require_credentials(config, role)
-    return xml
-
-
-def zenoh_config_overrides(config: Any, role: str, session_config: dict[str, Any]) -> dict[str, Any]:
-    """``glue.zenoh_config_overrides`` after checking the role's own TLS identity."""
-    get_setting(config.security, config.middleware)
-    if config.security == "none":
-        return {}
-    require_credentials(config, role)
-    return glue.zenoh_config_overrides(config, role, session_config)
-
-
-def mqtt_configure_client(config: Any, role: str) -> Callable[[Any], None]:
-    """``glue.mqtt_configure_client`` after checking the role's own TLS identity."""
-    require_credentials(config, role)
-    return glue.mqtt_configure_client(config, role)
-
-
-def mosquitto_listener_lines(
-    config: Any, address: str, port: int, acl_path: Path | str | None = None
-) -> list[str]:
-    """``glue.mosquitto_listener_lines`` after checking the broker's TLS identity."""
-    require_credentials(config, "broker")
-    return glue.mosquitto_listener_lines(config, address, port, acl_path)

@@ -1,7 +1,7 @@
 """The security fragments a transport needs, from its TransportConfig (``security`` + ``keystore``).
 
-These adapters are what the transports call (``fieldtest.transport.dds`` looks up
-``fieldtest.security.cyclonedds_security_xml``); they check that the setting applies to the
+Each family's security fragment (``fieldtest.middleware.<family>.security``) hands these out after
+checking the process' own credentials; they check that the setting applies to the
 middleware, that a keystore is given, and that the keystore was made for the trial's domain and
 addresses, so a mismatch fails with a message instead of a silent non-delivery.
 """

@@ -8,7 +8,7 @@ a keystore (``fieldtest.security.keystore``) and a role into the fragments each 
   governance of the chosen protection level.
 - Zenoh: ``transport.link.tls`` (mutual TLS) and ``access_control`` (``zenoh_security_overrides``).
 - MQTT: the mosquitto.conf TLS listener lines and the ACL (``mosquitto_tls_lines``,
-  ``mosquitto_acl``; ``fieldtest.transport.broker.mosquitto_conf`` writes the file around them) and
+  ``mosquitto_acl``; ``fieldtest.middleware.mqtt.infra.mosquitto_conf`` writes the file around them) and
   the paho client's TLS arguments (``paho_tls_args``).
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
+from fieldtest.catalog import in_family
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.names import in_family
 from fieldtest.names import MQTT_TLS_PORT
 
 from .governance import DEFAULT_GOVERNANCE, GOVERNANCE_PROFILES
@@ -35,7 +35,7 @@ from .keystore import (
 )
 from .policy import LINK_FLOWS, kit_enclave, wire_key
 
-# Which middlewares a setting kind applies to follows their family (fieldtest.middleware.names).
+# Which middlewares a setting kind applies to follows their family (fieldtest.catalog).
 DDS_MIDDLEWARES = in_family("dds")
 ZENOH_MIDDLEWARES = in_family("zenoh")
 MQTT_MIDDLEWARES = in_family("mqtt")
@@ -62,7 +62,7 @@ class SecuritySetting:
 
     @property
     def middlewares(self) -> tuple[str, ...]:
-        if self.kind == "dds":
+        if self.governance is not None:  # DDS Security
             return DDS_MIDDLEWARES
         if self.kind == "tls":
             return ZENOH_MIDDLEWARES + MQTT_MIDDLEWARES

@@ -18,9 +18,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import TransportConfig
-from fieldtest.middleware.names import catalog_entry
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.record import TrialRequest
 
 from . import enforce, glue
@@ -72,7 +72,7 @@ def check_trial_keystore(config: TransportConfig) -> None:
     try:
         for role in _roles(config):
             enforce.require_credentials(config, role)
-        if catalog_entry(config.middleware).family == "dds":
+        if get_setting(config.security).governance is not None:
             glue.cyclonedds_security_xml(config, "host")  # the governance's domain id
         for identity, address in _listeners(config):
             glue.require_tls_name(Path(config.keystore), identity, address)
@@ -147,6 +147,6 @@ def prepare_trial_security(request: TrialRequest, trial_dir: Path) -> TrialReque
         keystore = create_trial_keystore(config, Path(trial_dir) / TRIAL_KEYSTORE_DIR)
     config = config.model_copy(update={"keystore": str(keystore)})
     check_trial_keystore(config)
-    if setting.kind == "dds":
+    if setting.governance is not None:
         activate_setting_governance(keystore, setting.name)
     return request.model_copy(update={"transport": config})

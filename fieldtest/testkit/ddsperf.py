@@ -15,7 +15,7 @@ run longer than one second are estimated from the per-second percentiles (each s
 curve through min/50/90/99/max, pooled by sample count), since ddsperf prints no raw samples.
 
 Both processes use the kit's own CycloneDDS configuration for loopback (``loopback_config_xml``,
-the same XML as ``fieldtest.transport.dds.cyclonedds_xml``): unicast discovery, no multicast.
+the same XML as ``fieldtest.middleware.dds.transport.cyclonedds_xml``): unicast discovery, no multicast.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
 from fieldtest.procs import lease_dds_domain
-from fieldtest.transport.cyclonedds_config import cyclonedds_config_xml
 
 DDSPERF = "ddsperf"
 INIT_WAIT_S = 5.0  # ping waits this long for the pong to match before giving up

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fieldtest import rosmsg
-from fieldtest.middleware.config import TransportConfig
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (

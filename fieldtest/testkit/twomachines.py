@@ -169,7 +169,7 @@ def kit_paths() -> list[Path]:
 
 
 def bridge_prefix() -> Path:
-    from fieldtest.transport.zenoh_bridge import bridge_prefix as prefix
+    from fieldtest.middleware.zenoh.bridge import bridge_prefix as prefix
 
     return prefix()
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import Role, TransportConfig  # noqa: F401  (re-exported)
+from fieldtest.linkconfig import Role, TransportConfig  # noqa: F401  (re-exported)
 from fieldtest.rosmsg import TimeField
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from typing import Any
 
 from fieldtest import robottraffic, rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.middleware.config import Role, TransportConfig
+from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.realtime import leave_thread_realtime
 from fieldtest.record import TrialOutcome, TrialRequest
 from fieldtest.record.names import CMD_VEL_TOPIC
@@ -180,7 +180,7 @@ class Graph:
     ):
         """``cmd_typename``: the trial's command type, which teleop's cmd_vel writer takes too (one
         topic name, one type in a process)."""
-        from fieldtest.transport.dds import open_dds
+        from fieldtest.middleware.dds.transport import open_dds
 
         self.participants: dict[str, Any] = {}
         self._publishers: dict[str, Any] = {}
@@ -208,7 +208,7 @@ class Graph:
 
 def _dds_config(transport: Transport) -> TransportConfig | None:
     """The DDS configuration the transport joined (the side's DDS when bridged), else None."""
-    from fieldtest.transport.dds import DdsTransport
+    from fieldtest.middleware.dds.transport import DdsTransport
 
     return transport.config if isinstance(transport, DdsTransport) else None
 
@@ -318,7 +318,7 @@ class RobotTrafficSink:
             return
         config = _dds_config(transport)
         if config is not None:  # the tool is a process of its own: a participant of its own
-            from fieldtest.transport.dds import open_dds
+            from fieldtest.middleware.dds.transport import open_dds
 
             transport = self._own = open_dds(config, "host", node_name=HOST_TOOL_NODE)
         for topic in self.topics:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from fieldtest.labrun.orchestration.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
-from fieldtest.labrun.settings import LAUNCH_ARGUMENTS, Role
+from fieldtest.labrun.settings import LAUNCH_ARGUMENTS
+from fieldtest.linkconfig import Role
 
 ARGUMENT_HELP = {
     "middleware": "dds | zenoh-peer | zenoh-router | mqtt-local-broker | mqtt-broker | rmw-zenoh",

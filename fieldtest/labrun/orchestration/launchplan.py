@@ -19,16 +19,8 @@ from typing import Any
 
 import yaml
 
-from fieldtest.labrun.bridges import SideProcess, side_processes, write_config_files
 from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.endpoints.driver import CONTROL_DIR
-from fieldtest.labrun.environment import (
-    RMW_IMPLEMENTATIONS,
-    RosEnvironment,
-    node_enclave,
-    rmw_zenoh_security_enabled,
-    ros_environment,
-)
 from fieldtest.labrun.settings import (
     PREFLIGHT_ARGUMENTS,
     LabLaunch,
@@ -36,6 +28,10 @@ from fieldtest.labrun.settings import (
     Role,
     parse_launch_args,
 )
+from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
+from fieldtest.middleware.lab import side_processes
+from fieldtest.middleware.launch import SideProcess, write_config_files
+from fieldtest.middleware.rmw_zenoh.lab import rmw_zenoh_security_enabled
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
@@ -171,14 +167,14 @@ def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any]) -
     """A robot node that talks to the base only: outside a secure domain, and on DDS."""
     if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], PLAIN_NODE_ENV)
-    if cfg.rmw == "zenoh":  # the Create 3 speaks DDS only
+    if not cfg.entry.lab_rmw_speaks_dds:  # the Create 3 speaks DDS only
         env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], env)
     return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, _enclave_args(cfg))
 
 
 def _base_outside_domain(cfg: LabLaunch) -> bool:
-    return cfg.entry.family == "dds" and node_enclave(cfg) is not None
+    return node_enclave(cfg) is not None  # an enclave: SROS2 on plain DDS
 
 
 def _enclave_args(cfg: LabLaunch) -> list[str]:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from fieldtest.middleware.names import catalog_entry
+from fieldtest.catalog import catalog_entry
 from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
@@ -238,7 +238,7 @@ def check_keystore(
         )
     end = now + dt.timedelta(seconds=trial_length_s + 3600)  # valid through the trial and the hour after
     try:
-        if setting.kind == "dds":
+        if setting.governance is not None:  # DDS Security
             for role in ("host", "robot"):
                 files = dds_security_files(t.keystore, role, t.security)
                 if _not_after(files.certificate) < end:
@@ -273,11 +273,12 @@ def shared_broker_port(requests: list[TrialRequest]) -> str:
     """A separate broker (mqtt-broker) serving plain and TLS trials on one port: one Mosquitto
     listener is either plain or TLS, so half of the campaign's trials would fail to connect."""
     from fieldtest.labrun.settings import lab_mqtt_port
+    from fieldtest.middleware import registry
 
     kinds: dict[tuple[str, int], set[str]] = {}
     for request in requests:
         t = request.transport
-        if t.middleware == "mqtt-broker":
+        if registry.get(t.middleware).infra_node == "broker":  # Mosquitto on a machine of its own
             port = lab_mqtt_port(request)
             kinds.setdefault((t.broker_address, port), set()).add("plain" if t.security == "none" else "TLS")
     for (address, port), found in kinds.items():

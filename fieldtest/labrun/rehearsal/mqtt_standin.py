@@ -46,8 +46,7 @@ from typing import Any
 import yaml
 
 from fieldtest.errors import FieldtestError
-from fieldtest.names import MQTT_PORT
-from fieldtest.transport.mqtt import (
+from fieldtest.middleware.mqtt.transport import (
     KEEPALIVE_S,
     MAX_INFLIGHT,
     ROS_MSG_TYPE_TOPIC_PREFIX,
@@ -56,6 +55,7 @@ from fieldtest.transport.mqtt import (
     split_stamped_payload,
     stamped_payload,
 )
+from fieldtest.names import MQTT_PORT
 
 STANDIN_BANNER = (
     "STAND-IN for mqtt_client (fieldtest.labrun.rehearsal.mqtt_standin): not the real mqtt_client"
@@ -234,7 +234,7 @@ class MqttClientStandin:
         # Paho C, under mqtt_client, sets no TCP_NODELAY (paho.mqtt.c src/Socket.c); with Nagle on
         # here, the clock probes' round trip had a median of 55-79 ms and over TLS the clock
         # pre-flight failed (offset error 14-19 ms). docs/lab-guide.md says what that means in the lab.
-        from fieldtest.transport.mqtt import _disable_nagle
+        from fieldtest.middleware.mqtt.transport import _disable_nagle
 
         if os.environ.get(KEEP_NAGLE_ENV) != "1":  # "1": send as Paho C does (rehearsals of clock_source)
             self.client.on_socket_open = _disable_nagle

@@ -40,21 +40,16 @@ from fieldtest.labrun.orchestration.remote import local_robot_side
 from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult
 from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.middleware import registry
+from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
 from fieldtest.record import TrialRequest
-from fieldtest.transport.zenoh_bridge import side_domain
 
 ROS_VENV = Path(__file__).resolve().parents[3] / ".venv-ros"
 PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
-MQTT_CLIENT = "mqtt_client"  # the registry's lab_bridge of the MQTT middlewares
 BASE_READY = "READY simulated base"
 BASE_RECORD = "base_commands.csv"  # what the simulated base took; copied into the trial
 MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
-MQTT_STANDIN_NOTE = (
-    "MQTT: mqtt_client is NOT installable here; the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin) "
-    "reads its parameter file and carries the topics in its wire format"
-)
 # rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
 NODE_ARGS = {"dds": "fastrtps", "record_ros2bag": "false"}
 
@@ -165,8 +160,8 @@ def lab_bridge(request: TrialRequest) -> str | None:
 def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
     """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
     machine, with the kit's broker config and ACL."""
-    from fieldtest.labrun.bridges import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
     from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.middleware.mqtt.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
@@ -249,8 +244,7 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     nodes_distro = _check_ros_environment(python)
-    _check_bridges(requests)
-    _check_bridged_distro(requests, options.ros_distro, nodes_distro, python)
+    _check_middlewares(requests, options.ros_distro, nodes_distro, python)
     local = rehearsal_options(options, python, lab)
     results = []
     with run_stop_event(stop):  # between trials too: the simulated hardware is stopped in order
@@ -259,8 +253,9 @@ def rehearse(
                 options.say(f"not run ({interruption(stop)}): {', '.join(r.name for r in requests[i:])}")
                 break
             options.say(f"rehearsal {i + 1}/{len(requests)}: {request.name}")
-            if lab_bridge(request) == MQTT_CLIENT:
-                options.say(f"  {MQTT_STANDIN_NOTE}")
+            note = registry.get(request.transport.middleware).rehearsal_note
+            if note:
+                options.say(f"  {note}")
             request = rehearsal_request(request)
             log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
             with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
@@ -292,35 +287,10 @@ def _check_ros_environment(python: str) -> str:
     return done.stdout.strip()
 
 
-def _check_bridged_distro(requests: list[TrialRequest], distro: str, nodes_distro: str, python: str) -> None:
-    """The Zenoh bridge sizes the GIDs of ros_discovery_info by ROS_DISTRO (16 bytes from Iron on,
-    24 before: zenoh-plugin-ros2dds ros_discovery.rs), and it routes only what that topic lists. The
-    rehearsal's nodes are this environment's rclpy, so a bridged trial of another distro would
-    route nothing: refused before anything starts, not 30 s into a pre-flight."""
-    from fieldtest.labrun.bridges import ZENOH_BRIDGE
-
-    bridged = [r.name for r in requests if lab_bridge(r) == ZENOH_BRIDGE]
-    nodes = nodes_distro or "unknown"
-    if bridged and nodes != distro:
-        raise RehearsalError(
-            f"ros_distro {distro}: the rehearsal's nodes run {nodes}'s rclpy ({python}), and the Zenoh "
-            f"bridge would read {distro}'s ros_discovery_info and route nothing ({', '.join(bridged)}); "
-            f"rehearse the Zenoh cases with --ros-distro {nodes}"
-        )
-
-
-def _check_bridges(requests: list[TrialRequest]) -> None:
-    """The programs the bridged trials need, before any trial starts (one line: what and how)."""
-    import shutil
-
-    from fieldtest.labrun.bridges import MOSQUITTO, ZENOH_BRIDGE
-    from fieldtest.transport.zenoh_bridge import BridgeMissingError, find_bridge
-
-    bridges = {lab_bridge(r) for r in requests}
-    if ZENOH_BRIDGE in bridges:
-        try:
-            find_bridge()
-        except BridgeMissingError as exc:
-            raise RehearsalError(str(exc)) from None
-    if MQTT_CLIENT in bridges and not shutil.which(MOSQUITTO):
-        raise RehearsalError("mosquitto is not installed: apt install mosquitto (tools/install.sh does)")
+def _check_middlewares(requests: list[TrialRequest], distro: str, nodes_distro: str, python: str) -> None:
+    """What each trial's middleware needs on this machine (its programs; the Zenoh bridge the
+    nodes' distro), before any trial starts: one line, what and how."""
+    for request in requests:
+        problem = registry.get(request.transport.middleware).rehearsal_problem(distro, nodes_distro, python)
+        if problem:
+            raise RehearsalError(f"{request.name}: {problem}")

@@ -24,9 +24,10 @@ from fieldtest.endpoints.status import say
 from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
 from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
 from fieldtest.labrun.orchestration.launchplan import split_preflight_args
-from fieldtest.labrun.settings import LabLaunch, LaunchArgError, parse_launch_args
+from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
-from fieldtest.middleware.config import TransportConfig
+from fieldtest.middleware.launch import LabLaunch
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import try_realtime

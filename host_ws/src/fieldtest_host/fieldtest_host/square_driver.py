@@ -33,6 +33,7 @@ def _declare(node, name: str, default):
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
+    from fieldtest.catalog import TWIN_MIDDLEWARES
     from fieldtest.endpoints.link import RemappedTransport, command_remap
     from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
     from fieldtest.labrun.endpoints.rclpy_transport import (
@@ -41,8 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import LaunchArgError, load_plan
-    from fieldtest.middleware.config import TransportConfig
-    from fieldtest.middleware.names import TWIN_MIDDLEWARES
+    from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.realtime import scheduling_note, settle_heap, try_realtime
 

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         spin_in_background,
     )
     from fieldtest.labrun.settings import load_plan
-    from fieldtest.middleware.config import TransportConfig
+    from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.realtime import scheduling_note, settle_heap, try_realtime
     from fieldtest.record.names import RELAY_CMD_VEL_TOPIC

@@ -11,13 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fieldtest.catalog import TWIN_MIDDLEWARES
 from fieldtest.names import MQTT_PORT, ZENOH_PORT
-
-from .names import TWIN_MIDDLEWARES
 
 Role = Literal["host", "robot"]
 # How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
-# participant announcements, as the lab's configuration does (fieldtest.labrun.environment); "all"
+# participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
 # multicasts discovery and data; "none" announces by unicast to the host and robot addresses
 DdsDiscovery = Literal["spdp", "all", "none"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
@@ -42,7 +41,7 @@ class TransportConfig(BaseModel):
     zenoh_port: int = ZENOH_PORT
     # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
     # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
-    # bridge -> DDS (fieldtest.transport.zenoh_bridge). Twin trials use "bridge" unless set.
+    # bridge -> DDS (fieldtest.middleware.zenoh.bridge). Twin trials use "bridge" unless set.
     zenoh_path: Literal["direct", "bridge"] = "direct"
     # The bridged path: the bridges route cmd_vel at Zenoh priority 1 (real time) and express
     # (zenoh-plugin-ros2dds pub_priorities "<topic>=1:express"); other topics keep the default

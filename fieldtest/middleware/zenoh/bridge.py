@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
-
-from ..procs import DDS_DOMAIN_MAX
-from .base import Role, TransportConfig
+from fieldtest.procs import DDS_DOMAIN_MAX
+from fieldtest.transport.base import Role, TransportConfig
 
 ZENOH_BRIDGE_VERSION = "1.10.2"
 INSTALL_COMMAND = "bash tools/install_zenoh_bridge.sh"
@@ -89,9 +88,9 @@ def unicast_dds_uri(address: str = LOOPBACK, *, pin_interface: bool = True) -> s
     """CYCLONEDDS_URI meeting the kit's DDS endpoints pinned to ``address`` (unicast, no multicast).
     ``pin_interface=False`` leaves the interface out, for a plugin that pins 127.0.0.1 itself: a
     second identical NetworkInterface makes its ros_discovery_info reader fail ("Precondition Not Met")."""
-    # the kit's own writer (fieldtest.transport.dds uses it too), without the binding: planrun runs
+    # the kit's own writer (fieldtest.middleware.dds.transport uses it too), without the binding: planrun runs
     # the bridge from the ROS 2 environment, which has none
-    from .cyclonedds_config import cyclonedds_config_xml
+    from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
 
     return cyclonedds_config_xml(interface_addresses=[address] if pin_interface else [], peers=[address])
 

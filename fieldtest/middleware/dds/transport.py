@@ -40,10 +40,11 @@ from cyclonedds.util import duration
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.config import DDS_ALLOW_MULTICAST
+from fieldtest.linkconfig import DDS_ALLOW_MULTICAST
+from fieldtest.middleware.dds.cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
+from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
 from fieldtest.qos import QosProfile, get_qos
-
-from .base import (
+from fieldtest.transport.base import (
     Prepared,
     Role,
     StampedPublish,
@@ -54,10 +55,8 @@ from .base import (
     require_fragment,
     untimed,
 )
-from .cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
-from .ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
-from .ros_idl import idl_class
-from .rosgraph import (
+from fieldtest.transport.ros_idl import idl_class
+from fieldtest.transport.rosgraph import (
     ROS_DISCOVERY_TOPIC,
     RosNode,
     discovery_user_data,

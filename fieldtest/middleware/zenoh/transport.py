@@ -9,7 +9,7 @@ Middlewares:
 - ``zenoh-peer``: peer to peer over TCP. The robot listens on ``tcp/<robot_address>:<zenoh_port>``,
   the host connects to it. Scouting is off so the link is exactly the one configured.
 - ``zenoh-router``: both sides are clients of a router at ``tcp/<router_address>:<zenoh_port>``
-  (see ``fieldtest.transport.broker`` for running one).
+  (see ``fieldtest.middleware.zenoh.infra`` for running one).
 
 Arrival stamps: the robot's session has timestamping on, so zenoh's router layer stamps each
 sample that comes without one the moment it is decoded from the link, on a Rust thread
@@ -34,12 +34,11 @@ from typing import Any
 
 import zenoh
 
+from fieldtest import rosmsg
+from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
-
-from .. import rosmsg
-from ..middleware.names import catalog_entry
-from ..qos import get_qos
-from .base import (
+from fieldtest.qos import get_qos
+from fieldtest.transport.base import (
     CallbackSubscriber,
     Role,
     StampedPublish,

@@ -5,15 +5,8 @@ Security: DDS Security governance profiles (SROS2 enclaves). No infrastructure p
 
 from __future__ import annotations
 
-from fieldtest import security
-
-from .base import Middleware
-from .config import Role, TransportConfig
-
-
-def dds_security_xml(config: TransportConfig, role: str) -> str:
-    """The ``<Security>`` element for ``role`` (empty when plain), after checking its credentials."""
-    return security.cyclonedds_security_xml(config, role) if config.security != "none" else ""
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware.base import Middleware
 
 
 class Dds(Middleware):
@@ -22,9 +15,10 @@ class Dds(Middleware):
     secure_default = "sros2"
 
     def open_transport(self, config: TransportConfig, role: Role):
-        from fieldtest.transport.dds import open_dds
+        from fieldtest.middleware.dds.security import security_xml
+        from fieldtest.middleware.dds.transport import open_dds
 
-        return open_dds(config, role, security_xml=dds_security_xml(config, role))
+        return open_dds(config, role, security_xml=security_xml(config, role))
 
 
 class FastDds(Middleware):

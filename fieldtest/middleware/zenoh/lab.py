@@ -1,12 +1,5 @@
-"""Bridge, router, broker and recorder configuration of the lab, from a ``LabLaunch`` (no ROS needed).
-
-Which topics cross the host-robot link, per direction (ROS names under the robot namespace):
-
-    host -> robot   cmd_vel (fieldtest/cmd_vel when the robot relays), fieldtest/cmd_stamp (Humble
-                    Twist commands only), fieldtest/clock_probe_reply
-    robot -> host   fieldtest/clock_probe
-
-Everything else (odometry, receipts, clock offsets) stays on its machine and is recorded there.
+"""Zenoh's lab side: zenoh-bridge-ros2dds and router configs of a lab side, and the twin's bridged path
+(one trial's bridges and router with exactly those configs).
 
 zenoh-bridge-ros2dds (1.x): the mode is the positional first argument (``zenoh-bridge-ros2dds
 client -c <file>``); the config file holds endpoints, scouting, TLS/ACL and the ``plugins.ros2dds``
@@ -18,14 +11,6 @@ not installed, zenohd with the ros2dds plugin runs the same file (``zenohd_bridg
 by tools/install_zenoh_bridge.sh); ``run_trial_bridges`` starts and stops a trial's bridges (and
 router) with exactly these configs. The bridge reads ``ROS_DISTRO`` (GID size, discovery settings),
 so its process gets it explicitly.
-
-mqtt_client (ika-rwth-aachen, ROS 2 2.3+ layout): ``bridge.ros2mqtt.ros_topics`` lists the ROS
-topics, each with its own ``mqtt_topic``/``primitive``/``ros_type``/``inject_timestamp``/``advanced``
-block; ``bridge.mqtt2ros.mqtt_topics`` likewise with ``ros_topic``. Receivers get a fixed
-``ros_type`` so they need not wait for the retained type announcement, except with
-``inject_timestamp``: a receiver with a fixed type never reads the announcement, and only the
-announcement tells it that the payload starts with a timestamp (mqtt_client
-src/MqttClient.cpp, ``message_arrived``/``mqtt2ros``; mqtt2ros has no inject_timestamp parameter).
 """
 
 from __future__ import annotations
@@ -38,45 +23,36 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from fieldtest import rosmsg
-from fieldtest.errors import FieldtestError
-from fieldtest.labrun.environment import _local_only, dds_security_enabled, rmw_zenoh_security_enabled
-from fieldtest.labrun.settings import LabLaunch
-from fieldtest.middleware.names import catalog_entry
-from fieldtest.qos import get_qos, mqtt_qos
-from fieldtest.record import (
-    CLOCK_OFFSET_TOPIC,
-    CLOCK_PROBE_REPLY_TOPIC,
-    CLOCK_PROBE_TOPIC,
-    CMD_STAMP_TOPIC,
-    RECEIPTS_TOPIC,
+from fieldtest.middleware.dds.lab import _local_only
+from fieldtest.middleware.lab import (
+    BridgeConfigError,
+    received_by,
+    ros_topic,
+    sent_by,
 )
-from fieldtest.security.policy import BASE_TOPICS, kit_enclave
-from fieldtest.security.settings import mosquitto_acl as acl_for_flows
-from fieldtest.security.settings import mosquitto_tls_lines, zenoh_security_overrides
-from fieldtest.transport.base import TransportConfig, full_topic
-from fieldtest.transport.broker import mosquitto_conf as broker_conf
-from fieldtest.transport.broker import plain_listener_lines, router_session_config
-from fieldtest.transport.broker import zenoh_router_command as kit_router_command
-from fieldtest.transport.zenoh_bridge import (
+from fieldtest.middleware.launch import LabLaunch, SideProcess, write_config_files
+from fieldtest.middleware.zenoh.bridge import (
     LOOPBACK,
     BridgeBinaries,
+    BridgeMissingError,
     bridge_argv,
     bridge_env,
     find_bridge,
     router_argv,
     side_domain,
 )
+from fieldtest.middleware.zenoh.infra import router_session_config
+from fieldtest.middleware.zenoh.infra import zenoh_router_command as kit_router_command
+from fieldtest.procs import ProcessStartError
+from fieldtest.security.settings import zenoh_security_overrides
+from fieldtest.transport.base import TransportConfig
 
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
 ZENOHD = "zenohd"
-MOSQUITTO = "mosquitto"
+
 
 # plugins.ros2dds keys of zenoh-plugin-ros2dds 1.x (src/config.rs, struct Config, deny_unknown_fields).
 # "id" is a Zenoh root key now, not a plugin key; "shm_enabled" exists only in builds with the
@@ -109,53 +85,8 @@ ROS2DDS_REMOVED_KEYS = frozenset({"id"})
 ROS2DDS_PRIORITIES = range(1, 8)
 # A client bridge waits for its router instead of exiting (zenoh's client default is timeout_ms 0
 # with exit_on_failure true: DEFAULT_CONFIG.json5 of eclipse-zenoh/zenoh, "connect"); the same retry
-# period as the kit's own sessions (fieldtest.transport.zenoh_.CONNECT_RETRY).
+# period as the kit's own sessions (fieldtest.middleware.zenoh.transport.CONNECT_RETRY).
 BRIDGE_CONNECT_TIMEOUT_MS = -1  # retry for ever
-
-
-class BridgeConfigError(FieldtestError, ValueError):
-    """A bridge/broker configuration that the real program would refuse."""
-
-
-@dataclass(frozen=True)
-class LinkTopic:
-    topic: str  # ROS name under the namespace, e.g. "/cmd_vel"
-    typename: str
-    sender: str  # "host" or "robot"
-
-
-def link_topics(cfg: LabLaunch) -> list[LinkTopic]:
-    """The topics the bridges carry for this trial, in a fixed order."""
-    cmd_type = rosmsg.TWIST if cfg.cmd_type == "twist" else rosmsg.TWIST_STAMPED
-    topics = [LinkTopic("/" + cfg.cmd_topic, cmd_type, "host")]
-    if cfg.cmd_type == "twist":
-        topics.append(LinkTopic(CMD_STAMP_TOPIC, rosmsg.HEADER, "host"))
-    topics += [
-        LinkTopic(CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, "host"),
-        LinkTopic(CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, "robot"),
-    ]
-    if cfg.robot_traffic != "none":  # the robot's own topics, for the operator's tool on the host
-        from fieldtest.robottraffic import preset_topics
-
-        topics += [LinkTopic(t.topic, t.typename, "robot") for t in preset_topics(cfg.robot_traffic)]
-    return topics
-
-
-def ros_topic(cfg: LabLaunch, topic: str) -> str:
-    return full_topic(cfg.namespace, topic)
-
-
-def wire_name(cfg: LabLaunch, topic: str) -> str:
-    """Zenoh key / MQTT topic, as zenoh-bridge-ros2dds maps ROS names (and the kit's transports do)."""
-    return ros_topic(cfg, topic).lstrip("/")
-
-
-def sent_by(cfg: LabLaunch) -> list[LinkTopic]:
-    return [t for t in link_topics(cfg) if t.sender == cfg.role]
-
-
-def received_by(cfg: LabLaunch) -> list[LinkTopic]:
-    return [t for t in link_topics(cfg) if t.sender != cfg.role]
 
 
 # ----------------------------------------------------------------------------------------- Zenoh
@@ -241,7 +172,7 @@ def _bridge_connect(endpoints: list[str]) -> dict[str, Any]:
     """Connect settings of a bridge: one that dials (peer host, clients) retries until it is up."""
     if not endpoints:
         return {"endpoints": []}
-    from fieldtest.transport.zenoh_ import CONNECT_RETRY
+    from fieldtest.middleware.zenoh.transport import CONNECT_RETRY
 
     return {
         "endpoints": endpoints,
@@ -257,7 +188,7 @@ def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) 
     overrides = zenoh_security_overrides(
         cfg.keystore, identity, cfg.security, namespace=cfg.namespace, session_config=config
     )
-    from fieldtest.transport.zenoh_ import deep_merge
+    from fieldtest.middleware.zenoh.transport import deep_merge
 
     return deep_merge(config, overrides)
 
@@ -368,293 +299,37 @@ def zenoh_router_command(
     return kit_router_command("0.0.0.0", cfg.zenoh_port, extra, python="python3")
 
 
-# --------------------------------------------------------------------------------------- rmw_zenoh
-
-
-def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
-    """rmw_zenohd of this side: the host's listens, the robot's connects to it (router to router).
-
-    The default router config listens on ``tcp/[::]:7447`` (rmw_zenoh_cpp
-    config/DEFAULT_RMW_ZENOH_ROUTER_CONFIG.json5), which fails where IPv6 is off: the host's listens
-    on IPv4 explicitly. Secured, the router reads zenoh_security_tools' ``zenohd.json5`` and the
-    endpoints are tls/ (ZENOH_CONFIG_OVERRIDE is applied on top of the file)."""
-    env: dict[str, str] = {}
-    scheme = "tcp"
-    if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import router_config
-
-        env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
-        scheme = "tls"
-    if cfg.role == "robot":
-        endpoint = _tcp(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
-        env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
-    else:
-        endpoint = _tcp("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
-        env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
-    return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
-
-
-# ------------------------------------------------------------------------------------------ MQTT
-
-
-def mqtt_broker_host(cfg: LabLaunch) -> str:
-    """The broker's address: the host's (mqtt-local-broker) or its own (mqtt-broker)."""
-    listener = catalog_entry(cfg.middleware).listener
-    if not cfg.mqtt or listener is None:
-        raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT broker")
-    return getattr(cfg, listener[1])
-
-
-def _ros_qos_params(cfg: LabLaunch) -> dict[str, Any]:
-    qos = get_qos(cfg.qos)
-    return {"queue_size": qos.depth, "qos": {"reliability": qos.reliability, "durability": qos.durability}}
-
-
-def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
-    """mqtt_client's parameter file content for this side."""
-    if not cfg.mqtt:
-        raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT bridge")
-    broker: dict[str, Any] = {"host": mqtt_broker_host(cfg), "port": cfg.mqtt_port}
-    client: dict[str, Any] = {"id": f"fieldtest_{cfg.role}"}
-    if cfg.security != "none":
-        from fieldtest.security.keystore import tls_files
-
-        files = tls_files(cfg.keystore, cfg.role)
-        broker["tls"] = {"enabled": True, "ca_certificate": str(Path(files.ca).absolute())}
-        client["tls"] = {
-            "certificate": str(Path(files.cert).absolute()),
-            "key": str(Path(files.key).absolute()),
-        }
-    ros2mqtt: dict[str, Any] = {"ros_topics": [ros_topic(cfg, t.topic) for t in sent_by(cfg)]}
-    for t in sent_by(cfg):
-        ros2mqtt[ros_topic(cfg, t.topic)] = {
-            "mqtt_topic": wire_name(cfg, t.topic),
-            "primitive": False,
-            "inject_timestamp": cfg.mqtt_inject_timestamp,
-            "advanced": {"ros": _ros_qos_params(cfg), "mqtt": {"qos": mqtt_qos(cfg.qos), "retained": False}},
-        }
-    mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
-    for t in received_by(cfg):
-        block: dict[str, Any] = {"ros_topic": ros_topic(cfg, t.topic), "primitive": False}
-        if not cfg.mqtt_inject_timestamp:  # else the type (and the stamp flag) come from the sender
-            block["ros_type"] = t.typename
-        block["advanced"] = {
-            "mqtt": {"qos": mqtt_qos(cfg.qos)},
-            "ros": {**_ros_qos_params(cfg), "latched": False},
-        }
-        mqtt2ros[wire_name(cfg, t.topic)] = block
-    return {
-        "/**": {
-            "ros__parameters": {
-                "broker": broker,
-                "client": client,
-                "bridge": {"ros2mqtt": ros2mqtt, "mqtt2ros": mqtt2ros},
-            }
-        }
-    }
-
-
-def check_mqtt_client_pair(sender: dict[str, Any], receiver: dict[str, Any]) -> list[str]:
-    """Problems of two mqtt_client parameter files (``mqtt_client_params`` output) that would garble
-    or drop messages: every sent MQTT topic needs a receiver, and a timestamp-injecting sender needs
-    a receiver without a fixed ``ros_type`` (mqtt_client learns "stamped" only from the type
-    announcement, which a fixed-type receiver ignores: it would publish stamp + message as the
-    message; mqtt_client src/MqttClient.cpp)."""
-    out = next(iter(sender.values()))["ros__parameters"]["bridge"]["ros2mqtt"]
-    into = next(iter(receiver.values()))["ros__parameters"]["bridge"]["mqtt2ros"]
-    problems = []
-    for ros_name in out["ros_topics"]:
-        block = out[ros_name]
-        mqtt_topic = block["mqtt_topic"]
-        if mqtt_topic not in into.get("mqtt_topics", []):
-            problems.append(f"{mqtt_topic}: sent, but no mqtt2ros entry receives it")
-        elif block.get("inject_timestamp") and not block.get("primitive") and "ros_type" in into[mqtt_topic]:
-            problems.append(
-                f"{mqtt_topic}: inject_timestamp with a fixed ros_type on the receiver: the stamp "
-                "would be published as part of the message"
-            )
-    return problems
-
-
-def to_yaml(data: dict[str, Any], comment: str = "") -> str:
-    header = f"# {comment}\n" if comment else ""
-    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
-
-
-def mqtt_client_command(params_path: str | Path) -> list[str]:
-    return ["ros2", "run", "mqtt_client", "mqtt_client", "--ros-args", "--params-file", str(params_path)]
-
-
-def mosquitto_acl(cfg: LabLaunch) -> str:
-    """ACL by certificate CN (security's one ACL writer, for this trial's link topics): each side
-    writes what it sends, reads what it receives, with mqtt_client's type announcements."""
-    flows = [(wire_name(cfg, t.topic), t.sender) for t in link_topics(cfg)]
-    return acl_for_flows(flows, "fieldtest lab ACL (generated)")
-
-
-def mosquitto_conf(
-    cfg: LabLaunch,
-    acl_path: str | Path | None = None,
-    *,
-    bind_address: str = "0.0.0.0",
-    run_as: str | None = None,
-) -> str:
-    """mosquitto.conf (2.x) for the broker of an MQTT trial, plain or TLS with client certificates:
-    the twin's broker config (``fieldtest.transport.broker.mosquitto_conf``) around this listener.
-
-    Started as root, Mosquitto drops to the ``mosquitto`` user before reading the ACL: ``run_as``
-    sets the ``user`` option when the files are readable only by another user.
-    """
-    if cfg.security == "none":
-        listener = plain_listener_lines(bind_address, cfg.mqtt_port)
-    elif acl_path is None:
-        raise BridgeConfigError("a TLS broker needs its ACL file path")
-    else:
-        listener = mosquitto_tls_lines(cfg.keystore, acl_path, port=cfg.mqtt_port, bind_address=bind_address)
-    return broker_conf(
-        listener, run_as=run_as, comment="fieldtest lab broker (generated by fieldtest.labrun.bridges)"
-    )
-
-
-# Mosquitto options that per_listener_settings ties to the listener defined before them.
-PER_LISTENER_OPTIONS = ("allow_anonymous", "acl_file")
-
-
-def two_listener_mosquitto_conf(
-    cfg: LabLaunch,
-    acl_path: str | Path,
-    *,
-    plain_port: int,
-    bind_address: str = "0.0.0.0",
-    run_as: str | None = None,
-) -> str:
-    """mosquitto.conf for a separate broker machine serving a campaign with security off and on:
-    a plain anonymous listener on ``plain_port`` and the TLS listener of ``cfg`` (client
-    certificates, the trial's ACL) on ``cfg.mqtt_port``, each with its own settings."""
-    if cfg.security == "none" or not cfg.mqtt:
-        raise BridgeConfigError("broker-config: needs an MQTT middleware with security on (the TLS listener)")
-    if plain_port == cfg.mqtt_port:
-        raise BridgeConfigError(f"broker-config: plain and TLS listeners both on port {plain_port}")
-    tls = mosquitto_tls_lines(cfg.keystore, acl_path, port=cfg.mqtt_port, bind_address=bind_address)
-    own = [line for line in tls if line.startswith(PER_LISTENER_OPTIONS)]
-    listeners = [*plain_listener_lines(bind_address, plain_port), *[x for x in tls if x not in own], *own]
-    comment = "fieldtest lab broker, plain and TLS listeners (generated by fieldtest.labrun.bridges)"
-    return broker_conf(listeners, run_as=run_as, comment=comment, per_listener_settings=True)
-
-
-# --------------------------------------------------------------------------------------- recording
-
-
-def recorded_topics(cfg: LabLaunch) -> list[str]:
-    """What ``ros2 bag record`` takes on this side (the kit's own bags are written by the nodes)."""
-    topics = [t.topic for t in link_topics(cfg)]
-    if cfg.role == "robot":
-        topics += [RECEIPTS_TOPIC, CLOCK_OFFSET_TOPIC, *BASE_TOPICS]
-        if cfg.relay:
-            topics.append("/cmd_vel")
-    return [ros_topic(cfg, t) for t in dict.fromkeys(topics)]
-
-
-def ros2bag_dir(cfg: LabLaunch) -> Path:
-    return Path(cfg.trial_dir) / "ros2bag" / cfg.role
-
-
-def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
-    """``ros2 bag record`` in MCAP into ``<trial>/ros2bag/<role>`` (Humble needs
-    ros-humble-rosbag2-storage-mcap; Jazzy's default storage is MCAP already)."""
-    if not cfg.trial_dir:
-        raise BridgeConfigError("trial_dir is empty: nowhere to record")
-    return ["ros2", "bag", "record", "-s", "mcap", "-o", str(ros2bag_dir(cfg)), *recorded_topics(cfg)]
-
-
-def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
-    """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable;
-    on secured rmw_zenoh its session config."""
-    if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import session_config
-
-        node = kit_enclave("recorder").nodes[0]
-        return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
-    return (
-        {"ROS_SECURITY_ENCLAVE_OVERRIDE": kit_enclave("recorder").path} if dds_security_enabled(cfg) else {}
-    )
-
-
-# --------------------------------------------------------------------------------------- overview
-
-
-@dataclass(frozen=True)
-class SideProcess:
-    """One process a launch file starts besides the kit's node."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    config_files: dict[str, str]  # file name -> content, written before the process starts
-
-
-def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None = None) -> list[SideProcess]:
-    """Bridges, routers, brokers and recorders for this side, with the files they read."""
-    folder = Path(config_dir)
+def lab_side_processes(cfg: LabLaunch, folder: Path, *, zenohd: str | None = None) -> list[SideProcess]:
+    """This side's bridge, and on the host the router where it runs one."""
     out: list[SideProcess] = []
-    if cfg.rmw == "zenoh":
-        if cfg.start_router or cfg.role == "robot":
-            argv, env = rmw_zenoh_router(cfg)
-            out.append(SideProcess("rmw_zenohd", argv, env, {}))
-    elif cfg.zenoh:
-        if cfg.start_router and cfg.role == "host":
-            path = folder / "zenoh_router.json5"
-            config = zenoh_router_config(cfg)
-            text = to_json5(config, "fieldtest lab Zenoh router (generated)")
-            argv = zenoh_router_command(cfg, path, config, zenohd=zenohd)
-            out.append(SideProcess("zenoh_router", argv, {}, {path.name: text}))
-        path = folder / f"zenoh_bridge_{cfg.role}.json5"
-        text = to_json5(
-            zenoh_bridge_config(cfg), f"fieldtest lab zenoh-bridge-ros2dds, {cfg.role} side (generated)"
-        )
-        out.append(
-            SideProcess(
-                "zenoh_bridge", zenoh_bridge_command(cfg, path), zenoh_bridge_env(cfg), {path.name: text}
-            )
-        )
-    elif cfg.mqtt:
-        if cfg.start_broker and cfg.role == "host":
-            files = {}
-            acl = folder / "mosquitto.acl"
-            if cfg.security != "none":
-                files[acl.name] = mosquitto_acl(cfg)
-            conf = folder / "mosquitto.conf"
-            files[conf.name] = mosquitto_conf(cfg, acl, run_as=broker_user())
-            out.append(SideProcess("mosquitto", [MOSQUITTO, "-c", str(conf)], {}, files))
-        params = folder / f"mqtt_client_{cfg.role}.yaml"
-        text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
-        out.append(SideProcess("mqtt_client", mqtt_client_command(params), {}, {params.name: text}))
-    if cfg.record_ros2bag and cfg.trial_dir:
-        out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), ros2bag_record_env(cfg), {}))
+    if cfg.start_router and cfg.role == "host":
+        path = folder / "zenoh_router.json5"
+        config = zenoh_router_config(cfg)
+        text = to_json5(config, "fieldtest lab Zenoh router (generated)")
+        argv = zenoh_router_command(cfg, path, config, zenohd=zenohd)
+        out.append(SideProcess("zenoh_router", argv, {}, {path.name: text}))
+    path = folder / f"zenoh_bridge_{cfg.role}.json5"
+    text = to_json5(
+        zenoh_bridge_config(cfg), f"fieldtest lab zenoh-bridge-ros2dds, {cfg.role} side (generated)"
+    )
+    out.append(
+        SideProcess("zenoh_bridge", zenoh_bridge_command(cfg, path), zenoh_bridge_env(cfg), {path.name: text})
+    )
     return out
 
 
-def broker_user() -> str | None:
-    """Started as root, Mosquitto drops to the ``mosquitto`` user before it reads the ACL and the
-    keystore's files, which the launching user owns (a private folder: "Error opening acl file"):
-    as root it keeps root's identity. None for anyone else (Mosquitto then runs as that user)."""
-    if os.geteuid() != 0:
-        return None
-    import pwd
-
-    return pwd.getpwuid(0).pw_name
-
-
-def write_config_files(processes: list[SideProcess], config_dir: str | Path) -> list[Path]:
-    folder = Path(config_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for proc in processes:
-        for name, text in proc.config_files.items():
-            path = folder / name
-            path.write_text(text)
-            written.append(path)
-    return written
+def rehearsal_side_process(proc: SideProcess, cfg: LabLaunch, config_dir: Path) -> SideProcess:
+    """The bridge and router as zenohd with the ros2dds plugin where their binaries are not installed."""
+    argv, env = proc.argv, dict(proc.env)
+    if proc.name == "zenoh_bridge" and proc.argv[0] == ZENOH_BRIDGE:
+        config = config_dir / next(iter(proc.config_files))
+        # The nodes' Fast DDS is pinned to 127.0.0.1 (environment.fastdds_profile_xml); the
+        # plugin's CycloneDDS 11 never meets it there without a unicast peer (0 routes).
+        argv, bridge_env = zenohd_bridge_launch(cfg, config, find_bridge(), LOOPBACK)
+        env.update(bridge_env)
+    elif proc.name == "zenoh_router" and Path(proc.argv[0]).name != ZENOHD:
+        argv = router_argv(find_bridge(), config_dir / next(iter(proc.config_files)))
+    return SideProcess(proc.name, argv, env, proc.config_files)
 
 
 # ------------------------------------------------------------------ one trial's Zenoh bridges
@@ -792,3 +467,20 @@ def stop_process(popen: subprocess.Popen, timeout_s: float = BRIDGE_STOP_TIMEOUT
         except subprocess.TimeoutExpired:
             os.killpg(popen.pid, signal.SIGKILL)
             popen.wait()
+
+
+def twin_bridge_processes(
+    transport: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
+) -> tuple[list[tuple[str, SideProcess]], dict[str, str]]:
+    """A bridged twin trial's zenohd router (zenoh-router) and two bridges with the lab's generated
+    configs (written to ``config_dir``), each with its emulated node, and the environment of the
+    twin's host and robot (their ROS_DISTRO must match the bridges' for ros_discovery_info)."""
+    try:
+        bridge = find_bridge()
+    except BridgeMissingError as exc:
+        raise ProcessStartError(str(exc)) from None
+    host, robot = twin_side_launches(transport, cmd_type, robot_traffic)
+    processes = trial_bridge_processes(host, robot, config_dir, bridge)
+    write_config_files(processes, config_dir)
+    placed = [(p.name if p.name == "router" else p.name.removeprefix("bridge_"), p) for p in processes]
+    return placed, {"ROS_DISTRO": host.ros_distro}

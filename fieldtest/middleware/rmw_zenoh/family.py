@@ -4,17 +4,26 @@ keystore (``fieldtest.security.rmw_zenoh``), not by a kit security setting."""
 
 from __future__ import annotations
 
-from .base import Middleware
+from fieldtest.middleware.base import Middleware
 
 
 class RmwZenoh(Middleware):
     name = "rmw-zenoh"
     summary = "every lab node on rmw_zenoh_cpp (lab only; the Create 3 itself still speaks DDS)"
     lab_rmw = "zenoh"
+    lab_rmw_speaks_dds = False
     own_security = True
 
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         return "router"  # rmw_zenohd; the robot's connects to it
+
+    def lab_side_processes(self, cfg, config_dir, *, zenohd: str | None = None):
+        from fieldtest.middleware.rmw_zenoh.lab import lab_side_processes
+
+        return lab_side_processes(cfg)
+
+    def rehearsal_side_process(self, proc, cfg, config_dir, python: str):
+        return f"{proc.name} needs ROS 2 packages that are not among the wheels"
 
     def lab_local_only(self) -> bool:
         return True  # rmw_zenoh does not use DDS at all; the routers link the machines

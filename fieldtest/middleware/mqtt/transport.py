@@ -42,12 +42,12 @@ from typing import Any
 import paho.mqtt.client as paho
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-
-from .. import rosmsg
-from ..qos import mqtt_qos
-from . import pollstamp
-from .base import (
+from fieldtest.middleware.mqtt.infra import mqtt_broker_address
+from fieldtest.qos import mqtt_qos
+from fieldtest.transport import pollstamp
+from fieldtest.transport.base import (
     CallbackSubscriber,
     Prepared,
     Role,
@@ -60,7 +60,6 @@ from .base import (
     require_fragment,
     stamp_and_send,
 )
-from .broker import mqtt_broker_address
 
 log = logging.getLogger(__name__)
 

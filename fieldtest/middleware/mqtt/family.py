@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fieldtest import security
-
-from .base import Middleware
-from .config import Role, TransportConfig
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware.base import Middleware
 
 
 def broker_address(config: TransportConfig) -> str:
-    from fieldtest.transport.broker import mqtt_broker_address
+    from fieldtest.middleware.mqtt.infra import mqtt_broker_address
 
     return mqtt_broker_address(config)
 
@@ -22,11 +20,34 @@ def broker_address(config: TransportConfig) -> str:
 class _Mqtt(Middleware):
     infra_process = "broker"
     lab_bridge = "mqtt_client"
+    rehearsal_note = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
+
+    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+        from fieldtest.middleware.mqtt.lab import lab_side_processes
+
+        return lab_side_processes(cfg, config_dir)
+
+    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+        from fieldtest.middleware.mqtt.lab import rehearsal_side_process
+
+        return rehearsal_side_process(proc, config_dir, python)
+
+    def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
+        import shutil
+
+        from fieldtest.middleware.mqtt.lab import MOSQUITTO
+
+        return (
+            ""
+            if shutil.which(MOSQUITTO)
+            else "mosquitto is not installed: apt install mosquitto (tools/install.sh does)"
+        )
 
     def open_transport(self, config: TransportConfig, role: Role):
-        from fieldtest.transport.mqtt import open_mqtt
+        from fieldtest.middleware.mqtt.security import configure_client
+        from fieldtest.middleware.mqtt.transport import open_mqtt
 
-        configure = security.mqtt_configure_client(config, role) if config.security != "none" else None
+        configure = configure_client(config, role) if config.security != "none" else None
         return open_mqtt(config, role, configure_client=configure)
 
     def infrastructure(
@@ -37,7 +58,8 @@ class _Mqtt(Middleware):
         prefix: list[str] | None = None,
         realtime: bool = False,
     ):
-        from fieldtest.transport import broker
+        from fieldtest.middleware.mqtt import infra as broker
+        from fieldtest.middleware.mqtt.security import listener_lines
 
         folder = Path(workdir) / "broker"
         address = broker.mqtt_broker_address(config)
@@ -45,7 +67,7 @@ class _Mqtt(Middleware):
         if config.security != "none":
             acl = folder / "acl"  # per broker: trials sharing a keystore keep their own ACL
             acl.parent.mkdir(parents=True, exist_ok=True)
-            lines = security.mosquitto_listener_lines(config, address, config.mqtt_port, acl)
+            lines = listener_lines(config, address, config.mqtt_port, acl)
         return broker.MosquittoBroker(
             config,
             folder,

@@ -1,6 +1,6 @@
 """Forwarding probe: how long the router or broker itself takes to pass a message on.
 
-    python -m fieldtest.middleware.fwdprobe --trial-dir DIR --out DIR/logs/forward_probe.json
+    python -m fieldtest.twin.fwdprobe --trial-dir DIR --out DIR/logs/forward_probe.json
 
 Runs on the router's or broker's own node (no emulated link in between) beside a trial. Two
 sessions of the trial's own transport, both clients of that router or broker, exchange a
@@ -26,12 +26,11 @@ import numpy as np
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.endpoints.status import write_status
+from fieldtest.linkconfig import TransportConfig
+from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import stop_on_signals
 from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
-
-from .config import TransportConfig
-from .registry import open_transport
 
 PROBE_TOPIC = "fieldtest/forward_probe"
 PROBE_RATE_HZ = 10.0  # half the command rate: enough samples for a p99 over a 96 s trial
@@ -124,7 +123,7 @@ def probe_config(transport: TransportConfig) -> TransportConfig:
 def main(argv: list[str] | None = None) -> int:
     from fieldtest.record.trial import read_trial
 
-    parser = argparse.ArgumentParser(prog="fieldtest.middleware.fwdprobe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="fieldtest.twin.fwdprobe", description=__doc__.split("\n")[0])
     parser.add_argument("--trial-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--rate-hz", type=float, default=PROBE_RATE_HZ)

@@ -1,5 +1,5 @@
 """The one CycloneDDS configuration writer (0.10, as in Humble and Jazzy): the kit's processes
-(``fieldtest.transport.dds``), the lab's ROS 2 nodes (``fieldtest.labrun.environment``) and ddsperf
+(``fieldtest.middleware.dds.transport``), the lab's ROS 2 nodes (``fieldtest.middleware.dds.lab``) and ddsperf
 all describe their DDS here. No cyclonedds import: the lab's nodes have no binding."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 This is the registry's plain-data half: ``fieldtest.record``, ``fieldtest.analysis`` and
 ``fieldtest.security`` may read it, since it imports nothing. Each name's behaviour (transport,
 infrastructure, security fragments, lab config) is declared in its family module
-(``fieldtest.middleware.dds``, ``.zenoh``, ``.mqtt``); ``fieldtest.middleware.registry`` joins the
+(``fieldtest.middleware.<family>``); ``fieldtest.middleware.registry`` joins the
 two and a test checks that they list the same names.
 """
 
@@ -36,6 +36,19 @@ _BY_NAME = {entry.name: entry for entry in CATALOG}
 
 TWIN_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG if e.twin)
 LAB_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG)
+
+
+# The TransportConfig fields that only one family reads (its link settings); the others ignore them.
+FAMILY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "dds": ("dds_discovery",),
+    "zenoh": ("zenoh_path", "zenoh_express"),
+    "mqtt": ("mqtt_nagle",),
+}
+
+
+def uses_setting(name: str, field: str) -> bool:
+    """Whether middleware ``name`` reads the family-specific TransportConfig ``field``."""
+    return field in FAMILY_SETTINGS.get(family(name), ())
 
 
 def family(name: str) -> str:

@@ -1,0 +1,119 @@
+"""Zenoh: peer to peer (``zenoh-peer``: the robot listens, the host connects) or through a router
+(``zenoh-router``: both are clients of it).
+
+Two paths in the twin (``TransportConfig.zenoh_path``): "bridge", the lab's path (each side's DDS ->
+zenoh-bridge-ros2dds -> Zenoh -> bridge -> DDS; zenohd is then also the router), or "direct", the
+kit's processes on Zenoh themselves. Security: mutual TLS + access control (``mtls-acl``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.zenoh.security import config_overrides
+
+
+class _Zenoh(Middleware):
+    lab_bridge = "zenoh-bridge-ros2dds"
+
+    def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:
+        """Twin trials run through the real bridges, as in the lab, unless the request names the path."""
+        return config if "zenoh_path" in fields_set else config.model_copy(update={"zenoh_path": "bridge"})
+
+    def bridged(self, config: TransportConfig) -> bool:
+        return config.zenoh_path == "bridge"
+
+    def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
+        from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
+
+        return (0, ROBOT_DOMAIN_OFFSET) if self.bridged(config) else (0,)
+
+    def twin_side_processes(
+        self, config: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
+    ):
+        if not self.bridged(config):
+            return [], {}
+        from fieldtest.middleware.zenoh.lab import twin_bridge_processes
+
+        return twin_bridge_processes(config, cmd_type, config_dir, robot_traffic)
+
+    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+        from fieldtest.middleware.zenoh.lab import lab_side_processes
+
+        return lab_side_processes(cfg, config_dir, zenohd=zenohd)
+
+    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+        from fieldtest.middleware.zenoh.lab import rehearsal_side_process
+
+        return rehearsal_side_process(proc, cfg, config_dir)
+
+    def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
+        """zenohd with the ros2dds plugin must be built, and the nodes' distro be the bridge's: it
+        sizes the GIDs of ros_discovery_info by ROS_DISTRO (16 bytes from Iron on, 24 before:
+        zenoh-plugin-ros2dds ros_discovery.rs) and routes only what that topic lists."""
+        from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+
+        try:
+            find_bridge()
+        except BridgeMissingError as exc:
+            return str(exc)
+        nodes = nodes_distro or "unknown"
+        if nodes != distro:
+            return (
+                f"ros_distro {distro}: the rehearsal's nodes run {nodes}'s rclpy ({python}), and the Zenoh "
+                f"bridge would read {distro}'s ros_discovery_info and route nothing; "
+                f"rehearse the Zenoh cases with --ros-distro {nodes}"
+            )
+        return ""
+
+    def open_transport(self, config: TransportConfig, role: Role):
+        if self.bridged(config):
+            from fieldtest.middleware.dds.transport import open_dds
+            from fieldtest.middleware.zenoh.bridge import side_dds_config
+
+            return open_dds(side_dds_config(config, role), role)  # the side's bridge carries it on
+        from fieldtest.middleware.zenoh.transport import open_zenoh, zenoh_config
+
+        overrides = None
+        if config.security != "none":
+            overrides = config_overrides(config, role, zenoh_config(config, role))
+        return open_zenoh(config, role, config_overrides=overrides)
+
+
+class ZenohPeer(_Zenoh):
+    name = "zenoh-peer"
+    summary = "Zenoh peer to peer (TCP): the robot listens, the host connects"
+    lab_bridge_mode = "peer"
+
+
+class ZenohViaRouter(_Zenoh):
+    name = "zenoh-router"
+    summary = "Zenoh through a router: host and robot are its clients"
+    infra_process = "router"
+    infra_node = "router"
+    lab_bridge_mode = "client"
+
+    def lab_host_starts(self, router_on_host: bool) -> str | None:
+        return "router" if router_on_host else None
+
+    def infrastructure(
+        self,
+        config: TransportConfig,
+        workdir: str | Path,
+        *,
+        prefix: list[str] | None = None,
+        realtime: bool = False,
+    ):
+        from fieldtest.middleware.zenoh import infra
+
+        overrides = None
+        if config.security != "none":
+            overrides = config_overrides(
+                config, "router", infra.router_session_config(config.router_address, config.zenoh_port)
+            )
+        return infra.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
+
+
+MIDDLEWARES = (ZenohPeer(), ZenohViaRouter())
