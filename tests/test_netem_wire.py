@@ -17,6 +17,7 @@ import sys
 
 import pytest
 
+from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
 from fieldtest.netem import wire
 from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
@@ -195,7 +196,7 @@ def _udp(src: str, dst: str, payload: bytes, **ip) -> bytes:
     return _ip(src, dst, 17, struct.pack(">HHHH", 7411, 7410, 8 + len(payload), 0) + payload, **ip)
 
 
-def _tcp(src: str, dst: str, payload: bytes = b"", flags: int = 0x10, ports=(40000, 1883)) -> bytes:
+def _tcp(src: str, dst: str, payload: bytes = b"", flags: int = 0x10, ports=(40000, MQTT_PORT)) -> bytes:
     return _ip(src, dst, 6, struct.pack(">HHIIBBHHH", *ports, 1, 1, 5 << 4, flags, 65535, 0, 0) + payload)
 
 
@@ -228,7 +229,9 @@ def _pcap(path, frames: list[bytes]) -> None:
 
 def _account(tmp_path, frames, ports=None):
     _pcap(tmp_path / "w.pcap", frames)
-    result = wire.account(tmp_path / "w.pcap", [ROBOT], 2.0, ports or {1883: "mqtt", 7447: "zenoh"})
+    result = wire.account(
+        tmp_path / "w.pcap", [ROBOT], 2.0, ports or {MQTT_PORT: "mqtt", ZENOH_PORT: "zenoh"}
+    )
     return result["directions"][wire.TO_LOCAL], result["directions"][wire.FROM_LOCAL]
 
 
@@ -272,12 +275,12 @@ def test_tcp_acks_tls_records_mqtt_zenoh_and_fragments(tmp_path):
         _tcp(HOST, ROBOT),  # a pure ACK
         _tcp(HOST, ROBOT, flags=0x02),  # SYN
         _tcp(HOST, ROBOT, bytes([0x30, 5]) + b"topic"),  # MQTT PUBLISH
-        _tcp(ROBOT, HOST, bytes([0x40, 2, 0, 1]), ports=(1883, 40000)),  # MQTT PUBACK
-        _tcp(HOST, ROBOT, tls, ports=(40001, 8883)),
-        _tcp(HOST, ROBOT, bytes(30), ports=(40001, 8883)),  # the rest of a record: still TLS
-        _tcp(HOST, ROBOT, zenoh_push, ports=(7447, 40002)),
-        _tcp(HOST, ROBOT, zenoh_declare, ports=(7447, 40002)),
-        _tcp(HOST, ROBOT, zenoh_keepalive, ports=(7447, 40002)),
+        _tcp(ROBOT, HOST, bytes([0x40, 2, 0, 1]), ports=(MQTT_PORT, 40000)),  # MQTT PUBACK
+        _tcp(HOST, ROBOT, tls, ports=(40001, MQTT_TLS_PORT)),
+        _tcp(HOST, ROBOT, bytes(30), ports=(40001, MQTT_TLS_PORT)),  # the rest of a record: still TLS
+        _tcp(HOST, ROBOT, zenoh_push, ports=(ZENOH_PORT, 40002)),
+        _tcp(HOST, ROBOT, zenoh_declare, ports=(ZENOH_PORT, 40002)),
+        _tcp(HOST, ROBOT, zenoh_keepalive, ports=(ZENOH_PORT, 40002)),
         _tcp(HOST, ROBOT, b"hello", ports=(5000, 5001)),
         _udp(HOST, ROBOT, big, flags_offset=0x2000, ident=9),  # first fragment, more follow
         _ip(HOST, ROBOT, 17, bytes(80), flags_offset=10, ident=9),  # its second fragment

@@ -43,6 +43,8 @@ class Middleware:
     rehearsal_note: ClassVar[str] = ""
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
+    # How many receivers of one topic its twin transport links (None: any number).
+    max_receivers: ClassVar[int | None] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

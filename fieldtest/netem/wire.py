@@ -33,7 +33,7 @@ A function over a file, so any capture (a trial's ``link.pcap``, a perf run's) i
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,6 +230,15 @@ def _skip_zenoh_extensions(payload: bytes, offset: int) -> int:
     return offset
 
 
+def mqtt_kind(payload: bytes) -> str:
+    """An MQTT segment's kind, by its first packet's type (MQTT 3.1.1 section 2.2.1)."""
+    return "mqtt_publish" if payload[0] >> 4 == MQTT_PUBLISH else "mqtt_control"
+
+
+# the protocol a service port speaks -> the classifier of its TCP payload
+SERVICE_CLASSIFIERS: dict[str, Callable[[bytes], str]] = {"mqtt": mqtt_kind, "zenoh": zenoh_kind}
+
+
 class _Flows:
     """What each TCP flow was found to carry, so continuation segments keep their flow's kind."""
 
@@ -247,11 +256,8 @@ class _Flows:
         if flow in self.tls:
             return _Packet("tls")  # the rest of a record that started in an earlier segment
         service = self.service_ports.get(ports[0]) or self.service_ports.get(ports[1])
-        if service == "mqtt":
-            return _Packet("mqtt_publish" if payload[0] >> 4 == MQTT_PUBLISH else "mqtt_control")
-        if service == "zenoh":
-            return _Packet(zenoh_kind(payload))
-        return _Packet("tcp_data")
+        classify = SERVICE_CLASSIFIERS.get(service)
+        return _Packet(classify(payload) if classify else "tcp_data")
 
 
 def _ip_packet(ip: bytes, flows: _Flows, fragments: dict[tuple, str]) -> _Packet:

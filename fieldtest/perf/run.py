@@ -104,9 +104,10 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
         raise CombinationRefused(
             f"message {case.message!r}: {message.size} bytes, more than {case.middleware} carries ({limit})"
         )
-    if case.subscribers > 1 and case.middleware == "zenoh-peer":
+    if middleware.max_receivers is not None and case.subscribers > middleware.max_receivers:
         raise CombinationRefused(
-            "subscribers: zenoh-peer links one host to one robot; use zenoh-router for several subscribers"
+            f"subscribers: {case.middleware} links one host to {middleware.max_receivers} receiver(s); "
+            "use a middleware with a router or broker for more"
         )
     _check_settings(case, profiles)
     _check_link_rate(case, message, profiles)

@@ -85,6 +85,7 @@ class _Zenoh(Middleware):
 class ZenohPeer(_Zenoh):
     name = "zenoh-peer"
     summary = "Zenoh peer to peer (TCP): the robot listens, the host connects"
+    max_receivers = 1  # one listener, one connecting peer
     lab_bridge_mode = "peer"
 
 
