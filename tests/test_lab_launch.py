@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from fieldtest.catalog import LAB_MIDDLEWARES
+from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launch_actions import argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
-from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware.dds.lab import ros_environment
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR

@@ -15,13 +15,13 @@ import pytest
 
 from fieldtest.campaign import load_trials
 from fieldtest.labrun.cli import lab_main
-from fieldtest.labrun.orchestration.preflight import refuse_before_start
-from fieldtest.labrun.settings import (
+from fieldtest.labrun.configuration.settings import (
     LaunchArgError,
     launch_args_for_trial,
     parse_launch_args,
     with_lab_defaults,
 )
+from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.procs import free_port

@@ -20,10 +20,11 @@ import pytest
 import yaml
 
 from fieldtest.campaign import CampaignError, load_trials
+from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launchplan import launch_plan
+from fieldtest.labrun.orchestration.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.orchestration.remote import RobotSide
 from fieldtest.labrun.orchestration.runner import LabOptions
-from fieldtest.labrun.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.rehearsal.mqtt_standin import (
     KEEP_NAGLE_ENV,
     STANDIN_BANNER,
@@ -38,7 +39,6 @@ from fieldtest.labrun.rehearsal.rehearsal import (
     rehearse,
     ros_python,
 )
-from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
@@ -499,7 +499,7 @@ def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
             }.items()
         ]
         done = subprocess.run(
-            [ros_python(ROS_VENV), "-m", "fieldtest.labrun.planrun", "--rehearsal", "host", *args, f"trial_dir:={tmp_path}"],
+            [ros_python(ROS_VENV), "-m", "fieldtest.labrun.orchestration.planrun", "--rehearsal", "host", *args, f"trial_dir:={tmp_path}"],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
     assert done.returncode == EXIT_SIDE_PROCESS, done.stdout + done.stderr

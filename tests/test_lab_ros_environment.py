@@ -31,14 +31,14 @@ def test_what_the_lab_nodes_and_planrun_import_loads_in_the_ros_environment(pyth
     """The ROS 2 environment has rclpy on Fast DDS but not the CycloneDDS binding: the modules the
     nodes and planrun import must not need it."""
     modules = [
-        "fieldtest.labrun.planrun", "fieldtest_host.square_driver", "fieldtest_host.mocap_relay",
+        "fieldtest.labrun.orchestration.planrun", "fieldtest_host.square_driver", "fieldtest_host.mocap_relay",
         "fieldtest_robot.link_monitor", "fieldtest_robot.create3_preflight", "fieldtest.labrun.rehearsal.simbase",
     ]  # fmt: skip
     assert _run(python, f"import {', '.join(modules)}; print('ok')") == "ok"
 
 
 def test_launch_plans_find_the_distro_without_ros_distro_set(python):
-    code = "import os; os.environ.pop('ROS_DISTRO', None); from fieldtest.labrun.settings import detect_distro; print(detect_distro())"
+    code = "import os; os.environ.pop('ROS_DISTRO', None); from fieldtest.labrun.configuration.settings import detect_distro; print(detect_distro())"
     assert _run(python, code) == "jazzy"
 
 

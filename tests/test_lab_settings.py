@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
-from fieldtest.labrun.settings import (
+from fieldtest.labrun.configuration.settings import (
     LAUNCH_ARGUMENTS,
     LaunchArgError,
     launch_args_for_trial,

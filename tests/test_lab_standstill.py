@@ -13,8 +13,8 @@ import pytest
 
 from fieldtest.campaign import load_trials
 from fieldtest.cli import main as fieldtest_main
+from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
-from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.middleware import registry
 from fieldtest.security.settings import settings_for
 

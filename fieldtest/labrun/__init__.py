@@ -2,13 +2,14 @@
 
 The lab's rclpy nodes (``host_ws``, ``robot_ws``) and launch files are thin glue over this package:
 
-- ``settings``: launch arguments (``middleware:=``, ``security:=``, ``qos:=``, ``namespace:=``,
+- ``configuration``: launch arguments (``middleware:=``, ``security:=``, ``qos:=``, ``namespace:=``,
   ``plan:=`` ...) parsed and checked into ``LabLaunch``, and built from a ``TrialRequest``.
-- ``environment``: the RMW environment of every process (RMW_IMPLEMENTATION, ROS_LOCALHOST_ONLY on
-  Humble / ROS_AUTOMATIC_DISCOVERY_RANGE on Jazzy, CYCLONEDDS_URI, SROS2 variables).
-- ``bridges``: zenoh-bridge-ros2dds configs and command lines, mqtt_client parameter files,
-  Mosquitto configs, rmw_zenoh routers, ``ros2 bag record`` command lines.
-- ``create3``: the Create 3 parameter file and the pre-flight check of the base's parameters.
-- ``driver`` / ``monitor``: the square driver and link monitor, over any ``Transport``.
-- ``preflight``, ``remote``, ``runner``: the lab runner.
+- ``endpoints``: the square driver and link monitor over any ``Transport``, the e-stop, the
+  geofence, the mocap bridge, the Create 3 parameter file and check, the UDP clock.
+- ``orchestration``: the lab runner, the robot side over ssh, the pre-flight, the launch plans and
+  their runner, the bundle for the Pi, the clock sync state.
+- ``rehearsal``: the one-machine rehearsal: the simulated base, the stand-ins.
+
+Each middleware's lab side (RMW environment, bridge, broker and router configs) lives with its
+family in ``fieldtest.middleware``.
 """

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
+from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan, with_lab_defaults
 from fieldtest.labrun.endpoints.create3 import (
     check_create3,
     create3_param_file,
@@ -28,7 +29,6 @@ from fieldtest.labrun.endpoints.create3 import (
     verdict,
 )
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
-from fieldtest.labrun.settings import LaunchArgError, load_plan, with_lab_defaults
 from fieldtest.names import MQTT_PORT
 
 
@@ -207,7 +207,7 @@ def launch_plan_main(args: argparse.Namespace) -> int:
 
 def broker_config_main(args: argparse.Namespace) -> int:
     """The separate broker machine's Mosquitto for a campaign with security off and on."""
-    from fieldtest.labrun.settings import parse_launch_args
+    from fieldtest.labrun.configuration.settings import parse_launch_args
     from fieldtest.middleware.mqtt.lab import broker_user, mosquitto_acl, two_listener_mosquitto_conf
 
     values = {"middleware": "mqtt-broker", "security": "mtls-acl", **_launch_values(args.arguments)}

@@ -2,7 +2,7 @@
 (``fieldtest.labrun``), each family's lab side (``fieldtest.middleware.<family>.lab``) and the twin's
 bridged path read, and ``SideProcess``, one process a launch starts besides the kit's node.
 
-``fieldtest.labrun.settings`` turns launch arguments into a ``LabLaunch``.
+``fieldtest.labrun.configuration.settings`` turns launch arguments into a ``LabLaunch``.
 """
 
 from __future__ import annotations

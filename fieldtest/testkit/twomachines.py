@@ -231,13 +231,13 @@ def ros2_launch_shim(ros_python_expr: str) -> str:
     mqtt_client as the kit's stand-in, the Zenoh bridge as zenohd + plugin)."""
     return f"""#!/bin/bash
 # ros2 for this rehearsal (fieldtest.testkit.twomachines): launch_ros is not among the ROS 2 wheels,
-# so the lab's two launch files run as their launch plans with fieldtest.labrun.planrun.
+# so the lab's two launch files run as their launch plans with fieldtest.labrun.orchestration.planrun.
 case "$1 $2 $3" in
   "launch fieldtest_robot robot.launch.py") shift 3; side=robot ;;
   "launch fieldtest_host host.launch.py") shift 3; side=host ;;
   *) echo "ros2 $*: not available in this rehearsal (only the fieldtest launch files)" >&2; exit 1 ;;
 esac
-exec {ros_python_expr} -m fieldtest.labrun.planrun --rehearsal "$side" "$@"
+exec {ros_python_expr} -m fieldtest.labrun.orchestration.planrun --rehearsal "$side" "$@"
 """
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.stop import ZERO_COUNT, zero_commands
+from fieldtest.labrun.configuration.settings import launch_args_for_trial
 from fieldtest.labrun.orchestration.launchplan import launch_plan
-from fieldtest.labrun.settings import launch_args_for_trial
 from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
 from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
@@ -72,7 +72,7 @@ def robot_estop_argv(
 ) -> tuple[list[str], dict]:
     """``base_stop``'s command line and environment for the robot launch arguments ``args``."""
     from fieldtest.labrun.orchestration.launchplan import base_stop_node
-    from fieldtest.labrun.planrun import node_argv, parameters_yaml
+    from fieldtest.labrun.orchestration.planrun import node_argv, parameters_yaml
 
     plan = launch_plan({**args, "trial_dir": str(scratch)}, "robot")
     plan.write_files()  # CYCLONEDDS_URI / the Fast DDS profile point at generated files

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fieldtest.labrun.configuration.settings import LAUNCH_ARGUMENTS
 from fieldtest.labrun.orchestration.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
-from fieldtest.labrun.settings import LAUNCH_ARGUMENTS
 from fieldtest.linkconfig import Role
 
 ARGUMENT_HELP = {

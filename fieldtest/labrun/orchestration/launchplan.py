@@ -19,15 +19,15 @@ from typing import Any
 
 import yaml
 
-from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR
-from fieldtest.labrun.settings import (
+from fieldtest.labrun.configuration.settings import (
     PREFLIGHT_ARGUMENTS,
     LabLaunch,
     LaunchArgError,
     Role,
     parse_launch_args,
 )
+from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
+from fieldtest.labrun.endpoints.driver import CONTROL_DIR
 from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
 from fieldtest.middleware.lab import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
@@ -194,7 +194,7 @@ def split_preflight_args(args: Mapping[str, str]) -> tuple[dict[str, str], dict[
 
 def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] | None = None) -> LaunchPlan:
     """Everything one side's launch file does, from its string arguments."""
-    from fieldtest.labrun.settings import _bool
+    from fieldtest.labrun.configuration.settings import _bool
 
     common, pre = split_preflight_args(args) if role == "robot" else (dict(args), {})
     cfg = parse_launch_args(common, role, environ=environ)

@@ -272,7 +272,7 @@ def check_keystore(
 def shared_broker_port(requests: list[TrialRequest]) -> str:
     """A separate broker (mqtt-broker) serving plain and TLS trials on one port: one Mosquitto
     listener is either plain or TLS, so half of the campaign's trials would fail to connect."""
-    from fieldtest.labrun.settings import lab_mqtt_port
+    from fieldtest.labrun.configuration.settings import lab_mqtt_port
     from fieldtest.middleware import registry
 
     kinds: dict[tuple[str, int], set[str]] = {}
@@ -298,9 +298,9 @@ def refuse_before_start(
     requests: list[TrialRequest], ros_distro: str, host_args: dict[str, str], robot_args: dict[str, str]
 ) -> None:
     """Both sides' launch arguments of every trial, checked before the first one starts: a
-    combination that would leave the robot standing still (fieldtest.labrun.settings) is a
+    combination that would leave the robot standing still (fieldtest.labrun.configuration.settings) is a
     LaunchArgError naming the trial, the side and the field."""
-    from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
+    from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial
 
     shared = shared_broker_port(requests)
     if shared:

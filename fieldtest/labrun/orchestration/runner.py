@@ -41,6 +41,7 @@ from typing import Any
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
+from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.labrun.endpoints.driver import (
     CONTROL_DIR,
     EXIT_NO_GO,
@@ -64,7 +65,6 @@ from fieldtest.labrun.orchestration.preflight import (
     summarize,
 )
 from fieldtest.labrun.orchestration.remote import PID_FILE, RemoteError, RobotSide, json_file
-from fieldtest.labrun.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.lifecycle import (
     Interrupted,
     TrialResult,

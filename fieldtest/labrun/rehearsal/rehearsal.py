@@ -4,7 +4,7 @@
 
 Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.runner.LabRunner``
 (pre-flight, countdown, go, stop path, analysis), the rclpy nodes of host_ws/ and robot_ws/ started
-from the launch plan's command lines (``fieldtest.labrun.planrun``; ``ros2 launch`` cannot be
+from the launch plan's command lines (``fieldtest.labrun.orchestration.planrun``; ``ros2 launch`` cannot be
 installed from the ROS 2 wheels), the robot's Create 3 pre-flight, the kit's NatNet recorder. Only
 the hardware is simulated: the TurtleBot 4 base (``fieldtest.labrun.rehearsal.simbase``, the twin's Create 3
 model as a ROS 2 participant) and Motive (the NatNet emulator, fed the base's true pose).
@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.analysis.basecheck import add_base_record
+from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
 from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult
-from fieldtest.labrun.planrun import RehearsalError
 from fieldtest.middleware import registry
 from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
 from fieldtest.record import TrialRequest
 
 ROS_VENV = Path(__file__).resolve().parents[3] / ".venv-ros"
-PLANRUN = ("-m", "fieldtest.labrun.planrun", "--rehearsal")
+PLANRUN = ("-m", "fieldtest.labrun.orchestration.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
 BASE_READY = "READY simulated base"
 BASE_RECORD = "base_commands.csv"  # what the simulated base took; copied into the trial
@@ -160,7 +160,7 @@ def lab_bridge(request: TrialRequest) -> str | None:
 def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
     """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
     machine, with the kit's broker config and ACL."""
-    from fieldtest.labrun.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
     from fieldtest.middleware.mqtt.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
@@ -272,7 +272,7 @@ def rehearse(
 def _check_ros_environment(python: str) -> str:
     """The ROS 2 environment imports what the nodes need; returns its rclpy's distro ('' if unknown)."""
     imports = "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"
-    distro = "from fieldtest.labrun.settings import installed_rclpy_distro as d; print(d())"
+    distro = "from fieldtest.labrun.configuration.settings import installed_rclpy_distro as d; print(d())"
     done = subprocess.run(
         [python, "-c", f"{imports}; {distro}"],
         capture_output=True,

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.status import say
+from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
 from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
 from fieldtest.labrun.orchestration.launchplan import split_preflight_args
-from fieldtest.labrun.settings import LaunchArgError, parse_launch_args
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import LabLaunch

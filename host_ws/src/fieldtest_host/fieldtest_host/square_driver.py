@@ -35,13 +35,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from fieldtest.catalog import TWIN_MIDDLEWARES
     from fieldtest.endpoints.link import RemappedTransport, command_remap
+    from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan
     from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
     from fieldtest.labrun.endpoints.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,
         spin_in_background,
     )
-    from fieldtest.labrun.settings import LaunchArgError, load_plan
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.realtime import scheduling_note, settle_heap, try_realtime

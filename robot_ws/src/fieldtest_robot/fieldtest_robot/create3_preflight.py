@@ -84,13 +84,13 @@ def read_battery(node, topic: str, timeout_s: float) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
+    from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan
     from fieldtest.labrun.endpoints.create3 import (
         CHECKED_PARAMETERS,
         format_findings,
         motion_control_node,
         preflight_report,
     )
-    from fieldtest.labrun.settings import LaunchArgError, load_plan
 
     rclpy.init(args=list(sys.argv if argv is None else argv))
     node = rclpy.create_node("create3_preflight")

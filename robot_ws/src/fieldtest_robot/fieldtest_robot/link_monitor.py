@@ -59,7 +59,7 @@ def _plain_base_node(namespace: str, domain_id: int):
 
 def _distro() -> str:
     """The ROS 2 distro running this node ($ROS_DISTRO, or rclpy's version for the wheels)."""
-    from fieldtest.labrun.settings import LaunchArgError, detect_distro
+    from fieldtest.labrun.configuration.settings import LaunchArgError, detect_distro
 
     try:
         return detect_distro()
@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     from rclpy.qos import qos_profile_sensor_data
 
     from fieldtest.endpoints.link import RemappedTransport, command_remap
+    from fieldtest.labrun.configuration.settings import load_plan
     from fieldtest.labrun.endpoints.driver import request_for_side
     from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
     from fieldtest.labrun.endpoints.rclpy_transport import (
@@ -95,7 +96,6 @@ def main(argv: list[str] | None = None) -> int:
         message_class,
         spin_in_background,
     )
-    from fieldtest.labrun.settings import load_plan
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.realtime import scheduling_note, settle_heap, try_realtime

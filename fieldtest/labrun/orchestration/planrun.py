@@ -1,6 +1,6 @@
 """Run one side's launch plan the way its launch file does, for machines without ``ros2 launch``.
 
-    python -m fieldtest.labrun.planrun [--rehearsal [--without=NAME]] host|robot name:=value ...
+    python -m fieldtest.labrun.orchestration.planrun [--rehearsal [--without=NAME]] host|robot name:=value ...
 
 ``host.launch.py`` and ``robot.launch.py`` map ``fieldtest.labrun.orchestration.launchplan.launch_plan`` one to
 one onto launch actions; this does the same with plain processes, so the real rclpy nodes of
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         elif flag.startswith(WITHOUT_FLAG) and rehearsal:
             without.add(flag.removeprefix(WITHOUT_FLAG))
         else:
-            print(f"fieldtest.labrun.planrun: unknown option {flag}", file=sys.stderr)
+            print(f"fieldtest.labrun.orchestration.planrun: unknown option {flag}", file=sys.stderr)
             return 2
     try:
         role, args = parse_argv(argv)
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         if rehearsal:
             plan.processes = rehearsal_processes(plan)
     except FieldtestError as exc:
-        print(f"fieldtest.labrun.planrun: {exc}", file=sys.stderr)
+        print(f"fieldtest.labrun.orchestration.planrun: {exc}", file=sys.stderr)
         return 2
     tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
     if rehearsal and plan.cfg.entry.rehearsal_note:
