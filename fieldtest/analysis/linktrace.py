@@ -16,12 +16,17 @@ start, one-way latency in seconds, NaN for a lost message); a file it cannot use
   (the worst place for them), one at the window's maximum latency and the rest at its mean;
 - Linux iputils ``ping`` output (``icmp_seq=N ... time=T ms``, with or without ``-D`` stamps):
   one-way latency taken as half the round trip, the missing sequence numbers lost, sent every
-  ``interval_s`` (ping's ``-i``, 1 s unless given) or at the ``-D`` stamps.
+  ``interval_s`` (ping's ``-i``, 1 s unless given) or at the ``-D`` stamps;
+- a ``fieldtest perf`` row directory (spec.json, main.json, relay1.json), or a ``fieldtest perf``
+  output directory holding exactly one row: each measured message's one-way latency as the first
+  relay logged it (arrival - send on the machine's shared monotonic clock), the sequence numbers it
+  never got lost, send times from the main side's.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -37,6 +42,10 @@ PING_STAMP = re.compile(r"^\[(\d+\.\d+)\]")
 PING_TRANSMITTED = re.compile(r"(\d+) packets transmitted")
 SEND_COLUMNS = ("sent_s", "send_s", "t_s", "time_s", "send_time_s")
 LATENCY_COLUMNS = {"one_way_ms": 1e-3, "latency_ms": 1e-3, "latency_s": 1.0}
+# a perf row directory and a sweep's output, as fieldtest/perf/run.py and cli.py write them
+PERF_SPEC, PERF_MAIN, PERF_RELAY, PERF_ROWS, PERF_SWEEP = (
+    "spec.json", "main.json", "relay1.json", "rows", "perf.json"
+)  # fmt: skip
 
 
 class TraceError(FieldtestError, ValueError):
@@ -107,10 +116,16 @@ def read_trace(path: str | Path, ping_interval_s: float | None = None) -> LinkTr
     path = Path(path)
     if path.is_dir() and (path / "trial.yaml").is_file():
         return trial_trace(path)
+    if path.is_dir() and (path / PERF_SPEC).is_file():
+        return perf_row_trace(path)
+    if path.is_dir() and (path / PERF_SWEEP).is_file() and (path / PERF_ROWS).is_dir():
+        return perf_row_trace(only_perf_row(path))
     if path.suffix in (".mcap", ".db3") or (path.is_dir() and any(path.glob("*.mcap"))):
         return bag_trace(path)
     if path.is_dir():
-        raise TraceError(f"{path}: a folder that is neither a trial (trial.yaml) nor a rosbag2 bag")
+        raise TraceError(
+            f"{path}: a folder that is neither a trial (trial.yaml), a rosbag2 bag nor fieldtest perf output"
+        )
     try:
         text = path.read_text(errors="replace")
     except OSError as exc:
@@ -174,6 +189,45 @@ def bag_trace(path: Path) -> LinkTrace:
     lat[np.searchsorted(every, seq)] = latency
     notes = ["latency from the robot's live clock-offset estimate (a trial directory uses the fitted one)"]
     return make_trace(t, lat, str(path), "rosbag2", notes)
+
+
+def only_perf_row(out_dir: Path) -> Path:
+    """The one row directory of a ``fieldtest perf`` output; several (or none) is a one-line error."""
+    rows = sorted(p for p in (out_dir / PERF_ROWS).iterdir() if (p / PERF_SPEC).is_file())
+    if len(rows) == 1:
+        return rows[0]
+    listed = ", ".join(f"{PERF_ROWS}/{p.name}" for p in rows) or "none that ran"
+    raise TraceError(
+        f"{out_dir}: fieldtest perf output with {len(rows)} rows ({listed}); pass one row directory"
+    )
+
+
+def _perf_record(row_dir: Path, name: str) -> dict:
+    try:
+        return json.loads((row_dir / name).read_text())
+    except FileNotFoundError:
+        raise TraceError(f"{row_dir}: perf row without {name} (the row did not run; see perf.json)") from None
+    except (OSError, ValueError) as exc:
+        raise TraceError(f"{row_dir / name}: not a perf record ({exc})") from None
+
+
+def perf_row_trace(row_dir: Path) -> LinkTrace:
+    """One ``fieldtest perf`` row: each measured message's one-way latency at the first relay."""
+    spec, main = _perf_record(row_dir, PERF_SPEC), _perf_record(row_dir, PERF_MAIN)
+    relay = _perf_record(row_dir, PERF_RELAY)
+    sends = np.asarray(main.get("sends") or [], dtype=np.int64)  # index = sequence number
+    if not len(sends):
+        raise TraceError(f"{row_dir / PERF_MAIN}: no measured message sent (sends is empty)")
+    latency = np.full(len(sends), np.nan)
+    for seq, sent_ns, arrival_ns, *_ in reversed(relay.get("arrivals") or []):
+        if 0 <= seq < len(sends):  # reversed: a duplicate keeps its first arrival
+            latency[seq] = (arrival_ns - sent_ns) / 1e9
+    what = f"{spec.get('message', '?')} at {spec.get('rate_hz', 0):g} Hz ({spec.get('mode', '?')})"
+    notes = [
+        f"fieldtest perf row: the link's behaviour for {what}, relay 1's one-way latency, "
+        "replayed onto the plan's command times (each command takes the message sent nearest it)"
+    ]
+    return make_trace((sends - sends[0]) / 1e9, latency, str(row_dir), "fieldtest perf", notes)
 
 
 def ping_trace(text: str, source: str, interval_s: float | None) -> LinkTrace:
