@@ -19,15 +19,20 @@ import time
 
 KIT_SUBSCRIBERS = ("link_monitor", "rosbag2")  # the kit's own readers of cmd_vel on the robot
 HOLD_S = 1.0  # zeros keep going this long once the base has matched (about 20 at 20 Hz)
+# The graph's name for an endpoint whose participant's node names have not arrived yet on
+# ros_discovery_info (rmw_dds_common graph_cache.cpp): the reader is known, not yet whose it is.
+UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"
 
 
-def _base_matched(node, transport) -> bool:
-    """A subscriber other than the kit's is in the graph, and every subscriber has matched us."""
+def _base_matched(node, transport) -> tuple[bool, bool]:
+    """(a subscriber other than the kit's is in the graph and every subscriber has matched us,
+    every subscriber's node is named): the report line should say who heard the zeros."""
     from fieldtest.record import CMD_VEL_TOPIC
 
     infos = node.get_subscriptions_info_by_topic(transport.topic(CMD_VEL_TOPIC))
     base = [i for i in infos if not i.node_name.startswith(KIT_SUBSCRIBERS)]
-    return bool(base) and transport.matched_subscriptions(CMD_VEL_TOPIC) >= len(infos)
+    matched = bool(base) and transport.matched_subscriptions(CMD_VEL_TOPIC) >= len(infos)
+    return matched, all(i.node_name != UNKNOWN_NODE for i in infos)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,8 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     # Zeros go out from the start (harmless to a standing base) until the base itself (not the kit's
     # own link_monitor or bag recorder on the same topic) is in the graph and every subscriber has
     # matched this writer (then HOLD_S more, below); on a loaded machine discovery can take seconds.
+    # The wait also covers the subscribers' node names, which arrive after the endpoints.
     sent, deadline = 0, time.monotonic() + match_wait_s
-    while not (matched := _base_matched(node, transport)) and time.monotonic() < deadline:
+    while True:
+        matched, named = _base_matched(node, transport)
+        if (matched and named) or time.monotonic() >= deadline:
+            break
         sent += zero_commands(transport, cmd_type)
     # Then hold zeros for HOLD_S: the base's reader may not have seen this writer yet (discovery is
     # not symmetric), and a motion command still in flight on the robot's graph must not be last.
