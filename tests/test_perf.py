@@ -262,21 +262,30 @@ def test_a_rate_not_held_fails_the_row():
 
 
 @pytest.mark.parametrize(
-    ("middleware", "side", "security"),
-    [("zenoh-peer", set(), "none"), ("zenoh-router", {"router"}, "mtls-acl")],
+    ("middleware", "side", "security", "network"),
+    [
+        ("zenoh-peer", set(), "none", "loopback"),
+        ("zenoh-router", {"router"}, "mtls-acl", "loopback"),
+        ("zenoh-router", {"router"}, "none", "ethernet"),  # host, robot and router in namespaces
+    ],
 )
-def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, security, tmp_path):
+def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, security, network, tmp_path):
     """The twin's default Zenoh path: each side's DDS -> zenohd + ros2dds plugin -> Zenoh -> bridge
     -> DDS, the sides in DDS domains of their own, so only the bridges can carry the messages."""
     from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+    from fieldtest.netem import netns_available
 
     try:
         find_bridge()
     except BridgeMissingError as exc:
         pytest.skip(str(exc))
+    ok, why = netns_available()
+    if network != "loopback" and not ok:
+        pytest.skip(f"no network namespaces: {why}")
     case = PerfCase(
         middleware=middleware,
         security=security,
+        network=network,
         zenoh_path="bridge",
         message="Array64k",
         rate_hz=20,
@@ -285,6 +294,7 @@ def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, sec
     row = run_row(case, tmp_path)
     assert row.status == "ok", row.error
     assert json.loads((tmp_path / "spec.json").read_text())["transport"]["zenoh_path"] == "bridge"
+    assert row.link.get("emulated", False) == (network != "loopback")
     assert row.figures["received"] == 20 and row.figures["lost"] == 0
     bridges = {"bridge_host", "bridge_robot", *side}
     assert set(row.processes) == {"main", "relay1", *bridges}  # the bridged path's router is zenohd
