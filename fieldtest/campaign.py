@@ -21,8 +21,9 @@ import copy
 import itertools
 import random
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
@@ -43,6 +44,7 @@ ALIASES = {
     "zenoh_express": "transport.zenoh_express",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+T = TypeVar("T")
 
 
 # ``security: on`` in a matrix picks each middleware's standard protection, so one campaign axis
@@ -96,32 +98,43 @@ class LabSettings(BaseModel):
         return box
 
 
-class Campaign(BaseModel):
-    """A campaign file."""
+def usable_name(value: str) -> str:
+    """A campaign's name, which prefixes file and trial names; ValueError otherwise."""
+    if not _NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a usable name (letters, digits, '-', '_', '.')")
+    return value
+
+
+class Sweep(BaseModel):
+    """What every matrix file shares (a campaign, a ``fieldtest perf`` sweep): the values to vary,
+    the combinations to leave out, how often each case runs and in which order."""
 
     model_config = ConfigDict(extra="forbid")
 
-    campaign: str = Field(description="campaign name: letters, digits, '-', '_', '.'")
     description: str = ""
-    base: dict[str, Any] = Field(default_factory=dict, description="TrialRequest fields every trial shares")
     matrix: dict[str, list[Any]] = Field(default_factory=dict, description="field -> values to vary")
     exclude: list[dict[str, Any]] = Field(default_factory=list, description="combinations to leave out")
     repetitions: int = Field(1, ge=1)
     order: Literal["interleaved", "grouped", "shuffled"] = "interleaved"
     seed: int = 0
-    lab: LabSettings = Field(default_factory=LabSettings)
     _source: str = PrivateAttr("<campaign>")  # the file it came from, for error messages
 
     @property
     def source(self) -> str:
         return self._source
 
+
+class Campaign(Sweep):
+    """A campaign file."""
+
+    campaign: str = Field(description="campaign name: letters, digits, '-', '_', '.'")
+    base: dict[str, Any] = Field(default_factory=dict, description="TrialRequest fields every trial shares")
+    lab: LabSettings = Field(default_factory=LabSettings)
+
     @field_validator("campaign")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
-            raise ValueError(f"{value!r} is not a usable name (letters, digits, '-', '_', '.')")
-        return value
+        return usable_name(value)
 
 
 def canonical_field(name: str) -> str:
@@ -149,10 +162,14 @@ def _case_label(value: Any) -> str:
     return text or "empty"
 
 
-def _pydantic_where(exc: ValidationError) -> tuple[str, str]:
+def pydantic_where(exc: ValidationError) -> tuple[str, str]:
+    """(dotted field, reason) of a validation error's first problem, for a one-line message."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
     return where, first["msg"].removeprefix("Value error, ")
+
+
+S = TypeVar("S", bound=Sweep)
 
 
 class CaseSpec(BaseModel):
@@ -160,42 +177,63 @@ class CaseSpec(BaseModel):
 
     values: dict[str, Any]
 
-    def matches(self, rule: dict[str, Any]) -> bool:
-        return all(self.values.get(canonical_field(k)) == v for k, v in rule.items())
+    def matches(self, rule: dict[str, Any], canonical: Callable[[str], str] = canonical_field) -> bool:
+        return all(self.values.get(canonical(k)) == v for k, v in rule.items())
 
     def label(self) -> str:
         return "-".join(_case_label(v) for v in self.values.values())
 
 
-def _check_matrix(campaign: Campaign, source: str) -> None:
-    for key, values in campaign.matrix.items():
+def check_matrix(
+    sweep: Sweep,
+    source: str,
+    known: Sequence[str],
+    what: str,
+    canonical: Callable[[str], str] = lambda key: key,
+) -> None:
+    """Every matrix key names one of ``known`` (``what``: "a trial field") once ``canonical``, with
+    values; every exclude key is a matrix key. CampaignError naming the file and the entry."""
+    for key, values in sweep.matrix.items():
         if not values:
             raise CampaignError(f"{source}: matrix.{key}: empty list of values")
-        path = canonical_field(key)
-        if path.split(".")[0] not in TrialRequest.model_fields:
-            known = ", ".join([*ALIASES, *TrialRequest.model_fields])
-            raise CampaignError(f"{source}: matrix.{key}: not a trial field (known: {known})")
-        for reserved in ("name", "repetition"):
-            if path == reserved:
-                raise CampaignError(f"{source}: matrix.{key}: set by the campaign itself, cannot be varied")
-    keys = {canonical_field(k) for k in campaign.matrix}
-    for i, rule in enumerate(campaign.exclude):
+        if canonical(key).split(".")[0] not in known:
+            raise CampaignError(f"{source}: matrix.{key}: not {what} (known: {', '.join(known)})")
+    keys = {canonical(k) for k in sweep.matrix}
+    for i, rule in enumerate(sweep.exclude):
         for key in rule:
-            if canonical_field(key) not in keys:
+            if canonical(key) not in keys:
                 raise CampaignError(
-                    f"{source}: exclude[{i}].{key}: not a matrix field ({', '.join(campaign.matrix)})"
+                    f"{source}: exclude[{i}].{key}: not a matrix field ({', '.join(sweep.matrix)})"
                 )
 
 
-def cases(campaign: Campaign) -> list[CaseSpec]:
+def _check_matrix(campaign: Campaign, source: str) -> None:
+    known = [*ALIASES, *TrialRequest.model_fields]
+    check_matrix(campaign, source, known, "a trial field", canonical_field)
+    for key in campaign.matrix:
+        if canonical_field(key) in ("name", "repetition"):
+            raise CampaignError(f"{source}: matrix.{key}: set by the campaign itself, cannot be varied")
+
+
+def cases(sweep: Sweep, canonical: Callable[[str], str] = canonical_field) -> list[CaseSpec]:
     """The matrix cells left after ``exclude``, in the order the matrix lists its values."""
-    paths = [canonical_field(k) for k in campaign.matrix]
+    paths = [canonical(k) for k in sweep.matrix]
     out = []
-    for combo in itertools.product(*campaign.matrix.values()):
+    for combo in itertools.product(*sweep.matrix.values()):
         case = CaseSpec(values=dict(zip(paths, combo, strict=True)))
-        if not any(case.matches(rule) for rule in campaign.exclude):
+        if not any(case.matches(rule, canonical) for rule in sweep.exclude):
             out.append(case)
     return out
+
+
+def run_order(sweep: Sweep, cells: list[T]) -> list[tuple[T, int]]:
+    """(cell, repetition) pairs in the sweep's ``order``: interleaved, grouped or shuffled (seeded)."""
+    if sweep.order == "grouped":
+        return [(c, r) for c in cells for r in range(sweep.repetitions)]
+    pairs = [(c, r) for r in range(sweep.repetitions) for c in cells]
+    if sweep.order == "shuffled":
+        random.Random(sweep.seed).shuffle(pairs)
+    return pairs
 
 
 def _request(
@@ -221,7 +259,7 @@ def _request(
     try:
         request = TrialRequest.model_validate(values)
     except ValidationError as exc:
-        where, reason = _pydantic_where(exc)
+        where, reason = pydantic_where(exc)
         raise CampaignError(f"{source}: {_origin_of(where, case, campaign)}: {reason}") from None
     except PlanError as exc:
         raise CampaignError(f"{source}: base.plan: {exc}") from None
@@ -270,29 +308,35 @@ def expand(
     cells = cases(campaign)
     if not cells:
         raise CampaignError(f"{source}: exclude: leaves no trial to run")
-    if campaign.order == "grouped":
-        pairs = [(c, r) for c in cells for r in range(campaign.repetitions)]
-    else:
-        pairs = [(c, r) for r in range(campaign.repetitions) for c in cells]
-        if campaign.order == "shuffled":
-            random.Random(campaign.seed).shuffle(pairs)
+    pairs = run_order(campaign, cells)
     return [_request(campaign, c, r, i, source, ros_distro) for i, (c, r) in enumerate(pairs)]
 
 
-def parse_campaign(raw: Any, source: str = "<campaign>") -> Campaign:
+def parse_sweep(raw: Any, model: type[S], source: str, keys: str) -> S:
+    """``raw`` (a YAML document) as ``model``; CampaignError naming ``source`` and the field.
+    ``keys``: the top-level keys to name when it is not a mapping."""
     if not isinstance(raw, dict):
-        raise CampaignError(f"{source}: expected a mapping at the top level (campaign:, base:, matrix:, ...)")
+        raise CampaignError(f"{source}: expected a mapping at the top level ({keys})")
     try:
-        campaign = Campaign.model_validate(raw)
+        sweep = model.model_validate(raw)
     except ValidationError as exc:
-        where, reason = _pydantic_where(exc)
+        where, reason = pydantic_where(exc)
         raise CampaignError(f"{source}: {where}: {reason}") from None
-    campaign._source = source
-    return campaign
+    sweep._source = source
+    return sweep
+
+
+def parse_campaign(raw: Any, source: str = "<campaign>") -> Campaign:
+    return parse_sweep(raw, Campaign, source, "campaign:, base:, matrix:, ...")
 
 
 def load_campaign(path: str | Path) -> Campaign:
     """Read and check a campaign YAML file (not yet expanded: see ``expand``)."""
+    return parse_campaign(read_yaml(path), str(path))
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The YAML document in ``path``; CampaignError naming the file (and the line) otherwise."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -306,7 +350,7 @@ def load_campaign(path: str | Path) -> Campaign:
         raise CampaignError(
             f"{path}: not valid YAML{line} ({getattr(exc, 'problem', None) or exc})"
         ) from None
-    return parse_campaign(raw, str(path))
+    return raw
 
 
 def load_trials(path: str | Path, ros_distro: str | None = None) -> tuple[Campaign, list[TrialRequest]]:
@@ -318,8 +362,12 @@ def load_trials(path: str | Path, ros_distro: str | None = None) -> tuple[Campai
 
 def campaign_json_schema() -> dict[str, Any]:
     """JSON schema of the campaign file (trials/campaign.schema.json is generated from it)."""
-    schema = Campaign.model_json_schema()
-    request = TrialRequest.model_json_schema()
-    schema["$defs"] = {**schema.get("$defs", {}), **request.pop("$defs", {}), "TrialRequest": request}
-    schema["properties"]["base"]["description"] += " (see $defs.TrialRequest)"
+    return sweep_json_schema(Campaign, TrialRequest.model_json_schema(), "TrialRequest")
+
+
+def sweep_json_schema(model: type[Sweep], base_schema: dict[str, Any], base_name: str) -> dict[str, Any]:
+    """JSON schema of a matrix file whose ``base`` holds ``base_name`` fields (``base_schema``)."""
+    schema = model.model_json_schema()
+    schema["$defs"] = {**schema.get("$defs", {}), **base_schema.pop("$defs", {}), base_name: base_schema}
+    schema["properties"]["base"]["description"] += f" (see $defs.{base_name})"
     return schema

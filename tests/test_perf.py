@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fieldtest.perf.node import PING_TOPIC, PONG_TOPIC
 from fieldtest.perf.results import write_all
 from fieldtest.perf.run import PerfCase, check_case, run_row
 
@@ -258,3 +259,62 @@ def test_a_rate_not_held_fails_the_row():
     assert rate_not_held(case, {"sent": 30, "T_loop": 4.0, "late_sends": 8}) == ""  # a busy machine's pause
     held = rate_not_held(case, {"sent": 30, "T_loop": 7.5, "late_sends": 25})
     assert held.startswith("rate not held: 30 messages at 10 Hz took 7.5 s instead of 3.0 s")
+
+
+@pytest.mark.parametrize(
+    ("middleware", "side", "security", "network"),
+    [
+        ("zenoh-peer", set(), "none", "loopback"),
+        ("zenoh-router", {"router"}, "mtls-acl", "loopback"),
+        ("zenoh-router", {"router"}, "none", "ethernet"),  # host, robot and router in namespaces
+    ],
+)
+def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, security, network, tmp_path):
+    """The twin's default Zenoh path: each side's DDS -> zenohd + ros2dds plugin -> Zenoh -> bridge
+    -> DDS, the sides in DDS domains of their own, so only the bridges can carry the messages."""
+    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+    from fieldtest.netem import netns_available
+
+    try:
+        find_bridge()
+    except BridgeMissingError as exc:
+        pytest.skip(str(exc))
+    ok, why = netns_available()
+    if network != "loopback" and not ok:
+        pytest.skip(f"no network namespaces: {why}")
+    case = PerfCase(
+        middleware=middleware,
+        security=security,
+        network=network,
+        zenoh_path="bridge",
+        message="Array64k",
+        rate_hz=20,
+        duration_s=1,
+    )
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["zenoh_path"] == "bridge"
+    assert row.link.get("emulated", False) == (network != "loopback")
+    assert row.figures["received"] == 20 and row.figures["lost"] == 0
+    bridges = {"bridge_host", "bridge_robot", *side}
+    assert set(row.processes) == {"main", "relay1", *bridges}  # the bridged path's router is zenohd
+    for name in bridges:  # each bridge process's own CPU and memory, beside the nodes'
+        assert row.processes[name]["rss_max_kb"] > 0 and row.processes[name]["cpu_s"] >= 0
+    for role, sends in (("host", PING_TOPIC), ("robot", PONG_TOPIC)):  # each bridge takes its side's topic
+        text = (tmp_path / "bridges" / f"zenoh_bridge_{role}.json5").read_text()
+        config = json.loads(text.split("\n", 1)[1])
+        assert sends in config["plugins"]["ros2dds"]["allow"]["publishers"]
+        assert ("tls" in json.dumps(config.get("transport", {}))) == (security != "none")  # the Zenoh hop
+
+
+def test_zenoh_path_is_a_sweep_axis_of_the_zenoh_rows_only():
+    from fieldtest.perf.cli import _parser, planned_rows
+
+    args = _parser().parse_args(
+        ["--middleware", "dds", "zenoh-peer", "--zenoh-path", "direct", "bridge", "--message", "Array1k"]
+    )
+    rows = [(case.middleware, case.zenoh_path) for case, _ in planned_rows(args)]
+    assert rows == [("dds", ""), ("zenoh-peer", "direct"), ("zenoh-peer", "bridge")]
+    bridged_fanout = PerfCase(middleware="zenoh-router", zenoh_path="bridge", subscribers=2)
+    with pytest.raises(ValueError, match="the bridged path carries one robot's DDS"):
+        check_case(bridged_fanout)

@@ -1,5 +1,7 @@
 """``fieldtest perf``: a sweep of perf rows (middleware x security x QoS x network x message x
-subscribers), a progress bar per sweep, the files of ``fieldtest.perf.results``.
+subscribers x Zenoh path), from the command line or a perf campaign file (``--campaign``,
+``fieldtest.perf.campaign``), each case ``--repetitions`` times; a progress bar per sweep, the files
+of ``fieldtest.perf.results``.
 
 Names are checked before anything runs (one line and exit 2 for an unknown message, middleware,
 QoS, security setting or network); a combination that cannot run (a size the middleware cannot
@@ -21,10 +23,22 @@ from fieldtest.procs import interruption, run_stop_event, signal_exit_code
 
 from .messages import QUICK_MESSAGES, SEED_MESSAGES, parse_message
 from .results import table2_markdown, write_all
-from .run import MODES, CombinationRefused, PerfCase, PerfInputError, PerfRow, check_case, run_row
+from .run import (
+    MODES,
+    ZENOH_PATHS,
+    CombinationRefused,
+    PerfCase,
+    PerfInputError,
+    PerfRow,
+    check_case,
+    run_row,
+)
 
 DEFAULT_OUT = Path("trials/perf")
 QUICK_DURATION_S = 2.0
+# The flags that describe the sweep; a campaign file (--campaign) describes it instead
+SWEEP_FLAGS = ("middleware", "security", "qos", "network", "message", "size", "rate", "duration",
+               "subscribers", "mode", "zenoh_path", "repetitions")  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,6 +70,18 @@ def _parser() -> argparse.ArgumentParser:
         "--mode", choices=MODES, default="roundtrip", help="roundtrip (Main/Relay, default) or one-way"
     )
     p.add_argument(
+        "--zenoh-path", dest="zenoh_path", nargs="+", choices=ZENOH_PATHS, default=["direct"],
+        help="Zenoh rows: direct (the nodes on Zenoh, default) or bridge (DDS -> zenoh-bridge-ros2dds -> "
+        "Zenoh -> bridge -> DDS, as twin trials)",
+    )  # fmt: skip
+    p.add_argument("--repetitions", type=int, default=1, help="runs of each case (default 1), interleaved")
+    p.add_argument(
+        "--campaign",
+        type=Path,
+        default=None,
+        help="perf campaign file (YAML matrix) instead of the flags above",
+    )
+    p.add_argument(
         "--quick", action="store_true", help=f"{QUICK_DURATION_S:g} s rows, {', '.join(QUICK_MESSAGES)}"
     )
     p.add_argument("--out", type=Path, default=None, help="output folder (default trials/perf/<time>)")
@@ -74,6 +100,27 @@ def user_profiles(args: argparse.Namespace) -> dict:
         raise PerfInputError(str(exc)) from None
 
 
+def planned_rows(
+    args: argparse.Namespace, profiles: dict | None = None, parser: argparse.ArgumentParser | None = None
+) -> list[tuple[PerfCase, int]]:
+    """Every (row, repetition) in run order, from the campaign file or the flags; bad input refused
+    here (PerfInputError or CampaignError, one line)."""
+    if args.campaign is None:
+        if args.repetitions < 1:
+            raise PerfInputError(f"--repetitions: {args.repetitions}, must be at least 1")
+        cases = build_cases(args, profiles)
+        return [(case, r) for r in range(args.repetitions) for case in cases]
+    from .campaign import expand_rows, load_perf_campaign
+
+    parser = parser or _parser()
+    for dest in SWEEP_FLAGS:
+        if getattr(args, dest) != parser.get_default(dest):
+            flag = "--" + dest.replace("_", "-")
+            raise PerfInputError(f"{flag}: not with --campaign ({args.campaign} describes the sweep)")
+    sweep = load_perf_campaign(args.campaign)
+    return expand_rows(sweep, profiles, duration_s=QUICK_DURATION_S if args.quick else None)
+
+
 def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[PerfCase]:
     """Every row of the sweep; unknown names refused here (PerfInputError, one line)."""
     messages = list(args.message or (QUICK_MESSAGES if args.quick else SEED_MESSAGES))
@@ -84,15 +131,17 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
             parse_message(name)
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
-    cases = []
-    for mw, security, qos, network, subs, message in itertools.product(
-        args.middleware, args.security, args.qos, args.network, args.subscribers, messages
+    cases: list[PerfCase] = []
+    for mw, path, security, qos, network, subs, message in itertools.product(
+        args.middleware, args.zenoh_path, args.security, args.qos, args.network, args.subscribers, messages
     ):
         try:
             setting = registry.get(mw).secure_default if security == "on" else security
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
-        cases.append(PerfCase(mw, setting, qos, network, message, args.rate, duration, subs, args.mode))
+        case = PerfCase(mw, setting, qos, network, message, args.rate, duration, subs, args.mode, path)
+        if case.normalized() not in cases:  # a DDS row once, whatever the Zenoh paths
+            cases.append(case.normalized())
     refused = []
     for case in cases:  # a wrong name is one error; a combination that cannot run, one refused row
         try:
@@ -105,7 +154,7 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
 
 
 def run_sweep(
-    cases: list[PerfCase],
+    planned: list[tuple[PerfCase, int]],
     out: Path,
     stop: threading.Event,
     *,
@@ -113,20 +162,21 @@ def run_sweep(
     show: bool = True,
     profiles: dict | None = None,
 ) -> tuple[list[PerfRow], bool]:
-    """Run the rows in order with a progress bar; (rows finished, interrupted)."""
+    """Run the (row, repetition) pairs in order with a progress bar; (rows finished, interrupted)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     rows: list[PerfRow] = []
     columns = (TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, disable=not show, transient=False) as progress:
-        task = progress.add_task("perf", total=len(cases))
-        for i, case in enumerate(cases):
+        task = progress.add_task("perf", total=len(planned))
+        for i, (case, repetition) in enumerate(planned):
             if stop.is_set():
                 break
             progress.update(task, description=case.label[:48])
             row = run_row(
                 case, out / "rows" / f"{i:03d}", stop=stop, discovery_s=discovery_s, profiles=profiles
             )
+            row.repetition = repetition
             if stop.is_set():
                 break  # the row under way is cut short: not kept
             rows.append(row)
@@ -135,21 +185,27 @@ def run_sweep(
 
 
 def perf_main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     profiles = user_profiles(args)
-    cases = build_cases(args, profiles)
+    planned = planned_rows(args, profiles, parser)
     out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     with run_stop_event() as stop:
         rows, interrupted = run_sweep(
-            cases, out, stop, discovery_s=args.discovery_timeout, show=sys.stderr.isatty(), profiles=profiles
+            planned,
+            out,
+            stop,
+            discovery_s=args.discovery_timeout,
+            show=sys.stderr.isatty(),
+            profiles=profiles,
         )
-    meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(cases)}
+    meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(planned)}
     paths = write_all(rows, out, meta)
     print(table2_markdown(rows))
     for row in rows:
         if row.status != "ok":
             print(f"{row.status}: {row.case.label}: {row.error}")
-    print(f"{len(rows)} of {len(cases)} rows: " + ", ".join(str(p) for p in paths))
+    print(f"{len(rows)} of {len(planned)} rows: " + ", ".join(str(p) for p in paths))
     if interrupted:
         print(f"fieldtest perf: {interruption(stop)}; kept the {len(rows)} finished rows", file=sys.stderr)
         return signal_exit_code(stop) or 130

@@ -1,6 +1,8 @@
 """A sweep's rows as files: ``perf.csv`` (performance_test's column names where they mean the same),
-``subscribers.csv`` (one line per receiver), ``perf.json`` (every figure, per subscriber and per process), ``table2.md``/``table2.png`` (Zhang et
-al.'s Table 2: mean latency per message and middleware, "-" where the case failed) and
+``subscribers.csv`` (one line per receiver), ``cases.csv`` (per case: the mean over its repetitions
+and the 95 % interval of that mean), ``perf.json`` (every figure, per subscriber and per process,
+and the cases), ``table2.md``/``table2.png`` (Zhang et al.'s Table 2: mean latency per message and
+middleware, "-" where the case failed, +- the 95 % interval with repetitions) and
 ``throughput.png`` (their Fig. 6: throughput per message and middleware)."""
 
 from __future__ import annotations
@@ -8,12 +10,13 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
-from .run import PerfRow
+from .run import PerfCase, PerfRow
+from .stats import mean_interval
 
-CASE_COLUMNS = ("middleware", "security", "qos", "network", "message", "rate_hz", "duration_s",
-                "subscribers", "mode")  # fmt: skip
+CASE_COLUMNS = tuple(f.name for f in fields(PerfCase))
 _LATENCY = ("min", "max", "mean", "variance")
 FIGURE_COLUMNS = (
     "T_experiment", "T_loop", "received", "sent", "lost", "relative_loss", "data_received",
@@ -25,13 +28,23 @@ FIGURE_COLUMNS = (
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     "relay_ru_maxrss", "relay_cpu_usage (%)", "relay_decode_mean (ms)", "relay_echo_mean (ms)",
 )  # fmt: skip
-COLUMNS = (*CASE_COLUMNS, "status", "error", *FIGURE_COLUMNS)
+COLUMNS = (*CASE_COLUMNS, "repetition", "status", "error", *FIGURE_COLUMNS)
+# The figures a case's repetitions are summarised by (mean and 95 % interval, ``cases.csv``)
+INTERVAL_FIGURES = (
+    "latency_mean (ms)", "round_trip_mean (ms)", "one_way_mean (ms)", "one_way_p99 (ms)",
+    "relative_loss", "throughput_received (B/s)", "cpu_usage (%)", "relay_cpu_usage (%)",
+)  # fmt: skip
+CASES_COLUMNS = (
+    *CASE_COLUMNS, "runs", "ok",
+    *(f"{figure}{part}" for figure in INTERVAL_FIGURES for part in ("", " low95", " high95")),
+)  # fmt: skip
 
 
 def csv_row(row: PerfRow) -> dict:
     case = {k: getattr(row.case, k) for k in CASE_COLUMNS}
     return {
         **case,
+        "repetition": row.repetition,
         "status": row.status,
         "error": row.error,
         **{k: row.figures.get(k) for k in FIGURE_COLUMNS},
@@ -57,51 +70,90 @@ SUBSCRIBER_COLUMNS = (
 def write_subscribers_csv(rows: list[PerfRow], path: Path) -> None:
     """One line per subscriber of every row: fan-out latency and loss per receiver."""
     with path.open("w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=(*CASE_COLUMNS, *SUBSCRIBER_COLUMNS))
+        writer = csv.DictWriter(out, fieldnames=(*CASE_COLUMNS, "repetition", *SUBSCRIBER_COLUMNS))
         writer.writeheader()
         for row in rows:
-            case = {k: getattr(row.case, k) for k in CASE_COLUMNS}
+            case = {**{k: getattr(row.case, k) for k in CASE_COLUMNS}, "repetition": row.repetition}
             for sub in row.subscribers:
                 values = {k: sub.get(k) for k in SUBSCRIBER_COLUMNS}
                 writer.writerow({**case, **{k: "" if v is None else v for k, v in values.items()}})
 
 
-def write_json(rows: list[PerfRow], path: Path, meta: dict) -> None:
-    path.write_text(json.dumps({**meta, "rows": [r.to_json() for r in rows]}, indent=1, default=str))
-
-
-def _groups(rows: list[PerfRow]) -> dict[tuple, list[PerfRow]]:
-    """Rows by everything but message and middleware: one Table 2 each."""
-    groups: dict[tuple, list[PerfRow]] = defaultdict(list)
+def case_summaries(rows: list[PerfRow]) -> list[dict]:
+    """Per case, in the order the rows ran: its runs, how many were ok, and per figure of
+    ``INTERVAL_FIGURES`` the mean over the ok repetitions with its 95 % interval (``mean_interval``)."""
+    by_case: dict[PerfCase, list[PerfRow]] = defaultdict(list)
     for row in rows:
-        c = row.case
-        groups[(c.network, c.security, c.qos, c.mode, c.subscribers, c.rate_hz)].append(row)
+        by_case[row.case].append(row)
+    out = []
+    for case, runs in by_case.items():
+        ok = [r for r in runs if r.status == "ok"]
+        figures = {f: mean_interval([r.figures.get(f) for r in ok]) for f in INTERVAL_FIGURES}
+        out.append({"case": case, "runs": len(runs), "ok": len(ok), "figures": figures})
+    return out
+
+
+def write_cases_csv(summaries: list[dict], path: Path) -> None:
+    """One line per case: the mean of each figure over its ok repetitions and its 95 % interval."""
+    with path.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=CASES_COLUMNS)
+        writer.writeheader()
+        for summary in summaries:
+            line = {**asdict(summary["case"]), "runs": summary["runs"], "ok": summary["ok"]}
+            for figure, interval in summary["figures"].items():
+                parts = (interval["mean"], interval["low"], interval["high"])
+                line.update(zip((figure, f"{figure} low95", f"{figure} high95"), parts, strict=True))
+            writer.writerow({k: "" if v is None else v for k, v in line.items()})
+
+
+def write_json(rows: list[PerfRow], path: Path, meta: dict) -> None:
+    summaries = [{**s, "case": asdict(s["case"])} for s in case_summaries(rows)]
+    document = {**meta, "rows": [r.to_json() for r in rows], "cases": summaries}
+    path.write_text(json.dumps(document, indent=1, default=str))
+
+
+def _groups(summaries: list[dict]) -> dict[tuple, list[dict]]:
+    """Cases by everything but message and middleware (with its path): one Table 2 each."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for summary in summaries:
+        c = summary["case"]
+        groups[(c.network, c.security, c.qos, c.mode, c.subscribers, c.rate_hz)].append(summary)
     return groups
 
 
-def _title(key: tuple) -> str:
+def _title(key: tuple, repetitions: int) -> str:
     network, security, qos, mode, subscribers, rate = key
     what = "mean round trip" if mode == "roundtrip" else "mean one-way latency"
     subs = f", {subscribers} subscribers" if subscribers > 1 else ""
-    return f"{what} (ms), network {network}, security {security}, QoS {qos}, {rate:g} Hz{subs}"
+    over = f", mean +- 95 % interval over {repetitions} repetitions" if repetitions > 1 else ""
+    return f"{what} (ms), network {network}, security {security}, QoS {qos}, {rate:g} Hz{subs}{over}"
+
+
+def column(case: PerfCase) -> str:
+    """A middleware column of Table 2: its name, and the Zenoh path where it reads one."""
+    return f"{case.middleware} ({case.zenoh_path})" if case.zenoh_path else case.middleware
+
+
+def _cell(summary: dict | None) -> str:
+    interval = summary["figures"]["latency_mean (ms)"] if summary else {"mean": None}
+    if interval["mean"] is None:
+        return "-"
+    if interval.get("low") is None:
+        return f"{interval['mean']:.2f}"
+    return f"{interval['mean']:.2f} +- {interval['high'] - interval['mean']:.2f}"
 
 
 def table2(rows: list[PerfRow]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, cells) per group: message rows, middleware columns, "-" for a failed case."""
+    """(title, header, cells) per group: message rows, middleware columns, "-" for a failed case;
+    with repetitions, the mean over the ok ones +- its 95 % interval."""
     tables = []
-    for key, group in _groups(rows).items():
-        middlewares = list(dict.fromkeys(r.case.middleware for r in group))
-        messages = list(dict.fromkeys(r.case.message for r in group))
-        cell = {(r.case.message, r.case.middleware): r for r in group}
-        cells = []
-        for message in messages:
-            line = [message]
-            for mw in middlewares:
-                row = cell.get((message, mw))
-                mean = row.figures.get("latency_mean (ms)") if row and row.status == "ok" else None
-                line.append("-" if mean is None else f"{mean:.2f}")
-            cells.append(line)
-        tables.append((_title(key), ["message", *middlewares], cells))
+    for key, group in _groups(case_summaries(rows)).items():
+        middlewares = list(dict.fromkeys(column(s["case"]) for s in group))
+        messages = list(dict.fromkeys(s["case"].message for s in group))
+        cell = {(s["case"].message, column(s["case"])): s for s in group}
+        cells = [[message, *(_cell(cell.get((message, mw))) for mw in middlewares)] for message in messages]
+        repetitions = max(s["runs"] for s in group)
+        tables.append((_title(key, repetitions), ["message", *middlewares], cells))
     return tables
 
 
@@ -138,19 +190,19 @@ def write_plots(rows: list[PerfRow], out_dir: Path) -> list[Path]:
 
 def _throughput_plot(rows: list[PerfRow], out_dir: Path, plt) -> list[Path]:
     """Fig. 6's form: received throughput per message, one bar per middleware, one panel per network."""
-    ok = [r for r in rows if r.status == "ok"]
+    ok = [s for s in case_summaries(rows) if s["ok"]]
     if not ok:
         return []
-    networks = list(dict.fromkeys(r.case.network for r in ok))
+    networks = list(dict.fromkeys(s["case"].network for s in ok))
     fig, axes = plt.subplots(1, len(networks), figsize=(5 * len(networks), 4), squeeze=False)
     for ax, network in zip(axes[0], networks, strict=True):
-        sub = [r for r in ok if r.case.network == network]
-        middlewares = list(dict.fromkeys(r.case.middleware for r in sub))
-        messages = list(dict.fromkeys(r.case.message for r in sub))
+        sub = [s for s in ok if s["case"].network == network]
+        middlewares = list(dict.fromkeys(column(s["case"]) for s in sub))
+        messages = list(dict.fromkeys(s["case"].message for s in sub))
         width = 0.8 / max(len(middlewares), 1)
         for j, mw in enumerate(middlewares):
-            values = {r.case.message: r.figures.get("throughput_received (B/s)", 0) for r in sub
-                      if r.case.middleware == mw}  # fmt: skip
+            values = {s["case"].message: s["figures"]["throughput_received (B/s)"]["mean"] or 0.0
+                      for s in sub if column(s["case"]) == mw}  # fmt: skip
             xs = [i + j * width for i in range(len(messages))]
             ax.bar(xs, [values.get(m, 0.0) for m in messages], width, label=mw)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(messages))], messages, rotation=45, ha="right")
@@ -169,7 +221,9 @@ def write_all(rows: list[PerfRow], out_dir: Path, meta: dict) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out_dir / "perf.csv")
     write_subscribers_csv(rows, out_dir / "subscribers.csv")
+    write_cases_csv(case_summaries(rows), out_dir / "cases.csv")
     write_json(rows, out_dir / "perf.json", meta)
     (out_dir / "table2.md").write_text(table2_markdown(rows))
-    paths = [out_dir / name for name in ("perf.csv", "subscribers.csv", "perf.json", "table2.md")]
+    names = ("perf.csv", "subscribers.csv", "cases.csv", "perf.json", "table2.md")
+    paths = [out_dir / name for name in names]
     return paths + write_plots(rows, out_dir)

@@ -15,9 +15,10 @@ import math
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from fieldtest.catalog import uses_setting
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
@@ -35,10 +36,19 @@ START_TIMEOUT_S = 30.0
 # serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here.
 MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
 MODES = ("roundtrip", "one-way")
+ZENOH_PATHS = ("direct", "bridge")  # TransportConfig.zenoh_path
+# The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
+# (fieldtest.middleware.lab.link_topics): a bridged row's sides are set up as a Humble trial's.
+BRIDGED_CMD_TYPE = "twist"
 
 
 class PerfInputError(FieldtestError, ValueError):
-    """A row that cannot run as asked: one line naming the field and the problem."""
+    """A row that cannot run as asked: one line naming the field and the problem; ``field``: the
+    PerfCase field at fault, where one is."""
+
+    def __init__(self, message: str, field: str = ""):
+        super().__init__(message)
+        self.field = field
 
 
 class CombinationRefused(PerfInputError):
@@ -58,19 +68,40 @@ class PerfCase:
     duration_s: float = 30.0
     subscribers: int = 1
     mode: str = "roundtrip"
+    # Zenoh rows: "direct" (the nodes on Zenoh) or "bridge" (DDS -> zenoh-bridge-ros2dds -> Zenoh ->
+    # bridge -> DDS, as a twin trial's default); "" for the middlewares that do not read it
+    zenoh_path: str = "direct"
 
     @property
     def label(self) -> str:
         subs = f" x{self.subscribers}" if self.subscribers > 1 else ""
+        path = f" {self.zenoh_path}" if self.zenoh_path else ""
         return (
-            f"{self.middleware}/{self.security}/{self.qos}/{self.network} {self.message} "
+            f"{self.middleware}{path}/{self.security}/{self.qos}/{self.network} {self.message} "
             f"{self.rate_hz:g} Hz{subs} {self.mode}"
+        )
+
+    def normalized(self) -> PerfCase:
+        """The case with the family settings its middleware does not read blanked, so two cases that
+        differ only there are one (``catalog.uses_setting``)."""
+        if self.zenoh_path and not uses_setting(self.middleware, "zenoh_path"):
+            return replace(self, zenoh_path="")
+        if not self.zenoh_path and uses_setting(self.middleware, "zenoh_path"):
+            return replace(self, zenoh_path="direct")
+        return self
+
+    def transport(self, **addresses) -> TransportConfig:
+        """The row's TransportConfig (before its ports, addresses and keystore are known)."""
+        path = {"zenoh_path": self.zenoh_path} if self.zenoh_path else {}
+        return TransportConfig(
+            middleware=self.middleware, qos=self.qos, security=self.security, **path, **addresses
         )
 
 
 @dataclass
 class PerfRow:
     case: PerfCase
+    repetition: int = 0
     status: str = "ok"  # "ok", "failed" (ran, no figures), "refused" (bad input, not run)
     error: str = ""
     figures: dict = field(default_factory=dict)
@@ -90,15 +121,23 @@ def link_profile(case: PerfCase, profiles: dict | None = None):
 
 
 def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
-    """Refuse what cannot run, before anything starts (PerfInputError, one line)."""
+    """Refuse what cannot run, before anything starts (PerfInputError, one line; its ``field`` is
+    the PerfCase field at fault)."""
     try:
         message = parse_message(case.message)
+    except MessageError as exc:
+        raise PerfInputError(str(exc), "message") from None
+    try:
         middleware = registry.get(case.middleware)
-    except (MessageError, ValueError) as exc:
-        raise PerfInputError(str(exc)) from None
+    except ValueError as exc:
+        raise PerfInputError(str(exc), "middleware") from None
     if not middleware.twin:
-        raise PerfInputError(f"middleware {case.middleware!r}: lab only, the twin has no transport for it")
+        raise PerfInputError(
+            f"middleware {case.middleware!r}: lab only, the twin has no transport for it", "middleware"
+        )
     _check_numbers(case)
+    if case.zenoh_path not in ZENOH_PATHS and case.normalized().zenoh_path:
+        raise PerfInputError(f"zenoh_path {case.zenoh_path!r}: use {' or '.join(ZENOH_PATHS)}", "zenoh_path")
     limit = MAX_PAYLOAD.get(middleware.family)
     if limit is not None and message.size > limit:
         raise CombinationRefused(
@@ -109,6 +148,10 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
             f"subscribers: {case.middleware} links one host to {middleware.max_receivers} receiver(s); "
             "use a middleware with a router or broker for more"
         )
+    if case.subscribers > 1 and middleware.bridged(case.transport()):
+        raise CombinationRefused(
+            "subscribers: the bridged path carries one robot's DDS; use zenoh_path direct for several"
+        )
     _check_settings(case, profiles)
     _check_link_rate(case, message, profiles)
     return message
@@ -116,13 +159,13 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
 
 def _check_numbers(case: PerfCase) -> None:
     if not (case.rate_hz > 0 and math.isfinite(case.rate_hz)):
-        raise PerfInputError(f"rate: {case.rate_hz!r} Hz, must be a positive number")
+        raise PerfInputError(f"rate: {case.rate_hz!r} Hz, must be a positive number", "rate_hz")
     if not (case.duration_s > 0 and math.isfinite(case.duration_s)):
-        raise PerfInputError(f"duration: {case.duration_s!r} s, must be a positive number")
+        raise PerfInputError(f"duration: {case.duration_s!r} s, must be a positive number", "duration_s")
     if case.subscribers < 1:
-        raise PerfInputError(f"subscribers: {case.subscribers}, must be at least 1")
+        raise PerfInputError(f"subscribers: {case.subscribers}, must be at least 1", "subscribers")
     if case.mode not in MODES:
-        raise PerfInputError(f"mode {case.mode!r}: use {' or '.join(MODES)}")
+        raise PerfInputError(f"mode {case.mode!r}: use {' or '.join(MODES)}", "mode")
 
 
 def _check_settings(case: PerfCase, profiles: dict | None) -> None:
@@ -130,13 +173,16 @@ def _check_settings(case: PerfCase, profiles: dict | None) -> None:
     from fieldtest.qos import QosError, get_qos
     from fieldtest.security.settings import SecuritySettingError, get_setting
 
-    try:
-        get_qos(case.qos)
-        get_setting(case.security, case.middleware)
-        if case.network != "loopback":
-            link_profile(case, profiles)
-    except (QosError, SecuritySettingError, ProfileError, KeyError, ValueError) as exc:
-        raise PerfInputError(str(exc).strip("'\"")) from None
+    checks = (
+        ("qos", lambda: get_qos(case.qos)),
+        ("security", lambda: get_setting(case.security, case.middleware)),
+        ("network", lambda: case.network == "loopback" or link_profile(case, profiles)),
+    )
+    for name, check in checks:
+        try:
+            check()
+        except (QosError, SecuritySettingError, ProfileError, KeyError, ValueError) as exc:
+            raise PerfInputError(str(exc).strip("'\""), name) from None
 
 
 def _check_link_rate(case: PerfCase, message: PerfMessage, profiles: dict | None) -> None:
@@ -170,8 +216,9 @@ def run_row(
     except PerfInputError as exc:
         return PerfRow(case, status="refused", error=str(exc))
     row_dir.mkdir(parents=True, exist_ok=True)
+    offsets = registry.get(case.middleware).dds_domain_offsets(case.transport())  # bridged: both sides'
     try:
-        with lease_dds_domain(domain_id) as lease, _Link(case, profiles) as link:
+        with lease_dds_domain(domain_id, offsets=offsets) as lease, _Link(case, profiles) as link:
             config = link.config(case, lease.domain_id, row_dir)
             spec = {
                 "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
@@ -184,7 +231,9 @@ def run_row(
                 _infrastructure(config, row_dir, link) as infra,
                 _robot_link_traffic(link, row_dir) as traffic,
             ):
-                records, processes = _run_processes(case, row_dir, link, infra, stop, discovery_s + drain_s)
+                records, processes = _run_processes(
+                    case, config, row_dir, link, infra, stop, discovery_s + drain_s
+                )
             row = reduce_row(case, message, records)
             row.processes = processes
             row.link = {**link.describe(), "traffic": traffic}
@@ -234,10 +283,7 @@ class _Link:
         return self.topo.command(node, []) if self.emulated else []
 
     def config(self, case: PerfCase, domain_id: int, row_dir: Path) -> TransportConfig:
-        config = TransportConfig(
-            middleware=case.middleware, qos=case.qos, security=case.security, domain_id=domain_id,
-            zenoh_port=free_port(), mqtt_port=free_port(),
-        )  # fmt: skip
+        config = case.transport(domain_id=domain_id, zenoh_port=free_port(), mqtt_port=free_port())
         if self.emulated:
             addr = self.topo.address
             infra = addr(self.infra_node) if self.infra_node else addr("host")
@@ -309,6 +355,9 @@ def _robot_link_traffic(link: _Link, row_dir: Path):
 @contextlib.contextmanager
 def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link):
     middleware = registry.get(config.middleware)
+    if middleware.bridged(config):  # the lab's own processes route instead (_start_side_processes)
+        yield None
+        return
     prefix = link.prefix(middleware.infra_node) if middleware.infra_process else []
     infra = registry.infrastructure(config, row_dir, prefix=prefix, realtime=True)
     if infra is None:
@@ -319,25 +368,34 @@ def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link):
 
 
 def _run_processes(
-    case: PerfCase, row_dir: Path, link: _Link, infra, stop: threading.Event | None, tail_s: float
+    case: PerfCase,
+    config: TransportConfig,
+    row_dir: Path,
+    link: _Link,
+    infra,
+    stop: threading.Event | None,
+    tail_s: float,
 ) -> tuple[dict, dict]:
-    """Relays first (each READY), then the main side; wait for it; stop the relays; their records."""
+    """The middleware's side processes (bridges), relays (each READY), then the main side; wait for
+    it; stop the relays and the side processes; their records."""
     procs = ProcessGroup(row_dir / "logs")
     sampler = _Sampler(procs, infra)
     spec = str(row_dir / "spec.json")
     names = [f"relay{i}" for i in range(1, case.subscribers + 1)]
+    side: list[str] = []
     try:
+        side, env = _start_side_processes(config, row_dir, procs, link)
         for i, (name, node) in enumerate(zip(names, link.robots, strict=True), start=1):
             args = [spec, "--role", "relay", "--index", str(i), "--out", str(row_dir / f"{name}.json")]
-            _start_node(procs, name, args, link.prefix(node))
+            _start_node(procs, name, args, link.prefix(node), env)
         for name in names:
             procs.wait_ready(name, marker=READY, timeout_s=START_TIMEOUT_S)
         args = [spec, "--role", "main", "--out", str(row_dir / "main.json")]
-        _start_node(procs, "main", args, link.prefix("host"))
+        _start_node(procs, "main", args, link.prefix("host"), env)
         _wait_main(procs, case, stop, sampler, tail_s)
     finally:
         sampler.sample()
-        for name in ["main", *names]:
+        for name in ["main", *names, *side]:  # the bridges last: the nodes' last messages cross them
             if name in procs.procs:
                 procs.stop(name)
     summary = sampler.summary()
@@ -348,10 +406,26 @@ def _run_processes(
     return _records(row_dir, procs, names), summary
 
 
-def _start_node(procs: ProcessGroup, name: str, args: list[str], prefix: list[str]) -> None:
+def _start_node(
+    procs: ProcessGroup, name: str, args: list[str], prefix: list[str], env: dict[str, str]
+) -> None:
     """A perf node at SCHED_FIFO where permitted, as the twin's processes: on a busy machine its
     figures are then the stack's, not the run queue's (``FIELDTEST_REALTIME=0`` turns it off)."""
-    procs.start(name, [*prefix, sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
+    procs.start(name, [*prefix, sys.executable, "-m", "fieldtest.perf.node", *args], env, realtime=True)
+
+
+def _start_side_processes(
+    config: TransportConfig, row_dir: Path, procs: ProcessGroup, link: _Link
+) -> tuple[list[str], dict[str, str]]:
+    """The lab's own processes on the middleware's path, as a twin trial starts them (bridged Zenoh:
+    zenohd as router and the two bridges, configs in ``bridges/``), each on its node and sampled
+    with the row's processes; (their names, the environment of the perf nodes)."""
+    placed, env = registry.get(config.middleware).twin_side_processes(
+        config, BRIDGED_CMD_TYPE, row_dir / "bridges"
+    )
+    for node, proc in placed:
+        procs.start(proc.name, [*link.prefix(node), *proc.argv], proc.env, realtime=True)
+    return [proc.name for _node, proc in placed], env
 
 
 def _wait_main(

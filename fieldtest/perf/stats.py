@@ -12,6 +12,8 @@ second, a row is the whole run.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .messages import PerfMessage
@@ -166,3 +168,23 @@ def _usage(prefix: str, record: dict, t_loop: float) -> dict:
         f"{prefix}ru_maxrss": usage["ru_maxrss"],
         f"{prefix}cpu_usage (%)": 100.0 * cpu_s / t_loop if t_loop else None,
     }
+
+
+CONFIDENCE = 0.95
+
+
+def mean_interval(values: list[float | None]) -> dict[str, float | int | None]:
+    """{"n", "mean", "low", "high"} of the valid repetitions: the mean and its 95 % interval
+    (Student's t, n - 1 degrees of freedom: the repetitions are few, their spread unknown); no
+    interval below 2 repetitions."""
+    from scipy import stats  # evo's dependency
+
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
+    n = len(v)
+    if n == 0:
+        return {"n": 0, "mean": None, "low": None, "high": None}
+    mean = float(v.mean())
+    if n < 2:
+        return {"n": 1, "mean": mean, "low": None, "high": None}
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
+    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
