@@ -126,11 +126,25 @@ class Middleware:
         (``python``: the ROS environment's interpreter); a string says why it cannot run here."""
         return proc
 
+    def rehearsal_machine_process(self, cfg: LabLaunch, log_dir: Path) -> tuple[SideProcess, str] | None:
+        """The process of a machine of its own that the lab runs for this side's settings (a separate
+        broker), as a one-machine rehearsal starts it (its config files written to ``log_dir``),
+        and the text it logs once ready; None where the lab has no such machine."""
+        return None
+
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         """Why a one-machine rehearsal of ``distro`` cannot run this middleware here (a program not
         installed; ``nodes_distro``: the distro of the rehearsal's rclpy at ``python``), or ""."""
         return ""
 
+    def lab_bridged(self) -> bool:
+        """Whether a bridge carries the lab's host-robot hop (else the RMW itself crosses)."""
+        return self.lab_bridge is not None
+
+    def lab_node_rmw(self, dds_choice: str) -> str:
+        """The RMW of a lab side's nodes: the middleware's own, else the side's ``dds:=`` choice."""
+        return self.lab_rmw or dds_choice
+
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""
-        return self.lab_bridge is not None
+        return self.lab_bridged()

@@ -123,25 +123,6 @@ class LabLaunch(BaseModel):
         return registry.get(self.middleware)
 
     @property
-    def rmw(self) -> str:
-        """The RMW of this side's nodes: the middleware's own, else the ``dds`` choice."""
-        return self.entry.lab_rmw or self.dds
-
-    @property
-    def bridged(self) -> bool:
-        return self.entry.lab_bridge is not None
-
-    @property
-    def zenoh(self) -> bool:
-        """Bridged by zenoh-bridge-ros2dds."""
-        return self.entry.lab_bridge == "zenoh-bridge-ros2dds"
-
-    @property
-    def mqtt(self) -> bool:
-        """Bridged by mqtt_client."""
-        return self.entry.lab_bridge == "mqtt_client"
-
-    @property
     def ns(self) -> str:
         """Namespace in the form ROS nodes take it: '' or '/tb4'."""
         stripped = self.namespace.strip("/")
@@ -181,7 +162,7 @@ def _secure_dds_without_relay(cfg: LabLaunch) -> str:
 def _robot_dds_off_the_network(cfg: LabLaunch) -> str:
     """CycloneDDS uses exactly the interfaces its config lists: base_interface alone would pin the
     robot's DDS to the USB link to the base, where it never meets the host."""
-    if cfg.role != "robot" or cfg.bridged or cfg.rmw != "cyclonedds":
+    if cfg.role != "robot" or cfg.entry.lab_bridged() or cfg.entry.lab_node_rmw(cfg.dds) != "cyclonedds":
         return ""
     if not cfg.base_interface or cfg.network_interface:
         return ""

@@ -65,7 +65,7 @@ class RosEnvironment:
 
 
 def rmw_implementation(cfg: LabLaunch) -> str:
-    return RMW_IMPLEMENTATIONS[cfg.rmw]
+    return RMW_IMPLEMENTATIONS[cfg.entry.lab_node_rmw(cfg.dds)]
 
 
 def dds_security_enabled(cfg: LabLaunch) -> bool:
@@ -85,7 +85,8 @@ def ros_environment(
     env.set["ROS_DOMAIN_ID"] = str(cfg.domain_id)
     env.set["RMW_IMPLEMENTATION"] = rmw_implementation(cfg)
     _discovery_scope(cfg, env)
-    if cfg.rmw == "cyclonedds":
+    rmw = cfg.entry.lab_node_rmw(cfg.dds)
+    if rmw == "cyclonedds":
         xml = cyclonedds_xml(cfg)
         if xml is not None:
             env.cyclonedds_xml = xml
@@ -99,7 +100,7 @@ def ros_environment(
             # The TurtleBot 4 exports its own CYCLONEDDS_URI (turtlebot4_setup etc/turtlebot4/setup.bash:
             # cyclonedds_rpi.xml pins wlan0): the kit's defaults must not inherit it.
             env.unset.append("CYCLONEDDS_URI")
-    elif cfg.rmw == "fastrtps":
+    elif rmw == "fastrtps":
         _fastdds_profile(cfg, env, fastdds_path)
     if dds_security_enabled(cfg):
         env.set.update(
@@ -154,7 +155,7 @@ def fastdds_profile_xml(address: str) -> str:
 
 def _local_only(cfg: LabLaunch) -> bool:
     """Whether DDS stays on the machine (loopback): bridged, unless the robot must reach its base."""
-    if not cfg.bridged:
+    if not cfg.entry.lab_bridged():
         return cfg.entry.lab_local_only()  # rmw_zenoh: no DDS at all, the routers link the machines
     return not (cfg.role == "robot" and cfg.base_interface)
 
@@ -166,7 +167,7 @@ def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
         env.unset.append("ROS_AUTOMATIC_DISCOVERY_RANGE")
         return
     env.unset += ["ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS"]
-    if cfg.rmw == "zenoh":
+    if cfg.entry.lab_node_rmw(cfg.dds) == "zenoh":
         return  # discovery is the router's business; the variables would be ignored
     if local:
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -183,7 +184,7 @@ def _interfaces(cfg: LabLaunch) -> list[str]:
 
 
 def _interface_choice(cfg: LabLaunch) -> list[str]:
-    if cfg.bridged:
+    if cfg.entry.lab_bridged():
         # Only the robot pins an interface in bridged mode: its link to the base. The bridge and the
         # nodes on the Pi reach each other over the same interface (local delivery); loopback is
         # not added because CycloneDDS then disables multicast, and the base is found by multicast.

@@ -32,6 +32,13 @@ class _Mqtt(Middleware):
 
         return rehearsal_side_process(proc, config_dir, python)
 
+    def rehearsal_machine_process(self, cfg, log_dir: Path):
+        from fieldtest.middleware.mqtt.infra import MOSQUITTO_READY
+        from fieldtest.middleware.mqtt.lab import broker_machine_process
+
+        proc = broker_machine_process(cfg, log_dir)
+        return None if proc is None else (proc, MOSQUITTO_READY)
+
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         import shutil
 

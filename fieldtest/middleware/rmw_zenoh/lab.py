@@ -32,7 +32,7 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
 
 
 def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
-    return cfg.security != "none" and cfg.rmw == "zenoh"
+    return cfg.security != "none" and cfg.entry.lab_node_rmw(cfg.dds) == "zenoh"
 
 
 def lab_side_processes(cfg: LabLaunch) -> list[SideProcess]:
