@@ -126,13 +126,14 @@ def _check_numbers(case: PerfCase) -> None:
 
 
 def _check_settings(case: PerfCase, profiles: dict | None) -> None:
+    from fieldtest.middleware import registry
     from fieldtest.netem import ProfileError
     from fieldtest.qos import QosError, get_qos
-    from fieldtest.security.settings import SecuritySettingError, get_setting
+    from fieldtest.security.settings import SecuritySettingError
 
     try:
         get_qos(case.qos)
-        get_setting(case.security, case.middleware)
+        registry.get(case.middleware).security_setting(case.security)
         if case.network != "loopback":
             link_profile(case, profiles)
     except (QosError, SecuritySettingError, ProfileError, KeyError, ValueError) as exc:
@@ -270,8 +271,8 @@ def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> Transpor
     """The row's keystore, made and checked as a trial's (``fieldtest.security.trial``)."""
     if case.security == "none":
         return config
+    from fieldtest.middleware.registry import prepare_trial_security
     from fieldtest.record import TrialRequest
-    from fieldtest.security.trial import prepare_trial_security
 
     request = TrialRequest(name="perf", transport=config)
     return prepare_trial_security(request, row_dir).transport

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.mqtt.security import SETTINGS
 
 
 def broker_address(config: TransportConfig) -> str:
@@ -18,6 +19,7 @@ def broker_address(config: TransportConfig) -> str:
 
 
 class _Mqtt(Middleware):
+    security_settings = SETTINGS
     infra_process = "broker"
     lab_bridge = "mqtt_client"
     rehearsal_note = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"

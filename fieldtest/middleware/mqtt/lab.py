@@ -30,9 +30,9 @@ from fieldtest.middleware.lab import (
 from fieldtest.middleware.launch import LabLaunch, SideProcess
 from fieldtest.middleware.mqtt.infra import mosquitto_conf as broker_conf
 from fieldtest.middleware.mqtt.infra import plain_listener_lines
+from fieldtest.middleware.mqtt.security import mosquitto_acl as acl_for_flows
+from fieldtest.middleware.mqtt.security import mosquitto_tls_lines
 from fieldtest.qos import get_qos, mqtt_qos
-from fieldtest.security.settings import mosquitto_acl as acl_for_flows
-from fieldtest.security.settings import mosquitto_tls_lines
 
 MOSQUITTO = "mosquitto"
 # The rehearsal's mqtt_client (python -m; the ROS environment runs it, so no import from here)
