@@ -19,7 +19,7 @@ import yaml
 
 from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
-from fieldtest.labrun.orchestration.launch_actions import argument_names
+from fieldtest.labrun.orchestration.launch_actions import ARGUMENT_HELP, argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.middleware.dds.lab import ros_environment
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
@@ -66,6 +66,11 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
     plan_file = Path(node.parameters["plan"])
     assert yaml.safe_load(plan_file.read_text())["linear_speed_mps"] == 0.33
     assert any(line.startswith(f"{role}: middleware {middleware}") for line in plan.summary())
+
+
+def test_the_middleware_arguments_help_lists_every_lab_name():
+    """``ros2 launch ... --show-args`` names every middleware the launch takes (a new name needs no edit here)."""
+    assert ARGUMENT_HELP["middleware"].split(" | ") == list(LAB_MIDDLEWARES)
 
 
 def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
