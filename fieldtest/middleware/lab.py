@@ -106,7 +106,7 @@ def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
     from fieldtest.middleware.rmw_zenoh.lab import rmw_zenoh_security_enabled  # it imports this module
 
     if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import session_config
+        from fieldtest.middleware.rmw_zenoh.security import session_config
 
         node = kit_enclave("recorder").nodes[0]
         return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}

@@ -111,7 +111,7 @@ def _session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
     """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
     if not rmw_zenoh_security_enabled(cfg):
         return {}
-    from fieldtest.security.rmw_zenoh import session_config
+    from fieldtest.middleware.rmw_zenoh.security import session_config
 
     return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
 
@@ -207,7 +207,7 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
     if env.fastdds_xml is not None:
         files[config_dir / "fastdds.xml"] = env.fastdds_xml
     zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
-    from fieldtest.security.rmw_zenoh import RmwZenohSecurityError
+    from fieldtest.middleware.rmw_zenoh.security import RmwZenohSecurityError
 
     try:
         plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))

@@ -16,7 +16,7 @@ Rules (ROS 2 Humble and Jazzy, CycloneDDS as the RMW as in the seed study):
 - SROS2 (security on with plain DDS): ``ROS_SECURITY_KEYSTORE``, ``ROS_SECURITY_ENABLE``,
   ``ROS_SECURITY_STRATEGY=Enforce``; each node gets its enclave with ``--ros-args --enclave``.
   rmw_zenoh ignores all of that: it is secured by per-node Zenoh session configs and a router
-  config (``fieldtest.security.rmw_zenoh``, set up in launchplan and ``middleware.rmw_zenoh.lab``).
+  config (``fieldtest.middleware.rmw_zenoh.security``, set up in launchplan and ``middleware.rmw_zenoh.lab``).
   zenoh-bridge-ros2dds cannot join a secure DDS domain and the bridged cases keep DDS on the
   machine, so there security protects the inter-machine hop (Zenoh mTLS, MQTT TLS) instead.
 - Where the kit writes no CycloneDDS file, ``CYCLONEDDS_URI`` is unset: the TurtleBot 4's own

@@ -1,6 +1,6 @@
 """rmw_zenoh (lab only): every node on rmw_zenoh_cpp, no bridge; each side runs rmw_zenohd, the
 robot's connects to the host's. Secured by per-node Zenoh session configs made from the SROS2
-keystore (``fieldtest.security.rmw_zenoh``), not by a kit security setting."""
+keystore (``fieldtest.middleware.rmw_zenoh.security``), not by a kit security setting."""
 
 from __future__ import annotations
 

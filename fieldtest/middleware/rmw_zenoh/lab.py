@@ -18,7 +18,7 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
     env: dict[str, str] = {}
     scheme = "tcp"
     if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import router_config
+        from fieldtest.middleware.rmw_zenoh.security import router_config
 
         env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
         scheme = "tls"
