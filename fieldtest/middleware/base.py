@@ -166,6 +166,11 @@ class Middleware:
         """Whether the lab nodes' own DDS crosses between host and robot (no bridge, a DDS RMW)."""
         return self.lab_rmw_speaks_dds and not self.lab_bridged()
 
+    def lab_node_env(self, cfg: LabLaunch, node: str) -> dict[str, str]:
+        """What the kit's ROS node ``node`` needs in its environment on this middleware beyond the
+        side's ROS environment (secured rmw_zenoh: its own session config), or {}."""
+        return {}
+
     def lab_launch_problem(self, cfg: LabLaunch) -> str:
         """Why one lab side's launch settings would not work on this middleware (one line naming the
         argument and the fix), or ""."""

@@ -22,6 +22,11 @@ class RmwZenoh(Middleware):
 
         return lab_side_processes(cfg)
 
+    def lab_node_env(self, cfg, node: str) -> dict[str, str]:
+        from fieldtest.middleware.rmw_zenoh.lab import node_session_env
+
+        return node_session_env(cfg, node)
+
     def rehearsal_side_process(self, proc, cfg, config_dir, python: str):
         return f"{proc.name} needs ROS 2 packages that are not among the wheels"
 

@@ -35,6 +35,15 @@ def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
     return cfg.security != "none" and cfg.entry.lab_node_rmw(cfg.dds) == "zenoh"
 
 
+def node_session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
+    """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
+    if not rmw_zenoh_security_enabled(cfg):
+        return {}
+    from fieldtest.middleware.rmw_zenoh.security import session_config
+
+    return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
+
+
 def lab_side_processes(cfg: LabLaunch) -> list[SideProcess]:
     """rmw_zenohd: always on the robot, on the host where it runs the router."""
     if not (cfg.start_router or cfg.role == "robot"):
