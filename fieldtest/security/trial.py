@@ -2,10 +2,11 @@
 
 ``prepare_trial_security(request, trial_dir, middleware)`` is called by the trial runner right
 before it writes trial.yaml (through ``fieldtest.middleware.registry.prepare_trial_security``, which
-hands in the request's ``Middleware``: the settings it takes and the TLS listeners it has). For a secured trial it either checks the keystore the request names or creates a fresh
-one in ``<trial>/keystore`` (for the trial's domain id, namespace and addresses), makes the
-setting's governance the active one, and returns the request with ``transport.keystore`` set; the
-host, robot, router and broker processes then apply the setting by themselves (the transports read
+hands in the request's ``Middleware``: the settings it takes and the TLS listeners it has). For a
+secured trial it either checks the keystore the request names or creates a fresh one in
+``<trial>/keystore`` (for the trial's domain id, namespace and addresses), makes the setting's
+governance the active one, and returns the request with ``transport.keystore`` set; the host,
+robot, router and broker processes then apply the setting by themselves (the transports read
 ``security`` and ``keystore`` from the request).
 
 Runs of several trials in one process (threads) are safe: nothing here touches process state
