@@ -44,6 +44,7 @@ import numpy as np
 import psutil
 
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
+from fieldtest.middleware import registry
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
     CMD_VEL_TOPIC,
@@ -56,7 +57,6 @@ from fieldtest.record import (
 )
 from fieldtest.rosmsg import ns_of
 from fieldtest.runner import run_twin_trial
-from fieldtest.security.settings import settings_for
 
 FULL_PLAN = SquarePlan(side_duration_s=1.0, laps=1, command_rate_hz=50.0)  # 17 s, 850 commands
 QUICK_PLAN = SquarePlan(
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             {**plan.model_dump(), "laps": max(1, math.ceil(args.duration / plan.lap_s))}
         )
     middlewares = [m for m in args.middlewares.split(",") if m]
-    rows = [Row(m, s) for m in middlewares for s in settings_for(m)]
+    rows = [Row(m, s) for m in middlewares for s in registry.get(m).security_settings]
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-security-"))
     print(
         f"{len(rows)} settings x {args.repeat} on loopback, plan {plan.total_s:g} s at {plan.command_rate_hz:g} Hz, "

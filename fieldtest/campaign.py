@@ -269,8 +269,9 @@ def _request(
 
 def _check_names(request: TrialRequest, case: CaseSpec, campaign: Campaign, source: str) -> None:
     """Free-text fields that must name something the kit knows: QoS profile, security setting."""
+    from fieldtest.middleware import registry
     from fieldtest.qos import QosError, get_qos
-    from fieldtest.security.settings import SecuritySettingError, get_setting
+    from fieldtest.security.settings import SecuritySettingError
 
     t = request.transport
     try:
@@ -278,7 +279,7 @@ def _check_names(request: TrialRequest, case: CaseSpec, campaign: Campaign, sour
     except QosError as exc:
         raise CampaignError(f"{source}: {_origin_of('transport.qos', case, campaign)}: {exc}") from None
     try:
-        get_setting(t.security, t.middleware)
+        registry.get(t.middleware).security_setting(t.security)
     except SecuritySettingError as exc:
         raise CampaignError(f"{source}: {_origin_of('transport.security', case, campaign)}: {exc}") from None
     # In the lab the keystore must exist on both machines; the twin makes one per trial.

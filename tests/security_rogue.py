@@ -43,7 +43,7 @@ def _one_line(exc: BaseException) -> str:
 
 def open_dds_rogue(config: TransportConfig, rogue: dict[str, Any]):
     from fieldtest.middleware.dds import transport as dds
-    from fieldtest.security.settings import dds_security_xml
+    from fieldtest.middleware.dds.security import dds_security_xml
 
     xml = dds_security_xml(rogue["keystore"], rogue["enclave"], config.security)
     return dds.open_dds(config, "host", security_xml=xml)  # its own <Security> block, no kit checks

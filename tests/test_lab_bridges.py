@@ -25,6 +25,7 @@ from fieldtest.middleware.mqtt.lab import (
     mosquitto_conf,
     mqtt_client_params,
 )
+from fieldtest.middleware.mqtt.security import paho_tls_args
 from fieldtest.middleware.zenoh.lab import (
     ROS2DDS_INTERFACE_KINDS,
     ROS2DDS_PLUGIN_KEYS,
@@ -37,7 +38,6 @@ from fieldtest.middleware.zenoh.lab import (
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import paho_tls_args
 from fieldtest.testkit import needs
 
 ZENOH_CASES = [

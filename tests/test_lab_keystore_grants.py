@@ -27,7 +27,7 @@ TRIALS = (("/tb4", 0), ("", 0), ("", 7), ("/tb4", 7))  # (namespace, domain) of 
 SIDE = r"""
 import json, sys
 from fieldtest import rosmsg
-from fieldtest.security.settings import dds_security_xml
+from fieldtest.middleware.dds.security import dds_security_xml
 from fieldtest.transport import TransportConfig
 from fieldtest.middleware.dds.transport import open_dds
 keystore, role, namespace, domain = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

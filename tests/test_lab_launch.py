@@ -19,7 +19,7 @@ import yaml
 
 from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
-from fieldtest.labrun.orchestration.launch_actions import argument_names
+from fieldtest.labrun.orchestration.launch_actions import ARGUMENT_HELP, argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.middleware.dds.lab import ros_environment
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
@@ -68,6 +68,11 @@ def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role)
     assert any(line.startswith(f"{role}: middleware {middleware}") for line in plan.summary())
 
 
+def test_the_middleware_arguments_help_lists_every_lab_name():
+    """``ros2 launch ... --show-args`` names every middleware the launch takes (a new name needs no edit here)."""
+    assert ARGUMENT_HELP["middleware"].split(" | ") == list(LAB_MIDDLEWARES)
+
+
 def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
     """The registry's lab-only fastdds: every node on rmw_fastrtps_cpp, DDS across the network,
     SROS2 allowed, no bridge, no CycloneDDS file, the Fast DDS loopback profile on one machine."""
@@ -75,7 +80,7 @@ def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
     env = ros_environment(cfg, "/tmp/cyclone.xml")
     assert env.set["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
     assert env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env.set["ROS_STATIC_PEERS"] == "10.0.0.20"
-    assert env.cyclonedds_xml is None and not cfg.bridged
+    assert env.cyclonedds_xml is None and not cfg.entry.lab_bridged()
     local = ros_environment(
         parse_launch_args({"middleware": "fastdds"}, "host", environ=ENV), None, tmp_path / "f.xml"
     )

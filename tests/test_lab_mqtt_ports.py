@@ -22,12 +22,13 @@ from fieldtest.labrun.configuration.settings import (
     with_lab_defaults,
 )
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
+from fieldtest.middleware import registry
 from fieldtest.middleware.mqtt.lab import mqtt_client_params
+from fieldtest.middleware.mqtt.security import paho_tls_args
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
-from fieldtest.procs import free_port
+from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import paho_tls_args
 from fieldtest.testkit import needs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,3 +189,38 @@ def test_one_broker_machine_serves_plain_and_tls_trials(keystore, tmp_path, caps
     finally:
         proc.terminate()
         proc.wait(timeout=5)
+
+
+def test_the_rehearsals_broker_machine_is_the_mqtt_familys_own(keystore, tmp_path):
+    """``Middleware.rehearsal_machine_process``: mqtt-broker's broker machine (the kit's config and
+    ACL) is a real Mosquitto that takes the host's commands to the robot and refuses the reverse;
+    only an MQTT side whose host starts no broker has such a machine."""
+    needs.tools("mosquitto")
+    args = {"keystore": str(keystore), "namespace": "/tb4", "ros_distro": "jazzy", "relay": "true"}
+    for name in registry.names(lab=True):
+        for start_broker in ("true", "false"):
+            plain = parse_launch_args(
+                {**args, "middleware": name, "start_broker": start_broker}, "host", environ={}
+            )
+            machine = plain.entry.rehearsal_machine_process(plain, tmp_path / "plain")
+            assert (machine is not None) == (plain.entry.family == "mqtt" and start_broker == "false"), name
+    port = free_port()
+    cfg = parse_launch_args(
+        {**args, "middleware": "mqtt-broker", "security": "mtls-acl", "mqtt_port": str(port)},
+        "host",
+        environ={},
+    )
+    proc, ready = cfg.entry.rehearsal_machine_process(cfg, tmp_path / "machine")
+    assert proc.name == "broker" and (tmp_path / "machine" / "mosquitto.acl").is_file()
+    procs = ProcessGroup(tmp_path / "logs")
+    try:
+        procs.start(proc.name, proc.argv)
+        procs.wait_ready(proc.name, marker=ready, timeout_s=10.0)
+        topic = "tb4/fieldtest/cmd_vel"
+        host_tls, robot_tls = paho_tls_args(keystore, "host"), paho_tls_args(keystore, "robot")
+        with _Client("host", port, **host_tls) as host, _Client("robot", port, **robot_tls) as robot:
+            assert host.connected.is_set() and _exchange(host, robot, topic)
+        with _Client("robot", port, **robot_tls) as robot, _Client("host", port, **host_tls) as host:
+            assert not _exchange(robot, host, topic)
+    finally:
+        procs.stop_all()

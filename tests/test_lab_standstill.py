@@ -16,7 +16,6 @@ from fieldtest.cli import main as fieldtest_main
 from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware import registry
-from fieldtest.security.settings import settings_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "trials"
@@ -77,7 +76,9 @@ def test_jazzy_refusal_names_the_republisher():
 def test_secure_dds_without_the_relay_is_refused(distro, middleware, role):
     """The Create 3 (on Jazzy its republisher too) is outside the SROS2 domain: only the relay
     reaches it. Bridged cases keep DDS plain on each machine and need no relay."""
-    settings = settings_for(middleware) if not registry.get(middleware).own_security else ["none"]
+    settings = (
+        registry.get(middleware).security_settings if not registry.get(middleware).own_security else ["none"]
+    )
     assert settings, middleware
     for security in ["none", *settings]:
         for relay in ("false", "true"):
@@ -93,7 +94,7 @@ def test_secure_dds_without_the_relay_is_refused(distro, middleware, role):
 
 
 def test_every_dds_security_setting_is_swept():
-    assert DDS_MIDDLEWARES and all(len(settings_for(m)) >= 2 for m in DDS_MIDDLEWARES)
+    assert DDS_MIDDLEWARES and all(len(registry.get(m).security_settings) >= 2 for m in DDS_MIDDLEWARES)
 
 
 # --------------------------------------------------------------------------- interfaces (2)

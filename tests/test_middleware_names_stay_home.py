@@ -1,4 +1,5 @@
-"""No code outside fieldtest/middleware/ branches on a middleware, family, RMW or bridge name.
+"""No code outside the family packages (fieldtest/middleware/<family>/) branches on a middleware,
+family, RMW or bridge name.
 
 Such a comparison is a place a new middleware would have to be added by hand; the family packages
 answer instead, through the ``Middleware`` hooks (docs/architecture.md, "How to add a middleware").
@@ -61,7 +62,10 @@ def name_comparisons(source: str, filename: str) -> list[str]:
     return found
 
 
-OUTSIDE = sorted(p for p in PACKAGE_ROOT.rglob("*.py") if HOME not in p.parents)
+# The family packages (middleware/<family>/) are the only homes: the shared middleware modules (base,
+# registry, launch, lab) ask the hooks like everyone else.
+FAMILY_HOMES = tuple(d for d in HOME.iterdir() if (d / "__init__.py").is_file())
+OUTSIDE = sorted(p for p in PACKAGE_ROOT.rglob("*.py") if not any(h in p.parents for h in FAMILY_HOMES))
 
 
 @pytest.mark.parametrize("path", OUTSIDE, ids=lambda p: str(p.relative_to(PACKAGE_ROOT)))
@@ -84,3 +88,47 @@ if cfg.role == "robot" or path == "/tmp/dds_like": pass
 """
     found = name_comparisons(source, "x.py")
     assert [f.split(":")[1] for f in found] == ["2", "3", "4", "5", "7"]
+
+
+# The security layer takes the settings each middleware declares (``Middleware.security_settings``,
+# from its family's security.py) and never names a middleware or family, even without comparing.
+SECURITY = PACKAGE_ROOT / "security"
+CATALOG_WORDS = frozenset({entry.name for entry in CATALOG} | {entry.family for entry in CATALOG})
+XML_ELEMENT_CALLS = ("Element", "SubElement")  # ElementTree: the tag is the first / second argument
+
+
+def named_middlewares(source: str, filename: str) -> list[str]:
+    """``line: word`` for every string literal that is a catalog name or family, docstrings and XML
+    element tags aside (``<dds>`` is the root of the OMG DDS Security governance and permissions)."""
+    tree = ast.parse(source, filename)
+    skipped = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)} | {
+        id(n.args[1 if n.func.attr == "SubElement" else 0])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in XML_ELEMENT_CALLS
+    }
+    return [
+        f"{filename}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in CATALOG_WORDS and id(node) not in skipped
+    ]
+
+
+@pytest.mark.parametrize(
+    "path", sorted(SECURITY.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE_ROOT))
+)
+def test_security_names_no_middleware(path):
+    found = named_middlewares(path.read_text(), str(path.relative_to(PACKAGE_ROOT.parent)))
+    assert not found, (
+        "a family's security belongs in fieldtest/middleware/<family>/security.py: " + "; ".join(found)
+    )
+
+
+def test_the_security_scan_sees_a_name_passed_as_an_argument():
+    source = '''"""dds docstring"""
+DDS = in_family("dds")
+get_setting(name, "zenoh-peer")
+kind = "dds-security"
+root = ET.Element("dds")
+ET.SubElement(root, "dds", name="mqtt")
+'''
+    assert [f.split(":")[1] for f in named_middlewares(source, "x.py")] == ["2", "3", "6"]

@@ -6,6 +6,8 @@ import pytest
 
 from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.middleware import registry
+from fieldtest.security.governance import GOVERNANCE_PROFILES
+from fieldtest.security.settings import SECURITY_SETTINGS, SecuritySettingError
 
 
 def test_registry_and_catalog_list_the_same_names():
@@ -47,4 +49,46 @@ def test_registry_facts_are_the_old_tables():
         "zenoh": ("zenoh-peer", "zenoh-router"),
         "mqtt": ("mqtt-local-broker", "mqtt-broker"),
         "rmw-zenoh": ("rmw-zenoh",),
+    }
+
+
+def test_each_family_declares_the_security_settings_it_takes():
+    """Security reads which settings a middleware takes from its family (``security_settings``):
+    DDS Security on the DDS names, mutual TLS on Zenoh and MQTT, none of the kit's on rmw-zenoh
+    (secured by its own configs); every kit setting is taken somewhere, every secure default too."""
+    dds = ("none", *GOVERNANCE_PROFILES)
+    takes = {name: m.security_settings for name, m in registry.REGISTRY.items()}
+    assert takes == {
+        "dds": dds,
+        "zenoh-peer": ("none", "mtls-acl"),
+        "zenoh-router": ("none", "mtls-acl"),
+        "mqtt-local-broker": ("none", "mtls-acl"),
+        "mqtt-broker": ("none", "mtls-acl"),
+        "rmw-zenoh": (),
+        "fastdds": dds,
+    }
+    assert {s for settings in takes.values() for s in settings} == set(SECURITY_SETTINGS)
+    for name, m in registry.REGISTRY.items():
+        assert m.own_security or m.security_setting(m.secure_default).name == m.secure_default
+        for setting in set(SECURITY_SETTINGS) - set(m.security_settings):
+            with pytest.raises(
+                SecuritySettingError, match=f"'{setting}' does not apply to middleware '{name}'"
+            ):
+                m.security_setting(setting)
+
+
+def test_the_lab_hooks_classify_each_name():
+    """What LabLaunch's rmw/bridged/zenoh/mqtt properties used to say, asked of the middleware."""
+    facts = {
+        name: (m.lab_bridged(), m.lab_dds_crosses(), m.lab_node_rmw("cyclonedds"), m.lab_node_rmw("fastrtps"))
+        for name, m in registry.REGISTRY.items()
+    }
+    assert facts == {
+        "dds": (False, True, "cyclonedds", "fastrtps"),
+        "zenoh-peer": (True, False, "cyclonedds", "fastrtps"),
+        "zenoh-router": (True, False, "cyclonedds", "fastrtps"),
+        "mqtt-local-broker": (True, False, "cyclonedds", "fastrtps"),
+        "mqtt-broker": (True, False, "cyclonedds", "fastrtps"),
+        "rmw-zenoh": (False, False, "zenoh", "zenoh"),
+        "fastdds": (False, True, "fastrtps", "fastrtps"),
     }

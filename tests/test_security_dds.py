@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.security.governance import GOVERNANCE_PROFILES
-from fieldtest.security.keystore import KeystoreError, KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import (
-    SecuritySettingError,
+from fieldtest.middleware.dds.security import (
     dds_security_files,
     dds_security_properties,
     dds_security_xml,
 )
+from fieldtest.security.governance import GOVERNANCE_PROFILES
+from fieldtest.security.keystore import KeystoreError, KeystoreOptions, create_keystore
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import SecuritySettingError
 from fieldtest.testkit import needs
 from fieldtest.testkit.loopns import loopback_namespace
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.cli import main
+from fieldtest.middleware.dds.security import dds_security_files
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, ROBOT_ENCLAVE
 from fieldtest.security.cli import keys_main
 from fieldtest.security.governance import GOVERNANCE_PROFILES
@@ -29,7 +30,6 @@ from fieldtest.security.keystore import (
     verify_smime,
 )
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave
-from fieldtest.security.settings import dds_security_files
 from fieldtest.testkit import needs
 
 

@@ -14,17 +14,17 @@ import paho.mqtt.client as mqtt
 import pytest
 
 from fieldtest.middleware.mqtt.infra import mosquitto_conf
-from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
-from fieldtest.procs import free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
-from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import (
+from fieldtest.middleware.mqtt.security import (
     MQTT_TYPE_ANNOUNCEMENT_PREFIX,
     mosquitto_acl,
     mosquitto_tls_lines,
     paho_tls_args,
     twin_link_flows,
 )
+from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
+from fieldtest.procs import free_port
+from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
+from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
 
 

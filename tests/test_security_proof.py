@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
@@ -54,7 +55,6 @@ from fieldtest.security.keystore import (
     load_key,
 )
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
-from fieldtest.security.trial import prepare_trial_security
 from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
 

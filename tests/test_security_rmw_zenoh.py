@@ -8,13 +8,13 @@ import pytest
 import zenoh
 
 from fieldtest.labrun.orchestration.launchplan import launch_plan
+from fieldtest.middleware.rmw_zenoh.security import generate_command
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave, policy_xml
 from fieldtest.security.rmw_zenoh import (
     RMW_ZENOH_ROLES,
     ROUTER_NODE,
     allowed_key_exprs,
-    generate_command,
     generated_dir,
     rmw_zenoh_policy_xml,
 )

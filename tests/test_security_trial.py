@@ -10,6 +10,7 @@ import pytest
 from cryptography import x509
 
 from fieldtest.middleware import registry
+from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.security import (
@@ -20,7 +21,7 @@ from fieldtest.security import (
     create_keystore,
 )
 from fieldtest.security.keystore import ENCLAVES, governance_variant_path, load_cert
-from fieldtest.security.trial import TrialSecurityError, prepare_trial_security
+from fieldtest.security.trial import TrialSecurityError
 from fieldtest.transport import TransportConfig
 
 PLAN = SquarePlan(side_duration_s=1.0, laps=1)

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import zenoh
 
-from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE, ROUTER_IDENTITY
-from fieldtest.procs import free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
-from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import (
-    SecuritySettingError,
+from fieldtest.middleware.zenoh.security import (
     bridge_route_tokens,
     tls_endpoint,
     zenoh_access_control,
     zenoh_security_overrides,
 )
+from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE, ROUTER_IDENTITY
+from fieldtest.procs import free_port
+from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
+from fieldtest.security.policy import kit_enclave
+from fieldtest.security.settings import SecuritySettingError
 
 NO_SCOUTING = {"multicast": {"enabled": False}, "gossip": {"enabled": False}}
 

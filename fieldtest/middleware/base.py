@@ -18,6 +18,7 @@ from fieldtest.linkconfig import Role, TransportConfig
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch, SideProcess
     from fieldtest.procs import ManagedProcess
+    from fieldtest.security.settings import SecuritySetting
     from fieldtest.transport.base import Transport
 
 
@@ -43,6 +44,8 @@ class Middleware:
     rehearsal_note: ClassVar[str] = ""
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
+    # The kit security settings it takes (fieldtest.security.settings), from its family's security.py.
+    security_settings: ClassVar[tuple[str, ...]] = ()
     # How many receivers of one topic its twin transport links (None: any number).
     max_receivers: ClassVar[int | None] = None
 
@@ -60,6 +63,20 @@ class Middleware:
     @property
     def twin(self) -> bool:
         return self.catalog.twin
+
+    # ---- security
+
+    def security_setting(self, name: str) -> SecuritySetting:
+        """The kit setting ``name``; SecuritySettingError (one line) unless this middleware takes it."""
+        from fieldtest.security.settings import require_setting
+
+        return require_setting(name, self.name, self.security_settings)
+
+    def tls_listeners(self, config: TransportConfig) -> list[tuple[str, str]]:
+        """(TLS identity, address) of every process that accepts TLS connections (its certificate
+        must name the address): the catalog's listener, if any."""
+        listener = self.catalog.listener
+        return [(listener[0], getattr(config, listener[1]))] if listener else []
 
     # ---- twin
 
@@ -126,11 +143,39 @@ class Middleware:
         (``python``: the ROS environment's interpreter); a string says why it cannot run here."""
         return proc
 
+    def rehearsal_machine_process(self, cfg: LabLaunch, log_dir: Path) -> tuple[SideProcess, str] | None:
+        """The process of a machine of its own that the lab runs for this side's settings (a separate
+        broker), as a one-machine rehearsal starts it (its config files written to ``log_dir``),
+        and the text it logs once ready; None where the lab has no such machine."""
+        return None
+
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         """Why a one-machine rehearsal of ``distro`` cannot run this middleware here (a program not
         installed; ``nodes_distro``: the distro of the rehearsal's rclpy at ``python``), or ""."""
         return ""
 
+    def lab_bridged(self) -> bool:
+        """Whether a bridge carries the lab's host-robot hop (else the RMW itself crosses)."""
+        return self.lab_bridge is not None
+
+    def lab_node_rmw(self, dds_choice: str) -> str:
+        """The RMW of a lab side's nodes: the middleware's own, else the side's ``dds:=`` choice."""
+        return self.lab_rmw or dds_choice
+
+    def lab_dds_crosses(self) -> bool:
+        """Whether the lab nodes' own DDS crosses between host and robot (no bridge, a DDS RMW)."""
+        return self.lab_rmw_speaks_dds and not self.lab_bridged()
+
+    def lab_node_env(self, cfg: LabLaunch, node: str) -> dict[str, str]:
+        """What the kit's ROS node ``node`` needs in its environment on this middleware beyond the
+        side's ROS environment (secured rmw_zenoh: its own session config), or {}."""
+        return {}
+
+    def lab_launch_problem(self, cfg: LabLaunch) -> str:
+        """Why one lab side's launch settings would not work on this middleware (one line naming the
+        argument and the fix), or ""."""
+        return ""
+
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""
-        return self.lab_bridge is not None
+        return self.lab_bridged()

@@ -102,14 +102,10 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
 
 def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
     """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable;
-    on secured rmw_zenoh its session config."""
-    from fieldtest.middleware.rmw_zenoh.lab import rmw_zenoh_security_enabled  # it imports this module
-
-    if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import session_config
-
-        node = kit_enclave("recorder").nodes[0]
-        return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
+    on secured rmw_zenoh its session config (``Middleware.lab_node_env``)."""
+    own = cfg.entry.lab_node_env(cfg, kit_enclave("recorder").nodes[0])
+    if own:
+        return own
     return (
         {"ROS_SECURITY_ENCLAVE_OVERRIDE": kit_enclave("recorder").path} if dds_security_enabled(cfg) else {}
     )

@@ -22,7 +22,7 @@ from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, ROBOT_TRAFFIC_PRESETS, ZEN
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
-from fieldtest.security.settings import SecuritySettingError, get_setting
+from fieldtest.security.settings import SecuritySettingError
 
 CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
 
@@ -104,14 +104,14 @@ class LabLaunch(BaseModel):
                 raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
             if not self.entry.own_security:
                 try:
-                    get_setting(self.security, self.middleware)
+                    self.entry.security_setting(self.security)
                 except SecuritySettingError as exc:
                     raise ValueError(f"security: {exc}") from None
-        if self.dds_peers and self.entry.family != "dds":
+        if self.dds_peers and not self.entry.lab_dds_crosses():
             raise ValueError(
                 "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
             )
-        for problem in (_standstill_command_type, _secure_dds_without_relay, _robot_dds_off_the_network):
+        for problem in (_standstill_command_type, _secure_dds_without_relay, self.entry.lab_launch_problem):
             reason = problem(self)
             if reason:
                 raise ValueError(reason)
@@ -121,25 +121,6 @@ class LabLaunch(BaseModel):
     def entry(self) -> Middleware:
         """The middleware's registry entry (what it declares for the lab)."""
         return registry.get(self.middleware)
-
-    @property
-    def rmw(self) -> str:
-        """The RMW of this side's nodes: the middleware's own, else the ``dds`` choice."""
-        return self.entry.lab_rmw or self.dds
-
-    @property
-    def bridged(self) -> bool:
-        return self.entry.lab_bridge is not None
-
-    @property
-    def zenoh(self) -> bool:
-        """Bridged by zenoh-bridge-ros2dds."""
-        return self.entry.lab_bridge == "zenoh-bridge-ros2dds"
-
-    @property
-    def mqtt(self) -> bool:
-        """Bridged by mqtt_client."""
-        return self.entry.lab_bridge == "mqtt_client"
 
     @property
     def ns(self) -> str:
@@ -169,26 +150,12 @@ def _standstill_command_type(cfg: LabLaunch) -> str:
 def _secure_dds_without_relay(cfg: LabLaunch) -> str:
     """SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure domain,
     so only the link monitor's relay (publishing from a plain context) reaches it."""
-    if cfg.security == "none" or cfg.entry.family != "dds" or cfg.relay:
+    if cfg.security == "none" or not cfg.entry.lab_dds_crosses() or cfg.relay:
         return ""
     return (
         f"relay: security {cfg.security} on middleware {cfg.middleware} needs relay:=true on both "
         "sides (--host-arg relay=true --robot-arg relay=true): the Create 3 cannot join the SROS2 "
         "domain, so without the relay it never hears the host"
-    )
-
-
-def _robot_dds_off_the_network(cfg: LabLaunch) -> str:
-    """CycloneDDS uses exactly the interfaces its config lists: base_interface alone would pin the
-    robot's DDS to the USB link to the base, where it never meets the host."""
-    if cfg.role != "robot" or cfg.bridged or cfg.rmw != "cyclonedds":
-        return ""
-    if not cfg.base_interface or cfg.network_interface:
-        return ""
-    return (
-        f"network_interface: base_interface:={cfg.base_interface} without network_interface pins the "
-        f"robot's CycloneDDS to {cfg.base_interface} only, off the host's network; add "
-        "network_interface:=wlan0 (the Pi's Wi-Fi)"
     )
 
 

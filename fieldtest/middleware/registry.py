@@ -19,6 +19,7 @@ from fieldtest.middleware.dds import family as dds
 from fieldtest.middleware.mqtt import family as mqtt
 from fieldtest.middleware.rmw_zenoh import family as rmw_zenoh
 from fieldtest.middleware.zenoh import family as zenoh
+from fieldtest.record import TrialRequest
 
 from .base import Middleware
 
@@ -59,6 +60,14 @@ def families() -> dict[str, tuple[str, ...]]:
 def open_transport(config: TransportConfig, role: Role):
     """Join the link as ``role`` with ``config.middleware``'s transport, secured as configured."""
     return get(config.middleware).open_transport(config, role)
+
+
+def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> TrialRequest:
+    """``request`` with its keystore checked or made (``fieldtest.security.trial``), for the
+    settings and listeners its middleware declares."""
+    from fieldtest.security.trial import prepare_trial_security as prepare
+
+    return prepare(request, Path(trial_dir), get(request.transport.middleware))
 
 
 def infrastructure(

@@ -171,11 +171,11 @@ def _check_numbers(case: PerfCase) -> None:
 def _check_settings(case: PerfCase, profiles: dict | None) -> None:
     from fieldtest.netem import ProfileError
     from fieldtest.qos import QosError, get_qos
-    from fieldtest.security.settings import SecuritySettingError, get_setting
+    from fieldtest.security.settings import SecuritySettingError
 
     checks = (
         ("qos", lambda: get_qos(case.qos)),
-        ("security", lambda: get_setting(case.security, case.middleware)),
+        ("security", lambda: registry.get(case.middleware).security_setting(case.security)),
         ("network", lambda: case.network == "loopback" or link_profile(case, profiles)),
     )
     for name, check in checks:
@@ -316,8 +316,8 @@ def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> Transpor
     """The row's keystore, made and checked as a trial's (``fieldtest.security.trial``)."""
     if case.security == "none":
         return config
+    from fieldtest.middleware.registry import prepare_trial_security
     from fieldtest.record import TrialRequest
-    from fieldtest.security.trial import prepare_trial_security
 
     request = TrialRequest(name="perf", transport=config)
     return prepare_trial_security(request, row_dir).transport

@@ -31,6 +31,7 @@ from fieldtest.lifecycle import (
 )
 from fieldtest.machine import MachineMonitor
 from fieldtest.middleware import registry
+from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import (
     DomainLease,
@@ -41,7 +42,6 @@ from fieldtest.procs import (
     lease_dds_domain,
 )
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, write_trial
-from fieldtest.security.trial import prepare_trial_security
 from fieldtest.twin.fwdprobe import READY as FORWARD_PROBE_READY
 
 if TYPE_CHECKING:

@@ -1,8 +1,9 @@
 """Security for every middleware from one SROS2-layout keystore (see docs/security.md).
 
 - ``keystore``: create/check the keystore, TLS material, governance variants.
-- ``settings``: the security settings a trial can select and their per-middleware fragments.
-- ``glue``: the same fragments from a ``TransportConfig``.
+- ``settings``: the security settings a trial can select (which ones a middleware takes, and their
+  fragments, are its family's: ``fieldtest.middleware.<family>.security``).
+- ``glue``: the checks every family's fragment makes on a ``TransportConfig`` (keystore, domain, TLS names).
 - ``enforce``: the process' own credentials, checked before a family's fragment is handed out
   (``fieldtest.middleware.<family>.security``).
 - ``trial``: a trial's keystore (``prepare_trial_security``).
@@ -11,7 +12,7 @@
 from .enforce import require_credentials
 from .glue import require_tls_name
 from .keystore import KeystoreError, KeystoreOptions, Validity, check_keystore, create_keystore
-from .settings import SECURITY_SETTINGS, SecuritySettingError, get_setting, settings_for
+from .settings import SECURITY_SETTINGS, SecuritySettingError, get_setting
 
 __all__ = [
     "SECURITY_SETTINGS",
@@ -24,5 +25,4 @@ __all__ = [
     "get_setting",
     "require_credentials",
     "require_tls_name",
-    "settings_for",
 ]

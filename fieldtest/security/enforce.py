@@ -1,7 +1,8 @@
 """Enforce: a process whose own credentials are missing, expired or not from the keystore CA refuses to start.
 
 This is ROS 2's ``ROS_SECURITY_STRATEGY=Enforce`` for the kit's twin processes: the transports call
-these functions (instead of the bare adapters in ``glue``) whenever ``config.security`` is not
+these functions (``fieldtest.middleware.<family>.security``, after checking that the middleware takes
+the setting) whenever ``config.security`` is not
 "none", so a host, robot, router or broker with broken keys stops at once with one line naming the
 file, instead of starting and silently never matching its peers.
 
@@ -89,10 +90,10 @@ def enclave_problems(keystore: Path | str, role: str, now: dt.datetime | None = 
 
 def require_credentials(config: Any, role: str) -> None:
     """Refuse (KeystoreError / SecuritySettingError, one line) unless ``role`` can join securely."""
-    setting = get_setting(config.security, config.middleware)
+    setting = get_setting(config.security)
     if setting.kind == "none":
         return
-    keystore = glue._keystore(config)
+    keystore = glue.keystore_of(config)
     if setting.governance is not None:  # DDS Security: the enclave
         problems = enclave_problems(keystore, role)
     else:

@@ -15,7 +15,9 @@ How that tool reads a policy (ros2/rmw_zenoh zenoh_security_tools/src/config_gen
   and the router's from ``DIR/zenohd``; endpoints switch from tcp/ to tls/.
 
 So the kit writes a policy with one enclave whose profiles are the kit's rmw_zenoh nodes, and the
-lab creates one sros2 enclave per node under ``/fieldtest/rmw_zenoh`` (docs/security.md).
+lab creates one sros2 enclave per node under ``/fieldtest/rmw_zenoh`` (docs/security.md). This
+module is the keystore's part (``create_keystore`` writes the policy and the enclaves); where the
+lab finds the generated configs is the family's (``fieldtest.middleware.rmw_zenoh.security``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from fieldtest.errors import FieldtestError
 from fieldtest.names import RMW_ZENOH_ENCLAVE
 
 from .policy import ROS_GLOBAL_PUBLISH, ROS_GLOBAL_SUBSCRIBE, ROS_NODE_SERVICES, kit_enclave, trial_topic
@@ -32,10 +33,6 @@ ROUTER_NODE = "zenohd"  # zenoh_security_tools' name for the router's enclave an
 KIT_DIR = "fieldtest/rmw_zenoh"  # inside the keystore: the policy and the generated configs
 # The kit's processes on rmw_zenoh, by the kit enclave whose rights they have.
 RMW_ZENOH_ROLES = ("host", "robot", "recorder")
-
-
-class RmwZenohSecurityError(FieldtestError, ValueError):
-    """Generated configs missing or unusable; one line naming the file."""
 
 
 def _node_name(ns: str, node: str) -> str:
@@ -102,32 +99,3 @@ def allowed_key_exprs(policy_text: str, domain_id: int) -> dict[str, dict[str, s
 
 def generated_dir(keystore: str | Path) -> Path:
     return Path(keystore).expanduser().absolute() / KIT_DIR
-
-
-def session_config(keystore: str | Path, node: str) -> Path:
-    """Where the lab keeps generate_configs' output for ``node`` (run inside generated_dir)."""
-    path = generated_dir(keystore) / f"{node}.json5"
-    if not path.is_file():
-        raise RmwZenohSecurityError(
-            f"{path}: missing; generate the rmw_zenoh security configs first "
-            f"(docs/security.md, rmw-zenoh: zenoh_security_tools generate_configs)"
-        )
-    return path
-
-
-def router_config(keystore: str | Path) -> Path:
-    return session_config(keystore, ROUTER_NODE)
-
-
-def generate_command(
-    keystore: str | Path, domain_id: int, router_default: str, session_default: str
-) -> list[str]:
-    """``generate_configs`` for the kit's policy; run it with generated_dir() as working directory."""
-    folder = generated_dir(keystore)
-    enclaves = Path(keystore).expanduser().absolute() / "enclaves" / RMW_ZENOH_ENCLAVE.strip("/")
-    return [
-        *("ros2", "run", "zenoh_security_tools", "generate_configs"),
-        *("--policy", str(folder / "policy.xml")),
-        *("--router-config", router_default, "--session-config", session_default),
-        *("--ros-domain-id", str(domain_id), "--enclaves", str(enclaves)),
-    ]

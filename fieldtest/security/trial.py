@@ -1,10 +1,12 @@
 """Security as part of a trial: the keystore a trial's processes use, checked before any of them starts.
 
-``prepare_trial_security(request, trial_dir)`` is called by the trial runner right before it writes
-trial.yaml. For a secured trial it either checks the keystore the request names or creates a fresh
-one in ``<trial>/keystore`` (for the trial's domain id, namespace and addresses), makes the
-setting's governance the active one, and returns the request with ``transport.keystore`` set; the
-host, robot, router and broker processes then apply the setting by themselves (the transports read
+``prepare_trial_security(request, trial_dir, middleware)`` is called by the trial runner right
+before it writes trial.yaml (through ``fieldtest.middleware.registry.prepare_trial_security``, which
+hands in the request's ``Middleware``: the settings it takes and the TLS listeners it has). For a
+secured trial it either checks the keystore the request names or creates a fresh one in
+``<trial>/keystore`` (for the trial's domain id, namespace and addresses), makes the setting's
+governance the active one, and returns the request with ``transport.keystore`` set; the host,
+robot, router and broker processes then apply the setting by themselves (the transports read
 ``security`` and ``keystore`` from the request).
 
 Runs of several trials in one process (threads) are safe: nothing here touches process state
@@ -17,8 +19,8 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
-from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.record import TrialRequest
@@ -34,7 +36,7 @@ from .keystore import (
     create_keystore,
     governance_variant_path,
 )
-from .settings import SecuritySettingError, get_setting
+from .settings import SecuritySetting, SecuritySettingError, get_setting, governance_path
 
 TRIAL_KEYSTORE_DIR = "keystore"
 
@@ -49,17 +51,24 @@ def trial_addresses(config: TransportConfig) -> tuple[str, ...]:
     return tuple(a for a in dict.fromkeys(addresses) if a not in DEFAULT_TLS_NAMES)
 
 
-def _listeners(config: TransportConfig) -> list[tuple[str, str]]:
-    """(TLS identity, address) of every process that accepts TLS connections in this middleware."""
-    listener = catalog_entry(config.middleware).listener
-    return [(listener[0], getattr(config, listener[1]))] if listener else []
+class TrialMiddleware(Protocol):
+    """What a trial's security asks of its middleware (``fieldtest.middleware.base.Middleware``)."""
+
+    def security_setting(self, name: str) -> SecuritySetting:
+        """The setting ``name``; SecuritySettingError unless the middleware takes it."""
+        ...
+
+    def tls_listeners(self, config: TransportConfig) -> list[tuple[str, str]]:
+        """(TLS identity, address) of every process that accepts TLS connections in the trial."""
+        ...
 
 
-def _roles(config: TransportConfig) -> list[str]:
-    return ["host", "robot", *(name for name, _ in _listeners(config) if name not in ("host", "robot"))]
+def _roles(config: TransportConfig, middleware: TrialMiddleware) -> list[str]:
+    listeners = middleware.tls_listeners(config)
+    return ["host", "robot", *(name for name, _ in listeners if name not in ("host", "robot"))]
 
 
-def check_trial_keystore(config: TransportConfig) -> None:
+def check_trial_keystore(config: TransportConfig, middleware: TrialMiddleware) -> None:
     """Raise TrialSecurityError unless ``config.keystore`` serves this trial's processes.
 
     The whole keystore must pass ``check_keystore``; then every process of the trial is checked as
@@ -70,11 +79,13 @@ def check_trial_keystore(config: TransportConfig) -> None:
         more = f" (and {len(problems) - 1} more; run `fieldtest keys check`)" if len(problems) > 1 else ""
         raise TrialSecurityError(f"keystore for security {config.security!r}: {problems[0]}{more}")
     try:
-        for role in _roles(config):
+        middleware.security_setting(config.security)
+        for role in _roles(config, middleware):
             enforce.require_credentials(config, role)
         if get_setting(config.security).governance is not None:
-            glue.cyclonedds_security_xml(config, "host")  # the governance's domain id
-        for identity, address in _listeners(config):
+            glue.check_governance_domain(Path(config.keystore), config.security, config.domain_id)
+            governance_path(config.keystore, "host", config.security)
+        for identity, address in middleware.tls_listeners(config):
             glue.require_tls_name(Path(config.keystore), identity, address)
     except (KeystoreError, SecuritySettingError) as exc:
         raise TrialSecurityError(str(exc)) from None
@@ -123,16 +134,18 @@ def activate_setting_governance(keystore: Path | str, setting: str) -> None:
         _replace_atomically(variant.with_suffix(suffix), Path(keystore) / ENCLAVES / f"governance{suffix}")
 
 
-def prepare_trial_security(request: TrialRequest, trial_dir: Path) -> TrialRequest:
+def prepare_trial_security(
+    request: TrialRequest, trial_dir: Path, middleware: TrialMiddleware
+) -> TrialRequest:
     """The request with ``transport.keystore`` set and checked, for ``request.transport.security``.
 
-    "none": the request unchanged. Otherwise the setting must apply to the middleware; the keystore
+    "none": the request unchanged. Otherwise ``middleware`` must take the setting; the keystore
     named by the request is checked (any problem: TrialSecurityError, one line), or without one a
     fresh keystore is made in ``trial_dir/keystore``. The setting's governance is activated.
     """
     config = request.transport
     try:
-        setting = get_setting(config.security, config.middleware)
+        setting = middleware.security_setting(config.security)
     except SecuritySettingError as exc:
         raise TrialSecurityError(str(exc)) from None
     if setting.kind == "none":
@@ -146,7 +159,7 @@ def prepare_trial_security(request: TrialRequest, trial_dir: Path) -> TrialReque
     else:
         keystore = create_trial_keystore(config, Path(trial_dir) / TRIAL_KEYSTORE_DIR)
     config = config.model_copy(update={"keystore": str(keystore)})
-    check_trial_keystore(config)
+    check_trial_keystore(config, middleware)
     if setting.governance is not None:
         activate_setting_governance(keystore, setting.name)
     return request.model_copy(update={"transport": config})

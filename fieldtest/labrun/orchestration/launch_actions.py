@@ -13,9 +13,10 @@ from typing import Any
 from fieldtest.labrun.configuration.settings import LAUNCH_ARGUMENTS
 from fieldtest.labrun.orchestration.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
 from fieldtest.linkconfig import Role
+from fieldtest.middleware import registry
 
 ARGUMENT_HELP = {
-    "middleware": "dds | zenoh-peer | zenoh-router | mqtt-local-broker | mqtt-broker | rmw-zenoh",
+    "middleware": " | ".join(registry.names(lab=True)),
     "security": "none | sros2 | rtps-sign | ... (DDS) | mtls-acl (Zenoh, MQTT)",
     "qos": "QoS profile: default | sensor | parameters | fernandez-a .. fernandez-e",
     "namespace": "robot namespace, e.g. /tb4 (ROBOT_NAMESPACE)",

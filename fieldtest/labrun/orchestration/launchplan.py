@@ -31,7 +31,6 @@ from fieldtest.labrun.endpoints.driver import CONTROL_DIR
 from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
 from fieldtest.middleware.lab import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
-from fieldtest.middleware.rmw_zenoh.lab import rmw_zenoh_security_enabled
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
 CONFIG_SUBDIR = "config"
@@ -107,15 +106,6 @@ def _common_parameters(cfg: LabLaunch, plan_path: Path) -> dict[str, Any]:
     }
 
 
-def _session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
-    """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
-    if not rmw_zenoh_security_enabled(cfg):
-        return {}
-    from fieldtest.security.rmw_zenoh import session_config
-
-    return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
-
-
 def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
     params = {
         **_common_parameters(cfg, plan_path),
@@ -123,7 +113,7 @@ def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         "rate_hz": 0.0,
         "clock_udp_port": cfg.clock_port if cfg.clock_source == "udp" else 0,  # 0: no UDP responder
     }
-    env = _session_env(cfg, "square_driver")
+    env = cfg.entry.lab_node_env(cfg, "square_driver")
     return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg), env)]
 
 
@@ -140,7 +130,7 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         "clock_host": cfg.host_address,
         "clock_udp_port": cfg.clock_port,
     }
-    env = _session_env(cfg, "link_monitor")
+    env = cfg.entry.lab_node_env(cfg, "link_monitor")
     return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
 
 
@@ -207,7 +197,7 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
     if env.fastdds_xml is not None:
         files[config_dir / "fastdds.xml"] = env.fastdds_xml
     zenohd = shutil.which("zenohd", path=(environ or os.environ).get("PATH"))
-    from fieldtest.security.rmw_zenoh import RmwZenohSecurityError
+    from fieldtest.middleware.rmw_zenoh.security import RmwZenohSecurityError
 
     try:
         plan = LaunchPlan(cfg, config_dir, env, files, side_processes(cfg, config_dir, zenohd=zenohd))

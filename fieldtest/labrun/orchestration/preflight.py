@@ -182,11 +182,11 @@ def dds_grant_problem(request: TrialRequest) -> str:
     each link topic, under the trial's namespace, against the host's and robot's signed permissions."""
     from fieldtest.security.keystore import enclave_allow_rules, signed_governance_domains
     from fieldtest.security.policy import LINK_FLOWS, trial_topic
-    from fieldtest.security.settings import dds_security_files
+    from fieldtest.security.settings import governance_path
 
     t = request.transport
     ns, domain = "/" + t.namespace.strip("/") if t.namespace.strip("/") else "", t.domain_id
-    governance = dds_security_files(t.keystore, "host", t.security).governance
+    governance = governance_path(t.keystore, "host", t.security)
     covered = signed_governance_domains(governance, t.keystore)
     if domain not in covered:
         return (
@@ -216,9 +216,11 @@ def check_keystore(
     t = request.transport
     if t.security == "none":
         return CheckResult("keystore", "ok", "security off: no keystore needed")
+    from fieldtest.middleware import registry
+    from fieldtest.middleware.dds.security import dds_security_files
     from fieldtest.security.keystore import KeystoreError, tls_files
     from fieldtest.security.keystore import check_keystore as keystore_problems
-    from fieldtest.security.settings import SecuritySettingError, dds_security_files, get_setting
+    from fieldtest.security.settings import SecuritySettingError
 
     now = now or dt.datetime.now(dt.timezone.utc)
     if not t.keystore:
@@ -226,7 +228,7 @@ def check_keystore(
     t = t.model_copy(update={"keystore": str(Path(t.keystore).expanduser())})
     request = request.model_copy(update={"transport": t})
     try:
-        setting = get_setting(t.security, t.middleware)
+        setting = registry.get(t.middleware).security_setting(t.security)
     except SecuritySettingError as exc:
         return CheckResult("keystore", "fail", str(exc))
     problems = keystore_problems(t.keystore, now=now)

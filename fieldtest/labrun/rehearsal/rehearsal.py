@@ -49,7 +49,6 @@ PLANRUN = ("-m", "fieldtest.labrun.orchestration.planrun", "--rehearsal")
 NATNET_READY = "NatNet emulator:"
 BASE_READY = "READY simulated base"
 BASE_RECORD = "base_commands.csv"  # what the simulated base took; copied into the trial
-MOSQUITTO_READY = "running"  # "mosquitto version 2.x running"
 # rclpy from the ROS 2 wheels links Fast DDS only; rosbag2 is not among the wheels.
 NODE_ARGS = {"dds": "fastrtps", "record_ros2bag": "false"}
 
@@ -112,7 +111,7 @@ def simulated_hardware(
             ],  # fmt: skip
         )
         procs.wait_ready("natnet", marker=NATNET_READY)
-        _start_broker_machine(procs, request, distro, log_dir)
+        _start_middleware_machine(procs, request, distro, log_dir)
         if lab.base:
             base_python = python if lab.base_vendor == "fastdds" else sys.executable
             procs.start(
@@ -157,24 +156,19 @@ def lab_bridge(request: TrialRequest) -> str | None:
     return registry.get(request.transport.middleware).lab_bridge
 
 
-def _start_broker_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
-    """An MQTT trial whose host starts no broker (mqtt-broker): Mosquitto of the separate broker
-    machine, with the kit's broker config and ACL."""
+def _start_middleware_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
+    """The machine of its own the lab runs for the trial's middleware, if any (mqtt-broker's
+    broker), as the middleware's ``rehearsal_machine_process`` says."""
     from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
-    from fieldtest.middleware.mqtt.lab import MOSQUITTO, broker_user, mosquitto_acl, mosquitto_conf
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
-    if not cfg.mqtt or cfg.start_broker:
+    machine = cfg.entry.rehearsal_machine_process(cfg, log_dir)
+    if machine is None:
         return
-    acl = log_dir / "mosquitto.acl"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.security != "none":
-        acl.write_text(mosquitto_acl(cfg))
-    conf = log_dir / "mosquitto.conf"
-    conf.write_text(mosquitto_conf(cfg, acl, bind_address=cfg.broker_address, run_as=broker_user()))
-    procs.start("broker", [MOSQUITTO, "-c", str(conf)])
-    procs.wait_ready("broker", marker=MOSQUITTO_READY, timeout_s=10.0)
+    proc, ready = machine
+    procs.start(proc.name, proc.argv)
+    procs.wait_ready(proc.name, marker=ready, timeout_s=10.0)
 
 
 def rehearsal_request(request: TrialRequest) -> TrialRequest:

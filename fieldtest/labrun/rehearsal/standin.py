@@ -35,7 +35,9 @@ from fieldtest.realtime import try_realtime
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:
     if not cfg.entry.twin:
-        raise LaunchArgError(f"middleware {cfg.middleware} needs ROS 2 ({cfg.rmw}); no stand-in exists")
+        raise LaunchArgError(
+            f"middleware {cfg.middleware} needs ROS 2 ({cfg.entry.lab_node_rmw(cfg.dds)}); no stand-in exists"
+        )
     return TransportConfig(
         middleware=cfg.middleware,
         qos=cfg.qos,

@@ -7,18 +7,24 @@ from __future__ import annotations
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.dds import security
 
 
 class Dds(Middleware):
     name = "dds"
     summary = "CycloneDDS alone: the RMW crosses the network"
     secure_default = "sros2"
+    security_settings = security.SETTINGS
 
     def open_transport(self, config: TransportConfig, role: Role):
-        from fieldtest.middleware.dds.security import security_xml
         from fieldtest.middleware.dds.transport import open_dds
 
-        return open_dds(config, role, security_xml=security_xml(config, role))
+        return open_dds(config, role, security_xml=security.security_xml(config, role))
+
+    def lab_launch_problem(self, cfg) -> str:
+        from fieldtest.middleware.dds.lab import robot_dds_off_the_network
+
+        return robot_dds_off_the_network(cfg)
 
 
 class FastDds(Middleware):
@@ -28,6 +34,7 @@ class FastDds(Middleware):
     name = "fastdds"
     summary = "Fast DDS alone: every lab node on rmw_fastrtps_cpp, DDS crosses the network"
     secure_default = "sros2"
+    security_settings = security.SETTINGS
     lab_rmw = "fastrtps"
 
 

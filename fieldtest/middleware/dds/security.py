@@ -1,17 +1,136 @@
-"""DDS's security fragment: the CycloneDDS ``<Security>`` element of a role (DDS Security, the
-SROS2 enclaves), after checking the role's own credentials."""
+"""DDS's security: the settings it takes (DDS Security, one per governance profile, on the SROS2
+enclaves) and its fragments: the CycloneDDS ``<Security>`` element for CYCLONEDDS_URI (``dds_security_xml``)
+or the equivalent ``dds.sec.*`` participant properties (``dds_security_properties``), with the
+governance of the chosen protection level; ``security_xml`` hands a role its element after checking
+the role's own credentials and the governance's domain."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
 from fieldtest.linkconfig import TransportConfig
-from fieldtest.security import glue
 from fieldtest.security.enforce import require_credentials
+from fieldtest.security.glue import check_governance_domain, keystore_of
+from fieldtest.security.governance import DEFAULT_GOVERNANCE
+from fieldtest.security.keystore import require_enclave_files
+from fieldtest.security.settings import (
+    DDS_SECURITY_SETTINGS,
+    SecuritySetting,
+    enclave_path,
+    governance_path,
+    require_setting,
+)
+
+SETTINGS = ("none", *DDS_SECURITY_SETTINGS)
+
+# CycloneDDS security plugins: bare names as rmw_cyclonedds passes them (the loader finds
+# Debian's libdds_security_*.so), with their entry points.
+DDS_PLUGINS = {
+    "auth": ("dds_security_auth", "init_authentication", "finalize_authentication"),
+    "access": ("dds_security_ac", "init_access_control", "finalize_access_control"),
+    "crypto": ("dds_security_crypto", "init_crypto", "finalize_crypto"),
+}
+
+
+def takes(setting: str) -> SecuritySetting:
+    """``setting``, if DDS takes it (SecuritySettingError otherwise)."""
+    return require_setting(setting, "dds", SETTINGS)
+
+
+@dataclass(frozen=True)
+class DdsSecurityFiles:
+    identity_ca: Path
+    certificate: Path
+    private_key: Path
+    permissions_ca: Path
+    governance: Path
+    permissions: Path
+
+
+def dds_security_files(
+    keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE
+) -> DdsSecurityFiles:
+    """Absolute paths of the six files a secure participant of ``role`` (or enclave path) loads.
+
+    Raises KeystoreError naming the first missing file, so a trial fails before the participant
+    does (Cyclone only says that the security plugins failed to initialise).
+    """
+    takes(setting)
+    folder = require_enclave_files(keystore, enclave_path(role)).absolute()
+    return DdsSecurityFiles(
+        identity_ca=folder / "identity_ca.cert.pem",
+        certificate=folder / "cert.pem",
+        private_key=folder / "key.pem",
+        permissions_ca=folder / "permissions_ca.cert.pem",
+        governance=governance_path(keystore, role, setting),
+        permissions=folder / "permissions.p7s",
+    )
+
+
+def _uri(path: Path) -> str:
+    return "file:" + str(path)
+
+
+def dds_security_properties(
+    keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE
+) -> dict[str, str]:
+    """The ``dds.sec.*`` participant properties (the keys rmw_cyclonedds sets)."""
+    files = dds_security_files(keystore, role, setting)
+    props = {
+        "dds.sec.auth.identity_ca": _uri(files.identity_ca),
+        "dds.sec.auth.identity_certificate": _uri(files.certificate),
+        "dds.sec.auth.private_key": _uri(files.private_key),
+        "dds.sec.access.permissions_ca": _uri(files.permissions_ca),
+        "dds.sec.access.governance": _uri(files.governance),
+        "dds.sec.access.permissions": _uri(files.permissions),
+    }
+    for short, (library, init, finalize) in DDS_PLUGINS.items():
+        props[f"dds.sec.{short}.library.path"] = library
+        props[f"dds.sec.{short}.library.init"] = init
+        props[f"dds.sec.{short}.library.finalize"] = finalize
+    return props
+
+
+def _library(kind: str) -> str:
+    path, init, finalize = DDS_PLUGINS[kind]
+    return f"<Library path={quoteattr(path)} initFunction={quoteattr(init)} finalizeFunction={quoteattr(finalize)}/>"
+
+
+def dds_security_xml(keystore: Path | str, role: str, setting: str = DEFAULT_GOVERNANCE) -> str:
+    """The ``<Security>`` element to place inside CYCLONEDDS_URI's ``<Domain>``."""
+    f = dds_security_files(keystore, role, setting)
+    return (
+        "<Security>"
+        f"<Authentication>{_library('auth')}"
+        f"<IdentityCA>{_uri(f.identity_ca)}</IdentityCA>"
+        f"<IdentityCertificate>{_uri(f.certificate)}</IdentityCertificate>"
+        f"<PrivateKey>{_uri(f.private_key)}</PrivateKey>"
+        "</Authentication>"
+        f"<AccessControl>{_library('access')}"
+        f"<PermissionsCA>{_uri(f.permissions_ca)}</PermissionsCA>"
+        f"<Governance>{_uri(f.governance)}</Governance>"
+        f"<Permissions>{_uri(f.permissions)}</Permissions>"
+        "</AccessControl>"
+        f"<Cryptographic>{_library('crypto')}</Cryptographic>"
+        "</Security>"
+    )
+
+
+def cyclonedds_security_xml(config: TransportConfig, role: str) -> str:
+    """``<Security>`` block for a DDS trial process of ``role`` (the governance checked against the
+    trial's domain)."""
+    require_setting(config.security, config.middleware, SETTINGS)
+    keystore = keystore_of(config)
+    check_governance_domain(keystore, config.security, config.domain_id)
+    return dds_security_xml(keystore, role, config.security)
 
 
 def security_xml(config: TransportConfig, role: str) -> str:
     """The ``<Security>`` element for ``role`` (empty when plain), after checking its credentials."""
     if config.security == "none":
         return ""
-    xml = glue.cyclonedds_security_xml(config, role)
+    xml = cyclonedds_security_xml(config, role)
     require_credentials(config, role)
     return xml

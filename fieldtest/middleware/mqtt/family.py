@@ -9,6 +9,7 @@ from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.mqtt.security import SETTINGS
 
 
 def broker_address(config: TransportConfig) -> str:
@@ -18,6 +19,7 @@ def broker_address(config: TransportConfig) -> str:
 
 
 class _Mqtt(Middleware):
+    security_settings = SETTINGS
     infra_process = "broker"
     lab_bridge = "mqtt_client"
     rehearsal_note = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
@@ -31,6 +33,13 @@ class _Mqtt(Middleware):
         from fieldtest.middleware.mqtt.lab import rehearsal_side_process
 
         return rehearsal_side_process(proc, config_dir, python)
+
+    def rehearsal_machine_process(self, cfg, log_dir: Path):
+        from fieldtest.middleware.mqtt.infra import MOSQUITTO_READY
+        from fieldtest.middleware.mqtt.lab import broker_machine_process
+
+        proc = broker_machine_process(cfg, log_dir)
+        return None if proc is None else (proc, MOSQUITTO_READY)
 
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         import shutil

@@ -30,22 +30,27 @@ from fieldtest.middleware.lab import (
 from fieldtest.middleware.launch import LabLaunch, SideProcess
 from fieldtest.middleware.mqtt.infra import mosquitto_conf as broker_conf
 from fieldtest.middleware.mqtt.infra import plain_listener_lines
+from fieldtest.middleware.mqtt.security import mosquitto_acl as acl_for_flows
+from fieldtest.middleware.mqtt.security import mosquitto_tls_lines
 from fieldtest.qos import get_qos, mqtt_qos
-from fieldtest.security.settings import mosquitto_acl as acl_for_flows
-from fieldtest.security.settings import mosquitto_tls_lines
 
 MOSQUITTO = "mosquitto"
 # The rehearsal's mqtt_client (python -m; the ROS environment runs it, so no import from here)
 MQTT_STANDIN = "fieldtest.labrun.rehearsal.mqtt_standin"
+MQTT_BRIDGE = "mqtt_client"
 
 
 # ------------------------------------------------------------------------------------------ MQTT
 
 
+def _mqtt_bridged(cfg: LabLaunch) -> bool:
+    return cfg.entry.lab_bridge == MQTT_BRIDGE
+
+
 def mqtt_broker_host(cfg: LabLaunch) -> str:
     """The broker's address: the host's (mqtt-local-broker) or its own (mqtt-broker)."""
     listener = catalog_entry(cfg.middleware).listener
-    if not cfg.mqtt or listener is None:
+    if not _mqtt_bridged(cfg) or listener is None:
         raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT broker")
     return getattr(cfg, listener[1])
 
@@ -57,7 +62,7 @@ def _ros_qos_params(cfg: LabLaunch) -> dict[str, Any]:
 
 def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
     """mqtt_client's parameter file content for this side."""
-    if not cfg.mqtt:
+    if not _mqtt_bridged(cfg):
         raise BridgeConfigError(f"middleware {cfg.middleware!r} has no MQTT bridge")
     broker: dict[str, Any] = {"host": mqtt_broker_host(cfg), "port": cfg.mqtt_port}
     client: dict[str, Any] = {"id": f"fieldtest_{cfg.role}"}
@@ -176,7 +181,7 @@ def two_listener_mosquitto_conf(
     """mosquitto.conf for a separate broker machine serving a campaign with security off and on:
     a plain anonymous listener on ``plain_port`` and the TLS listener of ``cfg`` (client
     certificates, the trial's ACL) on ``cfg.mqtt_port``, each with its own settings."""
-    if cfg.security == "none" or not cfg.mqtt:
+    if cfg.security == "none" or not _mqtt_bridged(cfg):
         raise BridgeConfigError("broker-config: needs an MQTT middleware with security on (the TLS listener)")
     if plain_port == cfg.mqtt_port:
         raise BridgeConfigError(f"broker-config: plain and TLS listeners both on port {plain_port}")
@@ -213,6 +218,20 @@ def lab_side_processes(cfg: LabLaunch, folder: Path) -> list[SideProcess]:
     text = to_yaml(mqtt_client_params(cfg), f"fieldtest lab mqtt_client, {cfg.role} side (generated)")
     out.append(SideProcess("mqtt_client", mqtt_client_command(params), {}, {params.name: text}))
     return out
+
+
+def broker_machine_process(cfg: LabLaunch, folder: Path) -> SideProcess | None:
+    """Mosquitto of the separate broker machine (the host starts none: mqtt-broker), with the kit's
+    broker config and ACL written to ``folder``; None where the host runs the broker."""
+    if cfg.start_broker:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    acl = folder / "mosquitto.acl"
+    if cfg.security != "none":
+        acl.write_text(mosquitto_acl(cfg))
+    conf = folder / "mosquitto.conf"
+    conf.write_text(mosquitto_conf(cfg, acl, bind_address=cfg.broker_address, run_as=broker_user()))
+    return SideProcess("broker", [MOSQUITTO, "-c", str(conf)], {}, {})
 
 
 def rehearsal_side_process(proc: SideProcess, config_dir: Path, python: str) -> SideProcess | str:

@@ -1,2 +1,3 @@
-"""rmw_zenoh family (lab only): ``family`` (the name). Its keystore material (per-node Zenoh session
-configs from the SROS2 keystore) is made by ``fieldtest.security.rmw_zenoh``."""
+"""rmw_zenoh family (lab only): ``family`` (the name), ``lab`` (each side's rmw_zenohd), ``security``
+(where the lab finds the per-node Zenoh session configs generated from the keystore's rmw_zenoh
+policy, which ``fieldtest.security.rmw_zenoh`` writes with the keystore)."""

@@ -1,6 +1,6 @@
 """rmw_zenoh (lab only): every node on rmw_zenoh_cpp, no bridge; each side runs rmw_zenohd, the
 robot's connects to the host's. Secured by per-node Zenoh session configs made from the SROS2
-keystore (``fieldtest.security.rmw_zenoh``), not by a kit security setting."""
+keystore (``fieldtest.middleware.rmw_zenoh.security``), not by a kit security setting."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ class RmwZenoh(Middleware):
         from fieldtest.middleware.rmw_zenoh.lab import lab_side_processes
 
         return lab_side_processes(cfg)
+
+    def lab_node_env(self, cfg, node: str) -> dict[str, str]:
+        from fieldtest.middleware.rmw_zenoh.lab import node_session_env
+
+        return node_session_env(cfg, node)
 
     def rehearsal_side_process(self, proc, cfg, config_dir, python: str):
         return f"{proc.name} needs ROS 2 packages that are not among the wheels"

@@ -18,7 +18,7 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
     env: dict[str, str] = {}
     scheme = "tcp"
     if rmw_zenoh_security_enabled(cfg):
-        from fieldtest.security.rmw_zenoh import router_config
+        from fieldtest.middleware.rmw_zenoh.security import router_config
 
         env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
         scheme = "tls"
@@ -32,7 +32,16 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
 
 
 def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
-    return cfg.security != "none" and cfg.rmw == "zenoh"
+    return cfg.security != "none" and cfg.entry.lab_node_rmw(cfg.dds) == "zenoh"
+
+
+def node_session_env(cfg: LabLaunch, node: str) -> dict[str, str]:
+    """Secured rmw_zenoh: the node's own session config from zenoh_security_tools."""
+    if not rmw_zenoh_security_enabled(cfg):
+        return {}
+    from fieldtest.middleware.rmw_zenoh.security import session_config
+
+    return {"ZENOH_SESSION_CONFIG_URI": str(session_config(cfg.keystore, node))}
 
 
 def lab_side_processes(cfg: LabLaunch) -> list[SideProcess]:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
-from fieldtest.middleware.zenoh.security import config_overrides
+from fieldtest.middleware.zenoh.security import SETTINGS, config_overrides
 
 
 class _Zenoh(Middleware):
+    security_settings = SETTINGS
     lab_bridge = "zenoh-bridge-ros2dds"
 
     def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:

@@ -46,8 +46,8 @@ from fieldtest.middleware.zenoh.bridge import (
 )
 from fieldtest.middleware.zenoh.infra import router_session_config
 from fieldtest.middleware.zenoh.infra import zenoh_router_command as kit_router_command
+from fieldtest.middleware.zenoh.security import zenoh_security_overrides
 from fieldtest.procs import ProcessStartError
-from fieldtest.security.settings import zenoh_security_overrides
 from fieldtest.transport.base import TransportConfig
 
 ZENOH_BRIDGE = "zenoh-bridge-ros2dds"
