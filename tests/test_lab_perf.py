@@ -81,6 +81,7 @@ def test_a_lab_perf_row_runs_its_relay_on_the_robot_and_reports_round_trips(lab)
     # the relay's CPU and RSS: its own getrusage, written on the robot and copied back
     relay = row["processes"]["relay1"]
     assert relay["machine"] == "robot" and relay["cpu_s"] > 0 and relay["rss_max_kb"] > 0, relay
+    assert relay["realtime"] is False, relay  # the robot's login has no rtprio limit here
     assert figures["relay_ru_maxrss"] == relay["rss_max_kb"] and figures["relay_cpu_usage (%)"] is not None
     on_robot = lab.robot_home_path("fieldtest/perf/perf-000/relay1.json")
     assert on_robot.stat().st_uid == lab.robot_user.uid, "the relay did not run as the robot's login"

@@ -39,6 +39,7 @@ from fieldtest.labrun.orchestration.remote import (
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event, signal_exit_code
+from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 
 from .node import READY
 from .results import table2_markdown, write_all
@@ -65,6 +66,7 @@ ONE_WAY_NOTE = (
 FAMILY_MODULES = {"dds": "cyclonedds", "zenoh": "zenoh", "mqtt": "paho.mqtt"}
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
+SCHEDULING = "relay scheduling:"
 _PROBE = (
     "import importlib.util as u, json, fieldtest.perf.node\n"
     "def has(m):\n"
@@ -142,12 +144,17 @@ class LabLink:
 
     def relay_argv(self, run_id: str) -> list[str]:
         """The relay over ssh: its pid recorded first (the runner's stop script reads it), then
-        exec'd in its row folder, so the pid is the relay's."""
+        exec'd in its row folder, so the pid is the relay's; at SCHED_FIFO where the robot's login
+        may (as the lab's robot nodes, ``FIELDTEST_REALTIME=0`` turns it off), its log says which."""
         node = f"{shell_word(self.python)} -m fieldtest.perf.node spec.json --role relay --index 1 --out {RELAY}.json"
         d = self._dir(run_id)
-        return self.robot.shell.argv(
-            f"{self._setup()}mkdir -p {d} && cd {d} && echo $$ > {PID_FILE} && exec {node}"
+        chrt = f"chrt -f {REALTIME_PRIORITY}"
+        realtime = (
+            f'rt=""; [ "${{{REALTIME_ENV}:-1}}" != 0 ] && {chrt} true 2>/dev/null && rt="{chrt}"; '
+            f'echo "{SCHEDULING} ${{rt:-normal}}"'
         )
+        script = f"{self._setup()}mkdir -p {d} && cd {d} && echo $$ > {PID_FILE} && {{ {realtime}; }} && exec $rt {node}"
+        return self.robot.shell.argv(script)
 
     def describe(self, config: TransportConfig) -> dict:
         starts = self.host_starts(config)
@@ -185,7 +192,7 @@ def run_lab_row(
     except PerfInputError as exc:
         return PerfRow(case, status="refused", error=str(exc))
     row_dir.mkdir(parents=True, exist_ok=True)
-    run_id = f"{row_dir.parent.parent.name}-{row_dir.name}"
+    run_id = f"{row_dir.resolve().parent.parent.name}-{row_dir.name}"
     config = lab.config(case)
     spec = {
         "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
@@ -256,6 +263,7 @@ def _run_lab_processes(
     summary = sampler.summary()
     summary.setdefault("main", {})["realtime"] = procs.realtime().get("main")
     summary[RELAY] = _robot_usage(records[RELAY])
+    summary[RELAY]["realtime"] = f"{SCHEDULING} chrt" in (row_dir / "logs" / f"{RELAY_SSH}.log").read_text()
     return records, summary
 
 
