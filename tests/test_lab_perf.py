@@ -12,6 +12,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_an_interrupted_lab_perf_row_leaves_no_relay_on_the_robot(lab):
 pid=$!
 for i in $(seq 900); do grep -q "PERF READY" perf/rows/000/logs/ssh-relay1.log 2>/dev/null && break; sleep 0.1; done
 sleep 1
-echo "robot before: $(ps -o args= -u {lab.robot_user.name} | grep -c fieldtest.perf.node)"
+echo "robot before: $(ps -o args= -u {lab.robot_user.name} | grep -v ^bash | grep -c fieldtest.perf.node)"
 kill -INT $pid
 rc=0; wait $pid || rc=$?
 echo "exit $rc"
@@ -172,3 +173,47 @@ def test_the_lab_perf_campaign_gives_the_addresses(tmp_path):
     )
     assert link.robot.shell.target == "ubuntu@10.0.0.2" and "/opt/ros/jazzy/setup.bash" in link.robot.setup
     assert Path(link.robot.remote_root) == Path("~/fieldtest/perf")
+
+
+def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
+    """A dead link leaves sshd's session, and so the relay's parent, alive: no stop script and no
+    parent watch reach the relay. Its guard on the robot (here a local shell) stops it after the
+    row's limit; the relay writes its record on the way out and the guard ends with it."""
+    import psutil
+
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.lab import LabLink
+    from fieldtest.procs import free_port
+
+    remote_root = tmp_path / "robot"
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
+    config = TransportConfig(
+        middleware="zenoh-peer", host_address="127.0.0.1", robot_address="127.0.0.1", zenoh_port=free_port()
+    )
+    lab = LabLink(config, robot, KIT_PYTHON)
+    spec = {"transport": config.model_dump(), "message": "Array1k", "rate_hz": 10.0, "duration_s": 1.0,
+            "mode": "roundtrip", "relays": 1, "discovery_s": 1.0, "drain_s": 1.0, "relay_addresses": {}}  # fmt: skip
+    lab.send_spec("lost", spec)
+    log = tmp_path / "relay.log"
+    with log.open("w") as out:
+        relay = subprocess.Popen(lab.relay_argv("lost", limit_s=3), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        relay.wait(timeout=90)
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+    assert "PERF READY" in log.read_text(), log.read_text()
+    assert json.loads((remote_root / "lost" / "relay1.json").read_text())["arrivals"] == []
+
+    def left() -> list[str]:
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            if str(remote_root) in " ".join(proc.info["cmdline"] or []):
+                found.append(" ".join(proc.info["cmdline"]))
+        return found
+
+    deadline = time.monotonic() + 5.0
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left() == []

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import shlex
 import sys
 import threading
@@ -30,6 +31,7 @@ from pathlib import Path
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.orchestration.remote import (
     PID_FILE,
+    STOP_WAIT_S,
     RemoteError,
     RemoteShell,
     RobotSide,
@@ -44,6 +46,7 @@ from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from .node import READY
 from .results import table2_markdown, write_all
 from .run import (
+    ROW_MARGIN_S,
     START_TIMEOUT_S,
     CombinationRefused,
     PerfCase,
@@ -142,10 +145,12 @@ class LabLink:
             f"mkdir -p {self._dir(run_id)} && printf '%s' {text} > {self._dir(run_id)}/spec.json"
         )
 
-    def relay_argv(self, run_id: str) -> list[str]:
+    def relay_argv(self, run_id: str, limit_s: float) -> list[str]:
         """The relay over ssh: its pid recorded first (the runner's stop script reads it), then
         exec'd in its row folder, so the pid is the relay's; at SCHED_FIFO where the robot's login
-        may (as the lab's robot nodes, ``FIELDTEST_REALTIME=0`` turns it off), its log says which."""
+        may (as the lab's robot nodes, ``FIELDTEST_REALTIME=0`` turns it off), its log says which.
+        A guard on the robot stops it after ``limit_s`` whatever becomes of the laptop and the
+        link (a dead link leaves sshd's session, and so the relay's parent, alive for hours)."""
         node = f"{shell_word(self.python)} -m fieldtest.perf.node spec.json --role relay --index 1 --out {RELAY}.json"
         d = self._dir(run_id)
         chrt = f"chrt -f {REALTIME_PRIORITY}"
@@ -153,7 +158,10 @@ class LabLink:
             f'rt=""; [ "${{{REALTIME_ENV}:-1}}" != 0 ] && {chrt} true 2>/dev/null && rt="{chrt}"; '
             f'echo "{SCHEDULING} ${{rt:-normal}}"'
         )
-        script = f"{self._setup()}mkdir -p {d} && cd {d} && echo $$ > {PID_FILE} && {{ {realtime}; }} && exec $rt {node}"
+        script = (
+            f"{self._setup()}mkdir -p {d} && cd {d} && echo $$ > {PID_FILE} && {{ {realtime}; }} || exit 1; "
+            f"{relay_guard(limit_s)} & exec $rt {node}"
+        )
         return self.robot.shell.argv(script)
 
     def describe(self, config: TransportConfig) -> dict:
@@ -171,6 +179,24 @@ class LabLink:
             "robot": self.robot.shell.where(), "robot_python": self.python, "infrastructure": where,
             "clocks": ONE_WAY_NOTE,
         }  # fmt: skip
+
+
+def relay_guard(limit_s: float) -> str:
+    """Shell, to run in the background: a watcher of this shell's pid (the relay once exec'd)
+    that sends it SIGINT after ``limit_s`` (SIGKILL if it lingers, as the runner's stop script)
+    and ends with it; it polls, so a recycled pid is never signalled long after the relay is gone."""
+    polls = max(1, round(STOP_WAIT_S / 0.1))
+    return (
+        f"( end=$((SECONDS + {math.ceil(limit_s)})); while kill -0 $$ 2>/dev/null; do "
+        f"if [ $SECONDS -ge $end ]; then kill -INT $$; "
+        f"for i in $(seq {polls}); do kill -0 $$ 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
+        "sleep 1; done ) </dev/null >/dev/null 2>&1"
+    )
+
+
+def relay_limit_s(case: PerfCase, discovery_s: float, drain_s: float) -> float:
+    """The longest a relay may run: its start, discovery, the row, the drain and the row's cut-off."""
+    return START_TIMEOUT_S + discovery_s + case.duration_s + drain_s + ROW_MARGIN_S
 
 
 def run_lab_row(
@@ -241,7 +267,9 @@ def _run_lab_processes(
     sampler = _Sampler(procs, infra)
     try:
         lab.send_spec(run_id, spec)
-        procs.start(RELAY_SSH, lab.relay_argv(run_id))
+        procs.start(
+            RELAY_SSH, lab.relay_argv(run_id, relay_limit_s(case, spec["discovery_s"], spec["drain_s"]))
+        )
         procs.wait_ready(RELAY_SSH, marker=READY, timeout_s=START_TIMEOUT_S)
         args = [str(row_dir / "spec.json"), "--role", "main", "--out", str(row_dir / "main.json")]
         procs.start("main", [sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
