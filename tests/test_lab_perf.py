@@ -217,3 +217,15 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
     while left() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left() == []
+
+
+def test_lab_perf_says_in_one_line_when_the_robots_python_cannot_run_the_relay(tmp_path):
+    argv = ["lab", "perf", str(KIT_ROOT / "trials" / "rehearsal.yaml"), "--robot-setup", "true"]
+    argv += ["--robot-python", str(tmp_path / "no-python"), "--out", str(tmp_path / "out"), *ROW]
+    done = subprocess.run(
+        [sys.executable, "-m", "fieldtest.cli", *argv], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, _output(done)
+    (line,) = done.stderr.strip().splitlines()
+    assert "cannot run the kit's perf node with" in line and "no-python" in line, line
+    assert not (tmp_path / "out").exists()
