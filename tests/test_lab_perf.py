@@ -119,6 +119,29 @@ echo "exit $rc"
     assert lab.robot_home_path("fieldtest/perf/perf-000/relay1.json").is_file(), report
 
 
+def test_a_lab_perf_row_whose_ssh_session_dies_fails_and_leaves_no_relay_on_the_robot(lab):
+    campaign = lab.campaign("trials/rehearsal.yaml")
+    command = shlex.join(
+        _lab_perf(lab, campaign, "--message", "Array1k", "--duration", "120", "--out", "perf")
+    )
+    # the relay's ssh session dies under the row: its ssh client (a child of fieldtest) is killed
+    script = f"""{command} > perf.out 2>&1 &
+pid=$!
+for i in $(seq 900); do grep -q "PERF READY" perf/rows/000/logs/ssh-relay1.log 2>/dev/null && break; sleep 0.1; done
+sleep 1
+echo "robot before: $(ps -o args= -u {lab.robot_user.name} | grep -v ^bash | grep -c fieldtest.perf.node)"
+kill -KILL $(ps -o pid=,args= --ppid $pid | awk '$2 == "ssh" {{print $1}}')
+rc=0; wait $pid || rc=$?
+echo "exit $rc"
+"""
+    done = lab.host(script, timeout_s=300, env=OWN_CACHE)
+    report = _output(done) + (lab.host_user.home / "perf.out").read_text()[-2000:]
+    assert "robot before: 1" in done.stdout and "exit 1" in done.stdout, report
+    (row,) = json.loads((lab.host_user.home / "perf" / "perf.json").read_text())["rows"]
+    assert row["status"] == "failed" and row["error"].startswith("ssh-relay1 exited"), row["error"]
+    assert lab.robot_login_processes() == [], report
+
+
 @pytest.mark.parametrize(
     "extra, reason",
     [
