@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -130,7 +129,7 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict], allow_mqtt_cl
     assert (on_robot / "robot_status.json").stat().st_uid == lab.robot_user.uid, report
     assert f"Accepted publickey for {lab.robot_user.name}" in lab.sshd_log()
     # the runner stopped the robot's launch over ssh: nothing of the robot login's is left running
-    left = _robot_login_processes(lab)
+    left = lab.robot_login_processes()
     assert left == [], left
     if allow_mqtt_clock and list(failed) == ["clock"]:
         assert record.outcome.end_reason == "error" and done.returncode == 1, report
@@ -158,24 +157,6 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict], allow_mqtt_cl
     assert not base["moving"]
     # and the commands crossed the emulated link (not shared memory between the namespaces)
     assert _link_packets(lab) - packets_before > 2 * n, lab.topology.link_stats()
-
-
-def _robot_login_processes(lab, settle_s: float = 5.0) -> list[str]:
-    """The robot login's live processes, once sshd has had `settle_s` to reap its own.
-
-    Exited ones (zombies, state Z) are left out: sshd reaps its session child on its own time.
-    """
-    deadline = time.monotonic() + settle_s
-    while True:
-        listed = subprocess.run(
-            ["ps", "-o", "pid=,stat=,args=", "-u", lab.robot_user.name],
-            capture_output=True,
-            text=True,
-        ).stdout.splitlines()
-        live = [line.strip() for line in listed if not line.split()[1].startswith("Z")]
-        if not live or time.monotonic() > deadline:
-            return live
-        time.sleep(0.2)
 
 
 def _link_packets(lab) -> int:

@@ -9,6 +9,7 @@ fieldtest lab create3-params [--namespace /tb4]           the Create 3 parameter
 fieldtest lab check-create3 dump.yaml [--plan plan.yaml]  judge `ros2 param dump /motion_control`
 fieldtest lab measure-stop BAG [--namespace /tb4]         the base's stop-on-silence time, measured
 fieldtest lab bundle --out DIR [--platform aarch64] [--python 3.12]   the robot's offline install
+fieldtest lab perf trials/seed-study.yaml --robot ubuntu@tb4 [fieldtest perf options]   perf rows host -> robot
 """
 
 from __future__ import annotations
@@ -373,6 +374,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--odom-topic", default="odom")
     p.set_defaults(func=measure_stop_main)
 
+    sub.add_parser(  # parsed by fieldtest.perf.lab (lab_main hands it over): listed here for --help
+        "perf", add_help=False, help="perf rows between this machine and the robot (docs/perf.md, the lab)"
+    )
+
     p = sub.add_parser("bundle", help="the robot's offline install: wheels for its platform and robot_ws")
     p.add_argument("--out", required=True, help="folder to write (copy it to the Pi as ~/fieldtest)")
     p.add_argument(
@@ -388,6 +393,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def lab_main(argv: list[str]) -> int:
+    if argv[:1] == ["perf"]:  # its options are fieldtest perf's, parsed there
+        from fieldtest.perf.lab import lab_perf_main
+
+        return lab_perf_main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.func(args)

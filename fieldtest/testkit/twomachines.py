@@ -371,6 +371,21 @@ class Lab:
         except (OSError, ValueError):
             return {}
 
+    def robot_login_processes(self, settle_s: float = 5.0) -> list[str]:
+        """The robot login's live processes, once sshd has had ``settle_s`` to reap its own.
+
+        Exited ones (zombies, state Z) are left out: sshd reaps its session child on its own time.
+        """
+        deadline = time.monotonic() + settle_s
+        while True:
+            listed = subprocess.run(
+                ["ps", "-o", "pid=,stat=,args=", "-u", self.robot_user.name], capture_output=True, text=True
+            ).stdout.splitlines()
+            live = [line.strip() for line in listed if not line.split()[1].startswith("Z")]
+            if not live or time.monotonic() > deadline:
+                return live
+            time.sleep(0.2)
+
     def sshd_log(self) -> str:
         with contextlib.suppress(OSError):
             return (self.root / "sshd.log").read_text()

@@ -1,0 +1,402 @@
+"""``fieldtest lab perf``: perf rows between this machine (the main side) and the real robot (the relay).
+
+The lab's own settings say where everything is: the campaign file gives the addresses, ports,
+namespace, DDS domain and ROS distro, ``--robot`` the ssh login (as ``fieldtest lab run``). The
+relay runs the kit's perf node on the robot, started over ssh as the lab runner starts the robot
+launch (``RobotSide``: the robot's setup script, a pid file under the remote root) and stopped by
+the runner's own stop script (SIGINT, then SIGTERM) on every way out of a row: its end, a failure,
+Ctrl-C. Should the ssh session drop, the relay sees its parent go and stops itself
+(``procs.watch_parent``). Its record is copied back as the runner collects a trial's recording.
+
+The two machines' clocks are not shared: rows measure round trips (performance_test's relay mode),
+throughput, loss and each side's CPU and memory; one-way latencies are not reported (no clock
+offset source is used). Rows the lab cannot run are refused with a one-line reason: another mode
+than roundtrip, more than one subscriber, security on, or a middleware whose library the robot's
+Python lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import shlex
+import sys
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fieldtest.errors import FieldtestError
+from fieldtest.labrun.orchestration.remote import (
+    PID_FILE,
+    STOP_WAIT_S,
+    RemoteError,
+    RemoteShell,
+    RobotSide,
+    robot_setup_script,
+    shell_word,
+)
+from fieldtest.linkconfig import TransportConfig
+from fieldtest.middleware import registry
+from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event, signal_exit_code
+from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
+
+from .node import READY
+from .results import table2_markdown, write_all
+from .run import (
+    ROW_MARGIN_S,
+    START_TIMEOUT_S,
+    CombinationRefused,
+    PerfCase,
+    PerfInputError,
+    PerfRow,
+    _one_line,
+    _Sampler,
+    _wait_main,
+    check_case,
+)
+from .stats import reduce_row
+
+LAB_NETWORK = "lab"
+DEFAULT_REMOTE_ROOT = "~/fieldtest/perf"
+ONE_WAY_NOTE = (
+    "one-way latency not measured: the host's and the robot's clocks are not shared and no clock "
+    "offset source is used; latencies are round trips (host send to echo arrival, host clock)"
+)
+# What each family's transport imports on the relay's side (fieldtest/middleware/<family>/transport.py).
+FAMILY_MODULES = {"dds": "cyclonedds", "zenoh": "zenoh", "mqtt": "paho.mqtt"}
+RELAY = "relay1"
+RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
+SCHEDULING = "relay scheduling:"
+_PROBE = (
+    "import importlib.util as u, json, fieldtest.perf.node\n"
+    "def has(m):\n"
+    "    try:\n"
+    "        return u.find_spec(m) is not None\n"
+    "    except ModuleNotFoundError:\n"
+    "        return False\n"
+    f"print(json.dumps({{m: has(m) for m in {sorted(FAMILY_MODULES.values())!r}}}))"
+)
+
+
+class LabPerfError(FieldtestError, RuntimeError):
+    """The robot cannot run any row (not reached, no kit): one line."""
+
+
+@dataclass
+class LabLink:
+    """The host and the robot as the lab's settings name them; the relay's start, stop and collection."""
+
+    base: TransportConfig  # the campaign's transport: addresses, ports, namespace, DDS domain
+    robot: RobotSide
+    python: str = "python3"  # the robot's Python with the kit (``fieldtest lab bundle`` installs it)
+    robot_modules: dict[str, bool] = field(default_factory=dict)
+
+    def probe(self) -> None:
+        """Which middleware libraries the robot's Python has (and that it has the kit's perf node)."""
+        script = f"{self._setup()}exec {shell_word(self.python)} -c {shlex.quote(_PROBE)}"
+        try:
+            done = self.robot.shell.run(script, timeout_s=60.0)
+            self.robot_modules = json.loads(done.stdout.strip().splitlines()[-1])
+        except (RemoteError, ValueError, IndexError) as exc:
+            raise LabPerfError(
+                f"the robot ({self.robot.shell.where()}) cannot run the kit's perf node with {self.python}: "
+                f"{_one_line(str(exc))} (install the kit from `fieldtest lab bundle`, or name --robot-python)"
+            ) from None
+
+    def refusal(self, case: PerfCase) -> str:
+        """Why ``case`` cannot run in the lab, or ""."""
+        if case.mode != "roundtrip":
+            return f"mode {case.mode}: the host's and the robot's clocks are not shared; the lab measures round trips"
+        if case.subscribers != 1:
+            return f"subscribers {case.subscribers}: the lab has one robot"
+        if case.security != "none":
+            return f"security {case.security}: lab perf rows run without security (the robot's keystore is not used)"
+        module = FAMILY_MODULES[registry.get(case.middleware).family]
+        if not self.robot_modules.get(module, False):
+            return (
+                f"middleware {case.middleware}: the robot's {self.python} has no {module} "
+                f"(its side of the row runs the kit's {module} transport)"
+            )
+        return ""
+
+    def config(self, case: PerfCase) -> TransportConfig:
+        return self.base.model_copy(
+            update={"middleware": case.middleware, "qos": case.qos, "security": case.security}
+        )
+
+    def host_starts(self, config: TransportConfig) -> str | None:
+        """What the lab's host side starts for this middleware ("router", "broker" or None),
+        decided as for a lab trial (``lab_host_starts``)."""
+        same = config.router_address == config.host_address
+        return registry.get(config.middleware).lab_host_starts(same)
+
+    def _setup(self) -> str:
+        return f"{self.robot.setup} && " if self.robot.setup else ""
+
+    def _dir(self, run_id: str) -> str:
+        return shell_word(self.robot.trial_dir(run_id))
+
+    def send_spec(self, run_id: str, spec: dict) -> None:
+        text = shlex.quote(json.dumps(spec))
+        self.robot.shell.run(
+            f"mkdir -p {self._dir(run_id)} && printf '%s' {text} > {self._dir(run_id)}/spec.json"
+        )
+
+    def relay_argv(self, run_id: str, limit_s: float) -> list[str]:
+        """The relay over ssh: its pid recorded first (the runner's stop script reads it), then
+        exec'd in its row folder, so the pid is the relay's; at SCHED_FIFO where the robot's login
+        may (as the lab's robot nodes, ``FIELDTEST_REALTIME=0`` turns it off), its log says which.
+        A guard on the robot stops it after ``limit_s`` whatever becomes of the laptop and the
+        link (a dead link leaves sshd's session, and so the relay's parent, alive for hours)."""
+        node = f"{shell_word(self.python)} -m fieldtest.perf.node spec.json --role relay --index 1 --out {RELAY}.json"
+        d = self._dir(run_id)
+        chrt = f"chrt -f {REALTIME_PRIORITY}"
+        realtime = (
+            f'rt=""; [ "${{{REALTIME_ENV}:-1}}" != 0 ] && {chrt} true 2>/dev/null && rt="{chrt}"; '
+            f'echo "{SCHEDULING} ${{rt:-normal}}"'
+        )
+        script = (
+            f"{self._setup()}mkdir -p {d} && cd {d} && echo $$ > {PID_FILE} && {{ {realtime}; }} || exit 1; "
+            f"{relay_guard(limit_s)} & exec $rt {node}"
+        )
+        return self.robot.shell.argv(script)
+
+    def describe(self, config: TransportConfig) -> dict:
+        starts = self.host_starts(config)
+        infra = registry.get(config.middleware).infra_process
+        if starts:
+            where = f"{starts} started on this host ({config.host_address})"
+        elif infra:
+            address = config.router_address if infra == "router" else config.broker_address
+            where = f"{infra} at {address}, run there as the lab runs it (not started here)"
+        else:
+            where = ""
+        return {
+            "profile": LAB_NETWORK, "host_address": config.host_address, "robot_address": config.robot_address,
+            "robot": self.robot.shell.where(), "robot_python": self.python, "infrastructure": where,
+            "clocks": ONE_WAY_NOTE,
+        }  # fmt: skip
+
+
+def relay_guard(limit_s: float) -> str:
+    """Shell, to run in the background: a watcher of this shell's pid (the relay once exec'd)
+    that sends it SIGINT after ``limit_s`` (SIGKILL if it lingers, as the runner's stop script)
+    and ends with it; it polls, so a recycled pid is never signalled long after the relay is gone."""
+    polls = max(1, round(STOP_WAIT_S / 0.1))
+    return (
+        f"( end=$((SECONDS + {math.ceil(limit_s)})); while kill -0 $$ 2>/dev/null; do "
+        f"if [ $SECONDS -ge $end ]; then kill -INT $$; "
+        f"for i in $(seq {polls}); do kill -0 $$ 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
+        "sleep 1; done ) </dev/null >/dev/null 2>&1"
+    )
+
+
+def relay_limit_s(case: PerfCase, discovery_s: float, drain_s: float) -> float:
+    """The longest a relay may run: its start, discovery, the row, the drain and the row's cut-off."""
+    return START_TIMEOUT_S + discovery_s + case.duration_s + drain_s + ROW_MARGIN_S
+
+
+def run_lab_row(
+    case: PerfCase,
+    row_dir: Path,
+    lab: LabLink,
+    *,
+    discovery_s: float = 20.0,
+    drain_s: float = 3.0,
+    stop: threading.Event | None = None,
+) -> PerfRow:
+    """``case`` between this machine and the robot: a PerfRow, refused or failed with its reason
+    rather than raising."""
+    try:
+        message = check_case(replace(case, network="loopback"))  # names, numbers and sizes as any row
+        refused = lab.refusal(case)
+        if refused:
+            raise CombinationRefused(refused)
+    except PerfInputError as exc:
+        return PerfRow(case, status="refused", error=str(exc))
+    row_dir.mkdir(parents=True, exist_ok=True)
+    run_id = f"{row_dir.resolve().parent.parent.name}-{row_dir.name}"
+    config = lab.config(case)
+    spec = {
+        "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
+        "duration_s": case.duration_s, "mode": case.mode, "relays": 1, "discovery_s": discovery_s,
+        "drain_s": drain_s, "relay_addresses": {},
+    }  # fmt: skip
+    (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+    try:
+        with _host_infrastructure(lab, config, row_dir) as infra:
+            records, processes = _run_lab_processes(
+                case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s
+            )
+        row = reduce_row(case, message, records)
+    except (FieldtestError, OSError) as exc:
+        return PerfRow(case, status="failed", error=_one_line(str(exc)), link=lab.describe(config))
+    _drop_one_way(row)
+    row.processes = processes
+    row.link = lab.describe(config)
+    return row
+
+
+@contextlib.contextmanager
+def _host_infrastructure(lab: LabLink, config: TransportConfig, row_dir: Path):
+    """The router or broker, where the lab's host side would start it; elsewhere it runs already."""
+    infra = registry.infrastructure(config, row_dir, realtime=True) if lab.host_starts(config) else None
+    if infra is None:
+        yield None
+        return
+    with infra:
+        yield infra
+
+
+def _run_lab_processes(
+    case: PerfCase,
+    row_dir: Path,
+    lab: LabLink,
+    run_id: str,
+    spec: dict,
+    infra,
+    stop: threading.Event | None,
+    tail_s: float,
+) -> tuple[dict, dict]:
+    """The relay on the robot (READY), the main side here; wait; stop both, the relay by the
+    runner's stop script whatever happened; its record copied back."""
+    procs = ProcessGroup(row_dir / "logs")
+    sampler = _Sampler(procs, infra)
+    try:
+        lab.send_spec(run_id, spec)
+        procs.start(
+            RELAY_SSH, lab.relay_argv(run_id, relay_limit_s(case, spec["discovery_s"], spec["drain_s"]))
+        )
+        procs.wait_ready(RELAY_SSH, marker=READY, timeout_s=START_TIMEOUT_S)
+        args = [str(row_dir / "spec.json"), "--role", "main", "--out", str(row_dir / "main.json")]
+        procs.start("main", [sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
+        _wait_main(procs, case, stop, sampler, tail_s)
+    finally:
+        sampler.sample()
+        if "main" in procs.procs:
+            procs.stop("main")
+        stopped = _stop_relay(lab, run_id)
+        if RELAY_SSH in procs.procs:
+            procs.stop(RELAY_SSH)
+    robot_dir = row_dir / "robot"
+    try:
+        lab.robot.collect(run_id, robot_dir)
+    except RemoteError as exc:
+        raise ProcessStartError(f"the relay's record was not collected: {exc}{stopped}") from None
+    records = {"main": _record(row_dir / "main.json", procs.tail("main")),
+               RELAY: _record(robot_dir / f"{RELAY}.json", procs.tail(RELAY_SSH))}  # fmt: skip
+    summary = sampler.summary()
+    summary.setdefault("main", {})["realtime"] = procs.realtime().get("main")
+    summary[RELAY] = _robot_usage(records[RELAY])
+    summary[RELAY]["realtime"] = f"{SCHEDULING} chrt" in (row_dir / "logs" / f"{RELAY_SSH}.log").read_text()
+    return records, summary
+
+
+def _stop_relay(lab: LabLink, run_id: str) -> str:
+    """The runner's stop script on the robot; '' or why it may not have run."""
+    try:
+        lab.robot.stop(run_id)
+    except RemoteError as exc:
+        return f" (robot stop: {exc}; the relay stops itself when its ssh session ends)"
+    return ""
+
+
+def _record(path: Path, tail: str) -> dict:
+    if not path.exists():
+        raise ProcessStartError(f"{path.name} missing: {tail}")
+    return json.loads(path.read_text())
+
+
+def _robot_usage(record: dict) -> dict:
+    """The relay's CPU and peak RSS over its whole run, from its own getrusage on the robot."""
+    usage = record["usage"]
+    return {"machine": "robot", "cpu_s": round(usage["ru_utime"] + usage["ru_stime"], 3),
+            "rss_max_kb": usage["ru_maxrss"], "source": "getrusage on the robot"}  # fmt: skip
+
+
+def _drop_one_way(row: PerfRow) -> None:
+    """One-way figures subtract a robot stamp from a host stamp: without a shared clock they mean
+    nothing, so they are left empty (counts and the relay's own turn-around stay)."""
+    for figures in (row.figures, *row.subscribers):
+        for key in figures:
+            if key.startswith("one_way_"):
+                figures[key] = None
+
+
+# ------------------------------------------------------------------------------------- command line
+def _lab_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fieldtest lab perf",
+        description="Perf rows between this machine (main side) and the robot (relay, over ssh), "
+        "addresses and ports from the campaign file; every other option is fieldtest perf's.",
+        epilog="e.g. fieldtest lab perf trials/seed-study.yaml --robot ubuntu@192.168.1.20 --message Array1k",
+    )
+    p.add_argument("campaign", help="the lab's campaign file (its addresses, ports, namespace, ROS distro)")
+    p.add_argument(
+        "--robot", help="ssh destination of the robot's Pi (user@host); omit: the relay runs locally"
+    )
+    p.add_argument("--remote-root", default=DEFAULT_REMOTE_ROOT, help="where the relay writes on the robot")
+    p.add_argument(
+        "--robot-setup", default="", help="shell setup on the robot (default: its ROS 2 and robot_ws)"
+    )
+    p.add_argument(
+        "--robot-python", default="python3", help="the robot's Python with the kit (default python3)"
+    )
+    return p
+
+
+def lab_link(args: argparse.Namespace) -> tuple[LabLink, list[str]]:
+    """The lab link from the campaign and the login; the campaign's middlewares."""
+    from fieldtest.campaign import load_trials
+
+    campaign, trials = load_trials(args.campaign)
+    if not trials:
+        raise PerfInputError(f"{args.campaign}: no trial, so no addresses")
+    setup = args.robot_setup or robot_setup_script(campaign.lab.ros_distro)
+    robot = RobotSide(shell=RemoteShell(args.robot), setup=setup, remote_root=args.remote_root)
+    middlewares = list(dict.fromkeys(t.transport.middleware for t in trials))
+    return LabLink(trials[0].transport, robot, args.robot_python), middlewares
+
+
+def lab_perf_main(argv: list[str]) -> int:
+    from .cli import _parser, build_cases
+
+    lab_args, rest = _lab_parser().parse_known_args(argv)
+    args = _parser().parse_args(rest)
+    if args.network != ["loopback"] or args.profiles:
+        raise PerfInputError("--network/--profiles: the lab's rows run on the lab's own link")
+    lab, middlewares = lab_link(lab_args)
+    if not any(a.startswith("--middleware") for a in rest):
+        args.middleware = middlewares
+    cases = [replace(c, network=LAB_NETWORK) for c in build_cases(args)]
+    lab.probe()
+    out = args.out or Path("trials/perf") / f"lab-{time.strftime('%Y%m%d-%H%M%S')}"
+    rows: list[PerfRow] = []
+    with run_stop_event() as stop:
+        for i, case in enumerate(cases):
+            if stop.is_set():
+                break
+            print(f"{i + 1}/{len(cases)} {case.label}", file=sys.stderr)
+            row = run_lab_row(
+                case, out / "rows" / f"{i:03d}", lab, discovery_s=args.discovery_timeout, stop=stop
+            )
+            if not stop.is_set():
+                rows.append(row)
+    meta = {"argv": ["lab", "perf", *argv], "interrupted": stop.is_set(), "rows_planned": len(cases),
+            "lab": {"robot": lab.robot.shell.where(), "clocks": ONE_WAY_NOTE}}  # fmt: skip
+    paths = write_all(rows, out, meta)
+    print(table2_markdown(rows))
+    for row in rows:
+        if row.status != "ok":
+            print(f"{row.status}: {row.case.label}: {row.error}")
+    print(ONE_WAY_NOTE)
+    print(f"{len(rows)} of {len(cases)} rows: " + ", ".join(str(p) for p in paths))
+    if stop.is_set():
+        print(
+            f"fieldtest lab perf: {interruption(stop)}; the relay was stopped on the robot", file=sys.stderr
+        )
+        return signal_exit_code(stop) or 130
+    return 0 if rows and all(r.status == "ok" for r in rows) else 1
