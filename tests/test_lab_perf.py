@@ -152,6 +152,7 @@ echo "exit $rc"
         ),
         (["--middleware", "zenoh-router", "--subscribers", "2"], "subscribers 2: the lab has one robot"),
         (["--middleware", "mqtt-local-broker", "--security", "on"], "security mtls"),
+        (["--middleware", "zenoh-peer", "--zenoh-path", "bridge"], "zenoh_path bridge: lab perf rows"),
     ],
 )
 def test_lab_perf_refuses_rows_the_lab_cannot_run_with_one_line(tmp_path, extra, reason):

@@ -114,6 +114,8 @@ class LabLink:
             return f"subscribers {case.subscribers}: the lab has one robot"
         if case.security != "none":
             return f"security {case.security}: lab perf rows run without security (the robot's keystore is not used)"
+        if registry.get(case.middleware).bridged(case.transport()):
+            return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
         module = FAMILY_MODULES[registry.get(case.middleware).family]
         if not self.robot_modules.get(module, False):
             return (
