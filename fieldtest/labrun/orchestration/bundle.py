@@ -10,7 +10,8 @@ wheels of what the robot side imports, for the Pi's platform and Python:
   DIR/robot-requirements.txt, DIR/install.sh, DIR/MANIFEST.json (every file's sha256 and the target)
 
 Only what the robot side imports is bundled (``ROBOT_DISTRIBUTIONS``): the analysis stack (evo,
-matplotlib) and the host's transports stay on the laptop.
+matplotlib) stays on the laptop. The CycloneDDS binding is not bundled: it is built against the
+robot's own libddsc (docs/perf.md, "In the lab").
 """
 
 from __future__ import annotations
@@ -29,7 +30,17 @@ from fieldtest.errors import FieldtestError
 
 # What fieldtest_robot's nodes and launch file import from the kit, and what that pulls in
 # (tests/test_lab_bundle.py imports each of those modules from an install of the bundle alone).
-ROBOT_DISTRIBUTIONS = ("numpy", "pyyaml", "pydantic", "rosbags", "cryptography", "psutil")
+# eclipse-zenoh and paho-mqtt: the relay of `fieldtest lab perf` runs the kit's Zenoh and MQTT transports
+ROBOT_DISTRIBUTIONS = (
+    "numpy",
+    "pyyaml",
+    "pydantic",
+    "rosbags",
+    "cryptography",
+    "psutil",
+    "eclipse-zenoh",
+    "paho-mqtt",
+)
 # Ubuntu 24.04's python3-numpy (1.26) is what ROS 2 Jazzy's compiled Python packages are built
 # against; a numpy 2 in the robot user's site would shadow it for every ROS node of that user.
 ROBOT_CONSTRAINTS = ("numpy<2",)
