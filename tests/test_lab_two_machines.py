@@ -18,11 +18,9 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, rea
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
-# The wifi profile's delay, jitter and rate without its 0.5 % loss. With the loss, Fast DDS (the
-# wheels' RMW) repairs a lost clock probe or reply only at its writer's next heartbeat (3 s by
-# default): here the robot's probe completions once paused 3.3 s, and once the host's 2 s
-# lost-robot watchdog stopped a trial on it. Losses belong to the twin's link tests; this file is
-# about the separation of the two machines.
+# The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
+# and the stop burst arrive, and is about the separation of the two machines. Loss on the link:
+# tests/test_lab_two_machines_wifi.py.
 WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
 
 
