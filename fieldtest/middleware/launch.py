@@ -111,7 +111,12 @@ class LabLaunch(BaseModel):
             raise ValueError(
                 "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
             )
-        for problem in (_standstill_command_type, _secure_dds_without_relay, _robot_dds_off_the_network):
+        for problem in (
+            _standstill_command_type,
+            _secure_dds_without_relay,
+            _robot_dds_off_the_network,
+            _no_dds_to_the_base,
+        ):
             reason = problem(self)
             if reason:
                 raise ValueError(reason)
@@ -189,6 +194,22 @@ def _robot_dds_off_the_network(cfg: LabLaunch) -> str:
         f"network_interface: base_interface:={cfg.base_interface} without network_interface pins the "
         f"robot's CycloneDDS to {cfg.base_interface} only, off the host's network; add "
         "network_interface:=wlan0 (the Pi's Wi-Fi)"
+    )
+
+
+def _no_dds_to_the_base(cfg: LabLaunch) -> str:
+    """An RMW that is not DDS (rmw-zenoh): the Create 3 (on Jazzy create3_republisher too) speaks
+    DDS only, and the link monitor's relay is on the process' one RMW, so no command reaches the
+    base; only a dry run, which drives nothing, is meaningful."""
+    if cfg.entry.lab_rmw_speaks_dds or cfg.dry_run:
+        return ""
+    from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS
+
+    return (
+        f"middleware: {cfg.middleware} puts the kit's nodes, the relay included, on "
+        f"{RMW_IMPLEMENTATIONS[cfg.rmw]}, which the Create 3 (DDS only) never hears, so the base "
+        "would stand still; use dry_run:=true to exercise the link alone, or a bridged Zenoh case "
+        "(zenoh-peer, zenoh-router), whose bridge republishes cmd_vel into the robot's DDS"
     )
 
 
