@@ -82,8 +82,9 @@ def _trial_dirs(lab, runs: str, campaign: str) -> list[Path]:
 # (shipped campaign, its trial selected with --only, settings the case changes besides the
 # addresses): plain DDS, MQTT through the host's broker with mqtt_client as the kit's stand-in
 # (fieldtest.labrun.rehearsal.mqtt_standin), plain and over mutual TLS with the keystore the guide's keys
-# step made and copied to the robot (section 6), and Zenoh peer to peer through the real bridge on
-# each machine (zenohd + the ros2dds plugin, run by each machine's own user).
+# step made and copied to the robot (section 6), and Zenoh through the real bridge on each machine
+# (zenohd + the ros2dds plugin, run by each machine's own user): peer to peer, plain and over mutual
+# TLS with the same keystore, and both bridges as clients of the router the host launch starts.
 GUIDE_KEYSTORE = "~/fieldtest/keystore"
 CASES = {
     "dds": ("trials/rehearsal.yaml", None, {}),
@@ -94,6 +95,9 @@ CASES = {
         {"keystore": GUIDE_KEYSTORE},
     ),
     "zenoh-peer": ("trials/rehearsal-bridged.yaml", "zenoh-peer-none", {}),
+    "zenoh-peer-tls": ("trials/rehearsal-bridged.yaml", "zenoh-peer-mtls-acl", {"keystore": GUIDE_KEYSTORE}),
+    # the router on the host, as the guide's table puts it (router_address = the host's address)
+    "zenoh-router": ("trials/rehearsal-bridged.yaml", "zenoh-router-none", {}),
 }
 # Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
 # Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).
