@@ -111,6 +111,14 @@ _PROFILES: dict[str, QosProfile] = {
 
 QOS_NAMES: tuple[str, ...] = tuple(_PROFILES)
 
+# The clock probes (robot -> host -> robot) wherever ROS 2 carries them in the lab (the nodes,
+# mqtt_client's ROS side): best effort whatever the trial's QoS. A lost probe is simply lost (the
+# offset estimate takes many). On a RELIABLE writer a lost probe is repaired only at the writer's
+# next heartbeat (Fast DDS: every 3 s, WriterTimes.heartbeatPeriod in
+# include/fastdds/rtps/attributes/WriterAttributes.h) and the later probes wait behind it, longer
+# than the host's 2 s lost-robot watchdog (fieldtest.labrun.endpoints.driver.ROBOT_LOST_S).
+CLOCK_PROBE_QOS = "sensor"
+
 
 def get_qos(name: str) -> QosProfile:
     """The profile called ``name``; QosError naming the valid names otherwise."""

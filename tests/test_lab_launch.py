@@ -21,6 +21,7 @@ from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launch_actions import ARGUMENT_HELP, argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
+from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import ros_environment
 from fieldtest.names import HOST_ENCLAVE, RECORDER_ENCLAVE
 from fieldtest.rosmsg import MSG_DIR
@@ -41,7 +42,8 @@ def _plan(role, tmp_path, **args):
 @pytest.mark.parametrize("middleware", LAB_MIDDLEWARES)
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_every_middleware_has_a_complete_launch_plan(tmp_path, middleware, role):
-    plan = _plan(role, tmp_path, middleware=middleware, namespace="/tb4")
+    dry = {} if registry.get(middleware).lab_rmw_speaks_dds else {"dry_run": "true"}  # else refused
+    plan = _plan(role, tmp_path, middleware=middleware, namespace="/tb4", **dry)
     names = [p.name for p in plan.processes]
     expected = {
         "dds": [],
@@ -116,8 +118,10 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
     assert relay.gate.ros_arguments == [] and relay.gate.env == {"ROS_SECURITY_ENABLE": "false"}
     # rmw_zenoh takes no enclave (tests/test_security_rmw_zenoh.py); its pre-flight talks DDS to the base
     with pytest.raises(LaunchArgError, match="zenohd.json5: missing; generate"):
-        _plan("robot", tmp_path, middleware="rmw-zenoh", security="sros2", keystore=str(tmp_path))
-    zenoh = _plan("robot", tmp_path, middleware="rmw-zenoh")
+        _plan(
+            "robot", tmp_path, middleware="rmw-zenoh", security="sros2", keystore=str(tmp_path), dry_run=True
+        )
+    zenoh = _plan("robot", tmp_path, middleware="rmw-zenoh", dry_run=True)
     assert zenoh.gate.ros_arguments == [] and zenoh.gate.env == {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
     plain = _plan("robot", tmp_path, middleware="dds", relay="true")
     assert plain.nodes[0].parameters["base_plain_context"] is False

@@ -433,8 +433,9 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
-    from fieldtest.middleware.lab import received_by, sent_by, wire_name
+    from fieldtest.middleware.lab import received_by, sent_by, topic_qos, wire_name
     from fieldtest.middleware.mqtt.lab import mqtt_client_params, to_yaml
+    from fieldtest.qos import get_qos, mqtt_qos
 
     extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
     cfg = parse_launch_args(
@@ -455,7 +456,11 @@ def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keyst
     assert [b.mqtt_topic for b in config.ros2mqtt] == [wire_name(cfg, t.topic) for t in sent_by(cfg)]
     assert [b.ros_topic for b in config.mqtt2ros] == [f"/tb4{t.topic}" for t in received_by(cfg)]
     assert [b.ros_type for b in config.mqtt2ros] == [t.typename for t in received_by(cfg)]
-    assert all(b.mqtt_qos == 1 and b.reliability == "reliable" for b in config.mqtt2ros)
+    # the trial's QoS (default: reliable), the clock probes' own (best effort)
+    wanted = [topic_qos(t.topic, cfg.qos) for t in received_by(cfg)]
+    assert [(b.mqtt_qos, b.reliability) for b in config.mqtt2ros] == [
+        (mqtt_qos(q), get_qos(q).reliability) for q in wanted
+    ]
     assert bool(config.tls) == (security != "none")
     if config.tls:
         assert Path(config.tls["certificate"]).is_file() and Path(config.tls["key"]).is_file()

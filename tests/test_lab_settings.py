@@ -17,8 +17,9 @@ from fieldtest.labrun.configuration.settings import (
     load_plan,
     parse_launch_args,
 )
+from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import cyclonedds_xml, ros_environment
-from fieldtest.names import MQTT_TLS_PORT
+from fieldtest.names import MQTT_TLS_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import TransportConfig
@@ -51,7 +52,7 @@ def test_auto_infrastructure():
     assert cfg("host", middleware="mqtt-local-broker").start_broker
     assert not cfg("host", middleware="mqtt-broker").start_broker
     assert cfg("host", middleware="mqtt-broker", start_broker="true").start_broker
-    assert cfg("host", middleware="rmw-zenoh").start_router
+    assert cfg("host", middleware="rmw-zenoh", dry_run="true").start_router
 
 
 @pytest.mark.parametrize(
@@ -183,7 +184,7 @@ def test_security_environment_only_where_the_ros_graph_crosses_machines(tmp_path
     assert dds.set["ROS_SECURITY_ENABLE"] == "true"
     assert dds.set["ROS_SECURITY_STRATEGY"] == "Enforce"
     assert dds.set["ROS_SECURITY_KEYSTORE"] == str(tmp_path)
-    _, rmw_zenoh = _env("robot", middleware="rmw-zenoh", ros_distro="jazzy")
+    _, rmw_zenoh = _env("robot", middleware="rmw-zenoh", ros_distro="jazzy", dry_run="true")
     assert rmw_zenoh.set["RMW_IMPLEMENTATION"] == "rmw_zenoh_cpp"
     assert "ROS_AUTOMATIC_DISCOVERY_RANGE" not in rmw_zenoh.set
     _, fast = _env("host", middleware="dds", dds="fastrtps", ros_distro="humble", network_interface="wlan0")
@@ -303,3 +304,29 @@ def test_robot_pinned_to_its_base_interface_still_discovers_locally(netns_with_b
         pub.kill()
         pub.wait()
     assert "received" in sub.stdout, sub.stderr
+
+
+BRIDGED = [m for m in MIDDLEWARES if registry.get(m).lab_bridge is not None]
+
+
+@pytest.mark.parametrize("preset", [p for p in ROBOT_TRAFFIC_PRESETS if p != "none"])
+@pytest.mark.parametrize("middleware", BRIDGED)
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_the_trials_robot_traffic_reaches_both_sides_bridges(preset, middleware, role, tmp_path):
+    """A campaign's robot_traffic goes from the trial request into each side's launch arguments
+    (what `fieldtest lab run` starts) and from there into the bridge's config: the operator's tool on
+    the host sees the robot's topics only if both bridges route them."""
+    from fieldtest.labrun.orchestration.launchplan import launch_plan
+    from fieldtest.robottraffic import preset_topics
+
+    transport = TransportConfig(middleware=middleware, namespace="/tb4", zenoh_express=True)
+    request = TrialRequest(transport=transport, cmd_type="twist_stamped", robot_traffic=preset)
+    args = launch_args_for_trial(request, role, ros_distro="jazzy", trial_dir=str(tmp_path))
+    assert args["robot_traffic"] == preset
+    plan = launch_plan(args, role)
+    assert (plan.cfg.robot_traffic, plan.cfg.zenoh_express) == (preset, True)
+    configs = "\n".join(text for proc in plan.processes for text in proc.config_files.values())
+    for topic in preset_topics(preset):
+        assert f"tb4{topic.topic}" in configs, (topic.topic, role)
+    if registry.get(middleware).family == "zenoh":  # the express route the campaign asked for
+        assert "=1:express" in configs

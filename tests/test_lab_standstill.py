@@ -28,7 +28,14 @@ GUIDE_HOST_ARGS = {"network_interface": "wlp2s0", "relay": "true"}
 GUIDE_ROBOT_ARGS = {"base_interface": "usb0", "network_interface": "wlan0", "relay": "true"}
 
 
+def _reaches_the_base(middleware: str) -> dict[str, str]:
+    """What the other sweeps add so that only their own field decides: a middleware whose RMW is not
+    DDS reaches no base at all and is accepted only as a dry run (its own test below)."""
+    return {} if registry.get(middleware).lab_rmw_speaks_dds else {"dry_run": "true"}
+
+
 def _refusal(args: dict[str, str], role: str) -> str:
+    args = {**_reaches_the_base(args.get("middleware", "dds")), **args}
     try:
         parse_launch_args(args, role, environ={})
     except LaunchArgError as exc:
@@ -57,7 +64,8 @@ def test_a_command_type_the_base_does_not_take_is_refused(distro, middleware, ro
             refusal = _refusal(args, role)
             if cmd_type in (wanted, "auto"):
                 assert refusal == "", (args, refusal)
-                assert parse_launch_args(args, role, environ={}).cmd_type == wanted
+                checked = {**_reaches_the_base(middleware), **args}
+                assert parse_launch_args(checked, role, environ={}).cmd_type == wanted
             else:
                 _one_line(refusal, "cmd_type", distro, f"takes {wanted} on cmd_vel", "cmd_type auto")
 
@@ -121,6 +129,43 @@ def test_robot_dds_pinned_to_the_base_link_only_is_refused(distro, middleware, d
                 _one_line(refusal, "network_interface", "usb0", "network_interface:=wlan0")
             else:
                 assert refusal == "", (role, args, refusal)
+
+
+# --------------------------------------------------------------------------- an RMW that is not DDS
+
+
+@pytest.mark.parametrize("distro", DISTROS)
+@pytest.mark.parametrize("middleware", LAB_MIDDLEWARES)
+@pytest.mark.parametrize("role", ROLES)
+def test_nodes_on_an_rmw_the_base_cannot_hear_are_refused_unless_a_dry_run(distro, middleware, role):
+    """rmw-zenoh puts every kit node on rmw_zenoh_cpp, the link monitor's relay included (one RMW per
+    process), and the Create 3 (on Jazzy create3_republisher too) speaks DDS only: the base would
+    stand still while the trial completed. A dry run drives nothing and stays allowed."""
+    speaks_dds = registry.get(middleware).lab_rmw_speaks_dds
+    for relay in ("false", "true"):
+        for dry_run in ("false", "true"):
+            args = {"ros_distro": distro, "middleware": middleware, "relay": relay, "dry_run": dry_run}
+            try:
+                parse_launch_args(args, role, environ={})
+                refusal = ""
+            except LaunchArgError as exc:
+                refusal = str(exc)
+            if speaks_dds or dry_run == "true":
+                assert refusal == "", (args, refusal)
+            else:
+                _one_line(refusal, "middleware:", middleware, "rmw_zenoh_cpp", "stand still", "dry_run:=true")
+                assert "zenoh-peer" in refusal
+
+
+def test_a_campaign_run_on_rmw_zenoh_is_refused_before_any_trial_starts():
+    """rmw-zenoh reaches a lab trial through the run's --host-arg/--robot-arg (campaigns name the
+    twin's middlewares): refused before the first trial, naming the side and the fix."""
+    requests = load_trials(TRIALS / "seed-study.yaml", ros_distro="jazzy")[1][:1]
+    both = {"middleware": "rmw-zenoh"}
+    with pytest.raises(LaunchArgError) as refused:
+        refuse_before_start(requests, "jazzy", both, both)
+    _one_line(str(refused.value), requests[0].name, "host side", "middleware: rmw-zenoh", "dry_run:=true")
+    refuse_before_start(requests, "jazzy", {**both, "dry_run": "true"}, {**both, "dry_run": "true"})
 
 
 def test_with_both_interfaces_the_robot_lists_wifi_and_base_link():

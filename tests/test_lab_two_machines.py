@@ -17,11 +17,9 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, rea
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
-# The wifi profile's delay, jitter and rate without its 0.5 % loss. With the loss, Fast DDS (the
-# wheels' RMW) repairs a lost clock probe or reply only at its writer's next heartbeat (3 s by
-# default): here the robot's probe completions once paused 3.3 s, and once the host's 2 s
-# lost-robot watchdog stopped a trial on it. Losses belong to the twin's link tests; this file is
-# about the separation of the two machines.
+# The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
+# and the stop burst arrive, and is about the separation of the two machines. Loss on the link:
+# tests/test_lab_two_machines_wifi.py.
 WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
 
 
@@ -83,8 +81,9 @@ def _trial_dirs(lab, runs: str, campaign: str) -> list[Path]:
 # (shipped campaign, its trial selected with --only, settings the case changes besides the
 # addresses): plain DDS, MQTT through the host's broker with mqtt_client as the kit's stand-in
 # (fieldtest.labrun.rehearsal.mqtt_standin), plain and over mutual TLS with the keystore the guide's keys
-# step made and copied to the robot (section 6), and Zenoh peer to peer through the real bridge on
-# each machine (zenohd + the ros2dds plugin, run by each machine's own user).
+# step made and copied to the robot (section 6), and Zenoh through the real bridge on each machine
+# (zenohd + the ros2dds plugin, run by each machine's own user): peer to peer, plain and over mutual
+# TLS with the same keystore, and both bridges as clients of the router the host launch starts.
 GUIDE_KEYSTORE = "~/fieldtest/keystore"
 CASES = {
     "dds": ("trials/rehearsal.yaml", None, {}),
@@ -95,6 +94,9 @@ CASES = {
         {"keystore": GUIDE_KEYSTORE},
     ),
     "zenoh-peer": ("trials/rehearsal-bridged.yaml", "zenoh-peer-none", {}),
+    "zenoh-peer-tls": ("trials/rehearsal-bridged.yaml", "zenoh-peer-mtls-acl", {"keystore": GUIDE_KEYSTORE}),
+    # the router on the host, as the guide's table puts it (router_address = the host's address)
+    "zenoh-router": ("trials/rehearsal-bridged.yaml", "zenoh-router-none", {}),
 }
 # Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
 # Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).

@@ -88,6 +88,7 @@ def test_launch_plan_points_rmw_zenoh_at_the_generated_configs(tmp_path):
     for node in ("square_driver", "link_monitor", "rosbag2_recorder", ROUTER_NODE):
         (folder / f"{node}.json5").write_text("{}\n")
     common = {"middleware": "rmw-zenoh", "security": "sros2", "keystore": str(ks), "trial_dir": str(tmp_path)}
+    common["dry_run"] = "true"  # rmw_zenoh reaches no Create 3: refused unless nothing is driven
     env = {"ROS_DISTRO": "jazzy"}
     for role, node in (("host", "square_driver"), ("robot", "link_monitor")):
         plan = launch_plan({**common, "host_address": "10.0.0.10"}, role, environ=env)
@@ -107,6 +108,8 @@ def test_launch_plan_points_rmw_zenoh_at_the_generated_configs(tmp_path):
 
 
 def test_plain_rmw_zenohd_listens_on_ipv4():
-    plan = launch_plan({"middleware": "rmw-zenoh"}, "host", environ={"ROS_DISTRO": "jazzy"})
+    plan = launch_plan(
+        {"middleware": "rmw-zenoh", "dry_run": "true"}, "host", environ={"ROS_DISTRO": "jazzy"}
+    )
     (router,) = [p for p in plan.processes if p.name == "rmw_zenohd"]
     assert router.env == {"ZENOH_CONFIG_OVERRIDE": 'listen/endpoints=["tcp/0.0.0.0:7447"]'}

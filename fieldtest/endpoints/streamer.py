@@ -109,6 +109,7 @@ class CommandStreamer:
         self.probes_answered = 0
         self.first_probe_ns: int | None = None
         self.last_probe_mono: float | None = None
+        self.longest_probe_gap_s = 0.0  # between two probe arrivals while streaming
         self.commands_sent = 0  # live count (the result is filled in at the end)
         warm_up_codecs(rosmsg.TWIST_STAMPED, rosmsg.TWIST, rosmsg.HEADER, rosmsg.CLOCK_PROBE)
         self.transport = transport
@@ -136,7 +137,11 @@ class CommandStreamer:
     # Clock probes -------------------------------------------------------------------------
     def _on_probe(self, msg: Any, t2: int) -> None:
         """Answer with t1 echoed, t2 = the probe's arrival; the transport stamps t3 as it sends."""
-        self.last_probe_mono = time.monotonic()
+        now = time.monotonic()
+        if self.phase == Phase.STREAMING and self.last_probe_mono is not None:
+            # what a lost-robot watchdog compares with its limit, at its worst
+            self.longest_probe_gap_s = max(self.longest_probe_gap_s, now - self.last_probe_mono)
+        self.last_probe_mono = now
         if self.first_probe_ns is None:
             self.first_probe_ns = t2
         reply = rosmsg.msg_class(rosmsg.CLOCK_PROBE)(id=msg.id, t1=msg.t1, t2=rosmsg.time_msg(t2), t3=msg.t3)
@@ -281,6 +286,7 @@ class CommandStreamer:
             "last_plan_seq": self.result.plan_sent - 1 if self.result.plan_sent else None,
             "stop_burst_sent": self.result.burst_sent,
             "probes_answered": self.probes_answered,
+            "longest_probe_gap_s": round(self.longest_probe_gap_s, 3),
             "realtime": self.realtime,
             "clock_base_ns": self.clock.monotonic_base_ns,
             "started_ns": self.started_ns,

@@ -8,6 +8,7 @@ Which topics cross the host-robot link, per direction (ROS names under the robot
     robot -> host   fieldtest/clock_probe
 
 Everything else (odometry, receipts, clock offsets) stays on its machine and is recorded there.
+The clock probes travel best effort whatever the trial's QoS (``topic_qos``); the commands keep it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.dds.lab import dds_security_enabled
 from fieldtest.middleware.launch import LabLaunch, SideProcess
+from fieldtest.qos import CLOCK_PROBE_QOS
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,
@@ -39,6 +41,16 @@ class LinkTopic:
     topic: str  # ROS name under the namespace, e.g. "/cmd_vel"
     typename: str
     sender: str  # "host" or "robot"
+
+
+# Link topics whose QoS profile is their own, not the trial's (fieldtest.qos.CLOCK_PROBE_QOS says why).
+OWN_QOS = {CLOCK_PROBE_TOPIC: CLOCK_PROBE_QOS, CLOCK_PROBE_REPLY_TOPIC: CLOCK_PROBE_QOS}
+
+
+def topic_qos(topic: str, trial_qos: str) -> str:
+    """The QoS profile name of ``topic`` (a name under the namespace, e.g. "/fieldtest/clock_probe")
+    on a trial whose QoS is ``trial_qos``: the lab nodes and the bridges' ROS sides use it alike."""
+    return OWN_QOS.get("/" + topic.strip("/"), trial_qos)
 
 
 def link_topics(cfg: LabLaunch) -> list[LinkTopic]:

@@ -123,8 +123,9 @@ class TrialRequest(BaseModel):
     # Link faults, seconds from stream start: {"kind": "outage", "at_s": 10, "duration_s": 2} or
     # {"kind": "profile", "at_s": 30, "profile": "wifi-lossy"} (needs an emulated network).
     faults: list[dict[str, Any]] = Field(default_factory=list)
-    # Twin: the robot's own traffic, a preset of TurtleBot 4 topics the robot publishes and the host
-    # pulls as an operator's RViz or Foxglove would (fieldtest.robottraffic; "none": the commands alone)
+    # The robot's own traffic, a preset of TurtleBot 4 topics the robot publishes and the host pulls
+    # as an operator's RViz or Foxglove would (fieldtest.robottraffic; "none": the commands alone).
+    # Twin: the simulated robot sends it; lab: both launches' bridges carry it (robot_traffic:=)
     robot_traffic: RobotTraffic = "none"
 
     @model_validator(mode="after")

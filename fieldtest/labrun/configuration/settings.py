@@ -288,6 +288,9 @@ def launch_args_for_trial(
         "mqtt_port": str(lab_mqtt_port(request)),
         "keystore": t.keystore,
         "trial_dir": str(trial_dir),
+        # what the bridges carry besides the kit's topics, and how they route cmd_vel
+        "robot_traffic": request.robot_traffic,
+        "zenoh_express": str(t.zenoh_express).lower(),
     }
     args.update(extra or {})
     checked = {k: v for k, v in args.items() if role != "robot" or k not in PREFLIGHT_ARGUMENTS}

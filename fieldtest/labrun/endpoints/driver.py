@@ -88,6 +88,7 @@ class LabDriver:
             "state": streamer.phase.value,
             "probes_answered": streamer.probes_answered,
             "last_probe_age_s": None if age is None else round(age, 3),
+            "longest_probe_gap_s": round(streamer.longest_probe_gap_s, 3),
             "stream_start_ns": streamer.result.start_ns,
             "plan_ticks": streamer.plan.n_ticks(),
             "plan_sent": streamer.result.plan_sent,

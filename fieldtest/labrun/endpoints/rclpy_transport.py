@@ -79,18 +79,27 @@ def rclpy_qos(qos_name: str):
 
 
 class RclpyTransport(CallbackSubscriber):
-    """Transport over ``node``; topics are placed under ``namespace`` (absolute names)."""
+    """Transport over ``node``; topics are placed under ``namespace`` (absolute names). Each topic
+    gets the QoS ``qos`` names, except those with their own (the clock probes, best effort:
+    ``fieldtest.middleware.lab.topic_qos``)."""
 
     def __init__(self, node: Any, namespace: str = "", qos: str = "default"):
         self.node = node
         # arrivals stamped by the RMW's message info vs by the callback's own reading (``arrival_ns``)
         self.arrivals = {"rmw_stamp": 0, "callback": 0}
         self.namespace = namespace
-        self.qos = rclpy_qos(qos)
+        self.qos_name = qos
+        rclpy_qos(qos)  # an unknown profile fails here, not at the first topic
         self._publishers: dict[str, Any] = {}
         self._subscriptions: list[Any] = []
         self._lock = threading.Lock()
         self._closed = False
+
+    def qos_for(self, topic: str):
+        """The rclpy QoS profile of ``topic`` (a name under the namespace)."""
+        from fieldtest.middleware.lab import topic_qos
+
+        return rclpy_qos(topic_qos(topic, self.qos_name))
 
     def topic(self, topic: str) -> str:
         return full_topic(self.namespace, topic)
@@ -99,7 +108,9 @@ class RclpyTransport(CallbackSubscriber):
         name = self.topic(topic)
         with self._lock:
             if name not in self._publishers:
-                self._publishers[name] = self.node.create_publisher(message_class(typename), name, self.qos)
+                self._publishers[name] = self.node.create_publisher(
+                    message_class(typename), name, self.qos_for(topic)
+                )
             return self._publishers[name]
 
     def publisher(self, topic: str, typename: str) -> Callable[[Any], None]:
@@ -129,7 +140,8 @@ class RclpyTransport(CallbackSubscriber):
             self.arrivals["rmw_stamp" if arrival != now else "callback"] += 1
             decode(data, arrival)
 
-        sub = self.node.create_subscription(message_class(typename), name, on_raw, self.qos, raw=True)
+        qos = self.qos_for(topic)
+        sub = self.node.create_subscription(message_class(typename), name, on_raw, qos, raw=True)
         with self._lock:
             self._subscriptions.append(sub)
 

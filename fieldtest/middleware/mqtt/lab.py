@@ -25,6 +25,7 @@ from fieldtest.middleware.lab import (
     received_by,
     ros_topic,
     sent_by,
+    topic_qos,
     wire_name,
 )
 from fieldtest.middleware.launch import LabLaunch, SideProcess
@@ -55,8 +56,8 @@ def mqtt_broker_host(cfg: LabLaunch) -> str:
     return getattr(cfg, listener[1])
 
 
-def _ros_qos_params(cfg: LabLaunch) -> dict[str, Any]:
-    qos = get_qos(cfg.qos)
+def _ros_qos_params(qos_name: str) -> dict[str, Any]:
+    qos = get_qos(qos_name)
     return {"queue_size": qos.depth, "qos": {"reliability": qos.reliability, "durability": qos.durability}}
 
 
@@ -77,20 +78,23 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
         }
     ros2mqtt: dict[str, Any] = {"ros_topics": [ros_topic(cfg, t.topic) for t in sent_by(cfg)]}
     for t in sent_by(cfg):
+        # as the node's publisher: a reliable subscription never matches a best-effort publisher
+        qos = topic_qos(t.topic, cfg.qos)
         ros2mqtt[ros_topic(cfg, t.topic)] = {
             "mqtt_topic": wire_name(cfg, t.topic),
             "primitive": False,
             "inject_timestamp": cfg.mqtt_inject_timestamp,
-            "advanced": {"ros": _ros_qos_params(cfg), "mqtt": {"qos": mqtt_qos(cfg.qos), "retained": False}},
+            "advanced": {"ros": _ros_qos_params(qos), "mqtt": {"qos": mqtt_qos(qos), "retained": False}},
         }
     mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
     for t in received_by(cfg):
         block: dict[str, Any] = {"ros_topic": ros_topic(cfg, t.topic), "primitive": False}
         if not cfg.mqtt_inject_timestamp:  # else the type (and the stamp flag) come from the sender
             block["ros_type"] = t.typename
+        qos = topic_qos(t.topic, cfg.qos)
         block["advanced"] = {
-            "mqtt": {"qos": mqtt_qos(cfg.qos)},
-            "ros": {**_ros_qos_params(cfg), "latched": False},
+            "mqtt": {"qos": mqtt_qos(qos)},
+            "ros": {**_ros_qos_params(qos), "latched": False},
         }
         mqtt2ros[wire_name(cfg, t.topic)] = block
     return {

@@ -27,6 +27,19 @@ class RmwZenoh(Middleware):
 
         return node_session_env(cfg, node)
 
+    def lab_launch_problem(self, cfg) -> str:
+        """The Create 3 (on Jazzy create3_republisher too) speaks DDS only, and the link monitor's
+        relay is on the process' one RMW, so no command reaches the base: only a dry run, which
+        drives nothing, is meaningful."""
+        if cfg.dry_run:
+            return ""
+        return (
+            f"middleware: {cfg.middleware} puts the kit's nodes, the relay included, on "
+            "rmw_zenoh_cpp, which the Create 3 (DDS only) never hears, so the base would stand "
+            "still; use dry_run:=true to exercise the link alone, or a bridged Zenoh case "
+            "(zenoh-peer, zenoh-router), whose bridge republishes cmd_vel into the robot's DDS"
+        )
+
     def rehearsal_side_process(self, proc, cfg, config_dir, python: str):
         return f"{proc.name} needs ROS 2 packages that are not among the wheels"
 

@@ -143,6 +143,10 @@ def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
             "action_servers": [],
             "action_clients": [],
         },
+        # Per-topic QoS is not configured: each route takes the discovered DDS writer's reliability
+        # (best-effort clock probes: Zenoh congestion control Drop), and the receiving bridge's DDS
+        # writer is always RELIABLE, which a best-effort reader matches (zenoh-plugin-ros2dds
+        # src/route_publisher.rs, src/route_subscriber.rs).
         "reliable_routes_blocking": True,
     }
     if _local_only(cfg):
