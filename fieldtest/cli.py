@@ -46,7 +46,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "predict lap drift and watchdog stops from a latency/loss trace; the plan's envelope",
     ),
     "keys": (
-        "fieldtest.security.cli",
+        "fieldtest.cli",
         "keys_main",
         "create or check an SROS2 keystore with TLS material for Zenoh and MQTT",
     ),
@@ -112,6 +112,15 @@ def plan_main(argv: list[str]) -> int:
     for warning in plan.warnings():
         print(f"warning: {warning}")
     return 0
+
+
+def keys_main(argv: list[str]) -> int:
+    """``fieldtest keys`` (``fieldtest.security.cli``), whose keystores carry what every middleware
+    family adds to one (``fieldtest.middleware.registry.keystore_material``)."""
+    from fieldtest.middleware.registry import keystore_material
+    from fieldtest.security.cli import keys_command
+
+    return keys_command(argv, extra_material=keystore_material())
 
 
 def one_line(exc: BaseException) -> str:

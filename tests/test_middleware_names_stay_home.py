@@ -10,6 +10,7 @@ is a string literal naming a middleware, a family, an RMW or a bridge (or a tupl
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,76 @@ root = ET.Element("dds")
 ET.SubElement(root, "dds", name="mqtt")
 '''
     assert [f.split(":")[1] for f in named_middlewares(source, "x.py")] == ["2", "3", "6"]
+
+
+# Words of the non-DDS families as they appear in Python names (DDS Security is the keystore's own
+# standard, SROS2, so "dds" names the shared machinery there, not a family).
+FAMILY_NAME_PARTS = frozenset({"zenoh", "zenohd", "mqtt", "mosquitto", "rmw"})
+# A family's name as a string fragment: its files, enclaves and node names in a keystore.
+FAMILY_FRAGMENTS = tuple({entry.family.replace("-", "_") for entry in CATALOG if "-" in entry.family})
+
+
+def _identifiers(tree: ast.AST):
+    """(line, name) for every name a module defines, uses, imports or takes as a keyword."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.lineno, node.name
+        elif isinstance(node, ast.arg):
+            yield node.lineno, node.arg
+        elif isinstance(node, ast.alias):
+            yield node.lineno, node.asname or node.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module
+        elif isinstance(node, ast.keyword) and node.arg:
+            yield node.lineno, node.arg
+
+
+def family_identifiers(source: str, filename: str) -> list[str]:
+    """``line: name`` for every Python name (the module's own included) made of a family's words,
+    and every string other than a docstring holding a family's name (``rmw_zenoh``)."""
+    tree = ast.parse(source, filename)
+    module = ("0", Path(filename).stem)
+    found = [
+        f"{filename}:{line}: {name}"
+        for line, name in [module, *_identifiers(tree)]
+        if set(re.split(r"[._]", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower())) & FAMILY_NAME_PARTS
+    ]
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    found += [
+        f"{filename}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if any(f in node.value.replace("-", "_") for f in FAMILY_FRAGMENTS)
+    ]
+    return found
+
+
+@pytest.mark.parametrize(
+    "path", sorted(SECURITY.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE_ROOT))
+)
+def test_security_holds_no_family_material(path):
+    """A family's keystore material (rmw-zenoh's policy and enclaves) is its package's, written through
+    ``Middleware.keystore_material``; fieldtest/security/ has no module, function or value of a family."""
+    found = family_identifiers(path.read_text(), str(path.relative_to(PACKAGE_ROOT.parent)))
+    assert not found, "a family's keystore material belongs in fieldtest/middleware/<family>/: " + "; ".join(
+        found
+    )
+
+
+def test_the_family_identifier_scan_sees_names_modules_and_values():
+    source = '''"""rmw_zenoh docstring"""
+from .rmw_zenoh import RMW_ZENOH_ROLES
+def _write_mqtt_acl(): pass
+kit_dir = "fieldtest/rmw_zenoh"
+governance = "fieldtest/governance/sros2.xml"
+ZenohRouter.start
+'''
+    found = family_identifiers(source, "fieldtest/security/x.py")
+    assert sorted(f.split(":")[1] for f in found) == ["2", "2", "3", "4", "6"]
+    assert family_identifiers("", "fieldtest/security/rmw_zenoh.py") == [
+        "fieldtest/security/rmw_zenoh.py:0: rmw_zenoh"
+    ]

@@ -92,3 +92,9 @@ def test_the_lab_hooks_classify_each_name():
         "rmw-zenoh": (False, False, "zenoh", "zenoh"),
         "fastdds": (False, True, "fastrtps", "fastrtps"),
     }
+
+
+def test_keystore_material_comes_from_the_families_that_have_some():
+    """``fieldtest keys create`` and a trial's keystore write what ``keystore_material()`` lists:
+    each middleware overriding the hook once (rmw-zenoh: its policy and per-node enclaves)."""
+    assert [writer.__self__.name for writer in registry.keystore_material()] == ["rmw-zenoh"]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.cli import main
+from fieldtest.cli import keys_main, main
 from fieldtest.middleware.dds.security import dds_security_files
+from fieldtest.middleware.registry import keystore_material
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, ROBOT_ENCLAVE
-from fieldtest.security.cli import keys_main
 from fieldtest.security.governance import GOVERNANCE_PROFILES
 from fieldtest.security.keystore import (
     KeystoreError,
@@ -40,7 +40,8 @@ def _installed_tools():
 
 @pytest.fixture(scope="module")
 def keystore(tmp_path_factory) -> Path:
-    return create_keystore(tmp_path_factory.mktemp("ks") / "keystore")
+    """A kit keystore as ``fieldtest keys create`` makes it: with what the families add."""
+    return create_keystore(tmp_path_factory.mktemp("ks") / "keystore", extra_material=keystore_material())
 
 
 def fresh_copy(keystore: Path, tmp_path: Path) -> Path:
@@ -64,7 +65,7 @@ def test_created_keystore_has_sros2_layout_and_passes_check(keystore):
         assert os.readlink(public / f"{name}.cert.pem") == "ca.cert.pem"
         assert os.readlink(private / f"{name}.key.pem") == "ca.key.pem"
     assert (keystore / "enclaves/governance.xml").is_file()
-    from fieldtest.security.rmw_zenoh import RMW_ZENOH_ENCLAVE, ROUTER_NODE, policy_names
+    from fieldtest.middleware.rmw_zenoh.keystore import RMW_ZENOH_ENCLAVE, ROUTER_NODE, policy_names
 
     rmw_zenoh = [f"{RMW_ZENOH_ENCLAVE}/{node}" for node in [*policy_names(""), ROUTER_NODE]]
     assert list_enclaves(keystore) == sorted([spec.path for spec in KIT_ENCLAVES] + rmw_zenoh)

@@ -4,20 +4,28 @@ rmw_zenoh at the generated session and router configs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import zenoh
 
+from fieldtest.cli import main
 from fieldtest.labrun.orchestration.launchplan import launch_plan
-from fieldtest.middleware.rmw_zenoh.security import generate_command
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave, policy_xml
-from fieldtest.security.rmw_zenoh import (
+from fieldtest.linkconfig import TransportConfig
+from fieldtest.middleware import registry
+from fieldtest.middleware.registry import prepare_trial_security
+from fieldtest.middleware.rmw_zenoh.keystore import (
     RMW_ZENOH_ROLES,
     ROUTER_NODE,
     allowed_key_exprs,
     generated_dir,
     rmw_zenoh_policy_xml,
 )
+from fieldtest.middleware.rmw_zenoh.security import generate_command
+from fieldtest.plan import SquarePlan
+from fieldtest.record import TrialRequest
+from fieldtest.security.keystore import KeystoreOptions, create_keystore
+from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave, policy_xml
 
 TYPE_KEY = "geometry_msgs::msg::dds_::TwistStamped_/RIHS01_0123abcd"  # <type>/<hash>, any value
 DOMAIN = 3
@@ -69,8 +77,22 @@ def test_the_dds_policy_would_not_serve_rmw_zenoh():
     assert not _allowed(allowed["square_driver"], "publish", "/tb4/cmd_vel")
 
 
-def test_keystore_holds_the_policy_and_one_enclave_per_node(tmp_path):
-    ks = create_keystore(tmp_path / "ks", KeystoreOptions(namespace="/tb4"))
+def _keys_create(tmp_path: Path) -> Path:
+    ks = tmp_path / "ks"
+    assert main(["keys", "create", "--keystore", str(ks), "--namespace", "/tb4"]) == 0
+    return ks
+
+
+def _trial_keystore(tmp_path: Path) -> Path:
+    transport = TransportConfig(middleware="dds", security="sros2", namespace="/tb4")
+    request = prepare_trial_security(TrialRequest(plan=SquarePlan(), transport=transport), tmp_path)
+    return Path(request.transport.keystore)
+
+
+@pytest.mark.parametrize("make", [_keys_create, _trial_keystore], ids=["fieldtest-keys", "trial"])
+def test_keystore_holds_the_policy_and_one_enclave_per_node(make, tmp_path):
+    """Both keystores the kit makes carry the family's material (its ``keystore_material`` hook)."""
+    ks = make(tmp_path)
     folder = generated_dir(ks)
     assert (folder / "policy.xml").read_text() == rmw_zenoh_policy_xml("/tb4")
     for node in [*allowed_key_exprs(rmw_zenoh_policy_xml("/tb4"), 0), ROUTER_NODE]:
@@ -79,6 +101,16 @@ def test_keystore_holds_the_policy_and_one_enclave_per_node(tmp_path):
     argv = generate_command(ks, 0, "router.json5", "session.json5")
     assert argv[:4] == ["ros2", "run", "zenoh_security_tools", "generate_configs"]
     assert argv[argv.index("--enclaves") + 1] == str(ks.absolute() / "enclaves/fieldtest/rmw_zenoh")
+
+
+def test_the_security_layer_alone_writes_no_family_material(tmp_path):
+    """``create_keystore`` adds only what its callers hand in; a partial keystore gets none either."""
+    bare = create_keystore(tmp_path / "bare", KeystoreOptions(namespace="/tb4"))
+    assert not generated_dir(bare).exists()
+    assert not (bare / "enclaves/fieldtest/rmw_zenoh").exists()
+    partial = KeystoreOptions(enclaves=(kit_enclave("host"),))
+    ks = create_keystore(tmp_path / "partial", partial, extra_material=registry.keystore_material())
+    assert not generated_dir(ks).exists()
 
 
 def test_launch_plan_points_rmw_zenoh_at_the_generated_configs(tmp_path):

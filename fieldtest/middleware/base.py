@@ -18,6 +18,7 @@ from fieldtest.linkconfig import Role, TransportConfig
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch, SideProcess
     from fieldtest.procs import ManagedProcess
+    from fieldtest.security.keystore import KeystoreOptions, Validity
     from fieldtest.security.settings import SecuritySetting
     from fieldtest.transport.base import Transport
 
@@ -77,6 +78,11 @@ class Middleware:
         must name the address): the catalog's listener, if any."""
         listener = self.catalog.listener
         return [(listener[0], getattr(config, listener[1]))] if listener else []
+
+    def keystore_material(self, root: Path, options: KeystoreOptions, validity: Validity) -> None:
+        """Write what this middleware needs in a kit keystore beyond the kit's enclaves, governance
+        and TLS files (``fieldtest.security.keystore.create_keystore`` calls it): nothing by default."""
+        return None
 
     # ---- twin
 

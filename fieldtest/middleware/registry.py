@@ -11,6 +11,7 @@ To add a middleware: see docs/architecture.md ("How to add a middleware").
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
@@ -22,6 +23,9 @@ from fieldtest.middleware.zenoh import family as zenoh
 from fieldtest.record import TrialRequest
 
 from .base import Middleware
+
+if TYPE_CHECKING:
+    from fieldtest.security.keystore import KeystoreMaterial
 
 FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
 REGISTRY: dict[str, Middleware] = {
@@ -62,12 +66,24 @@ def open_transport(config: TransportConfig, role: Role):
     return get(config.middleware).open_transport(config, role)
 
 
+def keystore_material() -> tuple[KeystoreMaterial, ...]:
+    """What every middleware that has material of its own writes into a kit keystore
+    (``Middleware.keystore_material``), for ``create_keystore(..., extra_material=)``: a keystore
+    made by ``fieldtest keys`` or for a trial serves every middleware."""
+    writers = {
+        type(m).keystore_material: m.keystore_material
+        for m in REGISTRY.values()
+        if type(m).keystore_material is not Middleware.keystore_material
+    }
+    return tuple(writers.values())
+
+
 def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> TrialRequest:
     """``request`` with its keystore checked or made (``fieldtest.security.trial``), for the
     settings and listeners its middleware declares."""
     from fieldtest.security.trial import prepare_trial_security as prepare
 
-    return prepare(request, Path(trial_dir), get(request.transport.middleware))
+    return prepare(request, Path(trial_dir), get(request.transport.middleware), keystore_material())
 
 
 def infrastructure(

@@ -1,13 +1,18 @@
-"""``fieldtest keys``: create, check and extend the kit's SROS2-layout keystore."""
+"""``fieldtest keys``: create, check and extend the kit's SROS2-layout keystore.
+
+``fieldtest.cli.keys_main`` runs it with what the middleware families add to a keystore (the
+registry's ``keystore_material()``), which this layer does not reach."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Iterable
 
 from .governance import GOVERNANCE_PROFILES
 from .keystore import (
+    KeystoreMaterial,
     KeystoreOptions,
     Validity,
     activate_governance,
@@ -84,7 +89,8 @@ def _report(keystore: str) -> int:
     return 0
 
 
-def keys_main(argv: list[str]) -> int:
+def keys_command(argv: list[str], *, extra_material: Iterable[KeystoreMaterial]) -> int:
+    """``fieldtest keys`` with ``argv``; ``create`` adds ``extra_material`` (``create_keystore``'s)."""
     args = _parser().parse_args(argv)
     if args.command == "create":
         validity = Validity.from_days(args.valid_days, args.start_days)
@@ -94,7 +100,7 @@ def keys_main(argv: list[str]) -> int:
             validity=validity,
             tls_names=tuple(args.tls_name),
         )
-        create_keystore(args.keystore, options)
+        create_keystore(args.keystore, options, extra_material)
         print(
             f"{args.keystore}: created (domain {args.domain_id}, valid "
             f"{validity.not_before:%Y-%m-%d} .. {validity.not_after:%Y-%m-%d} UTC)"

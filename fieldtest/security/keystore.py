@@ -13,8 +13,8 @@ path. The kit adds, without touching that layout:
 
     fieldtest/governance/<setting>.{xml,p7s}   one signed governance per DDS security setting
     fieldtest/policy.xml                       the SROS2 policy the permissions were made from
-    fieldtest/rmw_zenoh/policy.xml             the policy zenoh_security_tools reads (rmw-zenoh case),
-    enclaves/fieldtest/rmw_zenoh/<node>        one sros2 enclave per rmw_zenoh node and zenohd
+    fieldtest/<family>/..., enclaves/fieldtest/<family>/...
+                                               what a middleware family adds (``extra_material``)
     tls/ca.pem, tls/<name>.{crt,key}           TLS material for Zenoh mTLS and Mosquitto, same CA
 
 Signing uses cryptography's PKCS7SignatureBuilder (as SROS2 does); verification uses the openssl
@@ -29,7 +29,7 @@ import os
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -215,8 +215,16 @@ class KeystoreOptions:
     tls_names: tuple[str, ...] = ()  # extra host names / addresses for the TLS certificates
 
 
-def create_keystore(path: Path | str, options: KeystoreOptions | None = None) -> Path:
-    """Create (or complete) a keystore with the kit's enclaves, governance variants and TLS files.
+# Writes a family's own material into a keystore (``Middleware.keystore_material``): root, options, validity.
+KeystoreMaterial = Callable[[Path, KeystoreOptions, Validity], None]
+
+
+def create_keystore(
+    path: Path | str, options: KeystoreOptions | None = None, extra_material: Iterable[KeystoreMaterial] = ()
+) -> Path:
+    """Create (or complete) a keystore with the kit's enclaves, governance variants and TLS files,
+    then call each of ``extra_material`` (what a middleware family adds: the callers above both
+    layers pass ``fieldtest.middleware.registry.keystore_material()``).
 
     An existing CA is kept, as ``ros2 security create_keystore`` does, so enclaves of a keystore
     made by SROS2 stay valid; enclaves, governance and TLS files are (re)written.
@@ -235,31 +243,10 @@ def create_keystore(path: Path | str, options: KeystoreOptions | None = None) ->
             root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
         )
     (root / KIT_DIR / "policy.xml").write_text(policy_xml(options.enclaves, options.namespace))
-    _rmw_zenoh_material(root, options, validity)
+    for write in extra_material:
+        write(root, options, validity)
     create_tls_material(root, names=options.tls_names, validity=validity)
     return root
-
-
-def _rmw_zenoh_material(root: Path, options: KeystoreOptions, validity: Validity) -> None:
-    """The rmw-zenoh case's policy and the per-node enclaves zenoh_security_tools takes its TLS
-    files from (their DDS permissions are not used)."""
-    from .rmw_zenoh import KIT_DIR as ZENOH_DIR
-    from .rmw_zenoh import RMW_ZENOH_ENCLAVE, RMW_ZENOH_ROLES, ROUTER_NODE, policy_names, rmw_zenoh_policy_xml
-
-    if not set(RMW_ZENOH_ROLES) <= {spec.role for spec in options.enclaves}:
-        return  # a partial keystore (some enclaves only) does not serve the rmw-zenoh case
-    (root / ZENOH_DIR).mkdir(parents=True, exist_ok=True)
-    (root / ZENOH_DIR / "policy.xml").write_text(rmw_zenoh_policy_xml(options.namespace))
-    for node in [*policy_names(options.namespace), ROUTER_NODE]:
-        spec = EnclaveSpec(
-            f"{RMW_ZENOH_ENCLAVE}/{node}",
-            f"rmw_zenoh_{node}",
-            "rmw_zenoh TLS identity",
-            ros_node_defaults=False,
-        )
-        create_enclave(
-            root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
-        )
 
 
 def _ensure_ca(root: Path, validity: Validity) -> None:

@@ -2,12 +2,13 @@
 
 ``prepare_trial_security(request, trial_dir, middleware)`` is called by the trial runner right
 before it writes trial.yaml (through ``fieldtest.middleware.registry.prepare_trial_security``, which
-hands in the request's ``Middleware``: the settings it takes and the TLS listeners it has). For a
-secured trial it either checks the keystore the request names or creates a fresh one in
-``<trial>/keystore`` (for the trial's domain id, namespace and addresses), makes the setting's
-governance the active one, and returns the request with ``transport.keystore`` set; the host,
-robot, router and broker processes then apply the setting by themselves (the transports read
-``security`` and ``keystore`` from the request).
+hands in the request's ``Middleware``: the settings it takes and the TLS listeners it has, and what
+the middleware families add to a keystore). For a secured trial it either checks the keystore the
+request names or creates a fresh one in ``<trial>/keystore`` (for the trial's domain id, namespace
+and addresses, with the families' material), makes the setting's governance the active one, and
+returns the request with ``transport.keystore`` set; the host, robot, router and broker processes
+then apply the setting by themselves (the transports read ``security`` and ``keystore`` from the
+request).
 
 Runs of several trials in one process (threads) are safe: nothing here touches process state
 (environment, working directory), a fresh keystore belongs to one trial, and activating a governance
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -31,6 +33,7 @@ from .keystore import (
     DEFAULT_TLS_NAMES,
     ENCLAVES,
     KeystoreError,
+    KeystoreMaterial,
     KeystoreOptions,
     check_keystore,
     create_keystore,
@@ -91,13 +94,16 @@ def check_trial_keystore(config: TransportConfig, middleware: TrialMiddleware) -
         raise TrialSecurityError(str(exc)) from None
 
 
-def create_trial_keystore(config: TransportConfig, folder: Path) -> Path:
-    """A fresh keystore for this trial: its domain id, namespace and addresses."""
+def create_trial_keystore(
+    config: TransportConfig, folder: Path, extra_material: Iterable[KeystoreMaterial] = ()
+) -> Path:
+    """A fresh keystore for this trial: its domain id, namespace and addresses, with
+    ``extra_material`` (``create_keystore``'s: what the middleware families add)."""
     options = KeystoreOptions(
         domain_id=config.domain_id, namespace=config.namespace, tls_names=trial_addresses(config)
     )
     try:
-        return create_keystore(folder, options).absolute()
+        return create_keystore(folder, options, extra_material).absolute()
     except KeystoreError as exc:
         raise TrialSecurityError(str(exc)) from None
 
@@ -135,13 +141,17 @@ def activate_setting_governance(keystore: Path | str, setting: str) -> None:
 
 
 def prepare_trial_security(
-    request: TrialRequest, trial_dir: Path, middleware: TrialMiddleware
+    request: TrialRequest,
+    trial_dir: Path,
+    middleware: TrialMiddleware,
+    extra_material: Iterable[KeystoreMaterial] = (),
 ) -> TrialRequest:
     """The request with ``transport.keystore`` set and checked, for ``request.transport.security``.
 
     "none": the request unchanged. Otherwise ``middleware`` must take the setting; the keystore
     named by the request is checked (any problem: TrialSecurityError, one line), or without one a
-    fresh keystore is made in ``trial_dir/keystore``. The setting's governance is activated.
+    fresh keystore is made in ``trial_dir/keystore``, with ``extra_material`` (what the middleware
+    families add to a keystore). The setting's governance is activated.
     """
     config = request.transport
     try:
@@ -157,7 +167,7 @@ def prepare_trial_security(
                 f"{keystore}: keystore directory not found (create it with `fieldtest keys create`)"
             )
     else:
-        keystore = create_trial_keystore(config, Path(trial_dir) / TRIAL_KEYSTORE_DIR)
+        keystore = create_trial_keystore(config, Path(trial_dir) / TRIAL_KEYSTORE_DIR, extra_material)
     config = config.model_copy(update={"keystore": str(keystore)})
     check_trial_keystore(config, middleware)
     if setting.governance is not None:

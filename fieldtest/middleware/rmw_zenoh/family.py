@@ -14,6 +14,11 @@ class RmwZenoh(Middleware):
     lab_rmw_speaks_dds = False
     own_security = True
 
+    def keystore_material(self, root, options, validity) -> None:
+        from fieldtest.middleware.rmw_zenoh.keystore import write_keystore_material
+
+        write_keystore_material(root, options, validity)
+
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         return "router"  # rmw_zenohd; the robot's connects to it
 

@@ -1,14 +1,15 @@
 """rmw_zenoh's security: the per-node Zenoh session configs and the router config that
 ``ros2 run zenoh_security_tools generate_configs`` derives from the keystore's rmw_zenoh policy
-(written with the keystore: ``fieldtest.security.rmw_zenoh``), and the command that generates them."""
+(written into the keystore by ``fieldtest.middleware.rmw_zenoh.keystore``), and the command that
+generates them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware.rmw_zenoh.keystore import ROUTER_NODE, generated_dir
 from fieldtest.names import RMW_ZENOH_ENCLAVE
-from fieldtest.security.rmw_zenoh import ROUTER_NODE, generated_dir
 
 
 class RmwZenohSecurityError(FieldtestError, ValueError):

@@ -14,10 +14,11 @@ How that tool reads a policy (ros2/rmw_zenoh zenoh_security_tools/src/config_gen
 - with ``--enclaves DIR`` each node's TLS files come from ``DIR/<node>`` (sros2 enclave layout)
   and the router's from ``DIR/zenohd``; endpoints switch from tcp/ to tls/.
 
-So the kit writes a policy with one enclave whose profiles are the kit's rmw_zenoh nodes, and the
-lab creates one sros2 enclave per node under ``/fieldtest/rmw_zenoh`` (docs/security.md). This
-module is the keystore's part (``create_keystore`` writes the policy and the enclaves); where the
-lab finds the generated configs is the family's (``fieldtest.middleware.rmw_zenoh.security``).
+So the kit writes a policy with one enclave whose profiles are the kit's rmw_zenoh nodes, and one
+sros2 enclave per node under ``/fieldtest/rmw_zenoh`` (docs/security.md). This module is the family's
+part of the keystore (``write_keystore_material``, the ``RmwZenoh.keystore_material`` hook that
+``fieldtest keys create`` and a trial's keystore call); where the lab finds the generated configs is
+``fieldtest.middleware.rmw_zenoh.security``.
 """
 
 from __future__ import annotations
@@ -26,8 +27,15 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from fieldtest.names import RMW_ZENOH_ENCLAVE
-
-from .policy import ROS_GLOBAL_PUBLISH, ROS_GLOBAL_SUBSCRIBE, ROS_NODE_SERVICES, kit_enclave, trial_topic
+from fieldtest.security.keystore import KeystoreOptions, Validity, create_enclave
+from fieldtest.security.policy import (
+    ROS_GLOBAL_PUBLISH,
+    ROS_GLOBAL_SUBSCRIBE,
+    ROS_NODE_SERVICES,
+    EnclaveSpec,
+    kit_enclave,
+    trial_topic,
+)
 
 ROUTER_NODE = "zenohd"  # zenoh_security_tools' name for the router's enclave and config
 KIT_DIR = "fieldtest/rmw_zenoh"  # inside the keystore: the policy and the generated configs
@@ -99,3 +107,22 @@ def allowed_key_exprs(policy_text: str, domain_id: int) -> dict[str, dict[str, s
 
 def generated_dir(keystore: str | Path) -> Path:
     return Path(keystore).expanduser().absolute() / KIT_DIR
+
+
+def write_keystore_material(root: Path, options: KeystoreOptions, validity: Validity) -> None:
+    """The rmw-zenoh case's policy and the per-node enclaves zenoh_security_tools takes its TLS
+    files from (their DDS permissions are not used)."""
+    if not set(RMW_ZENOH_ROLES) <= {spec.role for spec in options.enclaves}:
+        return  # a partial keystore (some enclaves only) does not serve the rmw-zenoh case
+    (root / KIT_DIR).mkdir(parents=True, exist_ok=True)
+    (root / KIT_DIR / "policy.xml").write_text(rmw_zenoh_policy_xml(options.namespace))
+    for node in [*policy_names(options.namespace), ROUTER_NODE]:
+        spec = EnclaveSpec(
+            f"{RMW_ZENOH_ENCLAVE}/{node}",
+            f"rmw_zenoh_{node}",
+            "rmw_zenoh TLS identity",
+            ros_node_defaults=False,
+        )
+        create_enclave(
+            root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
+        )
