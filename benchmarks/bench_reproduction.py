@@ -171,10 +171,10 @@ Reps = dict[str, list[dict]]  # case name -> one record per repetition (see reco
 
 
 def delivered(rec: dict) -> float:
-    """Share of the messages that arrived; 0 for a row that failed or was refused."""
-    if rec["status"] != "ok":
-        return 0.0
-    return 1.0 - (rec["figures"].get("relative_loss") or 0.0)
+    """Share of the messages that arrived (also in a row that failed after sending, e.g. "rate not
+    held"); 0 for a row refused or failed before it sent anything."""
+    loss = rec["figures"].get(LOSS)
+    return 0.0 if loss is None else 1.0 - loss
 
 
 def delivered_gain(carrier: dict, failing: dict) -> float:
@@ -366,7 +366,7 @@ FINDINGS: list[Finding] = [
         delivered_gain,
         "",
         no_effect=0.0,
-        notes="a failed or refused row counts as nothing delivered",
+        notes="a refused row, or one that sent nothing, counts as nothing delivered",
     ),
     Finding(
         "Z6",
