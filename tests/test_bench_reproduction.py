@@ -94,6 +94,13 @@ def test_a_refused_pair_delivers_nothing_so_the_failure_finding_is_not_reproduce
     assert bench.judge(finding, carried).reproduced
 
 
+def test_a_row_that_sent_and_then_failed_counts_what_it_delivered(bench):
+    late = _rec(relative_loss=0.25)
+    late["status"] = "failed"  # rate not held: it sent, the link blocked it
+    assert bench.delivered(late) == pytest.approx(0.75)
+    assert bench.delivered(_rec("refused")) == 0.0
+
+
 def test_overhead_share_counts_datagrams_not_fragments(bench):
     kinds = {k: {"packets": 0} for k in ("user_data", "heartbeat_acknack", "ip_fragment", "spdp")}
     kinds["user_data"]["packets"], kinds["heartbeat_acknack"]["packets"] = 30, 10
