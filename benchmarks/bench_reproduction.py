@@ -9,7 +9,8 @@ set a figure beside (/work/shared/SEED-FIGURES.md, the values copied into ``FIND
 interleaved (repetition 0 of every row, then repetition 1, ...) so that a slow minute of the
 shared machine cannot fall on all repetitions of one row, and records the machine's load, busy
 cores and CPU steal over each row. Per finding the kit's figure is the mean over repetitions of a
-paired comparison (each repetition's rows ran back to back) with a Student-t 95 % interval, and
+paired comparison (each repetition's rows ran back to back) with a Student-t 95 % interval (for a
+ratio: the geometric mean, the interval from the logarithms), and
 the direction is computed from the figures: the seed's figure against its no-effect value, the
 kit's interval against the same value. No setting is taken from a seed figure: message sizes, rates,
 QoS profiles, security settings and link profiles are the kit's (docs/perf.md, docs/networks.md).
@@ -71,6 +72,15 @@ def mean_interval(values: list[float]) -> Interval | None:
         return Interval(mean, mean, mean, 1)
     half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
     return Interval(mean, mean - half, mean + half, len(values))
+
+
+def ratio_interval(ratios: list[float]) -> Interval | None:
+    """Geometric mean and 95 % interval of ratios, from the Student-t interval of their logarithms
+    (ratios multiply: 2x and 0.5x average to 1x, and the interval never reaches below 0)."""
+    logs = mean_interval([math.log(r) for r in ratios if r is not None and r > 0 and math.isfinite(r)])
+    if logs is None:
+        return None
+    return Interval(math.exp(logs.mean), math.exp(logs.low), math.exp(logs.high), logs.n)
 
 
 def direction(low: float, high: float, no_effect: float, tolerance: float = 0.0) -> int:
@@ -715,7 +725,8 @@ class Verdict:
 
 def judge(finding: Finding, reps: Reps) -> Verdict:
     values = paired(reps, finding.cases, finding.kit)
-    return Verdict(finding, mean_interval(values), values)
+    interval = ratio_interval(values) if finding.unit == "x" else mean_interval(values)
+    return Verdict(finding, interval, values)
 
 
 def case_summary(rec_list: list[dict]) -> str:
@@ -726,7 +737,9 @@ def case_summary(rec_list: list[dict]) -> str:
         return f"{rec_list[0]['status'] if rec_list else 'not run'}: {errors[0]}"
     f = [r["figures"] for r in ok]
     mode_key = RTT if ok[0]["figures"].get("round_trip_mean (ms)") else OW
-    parts = [f"{'rtt' if mode_key == RTT else 'one-way'} {statistics.fmean(x.get(mode_key) or math.nan for x in f):.2f} ms",
+    p50_key = RTT50 if mode_key == RTT else "one_way_p50 (ms)"
+    parts = [f"{'rtt' if mode_key == RTT else 'one-way'} mean {statistics.fmean(x.get(mode_key) or math.nan for x in f):.2f} "
+             f"/ p50 {statistics.fmean(x.get(p50_key) or math.nan for x in f):.2f} ms",
              f"loss {100 * statistics.fmean(x.get(LOSS) or 0.0 for x in f):.1f} %"]  # fmt: skip
     shares = [s for s in (overhead_share(r) for r in ok) if s is not None]
     if shares:

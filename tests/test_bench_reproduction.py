@@ -40,6 +40,16 @@ def test_mean_interval_is_student_t(bench):
     assert bench.mean_interval([2.0, math.nan, 4.0, None]).n == 2
 
 
+def test_ratios_average_on_a_log_scale(bench):
+    iv = bench.ratio_interval([2.0, 0.5, 1.0])  # logs ln2, -ln2, 0: mean 0, sd ln2
+    assert iv.mean == pytest.approx(1.0)
+    assert iv.high == pytest.approx(math.exp(4.303 * math.log(2) / math.sqrt(3)), rel=1e-4)
+    assert iv.low == pytest.approx(1 / iv.high)  # symmetric in log, never below 0
+    assert bench.ratio_interval([26.0, 84.5, 22.0]).low > 1  # one stalled repetition cannot flip the sign
+    assert bench.mean_interval([26.0, 84.5, 22.0]).low < 0
+    assert bench.ratio_interval([0.0, -1.0]) is None
+
+
 @pytest.mark.parametrize(
     ("low", "high", "tolerance", "expected"),
     [(1.2, 1.5, 0.0, 1), (0.5, 0.9, 0.0, -1), (0.9, 1.1, 0.0, 0), (1.01, 1.04, 0.05, 0), (1.06, 1.2, 0.05, 1),
