@@ -110,10 +110,15 @@ def same_order(seed: dict[str, float], kit: dict[str, float]) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The rows
 
+# 52 m: where the mean received power falls to the -82 dBm minimum sensitivity, 10 dB below
+# wifi-80211-far's 24 m at path-loss exponent 3: 24 * 10 ** (10 / 30) (docs/networks.md, "Distances")
 PROFILES_YAML = """\
 wifi-80211-40m:
   extends: wifi-80211-far
   wifi80211: {distance_m: 40}
+wifi-80211-52m:
+  extends: wifi-80211-far
+  wifi80211: {distance_m: 52}
 """
 
 
@@ -166,7 +171,7 @@ CASES: dict[str, dict] = {
     **{
         f"chen-{qos}-{tag}": _case(qos=qos, net=net, msg="Array128", mode="one-way")
         for qos in ("default", "sensor")
-        for tag, net in (("24m", "wifi-80211-far"), ("40m", "wifi-80211-40m"))
+        for tag, net in (("24m", "wifi-80211-far"), ("40m", "wifi-80211-40m"), ("52m", "wifi-80211-52m"))
     },  # fmt: skip
     "chen-dds-10m": _case(net="wifi-80211", msg="Array128", mode="one-way"),
     "chen-dds-10m-x4": _case(net="wifi-80211", msg="Array128", subs=4, mode="one-way"),
@@ -605,6 +610,20 @@ FINDINGS: list[Finding] = [
         notes="as C1; 40 m: wifi-80211-far with distance_m 40",
     ),
     Finding(
+        "C2b",
+        "Chen",
+        "loss vs distance",
+        "Default loses more than Sensor beyond 25.7 m (52 m): loss Default - Sensor",
+        "figure only: more",
+        None,
+        ["chen-default-52m", "chen-sensor-52m"],
+        loss_difference,
+        " pp",
+        no_effect=0.0,
+        stated_direction=1,
+        notes="as C1; 52 m: mean received power at the -82 dBm minimum sensitivity",
+    ),
+    Finding(
         "C3",
         "Chen",
         "Table 5",
@@ -747,8 +766,10 @@ def case_summary(rec_list: list[dict]) -> str:
     sims = [r["simulator"] for r in ok if r.get("simulator")]
     if sims:
         retries = sum(s.get("retries") or 0 for s in sims) / max(1, sum(s.get("frames") or 0 for s in sims))
+        lag = max((s.get("lag_p99_ms") or 0.0) for s in sims)
         parts.append(
-            f"802.11 retries/frame {retries:.2f}, MAC drops {sum(s.get('mac_drops') or 0 for s in sims)}"
+            f"802.11 retries/frame {retries:.2f}, MAC drops {sum(s.get('mac_drops') or 0 for s in sims)}, "
+            f"simulator lag p99 <= {lag:.1f} ms"
         )
         by_size = sims[-1].get("retries_by_size")
         if by_size:
@@ -828,13 +849,15 @@ def main() -> int:
     parser.add_argument("--until", default=None, help="HH:MM UTC: start no row after it")
     parser.add_argument("--json", type=Path, default=None, help="write every row's figures here")
     parser.add_argument("--md", type=Path, default=None, help="write the table here")
-    parser.add_argument("--from", dest="source", type=Path, default=None, help="table from a --json file")
+    parser.add_argument(
+        "--from", dest="source", type=Path, nargs="+", default=None,
+        help="table from --json files (a later file's rows replace an earlier one's of the same case)",
+    )  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None, help="keep the rows' directories here")
     args = parser.parse_args()
     findings = _select(args.only)
     if args.source:
-        data = json.loads(args.source.read_text())
-        results, meta = data["results"], data["meta"]
+        results, meta = merged_runs(args.source)
     else:
         until = _until(args.until)
         with tempfile.TemporaryDirectory(prefix="bench-repro-") as tmp:
@@ -845,7 +868,7 @@ def main() -> int:
         if args.json:
             _write_json(args.json, results, meta)
     out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {meta['rate_hz']:g} Hz, "
-           f"{meta['duration_s']:g} s per row, {meta['started']} to {meta.get('ended', '?')}", "",
+           f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
            *table(results, findings), ""]  # fmt: skip
     if any(f.key.startswith("R") for f in findings):
         out.append(order_line(results))
@@ -858,12 +881,27 @@ def main() -> int:
     return 0
 
 
+def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:
+    """The rows of several --json files; the conditions line names each run."""
+    results: Reps = {}
+    metas = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        results.update(data["results"])
+        metas.append(data["meta"])
+    meta = dict(metas[0])
+    meta["started"] = "; ".join(f"{m['started']} to {m.get('ended', '?')}" for m in metas)
+    meta["ended"] = None
+    meta["missing"] = [m for one in metas for m in one.get("missing", [])]
+    return results, meta
+
+
 def _select(only: list[str] | None) -> list[Finding]:
     if not only:
         return FINDINGS
     aliases = {"RTI": "R", "ZHANG": "Z", "FERNANDEZ": "F", "CHEN": "C", "KIM": "K"}
     keys = [aliases.get(o.upper(), o.upper()) for o in only]
-    chosen = [f for f in FINDINGS if any(f.key.startswith(k) for k in keys)]
+    chosen = [f for f in FINDINGS if any(f.key.upper().startswith(k) for k in keys)]
     if not chosen:
         raise SystemExit(
             f"--only: no finding matches {' '.join(only)} (keys: {' '.join(f.key for f in FINDINGS)})"

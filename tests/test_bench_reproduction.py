@@ -133,3 +133,23 @@ def test_same_order_and_seed_directions_come_from_the_figures(bench):
     assert by_key["R1"].expected == 0  # 23 / 23 us
     assert by_key["C1"].expected == -1  # stated, no figure
     assert set(bench.needed_cases(bench.FINDINGS)) <= set(bench.CASES)
+
+
+def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
+    import json
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    meta = {
+        "reps": 3,
+        "rate_hz": 10.0,
+        "duration_s": 10.0,
+        "started": "s1",
+        "ended": "e1",
+        "missing": ["x rep 2"],
+    }
+    first.write_text(json.dumps({"meta": meta, "results": {"a": [_rec(**{bench.RTT: 1.0})], "b": []}}))
+    meta2 = {**meta, "started": "s2", "ended": "e2", "missing": []}
+    second.write_text(json.dumps({"meta": meta2, "results": {"b": [_rec(**{bench.RTT: 2.0})]}}))
+    results, merged = bench.merged_runs([first, second])
+    assert set(results) == {"a", "b"} and results["b"][0]["figures"][bench.RTT] == 2.0
+    assert merged["started"] == "s1 to e1; s2 to e2" and merged["missing"] == ["x rep 2"]
