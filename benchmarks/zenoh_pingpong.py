@@ -7,7 +7,7 @@ As z_ping: a publisher on ``test/ping`` with congestion control BLOCK and ``expr
 subscriber on ``test/pong``; each ping is one ``put`` of ``size`` bytes and its round trip the time
 until the echo comes back. Unlike z_ping, which sends the next ping as soon as the echo is in, the
 pings leave at ``rate`` (the perf row's rate), so both sides of the comparison carry the same load.
-Both ends are peers on loopback TCP, scouting off (as the kit's zenoh-peer). ``ping`` prints one
+Both ends are peers on loopback TCP, scouting and shared memory off (as the kit's zenoh-peer). ``ping`` prints one
 JSON line: the round trips in ms and how many pings got no echo within 5 s.
 """
 
@@ -33,6 +33,7 @@ def _session(listen: bool, port: int) -> zenoh.Session:
         "listen": {"endpoints": [endpoint] if listen else []},
         "connect": {"endpoints": [] if listen else [endpoint]},
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
+        "transport": {"shared_memory": {"enabled": False}},  # as the kit's sessions: payloads over TCP
     }
     return zenoh.open(zenoh.Config.from_json5(json.dumps(config)))
 

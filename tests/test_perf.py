@@ -114,6 +114,37 @@ def test_several_subscribers_on_an_emulated_link(tmp_path):
     assert kinds["user_data"]["packets"] > 0 and (tmp_path / "link.pcap").exists()
 
 
+@pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router"])
+def test_zenoh_payloads_cross_the_emulated_link(middleware, tmp_path):
+    """Every echoed 16 KB message crosses the robot's link twice: none through /dev/shm, which every
+    namespace shares (Zenoh's default would pass payloads over 3 KB that way)."""
+    from fieldtest.netem import netns_available
+
+    ok, why = netns_available()
+    if not ok:
+        pytest.skip(f"no network namespaces: {why}")
+    case = PerfCase(middleware=middleware, network="ethernet", message="Array16k", rate_hz=20, duration_s=1)
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    tcp = row.link["traffic"]["kinds"]["tcp"]["bytes"] + row.link["traffic"]["kinds"]["ip_fragment"]["bytes"]
+    assert row.figures["received"] > 0
+    assert tcp >= 2 * row.figures["received"] * row.figures["size (B)"]
+
+
+def test_an_80211_row_keeps_the_simulated_links_record(tmp_path):
+    """Retries per frame-size class and MAC drops explain loss on the 802.11 link (docs/perf.md)."""
+    from fieldtest.testkit import needs
+
+    needs.netns()
+    case = PerfCase(middleware="dds", network="wifi-80211", message="Array1k", rate_hz=20, duration_s=1)
+    row = run_row(case, tmp_path)
+    assert row.status == "ok", row.error
+    unicast = row.link["simulator"]["tx"]["unicast"]
+    assert unicast["frames"] >= row.figures["received"] > 0  # every echo crossed the air, at least once
+    assert sum(c["frames"] for c in unicast["by_size"].values()) == unicast["frames"]
+    assert json.loads(json.dumps(row.to_json()))["link"]["simulator"]["lag_ms"]  # perf.json keeps it
+
+
 def test_lossy_link_counts_add_up(tmp_path):
     from fieldtest.netem import get_profile, netns_available
 

@@ -308,8 +308,12 @@ class _Link:
         if self.topo is None:
             return {"profile": "loopback"}
         described = self.topo.describe()
-        return {"profile": described.get("profile", {}).get("name", ""), "emulated": self.emulated,
-                "backend": described.get("backend", "")}  # fmt: skip
+        out = {"profile": described.get("profile", {}).get("name", ""), "emulated": self.emulated,
+               "backend": described.get("backend", "")}  # fmt: skip
+        simulator = getattr(self.topo, "simulator_record", lambda: None)()
+        if simulator:  # the ns-3 802.11 link: frames, retries by size class, MAC drops, lag
+            out["simulator"] = simulator
+        return out
 
 
 def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> TransportConfig:

@@ -36,7 +36,7 @@ class RouterError(ProcessStartError):
 def router_session_config(address: str, port: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Session config of a Zenoh router listening on tcp/<address>:<port>, no scouting (the twin's
     router, and the lab's when zenohd is not installed: one config for both)."""
-    from fieldtest.middleware.zenoh.transport import deep_merge, tcp_endpoint
+    from fieldtest.middleware.zenoh.transport import NO_SHARED_MEMORY, deep_merge, tcp_endpoint
 
     session_config = {
         "mode": "router",
@@ -46,6 +46,7 @@ def router_session_config(address: str, port: int, overrides: dict[str, Any] | N
         # off (a router's default is on): a stamp made here would stop the robot's session from
         # stamping the arrival (fieldtest.middleware.zenoh.transport)
         "timestamping": {"enabled": False},
+        "transport": NO_SHARED_MEMORY,  # a router on the same machine as its clients, too
     }
     return deep_merge(session_config, overrides) if overrides else session_config
 

@@ -80,6 +80,13 @@ def congestion_control(qos_name: str) -> zenoh.CongestionControl:
     return zenoh.CongestionControl.BLOCK if reliable else zenoh.CongestionControl.DROP
 
 
+# Machines share no memory. Zenoh's default (DEFAULT_CONFIG.json5, transport.shared_memory:
+# enabled, transport_optimization message_size_threshold 3072) would hand every payload over 3 KB
+# to a peer on the same machine through /dev/shm, which every network namespace here shares, so
+# large messages would skip the emulated link.
+NO_SHARED_MEMORY = {"shared_memory": {"enabled": False}}
+
+
 def zenoh_config(
     config: TransportConfig, role: Role, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> dict[str, Any]:
@@ -106,6 +113,7 @@ def zenoh_config(
         },
         "scouting": {"multicast": {"enabled": False}, "gossip": {"enabled": False}},
         "timestamping": {"enabled": role == "robot"},  # arrival stamps (module docstring)
+        "transport": NO_SHARED_MEMORY,
     }
 
 

@@ -1,0 +1,924 @@
+"""The seed studies' findings beside the kit's like-for-like figures (issue 27, item 6).
+
+    .venv/bin/python benchmarks/bench_reproduction.py --only RTI --reps 2 --duration 2   # a quick check
+    .venv/bin/python benchmarks/bench_reproduction.py --json repro.json --md repro.md   # every finding
+
+Every finding of Zhang et al., Fernandez et al., RTI perftest, Chen and Kim et al. that the kit can
+set a figure beside (/work/shared/SEED-FIGURES.md, the values copied into ``FINDINGS``) names the
+``fieldtest perf`` rows it needs (``CASES``). The script runs every row ``--reps`` times,
+interleaved (repetition 0 of every row, then repetition 1, ...) so that a slow minute of the
+shared machine cannot fall on all repetitions of one row, and records the machine's load, busy
+cores and CPU steal over each row. Per finding the kit's figure is the mean over repetitions of a
+paired comparison (each repetition's rows ran back to back) with a Student-t 95 % interval (for a
+ratio: the geometric mean, the interval from the logarithms), and
+the direction is computed from the figures: the seed's figure against its no-effect value, the
+kit's interval against the same value. No setting is taken from a seed figure: message sizes, rates,
+QoS profiles, security settings and link profiles are the kit's (docs/perf.md, docs/networks.md).
+
+A script, not a test: it never fails because a direction is not reproduced. ``--from FILE`` writes
+the table again from a ``--json`` file; ``--until HH:MM`` (UTC) starts no row after that time and
+writes the table from what finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Student t, two-sided 95 % (0.975 quantile) for 1..30 degrees of freedom (any statistics table)
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)  # fmt: skip
+Z975 = 1.960
+
+
+# ---------------------------------------------------------------------------------------------
+# Table logic: intervals and directions (pure; tests/test_bench_reproduction.py)
+
+
+@dataclass(frozen=True)
+class Interval:
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    def text(self, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
+        m, lo, hi = (round(v * scale, digits) for v in (self.mean, self.low, self.high))
+        if self.n < 2:
+            return f"{m:.{digits}f}{unit} (n=1)"
+        return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}] (n={self.n})"
+
+
+def t_quantile(df: int) -> float:
+    return T975[df - 1] if 1 <= df <= len(T975) else Z975
+
+
+def mean_interval(values: list[float]) -> Interval | None:
+    """Mean and Student-t 95 % interval of repetition values (no interval from one value)."""
+    values = [v for v in values if v is not None and math.isfinite(v)]
+    if not values:
+        return None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Interval(mean, mean, mean, 1)
+    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return Interval(mean, mean - half, mean + half, len(values))
+
+
+def ratio_interval(ratios: list[float]) -> Interval | None:
+    """Geometric mean and 95 % interval of ratios, from the Student-t interval of their logarithms
+    (ratios multiply: 2x and 0.5x average to 1x, and the interval never reaches below 0)."""
+    logs = mean_interval([math.log(r) for r in ratios if r is not None and r > 0 and math.isfinite(r)])
+    if logs is None:
+        return None
+    return Interval(math.exp(logs.mean), math.exp(logs.low), math.exp(logs.high), logs.n)
+
+
+def direction(low: float, high: float, no_effect: float, tolerance: float = 0.0) -> int:
+    """+1 above the no-effect band, -1 below it, 0 where the interval reaches into it."""
+    if low > no_effect + tolerance:
+        return 1
+    if high < no_effect - tolerance:
+        return -1
+    return 0
+
+
+def reproduced(seed_direction: int, kit: Interval | None, no_effect: float, tolerance: float = 0.0) -> bool:
+    """The kit's interval says what the seed's figure says: the same side of the no-effect value, or
+    no effect (within ``tolerance``) where the seed found none."""
+    return kit is not None and direction(kit.low, kit.high, no_effect, tolerance) == seed_direction
+
+
+def seed_direction(value: float, no_effect: float, tolerance: float = 0.0) -> int:
+    return direction(value, value, no_effect, tolerance)
+
+
+def same_order(seed: dict[str, float], kit: dict[str, float]) -> bool:
+    """Both rank the same names in the same order (ascending)."""
+    return sorted(seed, key=seed.__getitem__) == sorted(kit, key=kit.__getitem__)
+
+
+# ---------------------------------------------------------------------------------------------
+# The rows
+
+# 52 m: where the mean received power falls to the -82 dBm minimum sensitivity, 10 dB below
+# wifi-80211-far's 24 m at path-loss exponent 3: 24 * 10 ** (10 / 30) (docs/networks.md, "Distances")
+PROFILES_YAML = """\
+wifi-80211-40m:
+  extends: wifi-80211-far
+  wifi80211: {distance_m: 40}
+wifi-80211-52m:
+  extends: wifi-80211-far
+  wifi80211: {distance_m: 52}
+"""
+
+
+def _case(mw="dds", sec="none", qos="default", net="loopback", msg="Array1k", subs=1, mode="roundtrip"):
+    return {"middleware": mw, "security": sec, "qos": qos, "network": net, "message": msg,
+            "subscribers": subs, "mode": mode}  # fmt: skip
+
+
+CASES: dict[str, dict] = {
+    # Zhang et al., Table 2: round trips, reliable, 10 Hz
+    "eth-dds-1k": _case(net="ethernet"),
+    "eth-dds-1m": _case(net="ethernet", msg="Array1m"),
+    "eth-zenoh-1m": _case("zenoh-peer", net="ethernet", msg="Array1m"),
+    "eth-mqttb-1m": _case("mqtt-broker", net="ethernet", msg="Array1m"),
+    "wifi-dds-1k": _case(net="wifi-80211"),
+    "wifi-zenoh-1k": _case("zenoh-peer", net="wifi-80211"),
+    "wifi-dds-1m": _case(net="wifi-80211", msg="Array1m"),
+    "wifi-zenoh-1m": _case("zenoh-peer", net="wifi-80211", msg="Array1m"),
+    "4g-dds-1k": _case(net="4g"),
+    "4g-zenoh-1k": _case("zenoh-peer", net="4g"),
+    "4g-zenoh-1k-tls": _case("zenoh-peer", sec="mtls-acl", net="4g"),
+    "4g-dds-256k": _case(net="4g", msg="Array256k"),
+    "4g-zenoh-256k": _case("zenoh-peer", net="4g", msg="Array256k"),
+    # Fernandez et al.: 0.25 MB, QoS a..e x plaintext/secure, one way over a wired link
+    **{
+        f"fern-{s}-{q}": _case(sec=sec, qos=f"fernandez-{q}", net="ethernet", msg="Array256k", mode="one-way")
+        for s, sec in (("1", "none"), ("2", "sros2"))
+        for q in "abcde"
+    },  # fmt: skip
+    # RTI perftest: strict reliable, round trip / 2, median
+    **{
+        f"rti-{sec}-{msg}": _case(sec=sec, msg=msg)
+        for sec in (
+            "none",
+            "plugins-only",
+            "rtps-sign",
+            "rtps-encrypt",
+            "sign-submessage-encrypt",
+            "origin-auth-encrypt",
+        )
+        for msg in ("Array1k", "Array16k")
+    },  # fmt: skip
+    # Kim et al.: round trip / 2, 16 to 12 000 bytes, no security vs SROS2, wired
+    **{
+        f"kim-{sec}-{msg}": _case(sec=sec, net="ethernet", msg=msg)
+        for sec in ("none", "sros2")
+        for msg in ("Array16", "Array12000")
+    },  # fmt: skip
+    # Chen: one way on the 802.11 link; Default = the kit's default, Sensor = sensor
+    **{
+        f"chen-{qos}-{tag}": _case(qos=qos, net=net, msg="Array128", mode="one-way")
+        for qos in ("default", "sensor")
+        for tag, net in (("24m", "wifi-80211-far"), ("40m", "wifi-80211-40m"), ("52m", "wifi-80211-52m"))
+    },  # fmt: skip
+    "chen-dds-10m": _case(net="wifi-80211", msg="Array128", mode="one-way"),
+    "chen-dds-10m-x4": _case(net="wifi-80211", msg="Array128", subs=4, mode="one-way"),
+    "chen-dds-10m-sros2": _case(sec="sros2", net="wifi-80211", msg="Array128", mode="one-way"),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures of one repetition's rows
+
+Reps = dict[str, list[dict]]  # case name -> one record per repetition (see record_row)
+
+
+def delivered(rec: dict) -> float:
+    """Share of the messages that arrived (also in a row that failed after sending, e.g. "rate not
+    held"); 0 for a row refused or failed before it sent anything."""
+    loss = rec["figures"].get(LOSS)
+    return 0.0 if loss is None else 1.0 - loss
+
+
+def delivered_gain(carrier: dict, failing: dict) -> float:
+    """The first row's delivered share minus the second's."""
+    return delivered(carrier) - delivered(failing)
+
+
+def fig(rec: dict, key: str) -> float | None:
+    return rec["figures"].get(key) if rec["status"] == "ok" else None
+
+
+def overhead_share(rec: dict) -> float | None:
+    """Reliability-only RTPS packets (HEARTBEAT, ACKNACK, GAP) / all datagrams on the robot link.
+    IP fragments after a datagram's first are left out: Wireshark, which the seed counted with,
+    shows a reassembled datagram as one packet."""
+    kinds = (rec.get("traffic") or {}).get("kinds")
+    if rec["status"] != "ok" or not kinds:
+        return None
+    total = sum(k["packets"] for name, k in kinds.items() if name != "ip_fragment")
+    return kinds["heartbeat_acknack"]["packets"] / total if total else None
+
+
+def paired(reps: Reps, names: list[str], fn: Callable[..., float | None]) -> list[float]:
+    """fn over the named rows of each repetition, where all of them have a record."""
+    count = min((len(reps.get(n, [])) for n in names), default=0)
+    out = []
+    for i in range(count):
+        try:
+            value = fn(*(reps[n][i] for n in names))
+        except (TypeError, ZeroDivisionError):
+            value = None
+        if value is not None:
+            out.append(value)
+    return out
+
+
+def ratio(key: str, scale: float = 1.0):
+    return lambda a, b: fig(a, key) / fig(b, key) * scale
+
+
+RTT, RTT50, OW = "round_trip_mean (ms)", "round_trip_p50 (ms)", "one_way_mean (ms)"
+THR, LOSS = "throughput_received (B/s)", "relative_loss"
+
+
+def fan_out_added(one: dict, four: dict) -> float | None:
+    """Mean one-way latency per subscriber with 4 subscribers minus with 1 (ms)."""
+    if one["status"] != "ok" or four["status"] != "ok":
+        return None
+    means = [s.get(OW) for s in four["subscribers"]]
+    return statistics.fmean(means) - fig(one, OW) if None not in means else None
+
+
+def secure_minus_qos(*recs: dict) -> float:
+    """Fernandez: the smallest secure latency factor minus the largest plaintext QoS factor (vs 1a)."""
+    plain, secure = recs[:5], recs[5:]
+    base = fig(plain[0], OW)
+    return min(fig(r, OW) for r in secure) / base - max(fig(r, OW) for r in plain[1:]) / base
+
+
+def worst_is_b(*recs: dict) -> float:
+    """Latency of case b over the largest of a, c, d, e (> 1: b is the worst)."""
+    values = [fig(r, OW) for r in recs]
+    return values[1] / max(values[:1] + values[2:])
+
+
+def reliable_overhead_gain(a: dict, c: dict, d: dict, e: dict) -> float:
+    """Mean overhead-packet share of the reliable cases c, d, e minus best-effort a (percentage points)."""
+    return 100 * (statistics.fmean(overhead_share(r) for r in (c, d, e)) - overhead_share(a))
+
+
+def secure_reliable_loss(d1: dict, e1: dict, d2: dict, e2: dict) -> float:
+    """Mean loss of secure d, e minus plaintext d, e (percentage points)."""
+    return 100 * (
+        statistics.fmean(fig(r, LOSS) for r in (d2, e2)) - statistics.fmean(fig(r, LOSS) for r in (d1, e1))
+    )
+
+
+def loss_difference(default: dict, sensor: dict) -> float:
+    """Default's loss minus Sensor's (percentage points)."""
+    return 100 * (fig(default, LOSS) - fig(sensor, LOSS))
+
+
+def protected_growth(*recs: dict) -> float:
+    """RTI: mean extra median one-way (us) of the protected settings at 16 KB minus at 1 KB."""
+    none_1k, none_16k, *rest = recs
+    small = [fig(r, RTT50) - fig(none_1k, RTT50) for r in rest[0::2]]
+    large = [fig(r, RTT50) - fig(none_16k, RTT50) for r in rest[1::2]]
+    return 1e3 / 2 * (statistics.fmean(large) - statistics.fmean(small))
+
+
+def ratio_growth(n_small: dict, s_small: dict, n_large: dict, s_large: dict) -> float:
+    """Kim: SROS2/none round-trip ratio at 12 000 B minus at 16 B."""
+    return fig(s_large, RTT) / fig(n_large, RTT) - fig(s_small, RTT) / fig(n_small, RTT)
+
+
+# ---------------------------------------------------------------------------------------------
+# The findings
+
+
+@dataclass
+class Finding:
+    key: str
+    study: str
+    source: str  # table or figure of the paper
+    claim: str
+    seed_text: str  # the seed's figures
+    seed_value: float | None  # the comparison's value from the seed's figures (None: figure only)
+    cases: list[str]
+    kit: Callable[..., float | None]  # over one repetition's records of ``cases``
+    unit: str = ""
+    no_effect: float = 1.0
+    tolerance: float = 0.0
+    stated_direction: int | None = None  # where the paper gives a direction but no value
+    notes: str = ""
+    digits: int = 2
+
+    @property
+    def expected(self) -> int:
+        if self.seed_value is None:
+            return self.stated_direction or 0
+        return seed_direction(self.seed_value, self.no_effect, self.tolerance)
+
+
+FERN = [f"fern-{s}-{q}" for s in "12" for q in "abcde"]
+RTI_PROTECTED = ("rtps-sign", "rtps-encrypt", "sign-submessage-encrypt", "origin-auth-encrypt")
+# RTI perftest, 16384 B row (SEED-FIGURES.md): sign, encrypt, sign + submsg encrypt, sign + origin auth + data encrypt
+RTI_16K = {"rtps-sign": 63, "rtps-encrypt": 66, "sign-submessage-encrypt": 72, "origin-auth-encrypt": 74}
+CHEN_TABLE5_DEFAULT_NS = (712_332, 10_706_034, 20_725_019, 30_793_318)
+NOT_FAST_RTPS = "seed: Fast RTPS on real hardware; kit: CycloneDDS on an emulated link"
+
+FINDINGS: list[Finding] = [
+    Finding(
+        "Z1",
+        "Zhang",
+        "Table 2a",
+        "round trip grows with size (Ethernet, DDS): Array1m / Array1k",
+        "19.28 / 1.29 ms",
+        19.28 / 1.29,
+        ["eth-dds-1m", "eth-dds-1k"],
+        ratio(RTT),
+        "x",
+        notes="seed: two laptops; kit: emulated gigabit link, one machine",
+    ),
+    Finding(
+        "Z2",
+        "Zhang",
+        "Table 2a",
+        "Zenoh slower than DDS at 1 MB on Ethernet: Zenoh / DDS round trip",
+        "Zenoh-TCP 32.88 / DDS 19.28 ms",
+        32.88 / 19.28,
+        ["eth-zenoh-1m", "eth-dds-1m"],
+        ratio(RTT),
+        "x",
+        notes="seed Zenoh-TCP = DDS + zenoh-bridge-ros2dds; kit zenoh-peer runs Zenoh directly (no bridge)",
+    ),
+    Finding(
+        "Z3",
+        "Zhang",
+        "Table 2a",
+        "MQTT with a broker far slowest at 1 MB on Ethernet: MQTT-broker / DDS",
+        "5545.04 / 19.28 ms",
+        5545.04 / 19.28,
+        ["eth-mqttb-1m", "eth-dds-1m"],
+        ratio(RTT),
+        "x",
+        notes="seed: mqtt_client bridge between DDS hosts; kit: its own MQTT processes, Mosquitto on its own machine",
+    ),
+    Finding(
+        "Z4",
+        "Zhang",
+        "Table 2b",
+        "DDS slower than Zenoh at 1 KB on Wi-Fi: DDS / Zenoh round trip",
+        "51.40 / 14.82 ms",
+        51.40 / 14.82,
+        ["wifi-dds-1k", "wifi-zenoh-1k"],
+        ratio(RTT),
+        "x",
+        notes="seed blames multicast discovery on Wi-Fi; kit DDS discovers by unicast (docs/networks.md); "
+        "kit link: ns-3 802.11n, both machines stations of one access point, 10 m",
+    ),
+    Finding(
+        "Z5",
+        "Zhang",
+        "Table 2b",
+        "DDS fails at 1 MB on Wi-Fi where Zenoh carries it: delivered share, Zenoh - DDS",
+        "DDS -, Zenoh-TCP 5960.16 ms",
+        1.0,
+        ["wifi-zenoh-1m", "wifi-dds-1m"],
+        delivered_gain,
+        "",
+        no_effect=0.0,
+        notes="a refused row, or one that sent nothing, counts as nothing delivered",
+    ),
+    Finding(
+        "Z6",
+        "Zhang",
+        "Fig. 6",
+        "Zenoh's throughput higher than DDS's on Wi-Fi (Array1m): Zenoh / DDS received B/s",
+        "figure only: Zenoh higher",
+        None,
+        ["wifi-zenoh-1m", "wifi-dds-1m"],
+        ratio(THR),
+        "x",
+        stated_direction=1,
+        notes="10 Hz offered load, as the seed's runs",
+    ),
+    Finding(
+        "Z7",
+        "Zhang",
+        "Table 2c",
+        "DDS faster than Zenoh at 1 KB on 4G: DDS / Zenoh round trip",
+        "58.80 / 72.11 ms",
+        58.80 / 72.11,
+        ["4g-dds-1k", "4g-zenoh-1k"],
+        ratio(RTT),
+        "x",
+        notes="seed: cellular dongles + ZeroTier; kit: 4g profile (netem legs, overlay)",
+    ),
+    Finding(
+        "Z8",
+        "Zhang",
+        "Table 2c",
+        "DDS fails at 256 KB on 4G where Zenoh carries it: delivered share, Zenoh - DDS",
+        "DDS -, Zenoh-TCP 7458.61 ms",
+        1.0,
+        ["4g-zenoh-256k", "4g-dds-256k"],
+        delivered_gain,
+        "",
+        no_effect=0.0,
+        notes="256 KB at 10 Hz = 21 Mbit/s, more than the 4g profile's 5 Mbit/s uplink: the kit refuses both rows",
+    ),
+    Finding(
+        "Z9",
+        "Zhang",
+        "Table 4",
+        "security costs little at 1 KB on 4G (Zenoh): secure / plain round trip",
+        "77.35 / 72.11 ms",
+        77.35 / 72.11,
+        ["4g-zenoh-1k-tls", "4g-zenoh-1k"],
+        ratio(RTT),
+        "x",
+        notes="seed: SROS2 over the bridge; kit: Zenoh mutual TLS + ACL (mtls-acl)",
+    ),
+    Finding(
+        "F1",
+        "Fernandez",
+        "Table III",
+        "security costs more than QoS: smallest secure factor - largest QoS factor (latency vs 1a)",
+        "2a..2e >= +138.8 %, 1b..1e <= +54.3 %",
+        2.388 - 1.543,
+        FERN,
+        secure_minus_qos,
+        "",
+        no_effect=0.0,
+        notes=f"{NOT_FAST_RTPS} (ethernet profile); one-way latency; secure = sros2",
+    ),
+    Finding(
+        "F2",
+        "Fernandez",
+        "Table III",
+        "security cuts throughput at 0.25 MB: 2a / 1a received B/s",
+        "0.988 / 2.477 Gbps",
+        0.988 / 2.477,
+        ["fern-2-a", "fern-1-a"],
+        ratio(THR),
+        "x",
+        notes="seed sends as fast as it can; kit sends at 10 Hz, so received throughput is the offered "
+        "load less loss",
+    ),
+    Finding(
+        "F3",
+        "Fernandez",
+        "Table III",
+        "KEEP_ALL + TRANSIENT_LOCAL (b) worst, plaintext: b / worst of a, c, d, e",
+        "162 / 129.6 us",
+        162 / 129.6,
+        FERN[:5],
+        worst_is_b,
+        "x",
+        notes=NOT_FAST_RTPS,
+    ),
+    Finding(
+        "F4",
+        "Fernandez",
+        "Table III",
+        "KEEP_ALL + TRANSIENT_LOCAL (b) worst, secure: b / worst of a, c, d, e",
+        "345.6 / 297.7 us",
+        345.6 / 297.7,
+        FERN[5:],
+        worst_is_b,
+        "x",
+        notes=NOT_FAST_RTPS,
+    ),
+    Finding(
+        "F5",
+        "Fernandez",
+        "Table II",
+        "RELIABLE adds overhead packets: share of c, d, e - share of a (plaintext)",
+        "c 33.56, d 21.38, e 21.91 vs a 1.23 %",
+        (33.56 + 21.38 + 21.91) / 3 - 1.23,
+        ["fern-1-a", "fern-1-c", "fern-1-d", "fern-1-e"],
+        reliable_overhead_gain,
+        " pp",
+        no_effect=0.0,
+        notes="overhead = HEARTBEAT/ACKNACK/GAP-only datagrams on the robot link (capture) / all datagrams "
+        "(later IP fragments left out, as Wireshark shows a datagram once); seed Fast RTPS, kit CycloneDDS",
+    ),
+    Finding(
+        "F6",
+        "Fernandez",
+        "Table II",
+        "secure RELIABLE still loses at 0.25 MB: loss of 2d, 2e - 1d, 1e",
+        "2d 12.1 %, 2e 12.9 % vs 1d, 1e 0 %",
+        (12.1 + 12.9) / 2 - 0.0,
+        ["fern-1-d", "fern-1-e", "fern-2-d", "fern-2-e"],
+        secure_reliable_loss,
+        " pp",
+        no_effect=0.0,
+        notes=NOT_FAST_RTPS,
+    ),
+    Finding(
+        "R1",
+        "RTI perftest",
+        "security table",
+        "plugins without protection cost nothing (1 KB): plugins-only / none median",
+        "23 / 23 us",
+        23 / 23,
+        ["rti-plugins-only-Array1k", "rti-none-Array1k"],
+        ratio(RTT50),
+        "x",
+        tolerance=0.05,
+        notes="seed: Connext on 10 Gbps Ethernet; kit: CycloneDDS on loopback; 'no effect' = within 5 %",
+    ),
+    Finding(
+        "R2",
+        "RTI perftest",
+        "security table",
+        "plugins without protection cost nothing (16 KB): plugins-only / none median",
+        "55 / 55 us",
+        55 / 55,
+        ["rti-plugins-only-Array16k", "rti-none-Array16k"],
+        ratio(RTT50),
+        "x",
+        tolerance=0.05,
+        notes="as R1",
+    ),
+    Finding(
+        "R4",
+        "RTI perftest",
+        "security table",
+        "protection's extra latency grows with size: extra at 16 KB - at 1 KB",
+        "e.g. origin auth: +19 us at 16 KB, +9 us at 1 KB",
+        statistics.fmean([63 - 55, 66 - 55, 72 - 55, 74 - 55])
+        - statistics.fmean([27 - 23, 27 - 23, 30 - 23, 32 - 23]),
+        [
+            "rti-none-Array1k",
+            "rti-none-Array16k",
+            *(f"rti-{s}-{m}" for s in RTI_PROTECTED for m in ("Array1k", "Array16k")),
+        ],
+        protected_growth,
+        " us",
+        no_effect=0.0,
+        digits=1,
+        notes="median round trip / 2, as perftest",
+    ),
+    Finding(
+        "K1",
+        "Kim",
+        "wired latency figure",
+        "SROS2's latency cost grows with size: ratio at 12 000 B - at 16 B",
+        "figure only: grows, almost doubles",
+        None,
+        ["kim-none-Array16", "kim-sros2-Array16", "kim-none-Array12000", "kim-sros2-Array12000"],
+        ratio_growth,
+        "",
+        no_effect=0.0,
+        stated_direction=1,
+        notes="Fast RTPS on a wired LAN; kit: ethernet profile",
+    ),
+    Finding(
+        "K2",
+        "Kim",
+        "throughput figure",
+        "SROS2 roughly halves throughput (12 000 B): SROS2 / none received B/s",
+        "figure only: about 0.5",
+        0.5,
+        ["kim-sros2-Array12000", "kim-none-Array12000"],
+        ratio(THR),
+        "x",
+        notes="seed: packets back to back with a 1 ms pause; kit at 10 Hz: received = offered load less loss",
+    ),
+    Finding(
+        "C1",
+        "Chen",
+        "loss vs distance",
+        "Default loses less than Sensor before 25.7 m (24 m): loss Default - Sensor",
+        "figure only: less",
+        None,
+        ["chen-default-24m", "chen-sensor-24m"],
+        loss_difference,
+        " pp",
+        no_effect=0.0,
+        stated_direction=-1,
+        notes="seed: ns-3 802.11a, fixed 54 Mbit/s, ad hoc; kit: ns-3 802.11n, Minstrel-HT, access point",
+    ),
+    Finding(
+        "C2",
+        "Chen",
+        "loss vs distance",
+        "Default loses more than Sensor beyond 25.7 m (40 m): loss Default - Sensor",
+        "figure only: more",
+        None,
+        ["chen-default-40m", "chen-sensor-40m"],
+        loss_difference,
+        " pp",
+        no_effect=0.0,
+        stated_direction=1,
+        notes="as C1; 40 m: wifi-80211-far with distance_m 40",
+    ),
+    Finding(
+        "C2b",
+        "Chen",
+        "loss vs distance",
+        "Default loses more than Sensor beyond 25.7 m (52 m): loss Default - Sensor",
+        "figure only: more",
+        None,
+        ["chen-default-52m", "chen-sensor-52m"],
+        loss_difference,
+        " pp",
+        no_effect=0.0,
+        stated_direction=1,
+        notes="as C1; 52 m: mean received power at the -82 dBm minimum sensitivity",
+    ),
+    Finding(
+        "C3",
+        "Chen",
+        "Table 5",
+        "more subscribers add latency: mean per node with 4 - with 1 (Default)",
+        "0.71 / 10.71 / 20.73 / 30.79 vs 0.64 ms",
+        statistics.fmean(CHEN_TABLE5_DEFAULT_NS) / 1e6 - 0.639480,
+        ["chen-dds-10m", "chen-dds-10m-x4"],
+        fan_out_added,
+        " ms",
+        no_effect=0.0,
+        notes="as C1, 10 m (wifi-80211); every subscriber a station of its own",
+    ),
+    Finding(
+        "C4",
+        "Chen",
+        "security overhead",
+        "security's latency cost, Default, 0-24 m (10 m): sros2 / none one way",
+        "+60 %",
+        1.60,
+        ["chen-dds-10m-sros2", "chen-dds-10m"],
+        ratio(OW),
+        "x",
+        notes="as C1",
+    ),
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the rows
+
+
+def record_row(name: str, rep: int, row, load) -> dict:
+    traffic = dict(row.link.get("traffic") or {})
+    sim = row.link.get("simulator") or {}
+    return {
+        "case": name, "rep": rep, "status": row.status, "error": row.error,
+        "figures": row.figures,
+        "subscribers": [{k: v for k, v in s.items() if not isinstance(v, (list, dict))} for s in row.subscribers],
+        "traffic": {"kinds": traffic.get("kinds")} if traffic.get("kinds") else {},
+        "simulator": wifi_summary(sim),
+        "load": {"loadavg_1min": load.loadavg_1min, "core_busy_percent": load.core_busy_percent,
+                 "steal_percent": load.steal_percent},
+    }  # fmt: skip
+
+
+def wifi_summary(sim: dict) -> dict:
+    """Frames, retries per frame (by MPDU size class) and MAC drops of the 802.11 link's unicast."""
+    unicast = (sim.get("tx") or {}).get("unicast") or {}
+    if not unicast:
+        return {}
+    by_size = {cls: round(v.get("retries", 0) / v["frames"], 2)
+               for cls, v in (unicast.get("by_size") or {}).items() if v.get("frames")}  # fmt: skip
+    drops = sum(sum(r.values()) if isinstance(r, dict) else r for r in (sim.get("mac_drops") or {}).values())
+    return {"frames": unicast.get("frames"), "retries": unicast.get("retries"), "retries_by_size": by_size,
+            "mac_drops": drops, "lag_p99_ms": (sim.get("lag_ms") or {}).get("p99")}  # fmt: skip
+
+
+def needed_cases(findings: list[Finding]) -> list[str]:
+    names: list[str] = []
+    for finding in findings:
+        names += [c for c in finding.cases if c not in names]
+    return names
+
+
+def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt.datetime | None,
+            work: Path, json_path: Path | None) -> tuple[Reps, dict]:  # fmt: skip
+    from bench_twin import measured_load
+
+    from fieldtest.netem import load_profiles_file
+    from fieldtest.perf.run import PerfCase, run_row
+
+    profiles_file = work / "profiles.yaml"
+    profiles_file.write_text(PROFILES_YAML)
+    profiles = load_profiles_file(profiles_file)
+    results: Reps = {n: [] for n in names}
+    meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": []}
+    for rep in range(reps):
+        for name in names:
+            if until is not None and dt.datetime.now(dt.UTC) >= until:
+                meta["missing"].append(f"{name} rep {rep}")
+                continue
+            case = PerfCase(**CASES[name], rate_hz=rate, duration_s=duration)
+            print(f"... rep {rep} {name}: {case.label}", file=sys.stderr, flush=True)
+            with measured_load() as load:
+                row = run_row(case, work / f"{name}-{rep}", profiles=profiles)
+            results[name].append(record_row(name, rep, row, load))
+            if row.status != "ok":
+                print(f"    {row.status}: {row.error}", file=sys.stderr, flush=True)
+            if json_path:
+                _write_json(json_path, results, meta)
+    meta["ended"] = _now()
+    return results, meta
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _write_json(path: Path, results: Reps, meta: dict) -> None:
+    path.write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=str))
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+
+
+@dataclass
+class Verdict:
+    finding: Finding
+    kit: Interval | None
+    values: list[float] = field(default_factory=list)
+
+    @property
+    def reproduced(self) -> bool:
+        f = self.finding
+        return reproduced(f.expected, self.kit, f.no_effect, f.tolerance)
+
+
+def judge(finding: Finding, reps: Reps) -> Verdict:
+    values = paired(reps, finding.cases, finding.kit)
+    interval = ratio_interval(values) if finding.unit == "x" else mean_interval(values)
+    return Verdict(finding, interval, values)
+
+
+def case_summary(rec_list: list[dict]) -> str:
+    """One row's figures over its repetitions: status, latency, loss, overhead, 802.11 retries."""
+    ok = [r for r in rec_list if r["status"] == "ok"]
+    if not ok:
+        errors = sorted({r["error"] for r in rec_list}) or ["not run"]
+        return f"{rec_list[0]['status'] if rec_list else 'not run'}: {errors[0]}"
+    f = [r["figures"] for r in ok]
+    mode_key = RTT if ok[0]["figures"].get("round_trip_mean (ms)") else OW
+    p50_key = RTT50 if mode_key == RTT else "one_way_p50 (ms)"
+    parts = [f"{'rtt' if mode_key == RTT else 'one-way'} mean {statistics.fmean(x.get(mode_key) or math.nan for x in f):.2f} "
+             f"/ p50 {statistics.fmean(x.get(p50_key) or math.nan for x in f):.2f} ms",
+             f"loss {100 * statistics.fmean(x.get(LOSS) or 0.0 for x in f):.1f} %"]  # fmt: skip
+    shares = [s for s in (overhead_share(r) for r in ok) if s is not None]
+    if shares:
+        parts.append(f"overhead pkts {100 * statistics.fmean(shares):.1f} %")
+    sims = [r["simulator"] for r in ok if r.get("simulator")]
+    if sims:
+        retries = sum(s.get("retries") or 0 for s in sims) / max(1, sum(s.get("frames") or 0 for s in sims))
+        lag = max((s.get("lag_p99_ms") or 0.0) for s in sims)
+        parts.append(
+            f"802.11 retries/frame {retries:.2f}, MAC drops {sum(s.get('mac_drops') or 0 for s in sims)}, "
+            f"simulator lag p99 <= {lag:.1f} ms"
+        )
+        by_size = sims[-1].get("retries_by_size")
+        if by_size:
+            parts.append("by size " + " ".join(f"{k}:{v}" for k, v in by_size.items()))
+    if len(ok[0]["subscribers"]) > 1:
+        per_sub = zip(*([s.get(OW) or math.nan for s in r["subscribers"]] for r in ok), strict=True)
+        parts.append("per subscriber " + " / ".join(f"{statistics.fmean(v):.2f}" for v in per_sub) + " ms")
+    if len(ok) < len(rec_list):
+        parts.append(f"{len(rec_list) - len(ok)} of {len(rec_list)} failed: {rec_list[0]['error'] or ''}")
+    return ", ".join(parts)
+
+
+def conditions(recs: list[dict]) -> str:
+    loads = [r["load"] for r in recs]
+    if not loads:
+        return ""
+    avg = [x["loadavg_1min"] for x in loads]
+    busy = [statistics.fmean(x["core_busy_percent"]) for x in loads]
+    steal = max(x["steal_percent"] for x in loads)
+    return (f"load {min(avg):.1f}-{max(avg):.1f}, busy {min(busy):.0f}-{max(busy):.0f} %"
+            + (f", steal <= {steal:.0f} %" if steal >= 0.5 else ""))  # fmt: skip
+
+
+def direction_word(value: int) -> str:
+    return {1: "up", -1: "down", 0: "none"}[value]
+
+
+def table(reps: Reps, findings: list[Finding]) -> list[str]:
+    lines = ["| finding | seed (source) | seed figure | kit figure, 95 % interval | direction seed / kit | "
+             "reproduced | rows behind it | conditions | notes |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for finding in findings:
+        v = judge(finding, reps)
+        seed_fig = finding.seed_text
+        if finding.seed_value is not None:
+            seed_fig += f" = {finding.seed_value:.{finding.digits}f}{finding.unit}"
+        kit_text = v.kit.text(finding.digits, unit=finding.unit) if v.kit else "no figure"
+        kit_dir = direction(v.kit.low, v.kit.high, finding.no_effect, finding.tolerance) if v.kit else None
+        dirs = (
+            f"{direction_word(finding.expected)} / {direction_word(kit_dir) if kit_dir is not None else '-'}"
+        )
+        behind = "; ".join(
+            f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases if len(finding.cases) <= 4
+        )
+        if len(finding.cases) > 4:
+            behind = "; ".join(f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases)
+        recs = [r for c in finding.cases for r in reps.get(c, [])]
+        lines.append(f"| {finding.key} {finding.claim} | {finding.study}, {finding.source} | {seed_fig} | {kit_text} | "
+                     f"{dirs} | {'yes' if v.reproduced else 'no'} | {behind} | {conditions(recs)} | {finding.notes} |")  # fmt: skip
+    return lines
+
+
+def order_line(reps: Reps) -> str:
+    """RTI's cost order at 16 KB beside the kit's (median round trip / 2 per setting)."""
+    kit = {}
+    for s in RTI_PROTECTED:
+        values = [v for v in (fig(r, RTT50) for r in reps.get(f"rti-{s}-Array16k", [])) if v is not None]
+        if values:
+            kit[s] = statistics.fmean(values) / 2 * 1e3
+    if len(kit) < len(RTI_16K):
+        return "R3 RTI's cost order at 16 KB: not every setting has a figure."
+    seed_order = " < ".join(sorted(RTI_16K, key=RTI_16K.__getitem__))
+    kit_order = " < ".join(f"{s} {kit[s]:.0f} us" for s in sorted(kit, key=kit.__getitem__))
+    return (
+        f"R3 RTI perftest's cost order at 16 KB (median one way): seed {seed_order} "
+        f"({', '.join(f'{v} us' for v in sorted(RTI_16K.values()))}); kit {kit_order}; "
+        f"same order: {'yes' if same_order(RTI_16K, kit) else 'no'}."
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of every row (default 3)")
+    parser.add_argument("--duration", type=float, default=10.0, help="s per row (default 10)")
+    parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
+    parser.add_argument("--only", nargs="+", default=None, help="finding keys or prefixes (Z, F1, RTI ...)")
+    parser.add_argument("--until", default=None, help="HH:MM UTC: start no row after it")
+    parser.add_argument("--json", type=Path, default=None, help="write every row's figures here")
+    parser.add_argument("--md", type=Path, default=None, help="write the table here")
+    parser.add_argument(
+        "--from", dest="source", type=Path, nargs="+", default=None,
+        help="table from --json files (a later file's rows replace an earlier one's of the same case)",
+    )  # fmt: skip
+    parser.add_argument("--keep", type=Path, default=None, help="keep the rows' directories here")
+    args = parser.parse_args()
+    findings = _select(args.only)
+    if args.source:
+        results, meta = merged_runs(args.source)
+    else:
+        until = _until(args.until)
+        with tempfile.TemporaryDirectory(prefix="bench-repro-") as tmp:
+            work = args.keep or Path(tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            results, meta = run_all(needed_cases(findings), args.reps, args.rate, args.duration, until,
+                                    work, args.json)  # fmt: skip
+        if args.json:
+            _write_json(args.json, results, meta)
+    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {meta['rate_hz']:g} Hz, "
+           f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
+           *table(results, findings), ""]  # fmt: skip
+    if any(f.key.startswith("R") for f in findings):
+        out.append(order_line(results))
+    if meta.get("missing"):
+        out.append(f"Not run (time): {', '.join(meta['missing'])}")
+    text = "\n".join(out)
+    print(text)
+    if args.md:
+        args.md.write_text(text + "\n")
+    return 0
+
+
+def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:
+    """The rows of several --json files; the conditions line names each run."""
+    results: Reps = {}
+    metas = []
+    for path in paths:
+        data = json.loads(path.read_text())
+        results.update(data["results"])
+        metas.append(data["meta"])
+    meta = dict(metas[0])
+    meta["started"] = "; ".join(f"{m['started']} to {m.get('ended', '?')}" for m in metas)
+    meta["ended"] = None
+    meta["missing"] = [m for one in metas for m in one.get("missing", [])]
+    return results, meta
+
+
+def _select(only: list[str] | None) -> list[Finding]:
+    if not only:
+        return FINDINGS
+    aliases = {"RTI": "R", "ZHANG": "Z", "FERNANDEZ": "F", "CHEN": "C", "KIM": "K"}
+    keys = [aliases.get(o.upper(), o.upper()) for o in only]
+    chosen = [f for f in FINDINGS if any(f.key.upper().startswith(k) for k in keys)]
+    if not chosen:
+        raise SystemExit(
+            f"--only: no finding matches {' '.join(only)} (keys: {' '.join(f.key for f in FINDINGS)})"
+        )
+    return chosen
+
+
+def _until(text: str | None) -> dt.datetime | None:
+    if not text:
+        return None
+    try:
+        hh, mm = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise SystemExit(f"--until {text!r}: use HH:MM (UTC)") from None
+    now = dt.datetime.now(dt.UTC)
+    return now.replace(hour=hh, minute=mm, second=0, microsecond=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

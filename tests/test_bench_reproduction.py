@@ -1,0 +1,155 @@
+"""The reproduction table's logic (benchmarks/bench_reproduction.py): intervals over repetitions,
+directions computed from the seed's and the kit's figures, rows paired by repetition."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_reproduction.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCH.parent))
+    spec = importlib.util.spec_from_file_location("bench_reproduction", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rec(status="ok", rep=0, subscribers=None, kinds=None, **figures):
+    return {"case": "x", "rep": rep, "status": status, "error": "" if status == "ok" else "refused: rate",
+            "figures": figures if status == "ok" else {}, "subscribers": subscribers or [{}],
+            "traffic": {"kinds": kinds} if kinds else {}, "simulator": {},
+            "load": {"loadavg_1min": 1.0, "core_busy_percent": [50.0, 50.0], "steal_percent": 0.0}}  # fmt: skip
+
+
+def test_mean_interval_is_student_t(bench):
+    iv = bench.mean_interval([1.0, 2.0, 3.0])  # sd 1, t(2) = 4.303
+    assert iv.mean == pytest.approx(2.0)
+    assert iv.high - iv.mean == pytest.approx(4.303 / math.sqrt(3), rel=1e-4)
+    assert iv.mean - iv.low == pytest.approx(iv.high - iv.mean)
+    five = bench.mean_interval([10.0, 12.0, 11.0, 13.0, 9.0])  # sd 1.5811, t(4) = 2.776
+    assert five.high - five.mean == pytest.approx(2.776 * 1.5811388 / math.sqrt(5), rel=1e-4)
+    assert bench.mean_interval([4.0]).low == bench.mean_interval([4.0]).high == 4.0
+    assert bench.mean_interval([]) is None
+    assert bench.mean_interval([2.0, math.nan, 4.0, None]).n == 2
+
+
+def test_ratios_average_on_a_log_scale(bench):
+    iv = bench.ratio_interval([2.0, 0.5, 1.0])  # logs ln2, -ln2, 0: mean 0, sd ln2
+    assert iv.mean == pytest.approx(1.0)
+    assert iv.high == pytest.approx(math.exp(4.303 * math.log(2) / math.sqrt(3)), rel=1e-4)
+    assert iv.low == pytest.approx(1 / iv.high)  # symmetric in log, never below 0
+    assert bench.ratio_interval([26.0, 84.5, 22.0]).low > 1  # one stalled repetition cannot flip the sign
+    assert bench.mean_interval([26.0, 84.5, 22.0]).low < 0
+    assert bench.ratio_interval([0.0, -1.0]) is None
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "tolerance", "expected"),
+    [(1.2, 1.5, 0.0, 1), (0.5, 0.9, 0.0, -1), (0.9, 1.1, 0.0, 0), (1.01, 1.04, 0.05, 0), (1.06, 1.2, 0.05, 1),
+     (0.8, 0.94, 0.05, -1)],
+)  # fmt: skip
+def test_direction_against_the_no_effect_band(bench, low, high, tolerance, expected):
+    assert bench.direction(low, high, 1.0, tolerance) == expected
+
+
+def test_reproduced_needs_the_kit_interval_on_the_seed_side(bench):
+    Interval = bench.Interval
+    assert bench.reproduced(1, Interval(2.0, 1.5, 2.5, 3), 1.0)
+    assert not bench.reproduced(1, Interval(1.1, 0.9, 1.3, 3), 1.0)  # the interval reaches 1
+    assert not bench.reproduced(1, Interval(0.7, 0.6, 0.8, 3), 1.0)
+    assert bench.reproduced(-1, Interval(0.7, 0.6, 0.8, 3), 1.0)
+    assert bench.reproduced(0, Interval(1.02, 0.99, 1.04, 3), 1.0, 0.05)  # no effect, as the seed found
+    assert not bench.reproduced(0, Interval(1.3, 1.2, 1.4, 3), 1.0, 0.05)
+    assert not bench.reproduced(1, None, 1.0)
+
+
+def _ratio_finding(bench, seed_value):
+    return bench.Finding("T", "seed", "Table", "a over b", "", seed_value, ["a", "b"], bench.ratio(bench.RTT))
+
+
+@pytest.mark.parametrize("seed_value", [3.0, 0.4])
+@pytest.mark.parametrize("kit_factor", [3.0, 0.4])
+def test_verdict_follows_the_figures(bench, seed_value, kit_factor):
+    reps = {"a": [_rec(rep=i, **{bench.RTT: kit_factor * b}) for i, b in enumerate((10.0, 12.0, 11.0))],
+            "b": [_rec(rep=i, **{bench.RTT: b}) for i, b in enumerate((10.0, 12.0, 11.0))]}  # fmt: skip
+    verdict = bench.judge(_ratio_finding(bench, seed_value), reps)
+    assert verdict.kit.mean == pytest.approx(kit_factor)
+    assert verdict.reproduced == ((seed_value > 1) == (kit_factor > 1))
+    line = bench.table(reps, [_ratio_finding(bench, seed_value)])[-1]
+    assert f"| {'yes' if verdict.reproduced else 'no'} |" in line
+
+
+def test_repetitions_are_paired_and_incomplete_ones_dropped(bench):
+    reps = {"a": [_rec(**{bench.RTT: 2.0}), _rec(**{bench.RTT: 9.0}), _rec(**{bench.RTT: 4.0})],
+            "b": [_rec(**{bench.RTT: 1.0}), _rec(**{bench.RTT: 3.0})]}  # fmt: skip
+    assert bench.paired(reps, ["a", "b"], bench.ratio(bench.RTT)) == [2.0, 3.0]
+    reps["b"][1] = _rec("failed")  # a failed row gives no ratio
+    assert bench.paired(reps, ["a", "b"], bench.ratio(bench.RTT)) == [2.0]
+
+
+def test_a_refused_pair_delivers_nothing_so_the_failure_finding_is_not_reproduced(bench):
+    finding = next(f for f in bench.FINDINGS if f.key == "Z8")
+    both_refused = {c: [_rec("refused", rep=i) for i in range(3)] for c in finding.cases}
+    verdict = bench.judge(finding, both_refused)
+    assert (verdict.kit.mean, verdict.reproduced) == (0.0, False)
+    zenoh, dds = finding.cases
+    carried = {zenoh: [_rec(rep=i, relative_loss=0.0) for i in range(3)], dds: both_refused[dds]}
+    assert bench.judge(finding, carried).reproduced
+
+
+def test_a_row_that_sent_and_then_failed_counts_what_it_delivered(bench):
+    late = _rec(relative_loss=0.25)
+    late["status"] = "failed"  # rate not held: it sent, the link blocked it
+    assert bench.delivered(late) == pytest.approx(0.75)
+    assert bench.delivered(_rec("refused")) == 0.0
+
+
+def test_overhead_share_counts_datagrams_not_fragments(bench):
+    kinds = {k: {"packets": 0} for k in ("user_data", "heartbeat_acknack", "ip_fragment", "spdp")}
+    kinds["user_data"]["packets"], kinds["heartbeat_acknack"]["packets"] = 30, 10
+    kinds["ip_fragment"]["packets"] = 500
+    assert bench.overhead_share(_rec(kinds=kinds)) == pytest.approx(0.25)
+
+
+def test_fan_out_adds_the_mean_of_every_subscriber(bench):
+    one = _rec(**{bench.OW: 1.0})
+    four = _rec(subscribers=[{bench.OW: v} for v in (1.0, 11.0, 21.0, 31.0)], **{bench.OW: 1.0})
+    assert bench.fan_out_added(one, four) == pytest.approx(15.0)
+
+
+def test_same_order_and_seed_directions_come_from_the_figures(bench):
+    assert bench.same_order({"a": 1, "b": 2, "c": 3}, {"a": 10, "b": 20, "c": 30})
+    assert not bench.same_order({"a": 1, "b": 2, "c": 3}, {"a": 10, "b": 40, "c": 30})
+    by_key = {f.key: f for f in bench.FINDINGS}
+    assert by_key["Z7"].expected == -1  # DDS 58.80 ms under Zenoh 72.11 ms on 4G
+    assert by_key["Z4"].expected == 1
+    assert by_key["R1"].expected == 0  # 23 / 23 us
+    assert by_key["C1"].expected == -1  # stated, no figure
+    assert set(bench.needed_cases(bench.FINDINGS)) <= set(bench.CASES)
+
+
+def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
+    import json
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    meta = {
+        "reps": 3,
+        "rate_hz": 10.0,
+        "duration_s": 10.0,
+        "started": "s1",
+        "ended": "e1",
+        "missing": ["x rep 2"],
+    }
+    first.write_text(json.dumps({"meta": meta, "results": {"a": [_rec(**{bench.RTT: 1.0})], "b": []}}))
+    meta2 = {**meta, "started": "s2", "ended": "e2", "missing": []}
+    second.write_text(json.dumps({"meta": meta2, "results": {"b": [_rec(**{bench.RTT: 2.0})]}}))
+    results, merged = bench.merged_runs([first, second])
+    assert set(results) == {"a", "b"} and results["b"][0]["figures"][bench.RTT] == 2.0
+    assert merged["started"] == "s1 to e1; s2 to e2" and merged["missing"] == ["x rep 2"]
