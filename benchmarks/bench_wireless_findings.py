@@ -12,7 +12,8 @@ the commands' one-way median and p99 (shared clock), loss and lap drift; and the
 - on the ns-3 802.11 link: the access point's group frames per second (sent once, at the basic
   rate, never retried), their share of the airtime, and unicast retries per frame;
 - on every emulated link: DDS discovery packets per second on the robot's link (both ways);
-- MQTT: the host's PUBLISH segments per command sent (below 1 when Nagle's algorithm coalesces).
+- the round trip's excess over two one-way medians: what a probe or its reply waits beyond the
+  path the commands take (Nagle's algorithm and delayed acknowledgements on MQTT's TCP).
 
 Each finding compares two configurations on one network: the seed's pair of Array1k mean round
 trips (SEED-FIGURES.md, Zhang et al. Table 2) and the twin's pair of medians. "reproduced" is
@@ -76,11 +77,9 @@ FINDINGS = (
         "MQTT broker hop on Wi-Fi", "wifi-80211", "mqtt-broker", "mqtt-local-broker", "one_way_median_ms"
     ),
     Finding("MQTT broker hop on 4G", "4g", "mqtt-broker", "mqtt-local-broker", "one_way_median_ms"),
-    Finding(
-        "MQTT behind Zenoh on Wi-Fi", "wifi-80211", "mqtt-local-broker", "zenoh-peer", "publishes_per_command"
-    ),
-    Finding("MQTT behind Zenoh on 4G", "4g", "mqtt-local-broker", "zenoh-peer", "publishes_per_command"),
-    Finding("MQTT behind DDS on 4G", "4g", "mqtt-local-broker", "dds", "publishes_per_command"),
+    Finding("MQTT behind Zenoh on Wi-Fi", "wifi-80211", "mqtt-local-broker", "zenoh-peer", "rtt_excess_ms"),
+    Finding("MQTT behind Zenoh on 4G", "4g", "mqtt-local-broker", "zenoh-peer", "rtt_excess_ms"),
+    Finding("MQTT behind DDS on 4G", "4g", "mqtt-local-broker", "dds", "rtt_excess_ms"),
 )
 
 
@@ -111,18 +110,19 @@ def air_figures(link_simulator: dict | None) -> dict[str, float | None]:
 
 
 def wire_figures(metrics: dict) -> dict[str, float | None]:
-    """Discovery packets per second on the robot's link, and the host's MQTT PUBLISH segments per
-    command sent (metrics.json ``wire``)."""
+    """Discovery packets per second on the robot's link, both ways (metrics.json ``wire``)."""
     discovery = [
         _get(metrics, f"wire.{way}.groups.discovery.packets_per_s")
         for way in ("host_to_robot", "robot_to_host")
     ]
-    publish_per_s = _get(metrics, "wire.host_to_robot.kinds.mqtt_publish.packets_per_s")
-    rate = _get(metrics, "trial.plan.command_rate_hz")
     return {
-        "discovery_per_s": None if all(d is None for d in discovery) else sum(d or 0.0 for d in discovery),
-        "publishes_per_command": _ratio(publish_per_s, rate),
+        "discovery_per_s": None if all(d is None for d in discovery) else sum(d or 0.0 for d in discovery)
     }
+
+
+def rtt_excess_ms(rtt_mean: float | None, one_way_median: float | None) -> float | None:
+    """The probes' mean round trip beyond two of the commands' one-way medians (shared clock)."""
+    return None if rtt_mean is None or one_way_median is None else rtt_mean - 2 * one_way_median
 
 
 def trial_figures(trial_dir: Path) -> dict | None:
@@ -139,6 +139,9 @@ def trial_figures(trial_dir: Path) -> dict | None:
         "valid": bool(_get(metrics, "stack.valid")),
         "rtt_mean_ms": _get(metrics, "latency.round_trip_ms.mean"),
         "one_way_median_ms": _get(metrics, "latency.one_way_ms.median"),
+        "rtt_excess_ms": rtt_excess_ms(
+            _get(metrics, "latency.round_trip_ms.mean"), _get(metrics, "latency.one_way_ms.median")
+        ),
         "one_way_p99_ms": _get(metrics, "latency.one_way_ms.p99"),
         "loss_pct": None
         if _get(metrics, "latency.loss_ratio") is None
@@ -161,7 +164,7 @@ FIGURES = (
     "group_airtime_share",
     "unicast_retries_per_frame",
     "discovery_per_s",
-    "publishes_per_command",
+    "rtt_excess_ms",
     "load",
     "steal_pct",
 )
@@ -223,7 +226,7 @@ def _interval(iv: dict) -> str:
 
 def markdown(rows: dict[tuple[str, str], dict], verdicts: list[dict]) -> str:
     lines = [
-        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) | twin probe RTT mean, median over reps (ms) | interval (coverage) | one-way median / p99 (ms) | loss (%) | drift (mm) | AP group frames/s | group airtime share | unicast retries/frame | discovery pkt/s | MQTT publishes/command | load |",
+        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) | twin probe RTT mean, median over reps (ms) | interval (coverage) | one-way median / p99 (ms) | loss (%) | drift (mm) | AP group frames/s | group airtime share | unicast retries/frame | discovery pkt/s | RTT beyond 2 x one-way (ms) | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (network, middleware), r in rows.items():
@@ -234,7 +237,7 @@ def markdown(rows: dict[tuple[str, str], dict], verdicts: list[dict]) -> str:
             f"{_interval(r['rtt_interval'])} | {_fmt(r['one_way_median_ms'], 2)} / {_fmt(r['one_way_p99_ms'], 2)} | "
             f"{_fmt(r['loss_pct'], 2)} | {_fmt(r['drift_mm'])} | {_fmt(r['group_per_s'], 2)} | "
             f"{_fmt(r['group_airtime_share'], 3)} | {_fmt(r['unicast_retries_per_frame'], 3)} | "
-            f"{_fmt(r['discovery_per_s'], 2)} | {_fmt(r['publishes_per_command'], 2)} | {load} |"
+            f"{_fmt(r['discovery_per_s'], 2)} | {_fmt(r['rtt_excess_ms'])} | {load} |"
         )
     lines += [
         "",

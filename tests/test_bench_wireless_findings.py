@@ -38,7 +38,7 @@ def _trials(network: str, middleware: str, rtts: list[float], valid: bool = True
 
 _FIGURES = (
     "one_way_median_ms one_way_p99_ms loss_pct drift_mm group_per_s group_airtime_share "
-    "unicast_retries_per_frame discovery_per_s publishes_per_command load steal_pct"
+    "unicast_retries_per_frame discovery_per_s rtt_excess_ms load steal_pct"
 ).split()
 
 
@@ -89,3 +89,8 @@ def test_every_finding_is_run_by_the_shipped_campaign(bench):
     for f in bench.FINDINGS:
         assert {(f.network, f.slower), (f.network, f.faster)} <= run, f.name
         assert (f.network, f.slower) in bench.SEED_ARRAY1K_RTT_MS
+
+
+def test_the_round_trips_excess_is_what_the_commands_one_way_path_does_not_explain(bench):
+    assert bench.rtt_excess_ms(130.0, 60.0) == 10.0
+    assert bench.rtt_excess_ms(None, 60.0) is None
