@@ -87,6 +87,14 @@ def congestion_control(qos_name: str) -> zenoh.CongestionControl:
 NO_SHARED_MEMORY = {"shared_memory": {"enabled": False}}
 
 
+def _stamp_age_ns(stamped_ns: int | None, wall_now_ns: int) -> int:
+    """A router-layer stamp's age; 0 without one or for one from a stepped wall clock."""
+    if stamped_ns is None:
+        return 0
+    age_ns = wall_now_ns - stamped_ns
+    return age_ns if 0 <= age_ns <= MAX_STAMP_AGE_NS else 0
+
+
 def zenoh_config(
     config: TransportConfig, role: Role, *, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
 ) -> dict[str, Any]:
@@ -154,14 +162,19 @@ class ZenohTransport(CallbackSubscriber):
         self._closed = False
         self._own_stamp_id = str(session.zid())  # the id this session's stamps carry
 
-    def stamp_age_ns(self, sample: zenoh.Sample) -> int:
-        """How long ago this session's router layer stamped ``sample`` on arrival (wall clock, read
-        now); 0 for a sample stamped elsewhere (by its sender or a router) or not at all."""
+    def own_stamp_ns(self, sample: zenoh.Sample) -> int | None:
+        """When this session's router layer stamped ``sample`` on arrival (wall clock, ns), or None
+        for a sample stamped elsewhere (by its sender or a router) or not at all."""
         stamp = sample.timestamp
         if stamp is None or str(stamp.get_id()) != self._own_stamp_id:
-            return 0
-        age_ns = time.time_ns() - stamp.get_time_as_ntp64().as_nanos()
-        return age_ns if 0 <= age_ns <= MAX_STAMP_AGE_NS else 0
+            return None
+        return stamp.get_time_as_ntp64().as_nanos()
+
+    def stamp_age_ns(self, sample: zenoh.Sample, wall_now_ns: int | None = None) -> int:
+        """How long before ``wall_now_ns`` (default: now) this session's router layer stamped
+        ``sample``; 0 for a sample stamped elsewhere or not at all, or from a stepped wall clock."""
+        stamped_ns = self.own_stamp_ns(sample)
+        return _stamp_age_ns(stamped_ns, time.time_ns() if wall_now_ns is None else wall_now_ns)
 
     def key(self, topic: str) -> str:
         return zenoh_key(self.config.namespace, topic)
@@ -196,10 +209,11 @@ class ZenohTransport(CallbackSubscriber):
         decode = decoder(typename, deliver, key)
 
         def on_sample(sample: zenoh.Sample) -> None:
-            # the clock first, then the time since the router layer stamped the sample
-            arrival_ns = now_ns()
-            arrival_ns -= self.stamp_age_ns(sample)
-            decode(sample.payload.to_bytes(), arrival_ns)
+            # The stamp first: reading it calls into the binding, where another thread may take the
+            # GIL for milliseconds; then both clocks back to back, so the age is the stamp's alone.
+            stamped_ns = self.own_stamp_ns(sample)
+            arrival_ns, wall_ns = now_ns(), time.time_ns()
+            decode(sample.payload.to_bytes(), arrival_ns - _stamp_age_ns(stamped_ns, wall_ns))
 
         with self._lock:
             self._subscribers.append(self.session.declare_subscriber(key, on_sample))
