@@ -97,6 +97,11 @@ CASES = {
     "zenoh-peer-tls": ("trials/rehearsal-bridged.yaml", "zenoh-peer-mtls-acl", {"keystore": GUIDE_KEYSTORE}),
     # the router on the host, as the guide's table puts it (router_address = the host's address)
     "zenoh-router": ("trials/rehearsal-bridged.yaml", "zenoh-router-none", {}),
+    "zenoh-router-tls": (
+        "trials/rehearsal-bridged.yaml",
+        "zenoh-router-mtls-acl",
+        {"keystore": GUIDE_KEYSTORE},
+    ),
 }
 # Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
 # Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).
