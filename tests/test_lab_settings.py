@@ -330,3 +330,14 @@ def test_the_trials_robot_traffic_reaches_both_sides_bridges(preset, middleware,
         assert f"tb4{topic.topic}" in configs, (topic.topic, role)
     if registry.get(middleware).family == "zenoh":  # the express route the campaign asked for
         assert "=1:express" in configs
+
+
+@pytest.mark.parametrize("name", registry.names(lab=True))
+@pytest.mark.parametrize("role", ["host", "robot"])
+def test_the_clock_offset_channel_defaults_to_the_middlewares_own(name, role):
+    """``clock_source:=auto``: UDP for MQTT (Paho C's Nagle delays the probes over the link), the
+    trial's own link otherwise; an explicit choice is kept."""
+    args = {"middleware": name, "namespace": "/tb4", "dry_run": "true", "relay": "true"}
+    auto = parse_launch_args(args, role, environ=JAZZY)
+    assert auto.clock_source == ("udp" if registry.get(name).family == "mqtt" else "link")
+    assert parse_launch_args({**args, "clock_source": "link"}, role, environ=JAZZY).clock_source == "link"

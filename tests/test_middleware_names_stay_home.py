@@ -32,24 +32,45 @@ MIDDLEWARE_WORDS = frozenset(
 NOT_A_MIDDLEWARE = {
     ("fieldtest/labrun/rehearsal/simbase.py", "fastdds"),
     ("fieldtest/labrun/rehearsal/rehearsal.py", "fastdds"),
+    # the stand-in's own ROS node name, as a key of the parameter file it reads
+    ("fieldtest/labrun/rehearsal/mqtt_standin.py", "mqtt_client"),
 }
 
 
-def _words(node: ast.AST) -> set[str]:
+def _words(node: ast.AST, constants: dict[str, set[str]] | None = None) -> set[str]:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return {node.value} & MIDDLEWARE_WORDS
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return set().union(*(_words(e) for e in node.elts)) if node.elts else set()
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Call)):  # frozenset((...)) too
+        elements = node.args if isinstance(node, ast.Call) else node.elts
+        return set().union(*(_words(e, constants) for e in elements)) if elements else set()
+    if isinstance(node, ast.Name) and constants:
+        return constants.get(node.id, set())
     return set()
 
 
+def _module_constants(tree: ast.Module) -> dict[str, set[str]]:
+    """Module-level names bound to literals of middleware words (``FAMILIES = ("mqtt",)``)."""
+    constants = {}
+    for node in tree.body:
+        value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        words = _words(value) if value is not None else set()
+        for target in targets:
+            if words and isinstance(target, ast.Name):
+                constants[target.id] = words
+    return constants
+
+
 def name_comparisons(source: str, filename: str) -> list[str]:
-    """``line: words`` for every comparison or match case against a middleware word."""
+    """``line: words`` for every comparison or match case against a middleware word, directly or
+    through a module constant that holds such words."""
     found = []
-    for node in ast.walk(ast.parse(source, filename)):
+    tree = ast.parse(source, filename)
+    constants = _module_constants(tree)
+    for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
-            words = set().union(*(_words(o) for o in operands))
+            words = set().union(*(_words(o, constants) for o in operands))
         elif isinstance(node, ast.match_case):
             words = {v.value.value for v in ast.walk(node.pattern) if isinstance(v, ast.MatchValue)
                      and isinstance(v.value, ast.Constant)} & MIDDLEWARE_WORDS  # fmt: skip
@@ -86,9 +107,13 @@ if lab_bridge not in {"mqtt_client"}: pass
 match rmw:
     case "cyclonedds": pass
 if cfg.role == "robot" or path == "/tmp/dds_like": pass
+UDP_FAMILIES = ("mqtt",)
+if family in UDP_FAMILIES: pass
+ROLES = ("host", "robot")
+if role in ROLES: pass
 """
     found = name_comparisons(source, "x.py")
-    assert [f.split(":")[1] for f in found] == ["2", "3", "4", "5", "7"]
+    assert [f.split(":")[1] for f in found] == ["2", "3", "4", "5", "7", "10"]
 
 
 # The security layer takes the settings each middleware declares (``Middleware.security_settings``,

@@ -40,6 +40,9 @@ class Middleware:
     lab_bridge: ClassVar[str | None] = None
     # Whether the lab RMW is a DDS one (a node that talks to the Create 3 needs DDS; rmw_zenoh is not)
     lab_rmw_speaks_dds: ClassVar[bool] = True
+    # Where a lab trial's clock-offset probes travel by default: over the middleware ("link"), or
+    # in plain UDP ("udp") where the link distorts the offset (fieldtest.labrun.endpoints.udpclock)
+    lab_clock_source: ClassVar[str] = "link"
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
     # What a one-machine rehearsal runs instead of the lab's program (rehearsal_side_process), if anything
     rehearsal_note: ClassVar[str] = ""

@@ -209,9 +209,7 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
         values["start_broker"] = _bool("start_broker", broker)
     clock = deferred.get("clock_source", AUTO)
     if clock in ("", AUTO) and middleware in registry.REGISTRY:
-        from fieldtest.labrun.endpoints.udpclock import clock_source_for
-
-        values["clock_source"] = clock_source_for(registry.get(middleware).family)
+        values["clock_source"] = registry.get(middleware).lab_clock_source
     elif clock not in ("", AUTO):
         values["clock_source"] = clock
 

@@ -24,15 +24,10 @@ from fieldtest.clocksync import ProbeInitiator, ProbeSample
 
 PROBE = struct.Struct("!IQ")
 REPLY = struct.Struct("!IQQQ")
-# per trial: which channel the latency's clock offset comes from, by middleware family
+# per trial: which channel the latency's clock offset comes from (each middleware's default:
+# Middleware.lab_clock_source)
 CLOCK_SOURCES = ("link", "udp")
-UDP_FAMILIES = ("mqtt",)  # links that distort the offset (Nagle in Paho C)
 RECV_TIMEOUT_S = 0.2
-
-
-def clock_source_for(family: str) -> str:
-    """The offset channel for a middleware family: ``udp`` where the link distorts the offset."""
-    return "udp" if family in UDP_FAMILIES else "link"
 
 
 class UdpClockResponder:

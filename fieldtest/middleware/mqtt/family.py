@@ -22,6 +22,9 @@ class _Mqtt(Middleware):
     security_settings = SETTINGS
     infra_process = "broker"
     lab_bridge = "mqtt_client"
+    lab_clock_source = (
+        "udp"  # Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c): probes wait for delayed ACKs
+    )
     rehearsal_note = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
 
     def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
