@@ -32,17 +32,8 @@ ROBOT_SETUP = "source /opt/ros/jazzy/setup.bash && unset FIELDTEST_CACHE"
 
 @pytest.fixture
 def lab():
-    from fieldtest.testkit.twomachines import TwoMachinesError, missing_tools, two_machines
-
-    needs.netns()
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"needs {', '.join(missing)}: {needs.INSTALL_HINT}", pytrace=False)
-    try:
-        with two_machines(WIFI, hardware=False) as machines:
-            yield machines
-    except TwoMachinesError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with needs.two_machines(WIFI, hardware=False) as machines:
+        yield machines
 
 
 def _lab_perf(lab, campaign: str, *extra: str) -> list[str]:

@@ -28,23 +28,14 @@ def lab(robot_bundle):
     """The two machines with the robot set up as the guide says: ROS 2 only (read by the system
     python3), the kit installed from the bundle by the guide's own commands, the keystore made and
     copied by them (section 6)."""
-    from fieldtest.testkit.twomachines import TwoMachinesError, missing_tools, two_machines
-
-    needs.netns()
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"needs {', '.join(missing)}: {needs.INSTALL_HINT}", pytrace=False)
-    try:
-        with two_machines(WIFI, namespace="/tb4", distro="jazzy", robot_install="bundle") as machines:
-            machines.host_user.copy_in(robot_bundle, "tb4-bundle")
-            SET_UP.clear()
-            for name in ("bundle", "robot-install", "keys"):
-                SET_UP[name] = done = _guide_step(machines, name)
-                if done.returncode != 0:
-                    pytest.fail(f"the guide's {name} step failed: {_output(done)}", pytrace=False)
-            yield machines
-    except TwoMachinesError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with needs.two_machines(WIFI, namespace="/tb4", distro="jazzy", robot_install="bundle") as machines:
+        machines.host_user.copy_in(robot_bundle, "tb4-bundle")
+        SET_UP.clear()
+        for name in ("bundle", "robot-install", "keys"):
+            SET_UP[name] = done = _guide_step(machines, name)
+            if done.returncode != 0:
+                pytest.fail(f"the guide's {name} step failed: {_output(done)}", pytrace=False)
+        yield machines
 
 
 @pytest.fixture(scope="module")
@@ -177,14 +168,8 @@ def _link_packets(lab) -> int:
 def fresh_robot():
     """Two machines as on the first lab day: the robot's login has the image's password, the lab
     user has no key yet and has never seen the robot's host key."""
-    from fieldtest.testkit.twomachines import TwoMachinesError, two_machines
-
-    needs.netns()
-    try:
-        with two_machines("wifi", fresh_login=True, hardware=False) as machines:
-            yield machines
-    except TwoMachinesError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with needs.two_machines("wifi", fresh_login=True, hardware=False) as machines:
+        yield machines
 
 
 def test_the_guides_ssh_setup_gives_the_runner_a_login_without_prompts(fresh_robot):

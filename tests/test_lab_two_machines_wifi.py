@@ -27,17 +27,8 @@ OUTAGES_AT_S = (3.0, 9.0, 15.0)  # after the go; the rehearsal campaign's lap st
 
 @pytest.fixture(scope="module")
 def lab():
-    from fieldtest.testkit.twomachines import TwoMachinesError, missing_tools, two_machines
-
-    needs.netns()
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"needs {', '.join(missing)}: {needs.INSTALL_HINT}", pytrace=False)
-    try:
-        with two_machines(WIFI, namespace="/tb4", distro="jazzy") as machines:
-            yield machines
-    except TwoMachinesError as exc:
-        pytest.fail(str(exc), pytrace=False)
+    with needs.two_machines(WIFI, namespace="/tb4", distro="jazzy") as machines:
+        yield machines
 
 
 def _wait_for_go(runs: Path, running: threading.Thread, timeout_s: float = 180.0) -> int:

@@ -3,9 +3,12 @@ reason instead of skipping it, so a broken install cannot pass as a green run.""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import shutil
+from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -34,3 +37,21 @@ def netns() -> None:
     available, reason = netns_available()
     if not available:
         pytest.fail(f"network namespaces are needed (run as root): {reason}", pytrace=False)
+
+
+@contextlib.contextmanager
+def two_machines(*args: Any, **kwargs: Any) -> Iterator[Any]:
+    """The two-machine rehearsal (``fieldtest.testkit.twomachines.two_machines``, same arguments) for
+    a test: fails it with the reason when namespaces, a program or the machines' set-up are missing."""
+    from fieldtest.testkit.twomachines import TwoMachinesError, missing_tools
+    from fieldtest.testkit.twomachines import two_machines as build
+
+    netns()
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"needs {', '.join(missing)}: {INSTALL_HINT}", pytrace=False)
+    try:
+        with build(*args, **kwargs) as machines:
+            yield machines
+    except TwoMachinesError as exc:
+        pytest.fail(str(exc), pytrace=False)
