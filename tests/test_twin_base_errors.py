@@ -90,7 +90,18 @@ def test_a_robot_variation_draws_its_instance_within_the_ranges_and_records_it(s
     assert again == twin
     model = model_for(TrialRequest(twin=twin))
     imp = model.imperfections
-    assert (imp.wheel_diameter_ratio, imp.wheelbase_ratio, imp.turn_slip) == tuple(drawn.values())
+    assert (imp.wheel_diameter_ratio, imp.wheelbase_ratio) == tuple(drawn.values())
+    assert imp.turn_slip == 0.0  # no published range: never drawn
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 12345])
+@pytest.mark.parametrize("turn_slip", [0.0, 0.005, 0.03])
+def test_turn_slip_is_the_users_own_beside_a_robot_variation(seed, turn_slip):
+    """Only errors with a published range are drawn; a set turn slip stays as set."""
+    twin = TwinSettings(robot_variation=seed, turn_slip=turn_slip)
+    assert twin.turn_slip == turn_slip
+    assert model_for(TrialRequest(twin=twin)).imperfections.turn_slip == turn_slip
+    assert set(basevariation.draw(seed)) == {"wheel_diameter_ratio", "wheelbase_ratio"}
 
 
 def test_robot_variations_differ_and_nominal_is_the_default():
@@ -100,5 +111,5 @@ def test_robot_variations_differ_and_nominal_is_the_default():
 
 
 def test_a_value_beside_a_robot_variation_that_is_not_its_draw_is_refused():
-    with pytest.raises(ValueError, match="twin.turn_slip 0.3 differs from twin.robot_variation 3"):
-        TwinSettings(robot_variation=3, turn_slip=0.3)
+    with pytest.raises(ValueError, match="twin.wheelbase_ratio 1.05 differs from twin.robot_variation 3"):
+        TwinSettings(robot_variation=3, wheelbase_ratio=1.05)
