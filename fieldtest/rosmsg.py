@@ -56,8 +56,12 @@ def serialize(msg: Any, typename: str) -> bytes:
     return bytes(typestore().serialize_cdr(msg, typename))
 
 
-def deserialize(data: bytes | memoryview, typename: str) -> Any:
-    return typestore().deserialize_cdr(bytes(data), typename)
+def deserialize(data: bytes | bytearray | memoryview, typename: str) -> Any:
+    """The message in CDR ``data``. Its numeric arrays are read-only views on the bytes (rosbags
+    reads them with ``numpy.frombuffer``): ``bytes`` are read in place, anything mutable is copied
+    once first, so a message never changes under its subscriber."""
+    immutable = data if isinstance(data, bytes) else bytes(data)
+    return typestore().deserialize_cdr(memoryview(immutable), typename)
 
 
 def time_msg(ns: int):

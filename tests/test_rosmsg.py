@@ -39,3 +39,23 @@ def test_time_field_refuses_big_endian_cdr():
     data[1] = 0  # CDR_BE
     with pytest.raises(ValueError, match="big-endian"):
         rosmsg.COMMAND_SENT.patch(data, NS)
+
+
+@pytest.mark.parametrize("name", ["Array1k", "Array64k", "Array2m", "PointCloud512k"])
+def test_deserialize_reads_a_payload_in_place_and_copies_mutable_input_once(name):
+    """A subscriber's payload array is a read-only view on the received bytes (rosbags reads it with
+    numpy.frombuffer), not on a copy of them (the old deserialize copied all but the CDR header);
+    a bytearray is copied first, so changing it later cannot change the message."""
+    import numpy as np
+
+    from fieldtest.perf.messages import build, parse_message
+
+    message = parse_message(name)
+    data = bytes(build(message).cdr)
+    msg = rosmsg.deserialize(data, message.typename)
+    assert np.shares_memory(msg.data, np.frombuffer(data, np.uint8))
+    assert not msg.data.flags.writeable and len(msg.data) == message.size
+    mutable = bytearray(data)
+    kept = rosmsg.deserialize(memoryview(mutable), message.typename)
+    mutable[:] = bytes(len(mutable))
+    assert rosmsg.serialize(kept, message.typename) == data

@@ -19,8 +19,8 @@ import pytest
 from test_transport_dds import WAIT_S, wait_until
 
 from fieldtest import rosmsg
-from fieldtest.endpoints.clock import Clock
-from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, now_ns, write_stamped
+from fieldtest.endpoints.clock import Clock, MonotonicClock
+from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, now_ns, padded_size, write_stamped
 from fieldtest.middleware.mqtt.infra import MosquittoBroker
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port
@@ -262,3 +262,118 @@ def test_a_failing_receiver_loses_only_its_message(host_and_robot, caplog):
     wait_until(lambda: got[-1:] == ["seq:2"])
     assert got[-2:] == ["seq:1", "seq:2"] and set(got[:-2]) == {"seq:0"}
     assert "receiver failed" in caplog.text
+
+
+@contextlib.contextmanager
+def _queue_on_robot(typename: str):
+    """(host, stamped publish on /payload, an ArrivalQueue fed by a reader of the robot's participant;
+    both stamp CLOCK_MONOTONIC)."""
+    from cyclonedds.sub import DataReader
+    from cyclonedds.topic import Topic
+
+    from fieldtest.middleware.dds.transport import _delete, dds_qos, dds_topic_name
+    from fieldtest.perf.messages import register_types
+    from fieldtest.qos import get_qos
+    from fieldtest.transport.ros_idl import idl_class
+
+    register_types()
+    config = _dds_config()
+    host, robot = open_transport(config, "host"), open_transport(config, "robot")
+    queue = ArrivalQueue(base_ns=0)
+    name = dds_topic_name(config.namespace, "/payload")
+    topic = Topic(robot.participant, name, idl_class(typename))
+    reader = DataReader(robot.participant, topic, qos=dds_qos(get_qos(config.qos)))
+    try:
+        assert queue.attach(reader._ref, 7) == 0
+        publish = stamped_publisher(
+            host, "/payload", typename, rosmsg.TimeField(typename, ("header", "stamp"), 4), MonotonicClock()
+        )
+        assert host.wait_for_match("/payload", timeout_s=WAIT_S)
+        yield host, publish, queue
+    finally:
+        _delete(reader)  # Cyclone waits for a running listener; the queue is then unused
+        _delete(topic)
+        queue.free()
+        host.close()
+        robot.close()
+
+
+def _popped(queue: ArrivalQueue):
+    deadline = time.monotonic() + WAIT_S
+    while (item := queue.pop()) is None:
+        assert time.monotonic() < deadline, "nothing queued"
+        time.sleep(0.005)
+    return item
+
+
+@pytest.mark.parametrize(
+    "large, small", [("Array1m", "Array1k"), ("Array256k", "Array4k"), ("PointCloud2m", "PointCloud512k")]
+)
+def test_dds_queue_copies_each_sample_once_at_its_own_size(large, small):
+    """After a large sample grew the pop buffer, a small one costs its own size, not the buffer's
+    (the old pop copied the whole buffer, then sliced it)."""
+    import tracemalloc
+
+    from fieldtest.perf.messages import build, parse_message
+
+    big, little = parse_message(large), parse_message(small)
+    with _queue_on_robot(big.typename) as (_host, publish, queue):
+        publish(build(big))
+        assert len(_popped(queue)[2]) >= big.size
+        sent = build(little)
+        publish(sent)
+        tracemalloc.start()
+        try:
+            tag, _arrival, data = _popped(queue)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    expected = bytes(sent.cdr).ljust(padded_size(len(sent.cdr)), b"\0")  # as Cyclone carries it
+    assert tag == 7 and data[:4] + data[12:] == expected[:4] + expected[12:]  # all but the stamp
+    assert peak < little.size + big.size // 2, f"popping {small} allocated {peak} bytes"
+
+
+def test_dds_queue_next_sleeps_until_the_listener_queues_a_sample():
+    """``next`` returns what the middleware's listener queued, woken by it (no poll interval: it
+    stays blocked while nothing comes), and None after ``wake``."""
+    from fieldtest.perf.messages import build, parse_message
+
+    message = parse_message("Array1k")
+    with _queue_on_robot(message.typename) as (_host, publish, queue):
+        got: list = []
+        reader = threading.Thread(target=lambda: got.append(queue.next()), daemon=True)
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive() and not got, "next returned with nothing queued"
+        sent = build(message)
+        sent_ns = publish(sent)
+        reader.join(WAIT_S)
+        assert not reader.is_alive()
+        tag, arrival_ns, data = got[0]
+        assert tag == 7 and arrival_ns >= sent_ns and data == bytes(sent.cdr)
+        woken: list = []
+        reader = threading.Thread(target=lambda: woken.append(queue.next()), daemon=True)
+        reader.start()
+        queue.wake()
+        reader.join(WAIT_S)
+        assert woken == [None]
+
+
+@pytest.mark.parametrize("message", ["Array1k", "Array64k", "Array2m"])
+def test_dds_stamped_publish_stamps_the_prepared_bytes_in_place(message):
+    """The prepared bytes go to C without a copy: the send stamp lands in them, and the reader
+    gets exactly them (the old write copied them twice and left the caller's bytes unstamped)."""
+    from fieldtest.perf.messages import build, parse_message
+
+    perf_message = parse_message(message)
+    with _queue_on_robot(perf_message.typename) as (_host, publish, queue):
+        out = build(perf_message)
+        assert len(out.cdr) % 4 == 0  # padded as Cyclone sends it
+        sent_ns = publish(out)
+        stamped = rosmsg.deserialize(bytes(out.cdr), perf_message.typename).header.stamp
+        assert rosmsg.ns_of(stamped) == sent_ns
+        assert _popped(queue)[2] == bytes(out.cdr)
+        unpadded = out.cdr + b"x"  # not Cyclone's padded size: copied and padded, never changed
+        before = bytes(unpadded)
+        write_stamped(0, unpadded, 4, 0)  # no writer 0: fails after stamping its own copy
+        assert unpadded == before

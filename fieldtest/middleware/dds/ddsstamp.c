@@ -216,6 +216,19 @@ int64_t ft_queue_pop(ft_queue_t *q, int32_t *tag, int64_t *arrival_ns, unsigned 
   return size;
 }
 
+/* ft_queue_pop, waiting first if the queue is empty: the caller's thread sleeps in the kernel
+ * until the listener queues a sample or ft_queue_wake is called (then 0 if nothing came). One
+ * call from Python per sample instead of a read of the fd and a pop. */
+int64_t ft_queue_next(ft_queue_t *q, int32_t *tag, int64_t *arrival_ns, unsigned char *buf, uint32_t cap) {
+  int64_t size = ft_queue_pop(q, tag, arrival_ns, buf, cap);
+  if (size != 0)
+    return size;
+  uint64_t count;
+  ssize_t r = read(q->efd, &count, sizeof(count));
+  (void)r; /* EINTR: the caller asks again */
+  return ft_queue_pop(q, tag, arrival_ns, buf, cap);
+}
+
 /* Wake a thread waiting on the queue's fd (for shutdown). */
 void ft_queue_wake(ft_queue_t *q) {
   uint64_t one = 1;

@@ -46,6 +46,8 @@ def library() -> ct.CDLL:
     lib.ft_queue_attach.restype = ct.c_int
     lib.ft_queue_pop.argtypes = [ptr, ct.POINTER(i32), ct.POINTER(i64), ct.c_char_p, u32]
     lib.ft_queue_pop.restype = i64
+    lib.ft_queue_next.argtypes = lib.ft_queue_pop.argtypes
+    lib.ft_queue_next.restype = i64
     lib.ft_queue_wake.argtypes = [ptr]
     lib.ft_queue_wake.restype = None
     lib.ft_queue_free.argtypes = [ptr]
@@ -60,11 +62,21 @@ def padded_size(size: int) -> int:
 
 def write_stamped(writer: int, data: bytes | bytearray, offset: int, base_ns: int) -> tuple[int, int]:
     """Write CDR ``data`` on ``writer`` with the clock (CLOCK_MONOTONIC + ``base_ns``) put as a
-    builtin_interfaces/Time at byte ``offset`` just before ``dds_write``; (return code, stamp ns)."""
+    builtin_interfaces/Time at byte ``offset`` just before ``dds_write``; (return code, stamp ns).
+
+    A bytearray already padded to Cyclone's 4 bytes is handed to C as it is and stamped in place
+    (as the Python transports stamp a prepared message): no copy between the caller and the write.
+    """
     stamp = ct.c_int64()
-    size = padded_size(len(data))  # the buffer fills the padding with zeros
-    buf = ct.create_string_buffer(bytes(data), size)
-    ret = library().ft_write_stamped(writer, buf, size, offset, base_ns, ct.byref(stamp))
+    size = padded_size(len(data))
+    if isinstance(data, bytearray) and len(data) == size:
+        buf = data
+    else:
+        buf = bytearray(size)  # the padding stays zero
+        buf[: len(data)] = data
+    ret = library().ft_write_stamped(
+        writer, (ct.c_char * size).from_buffer(buf), size, offset, base_ns, ct.byref(stamp)
+    )
     return ret, stamp.value
 
 
@@ -76,8 +88,9 @@ def now_ns(base_ns: int) -> int:
 class ArrivalQueue:
     """Samples of the attached readers, each with the time Cyclone made it available (ns).
 
-    ``wait()`` blocks until something was queued or ``wake()`` was called; ``pop()`` returns
-    ``(tag, arrival_ns, cdr_bytes)`` or None. ``free()`` only after the readers are deleted.
+    ``next()`` returns the oldest ``(tag, arrival_ns, cdr_bytes)``, waiting for one if needed (None
+    after ``wake()``); ``pop()`` returns it or None at once, and ``wait()`` blocks until something was
+    queued or ``wake()`` was called. ``free()`` only after the readers are deleted.
     """
 
     def __init__(self, base_ns: int):
@@ -101,14 +114,20 @@ class ArrivalQueue:
         self._lib.ft_queue_wake(self._queue)
 
     def pop(self) -> tuple[int, int, bytes] | None:
+        return self._take(self._lib.ft_queue_pop)
+
+    def next(self) -> tuple[int, int, bytes] | None:
+        """``pop``, after sleeping (GIL released) until a sample is queued if there is none; None
+        after a ``wake()`` with nothing queued. The listener's write of the eventfd wakes it."""
+        return self._take(self._lib.ft_queue_next)
+
+    def _take(self, take) -> tuple[int, int, bytes] | None:
         while True:
-            size = self._lib.ft_queue_pop(
-                self._queue, ct.byref(self._tag), ct.byref(self._arrival), self._buf, len(self._buf)
-            )
+            size = take(self._queue, ct.byref(self._tag), ct.byref(self._arrival), self._buf, len(self._buf))
             if size == 0:
                 return None
-            if size > 0:
-                return self._tag.value, self._arrival.value, self._buf.raw[:size]
+            if size > 0:  # one copy of the sample (``raw`` copies the whole buffer, grown to the largest)
+                return self._tag.value, self._arrival.value, self._buf[:size]
             self._buf = ct.create_string_buffer(-size)
 
     @property

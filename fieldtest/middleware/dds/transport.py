@@ -379,11 +379,8 @@ class DdsTransport:
 
     def _serve_readers(self) -> None:
         while not self._closed:
-            self._arrivals.wait()
-            while not self._closed:
-                item = self._arrivals.pop()
-                if item is None:
-                    break
+            item = self._arrivals.next()  # one call per sample: sleeps in C until one is queued
+            if item is not None:
                 self._deliver(*item)
 
     def _deliver(self, tag: int, arrival_mono_ns: int, data: bytes) -> None:
