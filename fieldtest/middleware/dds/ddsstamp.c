@@ -7,7 +7,7 @@
  *     builtin_interfaces/Time at a given offset and calls dds_write() at once (without the GIL);
  *   - a data-available listener runs in the Cyclone thread that delivers a sample to the reader,
  *     reads the clock, takes the serialized samples and queues them with that arrival stamp;
- *     Python waits on the queue's eventfd and pops them.
+ *     Python's reader thread sleeps in ft_queue_next (on the queue's eventfd) and gets them one by one.
  * Stamps are CLOCK_MONOTONIC plus a base the caller gives (its process clock's offset).
  *
  * Writers must belong to topics made by the cyclonedds Python binding: dds_write() takes that
