@@ -18,12 +18,13 @@ Saturation (``rate_hz`` 0, performance_test's ``--rate 0``: "publish as fast as 
 ApexAI/performance_test performance_test/src/main.cpp): the main side publishes back to back until
 the row's duration is over or ``SATURATION_MAX_MESSAGES`` are out, whichever comes first (its
 records, and the relays', stay bounded). The writer's own flow control sets the pace
-(docs/perf.md): Cyclone blocks a reliable writer whose unacknowledged bytes pass the writer history
-cache's high-water mark, up to max_blocking_time, then refuses the write (counted in
-``writer_timeouts``); Zenoh blocks a reliable put while its transmission queue is full (congestion
-control BLOCK) and drops a best-effort one (DROP); paho queues every publish without limit
-(``max_queued_messages`` 0), so the main side waits while more than ``MQTT_WRITER_WINDOW`` of its
-messages are unwritten or unacknowledged.
+(docs/perf.md): Cyclone blocks a writer whose unacknowledged bytes pass the writer history cache's
+high-water mark, up to max_blocking_time, then refuses the write (cyclonedds
+src/core/ddsi/src/ddsi_transmit.c, write_sample and throttle_writer; counted in ``writer_timeouts``);
+Zenoh blocks a reliable put while its transmission queue is full (congestion control BLOCK) and
+drops a best-effort one (DROP; zenoh-protocol core::CongestionControl); paho queues every publish
+without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side waits while
+``MQTT_WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
 """
 
 from __future__ import annotations
