@@ -973,7 +973,7 @@ def main() -> int:
                                     work, args.json)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
-    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {meta['rate_hz']:g} Hz, "
+    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
            f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
            *table(results, findings), ""]  # fmt: skip
     if any(f.key.startswith("R") for f in findings):
@@ -985,6 +985,15 @@ def main() -> int:
     if args.md:
         args.md.write_text(text + "\n")
     return 0
+
+
+def rate_heading(findings: list[Finding], meta: dict) -> str:
+    """The rows' rate for the table's heading: the script's, saturation, or both."""
+    saturated = [c in SATURATION_CASES for c in needed_cases(findings)]
+    if all(saturated):
+        return "max rate (saturation)"
+    fixed = f"{meta['rate_hz']:g} Hz"
+    return f"{fixed} (the saturation rows: max rate)" if any(saturated) else fixed
 
 
 def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:

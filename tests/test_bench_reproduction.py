@@ -189,3 +189,11 @@ def test_a_saturation_row_shows_its_offered_and_delivered_rates(bench):
     rec["case"] = "kim-sat-none-Array1k"
     summary = bench.case_summary([rec])
     assert "offered 900 msg/s, delivered 800 msg/s = 0.8 MB/s, sender CPU 95 %" in summary
+
+
+def test_the_heading_names_the_saturation_rows_rate(bench):
+    by_key = {f.key: f for f in bench.FINDINGS}
+    meta = {"rate_hz": 10.0}
+    assert bench.rate_heading([by_key["K3s"]], meta) == "max rate (saturation)"
+    assert bench.rate_heading([by_key["Z1"]], meta) == "10 Hz"
+    assert bench.rate_heading([by_key["Z1"], by_key["F2s"]], meta) == "10 Hz (the saturation rows: max rate)"
