@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,20 @@ def test_a_campaign_asks_for_saturation_with_max(tmp_path):
     rows = [case for case, _rep in expand_rows(sweep)]
     assert [case.rate_hz for case in rows] == [SATURATION, 10.0]
     assert rows[0].saturated and "max rate" in rows[0].label
+
+
+def test_ctrl_c_in_a_saturation_sweep_keeps_the_finished_rows(tmp_path):
+    argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--rate", "max",
+            "--mode", "one-way", "--duration", "1", "--message", "Array1k", "Array4k", "Array16k", "Array64k",
+            "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not (tmp_path / "rows" / "001").exists():  # row 0 finished, row 1 under way
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "kept the" in err, err
+    lines = list(csv.DictReader((tmp_path / "perf.csv").open()))
+    assert 1 <= len(lines) < 4 and all(line["status"] == "ok" and line["rate_hz"] == "0.0" for line in lines)
+    assert all(int(line["sent"]) > 0 and line["throughput_received (msg/s)"] for line in lines)
