@@ -179,6 +179,31 @@ CASES: dict[str, dict] = {
 }
 
 
+# Throughput at saturation (fieldtest perf --rate max: back to back, one way, on the ethernet link):
+# Fernandez's 0.25 MB with QoS d (KEEP_LAST 1000 RELIABLE), Kim's SROS2 cost over three sizes
+SATURATION_CASES: dict[str, dict] = {
+    **{
+        f"fern-sat-{s}-d": _case(sec=sec, qos="fernandez-d", net="ethernet", msg="Array256k", mode="one-way")
+        for s, sec in (("1", "none"), ("2", "sros2"))
+    },
+    **{
+        f"kim-sat-{sec}-{msg}": _case(sec=sec, net="ethernet", msg=msg, mode="one-way")
+        for sec in ("none", "sros2")
+        for msg in ("Array1k", "Array64k", "Array256k")
+    },
+}  # fmt: skip
+CASES.update(SATURATION_CASES)
+SATURATED_RATE = 0.0  # fieldtest.perf.run.SATURATION
+
+
+def perf_case(name: str, rate: float, duration: float):
+    """The PerfCase of row ``name``: the script's rate, or saturation for SATURATION_CASES."""
+    from fieldtest.perf.run import PerfCase
+
+    return PerfCase(**CASES[name], rate_hz=SATURATED_RATE if name in SATURATION_CASES else rate,
+                    duration_s=duration)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------
 # Figures of one repetition's rows
 
@@ -283,6 +308,18 @@ def protected_growth(*recs: dict) -> float:
 def ratio_growth(n_small: dict, s_small: dict, n_large: dict, s_large: dict) -> float:
     """Kim: SROS2/none round-trip ratio at 12 000 B minus at 16 B."""
     return fig(s_large, RTT) / fig(n_large, RTT) - fig(s_small, RTT) / fig(n_small, RTT)
+
+
+def loss_gain(plain: dict, secure: dict) -> float:
+    """The secure row's loss minus the plaintext row's (percentage points)."""
+    return 100 * (fig(secure, LOSS) - fig(plain, LOSS))
+
+
+def throughput_cost_growth(*recs: dict) -> float:
+    """Kim at saturation: the secure / none delivered-throughput ratio at the smallest size minus at
+    the largest (records: none, sros2 per size, smallest first); > 0: the cost grows with size."""
+    ratios = [fig(s, THR) / fig(n, THR) for n, s in zip(recs[0::2], recs[1::2], strict=True)]
+    return ratios[0] - ratios[-1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -651,6 +688,64 @@ FINDINGS: list[Finding] = [
 ]
 
 
+SAT_NOTES = (
+    "saturation (--rate max), one way, ethernet profile; both ends share 2 cores, so the rate is CPU-bound"
+)
+FINDINGS += [
+    Finding(
+        "F2s",
+        "Fernandez",
+        "Table III",
+        "security cuts throughput at 0.25 MB, sent as fast as accepted: 2d / 1d delivered B/s",
+        "0.850 / 1.979 Gbps",
+        0.850 / 1.979,
+        ["fern-sat-2-d", "fern-sat-1-d"],
+        ratio(THR),
+        "x",
+        notes=f"{SAT_NOTES}; {NOT_FAST_RTPS}",
+    ),
+    Finding(
+        "F6s",
+        "Fernandez",
+        "Table II",
+        "secure RELIABLE still loses at 0.25 MB, sent as fast as accepted: loss 2d - 1d",
+        "2d 12.1 % vs 1d 0 %",
+        12.1,
+        ["fern-sat-1-d", "fern-sat-2-d"],
+        loss_gain,
+        " pp",
+        no_effect=0.0,
+        notes=f"{SAT_NOTES}; loss: not delivered by the row's end plus its drain time",
+    ),
+    Finding(
+        "K2s",
+        "Kim",
+        "throughput figure",
+        "SROS2 roughly halves throughput, sent as fast as accepted (Array1k): SROS2 / none delivered B/s",
+        "figure only: about 0.5",
+        0.5,
+        ["kim-sat-sros2-Array1k", "kim-sat-none-Array1k"],
+        ratio(THR),
+        "x",
+        notes=SAT_NOTES,
+    ),
+    Finding(
+        "K3s",
+        "Kim",
+        "throughput figure",
+        "SROS2's throughput cost grows with size: SROS2 / none at Array1k - at Array256k",
+        "figure only: grows",
+        None,
+        [f"kim-sat-{sec}-{msg}" for msg in ("Array1k", "Array64k", "Array256k") for sec in ("none", "sros2")],
+        throughput_cost_growth,
+        "",
+        no_effect=0.0,
+        stated_direction=1,
+        notes=f"{SAT_NOTES}; Array64k's rows shown beside",
+    ),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # Running the rows
 
@@ -693,7 +788,7 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
     from bench_twin import measured_load
 
     from fieldtest.netem import load_profiles_file
-    from fieldtest.perf.run import PerfCase, run_row
+    from fieldtest.perf.run import run_row
 
     profiles_file = work / "profiles.yaml"
     profiles_file.write_text(PROFILES_YAML)
@@ -705,7 +800,7 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
             if until is not None and dt.datetime.now(dt.UTC) >= until:
                 meta["missing"].append(f"{name} rep {rep}")
                 continue
-            case = PerfCase(**CASES[name], rate_hz=rate, duration_s=duration)
+            case = perf_case(name, rate, duration)
             print(f"... rep {rep} {name}: {case.label}", file=sys.stderr, flush=True)
             with measured_load() as load:
                 row = run_row(case, work / f"{name}-{rep}", profiles=profiles)
@@ -777,9 +872,20 @@ def case_summary(rec_list: list[dict]) -> str:
     if len(ok[0]["subscribers"]) > 1:
         per_sub = zip(*([s.get(OW) or math.nan for s in r["subscribers"]] for r in ok), strict=True)
         parts.append("per subscriber " + " / ".join(f"{statistics.fmean(v):.2f}" for v in per_sub) + " ms")
+    if rec_list[0]["case"] in SATURATION_CASES:
+        parts.append(saturation_summary(f))
     if len(ok) < len(rec_list):
         parts.append(f"{len(rec_list) - len(ok)} of {len(rec_list)} failed: {rec_list[0]['error'] or ''}")
     return ", ".join(parts)
+
+
+def saturation_summary(figures: list[dict]) -> str:
+    """A saturation row's offered and delivered rates and its sender's CPU, over its repetitions."""
+    mean = {k: statistics.fmean(x.get(k) or 0.0 for x in figures)
+            for k in ("throughput_sent (msg/s)", "throughput_received (msg/s)", "throughput_received (MB/s)",
+                      "cpu_usage (%)")}  # fmt: skip
+    return (f"offered {mean['throughput_sent (msg/s)']:.0f} msg/s, delivered {mean['throughput_received (msg/s)']:.0f} "
+            f"msg/s = {mean['throughput_received (MB/s)']:.1f} MB/s, sender CPU {mean['cpu_usage (%)']:.0f} %")  # fmt: skip
 
 
 def conditions(recs: list[dict]) -> str:
@@ -867,7 +973,7 @@ def main() -> int:
                                     work, args.json)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
-    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {meta['rate_hz']:g} Hz, "
+    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
            f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
            *table(results, findings), ""]  # fmt: skip
     if any(f.key.startswith("R") for f in findings):
@@ -879,6 +985,15 @@ def main() -> int:
     if args.md:
         args.md.write_text(text + "\n")
     return 0
+
+
+def rate_heading(findings: list[Finding], meta: dict) -> str:
+    """The rows' rate for the table's heading: the script's, saturation, or both."""
+    saturated = [c in SATURATION_CASES for c in needed_cases(findings)]
+    if all(saturated):
+        return "max rate (saturation)"
+    fixed = f"{meta['rate_hz']:g} Hz"
+    return f"{fixed} (the saturation rows: max rate)" if any(saturated) else fixed
 
 
 def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:

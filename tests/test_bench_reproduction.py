@@ -153,3 +153,47 @@ def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
     results, merged = bench.merged_runs([first, second])
     assert set(results) == {"a", "b"} and results["b"][0]["figures"][bench.RTT] == 2.0
     assert merged["started"] == "s1 to e1; s2 to e2" and merged["missing"] == ["x rep 2"]
+
+
+def test_the_saturation_rows_send_as_fast_as_accepted_and_only_they(bench):
+    from fieldtest.perf.run import SATURATION, check_case
+
+    assert bench.SATURATED_RATE == SATURATION
+    for name in bench.SATURATION_CASES:
+        case = bench.perf_case(name, 10.0, 5.0)
+        assert case.saturated and case.mode == "one-way" and case.network == "ethernet", name
+        check_case(case)  # runnable: not refused as a round trip or for the link's rate
+    assert {bench.CASES[n]["security"] for n in bench.SATURATION_CASES} == {"none", "sros2"}
+    assert bench.perf_case("fern-1-d", 10.0, 5.0).rate_hz == 10.0  # the other rows keep the script's rate
+    by_key = {f.key: f for f in bench.FINDINGS}
+    assert by_key["F2s"].expected == -1 and by_key["K2s"].expected == -1 and by_key["K3s"].expected == 1
+    assert by_key["F6s"].expected == 1
+    assert set(bench.needed_cases(bench.FINDINGS)) <= set(bench.CASES)
+
+
+def test_kim_cost_growth_compares_the_smallest_size_with_the_largest(bench):
+    thr = bench.THR
+    sizes = [(100.0, 60.0), (100.0, 45.0), (100.0, 30.0)]  # (none, sros2) per size, smallest first
+    recs = [_rec(**{thr: v}) for pair in sizes for v in pair]
+    assert bench.throughput_cost_growth(*recs) == pytest.approx(0.6 - 0.3)
+    finding = next(f for f in bench.FINDINGS if f.key == "K3s")
+    reps = {c: [_rec(rep=i, **{thr: r[thr] * (1 + 0.01 * i)}) for i in range(3)] for c, r in
+            zip(finding.cases, (x["figures"] for x in recs), strict=True)}  # fmt: skip
+    assert bench.judge(finding, reps).reproduced
+    assert bench.loss_gain(_rec(relative_loss=0.02), _rec(relative_loss=0.15)) == pytest.approx(13.0)
+
+
+def test_a_saturation_row_shows_its_offered_and_delivered_rates(bench):
+    rec = _rec(**{"throughput_sent (msg/s)": 900.0, "throughput_received (msg/s)": 800.0,
+                  "throughput_received (MB/s)": 0.8, "cpu_usage (%)": 95.0, bench.OW: 1.0})  # fmt: skip
+    rec["case"] = "kim-sat-none-Array1k"
+    summary = bench.case_summary([rec])
+    assert "offered 900 msg/s, delivered 800 msg/s = 0.8 MB/s, sender CPU 95 %" in summary
+
+
+def test_the_heading_names_the_saturation_rows_rate(bench):
+    by_key = {f.key: f for f in bench.FINDINGS}
+    meta = {"rate_hz": 10.0}
+    assert bench.rate_heading([by_key["K3s"]], meta) == "max rate (saturation)"
+    assert bench.rate_heading([by_key["Z1"]], meta) == "10 Hz"
+    assert bench.rate_heading([by_key["Z1"], by_key["F2s"]], meta) == "10 Hz (the saturation rows: max rate)"

@@ -13,6 +13,18 @@ CLOCK_MONOTONIC, shared by every namespace) and the main side the echo's (round 
 ``WARMUP_SEQ``) run until every relay has echoed one: discovery is then over and the first measured
 message is not lost to it. A relay writes its record when stopped (SIGTERM), the main side when its
 last echo is in or the drain time is over.
+
+Saturation (``rate_hz`` 0, performance_test's ``--rate 0``: "publish as fast as possible",
+ApexAI/performance_test performance_test/src/main.cpp): the main side publishes back to back until
+the row's duration is over or ``SATURATION_MAX_MESSAGES`` are out, whichever comes first (its
+records, and the relays', stay bounded). The writer's own flow control sets the pace
+(docs/perf.md): Cyclone blocks a writer whose unacknowledged bytes pass the writer history cache's
+high-water mark, up to max_blocking_time, then refuses the write (cyclonedds
+src/core/ddsi/src/ddsi_transmit.c, write_sample and throttle_writer; counted in ``writer_timeouts``);
+Zenoh blocks a reliable put while its transmission queue is full (congestion control BLOCK) and
+drops a best-effort one (DROP; zenoh-protocol core::CongestionControl); paho queues every publish
+without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side waits while
+``MQTT_WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
 """
 
 from __future__ import annotations
@@ -44,6 +56,11 @@ WARMUP_SEQ = 9_000_000_000
 WARMUP_PERIOD_S = 0.2
 READY = "PERF READY"
 EXIT_NO_RELAY = 3
+SATURATION_MAX_MESSAGES = 200_000  # about 45 MB of records on the relay at most
+# MQTT messages the main side lets paho hold (queued, unwritten or awaiting PUBACK) before it waits:
+# the writer's queue stays bounded whatever the broker and reader do
+MQTT_WRITER_WINDOW = 64
+WRITER_WAIT_S = 0.0005
 
 
 def usage() -> dict:
@@ -61,6 +78,7 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
     message = parse_message(spec["message"])
     echo = build(message)  # the echo: same type and size, serialized once, ids patched per message
     echo_all = spec["mode"] == "roundtrip"
+    work_s = spec.get("relay_work_s", 0.0)  # a slow subscriber: time spent on each message
     ping, pong = _topics(config)
     # (seq, sent_ns, arrival_ns, handled_ns, echoed_ns): the stages of the relay's turn-around
     arrivals: list[tuple[int, int, int, int, int]] = []
@@ -84,6 +102,8 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
                         started.update(usage())
                     sent_ns = rosmsg.ns_of(msg.header.stamp)
                     arrivals.append((seq, sent_ns, arrival_ns, handled_ns, echoed_ns))
+                if work_s:
+                    time.sleep(work_s)
 
             timed_subscribe(transport, ping, message.typename, on_ping, clock)
             print(READY, flush=True)
@@ -158,6 +178,33 @@ def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int
     return sends, late
 
 
+def _saturate(spec: dict, out_msg, publish, stop: threading.Event, writer_backlog) -> tuple[list[int], int]:
+    """Publish back to back until the row's duration is over (or SATURATION_MAX_MESSAGES): the send
+    times, and the largest writer backlog seen (``writer_backlog()``, MQTT: messages paho holds; 0
+    where the middleware blocks the write itself)."""
+    sends: list[int] = []
+    backlog_max = 0
+    end_ns = time.monotonic_ns() + round(spec["duration_s"] * 1e9)
+    while len(sends) < SATURATION_MAX_MESSAGES and time.monotonic_ns() < end_ns and not stop.is_set():
+        if writer_backlog is not None:
+            while (held := writer_backlog()) >= MQTT_WRITER_WINDOW and not stop.is_set():
+                if time.monotonic_ns() >= end_ns:
+                    return sends, max(backlog_max, held)
+                time.sleep(WRITER_WAIT_S)
+            backlog_max = max(backlog_max, held + 1)
+        set_ids(out_msg, len(sends))
+        sends.append(publish(out_msg))
+    return sends, backlog_max
+
+
+def _saturate_timed(spec: dict, out_msg, publish, stop: threading.Event, transport, record: dict) -> None:
+    """_saturate into ``record``, with the end of the last write (``send_end_ns``: a write the
+    middleware held back ends after its send stamp, and that time counts in T_loop)."""
+    backlog = getattr(transport, "write_backlog", None)
+    record["sends"], record["writer_backlog_max"] = _saturate(spec, out_msg, publish, stop, backlog)
+    record["send_end_ns"] = MonotonicClock().now_ns()
+
+
 def _sleep_until(due_ns: int, stop: threading.Event) -> bool:
     while (left := due_ns - time.monotonic_ns()) > 0:
         if stop.wait(min(left, 50_000_000) / 1e9):
@@ -172,6 +219,7 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
     echoes = _Echoes(spec["relays"])
     clock = MonotonicClock()
     record: dict = {"sends": [], "late_sends": 0, "silent_relays": [], "interrupted": False}
+    saturated = spec["rate_hz"] == 0
     with stop_on_signals() as stop:
         watch_parent(stop)
         transport = registry.open_transport(config, "host")
@@ -182,8 +230,15 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
             record["silent_relays"] = _warm_up(spec, out_msg, publish, echoes, stop)
             if not record["silent_relays"]:
                 record["usage_start"] = usage()
-                record["sends"], record["late_sends"] = _send(spec, out_msg, publish, stop)
+                failures_before = getattr(transport, "write_failures", 0)
+                if saturated:
+                    _saturate_timed(spec, out_msg, publish, stop, transport, record)
+                else:
+                    record["sends"], record["late_sends"] = _send(spec, out_msg, publish, stop)
+                record["writer_timeouts"] = getattr(transport, "write_failures", 0) - failures_before
                 expected = len(record["sends"]) * spec["relays"] if spec["mode"] == "roundtrip" else 0
+                if saturated:  # one way: what the writer still holds reaches the relays meanwhile
+                    stop.wait(spec["drain_s"])
                 with echoes.changed:
                     echoes.changed.wait_for(lambda: echoes.count() >= expected, spec["drain_s"])
             record["interrupted"] = stop.is_set()
