@@ -116,4 +116,11 @@ def _origin(field: str, cell: CaseSpec) -> str:
 
 def perf_campaign_json_schema() -> dict[str, Any]:
     """JSON schema of the perf campaign file (trials/perf-campaign.schema.json is generated from it)."""
-    return sweep_json_schema(PerfCampaign, _ROW.json_schema(), "PerfCase")
+    row = _ROW.json_schema()
+    rate = row["properties"]["rate_hz"]
+    number = {k: rate.pop(k) for k in ("type",) if k in rate}
+    rate["anyOf"] = [
+        number,
+        {"const": SATURATION_WORD, "description": "saturation: as fast as the writer accepts"},
+    ]
+    return sweep_json_schema(PerfCampaign, row, "PerfCase")
