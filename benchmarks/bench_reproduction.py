@@ -33,12 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Student t, two-sided 95 % (0.975 quantile) for 1..30 degrees of freedom (any statistics table)
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042)  # fmt: skip
-Z975 = 1.960
-
+from fieldtest.perf import stats
 
 # ---------------------------------------------------------------------------------------------
 # Table logic: intervals and directions (pure; tests/test_bench_reproduction.py)
@@ -58,20 +53,15 @@ class Interval:
         return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}] (n={self.n})"
 
 
-def t_quantile(df: int) -> float:
-    return T975[df - 1] if 1 <= df <= len(T975) else Z975
-
-
 def mean_interval(values: list[float]) -> Interval | None:
-    """Mean and Student-t 95 % interval of repetition values (no interval from one value)."""
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
+    """Mean and Student-t 95 % interval of repetition values, as ``fieldtest perf`` gives them
+    (``fieldtest.perf.stats.mean_interval``); one value is its own interval."""
+    iv = stats.mean_interval(values)
+    if iv["n"] == 0:
         return None
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return Interval(mean, mean, mean, 1)
-    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return Interval(mean, mean - half, mean + half, len(values))
+    if iv["n"] < 2:
+        return Interval(iv["mean"], iv["mean"], iv["mean"], 1)
+    return Interval(iv["mean"], iv["low"], iv["high"], iv["n"])
 
 
 def ratio_interval(ratios: list[float]) -> Interval | None:
@@ -158,6 +148,7 @@ CASES: dict[str, dict] = {
             "rtps-encrypt",
             "sign-submessage-encrypt",
             "origin-auth-encrypt",
+            "sign-submessage-origin-encrypt-data",
         )
         for msg in ("Array1k", "Array16k")
     },  # fmt: skip
@@ -351,9 +342,19 @@ class Finding:
 
 
 FERN = [f"fern-{s}-{q}" for s in "12" for q in "abcde"]
-RTI_PROTECTED = ("rtps-sign", "rtps-encrypt", "sign-submessage-encrypt", "origin-auth-encrypt")
-# RTI perftest, 16384 B row (SEED-FIGURES.md): sign, encrypt, sign + submsg encrypt, sign + origin auth + data encrypt
-RTI_16K = {"rtps-sign": 63, "rtps-encrypt": 66, "sign-submessage-encrypt": 72, "origin-auth-encrypt": 74}
+RTI_PROTECTED = (
+    "rtps-sign",
+    "rtps-encrypt",
+    "sign-submessage-encrypt",
+    "origin-auth-encrypt",
+    "sign-submessage-origin-encrypt-data",
+)
+# RTI perftest, median one way (us) at 1024 and 16384 B (SEED-FIGURES.md): no protection, then RTPS
+# sign, RTPS encrypt, sign + submsg encrypt, sign + origin auth + data encrypt, sign + submsg
+# encrypt with origin auth + data encrypt ("full"), in RTI_PROTECTED's order
+RTI_NONE_1K, RTI_NONE_16K = 23, 55
+RTI_1K = dict(zip(RTI_PROTECTED, (27, 27, 30, 32, 35), strict=True))
+RTI_16K = dict(zip(RTI_PROTECTED, (63, 66, 72, 74, 83), strict=True))
 CHEN_TABLE5_DEFAULT_NS = (712_332, 10_706_034, 20_725_019, 30_793_318)
 NOT_FAST_RTPS = "seed: Fast RTPS on real hardware; kit: CycloneDDS on an emulated link"
 
@@ -579,8 +580,8 @@ FINDINGS: list[Finding] = [
         "security table",
         "protection's extra latency grows with size: extra at 16 KB - at 1 KB",
         "e.g. origin auth: +19 us at 16 KB, +9 us at 1 KB",
-        statistics.fmean([63 - 55, 66 - 55, 72 - 55, 74 - 55])
-        - statistics.fmean([27 - 23, 27 - 23, 30 - 23, 32 - 23]),
+        statistics.fmean(v - RTI_NONE_16K for v in RTI_16K.values())
+        - statistics.fmean(v - RTI_NONE_1K for v in RTI_1K.values()),
         [
             "rti-none-Array1k",
             "rti-none-Array16k",
