@@ -90,7 +90,11 @@ SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Securit
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
 SCHEDULING = "relay scheduling:"
+# Run from the login's home, where ``python -c`` puts "" first on sys.path: the relay's own
+# ~/fieldtest/perf folder would then shadow fieldtest.perf of an editable install (a namespace portion).
 _PROBE = (
+    "import sys\n"
+    "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
     "import importlib.util as u, json, fieldtest.perf.node\n"
     "def has(m):\n"
     "    try:\n"
