@@ -53,11 +53,13 @@ def _link_packets(lab) -> int:
     return robot["a2b"]["tx"] + robot["b2a"]["tx"]
 
 
-def _check_one_way(row: dict, source: str) -> None:
+def _check_one_way(row: dict, source: str, row_dir: Path) -> None:
     """One-way figures of a lab row from its estimated clock offset. Both namespaces read one kernel
     clock, so the true host - robot offset is 0: the estimate must lie within its own stated bound
     of it. Out, back and the relay's turn-around add up to the round trip (the offset cancels), and
-    neither direction's fastest message comes out below 0 by more than the bound."""
+    neither direction's fastest message comes out below 0 by more than the bound. The row's own
+    records with the robot's clock set far off (``_robot_clock_off``) give that offset back, within
+    the bound, and the same one-way figures."""
     figures = row["figures"]
     assert figures["clock_offset_source"] == source, figures
     assert figures["clock_probes"] >= 10, figures
@@ -70,6 +72,33 @@ def _check_one_way(row: dict, source: str) -> None:
     assert out + back <= figures["round_trip_mean (ms)"]
     assert figures["one_way_min (ms)"] >= -bound_ms and figures["one_way_back_min (ms)"] >= -bound_ms, figures
     assert "one-way figures on the host's clock" in row["link"]["clocks"], row["link"]
+    _robot_clock_off(row, source, row_dir)
+
+
+ROBOT_CLOCK_AHEAD_NS = 86_400_123_456_789  # a robot whose clock reads a day and 123 ms ahead
+
+
+def _robot_clock_off(row: dict, source: str, row_dir: Path) -> None:
+    from fieldtest.perf.lab import RELAY, estimate_offset, on_host_clock
+    from fieldtest.perf.messages import parse_message
+    from fieldtest.perf.run import PerfCase
+    from fieldtest.perf.stats import reduce_row
+
+    main = json.loads((row_dir / "main.json").read_text())
+    relay = json.loads((row_dir / "robot" / f"{RELAY}.json").read_text())
+    ahead = ROBOT_CLOCK_AHEAD_NS
+    relay["arrivals"] = [[seq, sent, *(t + ahead for t in robot)] for seq, sent, *robot in relay["arrivals"]]
+    relay["clock_probes"] = [
+        [t1 + ahead, t2, t3, t4 + ahead] for t1, t2, t3, t4 in relay.get("clock_probes", [])
+    ]
+    main["echoes"] = {k: [[s, sent + ahead, got] for s, sent, got in v] for k, v in main["echoes"].items()}
+    records = {"main": main, RELAY: relay}
+    clock = estimate_offset(source, records, [])
+    assert abs(clock.offset_s + ahead / 1e9) * 1e3 <= row["figures"]["ntp_error_bound_ms"], clock
+    case = PerfCase(**row["case"])
+    again = reduce_row(case, parse_message(case.message), on_host_clock(records, clock.offset_s)).figures
+    for name in ("one_way_mean (ms)", "one_way_back_mean (ms)", "one_way_min (ms)", "round_trip_mean (ms)"):
+        assert again[name] == pytest.approx(row["figures"][name], abs=1e-3), name
 
 
 def test_a_lab_perf_row_runs_its_relay_on_the_robot_and_reports_round_trips(lab):
@@ -88,7 +117,7 @@ def test_a_lab_perf_row_runs_its_relay_on_the_robot_and_reports_round_trips(lab)
     )
     # the wifi profile's delay both ways is in every round trip
     assert figures["round_trip_min (ms)"] > 2.0, figures
-    _check_one_way(row, "link")  # dds: its lab trials probe the clock over the link
+    _check_one_way(row, "link", lab.host_user.home / "perf" / "rows" / "000")  # dds: probes over the link
     assert figures["throughput_received (B/s)"] > 0 and figures["cpu_usage (%)"] is not None
     # the relay's CPU and RSS: its own getrusage, written on the robot and copied back
     relay = row["processes"]["relay1"]
@@ -362,7 +391,7 @@ def test_secured_lab_perf_rows_run_over_tls_on_the_guides_keystore(keyed_lab, tm
     name in the clear."""
     lab = keyed_lab
     campaign = lab.campaign("trials/rehearsal-bridged.yaml", keystore=GUIDE_KEYSTORE)
-    rows = ["--middleware", "zenoh-peer", "mqtt-local-broker", *ROW]
+    rows = ["--middleware", "zenoh-peer", "zenoh-router", "mqtt-local-broker", *ROW]
     plain, plain_frames, _ = _captured(
         lab, tmp_path / "plain.pcap", _lab_perf(lab, campaign, *rows, "--out", "plain")
     )
@@ -376,20 +405,21 @@ def test_secured_lab_perf_rows_run_over_tls_on_the_guides_keystore(keyed_lab, tm
     rows_out = json.loads((lab.host_user.home / "tls" / "perf.json").read_text())["rows"]
     assert [(r["case"]["middleware"], r["case"]["security"], r["status"]) for r in rows_out] == [
         ("zenoh-peer", "mtls-acl", "ok"),
+        ("zenoh-router", "mtls-acl", "ok"),  # the router the lab's host side starts, on the host
         ("mqtt-local-broker", "mtls-acl", "ok"),
     ], report
     robot_keystore = str(lab.robot_home_path("fieldtest/keystore"))
-    for row, source in zip(rows_out, ("link", "udp"), strict=True):
+    for i, (row, source) in enumerate(zip(rows_out, ("link", "link", "udp"), strict=True)):
         assert row["figures"]["sent"] == 20 and row["figures"]["received"] == 20, row["figures"]
         assert row["link"]["keystore"] == str(lab.host_user.home / "fieldtest" / "keystore"), row["link"]
         assert row["link"]["robot_keystore"] == robot_keystore, row["link"]
-        _check_one_way(row, source)
-    spec = json.loads((lab.host_user.home / "tls" / "rows" / "001" / "spec.json").read_text())
+        _check_one_way(row, source, lab.host_user.home / "tls" / "rows" / f"{i:03d}")
+    spec = json.loads((lab.host_user.home / "tls" / "rows" / "002" / "spec.json").read_text())
     assert spec["transport"]["mqtt_port"] == 8883, spec  # the lab's TLS port, as a lab trial takes it
-    broker = (lab.host_user.home / "tls" / "rows" / "001" / "broker" / "mosquitto.conf").read_text()
+    broker = (lab.host_user.home / "tls" / "rows" / "002" / "broker" / "mosquitto.conf").read_text()
     assert "require_certificate true" in broker and "listener 8883" in broker, broker
     assert not any(b"cmd_stamp" in f for f in frames), "a topic name crossed the link in the clear"
-    assert _tls_records(frames) >= 4 * 20, "fewer TLS records than pings and echoes on the link"
+    assert _tls_records(frames) >= 6 * 20, "fewer TLS records than pings and echoes on the link"
     assert lab.robot_login_processes() == [], report
 
 
@@ -412,5 +442,5 @@ def test_a_dds_security_lab_perf_row_runs_where_the_robots_binding_loads_the_plu
     (row,) = json.loads((lab.host_user.home / "sros2" / "perf.json").read_text())["rows"]
     assert (row["status"], row["case"]["security"], row["figures"]["received"]) == ("ok", "sros2", 20), report
     assert summary["kinds"]["rtps_protected"]["packets"] > 0, summary
-    _check_one_way(row, "link")
+    _check_one_way(row, "link", lab.host_user.home / "sros2" / "rows" / "000")
     assert lab.robot_login_processes() == [], report

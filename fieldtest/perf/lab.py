@@ -305,13 +305,13 @@ def run_lab_row(
     try:
         with (
             _host_infrastructure(lab, config, row_dir) as infra,
-            _clock_channel(source, config, spec) as closed,
+            _clock_channel(source, config, spec) as channel_problems,
         ):
             (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
             records, processes = _run_lab_processes(
                 case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s
             )
-        clock = estimate_offset(source, records, closed)
+        clock = estimate_offset(source, records, channel_problems)
         row = reduce_row(case, message, on_host_clock(records, clock.offset_s) if clock.ok else records)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)), link=lab.describe(config))
