@@ -444,3 +444,44 @@ def test_a_dds_security_lab_perf_row_runs_where_the_robots_binding_loads_the_plu
     assert summary["kinds"]["rtps_protected"]["packets"] > 0, summary
     _check_one_way(row, "link", lab.host_user.home / "sros2" / "rows" / "000")
     assert lab.robot_login_processes() == [], report
+
+
+def test_a_lab_perf_row_without_a_clock_offset_keeps_round_trips_and_says_why(tmp_path):
+    """MQTT rows take the offset over the UDP clock channel, as MQTT lab trials do: with its port
+    on the host taken, the row still runs and gives its round trips, and its one-way figures are
+    left empty with the reason (the robot here is this machine's shell)."""
+    import socket
+
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.middleware.launch import CLOCK_UDP_PORT
+    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.run import PerfCase
+    from fieldtest.procs import free_port
+
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(tmp_path / "robot"))
+    config = TransportConfig(namespace="/tb4", mqtt_port=free_port())
+    lab = LabLink(config, robot, KIT_PYTHON)
+    lab.probe()
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        taken.bind(("0.0.0.0", CLOCK_UDP_PORT))
+    except OSError:
+        pass  # taken by another process: the same case
+    try:
+        case = PerfCase(middleware="mqtt-local-broker", network="lab", duration_s=1, zenoh_path="")
+        row = run_lab_row(case, tmp_path / "out" / "rows" / "000", lab)
+    finally:
+        taken.close()
+    assert row.status == "ok", row.error
+    figures = row.figures
+    assert figures["received"] == 10 and figures["round_trip_mean (ms)"] > 0, figures
+    assert all(v is None for k, v in figures.items() if k.startswith("one_way_")), figures
+    assert (figures["clock_offset_source"], figures["clock_offset_s"], figures["clock_probes"]) == (
+        "udp",
+        None,
+        0,
+    )
+    assert row.link["clocks"].startswith(
+        f"one-way latency not measured: the UDP clock channel's port {CLOCK_UDP_PORT} on this host: "
+    ), row.link
