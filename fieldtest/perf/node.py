@@ -25,6 +25,11 @@ Zenoh blocks a reliable put while its transmission queue is full (congestion con
 drops a best-effort one (DROP; zenoh-protocol core::CongestionControl); paho queues every publish
 without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side waits while
 ``MQTT_WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
+
+In the lab (``fieldtest lab perf``) the relay's spec may name a UDP clock channel (``clock``: the
+host's address and port): the relay then probes the host's ``UdpClockResponder`` with the lab's
+``UdpClockProber`` (``fieldtest.labrun.endpoints.udpclock``) for the whole row and keeps the four
+stamps of every probe in its record (``clock_probes``), so the host can put the two clocks side by side.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
-from fieldtest.transport.base import full_topic, stamped_publisher, timed_subscribe
+from fieldtest.transport.base import stamped_publisher, timed_subscribe
 
 from .messages import build, ids_of, parse_message, set_ids
 
@@ -71,7 +76,10 @@ def usage() -> dict:
 
 
 def _topics(config: TransportConfig) -> tuple[str, str]:
-    return full_topic(config.namespace, PING_TOPIC), full_topic(config.namespace, PONG_TOPIC)
+    """The ping and pong topics as the transports take them: each transport prepends the robot's
+    namespace itself (``dds_topic_name``, ``zenoh_key``, ``mqtt_topic``), so a name given here with
+    it would be namespaced twice (/tb4/tb4/...), which no keystore grant or ACL allows."""
+    return PING_TOPIC, PONG_TOPIC
 
 
 def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int:
@@ -84,6 +92,7 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
     arrivals: list[tuple[int, int, int, int, int]] = []
     started: dict = {}  # usage at the first measured message
     clock = MonotonicClock()
+    probes: list[tuple[int, int, int, int]] = []  # the UDP clock channel's (t1, t2, t3, t4), if any
     with stop_on_signals() as stop:
         watch_parent(stop)
         transport = registry.open_transport(config, "robot")
@@ -107,13 +116,32 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
 
             timed_subscribe(transport, ping, message.typename, on_ping, clock)
             print(READY, flush=True)
-            stop.wait()
+            _probe_clock_until(stop, spec.get("clock"), clock, probes)
         finally:
             transport.close()
-    out.write_text(
-        json.dumps({"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started})
-    )
+    record = {"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started}
+    if spec.get("clock"):
+        record["clock_probes"] = probes
+    out.write_text(json.dumps(record))
     return 0
+
+
+def _probe_clock_until(stop: threading.Event, channel: dict | None, clock, probes: list) -> None:
+    """Wait for ``stop``; with a UDP clock ``channel`` ({"host", "port"}), probe the host meanwhile."""
+    if not channel:
+        stop.wait()
+        return
+    from fieldtest.labrun.endpoints.udpclock import UdpClockProber
+
+    def keep(sample) -> None:
+        probes.append((sample.t1_ns, sample.t2_ns, sample.t3_ns, sample.t4_ns))
+
+    prober = UdpClockProber(clock.now_ns, channel["host"], channel["port"], keep)
+    try:
+        while not stop.wait(0.02):
+            prober.poll(clock.now_ns())
+    finally:
+        prober.close()
 
 
 def _sent_stamp(message) -> rosmsg.TimeField:
@@ -257,9 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", choices=("main", "relay"), required=True)
     parser.add_argument("--index", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keystore", default="", help="this machine's copy of the keystore (lab relay)")
     args = parser.parse_args(argv)
     spec = json.loads(args.spec.read_text())
     config = TransportConfig.model_validate(spec["transport"])
+    if args.keystore:
+        config = config.model_copy(update={"keystore": args.keystore})
     if args.role == "relay":
         config = config.model_copy(update=spec.get("relay_addresses", {}).get(str(args.index), {}))
         return run_relay(spec, config, args.index, args.out)

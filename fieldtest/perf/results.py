@@ -28,7 +28,11 @@ FIGURE_COLUMNS = (
     "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max",
     *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
+    *(f"one_way_back_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     "relay_ru_maxrss", "relay_cpu_usage (%)", "relay_decode_mean (ms)", "relay_echo_mean (ms)",
+    # lab rows: the host - robot clock offset the one-way figures rest on (as a trial's analysis
+    # names it) and the bound its minimum-delay probe puts on its error
+    "clock_offset_source", "clock_offset_s", "min_delay_s", "ntp_error_bound_ms", "clock_probes",
 )  # fmt: skip
 COLUMNS = (*CASE_COLUMNS, "repetition", "status", "error", *FIGURE_COLUMNS)
 # The figures a case's repetitions are summarised by (mean and 95 % interval, ``cases.csv``)

@@ -5,8 +5,10 @@ Column names are performance_test's where they mean the same (its ``AnalysisResu
 ``latency_min/max/mean/variance (ms)``, ``ru_utime``, ``ru_stime``, ``ru_maxrss``, ``cpu_usage (%)``.
 As in performance_test, ``latency_*`` is what the mode measures: the round trip in ``roundtrip``
 mode (Main/Relay), the one-way latency in ``one-way`` mode. Both are also given under their own
-names (``round_trip_*``, ``one_way_*``); one-way figures read one machine's clock, so they exist
-only where every process shares it (the twin). Unlike performance_test, which prints one line per
+names (``round_trip_*``, ``one_way_*``: main to relay, ``one_way_back_*``: the echo, relay to
+main). One-way figures subtract one machine's stamp from another's: they exist where every process
+shares a clock (the twin), and in the lab once the relay's stamps are put on the host's clock with an
+estimated offset (``fieldtest.perf.lab``). Unlike performance_test, which prints one line per
 second, a row is the whole run.
 """
 
@@ -62,6 +64,16 @@ def relay_stages(sent: dict[int, int], arrivals: list) -> dict:
     }
 
 
+def echo_latencies(sent: dict[int, int], echoes: list) -> list[float]:
+    """The echoes' own one-way latencies (ms): arrival at the main side minus the relay's send stamp,
+    first copy of each measured message, in seq order."""
+    got = {}
+    for seq, stamp_ns, arrival_ns in echoes:
+        if seq in sent and seq not in got:
+            got[seq] = (arrival_ns - stamp_ns) / 1e6
+    return [got[s] for s in sorted(got)]
+
+
 def subscriber_latencies(sent: dict[int, int], entries: list) -> list[float]:
     """Latencies (ms) of the measured messages in ``entries``, first copy of each, in seq order."""
     got = _first_per_seq(entries, sent)
@@ -93,12 +105,14 @@ def reduce_row(case, message: PerfMessage, records: dict):
     sent = dict(enumerate(main["sends"]))
     roundtrip = case.mode == "roundtrip"
     one_way: list[float] = []
+    one_way_back: list[float] = []
     round_trip: list[float] = []
     subs = []
     for i in range(1, case.subscribers + 1):
         own = subscriber_latencies(sent, records[f"relay{i}"]["arrivals"])
         back = subscriber_latencies(sent, main["echoes"].get(str(i), [])) if roundtrip else None
         one_way += own
+        one_way_back += echo_latencies(sent, main["echoes"].get(str(i), [])) if roundtrip else []
         round_trip += back or []
         subs.append(subscriber_figures(i, sent, own, back))
         subs[-1].update(relay_stages(sent, records[f"relay{i}"]["arrivals"]))
@@ -108,6 +122,7 @@ def reduce_row(case, message: PerfMessage, records: dict):
     elif main.get("interrupted"):
         row.status, row.error = "failed", "interrupted before the row ended"
     row.figures = _row_figures(case, message, main, subs, records, one_way, round_trip)
+    row.figures.update(_latency("one_way_back", one_way_back))
     if row.status == "ok" and (held := rate_not_held(case, row.figures)):
         row.status, row.error = "failed", held
     return row
