@@ -255,6 +255,9 @@ class Stack(Section):
     # the ns-3 802.11 link's lag behind real time, its bound and CPU; None on other links (an
     # optional key: files with and without it read alike, so the version stays)
     link_simulator: dict[str, Any] | None = None
+    # the userspace link forwarders' frames and lateness per node and direction, and the bound
+    # (optional as link_simulator)
+    link_forwarder: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
 

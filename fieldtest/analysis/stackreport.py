@@ -71,6 +71,22 @@ def _forwarding_lines(probe: dict) -> list[str]:
     ]
 
 
+def _forwarder_lines(summary: dict) -> list[str]:
+    """The emulated link's own lateness: how late its forwarder sent frames, per node and way."""
+    out = []
+    for node, directions in summary.items():
+        if not isinstance(directions, dict):
+            continue
+        for direction, f in directions.items():
+            if f.get("frames"):
+                way = "uplink" if direction == "a2b" else "downlink"
+                out.append(
+                    f"| link emulator, {node} {way} ({f['frames']} frames) | late p50 {_ms(f['late_p50_ms'])}, "
+                    f"p99 {_ms(f['late_p99_ms'])}, max {_ms(f['late_max_ms'])} |"
+                )
+    return out
+
+
 def stack_lines(m: Metrics) -> list[str]:
     stack = m.stack
     if stack is None:
@@ -98,6 +114,7 @@ def stack_lines(m: Metrics) -> list[str]:
             f"| mocap emulator | {mocap['frames_skipped_late']} of {mocap['frames_generated']} frames skipped late |"
         )
     out += _forwarding_lines(stack.forwarding or {})
+    out += _forwarder_lines(stack.link_forwarder or {})
     machine = stack.machine or {}
     if machine:
         pressure = machine.get("cpu_pressure_pct")
