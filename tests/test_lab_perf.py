@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fieldtest.names import MQTT_TLS_PORT
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import KIT_ROOT, ROS_VENV
 
@@ -415,9 +416,11 @@ def test_secured_lab_perf_rows_run_over_tls_on_the_guides_keystore(keyed_lab, tm
         assert row["link"]["robot_keystore"] == robot_keystore, row["link"]
         _check_one_way(row, source, lab.host_user.home / "tls" / "rows" / f"{i:03d}")
     spec = json.loads((lab.host_user.home / "tls" / "rows" / "002" / "spec.json").read_text())
-    assert spec["transport"]["mqtt_port"] == 8883, spec  # the lab's TLS port, as a lab trial takes it
+    assert spec["transport"]["mqtt_port"] == MQTT_TLS_PORT, (
+        spec
+    )  # the lab's TLS port, as a lab trial takes it
     broker = (lab.host_user.home / "tls" / "rows" / "002" / "broker" / "mosquitto.conf").read_text()
-    assert "require_certificate true" in broker and "listener 8883" in broker, broker
+    assert "require_certificate true" in broker and f"listener {MQTT_TLS_PORT}" in broker, broker
     assert not any(b"cmd_stamp" in f for f in frames), "a topic name crossed the link in the clear"
     assert _tls_records(frames) >= 6 * 20, "fewer TLS records than pings and echoes on the link"
     assert lab.robot_login_processes() == [], report
