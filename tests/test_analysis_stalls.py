@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
+from fieldtest.analysis.compare import compare_trials
 from fieldtest.analysis.stalls import STALL_EXCESS_S
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -95,3 +96,28 @@ def test_the_phase_spread_of_a_stall_on_a_turn_start_lies_below_it(tmp_path):
     causes = _causes(tmp_path, _stall(150, 0.42))
     spread = causes["phase_spread"]
     assert spread["median_m"] < 0.5 * causes["replay_drift_m"]["arrival"]
+
+
+def test_compare_sets_the_held_changes_and_the_shifted_drift_beside_the_drift(tmp_path):
+    for name, seq in (("dds-held", 150), ("dds-missed", 230)):
+        spec = SynthSpec(
+            name=name,
+            plan=PLAN,
+            truth_from_commands=True,
+            mocap_rate_hz=240.0,
+            latency_s=BASE_LATENCY_S,
+            latency_of=_stall(seq, 0.42),
+            network="4g",
+            repetition=int(seq),
+        )
+        synthesize(tmp_path / "runs" / name, spec)
+    result = compare_trials([tmp_path / "runs"], tmp_path / "out")
+    trials = {t["name"]: t for t in result["trials"]}
+    assert trials["dds-held"]["stalled_changes"] == 1 and trials["dds-missed"]["stalled_changes"] == 0
+    for t in trials.values():
+        assert t["drift_shifted"] > 0
+    assert trials["dds-held"]["drift_mean"] > 2 * trials["dds-held"]["drift_shifted"]
+    (row,) = result["rows"]
+    assert row["metrics"]["stalled_changes"]["max"] == 1
+    text = (tmp_path / "out" / "compare.md").read_text()
+    assert "changes held by a stall (count)" in text and "drift, latencies shifted (mm)" in text
