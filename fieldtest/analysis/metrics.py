@@ -280,6 +280,11 @@ class DriftCauses(Section):
     base: dict[str, Any] | None = None
     # the arrival replay's closing error (dx, dy, start frame): what timing alone gives the closing
     replay_closing_m: list[float] | None = None
+    # the segment changes (turn and side starts, the stop) and those that arrived in a stall, with
+    # the arrival replay's drift had they been on time (fieldtest.analysis.stalls)
+    segment_changes: dict[str, Any] | None = None
+    # the arrival replay with the trial's latencies shifted against the plan: median, p10, p90
+    phase_spread: dict[str, Any] | None = None
 
 
 class Metrics(Section):
