@@ -197,9 +197,6 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
     parser.add_argument("--duration", type=float, default=None, help="s per run (default 10; --quick 5)")
     parser.add_argument("--tools", nargs="+", default=["dds", "zenoh"], choices=["dds", "zenoh"])
-    parser.add_argument(
-        "--profile", action="store_true", help="also profile a perf dds row at the largest size"
-    )
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args()
     messages = args.messages or (QUICK_SIZES if args.quick else SIZES)

@@ -33,12 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Student t, two-sided 95 % (0.975 quantile) for 1..30 degrees of freedom (any statistics table)
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042)  # fmt: skip
-Z975 = 1.960
-
+from fieldtest.perf import stats
 
 # ---------------------------------------------------------------------------------------------
 # Table logic: intervals and directions (pure; tests/test_bench_reproduction.py)
@@ -58,20 +53,15 @@ class Interval:
         return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}] (n={self.n})"
 
 
-def t_quantile(df: int) -> float:
-    return T975[df - 1] if 1 <= df <= len(T975) else Z975
-
-
 def mean_interval(values: list[float]) -> Interval | None:
-    """Mean and Student-t 95 % interval of repetition values (no interval from one value)."""
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if not values:
+    """Mean and Student-t 95 % interval of repetition values, as ``fieldtest perf`` gives them
+    (``fieldtest.perf.stats.mean_interval``); one value is its own interval."""
+    iv = stats.mean_interval(values)
+    if iv["n"] == 0:
         return None
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return Interval(mean, mean, mean, 1)
-    half = t_quantile(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-    return Interval(mean, mean - half, mean + half, len(values))
+    if iv["n"] < 2:
+        return Interval(iv["mean"], iv["mean"], iv["mean"], 1)
+    return Interval(iv["mean"], iv["low"], iv["high"], iv["n"])
 
 
 def ratio_interval(ratios: list[float]) -> Interval | None:
@@ -158,6 +148,7 @@ CASES: dict[str, dict] = {
             "rtps-encrypt",
             "sign-submessage-encrypt",
             "origin-auth-encrypt",
+            "sign-submessage-origin-encrypt-data",
         )
         for msg in ("Array1k", "Array16k")
     },  # fmt: skip
@@ -177,6 +168,31 @@ CASES: dict[str, dict] = {
     "chen-dds-10m-x4": _case(net="wifi-80211", msg="Array128", subs=4, mode="one-way"),
     "chen-dds-10m-sros2": _case(sec="sros2", net="wifi-80211", msg="Array128", mode="one-way"),
 }
+
+
+# Throughput at saturation (fieldtest perf --rate max: back to back, one way, on the ethernet link):
+# Fernandez's 0.25 MB with QoS d (KEEP_LAST 1000 RELIABLE), Kim's SROS2 cost over three sizes
+SATURATION_CASES: dict[str, dict] = {
+    **{
+        f"fern-sat-{s}-d": _case(sec=sec, qos="fernandez-d", net="ethernet", msg="Array256k", mode="one-way")
+        for s, sec in (("1", "none"), ("2", "sros2"))
+    },
+    **{
+        f"kim-sat-{sec}-{msg}": _case(sec=sec, net="ethernet", msg=msg, mode="one-way")
+        for sec in ("none", "sros2")
+        for msg in ("Array1k", "Array64k", "Array256k")
+    },
+}  # fmt: skip
+CASES.update(SATURATION_CASES)
+SATURATED_RATE = 0.0  # fieldtest.perf.run.SATURATION
+
+
+def perf_case(name: str, rate: float, duration: float):
+    """The PerfCase of row ``name``: the script's rate, or saturation for SATURATION_CASES."""
+    from fieldtest.perf.run import PerfCase
+
+    return PerfCase(**CASES[name], rate_hz=SATURATED_RATE if name in SATURATION_CASES else rate,
+                    duration_s=duration)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -285,6 +301,18 @@ def ratio_growth(n_small: dict, s_small: dict, n_large: dict, s_large: dict) -> 
     return fig(s_large, RTT) / fig(n_large, RTT) - fig(s_small, RTT) / fig(n_small, RTT)
 
 
+def loss_gain(plain: dict, secure: dict) -> float:
+    """The secure row's loss minus the plaintext row's (percentage points)."""
+    return 100 * (fig(secure, LOSS) - fig(plain, LOSS))
+
+
+def throughput_cost_growth(*recs: dict) -> float:
+    """Kim at saturation: the secure / none delivered-throughput ratio at the smallest size minus at
+    the largest (records: none, sros2 per size, smallest first); > 0: the cost grows with size."""
+    ratios = [fig(s, THR) / fig(n, THR) for n, s in zip(recs[0::2], recs[1::2], strict=True)]
+    return ratios[0] - ratios[-1]
+
+
 # ---------------------------------------------------------------------------------------------
 # The findings
 
@@ -314,9 +342,19 @@ class Finding:
 
 
 FERN = [f"fern-{s}-{q}" for s in "12" for q in "abcde"]
-RTI_PROTECTED = ("rtps-sign", "rtps-encrypt", "sign-submessage-encrypt", "origin-auth-encrypt")
-# RTI perftest, 16384 B row (SEED-FIGURES.md): sign, encrypt, sign + submsg encrypt, sign + origin auth + data encrypt
-RTI_16K = {"rtps-sign": 63, "rtps-encrypt": 66, "sign-submessage-encrypt": 72, "origin-auth-encrypt": 74}
+RTI_PROTECTED = (
+    "rtps-sign",
+    "rtps-encrypt",
+    "sign-submessage-encrypt",
+    "origin-auth-encrypt",
+    "sign-submessage-origin-encrypt-data",
+)
+# RTI perftest, median one way (us) at 1024 and 16384 B (SEED-FIGURES.md): no protection, then RTPS
+# sign, RTPS encrypt, sign + submsg encrypt, sign + origin auth + data encrypt, sign + submsg
+# encrypt with origin auth + data encrypt ("full"), in RTI_PROTECTED's order
+RTI_NONE_1K, RTI_NONE_16K = 23, 55
+RTI_1K = dict(zip(RTI_PROTECTED, (27, 27, 30, 32, 35), strict=True))
+RTI_16K = dict(zip(RTI_PROTECTED, (63, 66, 72, 74, 83), strict=True))
 CHEN_TABLE5_DEFAULT_NS = (712_332, 10_706_034, 20_725_019, 30_793_318)
 NOT_FAST_RTPS = "seed: Fast RTPS on real hardware; kit: CycloneDDS on an emulated link"
 
@@ -542,8 +580,8 @@ FINDINGS: list[Finding] = [
         "security table",
         "protection's extra latency grows with size: extra at 16 KB - at 1 KB",
         "e.g. origin auth: +19 us at 16 KB, +9 us at 1 KB",
-        statistics.fmean([63 - 55, 66 - 55, 72 - 55, 74 - 55])
-        - statistics.fmean([27 - 23, 27 - 23, 30 - 23, 32 - 23]),
+        statistics.fmean(v - RTI_NONE_16K for v in RTI_16K.values())
+        - statistics.fmean(v - RTI_NONE_1K for v in RTI_1K.values()),
         [
             "rti-none-Array1k",
             "rti-none-Array16k",
@@ -651,6 +689,64 @@ FINDINGS: list[Finding] = [
 ]
 
 
+SAT_NOTES = (
+    "saturation (--rate max), one way, ethernet profile; both ends share 2 cores, so the rate is CPU-bound"
+)
+FINDINGS += [
+    Finding(
+        "F2s",
+        "Fernandez",
+        "Table III",
+        "security cuts throughput at 0.25 MB, sent as fast as accepted: 2d / 1d delivered B/s",
+        "0.850 / 1.979 Gbps",
+        0.850 / 1.979,
+        ["fern-sat-2-d", "fern-sat-1-d"],
+        ratio(THR),
+        "x",
+        notes=f"{SAT_NOTES}; {NOT_FAST_RTPS}",
+    ),
+    Finding(
+        "F6s",
+        "Fernandez",
+        "Table II",
+        "secure RELIABLE still loses at 0.25 MB, sent as fast as accepted: loss 2d - 1d",
+        "2d 12.1 % vs 1d 0 %",
+        12.1,
+        ["fern-sat-1-d", "fern-sat-2-d"],
+        loss_gain,
+        " pp",
+        no_effect=0.0,
+        notes=f"{SAT_NOTES}; loss: not delivered by the row's end plus its drain time",
+    ),
+    Finding(
+        "K2s",
+        "Kim",
+        "throughput figure",
+        "SROS2 roughly halves throughput, sent as fast as accepted (Array1k): SROS2 / none delivered B/s",
+        "figure only: about 0.5",
+        0.5,
+        ["kim-sat-sros2-Array1k", "kim-sat-none-Array1k"],
+        ratio(THR),
+        "x",
+        notes=SAT_NOTES,
+    ),
+    Finding(
+        "K3s",
+        "Kim",
+        "throughput figure",
+        "SROS2's throughput cost grows with size: SROS2 / none at Array1k - at Array256k",
+        "figure only: grows",
+        None,
+        [f"kim-sat-{sec}-{msg}" for msg in ("Array1k", "Array64k", "Array256k") for sec in ("none", "sros2")],
+        throughput_cost_growth,
+        "",
+        no_effect=0.0,
+        stated_direction=1,
+        notes=f"{SAT_NOTES}; Array64k's rows shown beside",
+    ),
+]
+
+
 # ---------------------------------------------------------------------------------------------
 # Running the rows
 
@@ -693,7 +789,7 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
     from bench_twin import measured_load
 
     from fieldtest.netem import load_profiles_file
-    from fieldtest.perf.run import PerfCase, run_row
+    from fieldtest.perf.run import run_row
 
     profiles_file = work / "profiles.yaml"
     profiles_file.write_text(PROFILES_YAML)
@@ -705,7 +801,7 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
             if until is not None and dt.datetime.now(dt.UTC) >= until:
                 meta["missing"].append(f"{name} rep {rep}")
                 continue
-            case = PerfCase(**CASES[name], rate_hz=rate, duration_s=duration)
+            case = perf_case(name, rate, duration)
             print(f"... rep {rep} {name}: {case.label}", file=sys.stderr, flush=True)
             with measured_load() as load:
                 row = run_row(case, work / f"{name}-{rep}", profiles=profiles)
@@ -777,9 +873,20 @@ def case_summary(rec_list: list[dict]) -> str:
     if len(ok[0]["subscribers"]) > 1:
         per_sub = zip(*([s.get(OW) or math.nan for s in r["subscribers"]] for r in ok), strict=True)
         parts.append("per subscriber " + " / ".join(f"{statistics.fmean(v):.2f}" for v in per_sub) + " ms")
+    if rec_list[0]["case"] in SATURATION_CASES:
+        parts.append(saturation_summary(f))
     if len(ok) < len(rec_list):
         parts.append(f"{len(rec_list) - len(ok)} of {len(rec_list)} failed: {rec_list[0]['error'] or ''}")
     return ", ".join(parts)
+
+
+def saturation_summary(figures: list[dict]) -> str:
+    """A saturation row's offered and delivered rates and its sender's CPU, over its repetitions."""
+    mean = {k: statistics.fmean(x.get(k) or 0.0 for x in figures)
+            for k in ("throughput_sent (msg/s)", "throughput_received (msg/s)", "throughput_received (MB/s)",
+                      "cpu_usage (%)")}  # fmt: skip
+    return (f"offered {mean['throughput_sent (msg/s)']:.0f} msg/s, delivered {mean['throughput_received (msg/s)']:.0f} "
+            f"msg/s = {mean['throughput_received (MB/s)']:.1f} MB/s, sender CPU {mean['cpu_usage (%)']:.0f} %")  # fmt: skip
 
 
 def conditions(recs: list[dict]) -> str:
@@ -867,7 +974,7 @@ def main() -> int:
                                     work, args.json)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
-    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {meta['rate_hz']:g} Hz, "
+    out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
            f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
            *table(results, findings), ""]  # fmt: skip
     if any(f.key.startswith("R") for f in findings):
@@ -879,6 +986,15 @@ def main() -> int:
     if args.md:
         args.md.write_text(text + "\n")
     return 0
+
+
+def rate_heading(findings: list[Finding], meta: dict) -> str:
+    """The rows' rate for the table's heading: the script's, saturation, or both."""
+    saturated = [c in SATURATION_CASES for c in needed_cases(findings)]
+    if all(saturated):
+        return "max rate (saturation)"
+    fixed = f"{meta['rate_hz']:g} Hz"
+    return f"{fixed} (the saturation rows: max rate)" if any(saturated) else fixed
 
 
 def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:

@@ -511,6 +511,12 @@ def run_stop_event(event: threading.Event | None = None) -> Iterator[threading.E
             event.received = outer  # type: ignore[attr-defined]
 
 
+def ignored_stop_signals() -> list[str]:
+    """The stop signals this process was started ignoring (SIGINT in a background job, SIGHUP
+    under nohup): ``run_stop_event`` leaves them ignored, so they will not stop a run."""
+    return [s.name for s in RUN_STOP_SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
+
+
 def interruption(stop: threading.Event | None) -> str:
     """What ended the run early: Ctrl-C, or the signal the runner received (``stop.received``)."""
     received = getattr(stop, "received", None) or [signal.SIGINT]

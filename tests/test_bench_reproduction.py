@@ -3,6 +3,7 @@ directions computed from the seed's and the kit's figures, rows paired by repeti
 
 import importlib.util
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -28,13 +29,26 @@ def _rec(status="ok", rep=0, subscribers=None, kinds=None, **figures):
             "load": {"loadavg_1min": 1.0, "core_busy_percent": [50.0, 50.0], "steal_percent": 0.0}}  # fmt: skip
 
 
-def test_mean_interval_is_student_t(bench):
-    iv = bench.mean_interval([1.0, 2.0, 3.0])  # sd 1, t(2) = 4.303
-    assert iv.mean == pytest.approx(2.0)
-    assert iv.high - iv.mean == pytest.approx(4.303 / math.sqrt(3), rel=1e-4)
+def _t975(df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, df))
+
+
+@pytest.mark.parametrize(
+    "values", [[1.0, 2.0, 3.0], [10.0, 12.0, 11.0, 13.0, 9.0], [float(i % 7) for i in range(40)]]
+)
+def test_mean_interval_is_student_t(bench, values):
+    iv = bench.mean_interval(values)
+    n = len(values)
+    assert (iv.mean, iv.n) == (pytest.approx(statistics.fmean(values)), n)
+    assert iv.high - iv.mean == pytest.approx(
+        _t975(n - 1) * statistics.stdev(values) / math.sqrt(n), rel=1e-9
+    )
     assert iv.mean - iv.low == pytest.approx(iv.high - iv.mean)
-    five = bench.mean_interval([10.0, 12.0, 11.0, 13.0, 9.0])  # sd 1.5811, t(4) = 2.776
-    assert five.high - five.mean == pytest.approx(2.776 * 1.5811388 / math.sqrt(5), rel=1e-4)
+
+
+def test_mean_interval_of_one_value_none_and_missing(bench):
     assert bench.mean_interval([4.0]).low == bench.mean_interval([4.0]).high == 4.0
     assert bench.mean_interval([]) is None
     assert bench.mean_interval([2.0, math.nan, 4.0, None]).n == 2
@@ -43,7 +57,7 @@ def test_mean_interval_is_student_t(bench):
 def test_ratios_average_on_a_log_scale(bench):
     iv = bench.ratio_interval([2.0, 0.5, 1.0])  # logs ln2, -ln2, 0: mean 0, sd ln2
     assert iv.mean == pytest.approx(1.0)
-    assert iv.high == pytest.approx(math.exp(4.303 * math.log(2) / math.sqrt(3)), rel=1e-4)
+    assert iv.high == pytest.approx(math.exp(_t975(2) * math.log(2) / math.sqrt(3)), rel=1e-9)
     assert iv.low == pytest.approx(1 / iv.high)  # symmetric in log, never below 0
     assert bench.ratio_interval([26.0, 84.5, 22.0]).low > 1  # one stalled repetition cannot flip the sign
     assert bench.mean_interval([26.0, 84.5, 22.0]).low < 0
@@ -153,3 +167,72 @@ def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
     results, merged = bench.merged_runs([first, second])
     assert set(results) == {"a", "b"} and results["b"][0]["figures"][bench.RTT] == 2.0
     assert merged["started"] == "s1 to e1; s2 to e2" and merged["missing"] == ["x rep 2"]
+
+
+def test_the_saturation_rows_send_as_fast_as_accepted_and_only_they(bench):
+    from fieldtest.perf.run import SATURATION, check_case
+
+    assert bench.SATURATED_RATE == SATURATION
+    for name in bench.SATURATION_CASES:
+        case = bench.perf_case(name, 10.0, 5.0)
+        assert case.saturated and case.mode == "one-way" and case.network == "ethernet", name
+        check_case(case)  # runnable: not refused as a round trip or for the link's rate
+    assert {bench.CASES[n]["security"] for n in bench.SATURATION_CASES} == {"none", "sros2"}
+    assert bench.perf_case("fern-1-d", 10.0, 5.0).rate_hz == 10.0  # the other rows keep the script's rate
+    by_key = {f.key: f for f in bench.FINDINGS}
+    assert by_key["F2s"].expected == -1 and by_key["K2s"].expected == -1 and by_key["K3s"].expected == 1
+    assert by_key["F6s"].expected == 1
+    assert set(bench.needed_cases(bench.FINDINGS)) <= set(bench.CASES)
+
+
+def test_kim_cost_growth_compares_the_smallest_size_with_the_largest(bench):
+    thr = bench.THR
+    sizes = [(100.0, 60.0), (100.0, 45.0), (100.0, 30.0)]  # (none, sros2) per size, smallest first
+    recs = [_rec(**{thr: v}) for pair in sizes for v in pair]
+    assert bench.throughput_cost_growth(*recs) == pytest.approx(0.6 - 0.3)
+    finding = next(f for f in bench.FINDINGS if f.key == "K3s")
+    reps = {c: [_rec(rep=i, **{thr: r[thr] * (1 + 0.01 * i)}) for i in range(3)] for c, r in
+            zip(finding.cases, (x["figures"] for x in recs), strict=True)}  # fmt: skip
+    assert bench.judge(finding, reps).reproduced
+    assert bench.loss_gain(_rec(relative_loss=0.02), _rec(relative_loss=0.15)) == pytest.approx(13.0)
+
+
+def test_a_saturation_row_shows_its_offered_and_delivered_rates(bench):
+    rec = _rec(**{"throughput_sent (msg/s)": 900.0, "throughput_received (msg/s)": 800.0,
+                  "throughput_received (MB/s)": 0.8, "cpu_usage (%)": 95.0, bench.OW: 1.0})  # fmt: skip
+    rec["case"] = "kim-sat-none-Array1k"
+    summary = bench.case_summary([rec])
+    assert "offered 900 msg/s, delivered 800 msg/s = 0.8 MB/s, sender CPU 95 %" in summary
+
+
+def test_the_heading_names_the_saturation_rows_rate(bench):
+    by_key = {f.key: f for f in bench.FINDINGS}
+    meta = {"rate_hz": 10.0}
+    assert bench.rate_heading([by_key["K3s"]], meta) == "max rate (saturation)"
+    assert bench.rate_heading([by_key["Z1"]], meta) == "10 Hz"
+    assert bench.rate_heading([by_key["Z1"], by_key["F2s"]], meta) == "10 Hz (the saturation rows: max rate)"
+
+
+def test_rti_cost_order_covers_every_rti_mirror(bench):
+    """RTI perftest's five protected rows at 16 KB, cheapest first (the seed's figures), each a kit
+    setting with its rows; the kit's order is read from its own medians."""
+    from fieldtest.security.governance import GOVERNANCE_PROFILES
+
+    seed_order = sorted(bench.RTI_16K, key=bench.RTI_16K.__getitem__)
+    assert seed_order == ["rtps-sign", "rtps-encrypt", "sign-submessage-encrypt", "origin-auth-encrypt",
+                          "sign-submessage-origin-encrypt-data"]  # fmt: skip
+    assert set(bench.RTI_PROTECTED) == set(bench.RTI_1K) == set(bench.RTI_16K) <= set(GOVERNANCE_PROFILES)
+    assert {f"rti-{s}-{m}" for s in bench.RTI_PROTECTED for m in ("Array1k", "Array16k")} <= set(bench.CASES)
+    r4 = next(f for f in bench.FINDINGS if f.key == "R4")
+    assert r4.seed_value == pytest.approx((8 + 11 + 17 + 19 + 28) / 5 - (4 + 4 + 7 + 9 + 12) / 5)
+    assert {f"rti-{s}-{m}" for s in bench.RTI_PROTECTED for m in ("Array1k", "Array16k")} <= set(r4.cases)
+
+    def reps(order):  # median round trips rising in ``order``: 0.8, 0.82, ... ms
+        return {f"rti-{s}-Array16k": [_rec(**{bench.RTT50: 0.8 + 0.02 * i})] for i, s in enumerate(order)}
+
+    line = bench.order_line(reps(seed_order))
+    assert "same order: yes" in line and "sign-submessage-origin-encrypt-data 440 us" in line
+    assert "same order: no" in bench.order_line(reps([*seed_order[:3], *seed_order[:2:-1]]))
+    partial = reps(seed_order)
+    del partial["rti-sign-submessage-origin-encrypt-data-Array16k"]
+    assert "not every setting has a figure" in bench.order_line(partial)

@@ -13,10 +13,12 @@ import shlex
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from fieldtest.names import MQTT_TLS_PORT
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import KIT_ROOT, ROS_VENV
 
@@ -52,13 +54,61 @@ def _link_packets(lab) -> int:
     return robot["a2b"]["tx"] + robot["b2a"]["tx"]
 
 
+def _check_one_way(row: dict, source: str, row_dir: Path) -> None:
+    """One-way figures of a lab row from its estimated clock offset. Both namespaces read one kernel
+    clock, so the true host - robot offset is 0: the estimate must lie within its own stated bound
+    of it. Out, back and the relay's turn-around add up to the round trip (the offset cancels), and
+    neither direction's fastest message comes out below 0 by more than the bound. The row's own
+    records with the robot's clock set far off (``_robot_clock_off``) give that offset back, within
+    the bound, and the same one-way figures."""
+    figures = row["figures"]
+    assert figures["clock_offset_source"] == source, figures
+    assert figures["clock_probes"] >= 10, figures
+    bound_ms = figures["ntp_error_bound_ms"]
+    assert bound_ms == pytest.approx(figures["min_delay_s"] * 500) and bound_ms > 0, figures
+    assert abs(figures["clock_offset_s"]) * 1e3 <= bound_ms, figures
+    out, back = figures["one_way_mean (ms)"], figures["one_way_back_mean (ms)"]
+    turnaround = figures["relay_decode_mean (ms)"] + figures["relay_echo_mean (ms)"]
+    assert out + back + turnaround == pytest.approx(figures["round_trip_mean (ms)"], abs=1e-3), figures
+    assert out + back <= figures["round_trip_mean (ms)"]
+    assert figures["one_way_min (ms)"] >= -bound_ms and figures["one_way_back_min (ms)"] >= -bound_ms, figures
+    assert "one-way figures on the host's clock" in row["link"]["clocks"], row["link"]
+    _robot_clock_off(row, source, row_dir)
+
+
+ROBOT_CLOCK_AHEAD_NS = 86_400_123_456_789  # a robot whose clock reads a day and 123 ms ahead
+
+
+def _robot_clock_off(row: dict, source: str, row_dir: Path) -> None:
+    from fieldtest.perf.lab import RELAY, estimate_offset, on_host_clock
+    from fieldtest.perf.messages import parse_message
+    from fieldtest.perf.run import PerfCase
+    from fieldtest.perf.stats import reduce_row
+
+    main = json.loads((row_dir / "main.json").read_text())
+    relay = json.loads((row_dir / "robot" / f"{RELAY}.json").read_text())
+    ahead = ROBOT_CLOCK_AHEAD_NS
+    relay["arrivals"] = [[seq, sent, *(t + ahead for t in robot)] for seq, sent, *robot in relay["arrivals"]]
+    relay["clock_probes"] = [
+        [t1 + ahead, t2, t3, t4 + ahead] for t1, t2, t3, t4 in relay.get("clock_probes", [])
+    ]
+    main["echoes"] = {k: [[s, sent + ahead, got] for s, sent, got in v] for k, v in main["echoes"].items()}
+    records = {"main": main, RELAY: relay}
+    clock = estimate_offset(source, records, [])
+    assert abs(clock.offset_s + ahead / 1e9) * 1e3 <= row["figures"]["ntp_error_bound_ms"], clock
+    case = PerfCase(**row["case"])
+    again = reduce_row(case, parse_message(case.message), on_host_clock(records, clock.offset_s)).figures
+    for name in ("one_way_mean (ms)", "one_way_back_mean (ms)", "one_way_min (ms)", "round_trip_mean (ms)"):
+        assert again[name] == pytest.approx(row["figures"][name], abs=1e-3), name
+
+
 def test_a_lab_perf_row_runs_its_relay_on_the_robot_and_reports_round_trips(lab):
     campaign = lab.campaign("trials/rehearsal.yaml")
     packets = _link_packets(lab)
     done = lab.host(_lab_perf(lab, campaign, *ROW, "--out", "perf"), timeout_s=300, env=OWN_CACHE)
     report = _output(done)
     assert done.returncode == 0, report
-    assert "one-way latency not measured" in done.stdout, report
+    assert "one-way figures on the host's clock: host - robot offset" in done.stdout, report
     (row,) = json.loads((lab.host_user.home / "perf" / "perf.json").read_text())["rows"]
     assert (row["status"], row["case"]["middleware"], row["case"]["network"]) == ("ok", "dds", "lab"), row
     figures = row["figures"]
@@ -68,7 +118,7 @@ def test_a_lab_perf_row_runs_its_relay_on_the_robot_and_reports_round_trips(lab)
     )
     # the wifi profile's delay both ways is in every round trip
     assert figures["round_trip_min (ms)"] > 2.0, figures
-    assert all(v is None for k, v in figures.items() if k.startswith("one_way_")), figures
+    _check_one_way(row, "link", lab.host_user.home / "perf" / "rows" / "000")  # dds: probes over the link
     assert figures["throughput_received (B/s)"] > 0 and figures["cpu_usage (%)"] is not None
     # the relay's CPU and RSS: its own getrusage, written on the robot and copied back
     relay = row["processes"]["relay1"]
@@ -142,7 +192,10 @@ echo "exit $rc"
             "mode one-way: the host's and the robot's clocks",
         ),
         (["--middleware", "zenoh-router", "--subscribers", "2"], "subscribers 2: the lab has one robot"),
-        (["--middleware", "mqtt-local-broker", "--security", "on"], "security mtls"),
+        (
+            ["--middleware", "mqtt-local-broker", "--security", "on"],
+            "security mtls-acl: security 'mtls-acl' but no keystore path in the trial",
+        ),
         (["--middleware", "zenoh-peer", "--zenoh-path", "bridge"], "zenoh_path bridge: lab perf rows"),
     ],
 )
@@ -244,3 +297,194 @@ def test_lab_perf_says_in_one_line_when_the_robots_python_cannot_run_the_relay(t
     (line,) = done.stderr.strip().splitlines()
     assert "cannot run the kit's perf node with" in line and "no-python" in line, line
     assert not (tmp_path / "out").exists()
+
+
+def test_lab_perf_refuses_dds_security_where_the_robots_binding_has_no_security_plugins(tmp_path):
+    """The relay's CycloneDDS binding must load the DDS Security plugins: the robot's answer to the
+    probe names those it lacks (a PyPI wheel's bundled libddsc has none), and the row is refused
+    with them before anything starts on the robot. This machine's binding (built against Debian's
+    libddsc, tools/install.sh) has all three, so a DDS Security row is refused only on the keystore."""
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.run import PerfCase
+
+    remote_root = tmp_path / "robot"
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
+    lab = LabLink(TransportConfig(namespace="/tb4"), robot, KIT_PYTHON)
+    lab.probe()
+    assert lab.robot_modules["cyclonedds"] and lab.missing_plugins == [], lab
+    case = PerfCase(middleware="dds", security="sros2", network="lab", duration_s=1)
+    row = run_lab_row(case, tmp_path / "out" / "rows" / "000", lab)
+    assert (row.status, row.error) == (
+        "refused",
+        "security sros2: security 'sros2' but no keystore path in the trial",
+    )
+    lab.missing_plugins = [
+        "dds_security_auth",
+        "dds_security_ac",
+        "dds_security_crypto",
+    ]  # a PyPI wheel's binding
+    for setting in ("sros2", "rtps-sign"):
+        row = run_lab_row(replace(case, security=setting), tmp_path / "out" / "rows" / "001", lab)
+        assert row.status == "refused", row
+        assert row.error == (
+            f"security {setting}: the robot's {KIT_PYTHON} CycloneDDS binding cannot load the DDS Security "
+            "plugins (libdds_security_auth.so, libdds_security_ac.so, libdds_security_crypto.so): build it "
+            "against the robot's CycloneDDS with them, as tools/install.sh does here"
+        )
+    assert not remote_root.exists(), "a refused row started something on the robot"
+
+
+# ------------------------------------------------------------------------------ security on two machines
+GUIDE_KEYSTORE = "~/fieldtest/keystore"  # the lab guide's keys step makes it and copies it to the Pi
+
+
+@pytest.fixture(scope="module")
+def keyed_lab():
+    """The two machines with the keystore the lab guide's keys step made on the host and copied to
+    the robot's login (section 6), as a lab perf day after the keys are in place."""
+    from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE, adapted, for_machines, guide_steps
+
+    with needs.two_machines(WIFI, hardware=False) as machines:
+        script = adapted(guide_steps()["keys"], KEYS_WITHOUT_BROKER_MACHINE, "keys")
+        script = for_machines(
+            script, machines.robot_login, {"robot": machines.robot_address, "host": machines.host_address}
+        )
+        done = machines.host(f"mkdir -p ~/fieldtest && cd ~/fieldtest\n{script}")
+        if done.returncode != 0:
+            pytest.fail(f"the guide's keys step failed: {_output(done)}", pytrace=False)
+        yield machines
+
+
+def _captured(lab, path: Path, argv: list[str]) -> tuple[subprocess.CompletedProcess, list[bytes], dict]:
+    """``argv`` as the lab user with the robot's link captured (tcpdump in its namespace): its
+    result, the captured frames and their summary by kind."""
+    from fieldtest.netem.linktraffic import LinkCapture, read_pcap
+    from fieldtest.netem.topology import IFACE
+
+    capture = LinkCapture(lab.topology.command("robot", []), IFACE, path)
+    capture.start()
+    try:
+        done = lab.host(argv, timeout_s=400, env=OWN_CACHE)
+    finally:
+        summary = capture.stop()
+    return done, [frame.data for frame in read_pcap(path)], summary
+
+
+def _tls_records(frames: list[bytes]) -> int:
+    """TCP segments that start a TLS application-data record (type 23, version 3.3)."""
+    count = 0
+    for data in frames:
+        if len(data) < 34 or data[12:14] != b"\x08\x00" or data[23] != 6:  # IPv4, TCP
+            continue
+        tcp = 14 + (data[14] & 0x0F) * 4
+        payload = data[tcp + (data[tcp + 12] >> 4) * 4 :]
+        count += payload[:3] == b"\x17\x03\x03"
+    return count
+
+
+def test_secured_lab_perf_rows_run_over_tls_on_the_guides_keystore(keyed_lab, tmp_path):
+    """Zenoh peer to peer over mutual TLS (the one-way figures' offset over the link) and MQTT through
+    the host's broker over TLS (the offset over the UDP clock channel, as MQTT lab trials take it),
+    on the keystore of the lab guide's keys step: every message back, the robot's relay on its own
+    copy of the keystore, and on the robot's link TLS records where the plain rows show the topic's
+    name in the clear."""
+    lab = keyed_lab
+    campaign = lab.campaign("trials/rehearsal-bridged.yaml", keystore=GUIDE_KEYSTORE)
+    rows = ["--middleware", "zenoh-peer", "zenoh-router", "mqtt-local-broker", *ROW]
+    plain, plain_frames, _ = _captured(
+        lab, tmp_path / "plain.pcap", _lab_perf(lab, campaign, *rows, "--out", "plain")
+    )
+    assert plain.returncode == 0, _output(plain)
+    assert any(b"cmd_stamp" in f for f in plain_frames), "the control: plain rows show the topic on the link"
+    done, frames, _ = _captured(
+        lab, tmp_path / "tls.pcap", _lab_perf(lab, campaign, *rows, "--security", "on", "--out", "tls")
+    )
+    report = _output(done)
+    assert done.returncode == 0, report
+    rows_out = json.loads((lab.host_user.home / "tls" / "perf.json").read_text())["rows"]
+    assert [(r["case"]["middleware"], r["case"]["security"], r["status"]) for r in rows_out] == [
+        ("zenoh-peer", "mtls-acl", "ok"),
+        ("zenoh-router", "mtls-acl", "ok"),  # the router the lab's host side starts, on the host
+        ("mqtt-local-broker", "mtls-acl", "ok"),
+    ], report
+    robot_keystore = str(lab.robot_home_path("fieldtest/keystore"))
+    for i, (row, source) in enumerate(zip(rows_out, ("link", "link", "udp"), strict=True)):
+        assert row["figures"]["sent"] == 20 and row["figures"]["received"] == 20, row["figures"]
+        assert row["link"]["keystore"] == str(lab.host_user.home / "fieldtest" / "keystore"), row["link"]
+        assert row["link"]["robot_keystore"] == robot_keystore, row["link"]
+        _check_one_way(row, source, lab.host_user.home / "tls" / "rows" / f"{i:03d}")
+    spec = json.loads((lab.host_user.home / "tls" / "rows" / "002" / "spec.json").read_text())
+    assert spec["transport"]["mqtt_port"] == MQTT_TLS_PORT, (
+        spec
+    )  # the lab's TLS port, as a lab trial takes it
+    broker = (lab.host_user.home / "tls" / "rows" / "002" / "broker" / "mosquitto.conf").read_text()
+    assert "require_certificate true" in broker and f"listener {MQTT_TLS_PORT}" in broker, broker
+    assert not any(b"cmd_stamp" in f for f in frames), "a topic name crossed the link in the clear"
+    assert _tls_records(frames) >= 6 * 20, "fewer TLS records than pings and echoes on the link"
+    assert lab.robot_login_processes() == [], report
+
+
+def test_a_dds_security_lab_perf_row_runs_where_the_robots_binding_loads_the_plugins(keyed_lab, tmp_path):
+    """The relay's Python here is the kit's, whose CycloneDDS binding loads Debian's DDS Security
+    plugins: an SROS2 row runs on the guide's keystore, its RTPS protected on the robot's link."""
+    lab = keyed_lab
+    campaign = lab.campaign("trials/rehearsal.yaml", folder="dds-campaigns")
+    # rehearsal.yaml names no keystore: the guide's, as the checklist has the campaign point at it
+    text = (
+        (lab.host_user.home / campaign)
+        .read_text()
+        .replace("    namespace: /tb4\n", f"    namespace: /tb4\n    keystore: {GUIDE_KEYSTORE}\n")
+    )
+    lab.host_user.write(campaign, text)
+    argv = _lab_perf(lab, campaign, "--security", "sros2", *ROW, "--out", "sros2")
+    done, _frames, summary = _captured(lab, tmp_path / "sros2.pcap", argv)
+    report = _output(done)
+    assert done.returncode == 0, report
+    (row,) = json.loads((lab.host_user.home / "sros2" / "perf.json").read_text())["rows"]
+    assert (row["status"], row["case"]["security"], row["figures"]["received"]) == ("ok", "sros2", 20), report
+    assert summary["kinds"]["rtps_protected"]["packets"] > 0, summary
+    _check_one_way(row, "link", lab.host_user.home / "sros2" / "rows" / "000")
+    assert lab.robot_login_processes() == [], report
+
+
+def test_a_lab_perf_row_without_a_clock_offset_keeps_round_trips_and_says_why(tmp_path):
+    """MQTT rows take the offset over the UDP clock channel, as MQTT lab trials do: with its port
+    on the host taken, the row still runs and gives its round trips, and its one-way figures are
+    left empty with the reason (the robot here is this machine's shell)."""
+    import socket
+
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.middleware.launch import CLOCK_UDP_PORT
+    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.run import PerfCase
+    from fieldtest.procs import free_port
+
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(tmp_path / "robot"))
+    config = TransportConfig(namespace="/tb4", mqtt_port=free_port())
+    lab = LabLink(config, robot, KIT_PYTHON)
+    lab.probe()
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        taken.bind(("0.0.0.0", CLOCK_UDP_PORT))
+    except OSError:
+        pass  # taken by another process: the same case
+    try:
+        case = PerfCase(middleware="mqtt-local-broker", network="lab", duration_s=1, zenoh_path="")
+        row = run_lab_row(case, tmp_path / "out" / "rows" / "000", lab)
+    finally:
+        taken.close()
+    assert row.status == "ok", row.error
+    figures = row.figures
+    assert figures["received"] == 10 and figures["round_trip_mean (ms)"] > 0, figures
+    assert all(v is None for k, v in figures.items() if k.startswith("one_way_")), figures
+    assert (figures["clock_offset_source"], figures["clock_offset_s"], figures["clock_probes"]) == (
+        "udp",
+        None,
+        0,
+    )
+    assert row.link["clocks"].startswith(
+        f"one-way latency not measured: the UDP clock channel's port {CLOCK_UDP_PORT} on this host: "
+    ), row.link

@@ -284,3 +284,22 @@ def test_a_stop_signal_before_the_start_starts_neither_robot_nor_host(tmp_path, 
     assert not (logs / "robot.log").exists() and not (logs / "host.log").exists()
     assert not (tmp_path / "pi" / result.trial_dir.name).exists()  # nothing ran on the robot
     assert read_trial(result.trial_dir).outcome.end_reason == "interrupted"
+
+
+@pytest.mark.parametrize("ignored", [True, False])
+def test_a_runner_started_ignoring_sigint_says_ctrl_c_will_not_stop_the_robot(tmp_path, ignored):
+    """A background job of a script starts with SIGINT ignored; the kit keeps it so (Unix
+    convention) and says so before the robot moves, naming the signal that does stop it."""
+    messages: list[str] = []
+    runner = LabRunner(_options(tmp_path, None, messages))
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if ignored else signal.default_int_handler)
+    try:
+        with runner.stop_signals():
+            if ignored:
+                assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # kept ignored
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    warned = [m for m in messages if "ignores SIGINT" in m]
+    assert len(warned) == (1 if ignored else 0)
+    if ignored:
+        assert f"kill {os.getpid()}" in warned[0] and "Ctrl-C will not stop the robot" in warned[0]

@@ -15,6 +15,7 @@ import pytest
 
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
+from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
@@ -94,9 +95,6 @@ CASES = {
         {"keystore": GUIDE_KEYSTORE},
     ),
 }
-# Paho C never sets TCP_NODELAY: the clock probe's reply waits behind Nagle, so over the emulated
-# Wi-Fi the offset estimate reads about -5 ms against a true 0 (both namespaces share one clock).
-MQTT_CLOCK = "MQTT clock probes under Nagle (issue 24, breaker 5): the pre-flight refuses on the clock"
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -106,14 +104,14 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     before = _before(lab)
     done = lab.run(campaign, *(["--only", only] if only else []), runs_dir=f"runs/{case}")
     (trial,) = _trial_dirs(lab, f"runs/{case}", Path(source).stem)
-    _check_trial(lab, done, trial, before, allow_mqtt_clock=case.startswith("mqtt"))
+    _check_trial(lab, done, trial, before)
 
 
 def _before(lab) -> tuple[int, dict]:
     return _link_packets(lab), lab.base_status()
 
 
-def _check_trial(lab, done, trial: Path, before: tuple[int, dict], allow_mqtt_clock: bool = False) -> None:
+def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     """One trial of `fieldtest lab run` on the two machines, from the start to the analysis."""
     packets_before, base_before = before
     report = _output(done)
@@ -129,11 +127,6 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict], allow_mqtt_cl
     # the runner stopped the robot's launch over ssh: nothing of the robot login's is left running
     left = lab.robot_login_processes()
     assert left == [], left
-    if allow_mqtt_clock and list(failed) == ["clock"]:
-        assert record.outcome.end_reason == "error" and done.returncode == 1, report
-        base = lab.base_status()
-        assert base["pose"] == base_before["pose"], "a refused trial moved the base"
-        pytest.xfail(f"{MQTT_CLOCK}: {failed['clock']}")
     assert done.returncode == 0 and "1/1 trials completed" in done.stdout, report
     assert record.outcome.end_reason == "completed", report
     assert failed == {}, checks
@@ -224,14 +217,7 @@ CHANGES = {
             "ros2cli is not among the ROS 2 wheels: the modules of the package's executables are imported",
         ),
     ],
-    "keys": [
-        (
-            "rsync -a ~/fieldtest/keystore/ <broker machine>:fieldtest/keystore/   "
-            "# mqtt-broker: its TLS listener (3.2)\n",
-            "",
-            "no separate broker machine in the two-machine rehearsal",
-        ),
-    ],
+    "keys": KEYS_WITHOUT_BROKER_MACHINE,
     "preflight": [
         (
             "ssh -o BatchMode=yes ubuntu@192.168.1.20 chronyc tracking   # System time: below 0.001 s\n",

@@ -295,6 +295,39 @@ def test_tcp_acks_tls_records_mqtt_zenoh_and_fragments(tmp_path):
     assert to_robot["kinds"]["user_data"]["bytes"] == len(frames[10]) + len(frames[11])
 
 
+def _footer(macs: int, declared: int | None = None) -> bytes:
+    """A CryptoFooter: common MAC, the receiver-specific MACs' count (big-endian) and the MACs."""
+    count = macs if declared is None else declared
+    return bytes(16) + struct.pack(">I", count) + bytes(20 * macs)
+
+
+def test_receiver_specific_macs_are_counted_per_footer_kind(tmp_path):
+    """Each SEC_POSTFIX and SRTPS_POSTFIX by its MAC count: a message with two protected
+    submessages (one MAC, none) inside a message-level footer with two, a footer that claims more
+    MACs than it holds (left out), one the snap cut (left out), and a later fragment (no RTPS)."""
+    sec = _sub(0x31, bytes(20)) + _sub(0x30, bytes(40))
+    protected = _rtps(
+        _sub(0x33, bytes(20)),
+        sec,
+        _sub(0x32, _footer(1)),
+        sec,
+        _sub(0x32, _footer(0)),
+        _sub(0x34, _footer(2)),
+    )
+    cut = _udp(HOST, ROBOT, _rtps(sec, _sub(0x32, _footer(3))))[:-30]
+    frames = [
+        _udp(HOST, ROBOT, protected),
+        _udp(ROBOT, HOST, _rtps(sec, _sub(0x32, _footer(1, declared=2)))),
+        cut,
+        _ip(HOST, ROBOT, 17, bytes(80), flags_offset=10, ident=11),
+    ]
+    _pcap(tmp_path / "w.pcap", frames)
+    assert wire.receiver_specific_macs(tmp_path / "w.pcap") == {
+        "SEC_POSTFIX": {1: 1, 0: 1},
+        "SRTPS_POSTFIX": {2: 1},
+    }
+
+
 def test_a_trial_record_names_the_directions_from_the_robots_address(tmp_path):
     from fieldtest.linkconfig import TransportConfig
 

@@ -56,6 +56,10 @@ def test_round_trip_contains_its_one_way_trip(middleware, tmp_path):
     assert f["data_received"] == 30 * 4096
     assert f["latency_mean (ms)"] == f["round_trip_mean (ms)"] >= f["one_way_mean (ms)"] > 0
     assert f["round_trip_min (ms)"] >= f["one_way_min (ms)"]
+    # the echo's own trip back: out, the relay's turn-around and back make the round trip
+    assert f["one_way_back_min (ms)"] > 0
+    stages = f["one_way_mean (ms)"] + f["relay_decode_mean (ms)"] + f["relay_echo_mean (ms)"]
+    assert stages + f["one_way_back_mean (ms)"] == pytest.approx(f["round_trip_mean (ms)"], abs=1e-6)
     assert f["throughput_sent (B/s)"] == pytest.approx(
         30 * 4096 / f["T_loop"], rel=1e-3
     )  # T_loop rounded to ms

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -26,6 +27,8 @@ from fieldtest.security.policy import kit_enclave
 from fieldtest.security.settings import SecuritySettingError
 from fieldtest.testkit import needs
 from fieldtest.testkit.loopns import loopback_namespace
+
+WHOLE_FRAMES = 65535  # tcpdump's snap length: every byte of every frame
 
 LOOPBACK = (
     "<General><AllowMulticast>false</AllowMulticast>"
@@ -243,30 +246,42 @@ def test_security_xml_and_properties_name_the_same_files(keystore):
 
 
 # What each DDS setting leaves readable on the wire: the marker string of every sample, the
-# application's DATA submessages and the RTPS protection (DDS Security 1.1, 7.3.6: SRTPS_PREFIX
-# before a signed or encrypted message), from a capture in a network namespace of the test's own.
+# application's DATA submessages, the RTPS protection (DDS Security 1.1, 7.3.6: SRTPS_PREFIX
+# before a signed or encrypted message) and origin authentication (a MAC per receiver in the
+# CryptoFooter of each protected submessage, SEC_POSTFIX, or message, SRTPS_POSTFIX), from a
+# capture of whole frames in a network namespace of the test's own.
+class Wire(NamedTuple):
+    cleartext: bool  # the marker string readable
+    signed: bool  # RTPS messages signed or encrypted
+    encrypted: bool  # application submessages encrypted
+    submessage_origin_auth: bool = False  # receiver-specific MACs after the protected submessages
+    message_origin_auth: bool = False  # receiver-specific MACs after the protected messages
+
+
 WIRE_EXPECTED = {
-    # setting: (marker in clear, RTPS messages signed or encrypted, application submessages encrypted)
-    "plugins-only": (True, False, False),
-    "plugins-only-ac": (True, False, False),
-    "rtps-sign": (True, True, False),
-    "submessage-encrypt": (False, False, True),
-    "sign-submessage-encrypt": (False, True, True),
-    "rtps-encrypt": (False, True, True),
-    "origin-auth-encrypt": (False, True, False),  # the payload encrypted, the DATA around it not
-    "sros2": (False, True, True),
+    "plugins-only": Wire(True, False, False),
+    "plugins-only-ac": Wire(True, False, False),
+    "rtps-sign": Wire(True, True, False),
+    "submessage-encrypt": Wire(False, False, True),
+    "sign-submessage-encrypt": Wire(False, True, True),
+    "sign-submessage-origin-encrypt-data": Wire(False, True, True, submessage_origin_auth=True),
+    "rtps-encrypt": Wire(False, True, True),
+    # the payload encrypted, the DATA around it not
+    "origin-auth-encrypt": Wire(False, True, False, message_origin_auth=True),
+    "sros2": Wire(False, True, True),
 }
 
 
 @pytest.mark.parametrize("setting", list(WIRE_EXPECTED))
 def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, setting):
     from fieldtest.netem.linktraffic import LinkCapture
-    from fieldtest.netem.wire import account
+    from fieldtest.netem.wire import account, receiver_specific_macs
 
     needs.netns()
     needs.tools("tcpdump")
+    pcap = tmp_path / "lo.pcap"
     with loopback_namespace(f"ftsec{os.getpid()}-{setting}") as prefix:
-        capture = LinkCapture(prefix, "lo", tmp_path / "lo.pcap")
+        capture = LinkCapture(prefix, "lo", pcap, snap_bytes=WHOLE_FRAMES)  # the footers end a message
         capture.start()
         sub = start("sub", "rt/cmd_vel", robot_config(keystore, setting), prefix)
         pub = start("pub", "rt/cmd_vel", host_config(keystore, setting), prefix)
@@ -274,13 +289,23 @@ def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, settin
         sub_rc, sub_out, sub_err = result(sub)
         capture.stop()
     assert pub_out.get("matched") and sub_out.get("count", 0) >= 3, (pub_err, sub_err)
-    cleartext, signed, encrypted = WIRE_EXPECTED[setting]
-    assert (b"fieldtest-marker" in (tmp_path / "lo.pcap").read_bytes()) == cleartext
-    sent = account(tmp_path / "lo.pcap", ["127.0.0.1"], 1.0)["directions"]["from_local"]
+    expected = WIRE_EXPECTED[setting]
+    assert (b"fieldtest-marker" in pcap.read_bytes()) == expected.cleartext
+    sent = account(pcap, ["127.0.0.1"], 1.0)["directions"]["from_local"]
     submessages = sent["rtps_submessages"]
-    assert ("SRTPS_PREFIX" in submessages) == signed, submessages
+    assert ("SRTPS_PREFIX" in submessages) == expected.signed, submessages
     kinds = {kind: row["packets"] for kind, row in sent["kinds"].items()}
-    if encrypted:  # not one application DATA visible; SEC_BODY hides them (and the key exchange)
+    if expected.encrypted:  # not one application DATA visible; SEC_BODY hides them (and the key exchange)
         assert kinds["user_data"] == 0 and kinds["rtps_protected"] > 0, kinds
     else:  # the key exchange is always encrypted (DDS Security 1.1, 7.4.5), the samples are not
         assert kinds["user_data"] > 0, kinds
+    macs = receiver_specific_macs(pcap)
+    for postfix, origin_auth in (
+        ("SEC_POSTFIX", expected.submessage_origin_auth),
+        ("SRTPS_POSTFIX", expected.message_origin_auth),
+    ):
+        authenticated = sum(count for n_macs, count in macs[postfix].items() if n_macs > 0)
+        if origin_auth:  # one receiver each way: one MAC, at least one per sample received
+            assert set(macs[postfix]) <= {0, 1} and authenticated >= sub_out["count"], macs
+        else:  # the key exchange's own protection carries no receiver MAC either
+            assert authenticated == 0, macs

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from fieldtest.analysis.stack import (
+    LINK_FORWARDER_LATE_BOUND_MS,
     LINK_LAG_BOUND_MS,
     STACK_DRIFT_BOUND_M,
     STEAL_BOUND_PCT,
@@ -13,12 +14,19 @@ from fieldtest.analysis.stack import (
 )
 
 
-def _judge(machine: dict | None, stack_drift_m: float = 0.0002, link_simulator: dict | None = None) -> dict:
+def _judge(
+    machine: dict | None,
+    stack_drift_m: float = 0.0002,
+    link_simulator: dict | None = None,
+    link_forwarder: dict | None = None,
+) -> dict:
     """stack_metrics of a trial whose bags hold no commands (no timing errors): only the recorded
     stack figures and the drift split are judged."""
     stack = {"machine": machine} if machine is not None else {}
     if link_simulator is not None:
         stack["link_simulator"] = link_simulator
+    if link_forwarder is not None:
+        stack["link_forwarder"] = link_forwarder
     outcome = SimpleNamespace(stack=stack)
     data = SimpleNamespace(record=SimpleNamespace(outcome=outcome), commands=None, receipts=None)
     return stack_metrics(
@@ -97,3 +105,37 @@ def test_a_single_late_wake_up_of_the_link_simulator_is_not_judged_a_fall_behind
 
 def test_links_without_a_simulator_are_not_judged_on_lag():
     assert _judge(_machine(0.0, 0.0))["link_simulator"] is None
+
+
+def _forwarder(p99_ms: float, max_ms: float, frames: int = 4000) -> dict:
+    """What a trial records of the userspace link forwarders (linkfwd's stats, per node)."""
+    way = {"tx": frames, "late_p50_us": 40, "late_p90_us": 90, "late_p99_us": int(1000 * p99_ms)}
+    quiet = way | {"late_p99_us": 100, "late_max_us": 300}
+    return {
+        "robot": {"a2b": quiet, "b2a": way | {"late_max_us": int(1000 * max_ms)}},
+        "host": {"a2b": quiet, "b2a": quiet},
+    }
+
+
+@pytest.mark.parametrize("factor", [0.0, 0.5, 0.99, 1.01, 2.0, 50.0])
+def test_a_link_forwarder_sending_late_beyond_its_bound_makes_the_trial_invalid(factor):
+    """The emulated link's own lateness adds to every frame's delay, as a simulator's lag does: the
+    middleware would be charged with the machine's fault."""
+    p99 = factor * LINK_FORWARDER_LATE_BOUND_MS
+    out = _judge(_machine(0.0, 0.0), link_forwarder=_forwarder(p99, 4 * p99 + 1))
+    assert out["valid"] is (factor <= 1)
+    assert out["link_forwarder"]["robot"]["b2a"]["late_p99_ms"] == pytest.approx(int(1000 * p99) / 1000)
+    assert out["link_forwarder"]["late_bound_ms"] == LINK_FORWARDER_LATE_BOUND_MS
+    if factor > 1:
+        assert out["invalid_reasons"] == [
+            f"the link emulator sent frames late (robot downlink): p99 {int(1000 * p99) / 1000:.1f} ms, "
+            f"max {int(1000 * (4 * p99 + 1)) / 1000:.1f} ms (bound {LINK_FORWARDER_LATE_BOUND_MS:g} ms at p99)"
+        ]
+        assert "link emulator" in out["advice"]
+
+
+def test_one_late_frame_of_the_forwarder_is_not_judged_and_links_without_one_are_not_either():
+    assert _judge(_machine(0.0, 0.0), link_forwarder=_forwarder(0.3, 80.0))["valid"] is True
+    assert _judge(_machine(0.0, 0.0))["link_forwarder"] is None
+    idle = _forwarder(50.0, 50.0, frames=0)  # a direction that carried nothing is not judged
+    assert _judge(_machine(0.0, 0.0), link_forwarder=idle)["valid"] is True

@@ -21,9 +21,13 @@ from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, Imperfections, d
 from .basesplit import base_section, planned_timeline
 from .drift import REST_AFTER_S, phase_grid
 from .motion import Motion, Track
+from .stalls import Arrivals, phase_spread, segment_changes
 from .stats import interp_with_gaps
 
 MOVING_EPS = 1e-9
+# The nominal model integrates piecewise exactly (wheel speeds linear within a piece), so the stall
+# replays, twenty-odd per trial, step at 20 ms: their drift moved by under 1e-6 mm on 4g trials.
+STALL_SUBSTEP_S = 0.02
 
 
 def _first_motion_s(times: np.ndarray, linear: np.ndarray, angular: np.ndarray) -> float | None:
@@ -106,12 +110,25 @@ def command_timelines(data: Any, clock: Any) -> dict[str, tuple[np.ndarray, np.n
     cmds = data.commands
     keep = cmds.seq >= 0
     sent = ((cmds.sent_ns[keep] - start) / 1e9, cmds.linear[keep], cmds.angular[keep])
-    rec = data.receipts
-    seq, first = np.unique(rec.seq, return_index=True)  # a duplicate delivery acts once, when first seen
-    first = first[seq >= 0]
-    arrived_ns = clock.to_host_ns(rec.received_ns[first])
-    arrived = ((arrived_ns - start) / 1e9, rec.linear[first], rec.angular[first])
+    arrivals = first_arrivals(data, clock)
+    arrived = (arrivals.arrival_s, arrivals.linear, arrivals.angular)
     return {"plan": planned, "send": sent, "arrival": arrived}
+
+
+def first_arrivals(data: Any, clock: Any) -> Arrivals:
+    """Every numbered command at its first arrival (a duplicate delivery acts once, when first
+    seen), moved to the host clock; stream seconds."""
+    rec = data.receipts
+    seq, first = np.unique(rec.seq, return_index=True)
+    first = first[seq >= 0]
+    start = data.stream_start_ns
+    return Arrivals(
+        seq=rec.seq[first],
+        sent_s=(rec.sent_ns[first] - start) / 1e9,
+        arrival_s=(clock.to_host_ns(rec.received_ns[first]) - start) / 1e9,
+        linear=rec.linear[first],
+        angular=rec.angular[first],
+    )
 
 
 def drift_causes(
@@ -148,6 +165,7 @@ def drift_causes(
             return {"available": False, "reason": f"no moving command at {name} times"}
         d[name] = disp
     d_meas, valid = measured_displacement(track, motion, data.plan, last_lap, max_gap_s)
+    stalls = _stall_sections(data, clock, last_lap, request.twin.safety_override)
     everywhere = np.ones(len(valid), dtype=bool)
     emission = _mean_norm(d["send"] - d["plan"], everywhere)
     link = _mean_norm(d["arrival"] - d["send"], everywhere)
@@ -171,6 +189,7 @@ def drift_causes(
         "stack_includes_link": not link_emulated,
         "base": base,
         "replay_closing_m": _replay_closing(timelines["arrival"], drift, data.plan, request),
+        **stalls,
         "rest_curve": (rest, valid),
     }
 
@@ -182,3 +201,18 @@ def _replay_closing(arrival, drift: dict, plan: SquarePlan, request: Any) -> lis
         return None
     t, v, w = (np.asarray(x, float) for x in arrival)
     return closing_displacement(t, v, w, plan.laps * plan.lap_s, request.twin.safety_override)
+
+
+def _stall_sections(data: Any, clock: Any, last_lap: int, safety_override: str) -> dict[str, Any]:
+    """segment_changes and phase_spread (fieldtest.analysis.stalls) with the nominal model's replay."""
+    everywhere = np.ones(len(phase_grid(data.plan)), dtype=bool)
+
+    def replay(t: np.ndarray, v: np.ndarray, w: np.ndarray) -> float | None:
+        disp = lap_displacement(t, v, w, data.plan, last_lap, safety_override, max_substep_s=STALL_SUBSTEP_S)
+        return None if disp is None else _mean_norm(disp, everywhere)
+
+    arrivals = first_arrivals(data, clock)
+    return {
+        "segment_changes": segment_changes(arrivals, replay),
+        "phase_spread": phase_spread(arrivals, data.plan.n_ticks(), replay),
+    }

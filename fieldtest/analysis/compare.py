@@ -50,6 +50,10 @@ class Column:
 
 COLUMNS = (
     Column("drift_mean", "drift mean", "mm", True),
+    # what the trial's link gives wherever its stalls fall, and how many turn or side starts they
+    # held (drift_causes.phase_spread, segment_changes: docs/analysis.md, "Stalls at segment changes")
+    Column("drift_shifted", "drift, latencies shifted", "mm", True),
+    Column("stalled_changes", "changes held by a stall", "count", True),
     Column("drift_lap_end", "drift at lap end", "mm", True),
     Column("heading_change", "heading change", "deg", True),
     Column("closing_error", "closing error", "mm", True),
@@ -125,10 +129,21 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
         **lateness_values(lat.lateness),
         **relative_values(m.relative),
         **wire_values(m.wire),
+        **stall_values(m.drift_causes),
     }
     if not m.progress.complete:  # drift between lap 1 and an earlier last lap is not comparable
         values.update({c.key: None for c in COLUMNS if c.motion})
     return values
+
+
+def stall_values(causes) -> dict[str, float | None]:
+    """The shifted-latency median drift (mm) and the segment changes held by a stall."""
+    spread_ = causes.phase_spread if causes is not None else None
+    changes = causes.segment_changes if causes is not None else None
+    return {
+        "drift_shifted": spread_["median_m"] * 1000.0 if spread_ else None,
+        "stalled_changes": float(len(changes["stalled"])) if changes else None,
+    }
 
 
 def spread(values: list[float]) -> dict[str, float | int | None]:
@@ -308,7 +323,7 @@ def _cell(s: dict, digits: int) -> str:
 
 
 def _digits(unit: str) -> int:
-    return {"mm": 1, "deg": 2, "ms": 2, "%": 2, "deg/m": 3}.get(unit, 2)
+    return {"mm": 1, "deg": 2, "ms": 2, "%": 2, "deg/m": 3, "count": 0}.get(unit, 2)
 
 
 def config_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:

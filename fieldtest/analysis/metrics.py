@@ -255,6 +255,9 @@ class Stack(Section):
     # the ns-3 802.11 link's lag behind real time, its bound and CPU; None on other links (an
     # optional key: files with and without it read alike, so the version stays)
     link_simulator: dict[str, Any] | None = None
+    # the userspace link forwarders' frames and lateness per node and direction, and the bound
+    # (optional as link_simulator)
+    link_forwarder: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
 
@@ -277,6 +280,11 @@ class DriftCauses(Section):
     base: dict[str, Any] | None = None
     # the arrival replay's closing error (dx, dy, start frame): what timing alone gives the closing
     replay_closing_m: list[float] | None = None
+    # the segment changes (turn and side starts, the stop) and those that arrived in a stall, with
+    # the arrival replay's drift had they been on time (fieldtest.analysis.stalls)
+    segment_changes: dict[str, Any] | None = None
+    # the arrival replay with the trial's latencies shifted against the plan: median, p10, p90
+    phase_spread: dict[str, Any] | None = None
 
 
 class Metrics(Section):

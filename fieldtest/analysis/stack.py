@@ -32,6 +32,11 @@ STEAL_BURST_BOUND_PCT = 20.0
 # It is the profile's ``lag_bound_ms``; this default is the order of the 802.11 link's own one-way
 # delay near the access point (docs/networks.md)
 LINK_LAG_BOUND_MS = 2.0
+# ... or when the userspace link forwarder (fieldtest/netem/linkfwd.c, the emulated wired, wifi and
+# 4g links) sent frames late: its lateness adds to every frame's delay as a simulator's lag does and
+# would be read as the middleware's latency. Same bound, on the 99th percentile of its frames'
+# lateness over the stream, per node and direction.
+LINK_FORWARDER_LATE_BOUND_MS = LINK_LAG_BOUND_MS
 
 
 def _timing_errors(data: Any, clock: Any) -> dict[str, np.ndarray] | None:
@@ -92,6 +97,7 @@ def stack_metrics(data: Any, clock: Any, causes: dict[str, Any], link_emulated: 
         "mocap": recorded.get("mocap"),
         "forwarding": recorded.get("forwarding"),
         "link_simulator": _simulator_summary(recorded.get("link_simulator")),
+        "link_forwarder": _forwarder_summary(recorded.get("link_forwarder")),
         "link_emulated": link_emulated,
     }
     errors = _timing_errors(data, clock)
@@ -129,6 +135,12 @@ def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
             f"the ns-3 802.11 link fell behind real time: lag p99 {sim['lag_ms']['p99']:.1f} ms, max "
             f"{sim['lag_ms']['max']:.1f} ms (bound {sim['lag_bound_ms']:g} ms at p99)"
         )
+    if late := _forwarder_late(out.get("link_forwarder")):
+        where, p99, worst = late
+        reasons.append(
+            f"the link emulator sent frames late ({where}): p99 {p99:.1f} ms, max {worst:.1f} ms "
+            f"(bound {LINK_FORWARDER_LATE_BOUND_MS:g} ms at p99)"
+        )
     mocap = out.get("mocap") or {}
     if mocap.get("frames_generated"):
         share = mocap["frames_skipped_late"] / mocap["frames_generated"]
@@ -163,6 +175,42 @@ def _simulator_behind(sim: dict[str, Any] | None) -> bool:
     return p99 is not None and p99 > sim["lag_bound_ms"]
 
 
+def _forwarder_summary(recorded: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Per emulated node and direction (a2b: the node's uplink), its frames' lateness in ms."""
+    if not recorded:
+        return None
+    return {
+        node: {
+            direction: {
+                "frames": figures.get("tx", 0),
+                **{
+                    f"late_{q}_ms": figures.get(f"late_{q}_us", 0) / 1000.0
+                    for q in ("p50", "p90", "p99", "max")
+                },
+            }
+            for direction, figures in directions.items()
+            if isinstance(figures, dict)
+        }
+        for node, directions in recorded.items()
+    } | {"late_bound_ms": LINK_FORWARDER_LATE_BOUND_MS}
+
+
+def _forwarder_late(summary: dict[str, Any] | None) -> tuple[str, float, float] | None:
+    """The node and direction whose p99 lateness is the worst, if beyond the bound."""
+    worst = None
+    for node, directions in (summary or {}).items():
+        if not isinstance(directions, dict):
+            continue
+        for direction, figures in directions.items():
+            if figures["frames"] and (worst is None or figures["late_p99_ms"] > worst[1]):
+                worst = (
+                    f"{node} {'uplink' if direction == 'a2b' else 'downlink'}",
+                    figures["late_p99_ms"],
+                    figures["late_max_ms"],
+                )
+    return worst if worst is not None and worst[1] > LINK_FORWARDER_LATE_BOUND_MS else None
+
+
 def _advice(out: dict[str, Any]) -> str:
     machine = out.get("machine") or {}
     hints = []
@@ -176,5 +224,9 @@ def _advice(out: dict[str, Any]) -> str:
         )
     if _simulator_behind(out.get("link_simulator")):
         hints.append("give the ns-3 link simulator a free core: run one trial at a time (--parallel 1)")
+    if _forwarder_late(out.get("link_forwarder")):
+        hints.append(
+            "the link emulator needs a core on time: run one trial at a time (--parallel 1) on a quiet machine"
+        )
     hints.append("re-run the trial; invalid trials are kept but left out of comparisons")
     return "; ".join(hints)

@@ -56,7 +56,32 @@ def causes_lines(m: Metrics) -> list[str]:
         f"Replays: plan {_mm(replay['plan'])}, send {_mm(replay['send'])}, arrival {_mm(replay['arrival'])}; "
         f"measured {_mm(c.measured_drift_m)}.",
         "",
+        *_stall_lines(c.segment_changes, c.phase_spread),
     ]
+
+
+def _stall_lines(changes: dict | None, spread: dict | None) -> list[str]:
+    """Which segment changes a link stall held, and the drift the same latencies give elsewhere."""
+    if not changes:
+        return []
+    stalled = changes["stalled"]
+    named = ", ".join(f"seq {s['seq']} {s['kind']} +{s['excess_ms']:.0f} ms" for s in stalled)
+    out = [
+        f"Segment changes (turn and side starts, the stop): {changes['count']}, of which {len(stalled)} "
+        f"arrived in a stall (more than {changes['stall_excess_ms']:g} ms after the median latency of "
+        f"{changes['median_latency_ms']:.1f} ms){': ' + named if named else ''}; "
+        f"{changes['stalled_commands_fraction'] * 100:.1f} % of all commands arrived in a stall. "
+        f"Without the stalls that held a change, the arrival replay drifts {_mm(changes['drift_if_on_time_m'])}.",
+        "",
+    ]
+    if spread:
+        out += [
+            f"The same latencies shifted against the plan ({spread['shifts']} shifts) drift "
+            f"{_mm(spread['median_m'])} at the median (p10 {_mm(spread['p10_m'])}, p90 {_mm(spread['p90_m'])}): "
+            "where a link stalls, one trial's drift depends on which changes its stalls hit.",
+            "",
+        ]
+    return out
 
 
 def _forwarding_lines(probe: dict) -> list[str]:
@@ -69,6 +94,22 @@ def _forwarding_lines(probe: dict) -> list[str]:
         f"| router/broker forwarding (probe round trip on its node) | p50 {_ms(probe['rtt_p50_ms'])}, "
         f"p99 {_ms(probe['rtt_p99_ms'])}, max {_ms(probe['rtt_max_ms'])}; {probe['lost']} of {probe['samples']} lost |"
     ]
+
+
+def _forwarder_lines(summary: dict) -> list[str]:
+    """The emulated link's own lateness: how late its forwarder sent frames, per node and way."""
+    out = []
+    for node, directions in summary.items():
+        if not isinstance(directions, dict):
+            continue
+        for direction, f in directions.items():
+            if f.get("frames"):
+                way = "uplink" if direction == "a2b" else "downlink"
+                out.append(
+                    f"| link emulator, {node} {way} ({f['frames']} frames) | late p50 {_ms(f['late_p50_ms'])}, "
+                    f"p99 {_ms(f['late_p99_ms'])}, max {_ms(f['late_max_ms'])} |"
+                )
+    return out
 
 
 def stack_lines(m: Metrics) -> list[str]:
@@ -98,6 +139,7 @@ def stack_lines(m: Metrics) -> list[str]:
             f"| mocap emulator | {mocap['frames_skipped_late']} of {mocap['frames_generated']} frames skipped late |"
         )
     out += _forwarding_lines(stack.forwarding or {})
+    out += _forwarder_lines(stack.link_forwarder or {})
     machine = stack.machine or {}
     if machine:
         pressure = machine.get("cpu_pressure_pct")

@@ -175,8 +175,8 @@ def summarize(path: str | Path, duration_s: float) -> dict[str, Any]:
 class LinkCapture:
     """tcpdump on ``iface`` inside a namespace, from ``start()`` until ``stop()`` (which summarizes)."""
 
-    def __init__(self, command_prefix: list[str], iface: str, path: Path):
-        self.argv = [*command_prefix, "tcpdump", "-i", iface, "-n", "-s", str(SNAP_BYTES)]
+    def __init__(self, command_prefix: list[str], iface: str, path: Path, snap_bytes: int = SNAP_BYTES):
+        self.argv = [*command_prefix, "tcpdump", "-i", iface, "-n", "-s", str(snap_bytes)]
         # Immediate mode: without it libpcap's TPACKET_V3 ring hands packets over a block at a
         # time (a block closes when full or after tcpdump's 1 s buffer timeout), and on SIGTERM
         # the open block is lost: the last second of the capture, or all of a short exchange.

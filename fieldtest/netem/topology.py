@@ -614,6 +614,12 @@ class Topology:
         """Forwarder counters per emulated node (userspace backend), e.g. drops and lateness."""
         return {n: ln.forwarder.stats() for n, ln in self.links.items() if ln.forwarder is not None}
 
+    def reset_link_stats(self) -> None:
+        """Clear the forwarders' counters and lateness record (a trial's start, after its probes)."""
+        for link in self.links.values():
+            if link.forwarder is not None:
+                link.forwarder.reset_stats()
+
     def simulator_record(self) -> dict[str, Any] | None:
         """The ns-3 802.11 link's figures (lag, CPU, frames by kind) for the trial record, or None."""
         return self.wifi_link.record() if self.wifi_link is not None else None
@@ -745,6 +751,9 @@ class LoopbackTopology:
 
     def link_stats(self) -> dict[str, dict]:
         return {}
+
+    def reset_link_stats(self) -> None:
+        pass
 
     def describe(self) -> dict[str, Any]:
         return {

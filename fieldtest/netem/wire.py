@@ -33,7 +33,7 @@ A function over a file, so any capture (a trial's ``link.pcap``, a perf run's) i
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,11 @@ SUBMESSAGE_NAMES = {
 DATA_IDS = {0x15, 0x16}
 RELIABILITY_IDS = {0x06, 0x07, 0x08, 0x12, 0x13}
 SEC_BODY = 0x30
+SEC_POSTFIX, SRTPS_POSTFIX = 0x32, 0x34
+# DDS Security 1.1, 7.3.6 (CryptoFooter): the common MAC, then the receiver-specific MACs, a
+# sequence (big-endian length) of key id + MAC (CycloneDDS src/security/builtin_plugins/
+# cryptographic/src/crypto_transform.c, read_secure_postfix)
+COMMON_MAC_BYTES, RECEIVER_MAC_BYTES = 16, 20
 
 # DDS-RTPS 2.5, section 9.3.1.3, and DDS Security 1.1, section 7.4.* : builtin writers' entity ids
 SPDP_WRITERS = {bytes.fromhex("000100c2"), bytes.fromhex("ff0101c2")}
@@ -142,16 +147,24 @@ def _data_kind(writer: bytes) -> str:
     return "user_data"
 
 
+def rtps_submessages(payload: bytes) -> Iterator[tuple[int, bytes]]:
+    """(id, body) of each submessage of one RTPS message, as far as the snap kept them."""
+    offset = 20  # after the RTPS header
+    while offset + 4 <= len(payload):
+        sub_id, flags = payload[offset], payload[offset + 1]
+        length = int.from_bytes(payload[offset + 2 : offset + 4], "little" if flags & 1 else "big")
+        yield sub_id, payload[offset + 4 : offset + 4 + length] if length else payload[offset + 4 :]
+        if length == 0:  # the last submessage extends to the end of the message
+            break
+        offset += 4 + length
+
+
 def rtps_packet(payload: bytes) -> _Packet:
     """One RTPS message: its kind and its submessages, as far as the snap kept them."""
     packet = _Packet("rtps_other")
     data_kinds: list[str] = []
     user_reliability = builtin_reliability = hidden = False
-    offset = 20  # after the RTPS header
-    while offset + 4 <= len(payload):
-        sub_id, flags = payload[offset], payload[offset + 1]
-        length = int.from_bytes(payload[offset + 2 : offset + 4], "little" if flags & 1 else "big")
-        body = payload[offset + 4 :]
+    for sub_id, body in rtps_submessages(payload):
         packet.submessages.append(SUBMESSAGE_NAMES.get(sub_id, f"0x{sub_id:02x}"))
         if sub_id in DATA_IDS:
             packet.data_submessages += 1
@@ -162,9 +175,6 @@ def rtps_packet(payload: bytes) -> _Packet:
             builtin_reliability |= builtin
             user_reliability |= not builtin
         hidden |= sub_id == SEC_BODY
-        if length == 0:  # the last submessage extends to the end of the message
-            break
-        offset += 4 + length
     if data_kinds:
         packet.kind = "user_data" if "user_data" in data_kinds else data_kinds[0]
     elif hidden:
@@ -174,6 +184,44 @@ def rtps_packet(payload: bytes) -> _Packet:
     elif builtin_reliability:
         packet.kind = "discovery_reliability"
     return packet
+
+
+def _receiver_mac_count(body: bytes) -> int | None:
+    """The number of receiver-specific MACs a postfix's CryptoFooter announces (None: not kept, or
+    more than the submessage holds)."""
+    count_end = COMMON_MAC_BYTES + 4
+    if len(body) < count_end:
+        return None
+    count = int.from_bytes(body[COMMON_MAC_BYTES:count_end], "big")
+    return count if count_end + count * RECEIVER_MAC_BYTES <= len(body) else None
+
+
+def _rtps_datagrams(path: str | Path) -> Iterator[bytes]:
+    """The RTPS payload of every IPv4 UDP datagram (first fragment) of an Ethernet capture."""
+    for frame in read_pcap(path):
+        data = frame.data
+        if len(data) < 34 or data[12:14] != b"\x08\x00":
+            continue
+        ip = data[14:]
+        if ip[9] != 17 or int.from_bytes(ip[6:8], "big") & 0x1FFF:
+            continue
+        payload = ip[(ip[0] & 0x0F) * 4 + 8 :]
+        if payload[:4] == b"RTPS":
+            yield payload
+
+
+def receiver_specific_macs(path: str | Path) -> dict[str, dict[int, int]]:
+    """How many receiver-specific MACs the postfixes of a capture's RTPS messages carry:
+    ``{"SEC_POSTFIX": {macs: postfixes}, "SRTPS_POSTFIX": {...}}``, submessage protection and
+    message protection apart. A ``*_WITH_ORIGIN_AUTHENTICATION`` kind adds one MAC per receiver,
+    keyed for that receiver alone; the other kinds leave the sequence empty."""
+    counts: dict[str, dict[int, int]] = {SUBMESSAGE_NAMES[i]: {} for i in (SEC_POSTFIX, SRTPS_POSTFIX)}
+    for payload in _rtps_datagrams(path):
+        for sub_id, body in rtps_submessages(payload):
+            if sub_id in (SEC_POSTFIX, SRTPS_POSTFIX) and (n := _receiver_mac_count(body)) is not None:
+                row = counts[SUBMESSAGE_NAMES[sub_id]]
+                row[n] = row.get(n, 0) + 1
+    return counts
 
 
 def tls_records(payload: bytes) -> list[str] | None:

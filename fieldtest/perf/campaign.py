@@ -4,7 +4,7 @@ The same conventions as a trial campaign (``fieldtest.campaign``, whose ``Sweep`
 machinery it shares): ``base`` (row fields every row shares), ``matrix`` (row fields to vary),
 ``exclude``, ``repetitions``, ``order`` and ``seed``. The row fields are ``PerfCase``'s, their one
 source of truth: ``middleware``, ``security`` (``on``: each middleware's secure default), ``qos``,
-``network``, ``message``, ``rate_hz``, ``duration_s``, ``subscribers``, ``mode``, ``zenoh_path``.
+``network``, ``message``, ``rate_hz`` (``max``: saturation), ``duration_s``, ``subscribers``, ``mode``, ``zenoh_path``.
 
 Every row is checked before the first one runs: a bad value is one line naming the file and the
 field (``matrix.message value 'Array3x': ...``); a combination that cannot run (a payload the link
@@ -36,7 +36,7 @@ from fieldtest.campaign import (
     usable_name,
 )
 
-from .run import CombinationRefused, PerfCase, PerfInputError, check_case
+from .run import SATURATION, SATURATION_WORD, CombinationRefused, PerfCase, PerfInputError, check_case
 
 ROW_FIELDS = tuple(f.name for f in dataclasses.fields(PerfCase))
 _ROW = TypeAdapter(PerfCase)
@@ -91,6 +91,8 @@ def _row(sweep: PerfCampaign, cell: CaseSpec, profiles: dict | None, duration_s:
         values["security"] = resolve_security(values.get("middleware", PerfCase.middleware), SECURITY_ON)
     if duration_s is not None:
         values["duration_s"] = duration_s
+    if values.get("rate_hz") == SATURATION_WORD:
+        values["rate_hz"] = SATURATION
     try:
         row = _ROW.validate_python(values)
     except ValidationError as exc:
@@ -114,4 +116,11 @@ def _origin(field: str, cell: CaseSpec) -> str:
 
 def perf_campaign_json_schema() -> dict[str, Any]:
     """JSON schema of the perf campaign file (trials/perf-campaign.schema.json is generated from it)."""
-    return sweep_json_schema(PerfCampaign, _ROW.json_schema(), "PerfCase")
+    row = _ROW.json_schema()
+    rate = row["properties"]["rate_hz"]
+    number = {k: rate.pop(k) for k in ("type",) if k in rate}
+    rate["anyOf"] = [
+        number,
+        {"const": SATURATION_WORD, "description": "saturation: as fast as the writer accepts"},
+    ]
+    return sweep_json_schema(PerfCampaign, row, "PerfCase")

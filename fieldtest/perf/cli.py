@@ -31,6 +31,7 @@ from .run import (
     PerfInputError,
     PerfRow,
     check_case,
+    parse_rate,
     run_row,
 )
 
@@ -61,7 +62,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--message", nargs="+", default=None, help="Array1k ... Array2m, PointCloud512k ... PointCloud2m, "
                    "or Array<N>/PointCloud<N>[k|m] (default: Zhang's ten)")  # fmt: skip
     p.add_argument("--size", nargs="+", type=int, default=[], help="payload sizes in bytes (as Array<N>)")
-    p.add_argument("--rate", type=float, default=10.0, help="messages per second (default 10)")
+    p.add_argument(
+        "--rate", default="10", help="messages per second (default 10), or max: saturation, as fast as "
+        "the middleware accepts (performance_test's --rate 0; needs --mode one-way)",
+    )  # fmt: skip
     p.add_argument("--duration", type=float, default=30.0, help="seconds per row (default 30)")
     p.add_argument(
         "--subscribers", nargs="+", type=int, default=[1], help="receivers of the topic (default 1)"
@@ -126,6 +130,7 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
     messages = list(args.message or (QUICK_MESSAGES if args.quick else SEED_MESSAGES))
     messages += [f"Array{size}" for size in args.size]
     duration = QUICK_DURATION_S if args.quick else args.duration
+    rate = parse_rate(args.rate)
     for name in messages:
         try:
             parse_message(name)
@@ -139,7 +144,7 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
             setting = registry.get(mw).secure_default if security == "on" else security
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
-        case = PerfCase(mw, setting, qos, network, message, args.rate, duration, subs, args.mode, path)
+        case = PerfCase(mw, setting, qos, network, message, rate, duration, subs, args.mode, path)
         if case.normalized() not in cases:  # a DDS row once, whatever the Zenoh paths
             cases.append(case.normalized())
     refused = []

@@ -8,11 +8,22 @@ the runner's own stop script (SIGINT, then SIGTERM) on every way out of a row: i
 Ctrl-C. Should the ssh session drop, the relay sees its parent go and stops itself
 (``procs.watch_parent``). Its record is copied back as the runner collects a trial's recording.
 
+Security: a secured row runs on the lab trial's own keystore, the campaign's ``keystore`` path: on
+this machine as ``fieldtest lab run``'s keystore pre-flight checks it (``check_keystore``), on the
+robot at the same path from its login's home (where the lab guide's keys step copies it), and the
+MQTT port for the setting as a lab trial takes it (``with_lab_defaults``). A setting the robot's
+side cannot run is refused before anything starts: DDS Security where the robot Python's CycloneDDS
+binding has no security plugins, any setting without the keystore on either machine.
+
 The two machines' clocks are not shared: rows measure round trips (performance_test's relay mode),
-throughput, loss and each side's CPU and memory; one-way latencies are not reported (no clock
-offset source is used). Rows the lab cannot run are refused with a one-line reason: another mode
-than roundtrip, more than one subscriber, security on, or a middleware whose library the robot's
-Python lacks.
+throughput, loss and each side's CPU and memory, and one-way figures on the host's clock once the
+host - robot offset is estimated as a lab trial estimates it (``fieldtest.clocksync``: four stamps
+per probe, the minimum-delay probe's offset, its error at most half that probe's round trip), on
+the channel the middleware's lab trials use (``Middleware.lab_clock_source``): over the link, where
+each ping and its echo are such a probe, or over UDP (``fieldtest.labrun.endpoints.udpclock``), the
+relay probing the host for the whole row. Without an estimate the row keeps round trips only and
+says why. Rows the lab cannot run are refused with a one-line reason: another mode than roundtrip,
+more than one subscriber, or a middleware whose library the robot's Python lacks.
 """
 
 from __future__ import annotations
@@ -28,7 +39,12 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from fieldtest.clocksync import ProbeSample, best_offset
+from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.errors import FieldtestError
+from fieldtest.labrun.configuration.settings import with_lab_defaults
+from fieldtest.labrun.endpoints.udpclock import UdpClockResponder
+from fieldtest.labrun.orchestration.preflight import check_keystore
 from fieldtest.labrun.orchestration.remote import (
     PID_FILE,
     STOP_WAIT_S,
@@ -40,8 +56,10 @@ from fieldtest.labrun.orchestration.remote import (
 )
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
+from fieldtest.middleware.launch import CLOCK_UDP_PORT
 from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event, signal_exit_code
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
+from fieldtest.record import TrialRequest
 
 from .node import READY
 from .results import table2_markdown, write_all
@@ -61,23 +79,32 @@ from .stats import reduce_row
 
 LAB_NETWORK = "lab"
 DEFAULT_REMOTE_ROOT = "~/fieldtest/perf"
-ONE_WAY_NOTE = (
-    "one-way latency not measured: the host's and the robot's clocks are not shared and no clock "
-    "offset source is used; latencies are round trips (host send to echo arrival, host clock)"
+CLOCKS_NOTE = (
+    "the host's and the robot's clocks are not shared: round trips on the host's clock; one-way "
+    "figures on it through the estimated host - robot offset (each row's clock_offset_s, error at "
+    "most ntp_error_bound_ms), or not given where no offset could be estimated"
 )
 # What each family's transport imports on the relay's side (fieldtest/middleware/<family>/transport.py).
 FAMILY_MODULES = {"dds": "cyclonedds", "zenoh": "zenoh", "mqtt": "paho.mqtt"}
+SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Security libraries it lacks
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
 SCHEDULING = "relay scheduling:"
+# Run from the login's home, where ``python -c`` puts "" first on sys.path: the relay's own
+# ~/fieldtest/perf folder would then shadow fieldtest.perf of an editable install (a namespace portion).
 _PROBE = (
+    "import sys\n"
+    "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
     "import importlib.util as u, json, fieldtest.perf.node\n"
     "def has(m):\n"
     "    try:\n"
     "        return u.find_spec(m) is not None\n"
     "    except ModuleNotFoundError:\n"
     "        return False\n"
-    f"print(json.dumps({{m: has(m) for m in {sorted(FAMILY_MODULES.values())!r}}}))"
+    f"found = {{m: has(m) for m in {sorted(FAMILY_MODULES.values())!r}}}\n"
+    "from fieldtest.middleware.dds.security import missing_security_plugins\n"
+    f"found[{SECURITY_PLUGINS!r}] = missing_security_plugins()\n"
+    "print(json.dumps(found))"
 )
 
 
@@ -93,13 +120,17 @@ class LabLink:
     robot: RobotSide
     python: str = "python3"  # the robot's Python with the kit (``fieldtest lab bundle`` installs it)
     robot_modules: dict[str, bool] = field(default_factory=dict)
+    missing_plugins: list[str] = field(default_factory=list)  # DDS Security plugins the robot's binding lacks
+    robot_keystores: dict[str, str] = field(default_factory=dict)  # campaign path -> the robot's, "" if none
 
     def probe(self) -> None:
         """Which middleware libraries the robot's Python has (and that it has the kit's perf node)."""
         script = f"{self._setup()}exec {shell_word(self.python)} -c {shlex.quote(_PROBE)}"
         try:
             done = self.robot.shell.run(script, timeout_s=60.0)
-            self.robot_modules = json.loads(done.stdout.strip().splitlines()[-1])
+            found = json.loads(done.stdout.strip().splitlines()[-1])
+            self.missing_plugins = list(found.pop(SECURITY_PLUGINS))
+            self.robot_modules = found
         except (RemoteError, ValueError, IndexError) as exc:
             raise LabPerfError(
                 f"the robot ({self.robot.shell.where()}) cannot run the kit's perf node with {self.python}: "
@@ -112,8 +143,6 @@ class LabLink:
             return f"mode {case.mode}: the host's and the robot's clocks are not shared; the lab measures round trips"
         if case.subscribers != 1:
             return f"subscribers {case.subscribers}: the lab has one robot"
-        if case.security != "none":
-            return f"security {case.security}: lab perf rows run without security (the robot's keystore is not used)"
         if registry.get(case.middleware).bridged(case.transport()):
             return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
         module = FAMILY_MODULES[registry.get(case.middleware).family]
@@ -122,12 +151,52 @@ class LabLink:
                 f"middleware {case.middleware}: the robot's {self.python} has no {module} "
                 f"(its side of the row runs the kit's {module} transport)"
             )
+        return self.security_refusal(case)
+
+    def security_refusal(self, case: PerfCase) -> str:
+        """Why ``case``'s security setting cannot run between the two machines, or "": the robot's
+        binding must load the DDS Security plugins, and the lab trial's keystore must pass its
+        pre-flight check here and be at its path on the robot."""
+        if case.security == "none":
+            return ""
+        setting = registry.get(case.middleware).security_setting(case.security)
+        if setting.kind == "dds-security" and self.missing_plugins:
+            return (
+                f"security {case.security}: the robot's {self.python} CycloneDDS binding cannot load the DDS "
+                f"Security plugins ({', '.join(f'lib{n}.so' for n in self.missing_plugins)}): build it against "
+                "the robot's CycloneDDS with them, as tools/install.sh does here"
+            )
+        config = self.config(case)
+        check = check_keystore(TrialRequest(name="perf", transport=config), trial_length_s=case.duration_s)
+        if not check.ok:
+            return f"security {case.security}: {check.detail}"
+        if not self.robot_keystore(self.base.keystore):
+            return (
+                f"security {case.security}: no keystore at {self.base.keystore} on the robot "
+                f"({self.robot.shell.where()}); copy it there as the lab guide's keys step does"
+            )
         return ""
 
+    def robot_keystore(self, path: str) -> str:
+        """The campaign's keystore ``path`` on the robot, resolved from its login's home as the
+        robot's launch gets it (``shell_word``), "" if it is not there."""
+        if path not in self.robot_keystores:
+            done = self.robot.shell.run(f"cd {shell_word(path)} && pwd", timeout_s=30.0, check=False)
+            self.robot_keystores[path] = done.stdout.strip() if done.returncode == 0 else ""
+        return self.robot_keystores[path]
+
     def config(self, case: PerfCase) -> TransportConfig:
-        return self.base.model_copy(
+        """The campaign's transport for ``case``, as a lab trial of it: the MQTT port for its
+        security (``with_lab_defaults``), the keystore path as this machine reads it."""
+        config = self.base.model_copy(
             update={"middleware": case.middleware, "qos": case.qos, "security": case.security}
         )
+        config = with_lab_defaults(TrialRequest(name="perf", transport=config)).transport
+        if config.keystore:
+            config = config.model_copy(
+                update={"keystore": str(Path(config.keystore).expanduser().absolute())}
+            )
+        return config
 
     def host_starts(self, config: TransportConfig) -> str | None:
         """What the lab's host side starts for this middleware ("router", "broker" or None),
@@ -147,13 +216,16 @@ class LabLink:
             f"mkdir -p {self._dir(run_id)} && printf '%s' {text} > {self._dir(run_id)}/spec.json"
         )
 
-    def relay_argv(self, run_id: str, limit_s: float) -> list[str]:
+    def relay_argv(self, run_id: str, limit_s: float, keystore: str = "") -> list[str]:
         """The relay over ssh: its pid recorded first (the runner's stop script reads it), then
         exec'd in its row folder, so the pid is the relay's; at SCHED_FIFO where the robot's login
         may (as the lab's robot nodes, ``FIELDTEST_REALTIME=0`` turns it off), its log says which.
         A guard on the robot stops it after ``limit_s`` whatever becomes of the laptop and the
-        link (a dead link leaves sshd's session, and so the relay's parent, alive for hours)."""
+        link (a dead link leaves sshd's session, and so the relay's parent, alive for hours).
+        ``keystore``: the robot's own copy (``robot_keystore``), for a secured row."""
         node = f"{shell_word(self.python)} -m fieldtest.perf.node spec.json --role relay --index 1 --out {RELAY}.json"
+        if keystore:
+            node += f" --keystore {shlex.quote(keystore)}"
         d = self._dir(run_id)
         chrt = f"chrt -f {REALTIME_PRIORITY}"
         realtime = (
@@ -166,7 +238,7 @@ class LabLink:
         )
         return self.robot.shell.argv(script)
 
-    def describe(self, config: TransportConfig) -> dict:
+    def describe(self, config: TransportConfig, clocks: str = CLOCKS_NOTE) -> dict:
         starts = self.host_starts(config)
         infra = registry.get(config.middleware).infra_process
         if starts:
@@ -179,7 +251,9 @@ class LabLink:
         return {
             "profile": LAB_NETWORK, "host_address": config.host_address, "robot_address": config.robot_address,
             "robot": self.robot.shell.where(), "robot_python": self.python, "infrastructure": where,
-            "clocks": ONE_WAY_NOTE,
+            "security": config.security, "keystore": config.keystore,
+            "robot_keystore": self.robot_keystores.get(self.base.keystore, "") if config.security != "none" else "",
+            "clocks": clocks,
         }  # fmt: skip
 
 
@@ -227,19 +301,121 @@ def run_lab_row(
         "duration_s": case.duration_s, "mode": case.mode, "relays": 1, "discovery_s": discovery_s,
         "drain_s": drain_s, "relay_addresses": {},
     }  # fmt: skip
-    (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
+    source = registry.get(case.middleware).lab_clock_source
     try:
-        with _host_infrastructure(lab, config, row_dir) as infra:
+        with (
+            _host_infrastructure(lab, config, row_dir) as infra,
+            _clock_channel(source, config, spec) as channel_problems,
+        ):
+            (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
             records, processes = _run_lab_processes(
                 case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s
             )
-        row = reduce_row(case, message, records)
+        clock = estimate_offset(source, records, channel_problems)
+        row = reduce_row(case, message, on_host_clock(records, clock.offset_s) if clock.ok else records)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)), link=lab.describe(config))
-    _drop_one_way(row)
+    if not clock.ok:
+        _drop_one_way(row)
+    row.figures.update(clock.figures())
     row.processes = processes
-    row.link = lab.describe(config)
+    row.link = lab.describe(config, clock.describe())
     return row
+
+
+@dataclass
+class ClockEstimate:
+    """The host - robot clock offset of one row (``offset_s``; analysis's sign: host minus robot)
+    from its minimum-delay probe, or why there is none (``why``)."""
+
+    source: str  # the channel its probes took: "link" or "udp" (Middleware.lab_clock_source)
+    offset_s: float | None = None
+    min_delay_s: float | None = None
+    probes: int = 0
+    why: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.offset_s is not None
+
+    def figures(self) -> dict:
+        bound = None if self.min_delay_s is None else self.min_delay_s / 2 * 1e3
+        return {"clock_offset_source": self.source, "clock_offset_s": self.offset_s,
+                "min_delay_s": self.min_delay_s, "ntp_error_bound_ms": bound, "clock_probes": self.probes}  # fmt: skip
+
+    def describe(self) -> str:
+        if not self.ok:
+            return f"one-way latency not measured: {self.why}; latencies are round trips (host clock)"
+        channel = "over the link (each ping and its echo)" if self.source == "link" else "over UDP"
+        return (
+            f"one-way figures on the host's clock: host - robot offset {self.offset_s * 1e3:+.3f} ms from the "
+            f"minimum-delay probe of {self.probes} {channel}, error at most {self.min_delay_s * 500:.3f} ms"
+        )
+
+
+@contextlib.contextmanager
+def _clock_channel(source: str, config: TransportConfig, spec: dict):
+    """The host's end of the UDP clock channel for the row (``source`` "udp"), its address in the
+    relay's ``spec``; yields a list that holds why the channel could not open, if it could not."""
+    problems: list[str] = []
+    if source != "udp":
+        yield problems
+        return
+    try:
+        responder = UdpClockResponder(MonotonicClock().now_ns, CLOCK_UDP_PORT).start()
+    except OSError as exc:
+        problems.append(f"the UDP clock channel's port {CLOCK_UDP_PORT} on this host: {exc.strerror or exc}")
+        yield problems
+        return
+    spec["clock"] = {"host": config.host_address, "port": CLOCK_UDP_PORT}
+    try:
+        yield problems
+    finally:
+        responder.close()
+
+
+def estimate_offset(source: str, records: dict, problems: list[str]) -> ClockEstimate:
+    """The row's host - robot offset from its probes: the relay's UDP probes of the host, or each
+    measured ping with its echo (t1 host send, t2 relay arrival, t3 echo send, t4 echo arrival)."""
+    if problems:
+        return ClockEstimate(source, why=problems[0])
+    if source == "udp":  # the relay probed: responder (host) minus initiator (robot)
+        samples = [ProbeSample(i, *stamps) for i, stamps in enumerate(records[RELAY].get("clock_probes", []))]
+        sign = 1.0
+    else:  # the host's pings: responder (robot) minus initiator (host)
+        samples = _ping_probes(records)
+        sign = -1.0
+    best = best_offset([s for s in samples if s.delay_s >= 0])
+    if best is None:
+        return ClockEstimate(
+            source, why=f"no clock probe completed {'over UDP' if source == 'udp' else 'over the link'}"
+        )
+    return ClockEstimate(source, sign * best.offset_s, best.delay_s, len(samples))
+
+
+def _ping_probes(records: dict) -> list[ProbeSample]:
+    sends = dict(enumerate(records["main"]["sends"]))
+    arrivals: dict[int, int] = {}
+    for seq, _sent, arrival_ns, *_ in records[RELAY]["arrivals"]:
+        arrivals.setdefault(seq, arrival_ns)
+    samples: dict[int, ProbeSample] = {}
+    for seq, echo_sent_ns, echo_arrival_ns in records["main"]["echoes"].get("1", []):
+        if seq in sends and seq in arrivals and seq not in samples:
+            samples[seq] = ProbeSample(seq, sends[seq], arrivals[seq], echo_sent_ns, echo_arrival_ns)
+    return list(samples.values())
+
+
+def on_host_clock(records: dict, offset_s: float) -> dict:
+    """The records with every robot stamp put on the host's clock (robot + host - robot offset): the
+    relay's arrival, decode and echo stamps and the echoes' send stamps."""
+    shift = round(offset_s * 1e9)
+    relay = dict(records[RELAY])
+    relay["arrivals"] = [[seq, sent, *(t + shift for t in robot)] for seq, sent, *robot in relay["arrivals"]]
+    main = dict(records["main"])
+    main["echoes"] = {
+        k: [[seq, sent + shift, arrival] for seq, sent, arrival in v] for k, v in main["echoes"].items()
+    }
+    return {**records, "main": main, RELAY: relay}
 
 
 @contextlib.contextmanager
@@ -267,11 +443,11 @@ def _run_lab_processes(
     runner's stop script whatever happened; its record copied back."""
     procs = ProcessGroup(row_dir / "logs")
     sampler = _Sampler(procs, infra)
+    keystore = lab.robot_keystore(lab.base.keystore) if case.security != "none" else ""
     try:
         lab.send_spec(run_id, spec)
-        procs.start(
-            RELAY_SSH, lab.relay_argv(run_id, relay_limit_s(case, spec["discovery_s"], spec["drain_s"]))
-        )
+        limit_s = relay_limit_s(case, spec["discovery_s"], spec["drain_s"])
+        procs.start(RELAY_SSH, lab.relay_argv(run_id, limit_s, keystore))
         procs.wait_ready(RELAY_SSH, marker=READY, timeout_s=START_TIMEOUT_S)
         args = [str(row_dir / "spec.json"), "--role", "main", "--out", str(row_dir / "main.json")]
         procs.start("main", [sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
@@ -320,8 +496,8 @@ def _robot_usage(record: dict) -> dict:
 
 
 def _drop_one_way(row: PerfRow) -> None:
-    """One-way figures subtract a robot stamp from a host stamp: without a shared clock they mean
-    nothing, so they are left empty (counts and the relay's own turn-around stay)."""
+    """One-way figures subtract a robot stamp from a host stamp: without an offset between the two
+    clocks they mean nothing, so they are left empty (counts and the relay's own turn-around stay)."""
     for figures in (row.figures, *row.subscribers):
         for key in figures:
             if key.startswith("one_way_"):
@@ -388,13 +564,14 @@ def lab_perf_main(argv: list[str]) -> int:
             if not stop.is_set():
                 rows.append(row)
     meta = {"argv": ["lab", "perf", *argv], "interrupted": stop.is_set(), "rows_planned": len(cases),
-            "lab": {"robot": lab.robot.shell.where(), "clocks": ONE_WAY_NOTE}}  # fmt: skip
+            "lab": {"robot": lab.robot.shell.where(), "clocks": CLOCKS_NOTE}}  # fmt: skip
     paths = write_all(rows, out, meta)
     print(table2_markdown(rows))
     for row in rows:
         if row.status != "ok":
             print(f"{row.status}: {row.case.label}: {row.error}")
-    print(ONE_WAY_NOTE)
+        elif row.link.get("clocks"):
+            print(f"clocks: {row.case.label}: {row.link['clocks']}")
     print(f"{len(rows)} of {len(cases)} rows: " + ", ".join(str(p) for p in paths))
     if stop.is_set():
         print(

@@ -13,6 +13,23 @@ CLOCK_MONOTONIC, shared by every namespace) and the main side the echo's (round 
 ``WARMUP_SEQ``) run until every relay has echoed one: discovery is then over and the first measured
 message is not lost to it. A relay writes its record when stopped (SIGTERM), the main side when its
 last echo is in or the drain time is over.
+
+Saturation (``rate_hz`` 0, performance_test's ``--rate 0``: "publish as fast as possible",
+ApexAI/performance_test performance_test/src/main.cpp): the main side publishes back to back until
+the row's duration is over or ``SATURATION_MAX_MESSAGES`` are out, whichever comes first (its
+records, and the relays', stay bounded). The writer's own flow control sets the pace
+(docs/perf.md): Cyclone blocks a writer whose unacknowledged bytes pass the writer history cache's
+high-water mark, up to max_blocking_time, then refuses the write (cyclonedds
+src/core/ddsi/src/ddsi_transmit.c, write_sample and throttle_writer; counted in ``writer_timeouts``);
+Zenoh blocks a reliable put while its transmission queue is full (congestion control BLOCK) and
+drops a best-effort one (DROP; zenoh-protocol core::CongestionControl); paho queues every publish
+without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side waits while
+``MQTT_WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
+
+In the lab (``fieldtest lab perf``) the relay's spec may name a UDP clock channel (``clock``: the
+host's address and port): the relay then probes the host's ``UdpClockResponder`` with the lab's
+``UdpClockProber`` (``fieldtest.labrun.endpoints.udpclock``) for the whole row and keeps the four
+stamps of every probe in its record (``clock_probes``), so the host can put the two clocks side by side.
 """
 
 from __future__ import annotations
@@ -31,7 +48,7 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
-from fieldtest.transport.base import full_topic, stamped_publisher, timed_subscribe
+from fieldtest.transport.base import stamped_publisher, timed_subscribe
 
 from .messages import build, ids_of, parse_message, set_ids
 
@@ -44,6 +61,11 @@ WARMUP_SEQ = 9_000_000_000
 WARMUP_PERIOD_S = 0.2
 READY = "PERF READY"
 EXIT_NO_RELAY = 3
+SATURATION_MAX_MESSAGES = 200_000  # about 45 MB of records on the relay at most
+# MQTT messages the main side lets paho hold (queued, unwritten or awaiting PUBACK) before it waits:
+# the writer's queue stays bounded whatever the broker and reader do
+MQTT_WRITER_WINDOW = 64
+WRITER_WAIT_S = 0.0005
 
 
 def usage() -> dict:
@@ -54,18 +76,23 @@ def usage() -> dict:
 
 
 def _topics(config: TransportConfig) -> tuple[str, str]:
-    return full_topic(config.namespace, PING_TOPIC), full_topic(config.namespace, PONG_TOPIC)
+    """The ping and pong topics as the transports take them: each transport prepends the robot's
+    namespace itself (``dds_topic_name``, ``zenoh_key``, ``mqtt_topic``), so a name given here with
+    it would be namespaced twice (/tb4/tb4/...), which no keystore grant or ACL allows."""
+    return PING_TOPIC, PONG_TOPIC
 
 
 def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int:
     message = parse_message(spec["message"])
     echo = build(message)  # the echo: same type and size, serialized once, ids patched per message
     echo_all = spec["mode"] == "roundtrip"
+    work_s = spec.get("relay_work_s", 0.0)  # a slow subscriber: time spent on each message
     ping, pong = _topics(config)
     # (seq, sent_ns, arrival_ns, handled_ns, echoed_ns): the stages of the relay's turn-around
     arrivals: list[tuple[int, int, int, int, int]] = []
     started: dict = {}  # usage at the first measured message
     clock = MonotonicClock()
+    probes: list[tuple[int, int, int, int]] = []  # the UDP clock channel's (t1, t2, t3, t4), if any
     with stop_on_signals() as stop:
         watch_parent(stop)
         transport = registry.open_transport(config, "robot")
@@ -84,16 +111,37 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
                         started.update(usage())
                     sent_ns = rosmsg.ns_of(msg.header.stamp)
                     arrivals.append((seq, sent_ns, arrival_ns, handled_ns, echoed_ns))
+                if work_s:
+                    time.sleep(work_s)
 
             timed_subscribe(transport, ping, message.typename, on_ping, clock)
             print(READY, flush=True)
-            stop.wait()
+            _probe_clock_until(stop, spec.get("clock"), clock, probes)
         finally:
             transport.close()
-    out.write_text(
-        json.dumps({"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started})
-    )
+    record = {"index": index, "arrivals": arrivals, "usage": usage(), "usage_start": started}
+    if spec.get("clock"):
+        record["clock_probes"] = probes
+    out.write_text(json.dumps(record))
     return 0
+
+
+def _probe_clock_until(stop: threading.Event, channel: dict | None, clock, probes: list) -> None:
+    """Wait for ``stop``; with a UDP clock ``channel`` ({"host", "port"}), probe the host meanwhile."""
+    if not channel:
+        stop.wait()
+        return
+    from fieldtest.labrun.endpoints.udpclock import UdpClockProber
+
+    def keep(sample) -> None:
+        probes.append((sample.t1_ns, sample.t2_ns, sample.t3_ns, sample.t4_ns))
+
+    prober = UdpClockProber(clock.now_ns, channel["host"], channel["port"], keep)
+    try:
+        while not stop.wait(0.02):
+            prober.poll(clock.now_ns())
+    finally:
+        prober.close()
 
 
 def _sent_stamp(message) -> rosmsg.TimeField:
@@ -158,6 +206,33 @@ def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int
     return sends, late
 
 
+def _saturate(spec: dict, out_msg, publish, stop: threading.Event, writer_backlog) -> tuple[list[int], int]:
+    """Publish back to back until the row's duration is over (or SATURATION_MAX_MESSAGES): the send
+    times, and the largest writer backlog seen (``writer_backlog()``, MQTT: messages paho holds; 0
+    where the middleware blocks the write itself)."""
+    sends: list[int] = []
+    backlog_max = 0
+    end_ns = time.monotonic_ns() + round(spec["duration_s"] * 1e9)
+    while len(sends) < SATURATION_MAX_MESSAGES and time.monotonic_ns() < end_ns and not stop.is_set():
+        if writer_backlog is not None:
+            while (held := writer_backlog()) >= MQTT_WRITER_WINDOW and not stop.is_set():
+                if time.monotonic_ns() >= end_ns:
+                    return sends, max(backlog_max, held)
+                time.sleep(WRITER_WAIT_S)
+            backlog_max = max(backlog_max, held + 1)
+        set_ids(out_msg, len(sends))
+        sends.append(publish(out_msg))
+    return sends, backlog_max
+
+
+def _saturate_timed(spec: dict, out_msg, publish, stop: threading.Event, transport, record: dict) -> None:
+    """_saturate into ``record``, with the end of the last write (``send_end_ns``: a write the
+    middleware held back ends after its send stamp, and that time counts in T_loop)."""
+    backlog = getattr(transport, "write_backlog", None)
+    record["sends"], record["writer_backlog_max"] = _saturate(spec, out_msg, publish, stop, backlog)
+    record["send_end_ns"] = MonotonicClock().now_ns()
+
+
 def _sleep_until(due_ns: int, stop: threading.Event) -> bool:
     while (left := due_ns - time.monotonic_ns()) > 0:
         if stop.wait(min(left, 50_000_000) / 1e9):
@@ -172,6 +247,7 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
     echoes = _Echoes(spec["relays"])
     clock = MonotonicClock()
     record: dict = {"sends": [], "late_sends": 0, "silent_relays": [], "interrupted": False}
+    saturated = spec["rate_hz"] == 0
     with stop_on_signals() as stop:
         watch_parent(stop)
         transport = registry.open_transport(config, "host")
@@ -182,8 +258,15 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
             record["silent_relays"] = _warm_up(spec, out_msg, publish, echoes, stop)
             if not record["silent_relays"]:
                 record["usage_start"] = usage()
-                record["sends"], record["late_sends"] = _send(spec, out_msg, publish, stop)
+                failures_before = getattr(transport, "write_failures", 0)
+                if saturated:
+                    _saturate_timed(spec, out_msg, publish, stop, transport, record)
+                else:
+                    record["sends"], record["late_sends"] = _send(spec, out_msg, publish, stop)
+                record["writer_timeouts"] = getattr(transport, "write_failures", 0) - failures_before
                 expected = len(record["sends"]) * spec["relays"] if spec["mode"] == "roundtrip" else 0
+                if saturated:  # one way: what the writer still holds reaches the relays meanwhile
+                    stop.wait(spec["drain_s"])
                 with echoes.changed:
                     echoes.changed.wait_for(lambda: echoes.count() >= expected, spec["drain_s"])
             record["interrupted"] = stop.is_set()
@@ -202,9 +285,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--role", choices=("main", "relay"), required=True)
     parser.add_argument("--index", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keystore", default="", help="this machine's copy of the keystore (lab relay)")
     args = parser.parse_args(argv)
     spec = json.loads(args.spec.read_text())
     config = TransportConfig.model_validate(spec["transport"])
+    if args.keystore:
+        config = config.model_copy(update={"keystore": args.keystore})
     if args.role == "relay":
         config = config.model_copy(update=spec.get("relay_addresses", {}).get(str(args.index), {}))
         return run_relay(spec, config, args.index, args.out)

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from .run import PerfCase, PerfRow
+from .run import PerfCase, PerfRow, rate_text
 from .stats import mean_interval
 
 CASE_COLUMNS = tuple(f.name for f in fields(PerfCase))
@@ -24,15 +24,22 @@ FIGURE_COLUMNS = (
     "ru_utime", "ru_stime", "ru_maxrss", "cpu_usage (%)",
     # the kit's own, beyond performance_test's
     "size (B)", "throughput_sent (B/s)", "throughput_received (B/s)", "late_sends",
+    "throughput_sent (msg/s)", "throughput_received (msg/s)", "throughput_sent (MB/s)",
+    "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max",
     *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
+    *(f"one_way_back_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     "relay_ru_maxrss", "relay_cpu_usage (%)", "relay_decode_mean (ms)", "relay_echo_mean (ms)",
+    # lab rows: the host - robot clock offset the one-way figures rest on (as a trial's analysis
+    # names it) and the bound its minimum-delay probe puts on its error
+    "clock_offset_source", "clock_offset_s", "min_delay_s", "ntp_error_bound_ms", "clock_probes",
 )  # fmt: skip
 COLUMNS = (*CASE_COLUMNS, "repetition", "status", "error", *FIGURE_COLUMNS)
 # The figures a case's repetitions are summarised by (mean and 95 % interval, ``cases.csv``)
 INTERVAL_FIGURES = (
     "latency_mean (ms)", "round_trip_mean (ms)", "one_way_mean (ms)", "one_way_p99 (ms)",
-    "relative_loss", "throughput_received (B/s)", "cpu_usage (%)", "relay_cpu_usage (%)",
+    "relative_loss", "throughput_received (B/s)", "throughput_received (msg/s)", "cpu_usage (%)",
+    "relay_cpu_usage (%)",
 )  # fmt: skip
 CASES_COLUMNS = (
     *CASE_COLUMNS, "runs", "ok",
@@ -126,7 +133,7 @@ def _title(key: tuple, repetitions: int) -> str:
     what = "mean round trip" if mode == "roundtrip" else "mean one-way latency"
     subs = f", {subscribers} subscribers" if subscribers > 1 else ""
     over = f", mean +- 95 % interval over {repetitions} repetitions" if repetitions > 1 else ""
-    return f"{what} (ms), network {network}, security {security}, QoS {qos}, {rate:g} Hz{subs}{over}"
+    return f"{what} (ms), network {network}, security {security}, QoS {qos}, {rate_text(rate)}{subs}{over}"
 
 
 def column(case: PerfCase) -> str:

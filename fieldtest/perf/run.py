@@ -36,6 +36,10 @@ START_TIMEOUT_S = 30.0
 # serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here.
 MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
 MODES = ("roundtrip", "one-way")
+# rate_hz 0: saturation, publish as fast as the middleware accepts (performance_test's --rate 0,
+# "publish as fast as possible": ApexAI/performance_test performance_test/src/main.cpp)
+SATURATION = 0.0
+SATURATION_WORD = "max"  # how the command line and a campaign file ask for it
 ZENOH_PATHS = ("direct", "bridge")  # TransportConfig.zenoh_path
 # The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
 # (fieldtest.middleware.lab.link_topics): a bridged row's sides are set up as a Humble trial's.
@@ -78,8 +82,12 @@ class PerfCase:
         path = f" {self.zenoh_path}" if self.zenoh_path else ""
         return (
             f"{self.middleware}{path}/{self.security}/{self.qos}/{self.network} {self.message} "
-            f"{self.rate_hz:g} Hz{subs} {self.mode}"
+            f"{rate_text(self.rate_hz)}{subs} {self.mode}"
         )
+
+    @property
+    def saturated(self) -> bool:
+        return self.rate_hz == SATURATION
 
     def normalized(self) -> PerfCase:
         """The case with the family settings its middleware does not read blanked, so two cases that
@@ -96,6 +104,26 @@ class PerfCase:
         return TransportConfig(
             middleware=self.middleware, qos=self.qos, security=self.security, **path, **addresses
         )
+
+
+def rate_text(rate_hz: float) -> str:
+    return "max rate" if rate_hz == SATURATION else f"{rate_hz:g} Hz"
+
+
+def parse_rate(text: str | float) -> float:
+    """A rate in Hz, or "max" (saturation: SATURATION); one line naming the problem otherwise."""
+    if isinstance(text, str) and text.strip().lower() == SATURATION_WORD:
+        return SATURATION
+    try:
+        rate = float(text)
+    except (TypeError, ValueError):
+        raise PerfInputError(f"rate: {text!r}, use a number of Hz or {SATURATION_WORD}", "rate_hz") from None
+    if not (rate > 0 and math.isfinite(rate)):
+        raise PerfInputError(
+            f"rate: {rate!r} Hz, must be a positive number (or {SATURATION_WORD}: as fast as the "
+            "middleware accepts)", "rate_hz",
+        )  # fmt: skip
+    return rate
 
 
 @dataclass
@@ -158,8 +186,13 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
 
 
 def _check_numbers(case: PerfCase) -> None:
-    if not (case.rate_hz > 0 and math.isfinite(case.rate_hz)):
+    if not (case.rate_hz >= 0 and math.isfinite(case.rate_hz)):
         raise PerfInputError(f"rate: {case.rate_hz!r} Hz, must be a positive number", "rate_hz")
+    if case.saturated and case.mode == "roundtrip":
+        raise PerfInputError(
+            "mode roundtrip: a saturation row (rate max) runs one-way (--mode one-way); a relay "
+            "echoing every message would share the link and CPU with the messages measured", "mode",
+        )  # fmt: skip
     if not (case.duration_s > 0 and math.isfinite(case.duration_s)):
         raise PerfInputError(f"duration: {case.duration_s!r} s, must be a positive number", "duration_s")
     if case.subscribers < 1:
@@ -187,8 +220,8 @@ def _check_settings(case: PerfCase, profiles: dict | None) -> None:
 
 def _check_link_rate(case: PerfCase, message: PerfMessage, profiles: dict | None) -> None:
     """A rate the emulated link cannot carry is refused: the payload alone would exceed it."""
-    if case.network == "loopback":
-        return
+    if case.network == "loopback" or case.saturated:
+        return  # saturation: the link's rate is what it measures
     profile = link_profile(case, profiles)
     need_kbit = message.size * 8 * case.rate_hz / 1000 * case.subscribers
     for name, direction in (("up", profile.up), ("down", profile.down)):
@@ -208,9 +241,11 @@ def run_row(
     stop: threading.Event | None = None,
     domain_id: int = 30,
     profiles: dict | None = None,
+    relay_work_s: float = 0.0,
 ) -> PerfRow:
     """Run ``case`` in ``row_dir``: a PerfRow, failed with its reason rather than raising (bad input
-    is recorded as refused)."""
+    is recorded as refused). ``relay_work_s``: time each relay spends on every message (a slow
+    subscriber, to see a middleware's loss and flow control under load)."""
     try:
         message = check_case(case, profiles)
     except PerfInputError as exc:
@@ -224,7 +259,7 @@ def run_row(
                 "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
                 "duration_s": case.duration_s, "mode": case.mode, "relays": case.subscribers,
                 "discovery_s": discovery_s, "drain_s": drain_s,
-                "relay_addresses": link.relay_addresses(case.subscribers),
+                "relay_addresses": link.relay_addresses(case.subscribers), "relay_work_s": relay_work_s,
             }  # fmt: skip
             (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
             with (

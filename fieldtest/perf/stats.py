@@ -5,8 +5,10 @@ Column names are performance_test's where they mean the same (its ``AnalysisResu
 ``latency_min/max/mean/variance (ms)``, ``ru_utime``, ``ru_stime``, ``ru_maxrss``, ``cpu_usage (%)``.
 As in performance_test, ``latency_*`` is what the mode measures: the round trip in ``roundtrip``
 mode (Main/Relay), the one-way latency in ``one-way`` mode. Both are also given under their own
-names (``round_trip_*``, ``one_way_*``); one-way figures read one machine's clock, so they exist
-only where every process shares it (the twin). Unlike performance_test, which prints one line per
+names (``round_trip_*``, ``one_way_*``: main to relay, ``one_way_back_*``: the echo, relay to
+main). One-way figures subtract one machine's stamp from another's: they exist where every process
+shares a clock (the twin), and in the lab once the relay's stamps are put on the host's clock with an
+estimated offset (``fieldtest.perf.lab``). Unlike performance_test, which prints one line per
 second, a row is the whole run.
 """
 
@@ -62,6 +64,16 @@ def relay_stages(sent: dict[int, int], arrivals: list) -> dict:
     }
 
 
+def echo_latencies(sent: dict[int, int], echoes: list) -> list[float]:
+    """The echoes' own one-way latencies (ms): arrival at the main side minus the relay's send stamp,
+    first copy of each measured message, in seq order."""
+    got = {}
+    for seq, stamp_ns, arrival_ns in echoes:
+        if seq in sent and seq not in got:
+            got[seq] = (arrival_ns - stamp_ns) / 1e6
+    return [got[s] for s in sorted(got)]
+
+
 def subscriber_latencies(sent: dict[int, int], entries: list) -> list[float]:
     """Latencies (ms) of the measured messages in ``entries``, first copy of each, in seq order."""
     got = _first_per_seq(entries, sent)
@@ -93,12 +105,14 @@ def reduce_row(case, message: PerfMessage, records: dict):
     sent = dict(enumerate(main["sends"]))
     roundtrip = case.mode == "roundtrip"
     one_way: list[float] = []
+    one_way_back: list[float] = []
     round_trip: list[float] = []
     subs = []
     for i in range(1, case.subscribers + 1):
         own = subscriber_latencies(sent, records[f"relay{i}"]["arrivals"])
         back = subscriber_latencies(sent, main["echoes"].get(str(i), [])) if roundtrip else None
         one_way += own
+        one_way_back += echo_latencies(sent, main["echoes"].get(str(i), [])) if roundtrip else []
         round_trip += back or []
         subs.append(subscriber_figures(i, sent, own, back))
         subs[-1].update(relay_stages(sent, records[f"relay{i}"]["arrivals"]))
@@ -108,6 +122,7 @@ def reduce_row(case, message: PerfMessage, records: dict):
     elif main.get("interrupted"):
         row.status, row.error = "failed", "interrupted before the row ended"
     row.figures = _row_figures(case, message, main, subs, records, one_way, round_trip)
+    row.figures.update(_latency("one_way_back", one_way_back))
     if row.status == "ok" and (held := rate_not_held(case, row.figures)):
         row.status, row.error = "failed", held
     return row
@@ -117,6 +132,8 @@ def rate_not_held(case, figures: dict) -> str:
     """Why the row did not run at its rate, or "": at least half its messages left after their
     successor's due time and the sends took more than 10 % longer than planned (a link or
     middleware that blocks the sender; a busy machine's pause delays a few messages, not half)."""
+    if case.rate_hz == 0:
+        return ""  # saturation: no rate to hold
     planned_s = figures["sent"] / case.rate_hz
     if figures["late_sends"] * 2 >= figures["sent"] and figures["T_loop"] > 1.1 * planned_s:
         return (
@@ -130,10 +147,12 @@ def _row_figures(
     case, message: PerfMessage, main: dict, subs: list[dict], records: dict, one_way: list, round_trip: list
 ) -> dict:
     sends = main["sends"]
-    t_loop = (sends[-1] - sends[0]) / 1e9 + 1.0 / case.rate_hz if sends else 0.0
+    t_loop = _loop_s(sends, case.rate_hz, main.get("send_end_ns"))
     roundtrip = case.mode == "roundtrip"
     received = len(round_trip) if roundtrip else len(one_way)
     expected = len(sends) * len(subs)
+    t_delivery = max(t_loop, _delivery_s(sends, records, len(subs))) if case.rate_hz == 0 else t_loop
+    delivered_per_sub = len(one_way) / len(subs) / t_delivery if t_delivery else 0.0
     figures = {
         "T_experiment": round(t_loop, 3),
         "T_loop": round(t_loop, 3),
@@ -145,8 +164,15 @@ def _row_figures(
         "size (B)": message.size,
         "late_sends": main.get("late_sends", 0),
         "throughput_sent (B/s)": len(sends) * message.size / t_loop if t_loop else 0.0,
-        # per subscriber, one way: what one receiver got per second
-        "throughput_received (B/s)": len(one_way) / len(subs) * message.size / t_loop if t_loop else 0.0,
+        # per subscriber, one way: what one receiver got per second (in saturation, over the time
+        # from the first send to the last arrival: what the writer still held arrives after it)
+        "throughput_received (B/s)": delivered_per_sub * message.size,
+        "throughput_sent (msg/s)": len(sends) / t_loop if t_loop else 0.0,
+        "throughput_received (msg/s)": delivered_per_sub,
+        "throughput_sent (MB/s)": len(sends) * message.size / t_loop / 1e6 if t_loop else 0.0,
+        "throughput_received (MB/s)": delivered_per_sub * message.size / 1e6,
+        "writer_timeouts": main.get("writer_timeouts", 0),
+        "writer_backlog_max": main.get("writer_backlog_max"),
     }
     figures.update(_latency("latency", round_trip if roundtrip else one_way))
     figures.update(_latency("one_way", one_way))
@@ -156,6 +182,30 @@ def _row_figures(
     if "relay1" in records:
         figures.update(_usage("relay_", records["relay1"], t_loop))
     return figures
+
+
+def _loop_s(sends: list[int], rate_hz: float, end_ns: int | None = None) -> float:
+    """performance_test's T_loop: the sends' span plus one period; in saturation, from the first
+    send to the return of the last write (``end_ns``)."""
+    if not sends:
+        return 0.0
+    if rate_hz:
+        return (sends[-1] - sends[0]) / 1e9 + 1.0 / rate_hz
+    return max(end_ns or sends[-1], sends[-1] + 1) / 1e9 - sends[0] / 1e9
+
+
+def _delivery_s(sends: list[int], records: dict, subscribers: int) -> float:
+    """From the first send to the last arrival of a measured message at any relay (s)."""
+    last = max(
+        (
+            e[2]
+            for i in range(1, subscribers + 1)
+            for e in records[f"relay{i}"]["arrivals"]
+            if 0 <= e[0] < len(sends)
+        ),
+        default=sends[0] if sends else 0,
+    )
+    return (last - sends[0]) / 1e9 if sends else 0.0
 
 
 def _usage(prefix: str, record: dict, t_loop: float) -> dict:

@@ -204,6 +204,22 @@ class _Network:
         """The ns-3 802.11 link's lag, CPU and frames by kind (None for other links)."""
         return self.topo.simulator_record() if self.emulated else None
 
+    def start_forwarder_record(self) -> None:
+        """The userspace link forwarders count from here: the stream, not the probes before it."""
+        if self.emulated:
+            self.topo.reset_link_stats()
+
+    def link_forwarder(self) -> dict | None:
+        """Each emulated node's forwarder: frames and their lateness per direction (None without)."""
+        if not self.emulated:
+            return None
+        from fieldtest.netem.forwarder import ForwarderError
+
+        try:
+            return self.topo.link_stats() or None
+        except ForwarderError as exc:  # a forwarder that died: the trial's link record says so
+            return {"error": str(exc)}
+
     def close(self) -> None:
         if self.topo is not None:
             self.topo.close()
@@ -426,6 +442,7 @@ def _finish_record(
     machine: dict | None = None,
     link_simulator: dict | None = None,
     link_traffic: dict | None = None,
+    link_forwarder: dict | None = None,
 ) -> None:
 
     def fill(record: TrialRecord) -> None:
@@ -435,6 +452,8 @@ def _finish_record(
             outcome.stack["machine"] = machine
         if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
             outcome.stack["link_simulator"] = link_simulator
+        if link_forwarder:  # so does a forwarder that sent late (fieldtest.analysis.stack)
+            outcome.stack["link_forwarder"] = link_forwarder
         if mocap := _mocap_stack_faults(procs):
             outcome.stack["mocap"] = mocap
         if (probe := trial_dir / FORWARD_PROBE_FILE).exists():
@@ -523,6 +542,7 @@ def _run_in_network(
                     procs.watch(infra_name, infra.proc, realtime=infra.realtime)
                 _start_trial_processes(request, trial_dir, procs, net, stop)
                 monitor.start()
+                net.start_forwarder_record()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
                 monitor.stop()  # the window ends with the stream: shutdown work is not the trial's
                 time.sleep(STOP_GRACE_S)
@@ -539,7 +559,10 @@ def _run_in_network(
         procs.stop_all(order=STOP_ORDER)  # nothing left to stop unless the router or broker failed
         machine = monitor.stop() if monitor.started else None
         traffic = net.stop_capture(request.transport)
-        _finish_record(trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic)
+        forwarder = net.link_forwarder()
+        _finish_record(
+            trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic, forwarder
+        )
     return TrialResult(trial_dir, reason, detail)
 
 

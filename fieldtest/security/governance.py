@@ -8,7 +8,8 @@ metadata_protection_kind, data_protection_kind), in the schema's element order.
 
 The RTI-mirroring variants copy the protection kinds of RTI perftest's
 ``PerftestGovernance_{RTPSSign,RTPSEncrypt,SignWithOrigAuthEncryptData,SubmessageEncrypt,
-SignEncryptSubmessage}.xml`` (rticommunity/rtiperftest resource/secure/input/governances/) but keep
+SignEncryptSubmessage,RTPSSignEncryptSubmessageWithOrigAuthEncryptData}.xml``
+(rticommunity/rtiperftest resource/secure/input/governances/) but keep
 SROS2's authentication and access control (join, read and write access control on), so that from
 one setting to the next only the cryptographic protection changes. ``plugins-only`` and
 ``plugins-only-ac`` load the plugins and protect nothing (perftest's ``PerftestGovernance_.xml``),
@@ -18,7 +19,13 @@ RTI's "Submessage Encrypt" (``-secureEncryptSM``: PerftestGovernance_SubmessageE
 EncryptSubmessage.xml) leaves ``rtps_protection_kind`` NONE; its "Sign, Submessage Encrypt"
 (``-secureSign -secureEncryptSM``: PerftestGovernance_SignEncryptSubmessage.xml) is a different
 profile, RTPS SIGN plus metadata ENCRYPT: the kit has both, ``submessage-encrypt`` and
-``sign-submessage-encrypt``.
+``sign-submessage-encrypt``. RTI's most expensive row, "Sign, Submessage Encrypt with origin
+authentication, Encrypt Data", is ``sign-submessage-origin-encrypt-data``: metadata
+ENCRYPT_WITH_ORIGIN_AUTHENTICATION, which CycloneDDS 0.10.2 implements rather than downgrading
+(src/security/builtin_plugins/cryptographic/src/crypto_transform.c: encode_submmessage_encrypt
+appends a MAC per matched reader, or per writer for an ACKNACK, after the submessage's common MAC,
+and decode_submessage rejects one without its receiver's MAC; crypto_key_factory.c gives each
+reader a receiver-specific key only for the *_WITH_ORIGIN_AUTHENTICATION kinds).
 """
 
 from __future__ import annotations
@@ -138,6 +145,20 @@ GOVERNANCE_PROFILES: dict[str, GovernanceProfile] = {
             topic_discovery_protection=False,
             topic_liveliness_protection=False,
             source="RTI perftest PerftestGovernance_SignEncryptSubmessage.xml (-secureSign -secureEncryptSM)",
+        ),
+        GovernanceProfile(
+            "sign-submessage-origin-encrypt-data",
+            "every RTPS message signed, each DATA/HEARTBEAT/ACKNACK submessage encrypted with a MAC per "
+            "receiver (origin authentication), topic payload encrypted",
+            rtps="SIGN",
+            discovery="NONE",
+            liveliness="NONE",
+            metadata="ENCRYPT_WITH_ORIGIN_AUTHENTICATION",
+            data="ENCRYPT",
+            topic_discovery_protection=False,
+            topic_liveliness_protection=False,
+            # perftest -secureGovernanceFile resource/secure/signed_PerftestGovernance_<this>.xml
+            source="RTI perftest PerftestGovernance_RTPSSignEncryptSubmessageWithOrigAuthEncryptData.xml",
         ),
         *(
             GovernanceProfile(

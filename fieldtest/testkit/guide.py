@@ -71,3 +71,15 @@ def adapted(script: str, changes: list[tuple[str, str, str]], name: str = "step"
             raise GuideError(f"lab-step {name}: {text!r} found {found} times (the change: {why})")
         script = script.replace(text, replacement)
     return script
+
+
+# The keys step (section 6) on two machines with no broker machine of their own: its rsync to the
+# broker machine is left out (tests/test_lab_two_machines.py, tests/test_lab_perf.py).
+KEYS_WITHOUT_BROKER_MACHINE = [
+    (
+        "rsync -a ~/fieldtest/keystore/ <broker machine>:fieldtest/keystore/   "
+        "# mqtt-broker: its TLS listener (3.2)\n",
+        "",
+        "no separate broker machine in the two-machine rehearsal",
+    ),
+]

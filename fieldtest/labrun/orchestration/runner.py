@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -75,7 +76,7 @@ from fieldtest.lifecycle import (
     open_record,
     start_in_order,
 )
-from fieldtest.procs import ProcessGroup, interruption, run_stop_event
+from fieldtest.procs import ProcessGroup, ignored_stop_signals, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, read_trial, write_trial
 
@@ -135,6 +136,12 @@ class LabRunner:
         if self._signals_handled:
             yield
             return
+        if "SIGINT" in ignored_stop_signals():
+            # a background job of a script (nohup ... &): Unix convention, kept; the user must know
+            self.say(
+                "warning: this process ignores SIGINT (started in the background?): Ctrl-C will not "
+                f"stop the robot; stop the run with kill {os.getpid()} (SIGTERM)"
+            )
         with run_stop_event(self.stop):
             self._signals_handled = True
             try:

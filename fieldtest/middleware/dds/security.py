@@ -34,6 +34,29 @@ DDS_PLUGINS = {
 }
 
 
+def missing_security_plugins() -> list[str]:
+    """The DDS_PLUGINS libraries this Python's CycloneDDS binding cannot load, [] when all are
+    there. The PyPI wheel bundles its own libddsc, built without them (``in_wheel``); a binding
+    built against an installed CycloneDDS (tools/install.sh: Debian's libddsc0debian) finds them
+    beside that library or in a folder of its own there."""
+    import glob
+    import os
+
+    names = [library for library, _init, _finalize in DDS_PLUGINS.values()]
+    try:
+        from cyclonedds import __library__ as binding
+    except ImportError:
+        return names
+    if getattr(binding, "in_wheel", False) or not getattr(binding, "library_path", ""):
+        return names
+    folder = os.path.dirname(os.path.realpath(binding.library_path))
+    return [
+        name
+        for name in names
+        if not any(glob.glob(os.path.join(folder, *sub, f"lib{name}.so*")) for sub in ((), ("*",)))
+    ]
+
+
 def takes(setting: str) -> SecuritySetting:
     """``setting``, if DDS takes it (SecuritySettingError otherwise)."""
     return require_setting(setting, "dds", SETTINGS)

@@ -348,6 +348,12 @@ class MqttTransport(CallbackSubscriber):
         return mqtt_topic(self.config.namespace, ros_topic)
 
     # ---- Transport
+    def write_backlog(self) -> int:
+        """Messages paho holds for this client: packets not yet written and QoS 1 messages not yet
+        acknowledged. paho queues publishes without limit (``max_queued_messages`` 0, paho-mqtt
+        2.x client.py), so a caller that must not outrun the link waits on this."""
+        return len(self.client._out_packet) + len(self.client._out_messages)
+
     def _senders(self, topic: str, typename: str) -> tuple[Callable[[], None], Callable[[bytes], None]]:
         """(announce the type, send serialized bytes) as the mqtt_client bridge does: the type on a
         retained topic; the bridge's injected stamp, if on, taken last."""
