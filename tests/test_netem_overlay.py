@@ -117,16 +117,27 @@ def test_unicast_leaves_the_leg_encapsulated_in_udp_with_the_overlay_overhead(ce
         receiver = _receive(cellular, "robot", 5)
         _send(cellular, "host", cellular.address("robot"), 5, size=1000)
         assert receiver.communicate(timeout=15)[0].split()[-1] == "5"
-        time.sleep(0.3)
+        host_leg = cellular.describe()["nodes"]["host"]["leg_address"]
+        outer = re.compile(rf"length (\d+): {re.escape(host_leg)}\.\d+ > [\d.]+\.{VXLAN_PORT}: VXLAN")
+
+        def outer_sizes() -> list[int]:
+            return [int(m.group(1)) for m in map(outer.search, capture.read_text().splitlines()) if m]
+
+        # tcpdump writes a line per packet as it sees it: wait for the five, not for a fixed time
+        deadline = time.monotonic() + 10
+        while len(outer_sizes()) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)  # anything that should not be there has had its chance to show
         dump.terminate()
         dump.wait(timeout=5)
-    host_leg = cellular.describe()["nodes"]["host"]["leg_address"]
-    outer = re.compile(rf"length (\d+): {re.escape(host_leg)}\.\d+ > [\d.]+\.{VXLAN_PORT}: VXLAN")
-    sizes = [int(m.group(1)) for m in map(outer.search, capture.read_text().splitlines()) if m]
+    sizes = outer_sizes()
     # the outer frame: 1000 bytes of payload, the inner UDP/IP/Ethernet headers, then VXLAN's 50
     assert sizes.count(1000 + 8 + 20 + 14 + OVERHEAD_BYTES) == 5, capture.read_text()[-3000:]
     # nothing crossed the leg outside the tunnel (tcpdump prints the inner frame on its own line)
-    outer_lines = [line for line in capture.read_text().splitlines() if re.match(r"\d\d:\d\d:", line)]
+    # an outer line starts with its time stamp, HH:MM:SS.ffffff (an inner line with a MAC such as
+    # 22:77:27:... would match a looser pattern)
+    stamped = re.compile(r"\d\d:\d\d:\d\d\.\d{6} ")
+    outer_lines = [line for line in capture.read_text().splitlines() if stamped.match(line)]
     assert not [line for line in outer_lines if f".{PORT}:" in line], outer_lines
 
 
