@@ -227,17 +227,24 @@ def test_rate_the_link_cannot_hold_is_a_refused_row():
     assert row.status == "refused" and "kbit/s" in row.error and "\n" not in row.error
 
 
-def test_ctrl_c_keeps_the_finished_rows(tmp_path):
-    argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--duration", "1",
-            "--message", "Array1k", "Array4k", "Array16k", "Array64k", "--out", str(tmp_path)]  # fmt: skip
+def interrupt_after_first_row(out_dir: Path, *flags: str) -> tuple[int, str]:
+    """``fieldtest perf`` over four sizes into ``out_dir``, Ctrl-C once row 0 is done and row 1
+    under way: its exit code and stderr."""
+    argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--duration", "1", *flags,
+            "--message", "Array1k", "Array4k", "Array16k", "Array64k", "--out", str(out_dir)]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while not (tmp_path / "rows" / "001").exists():  # row 0 finished, row 1 under way
+    while not (out_dir / "rows" / "001").exists():  # row 0 finished, row 1 under way
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    _out, err = proc.communicate(timeout=60)
+    return proc.returncode, err
+
+
+def test_ctrl_c_keeps_the_finished_rows(tmp_path):
+    returncode, err = interrupt_after_first_row(tmp_path)
+    assert returncode == 130, err
     assert "kept the" in err
     with (tmp_path / "perf.csv").open() as f:
         lines = list(csv.DictReader(f))

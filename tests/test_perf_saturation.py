@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import csv
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from test_perf import interrupt_after_first_row
 
 from fieldtest.perf.node import MQTT_WRITER_WINDOW
 from fieldtest.perf.results import write_all
@@ -120,17 +119,8 @@ def test_a_campaign_asks_for_saturation_with_max(tmp_path):
 
 
 def test_ctrl_c_in_a_saturation_sweep_keeps_the_finished_rows(tmp_path):
-    argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--rate", "max",
-            "--mode", "one-way", "--duration", "1", "--message", "Array1k", "Array4k", "Array16k", "Array64k",
-            "--out", str(tmp_path)]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while not (tmp_path / "rows" / "001").exists():  # row 0 finished, row 1 under way
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "kept the" in err, err
+    returncode, err = interrupt_after_first_row(tmp_path, "--rate", "max", "--mode", "one-way")
+    assert returncode == 130 and "kept the" in err, err
     lines = list(csv.DictReader((tmp_path / "perf.csv").open()))
     assert 1 <= len(lines) < 4 and all(line["status"] == "ok" and line["rate_hz"] == "0.0" for line in lines)
     assert all(int(line["sent"]) > 0 and line["throughput_received (msg/s)"] for line in lines)
