@@ -70,6 +70,38 @@ def test_an_outage_in_a_turn_turns_short_by_rate_times_silence_beyond_the_watchd
     assert got["predicted"]["watchdog_stop_at"][0]["segment"] == "turn 1"
 
 
+@pytest.mark.parametrize("jitter", ["rising", "falling", "random"])
+@pytest.mark.parametrize("phase", [0.25, 0.5, 0.75])
+@pytest.mark.parametrize("segment", ["turn", "side"])
+def test_a_backlog_released_at_once_applies_in_send_order_whatever_the_hosts_send_jitter(
+    jitter, phase, segment
+):
+    # A reliable link holds the commands of an outage across a corner and delivers them at one
+    # instant; their latencies are measured from send times that stray ~0.1 ms from the ticks.
+    plan = SHORT
+    corner = next(s for s in plan.segments() if s.lap == 1 and s.kind == segment).start_s
+    hold_s, base_s = 0.3, 0.0004
+    start, release = corner - phase * hold_s, corner + (1 - phase) * hold_s + 0.001
+    ticks = np.arange(0.0, plan.total_s + 1.0, plan.tick_s)
+    stray = {
+        "rising": np.arange(len(ticks)) % 4 * 5e-5,
+        "falling": -(np.arange(len(ticks)) % 4) * 5e-5,
+        "random": np.random.default_rng(7).uniform(-1e-4, 1e-4, len(ticks)),
+    }[jitter]
+    stray[0] = 0.0  # the trace's time origin stays at tick 0
+    sent = ticks + stray
+    held = (ticks >= start - 1e-9) & (ticks < start + hold_s - 1e-9)
+    arrival = np.where(held, release, sent + base_s)
+    got = pr.predict(plan, make_trace(sent, arrival - sent, "synthetic", "csv"))["predicted"]
+    t, v, w = pr.plan_commands(plan)
+    in_order = np.where((t >= start - 1e-9) & (t < start + hold_s - 1e-9), release, t + base_s)
+    expected = pr.replay(plan, in_order, v, w)  # the burst applied in send order: its last command wins
+    assert held.sum() == round(hold_s / plan.tick_s)
+    assert expected["drift_mean_m"] > 0.01  # the outage matters; a stale command last would change it
+    assert got["drift_mean_m"] == pytest.approx(expected["drift_mean_m"], abs=2e-4)
+    assert got["closing_heading_deg"] == pytest.approx(expected["closing_heading_deg"], abs=0.05)
+
+
 @pytest.mark.parametrize("latency_s", [0.0, 0.05, 0.3, 1.2])
 def test_constant_latency_shifts_every_lap_alike(latency_s):
     t = np.arange(0.0, 60.0, 0.05)

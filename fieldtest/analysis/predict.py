@@ -47,15 +47,41 @@ def plan_commands(plan: SquarePlan) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     )
 
 
-def trace_latency_at(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -> np.ndarray:
-    """Latency (NaN = lost) of the trace sample nearest each time ``t_s + offset_s``; a trace shorter
-    than the times repeats from its start."""
+def _nearest_samples(trace: LinkTrace, t_s: np.ndarray, offset_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """Index of the trace sample nearest each time ``t_s + offset_s`` and that sample's send time (a
+    trace shorter than the times repeats from its start, so a repeat's send time runs on)."""
     q = np.asarray(t_s, float) + offset_s
     step = float(np.median(np.diff(trace.t_s))) if len(trace.t_s) > 1 else 1.0
     period = float(trace.t_s[-1] - trace.t_s[0]) + step
-    q = trace.t_s[0] + np.mod(q - trace.t_s[0], period)
+    repeats = np.floor((q - trace.t_s[0]) / period)
+    q = trace.t_s[0] + (q - trace.t_s[0]) - repeats * period
     mids = (trace.t_s[1:] + trace.t_s[:-1]) / 2
-    return trace.latency_s[np.searchsorted(mids, q, side="left")]
+    index = np.searchsorted(mids, q, side="left")
+    return index, trace.t_s[index] + repeats * period
+
+
+def trace_latency_at(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -> np.ndarray:
+    """Latency (NaN = lost) of the trace sample nearest each time ``t_s + offset_s``; a trace shorter
+    than the times repeats from its start."""
+    index, _ = _nearest_samples(trace, t_s, offset_s)
+    return trace.latency_s[index]
+
+
+def trace_arrivals(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival s, NaN = never; the commands' order of arrival) of commands sent at ``t_s``, each
+    delayed by its nearest trace sample's latency.
+
+    Commands arrive in the order their samples arrived in the trace. A burst the link held back and
+    released at one instant (a reliable QoS after an outage) has latencies measured from the actual
+    send times, which stray from the plan's ticks by the host's jitter (~0.1 ms); sorted by plan time
+    plus latency, that jitter alone would reorder the burst and apply a stale command last."""
+    index, sample_sent_s = _nearest_samples(trace, t_s, offset_s)
+    latency = trace.latency_s[index]
+    arrival = np.asarray(t_s, float) + latency
+    order = np.lexsort((np.arange(len(arrival)), sample_sent_s + latency))  # lost (NaN) last
+    arrived = order[np.isfinite(arrival[order])]
+    arrival[arrived] = np.maximum.accumulate(arrival[arrived])
+    return arrival, order
 
 
 def replay(
@@ -131,8 +157,8 @@ def predict(
 ) -> dict:
     """The prediction for ``trace`` beside the ideal link's (the plan's own timing)."""
     t, v, w = plan_commands(plan)
-    latency = trace_latency_at(trace, t, offset_s)
-    link = replay(plan, t + latency, v, w, safety_override)
+    arrival, order = trace_arrivals(trace, t, offset_s)
+    link = replay(plan, arrival[order], v[order], w[order], safety_override)
     ideal = replay(plan, t.copy(), v, w, safety_override)
     d = np.array(link["end_pose"][:2]) - np.array(ideal["end_pose"][:2])
     link["closing_added_m"] = float(np.hypot(*d))
