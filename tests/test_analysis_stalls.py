@@ -76,10 +76,13 @@ def test_a_stall_drifts_only_where_it_holds_a_segment_change(tmp_path, where, st
     assert changes["drift_if_on_time_m"] < 0.01 * link_m
 
 
+MID_SEGMENT = (25, 70, 125, 170, 230, 270, 330, 370)  # mid side and mid turn, four of each
+
+
 def test_the_phase_spread_shows_stalls_that_missed_every_change(tmp_path):
     """Stalls inside segments drift nothing here; shifted against the plan, they hit changes."""
     stalls = {}
-    for seq in (25, 70, 125, 170, 230, 270, 330, 370):  # mid side and mid turn, four of each
+    for seq in MID_SEGMENT:
         stalls.update(_stall(seq, 0.3))
     causes = _causes(tmp_path, stalls, jitter_s=0.002)
     spread = causes["phase_spread"]
@@ -121,3 +124,39 @@ def test_compare_sets_the_held_changes_and_the_shifted_drift_beside_the_drift(tm
     assert row["metrics"]["stalled_changes"]["max"] == 1
     text = (tmp_path / "out" / "compare.md").read_text()
     assert "changes held by a stall (count)" in text and "drift, latencies shifted (mm)" in text
+
+
+@pytest.mark.parametrize("stray", ["none", "rising", "falling", "random"])
+@pytest.mark.parametrize("seq", [150, 210])  # a stall holding a turn's start, a side's start
+def test_the_phase_spread_delivers_an_in_order_links_commands_in_send_order(seq, stray):
+    """Each stall's held commands arrive at one instant; their latencies are measured from send
+    times that stray ~0.1 ms from the ticks. Shifted against the plan, every replay must still get
+    the commands in send order (a burst's last command last), as the link delivered them."""
+    from fieldtest.analysis.stalls import Arrivals, phase_spread
+
+    sched = PLAN.schedule()
+    t = np.append(sched.t_s, PLAN.n_ticks() * PLAN.tick_s)
+    ticks = np.arange(len(t))
+    send_stray_s = {
+        "none": np.zeros(len(ticks)),
+        "rising": ticks % 4 * 5e-5,
+        "falling": -(ticks % 4) * 5e-5,
+        "random": np.random.default_rng(3).uniform(-1e-4, 1e-4, len(ticks)),
+    }[stray]
+    sent = t + send_stray_s
+    arrival = sent + BASE_LATENCY_S
+    for first in (seq, *MID_SEGMENT):
+        held = list(_stall(first, 0.28))  # released 20 ms before the next command arrives
+        arrival[held] = t[first] + BASE_LATENCY_S + 0.28  # a burst's delivery: one instant
+    # each command's own number in its linear speed, so the replay can see the order it gets
+    arrivals = Arrivals(seq=ticks, sent_s=sent, arrival_s=arrival, linear=ticks.astype(float), angular=0 * t)
+    replays = []
+
+    def replay(times, linear, angular):
+        applied = linear[np.argsort(times, kind="stable")]  # the model's order (lap_displacement)
+        replays.append(applied)
+        return 0.0
+
+    assert phase_spread(arrivals, PLAN.n_ticks(), PLAN.tick_s, replay)["shifts"] == 20
+    for applied in replays:
+        assert sorted(applied) == list(applied)

@@ -214,5 +214,5 @@ def _stall_sections(data: Any, clock: Any, last_lap: int, safety_override: str) 
     arrivals = first_arrivals(data, clock)
     return {
         "segment_changes": segment_changes(arrivals, replay),
-        "phase_spread": phase_spread(arrivals, data.plan.n_ticks(), replay),
+        "phase_spread": phase_spread(arrivals, data.plan.n_ticks(), data.plan.tick_s, replay),
     }

@@ -21,6 +21,7 @@ from fieldtest.twin.create3 import Create3Model, SafetyOverride, drive
 
 from .causes import lap_displacement
 from .linktrace import LinkTrace
+from .stalls import in_delivery_order
 
 SETTLE_S = 3.0  # after the last arrival: the base has stopped (watchdog 0.5 s plus the ramp down)
 OUTAGE_STEP_S = 0.1  # the outage envelope's grid, refined by bisection to ENVELOPE_RESOLUTION
@@ -68,20 +69,11 @@ def trace_latency_at(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -
 
 
 def trace_arrivals(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """(arrival s, NaN = never; the commands' order of arrival) of commands sent at ``t_s``, each
-    delayed by its nearest trace sample's latency.
-
-    Commands arrive in the order their samples arrived in the trace. A burst the link held back and
-    released at one instant (a reliable QoS after an outage) has latencies measured from the actual
-    send times, which stray from the plan's ticks by the host's jitter (~0.1 ms); sorted by plan time
-    plus latency, that jitter alone would reorder the burst and apply a stale command last."""
+    """(arrival s, NaN = never; the order of arrival) of commands sent at ``t_s``, each delayed by
+    its nearest trace sample's latency, in the order those samples arrived (``in_delivery_order``)."""
     index, sample_sent_s = _nearest_samples(trace, t_s, offset_s)
     latency = trace.latency_s[index]
-    arrival = np.asarray(t_s, float) + latency
-    order = np.lexsort((np.arange(len(arrival)), sample_sent_s + latency))  # lost (NaN) last
-    arrived = order[np.isfinite(arrival[order])]
-    arrival[arrived] = np.maximum.accumulate(arrival[arrived])
-    return arrival, order
+    return in_delivery_order(np.asarray(t_s, float) + latency, sample_sent_s + latency)
 
 
 def replay(

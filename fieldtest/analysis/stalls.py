@@ -41,6 +41,21 @@ class Arrivals:
         return self.arrival_s - self.sent_s
 
 
+def in_delivery_order(arrival_s: np.ndarray, delivered_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(arrival s made non-decreasing in delivery order, that order) of commands whose arrival times
+    were rebuilt as a send time plus a latency (NaN = never).
+
+    ``delivered_s`` is when the link delivered each command's latency sample, ties in send order. A
+    backlog released at one instant has equal delivery times, but its latencies were measured from
+    send times that stray from the ticks by the host's jitter (~0.1 ms): sorted by the rebuilt times
+    alone, that jitter reorders the burst and applies a stale command last."""
+    order = np.lexsort((np.arange(len(arrival_s)), delivered_s))  # NaN (lost) last
+    arrival = np.array(arrival_s, float)
+    arrived = order[np.isfinite(arrival[order])]
+    arrival[arrived] = np.maximum.accumulate(arrival[arrived])
+    return arrival, order
+
+
 def segment_starts(arrivals: Arrivals) -> np.ndarray:
     """Indices of the commands that change the motion: the first moving one and every later change."""
     v, w = arrivals.linear, arrivals.angular
@@ -95,18 +110,27 @@ def _with_changes_on_time(arrivals: Arrivals, stalled: np.ndarray, ends: np.ndar
     return times[keep], arrivals.linear[keep], arrivals.angular[keep]
 
 
-def phase_spread(arrivals: Arrivals, n_ticks: int, replay: Replay, shifts: int = PHASE_SHIFTS) -> dict | None:
+def phase_spread(
+    arrivals: Arrivals, n_ticks: int, tick_s: float, replay: Replay, shifts: int = PHASE_SHIFTS
+) -> dict | None:
     """Drift of the arrival replay with the plan ticks' latencies shifted cyclically by ``shifts``
-    equally spaced offsets: the same link's stalls falling on other phases of the plan."""
+    equally spaced offsets: the same link's stalls falling on other phases of the plan, delivered in
+    the order the link delivered them (a released backlog stays in send order)."""
     ticks = arrivals.seq < n_ticks
     if ticks.sum() < 2:
         return None
     latency = arrivals.latency_s
     drifts = []
     for k in np.linspace(0, ticks.sum(), shifts, endpoint=False).astype(int):
-        shifted = latency.copy()
+        shifted, delivered = latency.copy(), arrivals.arrival_s.copy()
         shifted[ticks] = np.roll(latency[ticks], -k)
-        drift = replay(arrivals.sent_s + shifted, arrivals.linear, arrivals.angular)
+        # the source's delivery moved by the plan's own offset between the two ticks (no jitter)
+        source_seq = np.roll(arrivals.seq[ticks], -k)
+        delivered[ticks] = (
+            np.roll(arrivals.arrival_s[ticks], -k) - (source_seq - arrivals.seq[ticks]) * tick_s
+        )
+        times, order = in_delivery_order(arrivals.sent_s + shifted, delivered)
+        drift = replay(times[order], arrivals.linear[order], arrivals.angular[order])
         if drift is not None:
             drifts.append(drift)
     if not drifts:
