@@ -55,6 +55,7 @@ from fieldtest.security.keystore import (
     load_key,
 )
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
+from fieldtest.security.settings import SECURITY_SETTINGS
 from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
 
@@ -89,6 +90,10 @@ ENCRYPTS_PAYLOAD = {
     "rtps-encrypt": True,
     "origin-auth-encrypt": True,
     "submessage-encrypt": True,
+    "sign-submessage-encrypt": True,
+    "sign-submessage-origin-encrypt-data": True,
+    "plugins-only": False,  # participants authenticate, nothing protected
+    "plugins-only-ac": False,
     "mtls-acl": True,
 }
 PROCESS_TIMEOUT_S = 60.0
@@ -116,6 +121,10 @@ SCENARIOS = (
     Scenario("dds", "rtps-encrypt", ("no-credentials",)),
     Scenario("dds", "origin-auth-encrypt", ("no-credentials",)),
     Scenario("dds", "submessage-encrypt", ("no-credentials",)),
+    Scenario("dds", "sign-submessage-encrypt", ("no-credentials",)),
+    Scenario("dds", "sign-submessage-origin-encrypt-data", ("no-credentials",)),
+    Scenario("dds", "plugins-only", ("no-credentials",)),
+    Scenario("dds", "plugins-only-ac", ("no-credentials",)),
     Scenario("zenoh-peer", "none", ("no-credentials",)),
     Scenario("zenoh-peer", "mtls-acl", ALL_ROGUES),
     Scenario("zenoh-router", "none", ("no-credentials",)),
@@ -395,6 +404,10 @@ def proof(tmp_path_factory) -> dict[str, ScenarioResult]:
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {s.id: pool.submit(run_scenario, s, i, base) for i, s in enumerate(SCENARIOS)}
         return {sid: f.result() for sid, f in futures.items()}
+
+
+def test_every_security_setting_is_proven():
+    assert {s.security for s in SCENARIOS} == set(SECURITY_SETTINGS) == set(ENCRYPTS_PAYLOAD)
 
 
 SECURED = [s for s in SCENARIOS if s.secured]
