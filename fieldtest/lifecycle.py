@@ -91,7 +91,7 @@ def finish_record(
     bags a stopped process cut off mid-write repaired (a warning each)."""
     record = read_trial(trial_dir)  # the robot and host may have added their own outcome fields
     outcome = record.outcome
-    outcome.end_reason, outcome.end_detail = reason, detail  # type: ignore[assignment]
+    outcome.end_reason, outcome.end_detail = reason, detail
     outcome.cpu = cpu
     fill(record)
     for bag in (HOST_BAG, ROBOT_BAG, MOCAP_BAG):

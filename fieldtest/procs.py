@@ -240,7 +240,7 @@ class ProcessGroup:
         module: str,
         args: list[str],
         env: dict[str, str] | None = None,
-        prefix: list[str] = (),
+        prefix: Sequence[str] = (),
     ) -> TrialProcess:
         """``python -m module args``; a ``prefix`` such as ``ip netns exec NS`` runs it elsewhere."""
         return self.start(name, [*prefix, sys.executable, "-m", module, *args], env)
@@ -390,7 +390,8 @@ class ManagedProcess:
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                self._reader.join(timeout=1.0)
+                if self._reader is not None:
+                    self._reader.join(timeout=1.0)
                 raise self.start_error(
                     f"{self.name} exited with code {self.proc.returncode} while starting:\n{self.output()}"
                 )

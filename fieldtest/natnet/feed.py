@@ -49,7 +49,7 @@ def unpack_sample(data: bytes) -> tuple[float, Pose | None]:
     magic, version, flags, t, *pose = _FORMAT.unpack(data)
     if magic != _MAGIC or version != _VERSION:
         raise PoseFeedError(f"pose-feed datagram with magic {magic!r} version {version}")
-    return t, None if flags & _FLAG_NO_POSE else tuple(pose)  # type: ignore[return-value]
+    return t, None if flags & _FLAG_NO_POSE else tuple(pose)
 
 
 class PoseFeedSender:
@@ -148,7 +148,8 @@ class PoseFeedReceiver:
 
 def _blend(p: Pose, q: Pose, a: float) -> Pose:
     """Linear blend of positions and normalised blend of quaternions (same hemisphere)."""
-    qa, qb = p[3:], q[3:]
+    qa: tuple[float, ...] = p[3:]
+    qb: tuple[float, ...] = q[3:]
     if sum(x * y for x, y in zip(qa, qb, strict=True)) < 0:
         qb = tuple(-v for v in qb)
     quat = [x + a * (y - x) for x, y in zip(qa, qb, strict=True)]

@@ -12,6 +12,7 @@ import json
 import subprocess
 import threading
 from pathlib import Path
+from typing import IO
 
 from fieldtest.cbuild import BuildError, build_c
 from fieldtest.errors import FieldtestError
@@ -64,10 +65,11 @@ class LinkForwarder:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
-        first = self.proc.stdout.readline().strip()
+        self._stdin, self._stdout, stderr = link_pipes(self.proc)
+        first = self._stdout.readline().strip()
         self.realtime = first == "ready rt"
         if first not in ("ready", "ready rt"):
-            err = self.proc.stderr.read().strip() if self.proc.poll() is not None else first
+            err = stderr.read().strip() if self.proc.poll() is not None else first
             self.stop()
             raise ForwarderError(f"linkfwd did not start: {err or 'no output'}")
         if seed is not None:
@@ -81,9 +83,9 @@ class LinkForwarder:
         with self._lock:
             if self.proc.poll() is not None:
                 raise ForwarderError(f"linkfwd exited with code {self.proc.returncode}")
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.readline().strip()
+            self._stdin.write(line + "\n")
+            self._stdin.flush()
+            reply = self._stdout.readline().strip()
         if not reply or reply.startswith("error"):
             raise ForwarderError(f"linkfwd refused {line!r}: {reply or 'no reply'}")
         return reply
@@ -105,11 +107,19 @@ class LinkForwarder:
         end_by_stdin(self.proc, timeout_s)
 
 
+def link_pipes(proc: subprocess.Popen[str]) -> tuple[IO[str], IO[str], IO[str]]:
+    """stdin, stdout and stderr of a link program started with all three piped."""
+    if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+        raise ValueError("the link program was started without stdin, stdout and stderr piped")
+    return proc.stdin, proc.stdout, proc.stderr
+
+
 def end_by_stdin(proc: subprocess.Popen, timeout_s: float) -> None:
     """Close a link program's stdin (it exits on end of input), kill it if it does not, close its pipes."""
     if proc.poll() is None:
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:
+                proc.stdin.close()
         except OSError:
             pass
         try:

@@ -158,7 +158,9 @@ def udp_destinations(path: str | Path) -> Iterator[tuple[str, int]]:
 def summarize(path: str | Path, duration_s: float) -> dict[str, Any]:
     """Packets, bytes (on the wire, Ethernet header included) and their rates per second by kind,
     with the multicast share of each, over ``duration_s`` seconds of capture."""
-    counts = {kind: {"packets": 0, "bytes": 0, "multicast_packets": 0} for kind in KINDS}
+    counts: dict[str, dict[str, float]] = {
+        kind: {"packets": 0, "bytes": 0, "multicast_packets": 0} for kind in KINDS
+    }
     for frame in read_pcap(path):
         kind, multicast = frame_kind(frame.data)
         row = counts[kind]
@@ -190,15 +192,16 @@ class LinkCapture:
         if shutil.which("tcpdump") is None:
             raise CaptureError("tcpdump is missing (tools/install.sh installs it)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._proc = subprocess.Popen(self.argv, stderr=subprocess.PIPE, text=True)
+        proc = self._proc = subprocess.Popen(self.argv, stderr=subprocess.PIPE, text=True)
+        assert proc.stderr is not None  # piped above
         # tcpdump says "listening on ..." once its socket is open: nothing before it is missed
         deadline = time.monotonic() + READY_TIMEOUT_S
-        line = self._proc.stderr.readline()
+        line = proc.stderr.readline()
         while "listening on" not in line:
             if not line or time.monotonic() > deadline:
-                self._proc.kill()
+                proc.kill()
                 raise CaptureError(f"tcpdump did not start: {line.strip() or 'no output'}")
-            line = self._proc.stderr.readline()
+            line = proc.stderr.readline()
         self._started = time.monotonic()
 
     def stop(self) -> dict[str, Any]:
@@ -206,7 +209,7 @@ class LinkCapture:
         if self._proc is None:
             return {}
         duration = time.monotonic() - self._started
-        self._drain()
+        self._drain(self._proc)
         self._proc.terminate()
         try:
             _, err = self._proc.communicate(timeout=5)
@@ -221,12 +224,12 @@ class LinkCapture:
         summary.update({"file": self.path.name, "snap_bytes": SNAP_BYTES, "max_packets": MAX_PACKETS})
         return summary
 
-    def _drain(self) -> None:
+    def _drain(self, proc: subprocess.Popen) -> None:
         """Wait until tcpdump has written what it had not yet read when stop() was called (on
         SIGTERM it drops what is still in its ring)."""
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         size, quiet_since = -1, time.monotonic()
-        while time.monotonic() < deadline and self._proc.poll() is None:
+        while time.monotonic() < deadline and proc.poll() is None:
             now_size = self.path.stat().st_size if self.path.exists() else 0
             if now_size != size:
                 size, quiet_since = now_size, time.monotonic()

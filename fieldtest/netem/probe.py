@@ -93,7 +93,7 @@ def ping(target: str, port: int, count: int, interval_s: float, size: int, wait_
             if len(sent_at) == count:
                 deadline = tx + int(wait_s * 1e9)
             continue
-        wake = deadline if len(sent_at) == count else start + len(sent_at) * step
+        wake = deadline if deadline is not None else start + len(sent_at) * step
         ready, _, _ = select.select([sock], [], [], max(0.0, (wake - time.monotonic_ns()) / 1e9))
         if ready:
             _collect(sock, samples)

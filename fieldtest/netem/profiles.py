@@ -88,7 +88,7 @@ class Wifi80211(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     standard: Literal["802.11a", "802.11g", "802.11n", "802.11ac"] = "802.11n"
-    band_ghz: Literal[2.4, 5] = 5
+    band_ghz: Literal[2.4, 5] = 5  # type: ignore[valid-type]  # PEP 586 has no float literals; pydantic checks it
     channel: int = Field(36, ge=1, le=196, description="channel number in the band (20 MHz wide)")
     distance_m: float = Field(gt=0, le=1000, description="every station's distance to the access point")
     path_loss_exponent: float = Field(

@@ -15,6 +15,7 @@ what a killed run left behind.
 from __future__ import annotations
 
 import atexit
+import functools
 import heapq
 import ipaddress
 import json
@@ -426,13 +427,14 @@ class Topology:
     def _start_wifi80211(self) -> None:
         """One ns-3 simulation for all stations: they share the access point and its channel."""
         stations = {n: (ln.namespace, IFACE) for n, ln in self.links.items() if ln.station}
-        if not stations:
+        config = self.profile.wifi80211
+        if config is None or not stations:
             return
         _ip("-n", self.switch_ns, "tuntap", "add", "dev", AP_PORT, "mode", "tap")
         _ip("-n", self.switch_ns, "link", "set", AP_PORT, "master", BRIDGE)
         _ip("-n", self.switch_ns, "link", "set", AP_PORT, "up")
         seed = None if self.seed is None else self.seed * 1000
-        self.wifi_link = Wifi80211Link(self.profile.wifi80211, stations, (self.switch_ns, AP_PORT), seed=seed)
+        self.wifi_link = Wifi80211Link(config, stations, (self.switch_ns, AP_PORT), seed=seed)
 
     def _pin_neighbours(self) -> None:
         """Permanent ARP entries between the nodes: the first packets of a trial must not wait for
@@ -505,11 +507,24 @@ class Topology:
     def _set_down(self, link: NodeLink, down: bool) -> None:
         link.down = down
         if link.station:
+            if self.wifi_link is None:
+                raise TopologyError(f"node {link.node!r}: its 802.11 link is not running")
             self.wifi_link.set_down(link.node, down)
         elif link.forwarder is not None:
             link.forwarder.set_link(not down)
         else:
+            assert link.profile is not None  # only emulated links go down
             self._netem_apply(link, link.profile, outage=down)
+
+    def _set_links_down(self, links: list[NodeLink], down: bool) -> None:
+        for link in links:
+            self._set_down(link, down)
+
+    @property
+    def _started_scheduler(self) -> _Scheduler:
+        if self._scheduler is None:
+            raise TopologyError("the topology is still being built: nothing can be scheduled on it yet")
+        return self._scheduler
 
     def _emulated_links(self, node: str | None) -> list[NodeLink]:
         if node is not None:
@@ -559,7 +574,7 @@ class Topology:
             apply()
             self._log_fault(f"profile -> {new.name}", time.monotonic_ns(), time.monotonic_ns())
         else:
-            self._scheduler.add(self._due(at_s, t0_ns), f"profile -> {new.name}", apply)
+            self._started_scheduler.add(self._due(at_s, t0_ns), f"profile -> {new.name}", apply)
         return new
 
     def schedule_outage(
@@ -574,11 +589,10 @@ class Topology:
         links = self._emulated_links(node)
         start = self._due(at_s, t0_ns)
         label = ",".join(link.node for link in links)
-        self._scheduler.add(
-            start, f"outage start ({label})", lambda: [self._set_down(ln, True) for ln in links]
-        )
+        scheduler = self._started_scheduler
+        scheduler.add(start, f"outage start ({label})", functools.partial(self._set_links_down, links, True))
         end = start + int(duration_s * 1e9)
-        self._scheduler.add(end, f"outage end ({label})", lambda: [self._set_down(ln, False) for ln in links])
+        scheduler.add(end, f"outage end ({label})", functools.partial(self._set_links_down, links, False))
 
     # -- use ----------------------------------------------------------------------------------
     def _link(self, node: str) -> NodeLink:

@@ -19,7 +19,7 @@ from typing import Any
 
 from fieldtest.cbuild import BuildError, build_cxx
 from fieldtest.errors import FieldtestError
-from fieldtest.netem.forwarder import end_by_stdin
+from fieldtest.netem.forwarder import end_by_stdin, link_pipes
 from fieldtest.netem.profiles import Wifi80211
 
 SOURCE = Path(__file__).parent / "ns3" / "wifi_link.cc"
@@ -72,9 +72,10 @@ class Wifi80211Link:
         self.proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
         )
+        self._stdin, self._stdout, stderr = link_pipes(self.proc)
         first = self._read_line(READY_TIMEOUT_S)
         if first != "ready":
-            err = first or (self.proc.stderr.read().strip() if self.proc.poll() is not None else "")
+            err = first or (stderr.read().strip() if self.proc.poll() is not None else "")
             self.stop()
             raise Wifi80211Error(f"the ns-3 802.11 link did not start: {err or 'no answer'}")
 
@@ -83,15 +84,15 @@ class Wifi80211Link:
         return self.proc.pid
 
     def _read_line(self, timeout_s: float) -> str:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        return self.proc.stdout.readline().strip() if ready else ""
+        ready, _, _ = select.select([self._stdout], [], [], timeout_s)
+        return self._stdout.readline().strip() if ready else ""
 
     def _command(self, line: str) -> None:
         with self._lock:
             if self.proc.poll() is not None:
                 raise Wifi80211Error(f"the ns-3 802.11 link exited with code {self.proc.returncode}")
-            self.proc.stdin.write(line + "\n")
-            self.proc.stdin.flush()
+            self._stdin.write(line + "\n")
+            self._stdin.flush()
             reply = self._read_line(5.0)
         if reply != "ok":
             raise Wifi80211Error(f"the ns-3 802.11 link refused {line!r}: {reply or 'no reply'}")

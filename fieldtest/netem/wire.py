@@ -304,7 +304,7 @@ class _Flows:
         if flow in self.tls:
             return _Packet("tls")  # the rest of a record that started in an earlier segment
         service = self.service_ports.get(ports[0]) or self.service_ports.get(ports[1])
-        classify = SERVICE_CLASSIFIERS.get(service)
+        classify = SERVICE_CLASSIFIERS.get(service) if service is not None else None
         return _Packet(classify(payload) if classify else "tcp_data")
 
 
@@ -359,7 +359,8 @@ def account(
     are the capturing node's IPv4 addresses; ``service_ports`` names TCP ports ("mqtt", "zenoh");
     ``direction_names`` name (what the node received, what it sent) in the result."""
     local = {ipaddress.ip_address(a).packed for a in local_addresses}
-    flows, fragments, local_macs = _Flows(service_ports or {}), {}, set()
+    flows, local_macs = _Flows(service_ports or {}), set()
+    fragments: dict[tuple, str] = {}
     directions = {TO_LOCAL: _new_direction(), FROM_LOCAL: _new_direction()}
     pending_non_ip = []
     for frame in read_pcap(path):

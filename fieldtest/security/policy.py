@@ -99,10 +99,6 @@ class EnclaveSpec:
         return namespace if self.namespaced and not self.nodes_at_root else ""
 
 
-def _both_ways(*topics: str) -> dict[str, tuple[str, ...]]:
-    return {"publish": topics, "subscribe": topics}
-
-
 KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
     EnclaveSpec(
         HOST_ENCLAVE,
@@ -127,14 +123,16 @@ KIT_ENCLAVES: tuple[EnclaveSpec, ...] = (
         "bridge_host",
         "host-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
         nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
-        **_both_ways(*LINK_TOPICS),
+        publish=LINK_TOPICS,
+        subscribe=LINK_TOPICS,
     ),
     EnclaveSpec(
         BRIDGE_ROBOT_ENCLAVE,
         "bridge_robot",
         "robot-side Zenoh/MQTT bridge (zenoh-bridge-ros2dds or mqtt_client)",
         nodes=("zenoh_bridge_ros2dds", "mqtt_client"),
-        **_both_ways(*LINK_TOPICS),
+        publish=LINK_TOPICS,
+        subscribe=LINK_TOPICS,
     ),
     EnclaveSpec(
         MOCAP_ENCLAVE,

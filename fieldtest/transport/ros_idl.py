@@ -77,7 +77,7 @@ def _fields(typename: str) -> list[tuple[str, tuple]]:
 
 def _base_idl_type(name: str, bound: int) -> Any:
     if name == "string":
-        return idl_types.bounded_str[bound] if bound else str
+        return idl_types.bounded_str[bound] if bound else str  # type: ignore[misc]  # cyclonedds' IDL types subscript in __class_getitem__, not as Generic
     if name in _BASE_TYPES:
         return _BASE_TYPES[name]
     raise IdlTypeError(f"ROS base type {name!r} has no CycloneDDS Python equivalent")
@@ -91,10 +91,10 @@ def _idl_field_type(desc: tuple) -> Any:
         return idl_class(rest)
     elem, size = rest
     if kind == Nodetype.ARRAY:
-        return idl_types.array[_idl_field_type(elem), size]
+        return idl_types.array[_idl_field_type(elem), size]  # type: ignore[misc]  # cyclonedds' IDL types subscript in __class_getitem__, not as Generic
     if kind == Nodetype.SEQUENCE:
         sub = _idl_field_type(elem)
-        return idl_types.sequence[sub, size] if size else idl_types.sequence[sub]
+        return idl_types.sequence[sub, size] if size else idl_types.sequence[sub]  # type: ignore[misc]  # cyclonedds' IDL types subscript in __class_getitem__, not as Generic
     raise IdlTypeError(f"unsupported field kind {kind!r}")
 
 

@@ -11,7 +11,9 @@ other size fails with "failed to fill whole buffer".
 # No "from __future__ import annotations": the IDL classes need evaluated field types.
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Annotated, Any
 
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, bounded_str, sequence, uint8
@@ -23,6 +25,9 @@ DISCOVERY_TYPE_HASH = "RIHS01_91a0593bacdcc50ea9bdcf849a938b128412cc1ea821245c66
 # What the plugin assumes when ROS_DISTRO is unset (zenoh-plugin-ros2dds src/ros2_utils.rs).
 ASSUMED_ROS_DISTRO = "iron"
 NAME_BOUND = 256  # rmw_dds_common NodeEntitiesInfo: string<256> node_namespace, node_name
+# The field types below are spelt as the Annotated forms that cyclonedds' array[uint8, 16], bounded_str[256]
+# and sequence[T] return: the same types at run time, in a form a type checker can read.
+BoundedName = Annotated[str, bounded_str(NAME_BOUND)]
 
 
 def ros_distro(distro: str | None = None) -> str:
@@ -48,40 +53,40 @@ def gid_bytes(guid: bytes, distro: str | None = None) -> bytes:
 
 @dataclass
 class Gid16(IdlStruct, typename="rmw_dds_common::msg::dds_::Gid_"):
-    data: array[uint8, 16]
+    data: Annotated[Sequence[uint8], array(uint8, 16)]
 
 
 @dataclass
 class Gid24(IdlStruct, typename="rmw_dds_common::msg::dds_::Gid_"):
-    data: array[uint8, 24]
+    data: Annotated[Sequence[uint8], array(uint8, 24)]
 
 
 @dataclass
 class NodeEntitiesInfo16(IdlStruct, typename="rmw_dds_common::msg::dds_::NodeEntitiesInfo_"):
-    node_namespace: bounded_str[NAME_BOUND]
-    node_name: bounded_str[NAME_BOUND]
-    reader_gid_seq: sequence[Gid16]
-    writer_gid_seq: sequence[Gid16]
+    node_namespace: BoundedName
+    node_name: BoundedName
+    reader_gid_seq: Annotated[Sequence[Gid16], sequence(Gid16)]
+    writer_gid_seq: Annotated[Sequence[Gid16], sequence(Gid16)]
 
 
 @dataclass
 class NodeEntitiesInfo24(IdlStruct, typename="rmw_dds_common::msg::dds_::NodeEntitiesInfo_"):
-    node_namespace: bounded_str[NAME_BOUND]
-    node_name: bounded_str[NAME_BOUND]
-    reader_gid_seq: sequence[Gid24]
-    writer_gid_seq: sequence[Gid24]
+    node_namespace: BoundedName
+    node_name: BoundedName
+    reader_gid_seq: Annotated[Sequence[Gid24], sequence(Gid24)]
+    writer_gid_seq: Annotated[Sequence[Gid24], sequence(Gid24)]
 
 
 @dataclass
 class ParticipantEntitiesInfo16(IdlStruct, typename="rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_"):
     gid: Gid16
-    node_entities_info_seq: sequence[NodeEntitiesInfo16]
+    node_entities_info_seq: Annotated[Sequence[NodeEntitiesInfo16], sequence(NodeEntitiesInfo16)]
 
 
 @dataclass
 class ParticipantEntitiesInfo24(IdlStruct, typename="rmw_dds_common::msg::dds_::ParticipantEntitiesInfo_"):
     gid: Gid24
-    node_entities_info_seq: sequence[NodeEntitiesInfo24]
+    node_entities_info_seq: Annotated[Sequence[NodeEntitiesInfo24], sequence(NodeEntitiesInfo24)]
 
 
 def participant_info_class(distro: str | None = None) -> type[IdlStruct]:
@@ -102,13 +107,17 @@ def participant_entities_info(
     participant_guid: bytes, nodes: list[RosNode], distro: str | None = None
 ) -> IdlStruct:
     """The ParticipantEntitiesInfo sample announcing ``nodes`` for the participant."""
-    size = gid_size(distro)
-    gid, node_info = (Gid24, NodeEntitiesInfo24) if size == 24 else (Gid16, NodeEntitiesInfo16)
+    # one set of classes or the other, by the distro's GID size: a choice made at run time
+    classes: tuple[type[Any], type[Any]] = (
+        (Gid24, NodeEntitiesInfo24) if gid_size(distro) == 24 else (Gid16, NodeEntitiesInfo16)
+    )
+    gid, node_info = classes
 
     def to_gid(guid: bytes) -> IdlStruct:
         return gid(data=list(gid_bytes(guid, distro)))
 
-    return participant_info_class(distro)(
+    info_class: type[Any] = participant_info_class(distro)
+    return info_class(
         gid=to_gid(participant_guid),
         node_entities_info_seq=[
             node_info(
