@@ -156,7 +156,11 @@ class CommandStreamer:
     def prepare_command(self, seq: int, linear: float, angular: float) -> None:
         """Serialize a command ahead of its deadline, so that sending it is only stamp and write."""
         if not self.twist_mode:
-            self._prepared = seq, prepare(rosmsg.command(seq, 0, linear, angular), rosmsg.TWIST_STAMPED)
+            self._prepared = seq, self._prepare(seq, linear, angular)
+
+    @staticmethod
+    def _prepare(seq: int, linear: float, angular: float) -> Prepared:
+        return prepare(rosmsg.command(seq, 0, linear, angular), rosmsg.TWIST_STAMPED)
 
     def send_command(self, seq: int, linear: float, angular: float) -> int:
         """Publish one command now; returns its send time (host clock, ns)."""
@@ -166,9 +170,10 @@ class CommandStreamer:
             self._publish_twist(cmd.twist)
             self._publish_stamp(cmd.header)
         else:
-            if self._prepared is None or self._prepared[0] != seq:
-                self.prepare_command(seq, linear, angular)
-            out = self._prepared[1]
+            if self._prepared is not None and self._prepared[0] == seq:
+                out = self._prepared[1]
+            else:
+                out = self._prepare(seq, linear, angular)
             self._prepared = None
             sent_ns = self._publish_cmd(out)
             cmd = out.msg

@@ -332,7 +332,7 @@ class MocapRecorder:
             mocap_timestamp_s=float(frame.timestamp),
         )
         writer.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, recv_ns, msg)
-        if valid:
+        if valid and body is not None:
             position, orientation = stream_to_world(body.position, body.orientation, self.config.up_axis)
             self.latest_position = (position, time.monotonic())  # world frame: the lab's geofence reads it
             pose = rosmsg.pose_stamped(recv_ns, MOCAP_FRAME_ID, position, orientation)

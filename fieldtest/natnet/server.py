@@ -325,9 +325,9 @@ class NatNetEmulator:
             and not self._in_window(cfg.invalid_windows, t_rel)
         )
         sent = loss_draw >= cfg.loss_probability and not self._in_window(cfg.loss_windows, t_rel)
-        if valid:
-            position = tuple(v + n for v, n in zip(true_pose[:3], noise, strict=True))
-            orientation = _perturb(true_pose[3:], turn) if cfg.angle_noise_rad > 0 else tuple(true_pose[3:])
+        if valid and true_pose is not None:
+            position = (true_pose[0] + noise[0], true_pose[1] + noise[1], true_pose[2] + noise[2])
+            orientation = _perturb(true_pose[3:], turn) if cfg.angle_noise_rad > 0 else true_pose[3:]
             position, orientation = world_to_stream(position, orientation, cfg.up_axis)
             params = nn.RIGID_BODY_TRACKING_VALID
         else:

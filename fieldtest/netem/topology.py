@@ -790,7 +790,14 @@ class LoopbackTopology:
                     proc.wait()
 
 
-def open_topology(profile: str | dict | LinkProfile, nodes=("host", "robot"), **kwargs: Any):
+def emulated_topology(topo: Topology | LoopbackTopology | None) -> Topology | None:
+    """``topo`` where it emulates links; None on loopback (also where namespaces fell back to it)."""
+    return topo if isinstance(topo, Topology) else None
+
+
+def open_topology(
+    profile: str | dict | LinkProfile, nodes=("host", "robot"), **kwargs: Any
+) -> Topology | LoopbackTopology:
     """A Topology if namespaces work here, else a LoopbackTopology and a clear warning."""
     try:
         choose_backend(kwargs.get("backend", "auto"))

@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.catalog import uses_setting
 from fieldtest.errors import FieldtestError
@@ -27,6 +28,9 @@ from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dd
 from .messages import MessageError, PerfMessage, parse_message
 from .node import EXIT_NO_RELAY, READY
 from .stats import reduce_row
+
+if TYPE_CHECKING:
+    from fieldtest.netem.topology import LoopbackTopology, Topology
 
 ROW_MARGIN_S = 30.0
 START_TIMEOUT_S = 30.0
@@ -287,7 +291,7 @@ class _Link:
     the middleware's own router/broker machine, each in a namespace (``fieldtest.netem``)."""
 
     def __init__(self, case: PerfCase, profiles: dict | None = None):
-        self.topo = None
+        self.topo: Topology | LoopbackTopology | None = None
         self.infra_node: str | None = None
         self.robots = ["robot", *(f"robot{i}" for i in range(2, case.subscribers + 1))]
         if case.network == "loopback":
@@ -311,16 +315,25 @@ class _Link:
             self.topo.close()
 
     @property
+    def emulated_topo(self) -> Topology | None:
+        if self.topo is None:
+            return None
+        from fieldtest.netem.topology import emulated_topology
+
+        return emulated_topology(self.topo)
+
+    @property
     def emulated(self) -> bool:
-        return self.topo is not None and getattr(self.topo, "emulated", False)
+        return self.emulated_topo is not None
 
     def prefix(self, node: str) -> list[str]:
-        return self.topo.command(node, []) if self.emulated else []
+        topo = self.emulated_topo
+        return topo.command(node, []) if topo is not None else []
 
     def config(self, case: PerfCase, domain_id: int, row_dir: Path) -> TransportConfig:
         config = case.transport(domain_id=domain_id, zenoh_port=free_port(), mqtt_port=free_port())
-        if self.emulated:
-            addr = self.topo.address
+        if (topo := self.emulated_topo) is not None:
+            addr = topo.address
             infra = addr(self.infra_node) if self.infra_node else addr("host")
             config = config.model_copy(
                 update={
@@ -335,9 +348,10 @@ class _Link:
     def relay_addresses(self, count: int) -> dict[str, dict]:
         """Each extra relay's own address (its DDS binds there; it reaches the others through the
         router, broker or DDS discovery)."""
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             return {}
-        return {str(i): {"robot_address": self.topo.address(f"robot{i}")} for i in range(2, count + 1)}
+        return {str(i): {"robot_address": topo.address(f"robot{i}")} for i in range(2, count + 1)}
 
     def describe(self) -> dict:
         if self.topo is None:

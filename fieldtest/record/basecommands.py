@@ -78,7 +78,7 @@ def read_base_commands(path: str | Path) -> BaseCommands:
                          float(cells[4]), float(cells[5])))  # fmt: skip
         except ValueError:
             continue
-    cols = list(zip(*rows, strict=True)) if rows else [[]] * 6
+    cols: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 6
     return BaseCommands(
         received_ns=np.array(cols[0], dtype=np.int64),
         stamped=np.array(cols[1], dtype=bool),

@@ -46,6 +46,8 @@ from fieldtest.twin.fwdprobe import READY as FORWARD_PROBE_READY
 
 if TYPE_CHECKING:
     from fieldtest.linkconfig import TransportConfig
+    from fieldtest.netem.linktraffic import LinkCapture
+    from fieldtest.netem.topology import LoopbackTopology, Topology
     from fieldtest.procs import ManagedProcess
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
@@ -90,10 +92,10 @@ class _Network:
     """Where each process runs: all on loopback, or each in its own namespace on emulated links."""
 
     def __init__(self, request: TrialRequest):
-        self.topo = None
+        self.topo: Topology | LoopbackTopology | None = None
         self.truth_socket = ""
         self.infra_node: str | None = None  # the router's or broker's own machine, if it has one
-        self.capture = None  # the robot link's LinkCapture while the trial runs
+        self.capture: LinkCapture | None = None  # the robot link's capture while the trial runs
         if request.network != "loopback":
             from fieldtest.netem import get_profile, open_topology
             from fieldtest.netem.placement import wireless_nodes
@@ -106,17 +108,27 @@ class _Network:
             )
 
     @property
+    def emulated_topo(self) -> Topology | None:
+        if self.topo is None:
+            return None
+        from fieldtest.netem.topology import emulated_topology
+
+        return emulated_topology(self.topo)
+
+    @property
     def emulated(self) -> bool:
-        return self.topo is not None and getattr(self.topo, "emulated", False)
+        return self.emulated_topo is not None
 
     def prefix(self, node: str) -> list[str]:
-        return self.topo.command(node, []) if self.emulated else []
+        topo = self.emulated_topo
+        return topo.command(node, []) if topo is not None else []
 
     def apply(self, request: TrialRequest) -> TrialRequest:
         """Addresses of the namespaces in the request, so every process finds its peers."""
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             return request
-        addr = self.topo.address
+        addr = topo.address
         nodes = self.topo_nodes()
         transport = request.transport.model_copy(
             update={
@@ -134,9 +146,10 @@ class _Network:
 
     def placement(self) -> dict[str, str]:
         """Each machine -> its link: the profile's name where emulated, else "wired"."""
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             return {}
-        return {node: info["link"] for node, info in self.topo.describe()["nodes"].items()}
+        return {node: info["link"] for node, info in topo.describe()["nodes"].items()}
 
     def topo_nodes(self) -> list[str]:
         return list(getattr(self.topo, "nodes", []) or getattr(self.topo, "links", {}).keys())
@@ -145,38 +158,41 @@ class _Network:
         """Refuse before the trial starts a profile change its link cannot make (an 802.11 link)."""
         from fieldtest.netem import TopologyError
 
+        topo = self.emulated_topo
         for fault in faults:
-            if fault.get("kind") == "profile" and self.emulated:
+            if fault.get("kind") == "profile" and topo is not None:
                 try:
-                    self.topo.check_profile_change(fault["profile"])
+                    topo.check_profile_change(fault["profile"])
                 except (TopologyError, ValueError) as exc:
                     raise ProcessStartError(f"faults: {exc}") from None
 
     def schedule_faults(self, faults: list[dict], stream_start_ns: int) -> None:
         if not faults:
             return
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             raise ProcessStartError("link faults need an emulated network (network namespaces)")
         t0_mono = time.monotonic_ns() - (time.time_ns() - stream_start_ns)
         for fault in faults:
             if fault.get("kind") == "outage":
-                self.topo.schedule_outage(float(fault["at_s"]), float(fault["duration_s"]), t0_ns=t0_mono)
+                topo.schedule_outage(float(fault["at_s"]), float(fault["duration_s"]), t0_ns=t0_mono)
             elif fault.get("kind") == "profile":
-                self.topo.set_profile(fault["profile"], at_s=float(fault["at_s"]), t0_ns=t0_mono)
+                topo.set_profile(fault["profile"], at_s=float(fault["at_s"]), t0_ns=t0_mono)
             else:
                 raise ProcessStartError(f"unknown fault kind {fault.get('kind')!r} (outage or profile)")
 
     def start_capture(self, trial_dir: Path) -> str | None:
         """Capture the robot's emulated link for the trial (None), or say why not (a warning)."""
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             return None
         from fieldtest.netem.linktraffic import CAPTURE_FILE, CaptureError, LinkCapture
 
         # on an overlay the trial's own packets, before encapsulation (the record names the overhead)
-        iface = self.topo.interface("robot")
-        self.capture = LinkCapture(self.prefix("robot"), iface, trial_dir / CAPTURE_FILE)
+        iface = topo.interface("robot")
+        capture = self.capture = LinkCapture(self.prefix("robot"), iface, trial_dir / CAPTURE_FILE)
         try:
-            self.capture.start()
+            capture.start()
         except CaptureError as exc:
             self.capture = None
             return f"no link traffic record: {exc}"
@@ -189,7 +205,7 @@ class _Network:
         from fieldtest.netem.wire import trial_wire_record
 
         capture, self.capture = self.capture, None
-        if capture is None:
+        if capture is None or self.topo is None:
             return {}
         try:
             summary = capture.stop()
@@ -202,21 +218,23 @@ class _Network:
 
     def link_simulator(self) -> dict | None:
         """The ns-3 802.11 link's lag, CPU and frames by kind (None for other links)."""
-        return self.topo.simulator_record() if self.emulated else None
+        topo = self.emulated_topo
+        return topo.simulator_record() if topo is not None else None
 
     def start_forwarder_record(self) -> None:
         """The userspace link forwarders count from here: the stream, not the probes before it."""
-        if self.emulated:
-            self.topo.reset_link_stats()
+        if (topo := self.emulated_topo) is not None:
+            topo.reset_link_stats()
 
     def link_forwarder(self) -> dict | None:
         """Each emulated node's forwarder: frames and their lateness per direction (None without)."""
-        if not self.emulated:
+        topo = self.emulated_topo
+        if topo is None:
             return None
         from fieldtest.netem.forwarder import ForwarderError
 
         try:
-            return self.topo.link_stats() or None
+            return topo.link_stats() or None
         except ForwarderError as exc:  # a forwarder that died: the trial's link record says so
             return {"error": str(exc)}
 
@@ -250,6 +268,9 @@ def _infrastructure(request: TrialRequest, trial_dir: Path, net: _Network) -> It
         return
     prefix = net.prefix(middleware.infra_node)
     infra = middleware.infrastructure(request.transport, trial_dir, prefix=prefix, realtime=True)
+    if infra is None:  # the family starts none for this configuration
+        yield None
+        return
     log_path = trial_dir / "logs" / f"{middleware.infra_process}.log"
     try:
         with infra:
@@ -491,7 +512,8 @@ def run_twin_trial(
 
 
 def _measure_link(net: _Network) -> dict:
-    if not net.emulated:
+    topo = net.emulated_topo
+    if topo is None:
         return (
             {"profile": "loopback"}
             if net.topo is None
@@ -499,11 +521,11 @@ def _measure_link(net: _Network) -> dict:
         )
     from fieldtest.netem import measure_link
 
-    measured = measure_link(net.topo, "host", "robot", count=50)
+    measured = measure_link(topo, "host", "robot", count=50)
     if net.infra_node is not None:  # the host's path to the router/broker machine, by topology
-        to_infra = measure_link(net.topo, "host", net.infra_node, count=50)
+        to_infra = measure_link(topo, "host", net.infra_node, count=50)
         measured[f"host_to_{net.infra_node}"] = {k: v for k, v in to_infra.items() if k.startswith(LINK_KEYS)}
-    return {"description": net.topo.describe(), **measured}
+    return {"description": topo.describe(), **measured}
 
 
 LINK_KEYS = ("rtt_", "owd_", "loss")  # the figures of a second measured path kept in the record
@@ -537,8 +559,8 @@ def _run_in_network(
             write_trial(trial_dir, record)
         with _infrastructure(request, trial_dir, net) as infra:
             try:
-                if infra is not None:
-                    infra_name = registry.get(request.transport.middleware).infra_process
+                infra_name = registry.get(request.transport.middleware).infra_process
+                if infra is not None and infra_name is not None and infra.proc is not None:  # started
                     procs.watch(infra_name, infra.proc, realtime=infra.realtime)
                 _start_trial_processes(request, trial_dir, procs, net, stop)
                 monitor.start()

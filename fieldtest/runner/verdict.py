@@ -56,7 +56,11 @@ def invalid_trials(metrics: list[Metrics | None]) -> list[int]:
 
 def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], reruns: int = 0) -> list[str]:
     """The final word for a newcomer: valid, or which trials are not, why, and what to do."""
-    bad = [(r, m) for r, m in zip(requests, metrics, strict=True) if _validity(m) is False]
+    bad = [
+        (r, m.stack)
+        for r, m in zip(requests, metrics, strict=True)
+        if m is not None and m.stack is not None and m.stack.valid is False
+    ]
     unknown = [r for r, m in zip(requests, metrics, strict=True) if _validity(m) is None]
     rerun_note = f" ({reruns} re-run(s) of invalid trials)" if reruns else ""
     if not bad and not unknown:
@@ -64,9 +68,9 @@ def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], r
     lines = []
     if bad:
         lines.append(f"verdict: NOT VALID for {', '.join(r.name for r, _ in bad)}{rerun_note}:")
-        for r, m in bad:
-            lines.append(f"  {r.name}: {'; '.join(m.stack.invalid_reasons)}")
-        lines.append(f"  what to do: {bad[0][1].stack.advice}")
+        for r, stack in bad:
+            lines.append(f"  {r.name}: {'; '.join(stack.invalid_reasons)}")
+        lines.append(f"  what to do: {bad[0][1].advice}")
     if unknown:
         lines.append(
             f"verdict: validity unknown for {', '.join(r.name for r in unknown)} (see their report.md)"

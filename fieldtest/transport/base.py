@@ -125,12 +125,14 @@ def stamp_and_send(out: Prepared, stamp: TimeField, clock: TimeSource, send: Cal
     return sent_ns
 
 
-def decoder(typename: str, deliver: TimedCallback, where: str) -> Callable[[bytes, int], None]:
+def decoder(
+    typename: str, deliver: TimedCallback, where: str
+) -> Callable[[bytes | bytearray | memoryview, int], None]:
     """``decode(data, arrival_ns)`` for a library's receive callback: deserialize, then deliver. A
     sample that does not decode, or whose receiver raises, is dropped with a log line: the
     library's thread must not die, and the next sample must still arrive."""
 
-    def decode(data: bytes, arrival_ns: int) -> None:
+    def decode(data: bytes | bytearray | memoryview, arrival_ns: int) -> None:
         try:
             msg = rosmsg.deserialize(data, typename)
         except Exception as exc:

@@ -214,15 +214,20 @@ def _dds_config(transport: Transport) -> TransportConfig | None:
 
 
 @dataclass
+class _Span:
+    first_stamp_ns: int
+    first_arrival_ns: int
+    last_stamp_ns: int
+    last_arrival_ns: int
+
+
+@dataclass
 class _Counts:
     sent: int = 0
     send_failures: int = 0
     received: int = 0
     bytes_received: int = 0
-    first_stamp_ns: int | None = None
-    last_stamp_ns: int | None = None
-    first_arrival_ns: int | None = None
-    last_arrival_ns: int | None = None
+    span: _Span | None = None  # from the first message received to the last
     ages_ms: list[float] = field(default_factory=list)
 
 
@@ -333,9 +338,10 @@ class RobotTrafficSink:
             with self._lock:
                 counts.received += 1
                 counts.bytes_received += size
-                if counts.first_stamp_ns is None:
-                    counts.first_stamp_ns, counts.first_arrival_ns = stamp, arrival_ns
-                counts.last_stamp_ns, counts.last_arrival_ns = stamp, arrival_ns
+                if counts.span is None:
+                    counts.span = _Span(stamp, arrival_ns, stamp, arrival_ns)
+                else:
+                    counts.span.last_stamp_ns, counts.span.last_arrival_ns = stamp, arrival_ns
                 counts.ages_ms.append((arrival_ns - stamp) / 1e6)
 
         return receive
@@ -358,9 +364,10 @@ def received_figures(topic: RobotTopic, counts: _Counts) -> dict[str, Any]:
     import numpy as np
 
     out: dict[str, Any] = {"received": counts.received, "bytes_received": counts.bytes_received}
-    if counts.received >= 2:
-        span_s = (counts.last_arrival_ns - counts.first_arrival_ns) / 1e9
-        stamps_s = (counts.last_stamp_ns - counts.first_stamp_ns) / 1e9
+    span = counts.span
+    if counts.received >= 2 and span is not None:
+        span_s = (span.last_arrival_ns - span.first_arrival_ns) / 1e9
+        stamps_s = (span.last_stamp_ns - span.first_stamp_ns) / 1e9
         expected = round(stamps_s * topic.rate_hz) + 1
         out["received_hz"] = (counts.received - 1) / span_s if span_s > 0 else None
         out["expected_in_span"] = expected

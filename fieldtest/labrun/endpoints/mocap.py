@@ -79,7 +79,7 @@ class MocapRelay:
                 mocap_timestamp_s=stamp_ns / 1e9,
             )
             self.bag.write(MOCAP_FRAMES_TOPIC, rosmsg.MOCAP_FRAME, stamp_ns, frame)
-            if valid:
+            if xyz is not None and quat is not None:
                 self.valid += 1
                 world_xyz, world_quat = stream_to_world(xyz, quat, self.up_axis)
                 pose_msg = rosmsg.pose_stamped(stamp_ns, MOCAP_FRAME_ID, world_xyz, world_quat)

@@ -120,7 +120,8 @@ class UdpClockProber:
             t4 = self.now_ns()
             if len(data) != REPLY.size:
                 continue
-            sample = self.probes.on_reply(*REPLY.unpack(data), t4)
+            probe_id, t1, t2, t3 = REPLY.unpack(data)
+            sample = self.probes.on_reply(probe_id, t1, t2, t3, t4)
             if self.probes.wants_follow_up(sample):
                 self._send(follow_up=True)  # at once, while both ends are warm (fieldtest.clocksync)
             if sample is not None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from fieldtest.catalog import catalog_entry
+from fieldtest.linkconfig import Role
 from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
@@ -242,21 +243,19 @@ def check_keystore(
     try:
         if setting.governance is not None:  # DDS Security
             for role in ("host", "robot"):
-                files = dds_security_files(t.keystore, role, t.security)
-                if _not_after(files.certificate) < end:
-                    return CheckResult(
-                        "keystore", "fail", f"{files.certificate}: expires before the trial ends"
-                    )
+                certificate = dds_security_files(t.keystore, role, t.security).certificate
+                if _not_after(certificate) < end:
+                    return CheckResult("keystore", "fail", f"{certificate}: expires before the trial ends")
             problem = dds_grant_problem(request)
             if problem:
                 return CheckResult("keystore", "fail", problem)
         else:
             for role in ("host", "robot", *dialled_identities(request)):
-                files = tls_files(t.keystore, role)
-                if not files.cert.is_file():
-                    return CheckResult("keystore", "fail", f"{files.cert}: missing (fieldtest keys tls)")
-                if _not_after(files.cert) < end:
-                    return CheckResult("keystore", "fail", f"{files.cert}: expires before the trial ends")
+                cert = tls_files(t.keystore, role).cert
+                if not cert.is_file():
+                    return CheckResult("keystore", "fail", f"{cert}: missing (fieldtest keys tls)")
+                if _not_after(cert) < end:
+                    return CheckResult("keystore", "fail", f"{cert}: expires before the trial ends")
             for role, address in dialled_identities(request).items():
                 names = _san_names(tls_files(t.keystore, role).cert)
                 if not _is_unspecified(address) and address not in names:
@@ -314,6 +313,7 @@ def refuse_before_start(
                 "a lab campaign drives a TurtleBot 4 (turtlebot4-standard or turtlebot4-lite), "
                 "or run this one with `fieldtest campaign`"
             )
+        role: Role
         for role, extra in (("host", host_args), ("robot", robot_args)):
             try:
                 launch_args_for_trial(

@@ -127,7 +127,7 @@ class ArrivalQueue:
             if size == 0:
                 return None
             if size > 0:  # one copy of the sample (``raw`` copies the whole buffer, grown to the largest)
-                return self._tag.value, self._arrival.value, self._buf[:size]
+                return self._tag.value, self._arrival.value, ct.string_at(self._buf, size)
             self._buf = ct.create_string_buffer(-size)
 
     @property

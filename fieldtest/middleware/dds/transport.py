@@ -177,6 +177,7 @@ _lib.dds_get_subscription_matched_status.argtypes = [
 
 
 def _matched_count(entity: Any, is_writer: bool) -> int:
+    status: dds_c_t.publication_matched_status | dds_c_t.subscription_matched_status
     if is_writer:
         status = dds_c_t.publication_matched_status()
         ret = _lib.dds_get_publication_matched_status(entity._ref, ct.byref(status))

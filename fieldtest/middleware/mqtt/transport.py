@@ -37,7 +37,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import paho.mqtt.client as paho
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -113,7 +113,7 @@ def stamped_payload(data: bytes, stamp_ns: int) -> bytes:
     return rosmsg.serialize(rosmsg.time_msg(stamp_ns), TIME_TYPE) + data
 
 
-def split_stamped_payload(payload: bytes) -> tuple[int, bytes]:
+def split_stamped_payload(payload: bytes | bytearray) -> tuple[int, bytes | bytearray]:
     """(stamp ns, message bytes) of an ``[S, R]`` payload."""
     if len(payload) < STAMP_LENGTH:
         raise MqttTransportError(f"stamped payload of {len(payload)} bytes is shorter than its timestamp")
@@ -204,10 +204,11 @@ class NetworkLoop:
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
-            sock = self.client.socket()
-            if sock is None:
+            paho_sock = self.client.socket()
+            if paho_sock is None:
                 failures = self._reconnect(failures)
                 continue
+            sock = cast(socket.socket, paho_sock)  # TCP or TLS: the kit never connects over websockets
             try:
                 readable = self._wait(sock)
             except (OSError, ValueError):  # the socket was closed meanwhile (disconnect)
@@ -401,7 +402,7 @@ class MqttTransport(CallbackSubscriber):
 
         decode = decoder(typename, deliver, data_topic)
 
-        def handle(payload: bytes, arrival_ns: int) -> None:
+        def handle(payload: bytes | bytearray, arrival_ns: int) -> None:
             if self.inject_timestamp:
                 try:
                     stamp_ns, payload = split_stamped_payload(payload)
@@ -421,7 +422,7 @@ class MqttTransport(CallbackSubscriber):
         with self._cond:
             self._subscriptions[data_topic] = self.qos
         result, mid = self.client.subscribe(data_topic, self.qos)
-        if result != paho.MQTT_ERR_SUCCESS:
+        if result != paho.MQTT_ERR_SUCCESS or mid is None:
             raise MqttTransportError(f"cannot subscribe {data_topic!r}: {paho.error_string(result)}")
         with self._cond:
             self._cond.wait_for(lambda: mid in self._acks, timeout=ACK_TIMEOUT_S)

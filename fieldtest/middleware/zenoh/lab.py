@@ -360,8 +360,7 @@ def twin_side_launches(
         ),
     }
     host, robot = (
-        LabLaunch(role=role, domain_id=side_domain(transport, role), **common)  # type: ignore[arg-type]
-        for role in ("host", "robot")
+        LabLaunch(role=role, domain_id=side_domain(transport, role), **common) for role in ("host", "robot")
     )
     return host, robot
 

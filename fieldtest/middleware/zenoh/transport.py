@@ -226,7 +226,7 @@ class ZenohTransport(CallbackSubscriber):
         """
         zpub = self._declared_publisher(topic)
         deadline = time.monotonic() + timeout_s
-        while not zpub.matching_status.matching:
+        while not zpub.matching_status.matching:  # type: ignore[attr-defined]  # the stub says bool; it is a MatchingStatus
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
