@@ -18,6 +18,7 @@ demo-quick: install
 lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 test: install lint
 	$(BIN)/pytest -q

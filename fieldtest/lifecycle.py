@@ -39,6 +39,7 @@ from fieldtest.record import (
 
 if TYPE_CHECKING:
     from fieldtest.analysis.metrics import Metrics
+    from fieldtest.record.trial import EndReason
 
 HOST_KILLED_CODES = (-signal.SIGKILL, 137)  # no stop burst from it
 HOST_STOPPED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)  # stopped after its stop burst
@@ -48,7 +49,7 @@ EXIT_INTERRUPTED = 130  # as for SIGINT
 @dataclass
 class TrialResult:
     trial_dir: Path
-    end_reason: str
+    end_reason: EndReason
     detail: str = ""
 
 
@@ -73,7 +74,7 @@ def start_in_order(steps: Iterable[Callable[[], None]], stop: threading.Event | 
         step()
 
 
-def host_exit_kind(code: int | None) -> str:
+def host_exit_kind(code: int | None) -> EndReason:
     """What the host's exit code says: completed, host-killed, host-stopped, or error."""
     if code == 0:
         return "completed"
@@ -85,7 +86,7 @@ def host_exit_kind(code: int | None) -> str:
 
 
 def finish_record(
-    trial_dir: Path, reason: str, detail: str, cpu: dict, fill: Callable[[TrialRecord], None]
+    trial_dir: Path, reason: EndReason, detail: str, cpu: dict, fill: Callable[[TrialRecord], None]
 ) -> None:
     """The outcome in ``trial.yaml``: end reason, CPU, the runner's own fields (``fill``), and the
     bags a stopped process cut off mid-write repaired (a warning each)."""

@@ -18,7 +18,9 @@ import argparse
 import json
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
@@ -31,6 +33,9 @@ from fieldtest.labrun.endpoints.create3 import (
 )
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
 from fieldtest.names import MQTT_PORT
+
+if TYPE_CHECKING:
+    from fieldtest.record import TrialRequest
 
 
 def _kv(items: list[str], flag: str) -> dict[str, str]:
@@ -98,6 +103,10 @@ def run_main(args: argparse.Namespace) -> int:
         return 2
     host_args, robot_args = _side_args(args)
     distro = args.ros_distro or campaign.lab.ros_distro
+    host_launch: tuple[str, ...]
+    robot_launch: tuple[str, ...]
+    robot_estop: tuple[str, ...]
+    estop: Callable[[TrialRequest], object]
     if args.standin:  # the stand-in robot drives no base: the emergency stop goes over the link
         standin = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
         host_launch, robot_launch, setup = (*standin, "host"), (*standin, "robot"), ""
@@ -251,7 +260,7 @@ def measure_stop_main(args: argparse.Namespace) -> int:
         if {c.topic for c in wanted} != {cmd_topic, odom_topic}:
             raise ValueError(f"{args.bag}: needs both {cmd_topic} and {odom_topic}")
         for connection, t_ns, raw in reader.messages(connections=wanted):
-            msg = reader.deserialize(raw, connection.msgtype)
+            msg: Any = reader.deserialize(raw, connection.msgtype)  # Twist, TwistStamped or Odometry
             if connection.topic == cmd_topic:
                 twist = getattr(msg, "twist", msg)  # TwistStamped (Jazzy) or Twist (Humble)
                 commands.append((t_ns * 1e-9, twist.linear.x))

@@ -312,7 +312,8 @@ def run_lab_row(
                 case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s
             )
         clock = estimate_offset(source, records, channel_problems)
-        row = reduce_row(case, message, on_host_clock(records, clock.offset_s) if clock.ok else records)
+        offset_s = clock.offset_s
+        row = reduce_row(case, message, on_host_clock(records, offset_s) if offset_s is not None else records)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)), link=lab.describe(config))
     if not clock.ok:
@@ -344,7 +345,7 @@ class ClockEstimate:
                 "min_delay_s": self.min_delay_s, "ntp_error_bound_ms": bound, "clock_probes": self.probes}  # fmt: skip
 
     def describe(self) -> str:
-        if not self.ok:
+        if self.offset_s is None or self.min_delay_s is None:
             return f"one-way latency not measured: {self.why}; latencies are round trips (host clock)"
         channel = "over the link (each ping and its echo)" if self.source == "link" else "over UDP"
         return (

@@ -51,7 +51,7 @@ def relay_stages(sent: dict[int, int], arrivals: list) -> dict:
     """Where a relay's turn-around goes (ms, mean): from the transport's arrival stamp to the decoded
     message in the callback (queue, copy, deserialization), and from there to the echo's send call
     returning (frame id, serialization, write)."""
-    firsts = {}
+    firsts: dict[int, list] = {}
     for entry in arrivals:
         if entry[0] in sent and len(entry) >= 5:
             firsts.setdefault(entry[0], entry)

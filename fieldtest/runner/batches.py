@@ -7,6 +7,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ def run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.E
     returns what they recorded."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 
     columns = (
         TextColumn("{task.description:<36}"),
@@ -42,10 +43,12 @@ def run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.E
     )
     with Progress(*columns) as bar, ThreadPoolExecutor(max_workers=len(requests)) as pool:
         tasks = [bar.add_task(r.name, total=1.0) for r in requests]
+
+        def progress(task: TaskID) -> Callable[[float], None]:
+            return lambda fraction: bar.update(task, completed=fraction)
+
         futures = [
-            pool.submit(
-                run_twin_trial, r, out, lambda f, t=t: bar.update(t, completed=f), domain_id=i + 1, stop=stop
-            )
+            pool.submit(run_twin_trial, r, out, progress(t), domain_id=i + 1, stop=stop)
             for i, (r, t) in enumerate(zip(requests, tasks, strict=True))
         ]
         pending, announced = set(futures), False

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from fieldtest.netem.linktraffic import LinkCapture
     from fieldtest.netem.topology import LoopbackTopology, Topology
     from fieldtest.procs import ManagedProcess
+    from fieldtest.record.trial import EndReason
 
 DEFAULT_RUNS_DIR = Path("trials/runs")
 QUICK_PLAN = SquarePlan(side_duration_s=1.0, laps=2, start_delay_s=0.5)
@@ -429,7 +430,7 @@ def _wait_for_host(
     progress(1.0)
 
 
-def _end_reason(host_code: int | None) -> tuple[str, str]:
+def _end_reason(host_code: int | None) -> tuple[EndReason, str]:
     kind = host_exit_kind(host_code)
     detail = {
         "completed": "",
@@ -457,7 +458,7 @@ def _mocap_stack_faults(procs: ProcessGroup) -> dict:
 def _finish_record(
     trial_dir: Path,
     procs: ProcessGroup,
-    reason: str,
+    reason: EndReason,
     detail: str,
     link: dict,
     machine: dict | None = None,
@@ -549,7 +550,8 @@ def _run_in_network(
     _record_dds_discovery(request, record)
     write_trial(trial_dir, record)
     procs = ProcessGroup(trial_dir / "logs")
-    reason, detail, link = "error", "", {}
+    reason: EndReason = "error"
+    detail, link = "", {}
     monitor = MachineMonitor()  # the machine's own disturbance over the trial (steal, pressure, wake-ups)
     try:
         net.check_faults(request.faults)

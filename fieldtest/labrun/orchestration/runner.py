@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
@@ -80,6 +80,9 @@ from fieldtest.procs import ProcessGroup, ignored_stop_signals, interruption, ru
 from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, read_trial, write_trial
 
+if TYPE_CHECKING:
+    from fieldtest.record.trial import EndReason
+
 HOST_LAUNCH = ("ros2", "launch", "fieldtest_host", "host.launch.py")
 ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"
 PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
@@ -108,7 +111,7 @@ class LabOptions:
     confirm: Callable[[str], bool] | None = None  # asked before each trial; None = no question
     say: Callable[[str], None] = print
     analyse: bool = True
-    emergency_stop: Callable[[TrialRequest], None] | None = None
+    emergency_stop: Callable[[TrialRequest], object] | None = None  # what it returns is not used
 
 
 @dataclass
@@ -191,7 +194,8 @@ class LabRunner:
         trial = _Trial(self, request, trial_dir)
         record.outcome.lab["clock_sync"] = {"start": trial.clock_sync()}
         write_trial(trial_dir, record)
-        reason, detail = "error", ""
+        reason: EndReason = "error"
+        detail = ""
         try:
             with trial.running():
                 trial.preflight()
@@ -416,7 +420,7 @@ class _Trial:
             if exited:
                 raise AbortTrial(exited)
 
-    def stream(self) -> tuple[str, str]:
+    def stream(self) -> tuple[EndReason, str]:
         (self.trial_dir / CONTROL_DIR / GO_FILE).touch()
         self.go_sent = True
         self.runner.say("  GO")
@@ -451,7 +455,7 @@ class _Trial:
         return fence.outside(x, y)
 
     # --- afterwards --------------------------------------------------------------------------
-    def finish(self, reason: str, detail: str) -> None:
+    def finish(self, reason: EndReason, detail: str) -> None:
         try:
             self.options.robot.collect(self.trial_id, self.trial_dir)
             (self.trial_dir / PID_FILE).unlink(missing_ok=True)
@@ -535,7 +539,7 @@ def robot_recording(status: dict[str, Any]) -> str:
     return "closed" if status.get("state") == "closed" else "cut"
 
 
-def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[str, str]:
+def host_end_reason(code: int | None, status: dict[str, Any] | None) -> tuple[EndReason, str]:
     """The trial's end reason from the host side's exit code and final status."""
     status = status or {}
     sent = f"{status.get('plan_sent', '?')}/{status.get('plan_ticks', '?')} commands, stop burst {status.get('stop_burst_sent', '?')}"
