@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from fieldtest.analysis import AnalysisError, Metrics, analyze_trial
-from fieldtest.analysis.compare import current_metrics, find_trials
+from fieldtest.analysis.campaign.compare import current_metrics, find_trials
 from fieldtest.record import BagError, TrialFormatError
 
 

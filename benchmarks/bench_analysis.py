@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from fieldtest.analysis import analyze_trial, compare_trials, read_metrics
-from fieldtest.analysis.metrics import METRICS_FILE
+from fieldtest.analysis.metrics.schema import METRICS_FILE
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.linktrace import read_trace
-from fieldtest.analysis.predict import predict
+from fieldtest.analysis.prediction.linktrace import read_trace
+from fieldtest.analysis.prediction.predict import predict
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest, read_trial
 from fieldtest.runner import run_twin_trial

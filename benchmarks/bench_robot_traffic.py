@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from fieldtest.analysis import analyze_trial, read_metrics
-from fieldtest.analysis.metrics import METRICS_FILE
+from fieldtest.analysis.metrics.schema import METRICS_FILE
 from fieldtest.record import TrialRequest, read_trial
 from fieldtest.runner import QUICK_PLAN, run_twin_trial
 

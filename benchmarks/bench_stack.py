@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import get_args
 
-from fieldtest.analysis.stack import STACK_DRIFT_BOUND_M
+from fieldtest.analysis.causes.stackfaults import STACK_DRIFT_BOUND_M
 from fieldtest.campaign import Campaign, expand, parse_campaign
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.machine import MachineMonitor, describe

@@ -833,7 +833,7 @@ def run_drift(report: Report, work_dir: Path) -> None:
 
 
 def _drift_row(middleware: str, result, analyze_trial) -> DriftRow:
-    from fieldtest.analysis.metrics import metrics_from
+    from fieldtest.analysis.metrics.schema import metrics_from
 
     row = DriftRow(middleware, result.end_reason)
     if result.end_reason != "completed":

@@ -6,7 +6,7 @@ and middleware, with the mechanism each finding is blamed on read from the same 
 
 Figures per configuration (valid trials only, by the stack check): the clock probes' mean round
 trip (Zhang et al. report mean round trips; docs/networks.md, "The twin beside the seed study"),
-with the median over repetitions and its distribution-free interval (fieldtest.analysis.intervals);
+with the median over repetitions and its distribution-free interval (fieldtest.analysis.campaign.intervals);
 the commands' one-way median and p99 (shared clock), loss and lap drift; and the mechanisms:
 
 - on the ns-3 802.11 link: the access point's group frames per second (sent once, at the basic
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from fieldtest.analysis.intervals import differ, median_interval
-from fieldtest.analysis.metrics import METRICS_FILE
+from fieldtest.analysis.campaign.intervals import differ, median_interval
+from fieldtest.analysis.metrics.schema import METRICS_FILE
 
 # Zhang et al., Table 2b (Wi-Fi) and 2c (4G), Array1k, mean round trip in ms (SEED-FIGURES.md).
 # Their Zenoh-TCP is the kit's zenoh-peer, Zenoh-broker zenoh-router, MQTT-nobroker

@@ -38,7 +38,7 @@ from fieldtest.record import (
 )
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.metrics import Metrics
+    from fieldtest.analysis.metrics.schema import Metrics
     from fieldtest.record.trial import EndReason
 
 HOST_KILLED_CODES = (-signal.SIGKILL, 137)  # no stop burst from it
@@ -106,7 +106,7 @@ def analyse(trial_dir: Path, say: Callable[[str], None]) -> Metrics | None:
     """metrics.json, report.md and plots; the metrics read back through the schema. A trial that
     cannot be analysed gets one line and None: the recording is safe, ``fieldtest analyze`` re-runs."""
     from fieldtest.analysis import analyze_trial, read_metrics
-    from fieldtest.analysis.metrics import METRICS_FILE
+    from fieldtest.analysis.metrics.schema import METRICS_FILE
 
     try:
         analyze_trial(trial_dir)

@@ -14,7 +14,8 @@ import yaml
 
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.basecheck import MISSING_WARNING_SHARE, add_base_record
+from fieldtest.analysis.metrics.basereceived import MISSING_WARNING_SHARE
+from fieldtest.analysis.pipeline import add_base_record
 from fieldtest.middleware.registry import open_transport
 from fieldtest.plan import SquarePlan
 from fieldtest.record import CMD_VEL_TOPIC, read_bag

@@ -1,4 +1,4 @@
-"""The rest drift split into the base's systematic part and what is left (fieldtest.analysis.basesplit).
+"""The rest drift split into the base's systematic part and what is left (fieldtest.analysis.causes.restsplit).
 
 Synthetic trials whose ground truth is the Create 3 model with a known wheel-diameter ratio E_d and
 wheelbase ratio E_b, driven by the commands at their arrival times, in both directions:
@@ -21,7 +21,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
-from fieldtest.analysis.loading import AnalysisError
+from fieldtest.analysis.loading.trial import AnalysisError
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

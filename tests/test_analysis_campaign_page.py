@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import compare_trials
-from fieldtest.analysis.campaignpage import FIGURES, latex_escape
+from fieldtest.analysis.rendering.campaignpage import FIGURES, latex_escape
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit import needs
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -85,7 +85,7 @@ def test_each_trial_links_its_report(campaign):
 
 def test_each_trial_leaves_its_path_for_the_overlay(campaign):
     """trajectory.csv: the ground truth in the start frame from the motion start, every 50 ms."""
-    from fieldtest.analysis.trajectoryfile import read_trajectory
+    from fieldtest.analysis.rendering.trajectoryfile import read_trajectory
 
     root, _, _ = campaign
     for trial in (root / "runs").iterdir():

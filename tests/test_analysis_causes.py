@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.drift import phase_grid
+from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

@@ -99,7 +99,7 @@ def test_compare_reads_existing_metrics_without_analysing_again(runs, tmp_path):
 
 def test_trials_behind_symbolic_links_are_found_once(runs, tmp_path):
     """A campaign folder of links to trials (and a link back up, which must not loop)."""
-    from fieldtest.analysis.compare import find_trials
+    from fieldtest.analysis.campaign.compare import find_trials
 
     linked = tmp_path / "linked"
     (linked / "wifi").mkdir(parents=True)

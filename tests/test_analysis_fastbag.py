@@ -7,7 +7,7 @@ import pytest
 from rosbags.rosbag2 import Writer
 
 from fieldtest import rosmsg
-from fieldtest.analysis import fastbag
+from fieldtest.analysis.loading import fastbag
 from fieldtest.record import (
     CLOCK_OFFSET_TOPIC,
     CMD_VEL_TOPIC,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial, compare_trials
-from fieldtest.analysis.metrics import read_metrics
-from fieldtest.analysis.report import report_lines
+from fieldtest.analysis.metrics.schema import read_metrics
+from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize

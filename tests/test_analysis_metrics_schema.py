@@ -1,4 +1,4 @@
-"""metrics.json through its schema (fieldtest.analysis.metrics): what analyze writes fits it, and a
+"""metrics.json through its schema (fieldtest.analysis.metrics.schema): what analyze writes fits it, and a
 malformed file or an unknown version is one line naming the file."""
 
 import json
@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.metrics import METRICS_VERSION, Metrics, MetricsError, read_metrics
+from fieldtest.analysis.metrics.schema import METRICS_VERSION, Metrics, MetricsError, read_metrics
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fieldtest.analysis import analyze_trial, plots
-from fieldtest.analysis.plotdata import PlotData
-from fieldtest.analysis.plotworker import PlotWorker
+from fieldtest.analysis import analyze_trial
+from fieldtest.analysis.rendering import trialplots as plots
+from fieldtest.analysis.rendering.figuredata import PlotData
+from fieldtest.analysis.rendering.plotprocess import PlotWorker
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -85,7 +86,7 @@ def _pixels(path):
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
 def test_worker_draws_the_same_pixels(faulty, tmp_path):
-    """In a fresh process the worker imports matplotlib its own way (plotworker._import_plots): the
+    """In a fresh process the worker imports matplotlib its own way (plotprocess._import_plots): the
     pictures must not change."""
     out = {}
     for worker in ("0", "1"):
@@ -147,7 +148,7 @@ def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
 def test_trajectory_legend_drawn_on_top_as_in_a_full_draw(faulty, tmp_path, monkeypatch):
     """write_plots draws the trajectory before the APE is known and its legend on top afterwards:
     the same pixels as drawing the finished figure in one go."""
-    from fieldtest.analysis import analyze
+    from fieldtest.analysis import pipeline as analyze
 
     captured, of = [], PlotData.of
     monkeypatch.setattr(analyze.PlotData, "of", lambda *a: captured.append(of(*a)) or captured[-1])
@@ -183,7 +184,7 @@ def test_worker_import_keeps_matplotlib_working():
     code = """
 import matplotlib.artist as artist
 kwdoc = artist.kwdoc
-from fieldtest.analysis.plotworker import _import_plots
+from fieldtest.analysis.rendering.plotprocess import _import_plots
 _import_plots()
 from matplotlib.lines import Line2D
 assert artist.kwdoc is kwdoc and artist.kwdoc(Line2D)

@@ -1,4 +1,4 @@
-"""Repetitions needed to resolve a difference of lap drift (fieldtest.analysis.power).
+"""Repetitions needed to resolve a difference of lap drift (fieldtest.analysis.campaign.power).
 
 - The size against the exact power of the two-sample t test, computed here independently (noncentral
   t, scipy): n reaches the power and n - 1 does not, swept over the effect size, alpha and power; and
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fieldtest.analysis.power import (
+from fieldtest.analysis.campaign.power import (
     pooled_sd,
     power_lines,
     power_table,

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial, compare_trials
-from fieldtest.analysis.metrics import read_metrics
-from fieldtest.analysis.relative import REL_DELTA_TOL
-from fieldtest.analysis.report import report_lines
+from fieldtest.analysis.metrics.relativeerror import REL_DELTA_TOL
+from fieldtest.analysis.metrics.schema import read_metrics
+from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit import needs
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -146,11 +146,11 @@ def test_the_figures_are_evo_rpe_class_figures_at_every_distance(tmp_path):
     evo's RPE class computes pair by pair (translation and rotation angle), with mocap noise."""
     from evo.core import metrics
 
-    from fieldtest.analysis.ape import evo_trajectories
-    from fieldtest.analysis.latency import estimate_clock
-    from fieldtest.analysis.loading import load_trial
-    from fieldtest.analysis.motion import build_track, detect_motion, motion_end_s
-    from fieldtest.analysis.relative import relative_metrics, rpe_inputs
+    from fieldtest.analysis.loading.trial import load_trial
+    from fieldtest.analysis.metrics.ape import evo_trajectories
+    from fieldtest.analysis.metrics.latency import estimate_clock
+    from fieldtest.analysis.metrics.motion import build_track, detect_motion, motion_end_s
+    from fieldtest.analysis.metrics.relativeerror import relative_metrics, rpe_inputs
 
     spec = SynthSpec(
         plan=PLAN, side_scale=0.99, turn_scale=1.02, mocap_noise_m=0.0005, body_yaw_offset_deg=3.0
@@ -181,7 +181,7 @@ def test_rotation_angle_equals_evo_near_0_and_180_deg():
     from evo.core import lie_algebra as lie
     from scipy.spatial.transform import Rotation
 
-    from fieldtest.analysis.relative import rotation_angles_deg
+    from fieldtest.analysis.metrics.relativeerror import rotation_angles_deg
 
     rng = np.random.default_rng(7)
     near_half_turn = np.column_stack(

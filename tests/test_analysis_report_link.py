@@ -3,8 +3,8 @@
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.metrics import read_metrics
-from fieldtest.analysis.report import report_lines
+from fieldtest.analysis.metrics.schema import read_metrics
+from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.netem import measure_link
 from fieldtest.netem.topology import LoopbackTopology
 from fieldtest.plan import SquarePlan

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.compare import compare_trials
-from fieldtest.analysis.stalls import STALL_EXCESS_S
+from fieldtest.analysis.causes.linkstalls import STALL_EXCESS_S
+from fieldtest.analysis.pipeline import compare_trials
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -132,7 +132,7 @@ def test_the_phase_spread_delivers_an_in_order_links_commands_in_send_order(seq,
     """Each stall's held commands arrive at one instant; their latencies are measured from send
     times that stray ~0.1 ms from the ticks. Shifted against the plan, every replay must still get
     the commands in send order (a burst's last command last), as the link delivered them."""
-    from fieldtest.analysis.stalls import Arrivals, phase_spread
+    from fieldtest.analysis.causes.linkstalls import Arrivals, phase_spread
 
     sched = PLAN.schedule()
     t = np.append(sched.t_s, PLAN.n_ticks() * PLAN.tick_s)

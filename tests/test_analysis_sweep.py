@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.drift import drift_metrics
-from fieldtest.analysis.motion import Motion, Track, _calibrate_heading, _find_start
+from fieldtest.analysis.metrics.drift import drift_metrics
+from fieldtest.analysis.metrics.motion import Motion, Track, _calibrate_heading, _find_start
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize, true_pose
 

@@ -239,7 +239,7 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
 def test_synthetic_trial_ends_with_the_twin_hosts_stop_burst(tmp_path, stop_after_s):
     """The host bag ends as the twin host's does: STOP_BURST_COUNT zero commands, numbered from the
     plan's tick count, STOP_BURST_SPACING_S apart (fieldtest.names, used by fieldtest.endpoints.streamer)."""
-    from fieldtest.analysis.loading import load_trial
+    from fieldtest.analysis.loading.trial import load_trial
     from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, stop_after_s=stop_after_s))
@@ -314,7 +314,7 @@ def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
 
 
 def test_the_analysis_and_the_recorder_share_the_frame_number_rule():
-    from fieldtest.analysis import gaps
+    from fieldtest.analysis.metrics import mocapgaps as gaps
     from fieldtest.natnet import protocol
 
     assert gaps.REORDER_WINDOW_FRAMES == protocol.REORDER_WINDOW_FRAMES

@@ -12,7 +12,7 @@ import math
 import pytest
 
 from fieldtest.analysis import compare_trials
-from fieldtest.analysis.umbmark import systematic_errors
+from fieldtest.analysis.campaign.umbmark import systematic_errors
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fieldtest.analysis import compare_trials
-from fieldtest.analysis.intervals import differ, median_interval
+from fieldtest.analysis.campaign.intervals import differ, median_interval
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

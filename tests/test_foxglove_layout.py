@@ -7,9 +7,9 @@ import pytest
 
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.foxglove import LAYOUT_FILE, build_layout, layout_text
-from fieldtest.analysis.metrics import Metrics
-from fieldtest.analysis.report import report_lines
+from fieldtest.analysis.metrics.schema import Metrics
+from fieldtest.analysis.rendering.foxglove import LAYOUT_FILE, build_layout, layout_text
+from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.plan import SquarePlan
 from fieldtest.record import names, read_bag
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -48,7 +48,9 @@ def trial(tmp_path_factory):
 
 def test_the_shipped_file_is_the_layout_the_kit_builds():
     assert json.loads(LAYOUT_FILE.read_text()) == build_layout()
-    assert LAYOUT_FILE.read_text() == layout_text()  # regenerate: python -m fieldtest.analysis.foxglove
+    assert (
+        LAYOUT_FILE.read_text() == layout_text()
+    )  # regenerate: python -m fieldtest.analysis.rendering.foxglove
 
 
 def test_every_topic_and_field_the_layout_names_is_in_the_trial_bags(trial):

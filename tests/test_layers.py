@@ -7,12 +7,12 @@ a third module either.
 
 from __future__ import annotations
 
-import ast
 import re
-from functools import cache
 from pathlib import Path
 
 import pytest
+
+from fieldtest.testkit.importgraph import import_graph
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "fieldtest"
 # The bottom layer: plain data and helpers every layer may read (they import only each other).
@@ -48,43 +48,13 @@ FORBIDDEN = {
 ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+REACHES = import_graph(PACKAGE_ROOT, with_parents=True)
+MODULES = set(REACHES)
 
 
-MODULES = {module_name(p): p for p in PACKAGE_ROOT.rglob("*.py")}
-
-
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
-    if not node.level:
-        return node.module or ""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    base = base[: len(base) - (node.level - 1)]
-    return ".".join([*base, node.module] if node.module else base)
-
-
-@cache
 def direct_imports(module: str) -> frozenset[str]:
     """The fieldtest modules ``module`` imports anywhere in its body (functions included)."""
-    path = MODULES[module]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(module, path.name == "__init__.py", node)
-            names = [base] + [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            # importing a.b.c runs a/__init__ and a/b/__init__ too
-            parts = name.split(".")
-            found.update(
-                ".".join(parts[:i]) for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in MODULES
-            )
-    found.discard(module)
-    return frozenset(found)
+    return REACHES[module]
 
 
 def reachable(module: str) -> dict[str, str]:

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.loading import load_trial
-from fieldtest.analysis.metrics import Metrics
-from fieldtest.analysis.mocaptime import retime_poses
-from fieldtest.analysis.report import report_lines
+from fieldtest.analysis.loading.mocaptime import retime_poses
+from fieldtest.analysis.loading.trial import load_trial
+from fieldtest.analysis.metrics.schema import Metrics
+from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize

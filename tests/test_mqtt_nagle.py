@@ -97,7 +97,7 @@ def test_nagle_holds_small_writes_behind_an_unacknowledged_segment(tmp_path):
 
 def test_the_variant_is_named_in_the_record_the_report_and_compare(tmp_path):
     from fieldtest.analysis import compare_trials, read_metrics
-    from fieldtest.analysis.analyze import analyze_trial
+    from fieldtest.analysis.pipeline import analyze_trial
     from fieldtest.campaign import expand, parse_campaign
     from fieldtest.record import read_trial, write_trial
     from fieldtest.testkit.synth import SynthSpec, synthesize

@@ -48,9 +48,8 @@ def _trial(tmp_path, middleware: str, qos: str = "default", security: str = "non
 def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path):
     """Two DDS trials, RELIABLE and BEST_EFFORT: metrics.json keeps each direction's figures, the
     report shows them and compare sets the overhead and reliability ratio side by side."""
-    from fieldtest.analysis.analyze import analyze_trial
-    from fieldtest.analysis.compare import compare_trials
-    from fieldtest.analysis.metrics import read_metrics
+    from fieldtest.analysis.metrics.schema import read_metrics
+    from fieldtest.analysis.pipeline import analyze_trial, compare_trials
 
     for qos in ("default", "sensor"):
         _trial(tmp_path / "runs", "dds", qos)

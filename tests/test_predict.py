@@ -10,8 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from fieldtest.analysis import predict as pr
-from fieldtest.analysis.linktrace import TraceError, make_trace, read_trace
+from fieldtest.analysis.prediction import predict as pr
+from fieldtest.analysis.prediction.linktrace import TraceError, make_trace, read_trace
 from fieldtest.cli import main
 from fieldtest.plan import CREATE3_WHEEL_ACCEL_MPS2, SquarePlan
 from fieldtest.twin.create3 import WATCHDOG_S, WHEEL_SEPARATION_M

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fieldtest.analysis import predict as pr
-from fieldtest.analysis.linktrace import TraceError, read_trace
+from fieldtest.analysis.prediction import predict as pr
+from fieldtest.analysis.prediction.linktrace import TraceError, read_trace
 from fieldtest.cli import main
 
 

@@ -281,7 +281,7 @@ def test_a_twin_trial_records_the_preset_and_the_counts(tmp_path):
     """A quick twin trial with rviz traffic: trial.yaml names the preset, the robot's sent and the
     host's received counts per topic are in the record, metrics.json and the report."""
     from fieldtest.analysis import analyze_trial, read_metrics
-    from fieldtest.analysis.metrics import METRICS_FILE
+    from fieldtest.analysis.metrics.schema import METRICS_FILE
     from fieldtest.record import read_trial
     from fieldtest.runner import QUICK_PLAN, run_twin_trial
 

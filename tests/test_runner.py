@@ -10,7 +10,7 @@ import pytest
 
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial, read_metrics
-from fieldtest.analysis.metrics import Drift, Metrics, Stack
+from fieldtest.analysis.metrics.schema import Drift, Metrics, Stack
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.middleware import registry
 from fieldtest.plan import SquarePlan

@@ -14,9 +14,9 @@ import threading
 import time
 from pathlib import Path
 
-from fieldtest.analysis.analyze import analyze_trial
-from fieldtest.analysis.metrics import read_metrics
-from fieldtest.analysis.stack import LINK_FORWARDER_LATE_BOUND_MS
+from fieldtest.analysis.causes.stackfaults import LINK_FORWARDER_LATE_BOUND_MS
+from fieldtest.analysis.metrics.schema import read_metrics
+from fieldtest.analysis.pipeline import analyze_trial
 from fieldtest.netem.forwarder import build_forwarder
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest, read_trial

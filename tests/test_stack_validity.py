@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fieldtest.analysis.stack import (
+from fieldtest.analysis.causes.stackfaults import (
     LINK_FORWARDER_LATE_BOUND_MS,
     LINK_LAG_BOUND_MS,
     STACK_DRIFT_BOUND_M,

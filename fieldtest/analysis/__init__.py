@@ -4,22 +4,27 @@
 the metrics; ``compare_trials(dirs, out_dir)`` tabulates many trials per middleware x security x
 network. Definitions: docs/analysis.md.
 
+The analysis runs in stages, each a sub-package that imports only the ones before it: ``loading``,
+``metrics`` (per trial), ``causes`` (of the drift), ``prediction``, ``campaign``, ``rendering``.
+``pipeline`` alone crosses them (a trial: loading -> metrics -> causes -> rendering; a campaign:
+each trial's analysis, then the campaign's tables and page); ``cli`` and ``predictcli`` are the
+commands (docs/architecture.md).
+
 Importing the package is cheap: the analysis (numpy, pydantic, evo) loads on first use, so
-``fieldtest analyze`` can fork its plot worker before that (fieldtest/analysis/plotworker.py).
+``fieldtest analyze`` can fork its plot worker before that (fieldtest/analysis/rendering/plotprocess.py).
 """
 
+from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.lazy import lazy_attributes
 
-DEFAULT_MAX_GAP_S = 0.1  # longest mocap gap bridged by interpolation (docs/analysis.md)
-
 _LAZY = {
-    "METRICS_VERSION": ".metrics",
-    "Metrics": ".metrics",
-    "MetricsError": ".metrics",
-    "read_metrics": ".metrics",
-    "analyze_trial": ".analyze",
-    "AnalysisError": ".loading",
-    "compare_trials": ".compare",
+    "METRICS_VERSION": ".metrics.schema",
+    "Metrics": ".metrics.schema",
+    "MetricsError": ".metrics.schema",
+    "read_metrics": ".metrics.schema",
+    "analyze_trial": ".pipeline",
+    "AnalysisError": ".loading.trial",
+    "compare_trials": ".pipeline",
 }
 __all__ = ["DEFAULT_MAX_GAP_S", *_LAZY]
 __getattr__ = lazy_attributes(__name__, _LAZY, globals())

@@ -18,14 +18,13 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
+from fieldtest.analysis.rendering.plotprocess import PlotWorker
 from fieldtest.errors import FieldtestError
 from fieldtest.record import MOCAP_POSE_TOPIC
 
-from . import DEFAULT_MAX_GAP_S
-from .plotworker import PlotWorker
-
 if TYPE_CHECKING:
-    from .metrics import Metrics
+    from fieldtest.analysis.metrics.schema import Metrics
 
 EXIT_OK, EXIT_PARTIAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -166,8 +165,8 @@ def analyze_main(argv: list[str]) -> int:
     with _one_analysis():
         worker = None if args.no_plots else PlotWorker.start()
         try:
-            from .analyze import analyze_trial
-            from .basesplit import load_calibration
+            from fieldtest.analysis.loading.robot import load_calibration
+            from fieldtest.analysis.pipeline import analyze_trial
 
             calibration = (
                 load_calibration(args.base_calibration, args.trial_dir) if args.base_calibration else None
@@ -193,7 +192,7 @@ def analyze_main(argv: list[str]) -> int:
 
         print(json.dumps(metrics, indent=1))
         return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
-    from .metrics import METRICS_FILE, read_metrics
+    from fieldtest.analysis.metrics.schema import METRICS_FILE, read_metrics
 
     out = args.out or f"{args.trial_dir.rstrip('/')}/analysis"
     written = read_metrics(f"{out}/{METRICS_FILE}")
@@ -245,7 +244,7 @@ def compare_main(argv: list[str]) -> int:
     _ground_truth_options(parser, with_bag=False)
     args = parser.parse_args(argv)
     try:
-        from . import compare_trials
+        from fieldtest.analysis.pipeline import compare_trials
 
         result = compare_trials(
             args.dirs,

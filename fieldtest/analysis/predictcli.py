@@ -11,10 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from fieldtest.analysis.prediction.linktrace import TraceError, read_trace
+from fieldtest.analysis.prediction.predict import envelope, predict
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
-
-from .linktrace import TraceError, read_trace
-from .predict import envelope, predict
 
 DEFAULT_BOUND_M = 0.05
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from .run import PerfCase, PerfRow, rate_text
+from .case import PerfCase, PerfRow, rate_text
 from .stats import mean_interval
 
 CASE_COLUMNS = tuple(f.name for f in fields(PerfCase))

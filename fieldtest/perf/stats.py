@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from .case import PerfRow
 from .messages import PerfMessage
 
 
@@ -99,8 +100,6 @@ def subscriber_figures(
 
 
 def reduce_row(case, message: PerfMessage, records: dict):
-    from .run import PerfRow
-
     main = records["main"]
     sent = dict(enumerate(main["sends"]))
     roundtrip = case.mode == "roundtrip"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mcap.records import Channel, Message, Schema
 
 # mcap is imported where a bag is written or read with it: the analysis reads bags with its own
-# reader (fieldtest.analysis.fastbag) and needs only BagError from here.
+# reader (fieldtest.analysis.loading.fastbag) and needs only BagError from here.
 
 ROSBAG2_VERSION = 9
 _CHUNK_BYTES = 16 * 1024

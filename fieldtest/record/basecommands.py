@@ -1,5 +1,5 @@
 """What the base received: one CSV line per command the (simulated) Create 3 took, so the analysis
-can hold it against what the host sent (fieldtest.analysis.basecheck).
+can hold it against what the host sent (fieldtest.analysis.metrics.basereceived).
 
     received_ns,type,seq,stamp_ns,linear,angular
 

@@ -474,7 +474,7 @@ def _finish_record(
             outcome.stack["machine"] = machine
         if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
             outcome.stack["link_simulator"] = link_simulator
-        if link_forwarder:  # so does a forwarder that sent late (fieldtest.analysis.stack)
+        if link_forwarder:  # so does a forwarder that sent late (fieldtest.analysis.causes.stackfaults)
             outcome.stack["link_forwarder"] = link_forwarder
         if mocap := _mocap_stack_faults(procs):
             outcome.stack["mocap"] = mocap

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fieldtest.analysis.basecheck import add_base_record
+from fieldtest.analysis.pipeline import add_base_record
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
 from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult

@@ -1,0 +1,60 @@
+"""Which robot drove a trial, and that robot's base calibration from compare's base_calibration.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.record import TrialFormatError, TrialRequest, read_trial
+
+CALIBRATION_FILE = "base_calibration.json"
+
+
+def robot_label(request: TrialRequest) -> str:
+    """Which robot a trial drove: its model, and in the twin its drawn instance or set errors. The
+    base's calibration is pooled over the trials of one robot, whatever the middleware."""
+    label = request.robot_model
+    twin = request.twin
+    if request.robot_model != "twin-create3":
+        return label
+    if twin.robot_variation is not None:
+        return f"{label} variation {twin.robot_variation}"
+    if twin.wheel_diameter_ratio != 1.0 or twin.wheelbase_ratio != 1.0 or twin.turn_slip:
+        return (
+            f"{label} E_d {twin.wheel_diameter_ratio:g} E_b {twin.wheelbase_ratio:g} "
+            f"turn slip {twin.turn_slip:g}"
+        )
+    return label
+
+
+def requests_of(trial_dirs: list[Path]) -> dict[str, TrialRequest]:
+    """trial directory (as metrics name it) -> its TrialRequest, for the trials whose trial.yaml reads."""
+    out = {}
+    for d in trial_dirs:
+        try:
+            out[str(d)] = read_trial(d).request
+        except (TrialFormatError, OSError):
+            continue
+    return out
+
+
+def load_calibration(path: str | Path, trial_dir: str | Path) -> dict:
+    """The calibration of the trial's robot from a base_calibration.json (compare writes it: robot ->
+    calibration) or one calibration object; AnalysisError (one line naming the file) otherwise."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise AnalysisError(f"{path}: not a readable JSON file ({exc})") from None
+    if isinstance(data, dict) and "wheel_diameter_ratio" in data:
+        entry = data
+    else:
+        robot = robot_label(read_trial(trial_dir).request)
+        entry = data.get(robot) if isinstance(data, dict) else None
+        if entry is None:
+            known = ", ".join(data) if isinstance(data, dict) else "none"
+            raise AnalysisError(f"{path}: no calibration for robot {robot!r} (it has: {known})")
+    for key in ("wheel_diameter_ratio", "wheelbase_factor"):
+        if not isinstance(entry.get(key), (int, float)) or not 0.5 < entry[key] < 2:
+            raise AnalysisError(f"{path}: {key} missing or not a ratio near 1")
+    return {"robot": entry.get("robot", ""), **entry}

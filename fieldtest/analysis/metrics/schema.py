@@ -1,0 +1,354 @@
+"""The schema of metrics.json: what ``analyze_trial`` writes and every reader reads through it.
+
+``read_metrics(path)`` gives a validated ``Metrics`` (or raises ``MetricsError``, one line naming the
+file); ``Metrics.model_validate(dict)`` checks the dict ``analyze_trial`` returns. Sections keep the
+keys the schema does not name (``extra="allow"``): the schema types what the readers use, the rest
+travels unchanged. Field list and units: docs/analysis.md, "metrics.json".
+
+Version history: 1, the first; its later files also carry ``stack`` and ``drift_causes`` (optional
+here). 2 adds ``stack.forwarding``, the router's or broker's own forwarding delay. A change to the
+written format bumps ``METRICS_VERSION``; ``read_metrics`` then keeps reading the versions listed in
+``READABLE_VERSIONS``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fieldtest.errors import FieldtestError
+from fieldtest.plan import validation_message
+
+METRICS_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+METRICS_FILE = "metrics.json"
+
+
+class MetricsError(FieldtestError, ValueError):
+    """A metrics.json that cannot be read: unreadable, not JSON, unknown version or wrong shape."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Stats(Section):
+    """A statistics object: count, median, mean, std, min, max and percentiles (docs/analysis.md)."""
+
+    count: int = 0
+    median: float | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    p99_99: float | None = None
+
+
+class TrialInfo(Section):
+    dir: str
+    trial_id: str
+    name: str
+    middleware: str
+    zenoh_path: str = ""
+    mqtt_nagle: bool | None = None  # MQTT cases: Nagle's algorithm on the clients (None: not MQTT)
+    variant: str = ""  # settings beyond middleware/security/network, e.g. "Nagle off" ("" = default)
+    topology: str = (
+        ""  # twin: which machines sit on the emulated link ("seed", "robot-only", "host+robot" ...)
+    )
+    security: str
+    qos: str
+    network: str
+    repetition: int
+    seed: int | None = None
+    robot_model: str
+    robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.robot.robot_label)
+    cmd_type: str
+    stream_start_ns: int | None = None
+    plan: dict[str, Any]
+
+
+class Outcome(Section):
+    end_reason: str
+    end_detail: str = ""
+    warnings: list[str] = []
+    link: dict[str, Any] = {}
+    cpu: dict[str, Any] = {}
+
+
+class Progress(Section):
+    laps_planned: int
+    laps_commanded: int
+    laps_observed: int
+    laps_completed: int
+    commands_planned: int
+    last_seq_sent: int | None = None
+    last_seq_received: int | None = None
+    ended_early: bool
+
+    @property
+    def complete(self) -> bool:
+        """Every planned lap completed: only then is a drift between lap 1 and the last comparable."""
+        return self.laps_completed == self.laps_planned
+
+
+class LapDrift(Section):
+    lap: int
+    mean_m: float | None = None
+    rms_m: float | None = None
+    max_m: float | None = None
+    at_lap_end_m: float | None = None
+
+
+class Closing(Section):
+    distance_m: float | None = None
+    dx_m: float | None = None
+    dy_m: float | None = None
+    heading_deg: float | None = None
+
+
+class Corner(Section):
+    corner: int
+    dx_m: float | None = None
+    dy_m: float | None = None
+    distance_m: float | None = None
+
+
+class Drift(Section):
+    available: bool
+    reason: str = ""
+    last_lap: int | None = None
+    grid_step_s: float | None = None
+    grid_points: int | None = None
+    excluded_points: int | None = None
+    mean_m: float | None = None
+    rms_m: float | None = None
+    max_m: float | None = None
+    at_lap_end_m: float | None = None
+    heading_change_deg: float | None = None
+    heading_change_at_lap_end_deg: float | None = None
+    per_lap: list[LapDrift] = []
+    corners: list[Corner] = []
+    closing: Closing | None = None
+
+
+class Ape(Section):
+    available: bool
+    reason: str = ""
+    tool: str = ""
+    relation: str = ""
+    alignment: str = ""
+    rmse_m: float | None = None
+    mean_m: float | None = None
+    median_m: float | None = None
+    max_m: float | None = None
+    poses: int | None = None
+    tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
+
+
+SHARED_CLOCK = "shared-clock"  # latency.clock.method where every process read one clock (the twin)
+
+
+class RelativeAt(Section):
+    """evo's RPE over pairs one distance of path apart; each figure a mapping rmse, mean, median, std,
+    min, max (docs/analysis.md, "Relative error")."""
+
+    name: str
+    distance_m: float
+    available: bool = False
+    reason: str = ""
+    pairs: int | None = None
+    translation_m: dict[str, float] | None = None
+    translation_pct: dict[str, float] | None = None
+    rotation_deg: dict[str, float] | None = None
+    rotation_deg_per_m: dict[str, float] | None = None
+
+
+class Relative(Section):
+    available: bool
+    reason: str = ""
+    tool: str = ""
+    distances: list[RelativeAt] = []
+    tum_files: list[str] = []
+
+    def at(self, name: str) -> RelativeAt | None:
+        """The figures at a named distance ("side", "lap", "2 laps", "4 laps") if computed."""
+        return next((d for d in self.distances if d.name == name and d.available), None)
+
+
+class ClockCorrection(Section):
+    method: str
+    offset_s: float | None = None
+    drift_ppm: float | None = None
+
+
+class Lateness(Section):
+    """Commands sent in ros2-performance's classes against the command period (docs/analysis.md)."""
+
+    period_ms: float
+    late_threshold_ms: float
+    too_late_threshold_ms: float
+    commands: int
+    on_time: int
+    late: int
+    too_late: int
+    lost: int
+    on_time_fraction: float | None = None
+    late_fraction: float | None = None
+    too_late_fraction: float | None = None
+    lost_fraction: float | None = None
+
+
+class Latency(Section):
+    available: bool = False
+    clock: ClockCorrection | None = None
+    expected_from: str = ""
+    commands_sent: int | None = None
+    commands_received: int | None = None
+    lost: int | None = None
+    loss_ratio: float | None = None
+    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    arrival_stamp: dict[str, Any] = {}  # lab: which arrival stamp the robot used, what it includes
+    clock_offset_source: str = ""  # lab: the channel of the clock probes (link, udp); "" = the link
+    lost_spans: list[tuple[int, int]] = []
+    duplicates: int = 0
+    out_of_order: int = 0
+    jitter_ms: float | None = None
+    ipdv_ms: float | None = None
+    one_way_ms: Stats | None = None
+    one_way_live_ms: Stats | None = None
+    interarrival_ms: Stats | None = None
+    round_trip_ms: Stats | None = None
+    lateness: Lateness | None = None  # absent in files written before the classes
+    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
+    # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
+    ntp_estimate: dict[str, Any] | None = None
+
+
+class MotionStart(Section):
+    start_s: float | None = None
+    first_command_s: float | None = None
+    first_received_s: float | None = None
+    start_lag_s: float | None = None
+    body_yaw_offset_deg: float | None = None
+
+
+class Stack(Section):
+    """The stack's own timing faults; ``valid`` None when there are no figures to judge by. The
+    per-part figures stay mappings (docs/analysis.md, "Stack faults in every twin trial")."""
+
+    valid: bool | None = None
+    invalid_reasons: list[str] = []
+    advice: str = ""
+    stack_drift_m: float | None = None
+    bound: dict[str, float] = {}
+    # None where the trial has no such part (a synthetic or lab trial has no twin robot, no emulator)
+    host_emission_late: dict[str, Any] | None = None
+    robot: dict[str, Any] | None = None
+    mocap: dict[str, Any] | None = None
+    # the router's or broker's forwarding probe (fieldtest.twin.fwdprobe); None where there is none
+    forwarding: dict[str, Any] | None = None
+    # the ns-3 802.11 link's lag behind real time, its bound and CPU; None on other links (an
+    # optional key: files with and without it read alike, so the version stays)
+    link_simulator: dict[str, Any] | None = None
+    # the userspace link forwarders' frames and lateness per node and direction, and the bound
+    # (optional as link_simulator)
+    link_forwarder: dict[str, Any] | None = None
+    machine: dict[str, Any] | None = None
+    timing_error: dict[str, Any] | None = None
+
+
+class DriftCauses(Section):
+    """The lap drift split into causes by replaying the Create 3 model (docs/analysis.md)."""
+
+    available: bool
+    reason: str = ""
+    last_lap: int | None = None
+    replay_drift_m: dict[str, float | None] = {}
+    host_emission_m: float | None = None
+    link_m: float | None = None
+    rest_m: float | None = None
+    stack_m: float | None = None
+    measured_drift_m: float | None = None
+    stack_includes_link: bool = False
+    # the rest split into the base's systematic part and what is left (fieldtest.analysis.causes.restsplit):
+    # calibration, systematic_m, residual_m; None without the robot's calibration
+    base: dict[str, Any] | None = None
+    # the arrival replay's closing error (dx, dy, start frame): what timing alone gives the closing
+    replay_closing_m: list[float] | None = None
+    # the segment changes (turn and side starts, the stop) and those that arrived in a stall, with
+    # the arrival replay's drift had they been on time (fieldtest.analysis.causes.linkstalls)
+    segment_changes: dict[str, Any] | None = None
+    # the arrival replay with the trial's latencies shifted against the plan: median, p10, p90
+    phase_spread: dict[str, Any] | None = None
+
+
+class Metrics(Section):
+    metrics_version: int
+    trial: TrialInfo
+    partial: bool
+    partial_reasons: list[str]
+    warnings: list[str]
+    outcome: Outcome
+    progress: Progress
+    motion: MotionStart
+    drift: Drift
+    ape: Ape
+    relative: Relative | None = None  # absent in files written before the relative error
+    latency: Latency
+    mocap: dict[str, Any] = {}
+    faults: list[dict[str, Any]] = []
+    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wire); None without a
+    # capture (an optional key: files with and without it read alike, so the version stays)
+    wire: dict[str, Any] | None = None
+    stack: Stack | None = None
+    drift_causes: DriftCauses | None = None
+    # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
+    # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
+    robot_traffic: dict[str, Any] | None = None
+    base: dict[str, Any] | None = None  # what the base received against what the host sent
+    plots: list[str] = []
+    files: list[str] = []
+    analysis_s: float | None = None
+
+    @property
+    def valid(self) -> bool:
+        """A trial counts unless its stack faults made it invalid (``stack.valid`` false)."""
+        return self.stack is None or self.stack.valid is not False
+
+    @property
+    def config(self) -> tuple[str, str, str]:
+        """(middleware, security, network): what compare groups trials by; a variant of the
+        default set-up is named after the middleware, e.g. "mqtt-broker (Nagle off)"."""
+        variant = f" ({self.trial.variant})" if self.trial.variant else ""
+        return self.trial.middleware + variant, self.trial.security, self.trial.network
+
+
+def metrics_from(data: Any, source: str | Path) -> Metrics:
+    """Validate parsed metrics; ``MetricsError`` (one line naming ``source``) if they do not fit."""
+    if not isinstance(data, dict):
+        raise MetricsError(f"{source}: not a metrics object (a JSON object with metrics_version)")
+    version = data.get("metrics_version")
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise MetricsError(f"{source}: metrics_version {version!r}, this kit reads {readable}")
+    try:
+        return Metrics.model_validate(data)
+    except ValidationError as exc:
+        raise MetricsError(f"{source}: {validation_message(exc)}") from None
+
+
+def read_metrics(path: str | Path) -> Metrics:
+    """A metrics.json file, validated against the schema."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise MetricsError(f"{path}: not readable ({exc.strerror})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MetricsError(f"{path}: not JSON ({exc})") from None
+    return metrics_from(data, path)
