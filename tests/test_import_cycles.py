@@ -32,7 +32,11 @@ KNOWN_CYCLES: dict[tuple[str, ...], str] = {
         "fieldtest.middleware.rmw_zenoh.lab",
         "fieldtest.middleware.zenoh.family",
         "fieldtest.middleware.zenoh.lab",
-    ): "LabLaunch (middleware.launch) looks families up in the registry, whose families build LabLaunch",
+    ): (
+        "LabLaunch (middleware.launch) checks its settings and answers .entry through the registry; the "
+        "registry imports every <family>.family, which imports its <family>.lab, which builds LabLaunch "
+        "sides (imports launch); base.Middleware's lab hooks take a LabLaunch (TYPE_CHECKING import)"
+    ),
 }
 
 
