@@ -18,31 +18,34 @@ from __future__ import annotations
 from typing import Literal
 
 UpAxis = Literal["y", "z"]
-UP_AXES: tuple[str, ...] = ("y", "z")
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
 
 
 def check_up_axis(up_axis: str) -> UpAxis:
-    if up_axis not in UP_AXES:
-        raise ValueError(f"up axis {up_axis!r}: expected 'y' (Motive default) or 'z'")
-    return up_axis  # type: ignore[return-value]
+    if up_axis == "y":
+        return "y"
+    if up_axis == "z":
+        return "z"
+    raise ValueError(f"up axis {up_axis!r}: expected 'y' (Motive default) or 'z'")
 
 
 def world_to_stream(position: Vec3, orientation: Quat, up_axis: UpAxis) -> tuple[Vec3, Quat]:
     """Robot-world pose as Motive would stream it with the given Up Axis."""
-    if check_up_axis(up_axis) == "z":
-        return tuple(position), tuple(orientation)  # type: ignore[return-value]
+    z_up = check_up_axis(up_axis) == "z"
     x, y, z = position
     qx, qy, qz, qw = orientation
+    if z_up:
+        return (x, y, z), (qx, qy, qz, qw)
     return (x, z, -y), (qx, qz, -qy, qw)
 
 
 def stream_to_world(position: Vec3, orientation: Quat, up_axis: UpAxis) -> tuple[Vec3, Quat]:
     """Pose from a Motive stream with the given Up Axis, in the robot world (Z up)."""
-    if check_up_axis(up_axis) == "z":
-        return tuple(position), tuple(orientation)  # type: ignore[return-value]
+    z_up = check_up_axis(up_axis) == "z"
     x, y, z = position
     qx, qy, qz, qw = orientation
+    if z_up:
+        return (x, y, z), (qx, qy, qz, qw)
     return (x, -z, y), (qx, -qz, qy, qw)

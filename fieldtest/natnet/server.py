@@ -385,12 +385,12 @@ class NatNetEmulator:
 
 def _perturb(quat: Sequence[float], turn: Sequence[float]) -> tuple[float, float, float, float]:
     """Quaternion ``quat`` followed by a small rotation with rotation vector ``turn`` (radians)."""
+    x, y, z, w = quat
     angle = math.sqrt(sum(v * v for v in turn))
     if angle == 0:
-        return tuple(quat)  # type: ignore[return-value]
+        return x, y, z, w
     s = math.sin(angle / 2) / angle
     dx, dy, dz, dw = turn[0] * s, turn[1] * s, turn[2] * s, math.cos(angle / 2)
-    x, y, z, w = quat
     return (
         dw * x + dx * w + dy * z - dz * y,
         dw * y - dx * z + dy * w + dz * x,

@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         role, args = parse_argv(argv)
-        plan = launch_plan(args, role)  # type: ignore[arg-type]
+        plan = launch_plan(args, role)
         if rehearsal:
             plan.processes = rehearsal_processes(plan)
     except FieldtestError as exc:

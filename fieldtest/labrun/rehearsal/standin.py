@@ -25,7 +25,7 @@ from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch
 from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
 from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
 from fieldtest.labrun.orchestration.launchplan import split_preflight_args
-from fieldtest.linkconfig import TransportConfig
+from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import LabLaunch
 from fieldtest.middleware.registry import open_transport
@@ -66,7 +66,7 @@ def infrastructure(cfg: LabLaunch, config: TransportConfig, workdir: Path) -> It
         yield
 
 
-def parse_argv(argv: list[str]) -> tuple[str, dict[str, str]]:
+def parse_argv(argv: list[str]) -> tuple[Role, dict[str, str]]:
     if not argv or argv[0] not in ("host", "robot"):
         raise LaunchArgError("usage: python -m fieldtest.labrun.rehearsal.standin host|robot name:=value ...")
     args = {}
@@ -75,20 +75,20 @@ def parse_argv(argv: list[str]) -> tuple[str, dict[str, str]]:
         if not sep:
             raise LaunchArgError(f"argument {item!r}: expected name:=value")
         args[name] = value
-    return argv[0], args
+    return ("host" if argv[0] == "host" else "robot"), args
 
 
-def run_side(role: str, args: dict[str, str]) -> int:
+def run_side(role: Role, args: dict[str, str]) -> int:
     common, _ = split_preflight_args(args) if role == "robot" else (args, {})
     environ = {"ROS_DISTRO": os.environ.get("ROS_DISTRO") or "humble"}
-    cfg = parse_launch_args(common, role, environ=environ)  # type: ignore[arg-type]
+    cfg = parse_launch_args(common, role, environ=environ)
     config = transport_config(cfg)
     trial_dir = Path(cfg.trial_dir) if cfg.trial_dir else Path.cwd() / f"fieldtest-{role}"
     request = request_for_side(config, cfg.plan, cfg.cmd_type, name=f"lab-{role}")
     realtime = try_realtime()  # as the rclpy nodes do, before the middleware's threads start
     with stop_on_signals() as stop, infrastructure(cfg, config, trial_dir):
         watch_parent(stop)
-        transport = RemappedTransport(open_transport(config, role), command_remap(cfg.relay))  # type: ignore[arg-type]
+        transport = RemappedTransport(open_transport(config, role), command_remap(cfg.relay))
         if role == "host":
             driver = LabDriver(
                 request, trial_dir, transport=transport, wait_for_go=bool(cfg.trial_dir), realtime=realtime
