@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import getpass
 import socket
-import ssl
 import subprocess
 import threading
 import time
@@ -26,6 +25,7 @@ from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
 from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
+from fieldtest.testkit.refusal import tls_alert
 
 
 @pytest.fixture(autouse=True)
@@ -192,27 +192,9 @@ def connects(port: int, name: str, timeout: float = 3.0, **tls) -> bool:
     return client.connected.is_set()
 
 
-def tls_refusal(port: int, ca_certs: str, certfile: str | None = None, keyfile: str | None = None) -> str:
-    """The TLS alert with which the broker refuses this client (``ssl.SSLError.reason``). A broker
-    that lets the client in, or does not answer in 5 s, fails the calling test: slow is not refused."""
-    context = ssl.create_default_context(cafile=ca_certs)
-    context.check_hostname = False
-    if certfile is not None:
-        context.load_cert_chain(certfile, keyfile)
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        try:
-            with context.wrap_socket(raw) as tls:
-                tls.recv(1)  # TLS 1.3: the broker judges the client's certificate after the handshake
-        except ssl.SSLError as exc:
-            return str(exc.reason)
-        except TimeoutError:
-            pytest.fail("the broker did not refuse the client's TLS session in 5 s", pytrace=False)
-    pytest.fail("the broker let the client's TLS session through", pytrace=False)
-
-
 def test_only_clients_with_a_kit_certificate_get_in(keystore, broker, tmp_path):
     ca = str(keystore / "tls/ca.pem")
     rogue = create_rogue_tls(tmp_path / "rogue")["host"]
     assert connects(broker, "host", **paho_tls_args(keystore, "host"))
-    assert tls_refusal(broker, ca) == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
-    assert tls_refusal(broker, ca, str(rogue.cert), str(rogue.key)) == "TLSV1_ALERT_UNKNOWN_CA"
+    assert tls_alert(broker, ca) == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
+    assert tls_alert(broker, ca, str(rogue.cert), str(rogue.key)) == "TLSV1_ALERT_UNKNOWN_CA"
