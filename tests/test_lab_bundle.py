@@ -3,7 +3,8 @@
 The bundle for this machine is installed by its own install.sh into a fresh venv inside a network
 namespace that has only loopback (no registry reachable), then every kit module the robot's nodes
 and launch file import is imported from that venv. The TurtleBot 4's bundle (aarch64, CPython 3.12)
-is downloaded here (the host's job) and resolved offline from its own wheels for that platform."""
+is resolved offline from its own wheels for that platform. Both are built as the host builds them,
+with pip reading the wheelhouse `make test` fetched (fieldtest.testkit.wheelhouse), not a registry."""
 
 from __future__ import annotations
 
