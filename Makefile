@@ -4,7 +4,7 @@
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo demo-quick test lint bench
+.PHONY: install demo demo-quick test test-wheels lint bench
 
 install:
 	bash tools/install.sh
@@ -20,8 +20,13 @@ lint:
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install lint
+test: install lint test-wheels
 	$(BIN)/pytest -q
+
+# the wheels the bundle tests build from, downloaded once into the cache outside the clone: the
+# suite itself reaches no package registry (fieldtest/testkit/wheelhouse.py)
+test-wheels: install
+	$(BIN)/python -m fieldtest.testkit.wheelhouse
 
 bench: install
 	$(BIN)/python benchmarks/bench_analysis.py

@@ -15,6 +15,7 @@ from fieldtest.analysis.rendering import trialplots as plots
 from fieldtest.analysis.rendering.figuredata import PlotData
 from fieldtest.analysis.rendering.plotprocess import PlotWorker
 from fieldtest.plan import SquarePlan
+from fieldtest.testkit import needs
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT = SquarePlan(laps=3, side_duration_s=1.5, turn_rate_dps=90.0)
@@ -84,10 +85,10 @@ def _pixels(path):
         return img.tobytes()
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
 def test_worker_draws_the_same_pixels(faulty, tmp_path):
     """In a fresh process the worker imports matplotlib its own way (plotprocess._import_plots): the
     pictures must not change."""
+    needs.cores(2)  # the worker starts only with two
     out = {}
     for worker in ("0", "1"):
         out[worker] = tmp_path / worker
@@ -101,12 +102,12 @@ def test_worker_draws_the_same_pixels(faulty, tmp_path):
         assert _pixels(out["1"] / name) == _pixels(out["0"] / name)
 
 
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="no plot worker on one core")
 @pytest.mark.parametrize("failing", ["raises", "dies", "latency fork dies"])
 def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
     """A worker that fails early (before it gets the APE) or dies while drawing, or a latency fork
     that dies: every plot is still drawn, the same as without the worker; only the worker's failure
     is a warning (the worker draws the latency plot itself when its fork dies)."""
+    needs.cores(2)  # the worker starts only with two
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "0")
     reference = analyze_trial(faulty, tmp_path / "ref")
     monkeypatch.setenv("FIELDTEST_PLOT_WORKER", "1")

@@ -39,6 +39,7 @@ from fieldtest.procs import free_port
 from fieldtest.security.keystore import KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
+from fieldtest.testkit.refusal import plain_mqtt_answer, tls_alert
 
 ZENOH_CASES = [
     (middleware, role, distro)
@@ -195,9 +196,23 @@ def test_plugin_check_refuses_priorities_the_plugin_refuses(priority):
         check_ros2dds_plugin({"pub_priorities": [f"^/tb4/cmd_vel$={priority}"]})
 
 
-@pytest.mark.parametrize("entry", ["^/a$=1", "^/a$=7:express", ".*=4"])
-def test_plugin_check_accepts_priorities_one_to_seven(entry):
-    check_ros2dds_plugin({"pub_priorities": [entry]})
+def test_plugin_check_accepts_priorities_one_to_seven_and_no_other():
+    """Judged over the boundary: a check that accepts every entry fails here, as one that refuses all."""
+
+    def accepted(entry: str) -> bool:
+        try:
+            check_ros2dds_plugin({"pub_priorities": [entry]})
+        except BridgeConfigError:
+            return False
+        return True
+
+    cases = [
+        (f"{regex}={p}{mode}", p)
+        for regex in ("^/a$", ".*")
+        for p in range(-1, 10)
+        for mode in ("", ":express")
+    ]
+    assert [entry for entry, _ in cases if accepted(entry)] == [entry for entry, p in cases if 1 <= p <= 7]
 
 
 def test_plugin_check_refuses_malformed_entries():
@@ -215,24 +230,46 @@ def _session_part(config: dict) -> dict:
     return {k: v for k, v in config.items() if k != "plugins"}
 
 
-def _exchange(robot_config: dict, host_config: dict, key: str, timeout_s: float = 10.0) -> bytes | None:
-    got: list[bytes] = []
-    event = threading.Event()
+def _exchange(
+    robot_config: dict, host_config: dict, key: str, denied_key: str | None = None, timeout_s: float = 10.0
+) -> dict[str, list[bytes]]:
+    """What the robot's session receives of the host's puts on ``key`` (and on ``denied_key``).
+
+    The host puts on ``denied_key`` then on ``key`` until the robot has one on ``key``, then once more
+    on each. The robot declared its ``denied_key`` subscription first and one session's puts arrive
+    in order, so once that last put on ``key`` is in, one on ``denied_key`` let through is in too.
+    """
+    keys = [k for k in (denied_key, key) if k is not None]
+    got: dict[str, list[bytes]] = {k: [] for k in keys}
+    last = threading.Event()
+
+    def receive(k: str, sample) -> None:
+        got[k].append(sample.payload.to_bytes())
+        if k == key and got[k][-1] == b"last":
+            last.set()
+
     robot = zenoh.open(zenoh.Config.from_json5(json.dumps(robot_config)))
     try:
-        robot.declare_subscriber(key, lambda s: (got.append(s.payload.to_bytes()), event.set()))
+        for k in keys:
+            robot.declare_subscriber(k, lambda sample, k=k: receive(k, sample))
         host = zenoh.open(zenoh.Config.from_json5(json.dumps(host_config)))
         try:
-            pub = host.declare_publisher(key)
+            publishers = [host.declare_publisher(k) for k in keys]
             deadline = time.monotonic() + timeout_s
-            while not event.is_set() and time.monotonic() < deadline:
-                pub.put(b"cdr")
-                event.wait(0.1)
+            while not got[key] and time.monotonic() < deadline:
+                for pub in publishers:
+                    pub.put(b"cdr")
+                time.sleep(0.1)
+            for pub in publishers if got[key] else []:
+                pub.put(b"last")
+            assert not got[key] or last.wait(timeout_s), (
+                f"the last put on {key} did not arrive in {timeout_s} s"
+            )
         finally:
             host.close()
     finally:
         robot.close()
-    return got[0] if got else None
+    return got
 
 
 def test_zenoh_peer_bridge_configs_link_over_mutual_tls(keystore):
@@ -248,16 +285,34 @@ def test_zenoh_peer_bridge_configs_link_over_mutual_tls(keystore):
     robot = _session_part(zenoh_bridge_config(cfg("robot", robot_address="127.0.0.1", **common)))
     host = _session_part(zenoh_bridge_config(cfg("host", robot_address="127.0.0.1", **common)))
     robot["listen"]["endpoints"] = [f"tls/127.0.0.1:{port}"]  # loopback only in tests
-    assert _exchange(robot, host, "tb4/cmd_vel") == b"cdr"
-    # the ACL is live: a key the host may not publish does not get through
-    assert _exchange(robot, host, "tb4/fieldtest/cmd_receipts", timeout_s=2.0) is None
+    got = _exchange(robot, host, "tb4/cmd_vel", denied_key="tb4/fieldtest/cmd_receipts")
+    assert got["tb4/cmd_vel"][:1] == [b"cdr"]
+    assert got["tb4/fieldtest/cmd_receipts"] == []  # the ACL is live: the host may not publish it
 
 
-def test_zenoh_router_config_parses(keystore, tmp_path):
-    c = cfg("host", middleware="zenoh-router", security="mtls-acl", keystore=str(keystore))
+def test_zenoh_router_config_relays_the_bridges_over_mutual_tls(keystore, tmp_path):
+    """The router's config, read from its file as zenohd reads it, runs a router that relays the host
+    bridge's commands to the robot's bridge over TLS, and not what its ACL denies."""
+    port = free_port()
+    common = {"middleware": "zenoh-router", "security": "mtls-acl", "keystore": str(keystore)}
     path = tmp_path / "router.json5"
-    path.write_text(to_json5(zenoh_router_config(c)))
-    zenoh.Config.from_file(str(path))
+    path.write_text(to_json5(zenoh_router_config(cfg("host", zenoh_port=str(port), **common))))
+    router_config = zenoh.Config.from_file(str(path))
+    router_config.insert_json5("listen/endpoints", json.dumps([f"tls/127.0.0.1:{port}"]))  # loopback only
+    sides = {
+        role: {
+            **_session_part(zenoh_bridge_config(cfg(role, zenoh_port=str(port), **common))),
+            "mode": "client",
+        }
+        for role in ("robot", "host")
+    }
+    router = zenoh.open(router_config)
+    try:
+        got = _exchange(sides["robot"], sides["host"], "tb4/cmd_vel", denied_key="tb4/fieldtest/cmd_receipts")
+    finally:
+        router.close()
+    assert got["tb4/cmd_vel"][:1] == [b"cdr"]
+    assert got["tb4/fieldtest/cmd_receipts"] == []
 
 
 # ------------------------------------------------------------------------------------------- MQTT
@@ -390,13 +445,39 @@ def _client(port: int, tls: dict | None = None, name: str = "c") -> mqtt.Client:
     return client
 
 
-def _delivered(publisher: mqtt.Client, subscriber: mqtt.Client, topic: str, wait_s: float = 3.0) -> bool:
-    got = threading.Event()
-    subscriber.on_message = lambda *_: got.set()
-    subscriber.subscribe(topic, qos=1)
-    time.sleep(0.3)
-    publisher.publish(topic, b"cdr", qos=1)
-    return got.wait(wait_s)
+def _delivered(
+    publisher: mqtt.Client, subscriber: mqtt.Client, topic: str, denied: str | None = None
+) -> list:
+    """The topics of the messages ``subscriber`` gets after ``publisher`` publishes on ``denied``
+    (if given) then on ``topic``, each after the broker acknowledged the subscriptions (SUBACK) and
+    the previous publish (PUBACK): mosquitto hands a subscriber its messages in the order it accepted
+    them, so once the one on ``topic`` is in, a message on ``denied`` let through is in too."""
+    changed = threading.Condition()
+    got: list[str] = []
+    acked: set[int] = set()
+
+    def on_message(_c, _u, message):
+        with changed:
+            got.append(message.topic)
+            changed.notify_all()
+
+    def on_subscribe(_c, _u, mid, _codes, _p):
+        with changed:
+            acked.add(mid)
+            changed.notify_all()
+
+    subscriber.on_message, subscriber.on_subscribe = on_message, on_subscribe
+    topics = [t for t in (denied, topic) if t is not None]
+    mids = [subscriber.subscribe(t, qos=1)[1] for t in topics]
+    with changed:
+        assert changed.wait_for(lambda: set(mids) <= acked, 5), f"no SUBACK for {topics}"
+    for t in topics:
+        publisher.publish(t, b"cdr", qos=1).wait_for_publish(5)
+    with changed:
+        changed.wait_for(lambda: topic in got, 5)
+    for t in topics:
+        subscriber.unsubscribe(t)
+    return got
 
 
 def test_broker_sends_small_messages_without_nagles_delay():
@@ -423,7 +504,7 @@ def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
     with Broker(mosquitto_conf(c, bind_address="127.0.0.1"), port, tmp_path):
         pub, sub = _client(port, name="pub"), _client(port, name="sub")
         try:
-            assert _delivered(pub, sub, "tb4/cmd_vel")
+            assert _delivered(pub, sub, "tb4/cmd_vel") == ["tb4/cmd_vel"]
         finally:
             for client in (pub, sub):
                 client.loop_stop()
@@ -446,35 +527,20 @@ def test_tls_broker_config_enforces_certificates_and_the_acl(tmp_path, keystore)
         host = _client(port, paho_tls_args(keystore, "host"), "host")
         robot = _client(port, paho_tls_args(keystore, "robot"), "robot")
         try:
-            assert _delivered(host, robot, "tb4/cmd_vel")  # host may send commands
-            assert _delivered(host, robot, "mqtt_client/ros_msg_type/tb4/cmd_vel")  # and announce their type
-            assert _delivered(robot, host, "tb4/fieldtest/clock_probe")
-            assert not _delivered(robot, host, "tb4/cmd_vel", wait_s=1.0)  # the robot may not command itself
+            assert _delivered(host, robot, "tb4/cmd_vel") == ["tb4/cmd_vel"]  # host may send commands
+            type_topic = "mqtt_client/ros_msg_type/tb4/cmd_vel"
+            assert _delivered(host, robot, type_topic) == [type_topic]  # and announce their type
+            # the robot may not command itself: its cmd_vel is not delivered, its clock probe is
+            probe = "tb4/fieldtest/clock_probe"
+            assert _delivered(robot, host, probe, denied="tb4/cmd_vel") == [probe]
         finally:
             for client in (host, robot):
                 client.loop_stop()
                 client.disconnect()
         # no client certificate: refused (plain TCP, and TLS with only the CA)
-        assert not _connects(port, None)
-        assert not _connects(port, {"ca_certs": paho_tls_args(keystore, "host")["ca_certs"]})
-
-
-def _connects(port: int, tls: dict | None, wait_s: float = 1.5) -> bool:
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"fieldtest-test-anon-{port}")
-    accepted = threading.Event()
-    client.on_connect = lambda _c, _u, _f, reason, _p: accepted.set() if not reason.is_failure else None
-    if tls:
-        client.tls_set(**tls)
-    try:
-        try:
-            client.connect("127.0.0.1", port, keepalive=5)
-        except OSError:
-            return False
-        client.loop_start()
-        return accepted.wait(wait_s)
-    finally:
-        client.loop_stop()
-        client.disconnect()
+        assert plain_mqtt_answer(port) in ("reset", "closed")
+        ca = paho_tls_args(keystore, "host")["ca_certs"]
+        assert tls_alert(port, ca) == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
 
 
 def test_ros2bag_records_mcap_into_the_trial():

@@ -3,7 +3,8 @@
 The bundle for this machine is installed by its own install.sh into a fresh venv inside a network
 namespace that has only loopback (no registry reachable), then every kit module the robot's nodes
 and launch file import is imported from that venv. The TurtleBot 4's bundle (aarch64, CPython 3.12)
-is downloaded here (the host's job) and resolved offline from its own wheels for that platform."""
+is resolved offline from its own wheels for that platform. Both are built as the host builds them,
+with pip reading the wheelhouse `make test` fetched (fieldtest.testkit.wheelhouse), not a registry."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import ast
 import hashlib
 import json
 import os
-import platform
 import re
 import secrets
 import subprocess
@@ -31,27 +31,14 @@ from fieldtest.labrun.orchestration.bundle import (
     kit_source,
 )
 from fieldtest.testkit import needs
-
-PI = Target()  # the TurtleBot 4's Raspberry Pi: aarch64, CPython 3.12, Ubuntu 24.04's glibc
-
-
-def _this_machine() -> Target:
-    libc, version = platform.libc_ver()
-    if libc != "glibc":
-        pytest.fail(
-            f"the bundle targets glibc systems; this Python reports {libc or 'no libc'}", pytrace=False
-        )
-    major, minor = (int(part) for part in version.split(".")[:2])
-    return Target(
-        platforms=(platform.machine(),),
-        python=f"{sys.version_info[0]}.{sys.version_info[1]}",
-        glibc=(major, minor),
-    )
+from fieldtest.testkit.wheelhouse import PI, registry_free_pip, this_machine
 
 
 def _build(out: Path, target: Target) -> dict:
+    """The bundle as `fieldtest lab bundle` makes it, its wheels from the wheelhouse: no registry."""
     try:
-        return json.loads(build_bundle(out, target).read_text())
+        with registry_free_pip():
+            return json.loads(build_bundle(out, target).read_text())
     except BundleError as exc:
         pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
 
@@ -59,7 +46,7 @@ def _build(out: Path, target: Target) -> dict:
 @pytest.fixture(scope="module")
 def local_bundle(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("bundle-here")
-    _build(out, _this_machine())
+    _build(out, this_machine())
     return out
 
 
@@ -255,9 +242,10 @@ def test_bundle_holds_the_robot_workspace_with_its_messages(pi_bundle):
 
 
 def test_a_target_without_wheels_is_refused_in_one_line_naming_package_and_platform(tmp_path, capsys):
-    code = fieldtest_main(
-        ["lab", "bundle", "--out", str(tmp_path / "b"), "--platform", "aarch64", "--python", "3.99"]
-    )
+    with registry_free_pip():
+        code = fieldtest_main(
+            ["lab", "bundle", "--out", str(tmp_path / "b"), "--platform", "aarch64", "--python", "3.99"]
+        )
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1, err
     assert "no wheel of numpy" in err and "aarch64" in err and "3.99" in err, err

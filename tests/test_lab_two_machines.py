@@ -7,12 +7,12 @@ stand-in and the NatNet emulator as Motive at a third address (fieldtest.testkit
 from __future__ import annotations
 
 import json
-import platform
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from fieldtest.analysis import read_metrics
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
 from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE
@@ -42,20 +42,16 @@ def lab(robot_bundle):
 @pytest.fixture(scope="module")
 def robot_bundle(tmp_path_factory) -> Path:
     """`fieldtest lab bundle` for the robot here (this machine's CPU and glibc, the system python3),
-    built outside the machines' namespaces: it downloads wheels, and neither machine reaches a
-    registry."""
-    from fieldtest.labrun.orchestration.bundle import BundleError, Target, build_bundle
+    built outside the machines' namespaces from the wheelhouse: neither machine nor the test
+    reaches a registry."""
+    from fieldtest.labrun.orchestration.bundle import BundleError, build_bundle
+    from fieldtest.testkit.wheelhouse import registry_free_pip, this_machine
 
-    python = subprocess.run(
-        [SYSTEM_PYTHON, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    glibc = tuple(int(part) for part in platform.libc_ver()[1].split(".")[:2])
-    target = Target(platforms=(platform.machine(),), python=python, glibc=glibc)
+    target = this_machine(SYSTEM_PYTHON)
     out = tmp_path_factory.mktemp("tb4-bundle")
     try:
-        build_bundle(out, target)
+        with registry_free_pip():
+            build_bundle(out, target)
     except BundleError as exc:
         pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
     return out
@@ -138,8 +134,12 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     missing = sorted(set(range(n + 5)) - {r.seq for r in receipts})
     assert [r.seq for r in receipts] == list(range(n + 5)), (missing, lab.topology.link_stats())
     assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
-    metrics = json.loads((trial / ANALYSIS_DIR / "metrics.json").read_text())  # analysed as the lab user
-    assert metrics, "empty metrics"
+    # analysed as the lab user: this trial's metrics (schema-checked), every command counted, the laps seen
+    metrics = read_metrics(trial / ANALYSIS_DIR / "metrics.json")
+    assert metrics.trial.name == record.request.name and not metrics.partial, metrics.partial_reasons
+    sent = n + 5  # and the stop burst
+    assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, 0), metrics.latency
+    assert metrics.progress.laps_completed == record.request.plan.laps, metrics.progress
     # the base heard them through the republisher (under /tb4/_do_not_use) and drove the square;
     # upstream's republisher subscribes best effort with depth 1, so one may be dropped there
     base = lab.base_status()
@@ -198,7 +198,7 @@ CHANGES = {
             "fieldtest lab bundle --out ~/tb4-bundle\n",
             "test -f ~/tb4-bundle/MANIFEST.json\n",
             "the bundle is built outside the machines for this robot's CPU, glibc and system python3 "
-            "(robot_bundle): pip downloads wheels, and neither machine reaches a registry",
+            "(robot_bundle, from the wheelhouse): neither the machines nor the test reach a registry",
         ),
     ],
     "robot-install": [

@@ -1,6 +1,6 @@
 """Emulated links in real network namespaces: measured against their profiles, faults, teardown.
 
-Needs root (network namespaces); skipped otherwise. Statistical checks use tolerances derived from
+Needs root (network namespaces); fails otherwise, saying so. Statistical checks use tolerances derived from
 each profile (jitter, correlation time, loss model and probe count), see ``_rtt_tolerance``.
 Delay checks are judged against the machine's own disturbance measured in the same run (the
 forwarder's lateness and a reference timer, fieldtest.netem.disturbance): on a busy or virtual
@@ -307,9 +307,7 @@ def test_forwarder_own_delay_is_small_against_the_profiles(record_property):
     costs what the machine's reference timer shows, so two of them are allowed on top (90th
     percentile, see fieldtest.netem.disturbance). benchmarks/bench_netem.py reports the figure itself.
     """
-    with Topology("ideal", nodes=["host", "robot", "mocap"]) as topo:
-        if topo.backend != "userspace":
-            pytest.skip("netem backend: no userspace forwarder to measure")
+    with Topology("ideal", nodes=["host", "robot", "mocap"], backend="userspace") as topo:
         with MachineMonitor() as monitor:
             wired = measure_link(topo, "host", "mocap", count=200, interval_s=0.005)
             emulated = measure_link(topo, "host", "robot", count=200, interval_s=0.005)

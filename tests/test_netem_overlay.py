@@ -28,24 +28,29 @@ s.bind(("", {port}))
 s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, struct.pack("4s4s", socket.inet_aton("{group}"), socket.inet_aton("{address}")))
 s.settimeout({timeout})
 print("ready", flush=True)
-got = 0
+got, closed = 0, False
 try:
-    while got < {count}:
-        s.recv(4096); got += 1
+    while got < {count} and not closed:
+        closed = s.recv(4096) == b"end"
+        got += not closed
 except OSError:
     pass
-print(got, flush=True)
+print(got, "end" if closed else "no-end", flush=True)
 """
 SENDER = """
-import socket, time
+import errno, json, socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("{address}"))
+errors = []
 for _ in range({count}):
     try:
         s.sendto(b"x" * {size}, ("{target}", {port}))
-    except OSError:  # no route: a network without multicast
-        pass
+    except OSError as exc:
+        errors.append(errno.errorcode.get(exc.errno, str(exc.errno)))
     time.sleep(0.01)
+for member in {closing}:  # unicast, after the others on the same path: a receiver stops at it
+    s.sendto(b"end", (member, {port}))
+print(json.dumps(errors), flush=True)
 """
 
 
@@ -79,9 +84,28 @@ def _receive(topo: Topology, node: str, count: int) -> subprocess.Popen:
     return proc
 
 
-def _send(topo: Topology, node: str, target: str, count: int, size: int = 100) -> None:
-    code = SENDER.format(address=topo.address(node), target=target, port=PORT, count=count, size=size)
-    subprocess.run(topo.command(node, [sys.executable, "-c", code]), check=True, timeout=30)
+def _send(
+    topo: Topology, node: str, target: str, count: int, size: int = 100, closing: tuple[str, ...] = ()
+) -> list[str]:
+    """Send ``count`` datagrams, then b"end" to each node in ``closing``; the send errors (errno names)."""
+    members = [topo.address(member) for member in closing]
+    code = SENDER.format(
+        address=topo.address(node), target=target, port=PORT, count=count, size=size, closing=members
+    )
+    sent = subprocess.run(
+        topo.command(node, [sys.executable, "-c", code]),
+        check=True,
+        timeout=30,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(sent.stdout)
+
+
+def _received(proc: subprocess.Popen) -> tuple[int, str]:
+    """How many datagrams a receiver got, and whether it stopped at b"end" ("end", else "no-end")."""
+    got, how = proc.communicate(timeout=15)[0].split()
+    return int(got), how
 
 
 def test_the_4g_profile_is_an_overlay_and_every_node_gets_an_address_on_it(cellular):
@@ -97,8 +121,8 @@ def test_the_4g_profile_is_an_overlay_and_every_node_gets_an_address_on_it(cellu
 def test_multicast_is_replicated_by_the_sender_into_one_unicast_datagram_per_member(cellular):
     receivers = [_receive(cellular, node, 20) for node in ("robot", "broker")]
     before = _tx_packets(cellular, "host", IFACE)
-    _send(cellular, "host", GROUP, 20)
-    got = [int(proc.communicate(timeout=15)[0].split()[-1]) for proc in receivers]
+    assert _send(cellular, "host", GROUP, 20) == []
+    got = [_received(proc)[0] for proc in receivers]
     sent_on_leg = _tx_packets(cellular, "host", IFACE) - before
     assert got == [20, 20]  # both members heard the group
     # one copy per other member crossed the host's cellular leg (the leg carries no multicast)
@@ -115,8 +139,8 @@ def test_unicast_leaves_the_leg_encapsulated_in_udp_with_the_overlay_overhead(ce
         while "listening" not in (line := dump.stderr.readline()):
             assert line, "tcpdump did not start"
         receiver = _receive(cellular, "robot", 5)
-        _send(cellular, "host", cellular.address("robot"), 5, size=1000)
-        assert receiver.communicate(timeout=15)[0].split()[-1] == "5"
+        assert _send(cellular, "host", cellular.address("robot"), 5, size=1000) == []
+        assert _received(receiver)[0] == 5
         host_leg = cellular.describe()["nodes"]["host"]["leg_address"]
         outer = re.compile(rf"length (\d+): {re.escape(host_leg)}\.\d+ > [\d.]+\.{VXLAN_PORT}: VXLAN")
 
@@ -153,9 +177,9 @@ def test_an_overlay_without_multicast_delivers_none_and_sends_nothing_on_the_leg
         assert topo.describe()["overlay"]["multicast"] == "none"
         receivers = [_receive(topo, node, 5) for node in ("robot", "broker")]
         before = _tx_packets(topo, "host", IFACE)
-        _send(topo, "host", GROUP, 5)
-        got = [int(proc.communicate(timeout=15)[0].split()[-1]) for proc in receivers]
-        assert got == [0, 0]
+        assert _send(topo, "host", GROUP, 5, closing=("robot", "broker")) == []  # sent, and dropped
+        # each receiver got the unicast b"end" sent after the group's datagrams on the same tunnel
+        assert [_received(proc) for proc in receivers] == [(0, "end"), (0, "end")]
         assert _tx_packets(topo, "host", IFACE) - before < 3
         with pytest.raises(TopologyError, match="multicast"):
             topo.check_profile_change({"extends": "4g-fast", "multicast": True}, node="robot")

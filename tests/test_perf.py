@@ -98,11 +98,9 @@ def test_several_subscribers_each_get_every_message(middleware, tmp_path):
 
 
 def test_several_subscribers_on_an_emulated_link(tmp_path):
-    from fieldtest.netem import netns_available
+    from fieldtest.testkit import needs
 
-    ok, why = netns_available()
-    if not ok:
-        pytest.skip(f"no network namespaces: {why}")
+    needs.netns()
     case = PerfCase(
         middleware="dds", network="ethernet", message="Array1k", rate_hz=20, duration_s=1, subscribers=2
     )
@@ -122,11 +120,9 @@ def test_several_subscribers_on_an_emulated_link(tmp_path):
 def test_zenoh_payloads_cross_the_emulated_link(middleware, tmp_path):
     """Every echoed 16 KB message crosses the robot's link twice: none through /dev/shm, which every
     namespace shares (Zenoh's default would pass payloads over 3 KB that way)."""
-    from fieldtest.netem import netns_available
+    from fieldtest.testkit import needs
 
-    ok, why = netns_available()
-    if not ok:
-        pytest.skip(f"no network namespaces: {why}")
+    needs.netns()
     case = PerfCase(middleware=middleware, network="ethernet", message="Array16k", rate_hz=20, duration_s=1)
     row = run_row(case, tmp_path)
     assert row.status == "ok", row.error
@@ -150,11 +146,10 @@ def test_an_80211_row_keeps_the_simulated_links_record(tmp_path):
 
 
 def test_lossy_link_counts_add_up(tmp_path):
-    from fieldtest.netem import get_profile, netns_available
+    from fieldtest.netem import get_profile
+    from fieldtest.testkit import needs
 
-    ok, why = netns_available()
-    if not ok:
-        pytest.skip(f"no network namespaces: {why}")
+    needs.netns()
     lossy = {"lossy": get_profile({"name": "lossy", "up": {"loss_pct": 30}, "down": {"loss_pct": 30}})}
     case = PerfCase(
         middleware="dds", qos="sensor", network="lossy", message="Array1k", rate_hz=20, duration_s=2
@@ -314,16 +309,12 @@ def test_a_rate_not_held_fails_the_row():
 def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, security, network, tmp_path):
     """The twin's default Zenoh path: each side's DDS -> zenohd + ros2dds plugin -> Zenoh -> bridge
     -> DDS, the sides in DDS domains of their own, so only the bridges can carry the messages."""
-    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
-    from fieldtest.netem import netns_available
+    from fieldtest.middleware.zenoh.bridge import find_bridge
+    from fieldtest.testkit import needs
 
-    try:
-        find_bridge()
-    except BridgeMissingError as exc:
-        pytest.skip(str(exc))
-    ok, why = netns_available()
-    if network != "loopback" and not ok:
-        pytest.skip(f"no network namespaces: {why}")
+    find_bridge()  # BridgeMissingError names the install command: the test fails, it is not skipped
+    if network != "loopback":
+        needs.netns()
     case = PerfCase(
         middleware=middleware,
         security=security,

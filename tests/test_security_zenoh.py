@@ -160,13 +160,15 @@ def test_peer_tls_link_delivers_only_permitted_flows(keystore):
             host_pub.put(b"host-%d" % i)
             robot_probe.put(b"probe-%d" % i)
             robot_cmd_pub.put(b"robot-%d" % i)  # forbidden: only the host commands
+        # The robot's puts reach the host in order over their one link: once the last permitted one
+        # has arrived, a forbidden one let through would have arrived before it.
+        robot_probe.put(b"probe-last")
         got_robot = robot_cmd.wait_for(10)
-        got_probe = host_probe.wait_for(5)
-        time.sleep(0.3)
+        got_probe = host_probe.wait_for(6)
         assert [b"host-%d" % i for i in range(5)] == [
             m for m in got_robot if m.startswith(b"host-") and m != b"host-warmup"
         ]
-        assert got_probe == [b"probe-%d" % i for i in range(5)]
+        assert got_probe == [b"probe-%d" % i for i in range(5)] + [b"probe-last"]
         assert not [m for m in host_cmd.items if m.startswith(b"robot-")], (
             "ACL let the robot publish cmd_vel to the host"
         )
@@ -237,13 +239,13 @@ def test_bridge_route_announcements_cross_the_acl_for_trial_keys_only(keystore, 
         watcher = robot.liveliness().declare_subscriber("@/*/@ros2_lv/**", seen, history=True)
         zid = str(host.info.zid())
         wanted = _route_token(zid, "MP", "fieldtest/clock_probe_reply")  # secured(): no namespace
-        tokens = [
-            host.liveliness().declare_token(f"@/{zid}/@ros2_lv"),
-            host.liveliness().declare_token(wanted),
-            host.liveliness().declare_token(_route_token(zid, "MP", "fieldtest/not_a_trial_topic")),
-        ]
+        tokens = [host.liveliness().declare_token(f"@/{zid}/@ros2_lv")]
+        # once the bridge's own token is seen, the robot's watch is in place: later tokens reach it
+        # in the order declared, so the denied one, declared first, would arrive before the permitted
+        assert seen.wait_for(1, timeout=8.0) == [f"@/{zid}/@ros2_lv"]
+        tokens.append(host.liveliness().declare_token(_route_token(zid, "MP", "fieldtest/not_a_trial_topic")))
+        tokens.append(host.liveliness().declare_token(wanted))
         got = seen.wait_for(2, timeout=8.0)
-        time.sleep(0.3)
         assert sorted(seen.items) == sorted([f"@/{zid}/@ros2_lv", wanted]), seen.items
         for token in tokens:
             token.undeclare()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from fieldtest.testkit import needs
@@ -19,15 +22,97 @@ def test_a_missing_python_package_fails_naming_it():
     assert needs.module("json").dumps([]) == "[]"
 
 
-def test_no_test_skips_for_a_missing_dependency():
-    from pathlib import Path
+# Every way a test can end without running to its assertions and still not fail. "xfail" in any form
+# is one: an imperative xfail stops the test, a marked one turns a failure into a pass.
+SKIP_NAMES = {"skip", "skipif", "importorskip", "xfail", "Skipped", "XFailed"}
+UNITTEST_SKIP_NAMES = {"skip", "skipIf", "skipUnless", "SkipTest", "skipTest", "expectedFailure"}
+SKIP_MODULES = ("pytest", "_pytest", "unittest")
 
-    tests = Path(__file__).parent
+
+def _skip_module(name: str | None) -> bool:
+    return name is not None and name.split(".")[0] in SKIP_MODULES
+
+
+def skips_in(source: str) -> list[int]:
+    """Line numbers where ``source`` skips or xfails a test, in any spelling: through pytest or
+    unittest, attribute or imported name, aliased or not, ``self.skipTest``, ``getattr(pytest, ...)``."""
+    tree = ast.parse(source)
+    names = SKIP_NAMES | UNITTEST_SKIP_NAMES
+    module_aliases = set()  # names bound to pytest, unittest or anything imported from them
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            module_aliases |= {(a.asname or a.name).split(".")[0] for a in node.names if _skip_module(a.name)}
+        elif isinstance(node, ast.ImportFrom) and _skip_module(node.module):
+            for alias in node.names:
+                if alias.name in names or alias.name == "*":
+                    lines.add(node.lineno)
+                module_aliases.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in {"skipTest", "SkipTest"}:
+            lines.add(node.lineno)  # unittest's, on any object (self.skipTest)
+        elif isinstance(node, ast.Attribute) and node.attr in names:
+            root = node.value
+            while isinstance(root, ast.Attribute | ast.Call):
+                root = root.value if isinstance(root, ast.Attribute) else root.func
+            if isinstance(root, ast.Name) and root.id in module_aliases:
+                lines.add(node.lineno)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and any(isinstance(a, ast.Constant) and a.value in names for a in node.args)
+        ):
+            lines.add(node.lineno)
+    return sorted(lines)
+
+
+SKIPPING = {
+    "pytest.skip": "import pytest\ndef test():\n    pytest.skip('no tool')\n",
+    "skip exception": "import pytest\ndef test():\n    raise pytest.skip.Exception('no tool')\n",
+    "mark.skip": "import pytest\n@pytest.mark.skip(reason='later')\ndef test():\n    pass\n",
+    "mark.skipif": "import pytest\n@pytest.mark.skipif(True, reason='x')\ndef test():\n    pass\n",
+    "module mark": "import pytest\npytestmark = [pytest.mark.skipif(True, reason='x')]\n",
+    "param mark": "import pytest\nP = pytest.param(1, marks=pytest.mark.skip)\n",
+    "importorskip": "import pytest\nnp = pytest.importorskip('numpy')\n",
+    "imperative xfail": "import pytest\ndef test():\n    pytest.xfail('flaky')\n",
+    "xfail mark": "import pytest\n@pytest.mark.xfail(run=False)\ndef test():\n    pass\n",
+    "aliased module": "import pytest as pt\ndef test():\n    pt.skip('no tool')\n",
+    "imported skip": "from pytest import skip\ndef test():\n    skip('no tool')\n",
+    "imported alias": "from pytest import skip as give_up\ndef test():\n    give_up('no tool')\n",
+    "imported mark": "from pytest import mark\n@mark.skipif(True, reason='x')\ndef test():\n    pass\n",
+    "outcomes": "from _pytest.outcomes import Skipped\ndef test():\n    raise Skipped('no tool')\n",
+    "getattr": "import pytest\ndef test():\n    getattr(pytest, 'skip')('no tool')\n",
+    "unittest decorator": "import unittest\n@unittest.skipIf(True, 'x')\ndef test():\n    pass\n",
+    "unittest import": "from unittest import skipUnless\n@skipUnless(False, 'x')\ndef test():\n    pass\n",
+    "unittest exception": "import unittest\ndef test():\n    raise unittest.SkipTest('no tool')\n",
+    "skipTest": "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.skipTest('x')\n",
+    "star import": "from pytest import *\n",
+}
+
+
+@pytest.mark.parametrize("form", SKIPPING)
+def test_the_skip_guard_sees_every_form_of_skip(form):
+    assert skips_in(SKIPPING[form]) != []
+
+
+def test_the_skip_guard_leaves_what_is_not_a_skip_alone():
+    clean = (
+        "import pytest\nfrom fieldtest.natnet import protocol\n"
+        "def test(reader):\n"
+        "    reader.skip(4)  # a reader's own skip is no test outcome\n"
+        "    assert protocol.skip_section is not None  # fmt: skip\n"
+        "    pytest.fail('needs a tool')\n"
+    )
+    assert skips_in(clean) == []
+
+
+def test_no_test_skips():
+    """The suite, its helpers and the test kit: a missing dependency fails with the reason
+    (``fieldtest.testkit.needs``), nothing is skipped or expected to fail."""
+    root = Path(__file__).resolve().parents[1]
+    sources = sorted([*(root / "tests").rglob("*.py"), *(root / "fieldtest" / "testkit").rglob("*.py")])
     offenders = [
-        f"{path.name}:{number}"
-        for path in sorted(tests.glob("test_*.py"))
-        if path.name != Path(__file__).name
-        for number, line in enumerate(path.read_text().splitlines(), 1)
-        if "importorskip(" in line or ("skipif(" in line and "shutil.which" in line)
+        f"{path.relative_to(root)}:{line}" for path in sources for line in skips_in(path.read_text())
     ]
     assert offenders == []

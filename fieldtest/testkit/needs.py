@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import shutil
 from collections.abc import Iterator
 from types import ModuleType
@@ -28,6 +29,12 @@ def module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         pytest.fail(f"needs the Python package {name} ({exc}): {INSTALL_HINT}", pytrace=False)
+
+
+def cores(count: int) -> None:
+    """Fail the calling test unless the machine has at least ``count`` CPU cores."""
+    if (os.cpu_count() or 1) < count:
+        pytest.fail(f"needs {count} CPU cores, this machine has {os.cpu_count() or 1}", pytrace=False)
 
 
 def netns() -> None:
