@@ -247,6 +247,10 @@ ON_ROBOT = {"robot-install"}  # typed on the Pi after `ssh ubuntu@<pi>`
 NOT_RUN = {
     "laptop-setup": "git clone, apt and colcon for the laptop: tools/install.sh and tools/install_ros.sh "
     "set this machine up instead, and every test runs on them",
+    "robot-apt": "apt on the Pi with an internet route: the rehearsal's robot gets its ROS 2 from wheels and "
+    "no apt; tests/test_lab_bundle.py holds the list to the one bundle_install.sh requires",
+    "robot-apt-check": "dpkg of the apt packages above: tests/test_lab_bundle.py holds the list to the one "
+    "bundle_install.sh requires",
     "measure-stop": "ros2 bag record and ros2 topic pub (rosbag2 and ros2cli are not among the ROS 2 "
     "wheels) against a real Create 3: measure-stop runs on the kit's Create 3 model in "
     "tests/test_lab_create3.py",
