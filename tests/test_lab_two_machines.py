@@ -15,7 +15,7 @@ import pytest
 
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
-from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE
+from fieldtest.testkit.guide import REHEARSAL_KEYS
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
@@ -217,7 +217,7 @@ CHANGES = {
             "ros2cli is not among the ROS 2 wheels: the modules of the package's executables are imported",
         ),
     ],
-    "keys": KEYS_WITHOUT_BROKER_MACHINE,
+    "keys": REHEARSAL_KEYS,
     "preflight": [
         (
             "ssh -o BatchMode=yes ubuntu@192.168.1.20 chronyc tracking   # System time: below 0.001 s\n",
