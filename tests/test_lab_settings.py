@@ -341,3 +341,20 @@ def test_the_clock_offset_channel_defaults_to_the_middlewares_own(name, role):
     auto = parse_launch_args(args, role, environ=JAZZY)
     assert auto.clock_source == ("udp" if registry.get(name).family == "mqtt" else "link")
     assert parse_launch_args({**args, "clock_source": "link"}, role, environ=JAZZY).clock_source == "link"
+
+
+@pytest.mark.parametrize("dds", ["fastrtps", "cyclonedds"])
+def test_the_robots_zenoh_bridge_never_inherits_the_turtlebot4s_cyclonedds_file(dds, tmp_path):
+    """zenoh-bridge-ros2dds is CycloneDDS inside whatever the nodes run: on a TurtleBot 4 login,
+    whose setup.bash exports CYCLONEDDS_URI (cyclonedds_rpi.xml, pinned to wlan0), the bridge's
+    discovery must stay where the kit puts it (here usb0, to the base), with Fast DDS nodes too."""
+    from fieldtest.labrun.orchestration.launchplan import launch_plan
+
+    login = {**os.environ, "CYCLONEDDS_URI": "file:///etc/turtlebot4/cyclonedds_rpi.xml"}
+    args = {"middleware": "zenoh-peer", "dds": dds, "ros_distro": "jazzy", "base_interface": "usb0"}
+    plan = launch_plan({**args, "trial_dir": str(tmp_path)}, "robot", environ=login)
+    (bridge,) = [proc for proc in plan.processes if proc.name == "zenoh_bridge"]
+    uri = {**plan.environment.apply(login), **bridge.env}.get("CYCLONEDDS_URI", "")
+    assert "cyclonedds_rpi" not in uri
+    if dds == "fastrtps":
+        assert '<NetworkInterface name="usb0"/>' in uri and "wlan0" not in uri, uri
