@@ -513,7 +513,8 @@ def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
 def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
     settings, requests = load_trials(_campaign(tmp_path, matrix={"middleware": ["zenoh-router"]}))
-    options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab)
+    # the campaign's distro: the rehearsal refuses any other than its rclpy's before the bridge check
+    options = LabOptions(runs_dir=tmp_path / "runs", ros_distro=settings.lab.ros_distro, lab=settings.lab)
     with pytest.raises(RehearsalError, match="install_zenoh_bridge.sh"):
         rehearse(requests, options, SimulatedLab())
     assert not (tmp_path / "runs").exists()
