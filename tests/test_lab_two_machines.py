@@ -247,6 +247,8 @@ ON_ROBOT = {"robot-install"}  # typed on the Pi after `ssh ubuntu@<pi>`
 NOT_RUN = {
     "laptop-setup": "git clone, apt and colcon for the laptop: tools/install.sh and tools/install_ros.sh "
     "set this machine up instead, and every test runs on them",
+    "firewall": "ufw on the laptop: the rehearsal's machines run no firewall; tests/test_lab_settings.py holds "
+    "the list to the kit's ports and the RTPS port formula",
     "robot-apt": "apt on the Pi with an internet route: the rehearsal's robot gets its ROS 2 from wheels and "
     "no apt; tests/test_lab_bundle.py holds the list to the one bundle_install.sh requires",
     "robot-apt-check": "dpkg of the apt packages above: tests/test_lab_bundle.py holds the list to the one "

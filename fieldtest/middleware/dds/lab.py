@@ -45,6 +45,27 @@ RMW_IMPLEMENTATIONS = {
     "zenoh": "rmw_zenoh_cpp",
 }
 MAX_AUTO_PARTICIPANT_INDEX = 64  # unicast discovery: enough for nodes + bridge + ros2 CLI tools
+# The RTPS well-known ports (DDS-RTPS 2.x, 9.6.1.1, its default constants): PB + DG * domain + offset,
+# unicast ones + PG * participant index. Fast DDS and CycloneDDS (with a participant index) use them.
+RTPS_PORT_BASE, RTPS_DOMAIN_GAIN, RTPS_PARTICIPANT_GAIN = 7400, 250, 2
+RTPS_OFFSETS = {"discovery_multicast": 0, "user_multicast": 1, "discovery_unicast": 10, "user_unicast": 11}
+
+
+def rtps_port_ranges(
+    domain_id: int, max_participant_index: int = MAX_AUTO_PARTICIPANT_INDEX
+) -> dict[str, range]:
+    """UDP ports a firewall must pass for one DDS domain: the two multicast ports, and the unicast
+    ports of participant indices 0..max_participant_index (discovery and user data interleave)."""
+    base = RTPS_PORT_BASE + RTPS_DOMAIN_GAIN * domain_id
+    last = base + RTPS_OFFSETS["user_unicast"] + RTPS_PARTICIPANT_GAIN * max_participant_index
+    return {
+        "multicast": range(
+            base + RTPS_OFFSETS["discovery_multicast"], base + RTPS_OFFSETS["user_multicast"] + 1
+        ),
+        "unicast": range(base + RTPS_OFFSETS["discovery_unicast"], last + 1),
+    }
+
+
 LOCAL_PEER = "127.0.0.1"  # rmw_cyclonedds' own LOCALHOST range uses a loopback peer the same way
 
 
