@@ -277,3 +277,28 @@ def test_the_guide_puts_the_bundle_where_the_runner_sources_the_robot_workspace(
     workspace = inspect.signature(robot_setup_script).parameters["workspace"].default
     assert workspace == f"~/{copy.group(1)}/robot_ws", (workspace, copy.group(1))
     assert "bash ~/fieldtest/install.sh" in section and "pip install" not in section.split("**Pi**")[1]
+
+
+def _shell_words(script: str) -> list[str]:
+    return script.replace("\\\n", " ").split()
+
+
+def test_the_guide_installs_and_checks_every_apt_package_the_pi_needs_offline():
+    """Section 3.1's apt install and its lab-day dpkg check name exactly the packages install.sh
+    requires before colcon build: the Zenoh bridge and what colcon build of fieldtest_msgs needs."""
+    from fieldtest.labrun.orchestration.bundle import robot_apt_packages
+    from fieldtest.testkit.guide import guide_steps
+
+    wanted = robot_apt_packages("$ROS_DISTRO")
+    assert {"zenoh-bridge-ros2dds", "build-essential", "cmake"} <= set(wanted)
+    assert "ros-$ROS_DISTRO-rosidl-default-generators" in wanted
+    steps = guide_steps(kit_source() / "docs" / "lab-guide.md")
+    install = steps["robot-apt"]
+    assert "download.eclipse.org/zenoh/debian-repo" in install  # where zenoh-bridge-ros2dds comes from
+    apt_line = next(line for line in install.replace("\\\n", " ").splitlines() if "apt install" in line)
+    assert _shell_words(apt_line)[3:] == wanted, apt_line
+    assert _shell_words(steps["robot-apt-check"]) == ["dpkg", "-l", *wanted]
+    # install.sh asks the kit for the same list before it builds robot_ws
+    script = (kit_source() / "fieldtest" / "labrun" / "bundle_install.sh").read_text()
+    assert "robot_apt_packages(sys.argv[1])" in script
+    assert script.index("robot_apt_packages") < script.index("colcon build --symlink-install")

@@ -71,14 +71,14 @@ def test_one_named_port_for_plain_and_tls_on_a_separate_broker_is_refused(tmp_pa
     path.write_text(text)
     _, trials = load_trials(path)
     with pytest.raises(LaunchArgError) as info:
-        refuse_before_start(trials, "humble", GUIDE_HOST, GUIDE_ROBOT)
+        refuse_before_start(trials, "jazzy", GUIDE_HOST, GUIDE_ROBOT)
     message = str(info.value)
     assert "\n" not in message and message.startswith("mqtt_port: 1883 for both plain and TLS trials")
     # the host-started broker (mqtt-local-broker) is one per trial: one port serves either
     local = [t for t in trials if t.transport.middleware != "mqtt-broker"]
-    refuse_before_start(local, "humble", GUIDE_HOST, GUIDE_ROBOT)
+    refuse_before_start(local, "jazzy", GUIDE_HOST, GUIDE_ROBOT)
     _, shipped = load_trials(SEED)
-    refuse_before_start(shipped, "humble", GUIDE_HOST, GUIDE_ROBOT)
+    refuse_before_start(shipped, "jazzy", GUIDE_HOST, GUIDE_ROBOT)
 
 
 # ----------------------------------------------------------------- the broker machine, for real

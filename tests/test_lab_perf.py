@@ -347,10 +347,10 @@ GUIDE_KEYSTORE = "~/fieldtest/keystore"  # the lab guide's keys step makes it an
 def keyed_lab():
     """The two machines with the keystore the lab guide's keys step made on the host and copied to
     the robot's login (section 6), as a lab perf day after the keys are in place."""
-    from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE, adapted, for_machines, guide_steps
+    from fieldtest.testkit.guide import REHEARSAL_KEYS, adapted, for_machines, guide_steps
 
     with needs.two_machines(WIFI, hardware=False) as machines:
-        script = adapted(guide_steps()["keys"], KEYS_WITHOUT_BROKER_MACHINE, "keys")
+        script = adapted(guide_steps()["keys"], REHEARSAL_KEYS, "keys")
         script = for_machines(
             script, machines.robot_login, {"robot": machines.robot_address, "host": machines.host_address}
         )

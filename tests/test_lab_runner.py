@@ -303,3 +303,19 @@ def test_a_runner_started_ignoring_sigint_says_ctrl_c_will_not_stop_the_robot(tm
     assert len(warned) == (1 if ignored else 0)
     if ignored:
         assert f"kill {os.getpid()}" in warned[0] and "Ctrl-C will not stop the robot" in warned[0]
+
+
+def test_a_failed_emergency_stop_names_what_stops_the_base_without_an_unsourced_timeout():
+    """With relay on, the robot's relay stops the base after its own 0.3 s of silence; without it,
+    the Create 3's stop-on-silence timeout, whose length no upstream document gives: no note, code
+    comment or doc asserts the twin's assumed 0.5 s as the base's."""
+    from fieldtest.endpoints.stop import RELAY_SILENCE_S
+    from fieldtest.labrun.orchestration.runner import last_stop
+
+    relayed, direct = last_stop({"relay": "true"}), last_stop({"relay": "false"})
+    assert f"relay sends a zero after {RELAY_SILENCE_S} s" in relayed and "0.5" not in relayed
+    assert "stop-on-silence timeout" in direct and "0.5" not in direct and "relay" not in direct
+    root = Path(__file__).resolve().parents[1]
+    texts = [*root.joinpath("fieldtest").rglob("*.py"), *root.joinpath("docs").glob("*.md")]
+    asserted = [str(p.relative_to(root)) for p in texts if "base's 0.5 s watchdog" in p.read_text()]
+    assert not asserted, asserted

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +25,8 @@ from fieldtest.names import MQTT_TLS_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import TransportConfig
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HUMBLE = {"ROS_DISTRO": "humble"}
 JAZZY = {"ROS_DISTRO": "jazzy"}
@@ -341,3 +345,56 @@ def test_the_clock_offset_channel_defaults_to_the_middlewares_own(name, role):
     auto = parse_launch_args(args, role, environ=JAZZY)
     assert auto.clock_source == ("udp" if registry.get(name).family == "mqtt" else "link")
     assert parse_launch_args({**args, "clock_source": "link"}, role, environ=JAZZY).clock_source == "link"
+
+
+@pytest.mark.parametrize("dds", ["fastrtps", "cyclonedds"])
+def test_the_robots_zenoh_bridge_never_inherits_the_turtlebot4s_cyclonedds_file(dds, tmp_path):
+    """zenoh-bridge-ros2dds is CycloneDDS inside whatever the nodes run: on a TurtleBot 4 login,
+    whose setup.bash exports CYCLONEDDS_URI (cyclonedds_rpi.xml, pinned to wlan0), the bridge's
+    discovery must stay where the kit puts it (here usb0, to the base), with Fast DDS nodes too."""
+    from fieldtest.labrun.orchestration.launchplan import launch_plan
+
+    login = {**os.environ, "CYCLONEDDS_URI": "file:///etc/turtlebot4/cyclonedds_rpi.xml"}
+    args = {"middleware": "zenoh-peer", "dds": dds, "ros_distro": "jazzy", "base_interface": "usb0"}
+    plan = launch_plan({**args, "trial_dir": str(tmp_path)}, "robot", environ=login)
+    (bridge,) = [proc for proc in plan.processes if proc.name == "zenoh_bridge"]
+    uri = {**plan.environment.apply(login), **bridge.env}.get("CYCLONEDDS_URI", "")
+    assert "cyclonedds_rpi" not in uri
+    if dds == "fastrtps":
+        assert '<NetworkInterface name="usb0"/>' in uri and "wlan0" not in uri, uri
+
+
+def test_the_guides_firewall_list_opens_every_port_the_laptop_is_reached_on():
+    """Section 2's ufw list: the kit's Zenoh, MQTT, clock-probe and NatNet ports, NTP for the Pi's
+    chrony, and the DDS ports of domain 0 as the RTPS port formula gives them."""
+    from fieldtest.middleware.dds.lab import rtps_port_ranges
+    from fieldtest.middleware.launch import CLOCK_UDP_PORT
+    from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, NATNET_COMMAND_PORT, NATNET_DATA_PORT, ZENOH_PORT
+    from fieldtest.testkit.guide import guide_steps
+
+    allowed = re.findall(r"^sudo ufw allow (\S+)", guide_steps()["firewall"], re.M)
+    dds = rtps_port_ranges(0)
+    assert (dds["multicast"][0], dds["unicast"][-1]) == (7400, 7539)  # 7411 + 2 x 64
+    assert sorted(allowed) == sorted(
+        [
+            f"{ZENOH_PORT}/tcp",
+            f"{MQTT_PORT}/tcp",
+            f"{MQTT_TLS_PORT}/tcp",
+            "123/udp",
+            f"{CLOCK_UDP_PORT}/udp",
+            f"{NATNET_COMMAND_PORT}:{NATNET_DATA_PORT}/udp",
+            f"{dds['multicast'][0]}:{dds['unicast'][-1]}/udp",
+        ]
+    )
+    five = rtps_port_ranges(5)
+    assert f"`{five['multicast'][0]}:{five['unicast'][-1]}`" in (ROOT / "docs" / "lab-guide.md").read_text()
+
+
+def test_the_guides_pi_chrony_edit_survives_turtlebot4_setups_upgrades():
+    """turtlebot4_setup's postinst copies /etc/turtlebot4/chrony.conf over /etc/chrony/chrony.conf
+    on every install or upgrade: the Pi's edit goes into the file it copies, and the guide says why."""
+    guide = (ROOT / "docs" / "lab-guide.md").read_text()
+    section = guide[guide.index("## 4. Time sync") : guide.index("## 5. ")]
+    pi = section[section.index("On the **Pi**") :]
+    assert "Make that edit in `/etc/turtlebot4/chrony.conf`" in pi and "postinst" in pi
+    assert "sudo cp /etc/turtlebot4/chrony.conf /etc/chrony/chrony.conf" in pi

@@ -263,3 +263,30 @@ def test_every_campaign_in_trials_passes_or_is_refused_with_one_line(distro):
         with pytest.raises(LaunchArgError) as info:
             refuse_before_start(trials, distro, GUIDE_HOST_ARGS, GUIDE_ROBOT_ARGS)
         _one_line(str(info.value), "robot_model: twin-create3", "fieldtest campaign")
+
+
+NAMESPACE_ARGUMENT = re.compile(r"(?:--namespace[ =]|namespace:=)(\S*)")
+COMMAND_SPAN = re.compile(r"`((?:fieldtest|python3|ros2|mosquitto\w*) [^`]*)`")
+
+
+def test_the_guides_commands_use_the_shipped_campaigns_namespace():
+    """A stock TurtleBot 4 and every shipped lab campaign have no namespace; a command of the guide
+    with another one (keys, broker ACL, the manual stop) would not match the campaign it serves. Only
+    section 3.2's Namespace paragraph names one, for a robot given one."""
+    lab_days = [
+        path for path in _lab_campaigns() if not path.name.startswith("rehearsal")
+    ]  # not the rehearsal's robot
+    assert {"smoke.yaml", "smoke-jazzy.yaml", "seed-study.yaml"} <= {path.name for path in lab_days}
+    namespaces = {t.transport.namespace for path in lab_days for t in load_trials(path)[1]}
+    assert namespaces == {""}, namespaces
+    guide = (ROOT / "docs" / "lab-guide.md").read_text()
+    start = guide.find("**Namespace.**")
+    if start >= 0:
+        guide = guide[:start] + guide[guide.index("\n\n", start) :]
+    commands = re.findall(r"```bash\n(.*?)```", guide, re.S) + COMMAND_SPAN.findall(guide.replace("\n", " "))
+    # "<ns>": the robot's namespace, whatever it is (the measure-stop recipe)
+    named = [
+        (c, n) for c in commands for n in NAMESPACE_ARGUMENT.findall(c) if n.strip("\"'") not in ("", "<ns>")
+    ]
+    assert not named, named
+    assert not [c for c in commands if re.search(r"(?<![\w<>])/tb4/", c)]

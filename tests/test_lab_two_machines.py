@@ -15,7 +15,7 @@ import pytest
 from fieldtest.analysis import read_metrics
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
-from fieldtest.testkit.guide import KEYS_WITHOUT_BROKER_MACHINE
+from fieldtest.testkit.guide import REHEARSAL_KEYS
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
@@ -217,7 +217,7 @@ CHANGES = {
             "ros2cli is not among the ROS 2 wheels: the modules of the package's executables are imported",
         ),
     ],
-    "keys": KEYS_WITHOUT_BROKER_MACHINE,
+    "keys": REHEARSAL_KEYS,
     "preflight": [
         (
             "ssh -o BatchMode=yes ubuntu@192.168.1.20 chronyc tracking   # System time: below 0.001 s\n",
@@ -247,6 +247,12 @@ ON_ROBOT = {"robot-install"}  # typed on the Pi after `ssh ubuntu@<pi>`
 NOT_RUN = {
     "laptop-setup": "git clone, apt and colcon for the laptop: tools/install.sh and tools/install_ros.sh "
     "set this machine up instead, and every test runs on them",
+    "firewall": "ufw on the laptop: the rehearsal's machines run no firewall; tests/test_lab_settings.py holds "
+    "the list to the kit's ports and the RTPS port formula",
+    "robot-apt": "apt on the Pi with an internet route: the rehearsal's robot gets its ROS 2 from wheels and "
+    "no apt; tests/test_lab_bundle.py holds the list to the one bundle_install.sh requires",
+    "robot-apt-check": "dpkg of the apt packages above: tests/test_lab_bundle.py holds the list to the one "
+    "bundle_install.sh requires",
     "measure-stop": "ros2 bag record and ros2 topic pub (rosbag2 and ros2cli are not among the ROS 2 "
     "wheels) against a real Create 3: measure-stop runs on the kit's Create 3 model in "
     "tests/test_lab_create3.py",

@@ -44,6 +44,8 @@ fi
 "$VENV/bin/python" -c "from fieldtest.middleware.dds.ddsstamp import library; library()"
 # the MQTT transport's arrival stamps (poll wake-ups stamped in C)
 "$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
+# the runtime dependencies at their pyproject minimums, cached outside the clone (tests run the kit on them)
+bash "$ROOT/tools/install_minimums.sh" "$VENV/bin/python"
 # the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros
 bash "$ROOT/tools/install_ros.sh"
 # the real Zenoh bridge (zenohd + ros2dds plugin), cached outside the clone; 25-60 min the first time

@@ -17,7 +17,7 @@ from fieldtest import rosmsg
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport.base import Transport
 
-RELAY_SILENCE_S = 0.3  # below the base's 0.5 s watchdog: the relay stops the base first
+RELAY_SILENCE_S = 0.3  # below the Create 3's stop-on-silence timeout as the kit models it (0.5 s, unmeasured)
 RELAY_FINAL_ZEROS = 3
 ZERO_COUNT = 5
 ZERO_SPACING_S = 0.05

@@ -28,6 +28,7 @@ from .keystore import (
     KeystoreError,
     _check_enclave,
     _check_governance,
+    cert_date_problems,
     load_cert,
     load_key,
     tls_files,
@@ -43,12 +44,7 @@ def _first_problem(problems: list[str], what: str) -> None:
 
 
 def _dates(path: Path, now: dt.datetime) -> list[str]:
-    cert = load_cert(path)
-    if now < cert.not_valid_before_utc:
-        return [f"{path}: certificate not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"]
-    if now > cert.not_valid_after_utc:
-        return [f"{path}: certificate expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"]
-    return []
+    return cert_date_problems(load_cert(path), path, now)
 
 
 def tls_identity_problems(keystore: Path | str, name: str, now: dt.datetime | None = None) -> list[str]:

@@ -115,6 +115,18 @@ def load_cert(path: Path) -> x509.Certificate:
         raise KeystoreError(f"{path}: cannot read certificate ({exc})") from exc
 
 
+def validity_utc(cert: x509.Certificate) -> tuple[dt.datetime, dt.datetime]:
+    """The certificate's (not before, not after), timezone-aware UTC. ``not_valid_*_utc`` came with
+    cryptography 42; Ubuntu 24.04 ships 41.0.7, whose naive ``not_valid_*`` are UTC (and deprecated
+    from 42 on)."""
+    if hasattr(cert, "not_valid_after_utc"):
+        return cert.not_valid_before_utc, cert.not_valid_after_utc
+    return (
+        cert.not_valid_before.replace(tzinfo=dt.timezone.utc),
+        cert.not_valid_after.replace(tzinfo=dt.timezone.utc),
+    )
+
+
 def load_key(path: Path) -> ec.EllipticCurvePrivateKey:
     try:
         key = serialization.load_pem_private_key(Path(path).read_bytes(), None)
@@ -319,12 +331,9 @@ def create_enclave(
     _write_private(folder / "key.pem", _key_pem(key))
     (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
+    not_before, not_after = validity_utc(cert)
     text = permissions_xml(
-        spec,
-        domain_id=domain_id,
-        not_before=cert.not_valid_before_utc,
-        not_after=cert.not_valid_after_utc,
-        namespace=namespace,
+        spec, domain_id=domain_id, not_before=not_before, not_after=not_after, namespace=namespace
     ).encode()
     (folder / "permissions.xml").write_bytes(text)
     signer_cert, signer_key = _permissions_signer(root)
@@ -432,11 +441,12 @@ def _is_file(path: Path) -> bool:
     return path.is_file()  # follows links, so a dangling link counts as missing
 
 
-def _cert_dates(cert: x509.Certificate, path: Path, now: dt.datetime) -> list[str]:
-    if now < cert.not_valid_before_utc:
-        return [f"{path}: certificate not valid before {cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC"]
-    if now > cert.not_valid_after_utc:
-        return [f"{path}: certificate expired on {cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC"]
+def cert_date_problems(cert: x509.Certificate, path: Path, now: dt.datetime) -> list[str]:
+    not_before, not_after = validity_utc(cert)
+    if now < not_before:
+        return [f"{path}: certificate not valid before {not_before:%Y-%m-%d %H:%M} UTC"]
+    if now > not_after:
+        return [f"{path}: certificate expired on {not_after:%Y-%m-%d %H:%M} UTC"]
     return []
 
 
@@ -462,7 +472,7 @@ def _check_ca(root: Path, now: dt.datetime) -> list[str]:
     for kind in ("identity_ca", "permissions_ca"):
         cert_path = root / PUBLIC / f"{kind}.cert.pem"
         cert = load_cert(cert_path)
-        problems += _cert_dates(cert, cert_path, now)
+        problems += cert_date_problems(cert, cert_path, now)
         key = load_key(root / PRIVATE / f"{kind}.key.pem")
         if key.public_key() != cert.public_key():
             problems.append(f"{root / PRIVATE / kind}.key.pem: does not match {cert_path.name}")
@@ -503,7 +513,7 @@ def _check_enclave(root: Path, enclave: str, domains: set[int], now: dt.datetime
         return missing
     problems: list[str] = []
     cert = load_cert(folder / "cert.pem")
-    problems += _cert_dates(cert, folder / "cert.pem", now)
+    problems += cert_date_problems(cert, folder / "cert.pem", now)
     problems += _issued_by(
         cert, load_cert(folder / "identity_ca.cert.pem"), folder / "cert.pem", folder / "identity_ca.cert.pem"
     )

@@ -8,6 +8,7 @@ import importlib
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -62,3 +63,22 @@ def two_machines(*args: Any, **kwargs: Any) -> Iterator[Any]:
             yield machines
     except TwoMachinesError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def minimums_venv() -> Path:
+    """The venv of the kit's dependencies at their pyproject minimums (fieldtest.testkit.minimums),
+    built by the install; fails the calling test saying how to build it when it is missing or holds
+    other pins."""
+    from fieldtest.testkit.minimums import BUILT_STAMP, pins_text, venv_dir
+
+    built = venv_dir()
+    stamp = built / BUILT_STAMP
+    if not (built / "venv" / "bin" / "python").is_file() or not stamp.is_file():
+        pytest.fail(
+            f"the minimum-versions venv {built} is not built: run `bash tools/install_minimums.sh` "
+            f"(part of {INSTALL_HINT})",
+            pytrace=False,
+        )
+    if stamp.read_text().strip() != pins_text().strip():
+        pytest.fail(f"{built} holds other pins than pyproject.toml's: {INSTALL_HINT}", pytrace=False)
+    return built / "venv"

@@ -9,8 +9,9 @@ bag, stop burst. This module composes it with, for a real robot:
   twice a second (state, probes answered, age of the last probe), the ``go`` file the runner
   creates when pre-flight passed and the countdown ran, the ``stop`` file that aborts;
 - a lost-robot watchdog: when no probe has arrived for ``robot_lost_s`` while streaming, the stream
-  stops and the stop burst goes out (the base's own 0.5 s watchdog stops it anyway if the link is
-  really gone; the burst covers a link that comes back).
+  stops and the stop burst goes out (if the link is really gone, the robot's relay stops the base
+  after its 0.3 s of silence, or without a relay the Create 3's own stop-on-silence timeout, whose
+  length is measured in the lab, not known; the burst covers a link that comes back).
 
 Topic remapping (the host streams on ``fieldtest/cmd_vel`` when the robot relays) is the
 transport's: ``fieldtest.endpoints.link.RemappedTransport``. Every way out (plan done,

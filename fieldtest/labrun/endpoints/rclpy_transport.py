@@ -13,6 +13,7 @@ classes need a sourced ROS 2 environment and the built ``fieldtest_msgs`` packag
 from __future__ import annotations
 
 import importlib
+import inspect
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,24 @@ def rclpy_qos(qos_name: str):
     )
 
 
+class MessageInfoIfGiven:
+    """A subscription callback for both rclpy calling conventions. Jazzy's rclpy (Iron on) passes the
+    message info to a callback whose signature takes two arguments (subscription.py, the callback
+    setter: it binds one argument, then two); Humble's calls every callback with the message only
+    (executors.py ``_execute_subscription``, humble branch). So the signature rclpy reads says two,
+    and a call with one gets ``info=None``."""
+
+    __signature__ = inspect.Signature(
+        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_ONLY) for name in ("msg", "info")]
+    )
+
+    def __init__(self, callback: Callable[[Any, dict | None], None]):
+        self.callback = callback
+
+    def __call__(self, msg: Any, info: dict | None = None) -> None:
+        self.callback(msg, info)
+
+
 class RclpyTransport(CallbackSubscriber):
     """Transport over ``node``; topics are placed under ``namespace`` (absolute names). Each topic
     gets the QoS ``qos`` names, except those with their own (the clock probes, best effort:
@@ -134,14 +153,15 @@ class RclpyTransport(CallbackSubscriber):
         name = self.topic(topic)
         decode = decoder(typename, deliver, name)
 
-        def on_raw(data: bytes, info: dict) -> None:  # two parameters: rclpy then passes the message info
+        def on_raw(data: bytes, info: dict | None) -> None:
             now, wall = now_ns(), time.time_ns()  # the arrival first, before decoding
             arrival = arrival_ns(now, wall, info)
             self.arrivals["rmw_stamp" if arrival != now else "callback"] += 1
             decode(data, arrival)
 
         qos = self.qos_for(topic)
-        sub = self.node.create_subscription(message_class(typename), name, on_raw, qos, raw=True)
+        callback = MessageInfoIfGiven(on_raw)
+        sub = self.node.create_subscription(message_class(typename), name, callback, qos, raw=True)
         with self._lock:
             self._subscriptions.append(sub)
 
@@ -204,13 +224,13 @@ TAKE = (
 )
 CALLBACK = (
     "callback",
-    "no reception stamp (rmw_cyclonedds leaves received_timestamp 0 on Humble: rmw_node.cpp "
-    "message_info_from_sample_info, humble branch): the "
+    "no message info: Humble's rclpy calls a subscription callback with the message only "
+    "(executors.py _execute_subscription, humble branch), whatever the RMW stamps. The "
     "callback's own clock reading, including the executor's delay, which therefore runs at the "
     "node's real-time priority",
 )
 ARRIVAL_STAMPS = {
-    ("rmw_fastrtps_cpp", "humble"): RECEPTION,
+    ("rmw_fastrtps_cpp", "humble"): CALLBACK,
     ("rmw_fastrtps_cpp", "jazzy"): RECEPTION,
     ("rmw_cyclonedds_cpp", "jazzy"): TAKE,
     ("rmw_cyclonedds_cpp", "humble"): CALLBACK,

@@ -44,6 +44,21 @@ ROBOT_DISTRIBUTIONS = (
 # Ubuntu 24.04's python3-numpy (1.26) is what ROS 2 Jazzy's compiled Python packages are built
 # against; a numpy 2 in the robot user's site would shadow it for every ROS node of that user.
 ROBOT_CONSTRAINTS = ("numpy<2",)
+# The Pi's apt packages, which no bundle carries: installed with an internet route before the lab day
+# (docs/lab-guide.md 3.1 lists exactly these; install.sh refuses to build robot_ws without them).
+# zenoh-bridge-ros2dds from Eclipse Zenoh's Debian repository; the compilers, ament_cmake and the
+# rosidl generators are what `colcon build` of fieldtest_msgs needs.
+ROBOT_APT_PACKAGES = (
+    "ros-{distro}-rmw-cyclonedds-cpp",
+    "ros-{distro}-mqtt-client",
+    "ros-{distro}-rosbag2-storage-mcap",
+    "zenoh-bridge-ros2dds",
+    "python3-colcon-common-extensions",
+    "build-essential",
+    "cmake",
+    "ros-{distro}-ament-cmake",
+    "ros-{distro}-rosidl-default-generators",
+)
 UBUNTU_2404_GLIBC = (2, 39)  # Ubuntu 24.04 (noble) libc6 2.39
 OLDEST_MANYLINUX_GLIBC = 17  # manylinux2014 = manylinux_2_17
 PLATFORMS = ("aarch64", "x86_64")
@@ -87,6 +102,11 @@ def target_from_args(platforms: list[str], python: str, glibc: str) -> Target:
         raise BundleError(f"--platform {unknown[0]!r}: one of {', '.join(PLATFORMS)}")
     major, minor = (int(part) for part in glibc.split("."))
     return Target(platforms=tuple(dict.fromkeys(platforms)), python=python, glibc=(major, minor))
+
+
+def robot_apt_packages(distro: str) -> list[str]:
+    """The Pi's apt packages for a ROS 2 distro (``$ROS_DISTRO`` gives the guide's spelling)."""
+    return [name.format(distro=distro) for name in ROBOT_APT_PACKAGES]
 
 
 def kit_source() -> Path:

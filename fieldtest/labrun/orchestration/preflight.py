@@ -136,9 +136,9 @@ def _san_names(cert_path: Path) -> set[str]:
 
 
 def _not_after(cert_path: Path) -> dt.datetime:
-    from cryptography import x509
+    from fieldtest.security.keystore import load_cert, validity_utc
 
-    return x509.load_pem_x509_certificate(cert_path.read_bytes()).not_valid_after_utc
+    return validity_utc(load_cert(cert_path))[1]
 
 
 def dialled_identities(request: TrialRequest) -> dict[str, str]:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
+from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
 from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial
 from fieldtest.labrun.endpoints.driver import (
@@ -336,14 +337,12 @@ class _Trial:
                 sent = self.options.robot.emergency_stop(self.trial_id, self.robot_args)
                 self.notes.append(f"emergency stop on the robot: {sent}")
             except RemoteError as exc:
-                self.notes.append(
-                    f"emergency stop on the robot failed ({exc}); the base's 0.5 s watchdog stops it"
-                )
+                self.notes.append(f"emergency stop on the robot failed ({exc}); {last_stop(self.robot_args)}")
         if self.options.emergency_stop is not None:
             try:
                 self.options.emergency_stop(self.request)
-            except Exception as exc:  # the base's own watchdog is the last line; say so
-                self.notes.append(f"emergency stop failed ({exc}); the base's 0.5 s watchdog stops it")
+            except Exception as exc:  # what stops the base then is the last line; say which
+                self.notes.append(f"emergency stop failed ({exc}); {last_stop(self.robot_args)}")
 
     def _wait(self, seconds: float) -> None:
         """Sleep, or raise Interrupted as soon as a stop signal arrives."""
@@ -525,6 +524,19 @@ def preflight_refusal(report: dict[str, Any] | None) -> str:
         return ""
     failed = [f for f in report.get("findings", []) if f.get("severity") == "fail"]
     return "; ".join(f"{f.get('check')}: {f.get('detail')}" for f in failed) or "no-go"
+
+
+def last_stop(robot_args: dict[str, str]) -> str:
+    """What stops the base when the emergency stop could not, as far as the kit knows it: the relay's
+    own silence stop where the robot relays, else the Create 3's stop-on-silence timeout, whose length
+    no upstream document gives (the kit's 0.5 s is an assumption until measured)."""
+    base = (
+        "the Create 3's own stop-on-silence timeout (motion_control wheels_stop_threshold_sec: "
+        "not documented upstream, measure it, lab guide section 5)"
+    )
+    if _true(robot_args.get("relay", "")):
+        return f"the robot's relay sends a zero after {RELAY_SILENCE_S} s without a command, if it still runs; else {base}"
+    return f"{base} stops it"
 
 
 def _true(text: str) -> bool:

@@ -238,6 +238,7 @@ def rehearse(
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
     nodes_distro = _check_ros_environment(python)
+    _check_distro(options.ros_distro, nodes_distro, python)
     _check_middlewares(requests, options.ros_distro, nodes_distro, python)
     local = rehearsal_options(options, python, lab)
     results = []
@@ -279,6 +280,19 @@ def _check_ros_environment(python: str) -> str:
             f"the ROS 2 environment {python} is incomplete ({last}): run tools/install_ros.sh"
         )
     return done.stdout.strip()
+
+
+def _check_distro(distro: str, nodes_distro: str, python: str) -> None:
+    """A rehearsal runs the distro of its rclpy, no other: Humble's rclpy differs where the kit
+    meets it (it calls subscription callbacks with the message only; its Zenoh bridge sizes
+    ros_discovery_info's GIDs at 24 bytes, not 16), so a trial for another distro would claim a
+    run it never had."""
+    nodes = nodes_distro or "unknown"
+    if nodes != distro:
+        raise RehearsalError(
+            f"ros_distro {distro}: the rehearsal's nodes run {nodes}'s rclpy ({python}) and cannot "
+            f"rehearse {distro}; rehearse with --ros-distro {nodes}"
+        )
 
 
 def _check_middlewares(requests: list[TrialRequest], distro: str, nodes_distro: str, python: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fieldtest.middleware.dds.lab import _local_only
+from fieldtest.middleware.dds.lab import _local_only, bridge_cyclonedds_uri
 from fieldtest.middleware.lab import (
     BridgeConfigError,
     received_by,
@@ -288,8 +288,13 @@ def zenohd_bridge_command(cfg: LabLaunch, config_path: str | Path, bridge: Bridg
 
 
 def zenoh_bridge_env(cfg: LabLaunch) -> dict[str, str]:
-    """The plugin reads ROS_DISTRO (GID size of ros_discovery_info, discovery settings; iron if unset)."""
-    return {"ROS_DISTRO": cfg.ros_distro}
+    """The plugin reads ROS_DISTRO (GID size of ros_discovery_info, discovery settings; iron if unset).
+    Where the nodes run CycloneDDS the launch environment already holds the kit's CYCLONEDDS_URI (or
+    unsets the login's); with Fast DDS nodes the bridge's CycloneDDS gets its own here."""
+    env = {"ROS_DISTRO": cfg.ros_distro}
+    if cfg.entry.lab_node_rmw(cfg.dds) != "cyclonedds":
+        env["CYCLONEDDS_URI"] = bridge_cyclonedds_uri(cfg)
+    return env
 
 
 def zenoh_router_command(
