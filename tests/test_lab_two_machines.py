@@ -40,11 +40,11 @@ def lab(robot_bundle):
 
 
 @pytest.fixture(scope="module")
-def robot_bundle(tmp_path_factory) -> Path:
+def robot_bundle(bundle_for) -> Path:
     """`fieldtest lab bundle` for the robot here (this machine's CPU and glibc, the system python3),
     built outside the machines' namespaces: it downloads wheels, and neither machine reaches a
     registry."""
-    from fieldtest.labrun.orchestration.bundle import BundleError, Target, build_bundle
+    from fieldtest.labrun.orchestration.bundle import Target
 
     python = subprocess.run(
         [SYSTEM_PYTHON, "-c", "import sys; print(*sys.version_info[:2], sep='.')"],
@@ -52,13 +52,7 @@ def robot_bundle(tmp_path_factory) -> Path:
         text=True,
     ).stdout.strip()
     glibc = tuple(int(part) for part in platform.libc_ver()[1].split(".")[:2])
-    target = Target(platforms=(platform.machine(),), python=python, glibc=glibc)
-    out = tmp_path_factory.mktemp("tb4-bundle")
-    try:
-        build_bundle(out, target)
-    except BundleError as exc:
-        pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
-    return out
+    return bundle_for(Target(platforms=(platform.machine(),), python=python, glibc=glibc))[0]
 
 
 def _output(done: subprocess.CompletedProcess) -> str:
