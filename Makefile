@@ -19,8 +19,9 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# two workers: a process file's tests run in one of them, one after another (tests/conftest.py)
 test: install lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadgroup
 
 bench: install
 	$(BIN)/python benchmarks/bench_analysis.py
