@@ -1,9 +1,9 @@
 """The suite's tiers, its parallel groups and the set-ups several test files share.
 
-Tiers: a test is ``processes`` when its file is in PROCESS_FILES (it starts programs: middleware,
-twin, lab, namespace or tool processes), else ``fast``. ``pytest -m fast`` is the developer's quick
-run. A fast test that starts a program anyway fails (the program is not started), naming the file
-to list, so the tier cannot drift from what the tests do.
+Tiers: a test is ``fast`` when its file is in FAST_FILES (it starts no program), else ``processes``
+(middleware, twin, lab, namespace or tool processes). ``pytest -m fast`` is the developer's quick
+run. A fast test that starts a program anyway fails (the program is not started), naming its file,
+so the tier cannot drift from what the tests do; a new file is in the processes tier until listed.
 
 Groups: under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests of one
 process file run in one worker, one after another, so its module-scoped set-ups are built once
@@ -20,72 +20,55 @@ from pathlib import Path
 
 import pytest
 
-# Files with a test that starts a process (the spawn guard below keeps this list true).
-PROCESS_FILES = frozenset(
+# Files whose tests start no program (checked by the spawn guard below; the tier is `fast`).
+# Every other file is in the `processes` tier: a new file starts there, and moves here once
+# `pytest -m fast` would pass with it listed.
+FAST_FILES = frozenset(
     {
-        "test_analysis_badinput.py",
-        "test_analysis_campaign_page.py",
-        "test_analysis_evo.py",
-        "test_analysis_example.py",
-        "test_analysis_plots.py",
-        "test_analysis_relative.py",
-        "test_cli.py",
-        "test_dds_discovery.py",
-        "test_ddsperf.py",
-        "test_endpoints_layers.py",
-        "test_install_bare.py",
-        "test_lab_base_record.py",
-        "test_lab_bridges.py",
-        "test_lab_bundle.py",
-        "test_lab_create3.py",
-        "test_lab_dds_peers.py",
-        "test_lab_driver.py",
-        "test_lab_keystore_grants.py",
-        "test_lab_launch.py",
-        "test_lab_mqtt_ports.py",
-        "test_lab_perf.py",
-        "test_lab_probe_qos.py",
-        "test_lab_rclpy_arrival.py",
-        "test_lab_rehearsal.py",
-        "test_lab_remote.py",
-        "test_lab_ros_environment.py",
-        "test_lab_runner.py",
-        "test_lab_settings.py",
-        "test_lab_standstill.py",
-        "test_lab_two_machines.py",
-        "test_lab_two_machines_wifi.py",
-        "test_mqtt_nagle.py",
-        "test_natnet_stream.py",
-        "test_netem_links.py",
-        "test_netem_overlay.py",
-        "test_netem_wifi80211.py",
-        "test_netem_wire.py",
-        "test_perf.py",
-        "test_perf_campaign.py",
-        "test_perf_saturation.py",
-        "test_predict.py",
-        "test_predict_perf.py",
-        "test_procs.py",
-        "test_procs_domains.py",
-        "test_realtime.py",
-        "test_record.py",
-        "test_robot_traffic.py",
-        "test_runner.py",
-        "test_security_dds.py",
-        "test_security_keystore.py",
-        "test_security_mqtt.py",
-        "test_security_proof.py",
-        "test_security_transports.py",
-        "test_security_trial.py",
-        "test_stack_forwarder.py",
-        "test_topology_field.py",
-        "test_transport_dds.py",
-        "test_transport_mqtt.py",
-        "test_transport_stamps.py",
-        "test_twin_e2e.py",
-        "test_twin_latency.py",
-        "test_twin_robot_variation.py",
-        "test_zenoh_bridge.py",
+        "test_analysis_basecheck.py",
+        "test_analysis_basesplit.py",
+        "test_analysis_causes.py",
+        "test_analysis_compare.py",
+        "test_analysis_fastbag.py",
+        "test_analysis_lateness.py",
+        "test_analysis_metrics_schema.py",
+        "test_analysis_power.py",
+        "test_analysis_stalls.py",
+        "test_analysis_stats.py",
+        "test_analysis_sweep.py",
+        "test_analysis_synthetic.py",
+        "test_analysis_umbmark.py",
+        "test_bench_reproduction.py",
+        "test_bench_stack.py",
+        "test_bench_twin.py",
+        "test_bench_wireless_findings.py",
+        "test_campaign.py",
+        "test_clocksync.py",
+        "test_compare_validity.py",
+        "test_foxglove_layout.py",
+        "test_lab_mocap.py",
+        "test_layers.py",
+        "test_machine.py",
+        "test_middleware_names_stay_home.py",
+        "test_middleware_registry.py",
+        "test_mocap_capture_time.py",
+        "test_names.py",
+        "test_natnet_protocol.py",
+        "test_natnet_recorder.py",
+        "test_netem_profiles.py",
+        "test_plan.py",
+        "test_qos.py",
+        "test_robot_stats.py",
+        "test_rosmsg.py",
+        "test_security_policy.py",
+        "test_security_zenoh.py",
+        "test_stack_validity.py",
+        "test_suite_tiers.py",
+        "test_testkit_needs.py",
+        "test_transport_rosgraph.py",
+        "test_twin_base_errors.py",
+        "test_twin_create3.py",
+        "test_twin_host.py",
     }
 )
 # Files that share a session set-up run in one worker: the two machines with the robot installed
@@ -114,11 +97,11 @@ TIMEOUTS_S = {
 def pytest_collection_modifyitems(config, items):
     for item in items:
         name = item.path.name
-        if name in PROCESS_FILES:
+        if name in FAST_FILES:
+            item.add_marker(pytest.mark.fast)
+        else:
             item.add_marker(pytest.mark.processes)
             item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))
-        else:
-            item.add_marker(pytest.mark.fast)
         if name in TIMEOUTS_S and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(TIMEOUTS_S[name]))
 
@@ -138,7 +121,7 @@ def _guarded(start):
             item = _running[0]
             message = (
                 f"{item.path.name} starts a process ({start.__name__}) but is in the fast tier: "
-                "add it to PROCESS_FILES in tests/conftest.py"
+                "take it out of FAST_FILES in tests/conftest.py"
             )
             item.stash.setdefault(_SPAWNS, []).append(message)
             raise ProcessInFastTier(message)

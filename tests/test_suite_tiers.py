@@ -1,5 +1,5 @@
-"""The suite's two tiers (tests/conftest.py): every test is in exactly one, the list of process files
-names only files that exist, and a fast test that starts a program is refused and fails."""
+"""The suite's two tiers (tests/conftest.py): every test is in exactly one, the lists name only files
+that exist, and a fast test that starts a program is refused and fails."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import _SPAWNS, PROCESS_FILES, SHARED_GROUPS, TIMEOUTS_S, ProcessInFastTier
+from conftest import _SPAWNS, FAST_FILES, SHARED_GROUPS, TIMEOUTS_S, ProcessInFastTier
 
 TESTS = Path(__file__).parent
 
@@ -24,9 +24,9 @@ def test_every_collected_test_is_in_exactly_one_tier(request):
 
 
 def test_the_lists_name_only_test_files_that_exist():
-    for name in [*PROCESS_FILES, *SHARED_GROUPS, *TIMEOUTS_S]:
+    for name in [*FAST_FILES, *SHARED_GROUPS, *TIMEOUTS_S]:
         assert (TESTS / name).is_file(), f"tests/conftest.py names {name}, which is not in tests/"
-    assert set(SHARED_GROUPS) <= PROCESS_FILES  # a group is for tests that share a process set-up
+    assert FAST_FILES.isdisjoint(SHARED_GROUPS)  # a group is for tests that share a process set-up
 
 
 def test_a_fast_test_that_starts_a_program_is_refused_and_fails(request):
