@@ -8,14 +8,16 @@ Needs the ROS 2 environment of tools/install_ros.sh, as tests/test_lab_rehearsal
 
 from __future__ import annotations
 
-from test_lab_rehearsal import _metrics, _rehearse
+from test_lab_rehearsal import _metrics
 
 from fieldtest.record import read_trial
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR, read_base_commands
 
 
-def test_the_analysis_compares_what_the_simulated_base_received(tmp_path):
-    result, base_status, messages = _rehearse(tmp_path)
+def test_the_analysis_compares_what_the_simulated_base_received(real_nodes_rehearsal):
+    result, base_status, messages = real_nodes_rehearsal(
+        "jazzy", "twist_stamped"
+    )  # test_lab_rehearsal's trial
     assert result.end_reason == "completed", (result.detail, messages)
     plan = read_trial(result.trial_dir).request.plan
     record = read_base_commands(result.trial_dir / BASE_DIR / BASE_COMMANDS_FILE)

@@ -36,8 +36,6 @@ from fieldtest.middleware.zenoh.lab import (
     zenoh_router_config,
 )
 from fieldtest.procs import free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
 from fieldtest.testkit.refusal import plain_mqtt_answer, tls_alert
 
@@ -70,12 +68,6 @@ ROS_QOS_VALUES = {
     "reliability": {"system_default", "reliable", "best_effort"},
     "durability": {"system_default", "volatile", "transient_local"},
 }
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
-    return create_keystore(tmp_path_factory.mktemp("lab") / "keystore", options)
 
 
 def cfg(role, **args):

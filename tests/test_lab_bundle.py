@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import os
 import re
 import secrets
@@ -25,35 +24,20 @@ from fieldtest.cli import main as fieldtest_main
 from fieldtest.labrun.orchestration.bundle import (
     MSGS_PACKAGE,
     ROBOT_DISTRIBUTIONS,
-    BundleError,
-    Target,
-    build_bundle,
     kit_source,
 )
 from fieldtest.testkit import needs
 from fieldtest.testkit.wheelhouse import PI, registry_free_pip, this_machine
 
 
-def _build(out: Path, target: Target) -> dict:
-    """The bundle as `fieldtest lab bundle` makes it, its wheels from the wheelhouse: no registry."""
-    try:
-        with registry_free_pip():
-            return json.loads(build_bundle(out, target).read_text())
-    except BundleError as exc:
-        pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
+@pytest.fixture(scope="module")
+def local_bundle(bundle_for) -> Path:
+    return bundle_for(this_machine())[0]
 
 
 @pytest.fixture(scope="module")
-def local_bundle(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("bundle-here")
-    _build(out, this_machine())
-    return out
-
-
-@pytest.fixture(scope="module")
-def pi_bundle(tmp_path_factory) -> tuple[Path, dict]:
-    out = tmp_path_factory.mktemp("bundle-pi")
-    return out, _build(out, PI)
+def pi_bundle(bundle_for) -> tuple[Path, dict]:
+    return bundle_for(PI)
 
 
 @contextmanager

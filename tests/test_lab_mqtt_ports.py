@@ -27,8 +27,6 @@ from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.middleware.mqtt.security import paho_tls_args
 from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.procs import ProcessGroup, free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,12 +80,6 @@ def test_one_named_port_for_plain_and_tls_on_a_separate_broker_is_refused(tmp_pa
 
 
 # ----------------------------------------------------------------- the broker machine, for real
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    enclaves = (kit_enclave("host"), kit_enclave("robot"))
-    return create_keystore(tmp_path_factory.mktemp("broker") / "keystore", KeystoreOptions(enclaves=enclaves))
 
 
 class _Client:

@@ -45,8 +45,6 @@ from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -162,9 +160,11 @@ def _metrics(trial_dir: Path) -> dict:
 
 
 @pytest.mark.parametrize("relay", [False, True], ids=["jazzy", "jazzy-relay"])
-def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay):
-    args = {"relay": "true"} if relay else {}
-    result, base, messages = _rehearse(tmp_path, side_args=args)
+def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay, real_nodes_rehearsal):
+    if relay:
+        result, base, messages = _rehearse(tmp_path, side_args={"relay": "true"})
+    else:  # the same trial test_lab_base_record reads
+        result, base, messages = real_nodes_rehearsal("jazzy", "twist_stamped")
     assert result.end_reason == "completed", (result.detail, messages)
     assert all(c.ok for c in result.preflight if c.check.startswith("create3")), result.preflight
     record = read_trial(result.trial_dir)
@@ -338,12 +338,6 @@ ONE_LAP = {**SHORT_PLAN, "laps": 1}
 @pytest.fixture(scope="module")
 def bridge():
     return find_bridge()  # BridgeMissingError names the install command: the tests fail, not skip
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
-    return create_keystore(tmp_path_factory.mktemp("rehearsal") / "keystore", options)
 
 
 def _assert_like_a_lab_trial(result, base: dict, messages: list[str]) -> dict:

@@ -17,6 +17,7 @@ from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, rea
 from fieldtest.testkit import needs
 from fieldtest.testkit.guide import REHEARSAL_KEYS
 from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
+from fieldtest.testkit.wheelhouse import this_machine
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
 # and the stop burst arrive, and is about the separation of the two machines. Loss on the link:
@@ -40,21 +41,11 @@ def lab(robot_bundle):
 
 
 @pytest.fixture(scope="module")
-def robot_bundle(tmp_path_factory) -> Path:
+def robot_bundle(bundle_for) -> Path:
     """`fieldtest lab bundle` for the robot here (this machine's CPU and glibc, the system python3),
     built outside the machines' namespaces from the wheelhouse: neither machine nor the test
     reaches a registry."""
-    from fieldtest.labrun.orchestration.bundle import BundleError, build_bundle
-    from fieldtest.testkit.wheelhouse import registry_free_pip, this_machine
-
-    target = this_machine(SYSTEM_PYTHON)
-    out = tmp_path_factory.mktemp("tb4-bundle")
-    try:
-        with registry_free_pip():
-            build_bundle(out, target)
-    except BundleError as exc:
-        pytest.fail(f"the bundle for {target.describe()} cannot be made: {exc}", pytrace=False)
-    return out
+    return bundle_for(this_machine(SYSTEM_PYTHON))[0]
 
 
 def _output(done: subprocess.CompletedProcess) -> str:

@@ -45,15 +45,36 @@ def _trial(tmp_path, middleware: str, qos: str = "default", security: str = "non
     return read_trial(result.trial_dir).outcome.link_traffic["wire"]["directions"], receipts
 
 
-def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path):
+class DdsTrials:
+    """The plain DDS trial of each QoS, run once for the tests of this file that read it."""
+
+    def __init__(self, runs):
+        self.runs = runs
+        self.done: dict[str, tuple[dict, int]] = {}
+
+    def __call__(self, qos: str) -> tuple[dict, int]:
+        if qos not in self.done:
+            self.done[qos] = _trial(self.runs / qos, "dds", qos)
+        return self.done[qos]
+
+    def trial_dir(self, qos: str):
+        self(qos)
+        (trial_dir,) = [p for p in (self.runs / qos).iterdir() if (p / "trial.yaml").is_file()]
+        return trial_dir
+
+
+@pytest.fixture(scope="module")
+def dds_trials(tmp_path_factory) -> DdsTrials:
+    return DdsTrials(tmp_path_factory.mktemp("dds-runs"))
+
+
+def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path, dds_trials):
     """Two DDS trials, RELIABLE and BEST_EFFORT: metrics.json keeps each direction's figures, the
     report shows them and compare sets the overhead and reliability ratio side by side."""
     from fieldtest.analysis.metrics.schema import read_metrics
     from fieldtest.analysis.pipeline import analyze_trial, compare_trials
 
-    for qos in ("default", "sensor"):
-        _trial(tmp_path / "runs", "dds", qos)
-    trials = sorted((tmp_path / "runs").iterdir())
+    trials = sorted(dds_trials.trial_dir(qos) for qos in ("default", "sensor"))
     for trial_dir in trials:
         analyze_trial(trial_dir, plots=False)
         metrics = read_metrics(trial_dir / "analysis" / "metrics.json")
@@ -105,13 +126,13 @@ def _packets(direction: dict, kind: str) -> int:
 
 
 @pytest.mark.parametrize("qos", ["default", "sensor", "fernandez-a"])
-def test_dds_reliability_traffic_follows_the_qos_and_discovery_counts_as_discovery(tmp_path, qos):
+def test_dds_reliability_traffic_follows_the_qos_and_discovery_counts_as_discovery(dds_trials, qos):
     """default (RELIABLE): the host's writer sends HEARTBEATs to the robot and the robot's reader
     answers with ACKNACKs, in packets of their own; sensor (BEST_EFFORT): not one such packet of an
     application endpoint (the builtin endpoints' own stay in discovery)."""
     from fieldtest.qos import get_qos
 
-    directions, receipts = _trial(tmp_path, "dds", qos)
+    directions, receipts = dds_trials(qos)
     to_robot, from_robot = directions[H2R], directions[R2H]
     assert _packets(to_robot, "user_data") >= receipts  # every applied command crossed this way
     for direction in (to_robot, from_robot):

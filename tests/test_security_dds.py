@@ -99,13 +99,8 @@ except DDSException as exc:
 del topic, dp
 """
 
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    return create_keystore(
-        tmp_path_factory.mktemp("dds") / "keystore",
-        KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot"))),
-    )
+# Its participants join DDS domain 0, the keystore's: leased for each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("dds_domain_zero")
 
 
 def uri(security_xml: str = "") -> str:

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import threading
 import time
-from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -22,8 +21,7 @@ from fieldtest.middleware.mqtt.security import (
 )
 from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE
 from fieldtest.procs import free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls
-from fieldtest.security.policy import kit_enclave
+from fieldtest.security.keystore import create_rogue_tls
 from fieldtest.testkit import needs
 from fieldtest.testkit.refusal import tls_alert
 
@@ -31,13 +29,6 @@ from fieldtest.testkit.refusal import tls_alert
 @pytest.fixture(autouse=True)
 def _installed_tools():
     needs.tools("mosquitto")
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    return create_keystore(
-        tmp_path_factory.mktemp("mqtt") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
-    )
 
 
 def wait_listening(port: int, proc: subprocess.Popen, timeout: float = 5.0) -> None:

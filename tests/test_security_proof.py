@@ -43,7 +43,7 @@ import pytest
 from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import free_port
+from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRecord, TrialRequest, read_bag, write_trial
 from fieldtest.security.keystore import (
     KeystoreOptions,
@@ -80,7 +80,6 @@ PROOF_PLAN = SquarePlan(
 HOST_COMMANDS = PROOF_PLAN.n_ticks() + STOP_BURST_COUNT  # seq 0 .. n_ticks + burst - 1
 ROGUE_SEQ_BASE = 1_000_000
 NAMESPACE = f"/proof{os.getpid() % 10_000}"
-DOMAIN_BASE = 40 + (os.getpid() % 7) * 8  # DDS scenarios use DOMAIN_BASE + i (ports 7400 + 250 * id)
 ALL_ROGUES = ("no-credentials", "foreign-ca", "no-permission", "expired")
 # Whether a setting hides the command payload on the wire (rtps-sign signs but does not encrypt).
 ENCRYPTS_PAYLOAD = {
@@ -132,6 +131,10 @@ SCENARIOS = (
     Scenario("mqtt-local-broker", "none", ("no-credentials",)),
     Scenario("mqtt-local-broker", "mtls-acl", ALL_ROGUES),
 )
+# DDS scenarios use DOMAIN_BASE + i (ports 7400 + 250 * id): a block of domains this test process
+# leases until it exits, so a parallel run on this machine (another test worker, a demo) never shares one.
+DOMAIN_LEASE = lease_dds_domain(40 + (os.getpid() % 7) * 8, offsets=tuple(range(len(SCENARIOS))))
+DOMAIN_BASE = DOMAIN_LEASE.domain_id
 
 
 @dataclass

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,22 +18,14 @@ from fieldtest.middleware.zenoh.security import config_overrides as zenoh_config
 from fieldtest.procs import free_port
 from fieldtest.security import (
     KeystoreError,
-    KeystoreOptions,
     SecuritySettingError,
-    create_keystore,
     require_tls_name,
 )
-from fieldtest.security.policy import kit_enclave
 from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
 
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    enclaves = (kit_enclave("host"), kit_enclave("robot"))
-    return create_keystore(
-        tmp_path_factory.mktemp("transports") / "keystore", KeystoreOptions(enclaves=enclaves)
-    )
+# The secured DDS transport joins domain 0, the keystore's: leased for each test (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("dds_domain_zero")
 
 
 class Received:

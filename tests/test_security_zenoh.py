@@ -19,18 +19,10 @@ from fieldtest.middleware.zenoh.security import (
 )
 from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE, ROUTER_IDENTITY
 from fieldtest.procs import free_port
-from fieldtest.security.keystore import KeystoreOptions, create_keystore, create_rogue_tls, tls_files
-from fieldtest.security.policy import kit_enclave
+from fieldtest.security.keystore import create_rogue_tls, tls_files
 from fieldtest.security.settings import SecuritySettingError
 
 NO_SCOUTING = {"multicast": {"enabled": False}, "gossip": {"enabled": False}}
-
-
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    return create_keystore(
-        tmp_path_factory.mktemp("zenoh") / "keystore", KeystoreOptions(enclaves=(kit_enclave("host"),))
-    )
 
 
 def merge(base: dict, overrides: dict) -> dict:

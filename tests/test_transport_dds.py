@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import random
+import os
 import subprocess
 import sys
 import threading
@@ -34,6 +34,7 @@ from fieldtest.middleware.dds.transport import (
     open_dds,
 )
 from fieldtest.middleware.registry import open_transport
+from fieldtest.procs import lease_dds_domain
 from fieldtest.qos import QosError, get_qos
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.ros_idl import dds_type_name, from_idl, idl_class, to_idl
@@ -44,9 +45,13 @@ from dds_peer import command_values  # noqa: E402
 
 WAIT_S = 10.0  # generous: the machine's 2 cores are shared with other test runs
 
+# A DDS domain of this test process's own, leased until it exits: a parallel run on this machine
+# (another test worker, a demo) never shares it.
+DDS_DOMAIN = lease_dds_domain(100 + os.getpid() % 100)
+
 
 def unique_config(**overrides) -> TransportConfig:
-    fields = {"domain_id": random.randint(100, 230), "namespace": f"t{uuid.uuid4().hex[:8]}"}
+    fields = {"domain_id": DDS_DOMAIN.domain_id, "namespace": f"t{uuid.uuid4().hex[:8]}"}
     fields.update(overrides)
     return TransportConfig(**fields)
 

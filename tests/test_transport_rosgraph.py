@@ -3,7 +3,7 @@ size of the distro (what rmw_cyclonedds does; zenoh-bridge-ros2dds routes nothin
 
 from __future__ import annotations
 
-import random
+import os
 import time
 import uuid
 
@@ -15,6 +15,7 @@ from cyclonedds.topic import Topic
 
 from fieldtest import rosmsg
 from fieldtest.middleware.dds.transport import open_dds
+from fieldtest.procs import lease_dds_domain
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.rosgraph import (
     ROS_DISCOVERY_TOPIC,
@@ -22,6 +23,10 @@ from fieldtest.transport.rosgraph import (
     gid_size,
     participant_info_class,
 )
+
+# A DDS domain of this test process's own, leased until it exits: a parallel run on this machine
+# (another test worker, a demo) never shares it.
+DDS_DOMAIN = lease_dds_domain(100 + os.getpid() % 100)
 
 
 @pytest.mark.parametrize(
@@ -54,7 +59,7 @@ def _latest_info(reader: DataReader, timeout_s: float = 10.0):
 @pytest.mark.parametrize("distro", ["humble", "jazzy"])
 def test_transport_lists_its_readers_and_writers_as_one_node(monkeypatch, distro):
     monkeypatch.setenv("ROS_DISTRO", distro)
-    config = TransportConfig(domain_id=random.randint(100, 230), namespace=f"/t{uuid.uuid4().hex[:8]}")
+    config = TransportConfig(domain_id=DDS_DOMAIN.domain_id, namespace=f"/t{uuid.uuid4().hex[:8]}")
     transport = open_dds(config, "robot")
     other = DomainParticipant(config.domain_id)
     try:

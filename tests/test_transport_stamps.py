@@ -10,7 +10,7 @@ arrival stamp there must not wait for Python.
 from __future__ import annotations
 
 import contextlib
-import random
+import os
 import threading
 import time
 import uuid
@@ -23,16 +23,20 @@ from fieldtest.endpoints.clock import Clock, MonotonicClock
 from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, now_ns, padded_size, write_stamped
 from fieldtest.middleware.mqtt.infra import MosquittoBroker
 from fieldtest.middleware.registry import open_transport
-from fieldtest.procs import free_port
+from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.base import decoder, prepare, stamped_publisher, timed_subscribe
 
 COUNT = 20
 ROBOT_SHIFT_S = 250.0  # the robot's clock runs this far ahead of the host's
 
+# A DDS domain of this test process's own, leased until it exits: a parallel run on this machine
+# (another test worker, a demo) never shares it.
+DDS_DOMAIN = lease_dds_domain(100 + os.getpid() % 100)
+
 
 def _dds_config() -> TransportConfig:
-    return TransportConfig(domain_id=random.randint(100, 230), namespace=f"t{uuid.uuid4().hex[:8]}")
+    return TransportConfig(domain_id=DDS_DOMAIN.domain_id, namespace=f"t{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(params=["dds", "zenoh-peer", "mqtt-local-broker"])

@@ -8,12 +8,10 @@ that message (BridgeMissingError), they are not skipped.
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -25,6 +23,7 @@ from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import (
     INSTALL_COMMAND,
+    ROBOT_DOMAIN_OFFSET,
     BridgeMissingError,
     bridge_argv,
     find_bridge,
@@ -39,14 +38,16 @@ from fieldtest.middleware.zenoh.lab import (
     twin_side_launches,
     zenoh_bridge_config,
 )
-from fieldtest.procs import free_port
+from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record import CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
-from fieldtest.security.keystore import KeystoreOptions, create_keystore
-from fieldtest.security.policy import kit_enclave
 from fieldtest.transport import TransportConfig
 
 WAIT_S = 20.0  # discovery through two bridges on a busy 2-core machine
 COUNT = 40
+
+# A DDS domain of this test process's own, leased until it exits: a parallel run on this machine
+# (another test worker, a demo) never shares it.
+DDS_DOMAIN = lease_dds_domain(1 + os.getpid() % 99, offsets=(0, ROBOT_DOMAIN_OFFSET))  # and the robot side's
 
 
 @pytest.fixture(scope="module")
@@ -54,17 +55,11 @@ def bridge():
     return find_bridge()  # BridgeMissingError names the install command: the test fails, not skips
 
 
-@pytest.fixture(scope="module")
-def keystore(tmp_path_factory) -> Path:
-    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
-    return create_keystore(tmp_path_factory.mktemp("bridge") / "keystore", options)
-
-
 def trial_transport(middleware: str, **extra) -> TransportConfig:
     return TransportConfig(
         middleware=middleware,
         zenoh_path="bridge",
-        domain_id=random.randint(1, 99),
+        domain_id=DDS_DOMAIN.domain_id,
         namespace=f"/t{uuid.uuid4().hex[:8]}",
         zenoh_port=free_port(),
         **extra,

@@ -1,0 +1,243 @@
+"""The suite's tiers, its parallel groups and the set-ups several test files share.
+
+Tiers: a test is ``fast`` when its file is in FAST_FILES (it starts no program), else ``processes``
+(middleware, twin, lab, namespace or tool processes). ``pytest -m fast`` is the developer's quick
+run. A fast test that starts a program anyway fails (the program is not started), naming its file,
+so the tier cannot drift from what the tests do; a new file is in the processes tier until listed.
+
+Groups: under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests of one
+process file run in one worker, one after another, so its module-scoped set-ups are built once
+and its fixed ports or names never meet a second copy of itself; files that share a session
+set-up below share a group. Fast tests are spread one by one.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Files whose tests start no program (checked by the spawn guard below; the tier is `fast`).
+# Every other file is in the `processes` tier: a new file starts there, and moves here once
+# `pytest -m fast` would pass with it listed.
+FAST_FILES = frozenset(
+    {
+        "test_analysis_basecheck.py",
+        "test_analysis_basesplit.py",
+        "test_analysis_causes.py",
+        "test_analysis_compare.py",
+        "test_analysis_fastbag.py",
+        "test_analysis_lateness.py",
+        "test_analysis_metrics_schema.py",
+        "test_analysis_power.py",
+        "test_analysis_stalls.py",
+        "test_analysis_stats.py",
+        "test_analysis_sweep.py",
+        "test_analysis_synthetic.py",
+        "test_analysis_umbmark.py",
+        "test_bench_reproduction.py",
+        "test_bench_stack.py",
+        "test_bench_twin.py",
+        "test_bench_wireless_findings.py",
+        "test_campaign.py",
+        "test_clocksync.py",
+        "test_compare_validity.py",
+        "test_foxglove_layout.py",
+        "test_lab_mocap.py",
+        "test_layers.py",
+        "test_machine.py",
+        "test_middleware_names_stay_home.py",
+        "test_middleware_registry.py",
+        "test_mocap_capture_time.py",
+        "test_names.py",
+        "test_natnet_protocol.py",
+        "test_natnet_recorder.py",
+        "test_netem_profiles.py",
+        "test_plan.py",
+        "test_qos.py",
+        "test_robot_stats.py",
+        "test_rosmsg.py",
+        "test_security_policy.py",
+        "test_security_zenoh.py",
+        "test_stack_validity.py",
+        "test_suite_tiers.py",
+        "test_testkit_needs.py",
+        "test_transport_rosgraph.py",
+        "test_twin_base_errors.py",
+        "test_twin_create3.py",
+        "test_twin_host.py",
+    }
+)
+# Files that share a session set-up run in one worker: the two machines with the robot installed
+# from the bundle as the guide says (and this machine's bundle, which test_lab_bundle also
+# installs); the real-nodes rehearsals that test_lab_base_record reads again.
+SHARED_GROUPS = {
+    "test_lab_two_machines.py": "two-machines",
+    "test_lab_two_machines_wifi.py": "two-machines",
+    "test_lab_bundle.py": "two-machines",
+    "test_lab_rehearsal.py": "lab-rehearsal",
+    "test_lab_base_record.py": "lab-rehearsal",
+}
+
+# Longer than the suite's 600 s per test (pyproject.toml) where a test's own commands may take longer;
+# a test's time includes the set-ups it is the first to use.
+TIMEOUTS_S = {
+    "test_install_bare.py": 1800,  # `make install` from an empty cache (its own limit)
+    "test_runner.py": 1200,  # the quick demo's own limit is 900 s
+    "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
+    "test_lab_two_machines_wifi.py": 1200,
+    "test_lab_bundle.py": 1200,
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        if name in FAST_FILES:
+            item.add_marker(pytest.mark.fast)
+        else:
+            item.add_marker(pytest.mark.processes)
+            item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))
+        if name in TIMEOUTS_S and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(TIMEOUTS_S[name]))
+
+
+# ---------------------------------------------------------------------------------- the spawn guard
+class ProcessInFastTier(RuntimeError):
+    """A test of the fast tier tried to start a process."""
+
+
+_running: list[pytest.Item] = []  # the fast test whose phase is running, if any
+
+
+def _guarded(start):
+    def guard(*args, **kwargs):
+        # multiprocessing's own resource tracker (a fork pool's semaphores) is no program of a test's
+        if _running and not sys._getframe(1).f_globals.get("__name__", "").startswith("multiprocessing"):
+            item = _running[0]
+            message = (
+                f"{item.path.name} starts a process ({start.__name__}) but is in the fast tier: "
+                "take it out of FAST_FILES in tests/conftest.py"
+            )
+            item.stash.setdefault(_SPAWNS, []).append(message)
+            raise ProcessInFastTier(message)
+        return start(*args, **kwargs)
+
+    guard.__name__ = start.__name__
+    return guard
+
+
+_SPAWNS = pytest.StashKey[list]()
+
+
+def pytest_configure(config):
+    # every way Python starts a program: subprocess, multiprocessing's spawn, pty, os.system. A bare
+    # fork (the analysis's plot worker is a copy of the test process) runs no program and is allowed.
+    subprocess._fork_exec = _guarded(subprocess._fork_exec)
+    for name in ("forkpty", "posix_spawn", "posix_spawnp", "system"):
+        setattr(os, name, _guarded(getattr(os, name)))
+    import _posixsubprocess
+
+    _posixsubprocess.fork_exec = _guarded(_posixsubprocess.fork_exec)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.get_closest_marker("fast"):
+        _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.clear()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    spawns = item.stash.get(_SPAWNS, [])
+    if spawns:
+        if report.passed:  # the code under test caught the refusal: the test fails all the same
+            report.outcome = "failed"
+            report.longrepr = spawns[0]
+        spawns.clear()
+    return report
+
+
+# ---------------------------------------------------------------------------- shared set-ups
+@pytest.fixture(scope="session")
+def keystore(tmp_path_factory) -> Path:
+    """A kit keystore with the host's and the robot's enclaves, as ``fieldtest keys create`` makes
+    it; shared read-only (a test that changes one copies it first)."""
+    from fieldtest.security.keystore import KeystoreOptions, create_keystore
+    from fieldtest.security.policy import kit_enclave
+
+    options = KeystoreOptions(enclaves=(kit_enclave("host"), kit_enclave("robot")))
+    return create_keystore(tmp_path_factory.mktemp("shared") / "keystore", options)
+
+
+@pytest.fixture(scope="session")
+def real_nodes_rehearsal(tmp_path_factory):
+    """``rehearsal(distro, cmd_type)``: test_lab_rehearsal's lab trial with the real nodes for that
+    distro (its result, the simulated base's status, the runner's messages), run once a session:
+    test_lab_base_record analyses the same trial's base record."""
+    done: dict[tuple[str, str], tuple] = {}
+
+    def rehearsal(distro: str, cmd_type: str) -> tuple:
+        if (distro, cmd_type) not in done:
+            from test_lab_rehearsal import _rehearse
+
+            folder = tmp_path_factory.mktemp(f"rehearsal-{distro}")
+            done[distro, cmd_type] = _rehearse(folder, distro=distro, cmd_type=cmd_type)
+        return done[distro, cmd_type]
+
+    return rehearsal
+
+
+@pytest.fixture(scope="session")
+def bundle_for(tmp_path_factory):
+    """``bundle_for(target)``: `fieldtest lab bundle` for that robot machine (its folder and
+    manifest), built once a session from the wheelhouse: test_lab_bundle installs this machine's, and
+    test_lab_two_machines gives the same one to its robot when the system python3 is this one's."""
+    import json
+
+    from fieldtest.labrun.orchestration.bundle import BundleError, build_bundle
+    from fieldtest.testkit.wheelhouse import registry_free_pip
+
+    built: dict = {}
+
+    def bundle(target) -> tuple[Path, dict]:
+        if target not in built:
+            out = tmp_path_factory.mktemp("bundle")
+            try:
+                with registry_free_pip():  # the wheelhouse `make test` filled: no registry
+                    built[target] = out, json.loads(build_bundle(out, target).read_text())
+            except BundleError as exc:
+                built[target] = f"the bundle for {target.describe()} cannot be made: {exc}"
+        if isinstance(built[target], str):
+            pytest.fail(built[target], pytrace=False)
+        return built[target]
+
+    return bundle
+
+
+@pytest.fixture
+def dds_domain_zero():
+    """DDS domain 0 leased for the test: the shared keystore's governance names domain 0 (the kit's
+    default), so its secured participants cannot move to a domain of their own. A trial of another
+    test worker that holds it is waited for."""
+    import time
+
+    from fieldtest.procs import lease_dds_domain
+
+    deadline = time.monotonic() + 300
+    while (lease := lease_dds_domain(0)).domain_id != 0:
+        lease.release()
+        if time.monotonic() > deadline:
+            pytest.fail("DDS domain 0 stayed leased by another run for 5 minutes", pytrace=False)
+        time.sleep(0.5)
+    yield 0
+    lease.release()
