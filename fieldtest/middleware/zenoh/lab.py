@@ -291,7 +291,7 @@ def zenoh_bridge_env(cfg: LabLaunch) -> dict[str, str]:
     """The plugin reads ROS_DISTRO (GID size of ros_discovery_info, discovery settings; iron if unset).
     Where the nodes run CycloneDDS the launch environment already holds the kit's CYCLONEDDS_URI (or
     unsets the login's); with Fast DDS nodes the bridge's CycloneDDS gets its own here."""
-    env = {"ROS_DISTRO": cfg.ros_distro}
+    env: dict[str, str] = {"ROS_DISTRO": cfg.ros_distro}
     if cfg.entry.lab_node_rmw(cfg.dds) != "cyclonedds":
         env["CYCLONEDDS_URI"] = bridge_cyclonedds_uri(cfg)
     return env
