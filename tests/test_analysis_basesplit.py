@@ -21,6 +21,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
+from fieldtest.analysis.loading.robot import BaseCalibration
 from fieldtest.analysis.loading.trial import AnalysisError
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -72,7 +73,7 @@ def test_compare_recovers_the_base_errors_and_gives_them_the_rest(tmp_path, e_d,
 def test_with_the_true_calibration_the_residual_is_what_the_base_does_not_explain(tmp_path, shift_mm):
     e_d, e_b = 1.001, 0.997
     errors = {"wheel_diameter_ratio": e_d, "wheelbase_ratio": e_b}
-    calibration = {"robot": "x", "wheel_diameter_ratio": e_d, "wheelbase_factor": e_b}
+    calibration = BaseCalibration(robot="x", wheel_diameter_ratio=e_d, wheelbase_factor=e_b)
     clean = _trial(tmp_path, "left", 0, errors)
     m = analyze_trial(clean, plots=False, base_calibration=calibration)
     base = m["drift_causes"]["base"]

@@ -10,6 +10,7 @@ within 10 %), and what the base does not explain stays under 10 % of it.
 import pytest
 
 from fieldtest.analysis import analyze_trial
+from fieldtest.analysis.loading.robot import BaseCalibration
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest, read_trial
 from fieldtest.runner import run_twin_trial
@@ -29,7 +30,7 @@ def test_a_twin_robot_with_base_errors_drifts_as_the_base_predicts(tmp_path, e_d
     assert result.end_reason == "completed", result.detail
     twin = read_trial(result.trial_dir).request.twin
     assert (twin.wheel_diameter_ratio, twin.wheelbase_ratio) == (e_d, e_b)
-    calibration = {"robot": "set", "wheel_diameter_ratio": e_d, "wheelbase_factor": e_b}
+    calibration = BaseCalibration(robot="set", wheel_diameter_ratio=e_d, wheelbase_factor=e_b)
     metrics = analyze_trial(result.trial_dir, plots=False, base_calibration=calibration)
     assert metrics["trial"]["robot"] == f"twin-create3 E_d {e_d:g} E_b {e_b:g} turn slip 0"
     causes = metrics["drift_causes"]

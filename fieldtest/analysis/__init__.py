@@ -14,6 +14,8 @@ Importing the package is cheap: the analysis (numpy, pydantic, evo) loads on fir
 ``fieldtest analyze`` can fork its plot worker before that (fieldtest/analysis/rendering/plotprocess.py).
 """
 
+from typing import TYPE_CHECKING
+
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.lazy import lazy_attributes
 
@@ -28,3 +30,12 @@ _LAZY = {
 }
 __all__ = ["DEFAULT_MAX_GAP_S", *_LAZY]
 __getattr__ = lazy_attributes(__name__, _LAZY, globals())
+
+if TYPE_CHECKING:
+    from .loading.trial import AnalysisError as AnalysisError
+    from .metrics.schema import METRICS_VERSION as METRICS_VERSION
+    from .metrics.schema import Metrics as Metrics
+    from .metrics.schema import MetricsError as MetricsError
+    from .metrics.schema import read_metrics as read_metrics
+    from .pipeline import analyze_trial as analyze_trial
+    from .pipeline import compare_trials as compare_trials

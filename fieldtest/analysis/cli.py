@@ -124,7 +124,7 @@ def summary_line(m: Metrics) -> str:
     if d.available:
         parts.append(
             f"drift lap {d.last_lap} vs 1 mean {_mm(d.mean_m)} (end {_mm(d.at_lap_end_m)}), "
-            f"heading {d.heading_change_deg:.2f} deg, closing {_mm(d.closing.distance_m)};"
+            f"heading {d.heading_change_deg:.2f} deg, closing {_mm(d.closing.distance_m if d.closing else None)};"
         )
     else:
         parts.append(f"drift n/a ({d.reason or None});")

@@ -40,7 +40,7 @@ from fieldtest.analysis.causes.restsplit import REST_CSV, write_rest_curve
 from fieldtest.analysis.causes.stackfaults import stack_metrics
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.analysis.loading.mocaptime import CAPTURE
-from fieldtest.analysis.loading.robot import robot_label
+from fieldtest.analysis.loading.robot import BaseCalibration, robot_label
 from fieldtest.analysis.loading.trial import AnalysisError, TrialData, load_trial
 from fieldtest.analysis.metrics import ape as ape_mod
 from fieldtest.analysis.metrics import relativeerror as relative
@@ -93,7 +93,7 @@ def analyze_trial(
     export_tum: bool = False,
     write: bool = True,
     plot_worker: PlotWorker | None = None,
-    base_calibration: dict | None = None,
+    base_calibration: BaseCalibration | None = None,
 ) -> dict[str, Any]:
     """Analyse a trial; returns the metrics dict (also written to ``<out_dir>/metrics.json``).
 
@@ -140,7 +140,7 @@ class Options:
     export_tum: bool
     write: bool
     mocap_time: str = CAPTURE
-    base_calibration: dict | None = None
+    base_calibration: BaseCalibration | None = None
 
 
 def _analyze(
@@ -161,7 +161,8 @@ def _analyze(
     )
     latency, latency_series = latency_metrics(data, clock, faults)
 
-    track = build_track(data.poses, data.stream_start_ns, clock) if data.poses is not None else None
+    poses = data.poses
+    track = build_track(poses, data.stream_start_ns, clock) if poses is not None else None
     motion = detect_motion(track, data, clock, max_gap_s) if track is not None else Motion()
     if track is None:
         motion.laps_commanded = laps_commanded(data)
@@ -173,12 +174,13 @@ def _analyze(
     end_s = None
     if track is not None and motion.start_s is not None:
         end_s = motion_end_s(track, motion, data.plan)
-    mocap, holes = ({}, [])
-    if track is not None:
-        window = (motion.start_s, end_s) if end_s is not None else None
+    mocap: dict[str, Any] = {}
+    holes: list[tuple[float, float, bool]] = []
+    if track is not None and poses is not None:
+        window = (motion.start_s, end_s) if end_s is not None and motion.start_s is not None else None
         mocap, holes = mocap_metrics(track, data.frames, data.stream_start_ns, max_gap_s, window)
-        mocap["source"] = {"topic": data.poses.topic, "bag": data.poses.bag, "clock": data.poses.clock}
-        mocap["dropped_non_finite"] = data.poses.dropped_invalid
+        mocap["source"] = {"topic": poses.topic, "bag": poses.bag, "clock": poses.clock}
+        mocap["dropped_non_finite"] = poses.dropped_invalid
         mocap["time"] = data.mocap_time
 
     pending = {"available": False, "reason": "not computed yet"}
@@ -197,7 +199,7 @@ def _analyze(
         worker.submit(out_dir, plot_data)  # it draws while evo computes the APE here
     ape = (
         ape_mod.ape_metrics(track, motion, data.plan, end_s)
-        if end_s is not None
+        if track is not None and end_s is not None
         else {"available": False, "reason": "no motion start"}
     )
     metrics["ape"] = _jsonable(ape)
@@ -213,7 +215,7 @@ def _analyze(
     if rest_curve is not None:
         write_rest_curve(out_dir / REST_CSV, data.plan, *rest_curve)
         metrics["files"].append(REST_CSV)
-    if opts.export_tum and end_s is not None:
+    if opts.export_tum and track is not None and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
         metrics["ape"]["tum_files"] = [ref.name, est.name]
         if metrics["relative"]["available"]:
@@ -257,7 +259,7 @@ def _stack_sections(
     motion: Motion,
     drift: dict,
     max_gap_s: float,
-    base_calibration: dict | None = None,
+    base_calibration: BaseCalibration | None = None,
 ) -> dict:
     """``drift_causes`` and ``stack`` (fieldtest.analysis.causes.attribution / .stackfaults)."""
     emulated = data.record.request.network != "loopback"  # on loopback every timing error is the stack's
@@ -448,7 +450,7 @@ def normalize_faults(
         if start is None:
             notes.append(f"outcome.faults[{i}] has no start_s or start_ns; not shown")
             continue
-        if open_ended:
+        if duration is None:  # open-ended
             duration = max(0.0, stream_end_s - start)
         entry = {k: v for k, v in fault.items() if k not in {"start_ns", "end_ns", "duration_ns"}}
         entry.update(
@@ -571,7 +573,7 @@ def compare_trials(
     problems: dict[Path, str] = {}
     for trial_dir, metrics, problem in _analyze_all(todo, jobs, analyze_kwargs):
         known[trial_dir], problems[trial_dir] = metrics, problem
-    trials = [known[d] for d in found if known[d] is not None]
+    trials = [m for m in (known[d] for d in found) if m is not None]
     skipped = [problems[d] for d in found if known[d] is None]
     if not trials:
         raise AnalysisError("no trial could be analysed: " + "; ".join(skipped))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -141,7 +141,7 @@ def stall_values(causes) -> dict[str, float | None]:
     }
 
 
-def spread(values: list[float]) -> dict[str, float | int | None]:
+def spread(values: list[float | None]) -> dict[str, float | int | None]:
     v = np.array([x for x in values if x is not None], dtype=float)
     if len(v) == 0:
         return {"n": 0, "median": None, "p25": None, "p75": None, "min": None, "max": None}
@@ -207,9 +207,10 @@ def write_comparison(
         t["base"] = base.get(t["dir"])
     power = power_table(drift_groups(trials), resolve_m)
     result = {"rows": rows, "trials": per_trial, "skipped": skipped}
-    result.update({"base_calibration": calibrations, "power": power})
+    calibrations_json = {robot: c.as_json() for robot, c in calibrations.items()}
+    result.update({"base_calibration": calibrations_json, "power": power})
     if calibrations:
-        (out_dir / CALIBRATION_FILE).write_text(json.dumps(calibrations, indent=1))
+        (out_dir / CALIBRATION_FILE).write_text(json.dumps(calibrations_json, indent=1))
     (out_dir / COMPARE_JSON).write_text(json.dumps(result, indent=1))
     _write_csv(out_dir / COMPARE_CSV, rows)
     extra = base_lines(calibrations, per_trial) + power_lines(power)
@@ -309,7 +310,9 @@ def trial_table(trials: list[dict]) -> tuple[list[str], list[list[str]], list[st
     return head, body, [t["dir"] for t in ordered]
 
 
-def _markdown(rows: list[dict], trials: list[dict], skipped: list[str], extra: list[str] = ()) -> list[str]:
+def _markdown(
+    rows: list[dict], trials: list[dict], skipped: list[str], extra: Sequence[str] = ()
+) -> list[str]:
     head, body = config_table(rows)
     lines = [
         "# Comparison of trials",

@@ -10,22 +10,22 @@ import numpy as np
 
 from fieldtest.analysis.campaign.umbmark import return_error_per_lap, umbmark
 from fieldtest.analysis.causes.restsplit import REST_CSV, read_rest_curve, split_rest, systematic_displacement
-from fieldtest.analysis.loading.robot import robot_label
+from fieldtest.analysis.loading.robot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.record import ANALYSIS_DIR, TrialRequest
 
 
-def calibration_from(umbmark: dict, robot: str) -> dict:
+def calibration_from(umbmark: dict, robot: str) -> BaseCalibration:
     """The base's errors as the split uses them, from UMBmark's figures of one robot."""
-    return {
-        "robot": robot,
-        "wheel_diameter_ratio": umbmark["wheel_diameter_ratio"],
-        "wheelbase_factor": umbmark["wheelbase_factor"],
-        "alpha_deg": umbmark["alpha_deg"],
-        "beta_deg": umbmark["beta_deg"],
-        "runs_cw": umbmark["runs_cw"],
-        "runs_ccw": umbmark["runs_ccw"],
-    }
+    return BaseCalibration(
+        robot=robot,
+        wheel_diameter_ratio=umbmark["wheel_diameter_ratio"],
+        wheelbase_factor=umbmark["wheelbase_factor"],
+        alpha_deg=umbmark["alpha_deg"],
+        beta_deg=umbmark["beta_deg"],
+        runs_cw=umbmark["runs_cw"],
+        runs_ccw=umbmark["runs_ccw"],
+    )
 
 
 def rest_return_error(m: Metrics) -> tuple[float, float] | None:
@@ -33,15 +33,15 @@ def rest_return_error(m: Metrics) -> tuple[float, float] | None:
     the arrival replay's (the nominal model's own, e.g. its last turn's ramp), per lap driven."""
     measured = return_error_per_lap(m)
     replay = m.drift_causes.replay_closing_m if m.drift_causes is not None else None
-    if measured is None or replay is None:
-        return measured
     laps = m.drift.last_lap
+    if measured is None or replay is None or laps is None:
+        return measured
     return measured[0] - replay[0] / laps, measured[1] - replay[1] / laps
 
 
 def campaign_split(
     trials: list[Metrics], requests: dict[str, TrialRequest]
-) -> tuple[dict[str, dict], dict[str, dict]]:
+) -> tuple[dict[str, BaseCalibration], dict[str, dict]]:
     """(calibration per robot, base section per trial directory) for the robots whose complete,
     valid trials include both directions. ``requests``: trial directory -> its TrialRequest."""
     requests = {_key(d): r for d, r in requests.items()}
@@ -49,7 +49,7 @@ def campaign_split(
     for m in trials:
         if m.valid and _key(m.trial.dir) in requests:
             by_robot.setdefault(robot_label(requests[_key(m.trial.dir)]), []).append(m)
-    calibrations = {}
+    calibrations: dict[str, BaseCalibration] = {}
     for robot, members in by_robot.items():
         if (u := umbmark(members, error_of=rest_return_error)) is not None:
             calibrations[robot] = calibration_from(u, robot)
@@ -59,7 +59,9 @@ def campaign_split(
         request = requests.get(_key(m.trial.dir))
         calibration = calibrations.get(robot_label(request)) if request is not None else None
         causes = m.drift_causes
-        if calibration is None or causes is None or not causes.available or not m.valid:
+        if request is None or calibration is None or causes is None or not causes.available or not m.valid:
+            continue
+        if causes.last_lap is None:
             continue
         curve = read_rest_curve(Path(_key(m.trial.dir)) / ANALYSIS_DIR / REST_CSV)
         if curve is None:
@@ -67,7 +69,7 @@ def campaign_split(
         key = (
             request.plan.model_dump_json(),
             request.twin.safety_override,
-            calibration["robot"],
+            calibration.robot,
             causes.last_lap,
         )
         if key not in cache:
@@ -76,7 +78,10 @@ def campaign_split(
             )
         rest_xy, valid = curve
         if len(rest_xy) == len(cache[key]):
-            sections[m.trial.dir] = {"calibration": calibration, **split_rest(rest_xy, valid, cache[key])}
+            sections[m.trial.dir] = {
+                "calibration": calibration.as_json(),
+                **split_rest(rest_xy, valid, cache[key]),
+            }
     return calibrations, sections
 
 
@@ -84,7 +89,7 @@ def _key(trial_dir: str | Path) -> str:
     return str(Path(trial_dir).resolve())
 
 
-def base_lines(calibrations: dict[str, dict], per_trial: list[dict]) -> list[str]:
+def base_lines(calibrations: dict[str, BaseCalibration], per_trial: list[dict]) -> list[str]:
     """compare.md section: each robot's calibration and every trial's rest split."""
     if not calibrations:
         return []
@@ -100,8 +105,8 @@ def base_lines(calibrations: dict[str, dict], per_trial: list[dict]) -> list[str
         "| --- | --- | --- | --- |",
     ]
     out += [
-        f"| {c['robot']} | {c['runs_cw']} / {c['runs_ccw']} | {c['wheel_diameter_ratio']:.5f} | "
-        f"{c['wheelbase_factor']:.5f} |"
+        f"| {c.robot} | {c.runs_cw} / {c.runs_ccw} | {c.wheel_diameter_ratio:.5f} | "
+        f"{c.wheelbase_factor:.5f} |"
         for c in calibrations.values()
     ]
     split = [t for t in per_trial if t.get("base")]

@@ -23,8 +23,12 @@ def relative_values(relative: Relative | None) -> dict[str, float | None]:
     side = relative.at("side") if relative is not None else None
     lap = relative.at("lap") if relative is not None else None
     return {
-        "rpe_side": None if side is None else side.translation_m["rmse"] * 1000.0,
-        "rpe_lap": None if lap is None else lap.translation_m["rmse"] * 1000.0,
-        "rel_side": None if side is None else side.translation_pct["mean"],
-        "rot_per_m": None if side is None else side.rotation_deg_per_m["mean"],
+        "rpe_side": None
+        if side is None or side.translation_m is None
+        else side.translation_m["rmse"] * 1000.0,
+        "rpe_lap": None if lap is None or lap.translation_m is None else lap.translation_m["rmse"] * 1000.0,
+        "rel_side": None if side is None or side.translation_pct is None else side.translation_pct["mean"],
+        "rot_per_m": None
+        if side is None or side.rotation_deg_per_m is None
+        else side.rotation_deg_per_m["mean"],
     }

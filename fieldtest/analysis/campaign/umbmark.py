@@ -38,7 +38,9 @@ DIRECTIONS = {"left": "ccw", "right": "cw"}
 def return_error_per_lap(m: Metrics) -> tuple[float, float] | None:
     """(x, y) in metres where one lap ends against where it started; None if not measured."""
     closing, laps = m.drift.closing, m.drift.last_lap
-    if not m.valid or not m.progress.complete or closing is None or closing.dx_m is None or not laps:
+    if not m.valid or not m.progress.complete or closing is None or not laps:
+        return None
+    if closing.dx_m is None or closing.dy_m is None:
         return None
     return closing.dx_m / laps, closing.dy_m / laps
 
@@ -50,7 +52,9 @@ def umbmark(
     ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3); ``error_of``: a trial's
     return error per lap (default the measured one)."""
     if wheel_separation_m is None:
-        from fieldtest.twin.create3 import WHEEL_SEPARATION_M as wheel_separation_m
+        from fieldtest.twin.create3 import WHEEL_SEPARATION_M
+
+        wheel_separation_m = WHEEL_SEPARATION_M
     errors: dict[str, list[tuple[float, float]]] = {"cw": [], "ccw": []}
     side_m = None
     for m in members:

@@ -18,6 +18,7 @@ import numpy as np
 from fieldtest.analysis.causes.lapreplay import closing_displacement, lap_displacement, planned_timeline
 from fieldtest.analysis.causes.linkstalls import Arrivals, phase_spread, segment_changes
 from fieldtest.analysis.causes.restsplit import base_section
+from fieldtest.analysis.loading.robot import BaseCalibration
 from fieldtest.analysis.loading.trial import TrialData
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.analysis.metrics.latency import ClockModel
@@ -25,6 +26,7 @@ from fieldtest.analysis.metrics.motion import Motion, Track
 from fieldtest.analysis.metrics.stats import interp_with_gaps
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
+from fieldtest.twin.create3 import SafetyOverride
 
 # The nominal model integrates piecewise exactly (wheel speeds linear within a piece), so the stall
 # replays, twenty-odd per trial, step at 20 ms: their drift moved by under 1e-6 mm on 4g trials.
@@ -33,11 +35,10 @@ STALL_SUBSTEP_S = 0.02
 
 def measured_displacement(track: Track, motion: Motion, plan: SquarePlan, last_lap: int, max_gap_s: float):
     """The same d(tau) from the ground truth, turned into the start frame (driving direction = +x)."""
+    start_s = motion.found_start_s()
     tau = phase_grid(plan)
-    p0, ok0 = interp_with_gaps(track.t_s, track.xy, motion.start_s + tau, max_gap_s)
-    p1, ok1 = interp_with_gaps(
-        track.t_s, track.xy, motion.start_s + (last_lap - 1) * plan.lap_s + tau, max_gap_s
-    )
+    p0, ok0 = interp_with_gaps(track.t_s, track.xy, start_s + tau, max_gap_s)
+    p1, ok1 = interp_with_gaps(track.t_s, track.xy, start_s + (last_lap - 1) * plan.lap_s + tau, max_gap_s)
     c, s = math.cos(-motion.start_heading), math.sin(-motion.start_heading)
     d = p1 - p0
     return np.column_stack([c * d[:, 0] - s * d[:, 1], s * d[:, 0] + c * d[:, 1]]), ok0 & ok1
@@ -71,6 +72,8 @@ def first_arrivals(data: TrialData, clock: ClockModel) -> Arrivals:
     """Every numbered command at its first arrival (a duplicate delivery acts once, when first
     seen), moved to the host clock; stream seconds."""
     rec = data.receipts
+    if rec is None:
+        raise ValueError("no command receipts (robot bag)")
     seq, first = np.unique(rec.seq, return_index=True)
     first = first[seq >= 0]
     start = data.stream_start_ns
@@ -91,12 +94,12 @@ def drift_causes(
     drift: dict,
     max_gap_s: float,
     link_emulated: bool,
-    base_calibration: dict | None = None,
+    base_calibration: BaseCalibration | None = None,
 ) -> dict[str, Any]:
     """The drift split along plan -> send -> arrival -> motion (metres, mean over the lap grid);
     with the base's calibration (fieldtest.analysis.causes.restsplit) the rest split once more. The rest's
     curve goes out under ``rest_curve`` (arrays, for drift_causes.csv; not a metrics field)."""
-    if not drift.get("available"):
+    if not drift.get("available") or track is None:
         return {"available": False, "reason": f"no measured drift ({drift.get('reason', 'unknown')})"}
     timelines = command_timelines(data, clock)
     if isinstance(timelines, str):
@@ -156,7 +159,7 @@ def _replay_closing(arrival, drift: dict, plan: SquarePlan, request: TrialReques
 
 
 def _stall_sections(
-    data: TrialData, clock: ClockModel, last_lap: int, safety_override: str
+    data: TrialData, clock: ClockModel, last_lap: int, safety_override: SafetyOverride
 ) -> dict[str, Any]:
     """segment_changes and phase_spread (fieldtest.analysis.causes.linkstalls) with the nominal model's replay."""
     everywhere = np.ones(len(phase_grid(data.plan)), dtype=bool)

@@ -8,7 +8,7 @@ import numpy as np
 
 from fieldtest.analysis.metrics.drift import REST_AFTER_S, phase_grid
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, Imperfections, drive
+from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, Imperfections, SafetyOverride, drive
 
 MOVING_EPS = 1e-9
 
@@ -39,7 +39,7 @@ def lap_displacement(
     angular: np.ndarray,
     plan: SquarePlan,
     last_lap: int,
-    safety_override: str,
+    safety_override: SafetyOverride,
     imperfections: Imperfections | None = None,
     max_substep_s: float = MAX_SUBSTEP_S,
 ) -> np.ndarray | None:
@@ -60,7 +60,7 @@ def lap_displacement(
 
 
 def closing_displacement(
-    times: np.ndarray, linear: np.ndarray, angular: np.ndarray, run_s: float, safety_override: str
+    times: np.ndarray, linear: np.ndarray, angular: np.ndarray, run_s: float, safety_override: SafetyOverride
 ) -> list[float] | None:
     """Where the nominal model, replaying these commands, rests after the run against where it started
     to move ((dx, dy), start frame): the closing error the command timing alone gives, taken as the

@@ -25,24 +25,27 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.causes.lapreplay import lap_displacement, planned_timeline
+from fieldtest.analysis.loading.robot import BaseCalibration
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Imperfections
+from fieldtest.twin.create3 import Imperfections, SafetyOverride
 
 REST_CSV = "drift_causes.csv"
 
 
 def systematic_displacement(
-    plan: SquarePlan, safety_override: str, calibration: dict, last_lap: int
+    plan: SquarePlan, safety_override: SafetyOverride, calibration: BaseCalibration, last_lap: int
 ) -> np.ndarray:
     """d_syst(tau) (n x 2, start frame): what the base's errors alone add to the planned laps."""
     base = Imperfections(
-        wheel_diameter_ratio=calibration["wheel_diameter_ratio"],
-        wheelbase_ratio=calibration["wheelbase_factor"],
+        wheel_diameter_ratio=calibration.wheel_diameter_ratio,
+        wheelbase_ratio=calibration.wheelbase_factor,
     )
     t, v, w = planned_timeline(plan)
     with_errors = lap_displacement(t, v, w, plan, last_lap, safety_override, base)
     nominal = lap_displacement(t, v, w, plan, last_lap, safety_override)
+    if with_errors is None or nominal is None:
+        raise ValueError("the plan has no moving command to replay")
     return with_errors - nominal
 
 
@@ -60,13 +63,13 @@ def base_section(
     rest_xy: np.ndarray,
     valid: np.ndarray,
     plan: SquarePlan,
-    safety_override: str,
+    safety_override: SafetyOverride,
     last_lap: int,
-    calibration: dict,
+    calibration: BaseCalibration,
 ) -> dict[str, Any]:
     """``drift_causes.base``: the calibration used and the split of the rest."""
     syst = systematic_displacement(plan, safety_override, calibration, last_lap)
-    return {"calibration": calibration, **split_rest(rest_xy, valid, syst)}
+    return {"calibration": calibration.as_json(), **split_rest(rest_xy, valid, syst)}
 
 
 def write_rest_curve(path: Path, plan: SquarePlan, rest_xy: np.ndarray, valid: np.ndarray) -> None:

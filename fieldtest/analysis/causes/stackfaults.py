@@ -175,7 +175,9 @@ def _simulator_summary(sim: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _simulator_behind(sim: dict[str, Any] | None) -> bool:
-    p99 = ((sim or {}).get("lag_ms") or {}).get("p99")
+    if sim is None:
+        return False
+    p99 = (sim.get("lag_ms") or {}).get("p99")
     return p99 is not None and p99 > sim["lag_bound_ms"]
 
 

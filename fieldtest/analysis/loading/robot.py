@@ -4,11 +4,34 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fieldtest.analysis.loading.trial import AnalysisError
 from fieldtest.record import TrialFormatError, TrialRequest, read_trial
 
 CALIBRATION_FILE = "base_calibration.json"
+
+
+class BaseCalibration(BaseModel):
+    """One robot's base errors as the rest split uses them: the right/left wheel diameter ratio E_d
+    and the wheelbase factor E_b, with the UMBmark figures they came from when compare found them."""
+
+    # a hand-written calibration may carry more keys; they stay in what is written back
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    robot: str = ""
+    wheel_diameter_ratio: float
+    wheelbase_factor: float
+    alpha_deg: float | None = None
+    beta_deg: float | None = None
+    runs_cw: int | None = None
+    runs_ccw: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object (base_calibration.json entry, metrics.json): only the keys it was given."""
+        return self.model_dump(exclude_unset=True)
 
 
 def robot_label(request: TrialRequest) -> str:
@@ -39,22 +62,26 @@ def requests_of(trial_dirs: list[Path]) -> dict[str, TrialRequest]:
     return out
 
 
-def load_calibration(path: str | Path, trial_dir: str | Path) -> dict:
+def load_calibration(path: str | Path, trial_dir: str | Path) -> BaseCalibration:
     """The calibration of the trial's robot from a base_calibration.json (compare writes it: robot ->
     calibration) or one calibration object; AnalysisError (one line naming the file) otherwise."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise AnalysisError(f"{path}: not a readable JSON file ({exc})") from None
+    entry: Any
     if isinstance(data, dict) and "wheel_diameter_ratio" in data:
         entry = data
     else:
         robot = robot_label(read_trial(trial_dir).request)
         entry = data.get(robot) if isinstance(data, dict) else None
-        if entry is None:
+        if not isinstance(entry, dict):
             known = ", ".join(data) if isinstance(data, dict) else "none"
             raise AnalysisError(f"{path}: no calibration for robot {robot!r} (it has: {known})")
     for key in ("wheel_diameter_ratio", "wheelbase_factor"):
         if not isinstance(entry.get(key), (int, float)) or not 0.5 < entry[key] < 2:
             raise AnalysisError(f"{path}: {key} missing or not a ratio near 1")
-    return {"robot": entry.get("robot", ""), **entry}
+    try:
+        return BaseCalibration.model_validate({"robot": entry.get("robot", ""), **entry})
+    except ValidationError as exc:
+        raise AnalysisError(f"{path}: not a calibration ({exc.errors()[0]['msg']})") from None

@@ -282,8 +282,16 @@ def _ground_truth(raws, pose_topic, pose_bag, up_axis, pose_time, bags, problems
     return None, None
 
 
+def _arrays(raw: fastbag.RawBag, topic: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """A topic the caller found counted in the bag."""
+    got = fastbag.topic_arrays(raw, topic)
+    if got is None:
+        raise BagError(f"{raw.path}: no {topic} messages")
+    return got
+
+
 def _poses(raw: fastbag.RawBag, bag: str, topic: str, up_axis: str, pose_time: str, warnings) -> Poses:
-    log_ns, f = fastbag.topic_arrays(raw, topic)
+    log_ns, f = _arrays(raw, topic)
     t = fastbag.stamp_ns(f["sec"], f["nanosec"]) if pose_time == "header" else log_ns
     if pose_time == "header" and np.any(t <= 0):
         warnings.append(f"{raw.path}: {topic} has unset header stamps; using the bag's log times")
@@ -301,7 +309,7 @@ def _poses(raw: fastbag.RawBag, bag: str, topic: str, up_axis: str, pose_time: s
 
 
 def _frames(raw: fastbag.RawBag) -> Frames:
-    log_ns, f = fastbag.topic_arrays(raw, MOCAP_FRAMES_TOPIC)
+    log_ns, f = _arrays(raw, MOCAP_FRAMES_TOPIC)
     t = fastbag.stamp_ns(f["sec"], f["nanosec"])
     t = np.where(t > 0, t, log_ns)
     return Frames(

@@ -92,7 +92,7 @@ def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) ->
         "relation": "translation_part",
         "alignment": "origin",
         "poses": int(est.num_poses),
-        "window_s": [float(motion.start_s), float(end_s)],
+        "window_s": [float(motion.found_start_s()), float(end_s)],
         **{(f"{k}_m2" if k == "sse" else f"{k}_m"): v for k, v in stats.items()},
     }
 

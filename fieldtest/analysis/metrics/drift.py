@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def drift_metrics(
     valid = np.isfinite(d)
     heading = wrap_angle(yaw[last] - yaw[0])
     on_side = _side_mask(plan, tau) & valid
-    out = {
+    out: dict[str, Any] = {
         "available": True,
         "first_lap": 1,
         "last_lap": laps,
@@ -131,7 +132,7 @@ def _deg(rad: float | None) -> float | None:
 def _corners(track: Track, motion: Motion, plan: SquarePlan, lap: int) -> np.ndarray:
     """Mean ground-truth position during each in-place turn of ``lap`` (NaN if no sample in it)."""
     out = np.full((4, 2), np.nan)
-    shift = motion.start_s - plan.start_delay_s
+    shift = motion.found_start_s() - plan.start_delay_s
     for c, corner_s in enumerate(plan.corner_times_s(lap)):
         lo, hi = corner_s + shift, corner_s + shift + plan.turn_s
         inside = (track.t_s >= lo) & (track.t_s <= hi)
@@ -141,7 +142,7 @@ def _corners(track: Track, motion: Motion, plan: SquarePlan, lap: int) -> np.nda
 
 
 def _corner_displacements(first: np.ndarray, last: np.ndarray, motion: Motion) -> list[dict]:
-    out = []
+    out: list[dict[str, int | float | None]] = []
     for c in range(4):
         vec = last[c] - first[c]
         if not np.all(np.isfinite(vec)):
@@ -168,7 +169,7 @@ def _closing(
     end, so neither noise nor a sample falling on the last turn's end biases it); otherwise, or without
     ground truth there, the lap boundary fit at the end of the last complete lap.
     """
-    t_end = motion.start_s + laps * plan.lap_s
+    t_end = motion.found_start_s() + laps * plan.lap_s
     p0, y0 = ends_xy[0], ends_yaw[0]
     lo, hi = t_end + REST_AFTER_S[0], t_end + REST_AFTER_S[1]
     rest = (track.t_s >= lo) & (track.t_s <= hi)

@@ -65,6 +65,12 @@ class Motion:
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # the figures are not to be trusted (partial)
 
+    def found_start_s(self) -> float:
+        """``start_s``, for the steps that run only once the motion start was found."""
+        if self.start_s is None:
+            raise ValueError("the motion start was not found")
+        return self.start_s
+
     def to_start_frame(self, xy: np.ndarray) -> np.ndarray:
         """World x,y into the start frame: origin at the start, x along the start driving direction."""
         c, s = math.cos(-self.start_heading), math.sin(-self.start_heading)
@@ -135,10 +141,11 @@ def _check_z_up(track: Track, motion: Motion) -> None:
 
 def motion_end_s(track: Track, motion: Motion, plan: SquarePlan) -> float:
     """End of the commanded motion on the ground-truth time line (within the recording)."""
-    end = motion.start_s + plan.motion_s
+    start_s = motion.found_start_s()
+    end = start_s + plan.motion_s
     if motion.last_command_s is not None and motion.first_command_s is not None:
         commanded = motion.last_command_s + plan.tick_s - motion.first_command_s
-        end = min(end, motion.start_s + commanded)
+        end = min(end, start_s + commanded)
     return float(min(end, track.t_s[-1]))
 
 
@@ -194,7 +201,7 @@ def _extrapolated_start(t: np.ndarray, dist: np.ndarray, k_rest: int, k_move: in
 
 def _calibrate_heading(track: Track, plan: SquarePlan, motion: Motion, max_gap_s: float) -> None:
     """Rigid-body yaw vs driving direction, from the first side (the robot drives straight forward)."""
-    t0 = motion.start_s
+    t0 = motion.found_start_s()
     (p0, p1), valid = interp_with_gaps(track.t_s, track.xy, np.array([t0, t0 + plan.side_s]), max_gap_s)
     (yaw0,), _ = interp_with_gaps(track.t_s, track.yaw, np.array([t0]), max_gap_s)
     on_side = (track.t_s >= t0) & (track.t_s <= t0 + plan.side_s)
@@ -229,7 +236,7 @@ def laps_commanded(data: TrialData) -> int:
 
 
 def _segment_laps(track: Track, plan: SquarePlan, motion: Motion, max_gap_s: float) -> None:
-    t0 = motion.start_s
+    t0 = motion.found_start_s()
     last_seen = float(track.t_s[-1])
     observed = 0
     for lap in range(plan.laps):

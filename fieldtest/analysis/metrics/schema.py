@@ -172,6 +172,8 @@ class Relative(Section):
     available: bool
     reason: str = ""
     tool: str = ""
+    rel_delta_tol: float | None = None  # pairs' path within this fraction of the distance
+    pose_step_s: float | None = None  # poses resampled to this step
     distances: list[RelativeAt] = []
     tum_files: list[str] = []
 

@@ -20,9 +20,8 @@ def perftest_stats(values: np.ndarray, scale: float = 1.0) -> dict[str, float | 
     v = np.sort(np.asarray(values, dtype=float)[np.isfinite(values)]) * scale
     n = len(v)
     if n == 0:
-        return {"count": 0, "median": None, "mean": None, "std": None, "min": None, "max": None} | {
-            name: None for name, _ in PERCENTILES
-        }
+        empty: dict[str, float | int | None] = {"count": 0, "median": None, "mean": None, "std": None}
+        return empty | {"min": None, "max": None} | {name: None for name, _ in PERCENTILES}
     out: dict[str, float | int | None] = {
         "count": n,
         "median": float(v[_rank(n, 50.0)]),
@@ -50,8 +49,8 @@ def summary(values: np.ndarray) -> dict[str, float | None]:
     return {"mean": float(v.mean()), "rms": float(np.sqrt(np.mean(v * v))), "max": float(v.max())}
 
 
-def wrap_angle(a: np.ndarray | float) -> np.ndarray | float:
-    """Angle(s) wrapped to [-pi, pi)."""
+def wrap_angle(a: np.ndarray | float) -> np.ndarray:
+    """Angle(s) wrapped to [-pi, pi) (a 0-d array for one angle)."""
     return (np.asarray(a) + math.pi) % (2 * math.pi) - math.pi
 
 

@@ -244,12 +244,14 @@ def ping_trace(text: str, source: str, interval_s: float | None) -> LinkTrace:
     first, last = min(replies), max(replies)
     if transmitted:  # trailing losses show only in the summary
         last = max(last, first + int(transmitted.group(1)) - 1)
+    numbers = range(first, last + 1)
     seqs = np.arange(first, last + 1)
-    rtt = np.array([replies[s][0] if s in replies else np.nan for s in seqs])
+    rtt = np.array([replies[s][0] if s in replies else np.nan for s in numbers])
     # a -D stamp is when the reply arrived: the request left one round trip before
-    sends = [replies[s][1] - replies[s][0] for s in seqs if s in replies and replies[s][1] is not None]
+    answered = [replies[s] for s in numbers if s in replies]
+    sends = [stamp_s - rtt_s for rtt_s, stamp_s in answered if stamp_s is not None]
     notes = ["one-way latency = half the ping round trip"]
-    known = np.array([s in replies for s in seqs])
+    known = np.array([s in replies for s in numbers])
     if interval_s is None and len(sends) == np.count_nonzero(known) and len(sends) > 1:
         t = np.interp(seqs, seqs[known], np.array(sends))
         notes.append("send times from ping -D stamps")

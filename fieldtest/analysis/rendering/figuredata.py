@@ -53,7 +53,7 @@ class PlotData:
         holes: list[tuple[float, float, bool]],
         faults: list[dict],
     ) -> PlotData:
-        located = track is not None and motion.start_s is not None
+        located = track if track is not None and motion.start_s is not None else None
         return cls(
             metrics=metrics,
             faults=faults,
@@ -65,8 +65,8 @@ class PlotData:
             ideal_corners=plan.segment_start_poses()[: 2 * 4 + 1 : 2],
             motion_start_s=motion.start_s,
             lap_windows=list(motion.lap_windows),
-            t_s=track.t_s if located else None,
-            xy=motion.to_start_frame(track.xy) if located else None,
+            t_s=located.t_s if located is not None else None,
+            xy=motion.to_start_frame(located.xy) if located is not None else None,
             drift=drift,
             latency=latency,
         )

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING
 
 from fieldtest.errors import FieldtestError
 
@@ -49,7 +49,7 @@ class _Channel:
 
     def __init__(self, fd: int, mode: str) -> None:
         self.fd = fd
-        self._file: BinaryIO = os.fdopen(fd, mode)
+        self._file: IO[bytes] = os.fdopen(fd, mode)
 
     def send(self, msg) -> None:
         data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
@@ -177,7 +177,7 @@ class PlotWorker:
                 if _reaped(self._pid, 5.0):
                     break
             self._pid = None
-        if sending:
+        if sending and self._sender is not None:
             self._sender.join(5.0)  # its write fails now that the child is gone
             self._jobs.close()
 

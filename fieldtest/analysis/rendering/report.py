@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.analysis.loading.mocaptime import time_axis_line
-from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Metrics, Stats
+from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Closing, Metrics, Stats
 from fieldtest.analysis.metrics.wire import wire_lines
 from fieldtest.analysis.rendering.foxglove import foxglove_line
 from fieldtest.analysis.rendering.reportcauses import causes_lines, stack_lines, validity_lines
@@ -84,7 +84,7 @@ def _set_up(m: Metrics) -> str:
     """The settings that change a middleware's timing: where each machine sits (twin), Nagle's
     algorithm on MQTT clients."""
     out = ""
-    if nodes := m.outcome.model_extra.get("nodes"):
+    if nodes := (m.outcome.model_extra or {}).get("nodes"):
         out += f", topology {m.trial.topology}: " + ", ".join(f"{n} on {link}" for n, link in nodes.items())
     nagle = m.trial.mqtt_nagle
     if nagle is None:
@@ -150,7 +150,7 @@ def _drift(m: Metrics) -> list[str]:
     out = [
         f"## Drift: lap {d.last_lap} against lap 1",
         "",
-        f"Phase-aligned distance on a {d.grid_step_s * 1000:.0f} ms grid ({d.grid_points} points, "
+        f"Phase-aligned distance on a {_fmt(d.grid_step_s, 1000.0, 0, 'ms')} grid ({d.grid_points} points, "
         f"{d.excluded_points} excluded for mocap gaps): mean {_mm(d.mean_m)}, RMS {_mm(d.rms_m)}, "
         f"max {_mm(d.max_m)}, at lap end {_mm(d.at_lap_end_m)}.",
         f"Heading change {_fmt(d.heading_change_deg, digits=2, unit='deg')} "
@@ -160,7 +160,7 @@ def _drift(m: Metrics) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     out += [f"| {c.corner} | {_mm(c.dx_m)} | {_mm(c.dy_m)} | {_mm(c.distance_m)} |" for c in d.corners]
-    closing = d.closing
+    closing = d.closing or Closing()
     out += [
         "",
         f"Closing error after {d.last_lap} laps: {_mm(closing.distance_m)} "
@@ -233,7 +233,9 @@ def _latency(m: Metrics) -> list[str]:
         "| ms | n | median | mean | std | min | max | p90 | p99 | p99.99 |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         _stats_row(
-            "one-way (shared clock)" if clock.method == SHARED_CLOCK else "one-way (offline correction)",
+            "one-way (shared clock)"
+            if clock is not None and clock.method == SHARED_CLOCK
+            else "one-way (offline correction)",
             lat.one_way_ms,
         ),
         *_ntp_rows(lat),

@@ -40,7 +40,8 @@ def _ms(value: Any) -> str | None:
 
 def link_line(link: dict[str, Any]) -> str:
     """The link measured before the trial as one readable sentence (not the raw record)."""
-    description = link.get("description") if isinstance(link.get("description"), dict) else {}
+    given = link.get("description")
+    description: dict[str, Any] = given if isinstance(given, dict) else {}
     profile = description.get("profile") or link.get("profile")
     name = profile.get("name") if isinstance(profile, dict) else profile
     parts = []
@@ -79,6 +80,8 @@ def relative_lines(m: Metrics) -> list[str]:
     out = ["## Relative error (RPE against the ideal square)", ""]
     if not r.available:
         return out + [f"Not available: {r.reason or 'n/a'}.", ""]
+    if r.rel_delta_tol is None or r.pose_step_s is None:
+        return out + ["Not available: metrics.json lacks the pairing tolerance and pose step.", ""]
     out += [
         f"RPE as {r.tool} computes it, over all pose pairs whose path on the ideal square is the distance apart "
         f"(within {r.rel_delta_tol * 100:g} %), poses every {r.pose_step_s * 1000:g} ms: translation and "

@@ -88,7 +88,7 @@ def write_plots(
     the worker draws. The trajectory is drawn without its legend before that, and the legend on top
     of it once the APE is known (the legend covers only the trajectory's lines and grid, which are
     drawn before it in a full draw as well)."""
-    latency_png = write_latency_plot(out_dir, data) if latency is None else None
+    latency_png = write_latency_plot(out_dir, data) if latency is None else ""
     written = []
     if data.drift is not None and len(data.drift.tau_s):
         written.append(_save(drift_figure(data), out_dir / DRIFT_PNG))
@@ -125,6 +125,8 @@ def trajectory_figure(data: PlotData) -> Figure:
     fig.subplots_adjust(left=0.1, right=0.97, bottom=0.08, top=0.91)
     ax = fig.add_subplot()
     local, t = data.xy, data.t_s
+    if local is None or t is None:
+        raise ValueError("no ground truth located in the start frame to draw")
     laps = [(t >= lo) & (t <= hi) for lo, hi in data.lap_windows]
     outside = _outside_laps(local, laps)
     ax.plot(outside[:, 0], outside[:, 1], color="0.75", lw=0.8, label="before / after the laps, partial lap")
@@ -182,6 +184,8 @@ def drift_figure(data: PlotData) -> Figure:
     fig = Figure(figsize=(9.0, 5.0))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.11, top=0.87)
     ax = fig.add_subplot()
+    if drift is None or data.motion_start_s is None:
+        raise ValueError("no drift series to draw")
     tau = drift.tau_s
     n_laps = drift.distance_m.shape[0] + 1
     colors = _lap_colors(n_laps)
@@ -205,8 +209,8 @@ def drift_figure(data: PlotData) -> Figure:
             lo = fault["start_s"] - (data.motion_start_s + lap * data.lap_s)
             hi = lo + fault["duration_s"]
             if hi > 0 and lo < data.lap_s:
-                label = "link fault (lap 1 or last lap)" if first_fault else None
-                ax.axvspan(max(lo, 0), min(hi, data.lap_s), color=FAULT_COLOR, alpha=0.2, label=label)
+                fault_label = "link fault (lap 1 or last lap)" if first_fault else None
+                ax.axvspan(max(lo, 0), min(hi, data.lap_s), color=FAULT_COLOR, alpha=0.2, label=fault_label)
                 first_fault = False
     ax.set_xlim(0, data.lap_s)
     ax.set_ylim(bottom=0)
@@ -283,7 +287,7 @@ def latency_figure(data: PlotData) -> Figure:
     if hi - lo < 1.0:  # a near-constant latency: show 1 ms around it
         lo, hi = 0.5 * (lo + hi) - 0.5, 0.5 * (lo + hi) + 0.5
     bins = np.linspace(lo, hi, min(80, max(10, len(finite) // 20)) + 1)
-    ax_h.hist(finite, bins=bins, color="C0", histtype="stepfilled")
+    ax_h.hist(finite, bins=bins.tolist(), color="C0", histtype="stepfilled")
     ax_h.set_xlabel("one-way latency (ms)")
     ax_h.set_ylabel("commands")
     ax_h.grid(True, alpha=0.3)
