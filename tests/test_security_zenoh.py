@@ -63,10 +63,17 @@ class Inbox:
             self.items.append(sample.payload.to_bytes())
 
     def wait_for(self, count: int, timeout: float = 5.0) -> list[bytes]:
+        return self._wait(lambda items: len(items) >= count, timeout)
+
+    def wait_until(self, last: bytes, timeout: float = 5.0) -> list[bytes]:
+        """What arrived up to ``last`` (or the timeout): a count would also count warm-up puts."""
+        return self._wait(lambda items: last in items, timeout)
+
+    def _wait(self, done, timeout: float) -> list[bytes]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             with self.lock:
-                if len(self.items) >= count:
+                if done(self.items):
                     break
             time.sleep(0.02)
         with self.lock:
@@ -155,8 +162,8 @@ def test_peer_tls_link_delivers_only_permitted_flows(keystore):
         # The robot's puts reach the host in order over their one link: once the last permitted one
         # has arrived, a forbidden one let through would have arrived before it.
         robot_probe.put(b"probe-last")
-        got_robot = robot_cmd.wait_for(10)
-        got_probe = host_probe.wait_for(6)
+        got_robot = robot_cmd.wait_until(b"host-4", 10)
+        got_probe = host_probe.wait_until(b"probe-last", 6)
         assert [b"host-%d" % i for i in range(5)] == [
             m for m in got_robot if m.startswith(b"host-") and m != b"host-warmup"
         ]
