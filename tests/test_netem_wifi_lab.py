@@ -10,6 +10,7 @@ import pytest
 
 from fieldtest.netem import Topology, get_profile, load_profiles, measure_link
 from fieldtest.netem.probe import udp_blast
+from fieldtest.netem.profiles import ProfileError
 from fieldtest.testkit import needs
 
 NODES = ["host", "robot", "mocap"]
@@ -208,3 +209,12 @@ def test_power_save_applies_to_stations_only_and_the_lab_profile_cites_its_defau
     source = get_profile("wifi-lab").source
     for cited in ("net/mac80211/mlme.c", "brcmfmac/cfg80211.c", "hostapd/hostapd.conf", "IEEE 802.11-2016"):
         assert cited in source
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("dtim_period", 5), ("listen_interval", 5), ("beacon_interval_tu", 500)]
+)
+def test_power_save_holding_frames_beyond_the_queue_lifetime_is_refused(field, value):
+    with pytest.raises(ProfileError, match="beyond ns-3's 500 ms queue lifetime"):
+        load_profiles({"long": {"extends": "wifi-lab", "wifi80211": {field: value}}})
+    load_profiles({"awake": {"extends": "wifi-lab", "wifi80211": {field: value, "power_save": {}}}})

@@ -81,6 +81,9 @@ STANDARD_BANDS: dict[str, tuple[float, ...]] = {
 }
 
 
+NS3_QUEUE_LIFETIME_MS = 500.0  # ns-3 3.37 WifiMacQueue MaxDelay default
+
+
 class Wifi80211(BaseModel):
     """An 802.11 link simulated by ns-3 (fieldtest/netem/ns3/wifi_link.cc): the wireless nodes are
     stations of one access point; every figure the model uses comes from the standard or ns-3."""
@@ -120,6 +123,18 @@ class Wifi80211(BaseModel):
     other_load_kbit: float = Field(
         0.0, ge=0, description="offered load of each other station, half uplink, half downlink"
     )
+
+    @model_validator(mode="after")
+    def _held_frames_outlive_no_queue_lifetime(self) -> Wifi80211:
+        """Held frames stay in ns-3's MAC queue, whose lifetime (WifiMacQueue MaxDelay, 500 ms)
+        would drop what power save holds longer: the longest hold must stay under it."""
+        hold_ms = max(self.listen_interval, self.dtim_period) * self.beacon_interval_tu * 1.024
+        if self.power_save and hold_ms >= NS3_QUEUE_LIFETIME_MS:
+            raise ValueError(
+                f"power save would hold frames up to {hold_ms:g} ms (listen interval or DTIM period x "
+                f"beacon interval), beyond ns-3's {NS3_QUEUE_LIFETIME_MS:g} ms queue lifetime"
+            )
+        return self
 
     @model_validator(mode="after")
     def _band_fits_standard(self) -> Wifi80211:
