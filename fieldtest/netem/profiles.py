@@ -108,7 +108,7 @@ class Wifi80211(BaseModel):
     power_save: dict[str, float] = Field(
         default_factory=dict,
         description="station name -> dynamic power save timeout in ms (dozes after that long "
-        "without a unicast frame sent or received); stations not named stay awake",
+        "without sending a frame or receiving a unicast one); stations not named stay awake",
     )
     beacon_interval_tu: int = Field(
         100, ge=1, le=65535, description="beacon interval in TU of 1.024 ms (hostapd beacon_int default 100)"

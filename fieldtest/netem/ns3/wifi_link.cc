@@ -240,7 +240,7 @@ void on_sta_deassoc(Mac48Address) {
 
 /* Power save (IEEE 802.11-2016 11.2.3: power management in an infrastructure BSS), absent from
  * ns-3 3.37 and modelled here next to its MAC. A station in power save dozes once it has neither
- * sent nor received a unicast data frame for its timeout (Linux dynamic power save: mac80211
+ * sent a frame nor received a unicast one for its timeout (Linux dynamic power save: mac80211
  * restarts its dynamic_ps_timer on transmit and on unicast receive, net/mac80211/tx.c and rx.c;
  * brcmfmac's firmware counts down pm2_sleep_ret the same way). While it dozes the access point
  * holds its unicast frames in the MAC queue and sets its bit in the TIM of each beacon; the
@@ -302,7 +302,7 @@ void ps_wake(PsStation &st) {
     kick_access_point();
 }
 
-/* A unicast frame sent or received: the station is (or wakes) awake and its timer restarts. */
+/* A frame sent or a unicast one received: the station is (or wakes) awake, its timer restarts. */
 void ps_activity(Mac48Address addr, bool transmit) {
     auto it = g_ps.stations.find(addr);
     if (it == g_ps.stations.end()) return;
