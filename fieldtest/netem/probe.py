@@ -281,9 +281,12 @@ def udp_blast(
     interval_s: float = 0.0,
     idle_s: float = 0.5,
     group: str | None = None,
+    samples: bool = False,
 ) -> dict[str, Any]:
     """One-way datagrams from ``a`` to ``b`` (to multicast ``group`` that ``b`` joins, if given):
-    delivered fraction, loss bursts, arrival rate.
+    delivered fraction, loss bursts, arrival rate. With ``samples=True`` also each datagram's
+    arrival (``rx_ns`` by sequence number) and the sender's pacing (``start_ns``, datagram ``seq``
+    sent at ``start_ns + seq * interval_s``), all CLOCK_MONOTONIC.
 
     ``wire_kbit`` is the arrival rate counted in Ethernet frame bits, the unit of a profile's
     ``rate_kbit``; it is only meaningful when the sender outpaces the link.
@@ -327,6 +330,11 @@ def udp_blast(
         span_s = (rx[-1] - rx[0]) / 1e9
         result["wire_kbit"] = (len(rx) - 1) * (got["size"] + FRAME_OVERHEAD) * 8 / span_s / 1000
         result["arrival_span_s"] = span_s
+    if samples:
+        result["samples"] = {
+            "start_ns": sent_info["start_ns"],
+            "rx_ns": dict(zip(got["seqs"], got["rx_ns"], strict=True)),
+        }
     return result
 
 

@@ -81,6 +81,9 @@ STANDARD_BANDS: dict[str, tuple[float, ...]] = {
 }
 
 
+NS3_QUEUE_LIFETIME_MS = 500.0  # ns-3 3.37 WifiMacQueue MaxDelay default
+
+
 class Wifi80211(BaseModel):
     """An 802.11 link simulated by ns-3 (fieldtest/netem/ns3/wifi_link.cc): the wireless nodes are
     stations of one access point; every figure the model uses comes from the standard or ns-3."""
@@ -100,6 +103,38 @@ class Wifi80211(BaseModel):
     lag_bound_ms: float = Field(
         2.0, gt=0, description="a trial is invalid when the simulator fell further behind real time"
     )
+    # The radio's mechanisms (docs/networks.md, "Power save, beacons and other stations"); off by
+    # default, so the plain profiles stay an ideal basic service set
+    power_save: dict[str, float] = Field(
+        default_factory=dict,
+        description="station name -> dynamic power save timeout in ms (dozes after that long "
+        "without sending a frame or receiving a unicast one); stations not named stay awake",
+    )
+    beacon_interval_tu: int = Field(
+        100, ge=1, le=65535, description="beacon interval in TU of 1.024 ms (hostapd beacon_int default 100)"
+    )
+    dtim_period: int = Field(
+        2, ge=1, le=255, description="beacons per DTIM: group frames wait for it while a station dozes"
+    )
+    listen_interval: int = Field(
+        1, ge=1, le=255, description="a dozing station reads the TIM of every n-th beacon (and every DTIM)"
+    )
+    other_stations: int = Field(0, ge=0, le=30, description="other stations on the channel")
+    other_load_kbit: float = Field(
+        0.0, ge=0, description="offered load of each other station, half uplink, half downlink"
+    )
+
+    @model_validator(mode="after")
+    def _held_frames_outlive_no_queue_lifetime(self) -> Wifi80211:
+        """Held frames stay in ns-3's MAC queue, whose lifetime (WifiMacQueue MaxDelay, 500 ms)
+        would drop what power save holds longer: the longest hold must stay under it."""
+        hold_ms = max(self.listen_interval, self.dtim_period) * self.beacon_interval_tu * 1.024
+        if self.power_save and hold_ms >= NS3_QUEUE_LIFETIME_MS:
+            raise ValueError(
+                f"power save would hold frames up to {hold_ms:g} ms (listen interval or DTIM period x "
+                f"beacon interval), beyond ns-3's {NS3_QUEUE_LIFETIME_MS:g} ms queue lifetime"
+            )
+        return self
 
     @model_validator(mode="after")
     def _band_fits_standard(self) -> Wifi80211:
@@ -117,7 +152,19 @@ class Wifi80211(BaseModel):
             f"--distance={self.distance_m:g}",
             f"--exponent={self.path_loss_exponent:g}",
         ]
-        return args + ([f"--fading-m={self.nakagami_m:g}"] if self.nakagami_m else [])
+        args += [f"--fading-m={self.nakagami_m:g}"] if self.nakagami_m else []
+        args += [
+            f"--beacon-interval-tu={self.beacon_interval_tu}",
+            f"--dtim-period={self.dtim_period}",
+            f"--listen-interval={self.listen_interval}",
+            f"--others={self.other_stations}",
+            f"--other-load-kbit={self.other_load_kbit:g}",
+        ]
+        return args
+
+    def power_save_args(self, stations: list[str]) -> list[str]:
+        """Power save for the named stations that are stations of this link (a wired node has none)."""
+        return [f"--ps={name}:{ms:g}" for name, ms in self.power_save.items() if name in stations]
 
 
 class LinkProfile(BaseModel):
@@ -244,6 +291,32 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "fade deeper): 10^((16.02 - 46.73 + 72) / 30) = 24 m. Fading: Rayleigh (Nakagami m = 1), no "
         "line of sight.",
         "wifi80211": {"standard": "802.11n", "band_ghz": 5, "distance_m": 24.0, "nakagami_m": 1.0},
+    },
+    # The 802.11 link as a lab's Wi-Fi is (docs/networks.md, "Power save, beacons and other stations"):
+    # the wifi-80211 radio plus the mechanisms every lab has, each at its shipped default.
+    "wifi-lab": {
+        "description": "wifi-80211 with power save on robot and laptop, beacons and DTIM as hostapd ships "
+        "them, and five other stations with their own traffic (ns-3 model).",
+        "source": "Power save on by default: Linux cfg80211 CONFIG_CFG80211_DEFAULT_PS=y (net/wireless/Kconfig). "
+        "Robot (Raspberry Pi 4, brcmfmac): dozes after 2000 ms, pm2_sleep_ret = BRCMF_PS_MAX_TIMEOUT_MS "
+        "for cfg80211's default timeout -1 (drivers/net/wireless/broadcom/brcm80211/brcmfmac/cfg80211.c, "
+        "Linux 5.9 on). Laptop (a mac80211 driver): 100 ms, mac80211's dynamic power save default "
+        "(net/mac80211/mlme.c, ieee80211_recalc_ps). Beacon interval 100 TU and DTIM period 2: hostapd's "
+        "defaults (hostapd/hostapd.conf beacon_int, dtim_period). Listen interval 1: the station reads "
+        "every beacon (IEEE 802.11-2016 11.2.3.1). Other stations: assumption, five laptops or phones "
+        "at 1 Mbit/s each (a video call's order of magnitude), not fitted to any figure.",
+        "wifi80211": {
+            "standard": "802.11n",
+            "band_ghz": 5,
+            "distance_m": 10.0,
+            "nakagami_m": 1.5,
+            "power_save": {"robot": 2000.0, "host": 100.0},
+            "beacon_interval_tu": 100,
+            "dtim_period": 2,
+            "listen_interval": 1,
+            "other_stations": 5,
+            "other_load_kbit": 1000.0,
+        },
     },
     "4g": {
         "description": "A machine on a 4G/LTE modem (edge-to-cloud style): one cellular leg.",

@@ -3,8 +3,8 @@
 ``ns3/wifi_link.cc`` is compiled once against Debian's libns3-dev (``fieldtest.cbuild``). One process
 simulates one basic service set: every wireless node is a station of one access point, whose wired
 side is a TAP on the switch bridge. Python talks to it over stdin/stdout like the userspace
-forwarder; its figures (frames, retries, rates and airtime by kind, drops, lag behind real time,
-CPU) are written to a JSON file on ``stats`` and when it exits.
+forwarder; its figures (frames, retries, rates and airtime by kind and by station, drops, power
+save: frames buffered, time dozing, beacons; lag behind real time, CPU) are written to a JSON file on ``stats`` and when it exits.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class Wifi80211Link:
         argv = [str(build_wifi_link()), f"--stats={self.stats_path}", *config.program_args()]
         if seed is not None:
             argv += [f"--seed={seed % 2**31 + 1}", "--run=1"]
+        argv += config.power_save_args(list(stations))
         argv += [f"--sta={name}:{ns}:{tap}" for name, (ns, tap) in stations.items()]
         if ap_port is not None:
             argv.append(f"--ap={ap_port[0]}:{ap_port[1]}")
@@ -124,6 +125,7 @@ class Wifi80211Link:
             stats = self.stats()
         except Wifi80211Error as exc:  # the figures written last still say how far it fell behind
             stats = {**self.read_stats(), "error": str(exc)}
+        stats.pop("beacon_log", None)  # every beacon's time: for tests, too long for a record
         return {
             **stats,
             "lag_bound_ms": self.config.lag_bound_ms,

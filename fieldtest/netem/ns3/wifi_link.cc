@@ -3,7 +3,9 @@
  * namespaces through persistent TAP devices (fieldtest.netem.wifi80211 starts it; docs/networks.md).
  *
  *   wifi_link --stats=FILE [--standard=80211n --band=5 --channel=36 --distance=M --exponent=3
- *             --fading-m=M (0: none) --seed=S --run=R] --sta=NAME:NETNS:TAP ... [--ap=NETNS:TAP]
+ *             --fading-m=M (0: none) --seed=S --run=R --beacon-interval-tu=TU --dtim-period=D
+ *             --listen-interval=L --ps=NAME:TIMEOUT_MS ... --others=N --other-load-kbit=K]
+ *             --sta=NAME:NETNS:TAP ... [--ap=NETNS:TAP]
  *
  * Every --sta is a station (STA) of one access point (AP); the AP's wired side is --ap, a TAP on
  * the switch bridge, so wired nodes reach the stations through the AP as in a lab. Each STA's
@@ -15,6 +17,9 @@
  * access point forgets the station's association, as after a lost association-response ACK; see
  * repair_associations). End of stdin stops it (FILE is written once more). stdout's first line is
  * "ready" once every station was associated at two checks 100 ms apart.
+ *
+ * Station power save (--ps) is not in ns-3 3.37 (StaWifiMac has no PS mode: no PS-Poll, no TIM or
+ * DTIM buffering); it is modelled here, next to ns-3's MAC: see "Power save" below.
  */
 #include <fcntl.h>
 #include <linux/if.h>
@@ -42,6 +47,7 @@
 #include <vector>
 
 #include "ns3/bridge-module.h"
+#include "ns3/fcfs-wifi-queue-scheduler.h"
 #include "ns3/core-module.h"
 #include "ns3/fd-net-device-module.h"
 #include "ns3/mobility-module.h"
@@ -65,6 +71,12 @@ struct LinkConfig {
     uint32_t seed = 1;
     uint64_t run = 1;
     double assoc_timeout_s = 20.0;
+    uint32_t beacon_interval_tu = 100;  // IEEE 802.11-2016 9.4.1.3: beacon interval in TU (1024 us)
+    uint32_t dtim_period = 1;           // beacons per DTIM (9.4.2.6); only matters with power save
+    uint32_t listen_interval = 1;       // a dozing station reads every L-th beacon's TIM (11.2.3.1)
+    std::map<std::string, double> ps_timeout_ms;  // station name -> dynamic power save timeout
+    uint32_t others = 0;                // other stations on the channel, with their own traffic
+    double other_load_kbit = 0;         // offered load of each, half uplink, half downlink
     struct Port {
         std::string name, netns, tap;
     };
@@ -167,19 +179,39 @@ std::string frame_kind(const WifiMacHeader &hdr) {
     return "unicast";
 }
 
-/* Every PPDU on the air: frames, retries (the Retry bit of the MPDU header), rate and airtime by kind. */
-void on_tx_psdu(Ptr<WifiPhy> phy, WifiConstPsduMap psdus, WifiTxVector txv, double) {
-    Time airtime = WifiPhy::CalculateTxDuration(psdus, txv, phy->GetPhyBand());
+struct AirtimeStats {
+    uint64_t frames = 0, retries = 0;
+    double airtime_s = 0;
+};
+std::map<std::string, AirtimeStats> g_airtime;  // by transmitting node: station name, "ap", "otherN"
+
+/* One transmitter's PHY and its name, bound to its PhyTxPsduBegin trace. */
+struct TxSource {
+    Ptr<WifiPhy> phy;
+    std::string name;
+};
+
+void on_beacon(Time airtime);
+
+/* Every PPDU on the air: frames, retries (the Retry bit of the MPDU header), rate and airtime by
+ * kind and by transmitter; the access point's beacons drive the power-save model. */
+void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, double) {
+    Time airtime = WifiPhy::CalculateTxDuration(psdus, txv, src->phy->GetPhyBand());
+    AirtimeStats &by_station = g_airtime[src->name];
+    by_station.airtime_s += airtime.GetSeconds();
     bool first = true;
     for (auto &[sta, psdu] : psdus) {
         for (auto it = psdu->begin(); it != psdu->end(); ++it) {
             const WifiMacHeader &hdr = (*it)->GetHeader();
+            if (hdr.IsBeacon()) on_beacon(airtime);
             KindStats &k = g.tx[frame_kind(hdr)];
             if (first) k.airtime_s += airtime.GetSeconds();
             first = false;
             k.frames++;
             k.bytes += (*it)->GetSize();
             k.retries += hdr.IsRetry() ? 1 : 0;
+            by_station.frames++;
+            by_station.retries += hdr.IsRetry() ? 1 : 0;
             auto &bin = k.by_size[size_class((*it)->GetSize())];
             bin.first++;
             bin.second += hdr.IsRetry() ? 1 : 0;
@@ -206,6 +238,217 @@ void on_sta_deassoc(Mac48Address) {
     if (g.associated) g.associated--;
 }
 
+/* Power save (IEEE 802.11-2016 11.2.3: power management in an infrastructure BSS), absent from
+ * ns-3 3.37 and modelled here next to its MAC. A station in power save dozes once it has neither
+ * sent a frame nor received a unicast one for its timeout (Linux dynamic power save: mac80211
+ * restarts its dynamic_ps_timer on transmit and on unicast receive, net/mac80211/tx.c and rx.c;
+ * brcmfmac's firmware counts down pm2_sleep_ret the same way). While it dozes the access point
+ * holds its unicast frames in the MAC queue and sets its bit in the TIM of each beacon; the
+ * station reads every listen-interval-th beacon and every DTIM beacon, sees its bit, wakes
+ * (mac80211 sends a null frame with the PM bit clear, ieee80211_rx_mgmt_beacon) and the access
+ * point sends what it held. A station that has a frame to send wakes at once. Group-addressed
+ * frames are held while any station dozes and sent after the next DTIM beacon (11.2.3.6). Not
+ * modelled: the null frames' own airtime (a few tens of microseconds each). */
+struct PsStation {
+    std::string name;
+    double timeout_s = 0.1;
+    bool dozing = false;
+    bool tim_pending = false;  // the access point holds unicast for it: its TIM bit is set
+    Time doze_since;
+    double doze_s = 0;
+    uint64_t dozes = 0, wakes_tim = 0, wakes_tx = 0, frames_buffered = 0;
+    EventId doze_timer;
+};
+
+struct PsState {
+    std::map<Mac48Address, PsStation> stations;
+    Ptr<WifiMac> ap_mac;
+    uint64_t beacons = 0, dtim_beacons = 0, group_frames_buffered = 0;
+    Time last_dtim = Seconds(-1);  // end of the last DTIM beacon
+    std::deque<std::pair<double, bool>> beacon_log;  // CLOCK_MONOTONIC s of each beacon, DTIM or not
+} g_ps;
+
+const size_t BEACON_LOG_MAX = 8192;  // about 14 minutes of beacons at 102.4 ms
+
+bool any_dozing() {
+    for (auto &[addr, st] : g_ps.stations)
+        if (st.dozing) return true;
+    return false;
+}
+
+/* Txop::StartAccessIfNeeded is protected: a frame the gate released needs channel access. */
+struct TxopAccess : QosTxop {
+    static void start(Ptr<QosTxop> txop) {
+        void (Txop::*start_access)(uint8_t) = &TxopAccess::StartAccessIfNeeded;
+        (PeekPointer(txop)->*start_access)(0);
+    }
+};
+
+void kick_access_point() {
+    for (AcIndex ac : {AC_BE, AC_BK, AC_VI, AC_VO}) TxopAccess::start(g_ps.ap_mac->GetQosTxop(ac));
+}
+
+void ps_doze(Mac48Address addr) {
+    PsStation &st = g_ps.stations[addr];
+    st.dozing = true;
+    st.doze_since = Simulator::Now();
+    st.dozes++;
+}
+
+void ps_wake(PsStation &st) {
+    st.dozing = false;
+    st.tim_pending = false;
+    st.doze_s += (Simulator::Now() - st.doze_since).GetSeconds();
+    kick_access_point();
+}
+
+/* A frame sent or a unicast one received: the station is (or wakes) awake, its timer restarts. */
+void ps_activity(Mac48Address addr, bool transmit) {
+    auto it = g_ps.stations.find(addr);
+    if (it == g_ps.stations.end()) return;
+    PsStation &st = it->second;
+    if (st.dozing) {
+        st.wakes_tx += transmit ? 1 : 0;
+        ps_wake(st);
+    }
+    st.doze_timer.Cancel();
+    st.doze_timer = Simulator::Schedule(Seconds(st.timeout_s), &ps_doze, addr);
+}
+
+/* After each beacon: DTIM beacons release the group frames held so far; a dozing station that
+ * reads this beacon and finds its TIM bit wakes and gets its frames. */
+void after_beacon(uint64_t index, bool dtim) {
+    if (dtim) g_ps.last_dtim = Simulator::Now();
+    for (auto &[addr, st] : g_ps.stations) {
+        bool listens = dtim || index % g.cfg.listen_interval == 0;
+        if (st.dozing && st.tim_pending && listens) {
+            st.wakes_tim++;
+            ps_wake(st);
+            ps_activity(addr, false);
+        }
+    }
+    if (dtim) kick_access_point();
+}
+
+void on_beacon(Time airtime) {
+    uint64_t index = g_ps.beacons++;
+    bool dtim = index % g.cfg.dtim_period == 0;  // DTIM count 0 (9.4.2.6) on every dtim_period-th
+    g_ps.dtim_beacons += dtim ? 1 : 0;
+    g_ps.beacon_log.emplace_back(monotonic_s(), dtim);
+    if (g_ps.beacon_log.size() > BEACON_LOG_MAX) g_ps.beacon_log.pop_front();
+    Simulator::Schedule(airtime, &after_beacon, index, dtim);
+}
+
+/* The access point's power-save buffer: its MAC queue scheduler (ns-3's first-come-first-served
+ * one inside) skips the queues of dozing stations and, while any station dozes, group frames
+ * queued after the last DTIM beacon. Held frames stay in ns-3's queue, so their lifetime
+ * (WifiMacQueue MaxDelay, 500 ms) and the queue limit apply as to any frame. */
+class PsGate : public WifiMacQueueScheduler {
+  public:
+    static TypeId GetTypeId() {
+        static TypeId tid = TypeId("fieldtest::PsGate").SetParent<WifiMacQueueScheduler>().SetGroupName("Wifi");
+        return tid;
+    }
+
+    PsGate() : m_inner(CreateObject<FcfsWifiQueueScheduler>()) {}
+
+    void SetWifiMac(Ptr<WifiMac> mac) override {
+        WifiMacQueueScheduler::SetWifiMac(mac);
+        m_inner->SetWifiMac(mac);  // the queues now ask the inner scheduler: make them ask the gate
+        for (AcIndex ac : {AC_BE, AC_BK, AC_VI, AC_VO}) mac->GetTxopQueue(ac)->SetScheduler(this);
+    }
+
+    std::optional<WifiContainerQueueId> GetNext(AcIndex ac, uint8_t link) override {
+        return skip_held(ac, link, m_inner->GetNext(ac, link));
+    }
+
+    std::optional<WifiContainerQueueId> GetNext(AcIndex ac, uint8_t link, const WifiContainerQueueId &prev) override {
+        return skip_held(ac, link, m_inner->GetNext(ac, link, prev));
+    }
+
+    std::list<uint8_t> GetLinkIds(AcIndex ac, const WifiContainerQueueId &id) override {
+        return m_inner->GetLinkIds(ac, id);
+    }
+
+    void SetLinkIds(AcIndex ac, const WifiContainerQueueId &id, const std::list<uint8_t> &links) override {
+        m_inner->SetLinkIds(ac, id, links);
+    }
+
+    Ptr<WifiMpdu> HasToDropBeforeEnqueue(AcIndex ac, Ptr<WifiMpdu> mpdu) override {
+        return m_inner->HasToDropBeforeEnqueue(ac, mpdu);
+    }
+
+    void NotifyEnqueue(AcIndex ac, Ptr<WifiMpdu> mpdu) override {
+        m_inner->NotifyEnqueue(ac, mpdu);
+        const WifiMacHeader &hdr = mpdu->GetHeader();
+        if (!hdr.IsData()) return;
+        Mac48Address to = hdr.GetAddr1();
+        if (to.IsGroup()) {
+            g_ps.group_frames_buffered += any_dozing() ? 1 : 0;
+            return;
+        }
+        auto it = g_ps.stations.find(to);
+        if (it != g_ps.stations.end() && it->second.dozing) {
+            it->second.tim_pending = true;
+            it->second.frames_buffered++;
+        }
+    }
+
+    void NotifyDequeue(AcIndex ac, const std::list<Ptr<WifiMpdu>> &mpdus) override { m_inner->NotifyDequeue(ac, mpdus); }
+
+    void NotifyRemove(AcIndex ac, const std::list<Ptr<WifiMpdu>> &mpdus) override { m_inner->NotifyRemove(ac, mpdus); }
+
+  private:
+    bool held(AcIndex ac, const WifiContainerQueueId &id) {
+        auto [type, addr, tid] = id;
+        if (type == WIFI_MGT_QUEUE) return false;
+        if (type == WIFI_QOSDATA_BROADCAST_QUEUE || addr.IsGroup()) {
+            if (!any_dozing()) return false;
+            Ptr<WifiMacQueue> queue = GetMac()->GetTxopQueue(ac);
+            Ptr<WifiMpdu> head = queue->PeekByQueueId(id);
+            return head && head->GetExpiryTime() - queue->GetMaxDelay() > g_ps.last_dtim;  // queued after it
+        }
+        auto it = g_ps.stations.find(addr);
+        return it != g_ps.stations.end() && it->second.dozing;
+    }
+
+    std::optional<WifiContainerQueueId> skip_held(AcIndex ac, uint8_t link, std::optional<WifiContainerQueueId> id) {
+        while (id && held(ac, *id)) id = m_inner->GetNext(ac, link, *id);
+        return id;
+    }
+
+    Ptr<WifiMacQueueScheduler> m_inner;
+};
+
+/* Other stations on the channel (a lab's laptops and phones): real ns-3 stations of the same
+ * access point contending for the medium, each offering Poisson traffic of full-size frames, half
+ * to the access point and half from it. Their frames are addressed to the access point's or the
+ * station's own MAC address, so they end in the node (no protocol handler) and never reach a TAP. */
+const uint32_t OTHER_FRAME_BYTES = 1500;  // an Ethernet-MTU IP packet
+const uint16_t OTHER_ETHERTYPE = 0x88B5;  // IEEE 802 local experimental ethertype: no handler takes it
+
+struct OtherStation {
+    Ptr<WifiNetDevice> dev;
+    Ptr<ExponentialRandomVariable> gap_s;
+    uint64_t sent_up = 0, sent_down = 0;
+};
+std::vector<OtherStation> g_others;
+Ptr<WifiNetDevice> g_ap_dev;
+
+void other_send(size_t i, bool uplink) {
+    OtherStation &o = g_others[i];
+    if (g.ready) {  // from association on, like the trial's own traffic
+        if (uplink) {
+            o.dev->Send(Create<Packet>(OTHER_FRAME_BYTES), g_ap_dev->GetAddress(), OTHER_ETHERTYPE);
+            o.sent_up++;
+        } else {
+            g_ap_dev->Send(Create<Packet>(OTHER_FRAME_BYTES), o.dev->GetAddress(), OTHER_ETHERTYPE);
+            o.sent_down++;
+        }
+    }
+    Simulator::Schedule(Seconds(o.gap_s->GetValue()), &other_send, i, uplink);
+}
+
 /* Station glue: frames from the kernel go on the air from this station; frames the station
  * receives (to it, or group-addressed) go to the kernel with their original addresses. */
 struct StationGlue {
@@ -222,6 +465,7 @@ struct StationGlue {
             g.ports[name].dropped_down++;
             return true;
         }
+        ps_activity(Mac48Address::ConvertFrom(wifi->GetAddress()), true);  // a dozing station wakes to send
         wifi->Send(p->Copy(), to, protocol);
         return true;
     }
@@ -243,6 +487,7 @@ struct StationGlue {
         p->RemoveHeader(llc);
         g.ports[name].to_kernel++;
         if (to.IsGroup()) g.ports[name].to_kernel_group++;
+        else ps_activity(to, false);  // unicast received restarts the doze timer, group frames do not
         tap->SendFrom(p, from, to, llc.GetType());
     }
 };
@@ -315,7 +560,38 @@ void write_stats() {
           << ", \"dropped_down\": " << p.dropped_down << "}";
         first = false;
     }
-    o << "}}\n";
+    o << "}, \"airtime_by_station\": {";
+    first = true;
+    for (auto &[name, a] : g_airtime) {
+        o << (first ? "" : ", ") << "\"" << json_escape(name) << "\": {\"frames\": " << a.frames
+          << ", \"retries\": " << a.retries << ", \"airtime_s\": " << a.airtime_s << "}";
+        first = false;
+    }
+    o << "}, \"power_save\": {\"beacon_interval_tu\": " << g.cfg.beacon_interval_tu << ", \"dtim_period\": "
+      << g.cfg.dtim_period << ", \"listen_interval\": " << g.cfg.listen_interval << ", \"beacons\": " << g_ps.beacons
+      << ", \"dtim_beacons\": " << g_ps.dtim_beacons << ", \"group_frames_buffered\": " << g_ps.group_frames_buffered
+      << ", \"stations\": {";
+    first = true;
+    for (auto &[addr, st] : g_ps.stations) {
+        double doze_s = st.doze_s + (st.dozing ? (Simulator::Now() - st.doze_since).GetSeconds() : 0.0);
+        o << (first ? "" : ", ") << "\"" << json_escape(st.name) << "\": {\"timeout_ms\": " << st.timeout_s * 1000
+          << ", \"dozing\": " << (st.dozing ? "true" : "false") << ", \"dozes\": " << st.dozes << ", \"doze_s\": " << doze_s
+          << ", \"wakes_tim\": " << st.wakes_tim << ", \"wakes_tx\": " << st.wakes_tx
+          << ", \"frames_buffered\": " << st.frames_buffered << "}";
+        first = false;
+    }
+    uint64_t up = 0, down = 0;
+    for (auto &other : g_others) up += other.sent_up, down += other.sent_down;
+    o << "}}, \"other_stations\": {\"count\": " << g_others.size() << ", \"offered_kbit_each\": " << g.cfg.other_load_kbit
+      << ", \"frame_bytes\": " << OTHER_FRAME_BYTES << ", \"sent_up\": " << up << ", \"sent_down\": " << down
+      << "}, \"beacon_log\": [";
+    first = true;
+    o.precision(15);
+    for (auto &[t, dtim] : g_ps.beacon_log) {
+        o << (first ? "" : ", ") << "[" << t << ", " << (dtim ? 1 : 0) << "]";
+        first = false;
+    }
+    o << "]}\n";
     std::string tmp = g.cfg.stats_path + ".tmp";
     std::ofstream(tmp) << o.str();
     std::rename(tmp.c_str(), g.cfg.stats_path.c_str());
@@ -369,7 +645,7 @@ void tick() {
     static int settled = 0;
     if (++ticks % 100 == 0) {
         repair_associations();
-        settled = g.associated == g.cfg.stations.size() ? settled + 1 : 0;
+        settled = g.associated == g.cfg.stations.size() + g.cfg.others ? settled + 1 : 0;
         if (!g.ready && settled >= 2) {
             g.ready = true;
             std::cout << "ready" << std::endl;
@@ -426,6 +702,16 @@ LinkConfig parse_args(int argc, char **argv) {
         else if (key == "seed") c.seed = std::stoul(v);
         else if (key == "run") c.run = std::stoull(v);
         else if (key == "assoc-timeout") c.assoc_timeout_s = std::stod(v);
+        else if (key == "beacon-interval-tu") c.beacon_interval_tu = std::stoul(v);
+        else if (key == "dtim-period") c.dtim_period = std::max(1ul, std::stoul(v));
+        else if (key == "listen-interval") c.listen_interval = std::max(1ul, std::stoul(v));
+        else if (key == "ps") {
+            size_t colon = v.rfind(':');
+            if (colon == std::string::npos) fail("bad --ps=" + v + " (NAME:TIMEOUT_MS)");
+            c.ps_timeout_ms[v.substr(0, colon)] = std::stod(v.substr(colon + 1));
+        }
+        else if (key == "others") c.others = std::stoul(v);
+        else if (key == "other-load-kbit") c.other_load_kbit = std::stod(v);
         else if (key == "sta") c.stations.push_back(parse_port(v, true));
         else if (key == "ap") c.ap = parse_port(v, false);
         else fail("unknown argument --" + key);
@@ -529,7 +815,12 @@ int main(int argc, char **argv) {
     WifiMacHelper mac;
     mac.SetType("ns3::StaWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
     NetDeviceContainer sta_devs = wifi.Install(phy, mac, sta_nodes);
-    mac.SetType("ns3::ApWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
+    NodeContainer other_nodes;
+    other_nodes.Create(cfg.others);
+    NetDeviceContainer other_devs = wifi.Install(phy, mac, other_nodes);
+    // beacon interval in TU of 1024 us (IEEE 802.11-2016 9.4.1.3); ns-3's default is 100 TU
+    mac.SetType("ns3::ApWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0), "BeaconInterval",
+                TimeValue(MicroSeconds(1024 * cfg.beacon_interval_tu)));
     NetDeviceContainer ap_devs = wifi.Install(phy, mac, ap_node);
 
     // AP at the origin; stations at the profile's distance, 1 m apart from each other (they hear
@@ -537,11 +828,13 @@ int main(int argc, char **argv) {
     MobilityHelper mobility;
     Ptr<ListPositionAllocator> pos = CreateObject<ListPositionAllocator>();
     pos->Add(Vector(0, 0, 0));
-    for (size_t i = 0; i < cfg.stations.size(); i++) pos->Add(Vector(cfg.distance_m, static_cast<double>(i), 0));
+    for (size_t i = 0; i < cfg.stations.size() + cfg.others; i++)
+        pos->Add(Vector(cfg.distance_m, static_cast<double>(i), 0));
     mobility.SetPositionAllocator(pos);
     mobility.SetMobilityModel("ns3::ConstantPositionMobilityModel");
     mobility.Install(ap_node);
     mobility.Install(sta_nodes);
+    mobility.Install(other_nodes);
 
     FdNetDeviceHelper fd_helper;
     std::vector<StationGlue *> glues;
@@ -572,12 +865,42 @@ int main(int argc, char **argv) {
         bridge.Install(ap_node.Get(0), members);
     }
 
-    g_ap_manager = DynamicCast<WifiNetDevice>(ap_devs.Get(0))->GetRemoteStationManager();
+    g_ap_dev = DynamicCast<WifiNetDevice>(ap_devs.Get(0));
+    g_ap_manager = g_ap_dev->GetRemoteStationManager();
 
-    NetDeviceContainer all(ap_devs, sta_devs);
-    for (uint32_t i = 0; i < all.GetN(); i++) {
-        Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(all.Get(i));
-        dev->GetPhy()->TraceConnectWithoutContext("PhyTxPsduBegin", MakeBoundCallback(&on_tx_psdu, dev->GetPhy()));
+    // power save: the stations named by --ps, and the access point's buffer in front of its queues
+    for (auto &[name, timeout_ms] : cfg.ps_timeout_ms) {
+        if (!g_glue.count(name)) fail("--ps names " + name + ", which is not a station");
+        Mac48Address addr = Mac48Address::ConvertFrom(g_glue[name]->wifi->GetAddress());
+        PsStation &st = g_ps.stations[addr];
+        st.name = name;
+        st.timeout_s = timeout_ms / 1000.0;
+        st.doze_timer = Simulator::Schedule(Seconds(st.timeout_s), &ps_doze, addr);
+    }
+    g_ps.ap_mac = g_ap_dev->GetMac();
+    if (!g_ps.stations.empty()) g_ps.ap_mac->SetMacQueueScheduler(CreateObject<PsGate>());
+
+    for (uint32_t i = 0; i < other_devs.GetN(); i++) {
+        Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(other_devs.Get(i));
+        DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
+        DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+        auto gap = CreateObject<ExponentialRandomVariable>();
+        // each direction offers half the load: mean gap = frame bits / (load / 2)
+        double per_direction_bps = cfg.other_load_kbit * 1000.0 / 2.0;
+        gap->SetAttribute("Mean", DoubleValue(per_direction_bps > 0 ? OTHER_FRAME_BYTES * 8.0 / per_direction_bps : 1.0));
+        g_others.push_back(OtherStation{dev, gap});
+    }
+    for (size_t i = 0; i < g_others.size() && cfg.other_load_kbit > 0; i++)
+        for (bool uplink : {true, false})
+            Simulator::Schedule(Seconds(g_others[i].gap_s->GetValue()), &other_send, i, uplink);
+
+    std::vector<std::pair<Ptr<WifiNetDevice>, std::string>> transmitters{{g_ap_dev, "ap"}};
+    for (auto *glue : glues) transmitters.emplace_back(glue->wifi, glue->name);
+    for (uint32_t i = 0; i < other_devs.GetN(); i++)
+        transmitters.emplace_back(DynamicCast<WifiNetDevice>(other_devs.Get(i)), "other" + std::to_string(i + 1));
+    for (auto &[dev, name] : transmitters) {
+        auto *source = new TxSource{dev->GetPhy(), name};
+        dev->GetPhy()->TraceConnectWithoutContext("PhyTxPsduBegin", MakeBoundCallback(&on_tx_psdu, source));
         dev->GetPhy()->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&on_rx_drop));
         dev->GetMac()->TraceConnectWithoutContext("DroppedMpdu", MakeCallback(&on_mac_drop));
     }

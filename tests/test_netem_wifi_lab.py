@@ -1,0 +1,226 @@
+"""A lab's Wi-Fi on the ns-3 802.11 link: station power save (unicast held to the next beacon whose
+TIM the station reads), group frames held to the DTIM beacon, other stations with their own
+traffic, and each switched off. Real ns-3, real datagrams through the namespaces; timings are
+judged against the access point's own beacon log (CLOCK_MONOTONIC, as the probes). Needs root
+(namespaces) and libns3-dev + g++ (tools/install.sh)."""
+
+import statistics
+
+import pytest
+
+from fieldtest.netem import Topology, get_profile, load_profiles, measure_link
+from fieldtest.netem.probe import udp_blast
+from fieldtest.netem.profiles import ProfileError
+from fieldtest.testkit import needs
+
+NODES = ["host", "robot", "mocap"]
+STATIONS = ("host", "robot")
+DDS_SPDP_GROUP = "239.255.0.1"
+BEACON_MS = 100 * 1.024  # hostapd's beacon_int 100 TU
+TIMEOUT_MS = 100.0  # mac80211's dynamic power save timeout
+# from the releasing beacon to the receiving socket: the beacon's and the frame's airtime and
+# channel access (about 1 ms) plus a loaded machine's wake-up of the receiver
+SETTLE_MS = 12.0
+UPLINK_MS = 5.0  # the sending station's own hop to the access point, on a loaded machine
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _network_namespaces():
+    needs.netns()
+
+
+def _radio(**mechanisms) -> dict:
+    """The wifi-80211 radio with the given mechanisms (everything else off)."""
+    return {"name": "lab-test", "extends": "wifi-80211", "wifi80211": mechanisms}
+
+
+def _beacons(stats: dict, dtim_only: bool = False) -> list[float]:
+    return [t * 1e3 for t, dtim in stats["beacon_log"] if dtim or not dtim_only]
+
+
+def _wait_for_next(beacons_ms: list[float], t_ms: float) -> float:
+    """How long after ``t_ms`` the next beacon starts."""
+    return min(b for b in beacons_ms if b > t_ms) - t_ms
+
+
+def _unicast_probes(profile: dict, gap_ms: float, count: int, seed: int) -> tuple[list[dict], dict]:
+    """Per delivered probe host -> robot (ms): how long the robot had been idle (since it sent the
+    previous echo), the wait from sending to the next beacon, the one-way delay; the link's stats."""
+    with Topology(profile, nodes=NODES, wireless=STATIONS, seed=seed) as topo:
+        trip = measure_link(
+            topo, "host", "robot", count=count, interval_s=gap_ms / 1e3, size=200, samples=True
+        )
+        stats = topo.wifi_link.stats()
+    beacons = _beacons(stats)
+    raw = trip["samples"]
+    out = []
+    for seq, tx_ns in enumerate(raw["sent_at_ns"]):
+        echo, previous = raw["echoes"].get(seq), raw["echoes"].get(seq - 1)
+        if echo is not None and previous is not None:
+            out.append(
+                {
+                    "idle": (tx_ns - previous["srv_tx"]) / 1e6,
+                    "wait": _wait_for_next(beacons, tx_ns / 1e6),
+                    "delay": (echo["srv_rx"] - tx_ns) / 1e6,
+                }
+            )
+    return out, stats
+
+
+def _right_after_the_beacon(probe: dict) -> bool:
+    """Delivered within SETTLE_MS after the first beacon that followed sending."""
+    return 0 <= probe["delay"] - probe["wait"] <= SETTLE_MS
+
+
+@pytest.mark.parametrize("gap_ms", [60.0, 160.0, 250.0, 330.0])
+def test_unicast_to_a_robot_idle_longer_than_its_timeout_waits_for_the_next_beacon(gap_ms):
+    """Idle means since the robot's last frame: a probe held ~100 ms leaves the next one of a
+    160 ms cadence only ~60 ms of idle, so that cadence alternates between the two cases."""
+    count = 16
+    probes, stats = _unicast_probes(_radio(power_save={"robot": TIMEOUT_MS}), gap_ms, count, seed=7)
+    robot = stats["power_save"]["stations"]["robot"]
+    assert len(probes) >= count - 3
+    dozing = [p for p in probes if p["idle"] > TIMEOUT_MS + 5]
+    awake = [p for p in probes if p["idle"] < TIMEOUT_MS - 5]
+    assert sum(p["delay"] <= SETTLE_MS for p in awake) >= 0.8 * len(awake), awake
+    if gap_ms < TIMEOUT_MS:
+        assert not dozing and robot["wakes_tim"] <= 2
+        return
+    assert len(dozing) >= 0.4 * len(probes)
+    # never delivered before the next beacon, and right after it
+    assert all(p["delay"] >= p["wait"] - 1.0 for p in dozing), dozing
+    assert sum(map(_right_after_the_beacon, dozing)) >= 0.8 * len(dozing), dozing
+    waits = [p["wait"] for p in dozing]
+    assert max(waits) - min(waits) > 0.4 * BEACON_MS  # the probes met the beacon at many phases
+    assert max(p["delay"] for p in probes) <= 2 * BEACON_MS
+    assert robot["frames_buffered"] >= len(dozing) and robot["wakes_tim"] >= len(dozing)
+    assert robot["doze_s"] > sum(p["idle"] - TIMEOUT_MS for p in dozing) / 1e3 * 0.8
+
+
+def test_the_robots_shipped_timeout_keeps_it_awake_between_probes_closer_than_two_seconds():
+    """brcmfmac's 2000 ms: a probe 1.2 s after the last exchange is delivered at once, one after
+    2.4 s waits for a beacon."""
+    timeout_ms = get_profile("wifi-lab").wifi80211.power_save["robot"]
+    assert timeout_ms == 2000.0
+    awake, _ = _unicast_probes(_radio(power_save={"robot": timeout_ms}), 1200.0, 5, seed=8)
+    dozing, stats = _unicast_probes(_radio(power_save={"robot": timeout_ms}), 2400.0, 5, seed=8)
+    assert len(awake) >= 3 and len(dozing) >= 3
+    assert all(p["idle"] < timeout_ms for p in awake) and all(p["idle"] > timeout_ms for p in dozing)
+    assert sum(p["delay"] <= SETTLE_MS for p in awake) >= len(awake) - 1, awake
+    assert sum(map(_right_after_the_beacon, dozing)) >= len(dozing) - 1, dozing
+    assert all(p["delay"] >= p["wait"] - 1.0 for p in dozing), dozing
+    assert stats["power_save"]["stations"]["robot"]["wakes_tim"] >= len(dozing)
+
+
+@pytest.mark.parametrize("dtim_period", [1, 2, 3])
+def test_group_frames_wait_for_the_dtim_beacon_while_a_station_dozes(dtim_period):
+    count, gap_s = 12, 0.33
+    profile = _radio(power_save={"robot": TIMEOUT_MS}, dtim_period=dtim_period)
+    with Topology(profile, nodes=NODES, wireless=STATIONS, seed=9) as topo:
+        blast = udp_blast(
+            topo, "host", "robot", count=count, size=200, interval_s=gap_s, group=DDS_SPDP_GROUP, samples=True
+        )
+        stats = topo.wifi_link.stats()
+    dtims = _beacons(stats, dtim_only=True)
+    samples = blast["samples"]
+    pairs = []
+    for seq, rx_ns in samples["rx_ns"].items():
+        tx_ms = samples["start_ns"] / 1e6 + seq * gap_s * 1e3
+        pairs.append((_wait_for_next(dtims, tx_ms), rx_ns / 1e6 - tx_ms))
+    assert len(pairs) >= count - 2
+    assert stats["power_save"]["dtim_period"] == dtim_period
+    assert stats["power_save"]["beacons"] >= dtim_period * (stats["power_save"]["dtim_beacons"] - 1)
+    # a datagram sent just before a DTIM beacon reaches the access point after it: the next one
+    right_after = [
+        0 <= delay - wait <= SETTLE_MS
+        or (wait < UPLINK_MS and 0 <= delay - wait - dtim_period * BEACON_MS <= SETTLE_MS)
+        for wait, delay in pairs
+    ]
+    assert sum(right_after) >= 0.7 * len(pairs), pairs  # by chance: SETTLE_MS / BEACON_MS = 12 %
+    waits = [wait for wait, _ in pairs]
+    assert max(waits) - min(waits) > 0.5 * dtim_period * BEACON_MS
+    assert stats["power_save"]["group_frames_buffered"] >= len(pairs)
+
+
+def _with_other_stations(count: int, load_kbit: float) -> tuple[dict, dict]:
+    profile = _radio(other_stations=count, other_load_kbit=load_kbit)
+    with Topology(profile, nodes=NODES, wireless=STATIONS, seed=4) as topo:
+        trip = measure_link(topo, "host", "robot", count=150, interval_s=0.02, size=200)
+        stats = topo.wifi_link.stats()
+    return trip, stats
+
+
+def test_other_stations_share_the_airtime_and_round_trips_grow_with_their_number():
+    load_kbit = 1600.0
+    runs = {count: _with_other_stations(count, load_kbit) for count in (0, 2, 5)}
+    rtt = {count: trip["rtt_median_ms"] for count, (trip, _) in runs.items()}
+    assert rtt[5] > rtt[0] + 0.5 and rtt[2] < rtt[5], rtt
+    for count, (_, stats) in runs.items():
+        others = {name: a for name, a in stats["airtime_by_station"].items() if name.startswith("other")}
+        assert len(others) == count and stats["other_stations"]["count"] == count
+        if count:
+            shares = [a["airtime_s"] for a in others.values()]
+            mean = statistics.fmean(shares)
+            assert all(0.6 * mean <= share <= 1.4 * mean for share in shares), shares  # same load, same share
+            assert stats["other_stations"]["sent_up"] > 0 and stats["other_stations"]["sent_down"] > 0
+    airtime = {
+        count: sum(a["airtime_s"] for n, a in stats["airtime_by_station"].items() if n.startswith("other"))
+        for count, (_, stats) in runs.items()
+    }
+    # per second of the run, five stations take about 5/2 of what two take
+    per_s = {count: airtime[count] / runs[count][1]["wall_s"] for count in (2, 5)}
+    assert 1.5 < per_s[5] / per_s[2] < 4.0, per_s
+
+
+def test_with_every_mechanism_off_the_link_is_the_ideal_one():
+    off = load_profiles(
+        {
+            "lab-off": {
+                "extends": "wifi-lab",
+                "wifi80211": {"power_save": {}, "other_stations": 0, "other_load_kbit": 0},
+            }
+        }
+    )["lab-off"]
+    ideal = get_profile("wifi-80211")
+    assert off.wifi80211.program_args() == ideal.wifi80211.program_args()
+    assert off.wifi80211.power_save_args(list(STATIONS)) == []
+    figures = {}
+    for profile in (ideal, off):
+        with Topology(profile, nodes=NODES, wireless=STATIONS, seed=6) as topo:
+            trip = measure_link(topo, "host", "robot", count=100, interval_s=0.03, size=200)
+            group = udp_blast(
+                topo, "host", "robot", count=30, size=200, interval_s=0.07, group=DDS_SPDP_GROUP, samples=True
+            )
+            figures[profile.name] = (trip, group, topo.simulator_record())
+    for trip, group, record in figures.values():
+        assert trip["rtt_median_ms"] < SETTLE_MS  # nothing waits for a beacon (held: ~50 ms)
+        delays = [
+            rx / 1e6 - (group["samples"]["start_ns"] / 1e6 + seq * 70.0)
+            for seq, rx in group["samples"]["rx_ns"].items()
+        ]
+        assert statistics.median(delays) < SETTLE_MS, delays  # held to a DTIM: ~100 ms
+        assert record["power_save"]["stations"] == {} and record["power_save"]["group_frames_buffered"] == 0
+        assert set(record["airtime_by_station"]) == {"ap", "host", "robot"}
+        assert "beacon_log" not in record  # the record keeps counts, the beacon times are for tests
+    medians = [trip["rtt_median_ms"] for trip, _, _ in figures.values()]
+    assert abs(medians[0] - medians[1]) < 2.0, medians
+
+
+def test_power_save_applies_to_stations_only_and_the_lab_profile_cites_its_defaults():
+    lab = get_profile("wifi-lab").wifi80211
+    assert lab.power_save_args(["host", "robot"]) == ["--ps=robot:2000", "--ps=host:100"]
+    assert lab.power_save_args(["robot"]) == ["--ps=robot:2000"]  # a wired host has no power save
+    args = lab.program_args()
+    assert {"--beacon-interval-tu=100", "--dtim-period=2", "--listen-interval=1", "--others=5"} <= set(args)
+    source = get_profile("wifi-lab").source
+    for cited in ("net/mac80211/mlme.c", "brcmfmac/cfg80211.c", "hostapd/hostapd.conf", "IEEE 802.11-2016"):
+        assert cited in source
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("dtim_period", 5), ("listen_interval", 5), ("beacon_interval_tu", 500)]
+)
+def test_power_save_holding_frames_beyond_the_queue_lifetime_is_refused(field, value):
+    with pytest.raises(ProfileError, match="beyond ns-3's 500 ms queue lifetime"):
+        load_profiles({"long": {"extends": "wifi-lab", "wifi80211": {field: value}}})
+    load_profiles({"awake": {"extends": "wifi-lab", "wifi80211": {field: value, "power_save": {}}}})
