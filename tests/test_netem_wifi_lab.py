@@ -38,9 +38,11 @@ def _beacons(stats: dict, dtim_only: bool = False) -> list[float]:
     return [t * 1e3 for t, dtim in stats["beacon_log"] if dtim or not dtim_only]
 
 
-def _wait_for_next(beacons_ms: list[float], t_ms: float) -> float:
-    """How long after ``t_ms`` the next beacon starts."""
-    return min(b for b in beacons_ms if b > t_ms) - t_ms
+def _wait_for_next(beacons_ms: list[float], t_ms: float) -> float | None:
+    """How long after ``t_ms`` the next beacon starts (None past the log's last beacon: the link
+    stopped before another one)."""
+    later = [b for b in beacons_ms if b > t_ms]
+    return min(later) - t_ms if later else None
 
 
 def _unicast_probes(profile: dict, gap_ms: float, count: int, seed: int) -> tuple[list[dict], dict]:
@@ -56,11 +58,12 @@ def _unicast_probes(profile: dict, gap_ms: float, count: int, seed: int) -> tupl
     out = []
     for seq, tx_ns in enumerate(raw["sent_at_ns"]):
         echo, previous = raw["echoes"].get(seq), raw["echoes"].get(seq - 1)
-        if echo is not None and previous is not None:
+        wait = _wait_for_next(beacons, tx_ns / 1e6)
+        if echo is not None and previous is not None and wait is not None:
             out.append(
                 {
                     "idle": (tx_ns - previous["srv_tx"]) / 1e6,
-                    "wait": _wait_for_next(beacons, tx_ns / 1e6),
+                    "wait": wait,
                     "delay": (echo["srv_rx"] - tx_ns) / 1e6,
                 }
             )
@@ -91,7 +94,10 @@ def test_unicast_to_a_robot_idle_longer_than_its_timeout_waits_for_the_next_beac
     assert all(p["delay"] >= p["wait"] - 1.0 for p in dozing), dozing
     assert sum(map(_right_after_the_beacon, dozing)) >= 0.8 * len(dozing), dozing
     waits = [p["wait"] for p in dozing]
-    assert max(waits) - min(waits) > 0.4 * BEACON_MS  # the probes met the beacon at many phases
+    # the probes met the beacon at phases further apart than the settle window, so no fixed delay
+    # could pass the check above (at a 160 ms cadence only every other probe is held, and the held
+    # ones step through the beacon interval 320 - 3 x 102.4 = 12.8 ms at a time)
+    assert max(waits) - min(waits) > 2 * SETTLE_MS
     assert max(p["delay"] for p in probes) <= 2 * BEACON_MS
     assert robot["frames_buffered"] >= len(dozing) and robot["wakes_tim"] >= len(dozing)
     assert robot["doze_s"] > sum(p["idle"] - TIMEOUT_MS for p in dozing) / 1e3 * 0.8
@@ -126,7 +132,9 @@ def test_group_frames_wait_for_the_dtim_beacon_while_a_station_dozes(dtim_period
     pairs = []
     for seq, rx_ns in samples["rx_ns"].items():
         tx_ms = samples["start_ns"] / 1e6 + seq * gap_s * 1e3
-        pairs.append((_wait_for_next(dtims, tx_ms), rx_ns / 1e6 - tx_ms))
+        wait = _wait_for_next(dtims, tx_ms)
+        if wait is not None:  # delivered, so a DTIM beacon followed unless the log stopped first
+            pairs.append((wait, rx_ns / 1e6 - tx_ms))
     assert len(pairs) >= count - 2
     assert stats["power_save"]["dtim_period"] == dtim_period
     assert stats["power_save"]["beacons"] >= dtim_period * (stats["power_save"]["dtim_beacons"] - 1)
@@ -139,7 +147,8 @@ def test_group_frames_wait_for_the_dtim_beacon_while_a_station_dozes(dtim_period
     assert sum(right_after) >= 0.7 * len(pairs), pairs  # by chance: SETTLE_MS / BEACON_MS = 12 %
     waits = [wait for wait, _ in pairs]
     assert max(waits) - min(waits) > 0.5 * dtim_period * BEACON_MS
-    assert stats["power_save"]["group_frames_buffered"] >= len(pairs)
+    # each one that left with a DTIM beacon was held (one sent while nobody dozed goes at once)
+    assert stats["power_save"]["group_frames_buffered"] >= sum(right_after)
 
 
 def _with_other_stations(count: int, load_kbit: float) -> tuple[dict, dict]:

@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fieldtest.analysis.pipeline import add_base_record
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
 from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult
@@ -257,6 +256,10 @@ def rehearse(
                 trial_options = with_clock_port(side_options(local, request))
                 runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)), stop)
                 result = runner.run_trial(request)
+            # here, not at import: the analysis pipeline loads the twin's base model, which no lab
+            # module may load (tests/test_endpoints_layers.py)
+            from fieldtest.analysis.pipeline import add_base_record
+
             if add_base_record(result.trial_dir, log_dir / BASE_RECORD):  # the base has stopped: complete
                 options.say(f"  base record: {result.trial_dir / 'base'}")
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
