@@ -82,7 +82,7 @@ def test_fastdds_is_plain_dds_on_rmw_fastrtps(tmp_path):
     env = ros_environment(cfg, "/tmp/cyclone.xml")
     assert env.set["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp"
     assert env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] == "SUBNET" and env.set["ROS_STATIC_PEERS"] == "10.0.0.20"
-    assert env.cyclonedds_xml is None and not cfg.entry.lab_bridged()
+    assert env.cyclonedds_xml is None and not registry.get(cfg.middleware).lab_bridged()
     local = ros_environment(
         parse_launch_args({"middleware": "fastdds"}, "host", environ=ENV), None, tmp_path / "f.xml"
     )

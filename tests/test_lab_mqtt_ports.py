@@ -196,15 +196,17 @@ def test_the_rehearsals_broker_machine_is_the_mqtt_familys_own(keystore, tmp_pat
                 "host",
                 environ={},
             )
-            machine = plain.entry.rehearsal_machine_process(plain, tmp_path / "plain")
-            assert (machine is not None) == (plain.entry.family == "mqtt" and start_broker == "false"), name
+            machine = registry.get(plain.middleware).rehearsal_machine_process(plain, tmp_path / "plain")
+            assert (machine is not None) == (
+                registry.get(plain.middleware).family == "mqtt" and start_broker == "false"
+            ), name
     port = free_port()
     cfg = parse_launch_args(
         {**args, "middleware": "mqtt-broker", "security": "mtls-acl", "mqtt_port": str(port)},
         "host",
         environ={},
     )
-    proc, ready = cfg.entry.rehearsal_machine_process(cfg, tmp_path / "machine")
+    proc, ready = registry.get(cfg.middleware).rehearsal_machine_process(cfg, tmp_path / "machine")
     assert proc.name == "broker" and (tmp_path / "machine" / "mosquitto.acl").is_file()
     procs = ProcessGroup(tmp_path / "logs")
     try:

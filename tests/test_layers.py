@@ -7,6 +7,7 @@ a third module either.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -121,3 +122,49 @@ def test_the_checker_sees_imports_inside_functions():
     assert "fieldtest.middleware.dds.security" in direct_imports("fieldtest.middleware.dds.family")
     assert _forbidden("fieldtest.transport", "fieldtest.security.enforce")
     assert not _forbidden("fieldtest.record", "fieldtest.linkconfig")
+
+
+def private_imports_across_families(middleware_dir: Path) -> list[str]:
+    """``file: line: name`` for every ``_private`` name one family package imports from another's
+    (fieldtest/middleware/<family>/): what two families share is public or lives in
+    fieldtest/middleware itself."""
+    families = {p.name for p in middleware_dir.iterdir() if (p / "__init__.py").is_file()}
+    prefix = f"{middleware_dir.parent.name}.{middleware_dir.name}."
+    found = []
+    for family in sorted(families):
+        for path in sorted((middleware_dir / family).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                    continue
+                other = node.module.removeprefix(prefix).split(".")[0]
+                if not node.module.startswith(prefix) or other == family or other not in families:
+                    continue
+                found += [
+                    f"{path.relative_to(middleware_dir.parent)}:{node.lineno}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_")
+                ]
+    return found
+
+
+def test_no_family_imports_another_familys_private_names():
+    assert private_imports_across_families(PACKAGE_ROOT / "middleware") == []
+
+
+def test_the_private_import_check_sees_one(tmp_path):
+    """zenoh/lab.py importing dds.lab's ``_local_only`` (as it once did) is named; a public name, a
+    private name of its own family, and the shared fieldtest/middleware modules are not."""
+    middleware = tmp_path / "fieldtest" / "middleware"
+    files = {
+        "dds/lab.py": "def _local_only(): ...\ndef public(): ...\n",
+        "zenoh/lab.py": "from fieldtest.middleware.dds.lab import _local_only, public\n"
+        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.lab import _shared\n",
+        "zenoh/infra.py": "def _own(): ...\n",
+        "lab.py": "def _shared(): ...\n",
+    }
+    for name, text in {**files, "dds/__init__.py": "", "zenoh/__init__.py": "", "__init__.py": ""}.items():
+        (middleware / name).parent.mkdir(parents=True, exist_ok=True)
+        (middleware / name).write_text(text)
+    assert private_imports_across_families(middleware) == [
+        "middleware/zenoh/lab.py:1: fieldtest.middleware.dds.lab._local_only"
+    ]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import dds_security_enabled
 from fieldtest.middleware.launch import LabLaunch, SideProcess
 from fieldtest.qos import CLOCK_PROBE_QOS
@@ -115,7 +116,7 @@ def ros2bag_record_command(cfg: LabLaunch) -> list[str]:
 def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
     """Its enclave under SROS2: ``ros2 bag record`` takes no --ros-args, rcl reads this variable;
     on secured rmw_zenoh its session config (``Middleware.lab_node_env``)."""
-    own = cfg.entry.lab_node_env(cfg, kit_enclave("recorder").nodes[0])
+    own = registry.get(cfg.middleware).lab_node_env(cfg, kit_enclave("recorder").nodes[0])
     if own:
         return own
     return (
@@ -129,7 +130,7 @@ def ros2bag_record_env(cfg: LabLaunch) -> dict[str, str]:
 def side_processes(cfg: LabLaunch, config_dir: str | Path, *, zenohd: str | None = None) -> list[SideProcess]:
     """Bridges, routers, brokers (the middleware's own, ``Middleware.lab_side_processes``) and the
     recorder for this side, with the files they read."""
-    out = cfg.entry.lab_side_processes(cfg, Path(config_dir), zenohd=zenohd)
+    out = registry.get(cfg.middleware).lab_side_processes(cfg, Path(config_dir), zenohd=zenohd)
     if cfg.record_ros2bag and cfg.trial_dir:
         out.append(SideProcess("ros2bag", ros2bag_record_command(cfg), ros2bag_record_env(cfg), {}))
     return out

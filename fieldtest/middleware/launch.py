@@ -2,7 +2,9 @@
 (``fieldtest.labrun``), each family's lab side (``fieldtest.middleware.<family>.lab``) and the twin's
 bridged path read, and ``SideProcess``, one process a launch starts besides the kit's node.
 
-``fieldtest.labrun.configuration.settings`` turns launch arguments into a ``LabLaunch``.
+``fieldtest.labrun.configuration.settings`` turns launch arguments into a ``LabLaunch`` and then asks
+the middleware (``fieldtest.middleware.registry.lab_launch_problem``) what it refuses: ``LabLaunch``
+checks only what holds for every middleware, so the family packages, which read it, are not below it.
 """
 
 from __future__ import annotations
@@ -14,15 +16,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role
-from fieldtest.middleware import registry
-from fieldtest.middleware.base import Middleware
 from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, ROBOT_TRAFFIC_PRESETS, ZENOH_PORT
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
-from fieldtest.security.settings import SecuritySettingError
 
 CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
 
@@ -86,9 +86,9 @@ class LabLaunch(BaseModel):
     def _check(self) -> LabLaunch:
         if self.dry_run:
             self.relay = True  # commands on fieldtest/cmd_vel, which the base does not hear
-        if self.middleware not in registry.names(lab=True):
+        if self.middleware not in LAB_MIDDLEWARES:
             raise ValueError(
-                f"middleware: unknown {self.middleware!r} (choose from {', '.join(registry.names(lab=True))})"
+                f"middleware: unknown {self.middleware!r} (choose from {', '.join(LAB_MIDDLEWARES)})"
             )
         try:
             get_qos(self.qos)
@@ -99,28 +99,12 @@ class LabLaunch(BaseModel):
                 raise ValueError(f"{name}: {getattr(self, name)!r} is not a ROS namespace such as /tb4")
         if self.keystore:
             self.keystore = str(Path(self.keystore).expanduser())  # on the machine that runs the side
-        if self.security != "none":
-            if not self.keystore:
-                raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
-            if not self.entry.own_security:
-                try:
-                    self.entry.security_setting(self.security)
-                except SecuritySettingError as exc:
-                    raise ValueError(f"security: {exc}") from None
-        if self.dds_peers and not self.entry.lab_dds_crosses():
-            raise ValueError(
-                "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
-            )
-        for problem in (_standstill_command_type, _secure_dds_without_relay, self.entry.lab_launch_problem):
-            reason = problem(self)
-            if reason:
-                raise ValueError(reason)
+        if self.security != "none" and not self.keystore:
+            raise ValueError(f"keystore: security {self.security!r} needs keystore:=<path>")
+        reason = _standstill_command_type(self)
+        if reason:
+            raise ValueError(reason)
         return self
-
-    @property
-    def entry(self) -> Middleware:
-        """The middleware's registry entry (what it declares for the lab)."""
-        return registry.get(self.middleware)
 
     @property
     def ns(self) -> str:
@@ -144,18 +128,6 @@ def _standstill_command_type(cfg: LabLaunch) -> str:
     return (
         f"cmd_type: {cfg.cmd_type} on ROS 2 {cfg.ros_distro}, but {taker} takes {wanted} on cmd_vel, "
         f"so the base would stand still; use cmd_type auto (or {wanted})"
-    )
-
-
-def _secure_dds_without_relay(cfg: LabLaunch) -> str:
-    """SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure domain,
-    so only the link monitor's relay (publishing from a plain context) reaches it."""
-    if cfg.security == "none" or not cfg.entry.lab_dds_crosses() or cfg.relay:
-        return ""
-    return (
-        f"relay: security {cfg.security} on middleware {cfg.middleware} needs relay:=true on both "
-        "sides (--host-arg relay=true --robot-arg relay=true): the Create 3 cannot join the SROS2 "
-        "domain, so without the relay it never hears the host"
     )
 
 

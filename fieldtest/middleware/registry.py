@@ -1,39 +1,63 @@
-"""The middleware registry: one ``Middleware`` object per name, from the family modules.
+"""The middleware registry: one ``Middleware`` object per name, from the family packages.
 
     from fieldtest.middleware import registry
     registry.get("zenoh-peer").open_transport(config, "host")
     registry.names()            # what the twin runs, in report order
     registry.names(lab=True)    # plus the lab-only variants
 
-To add a middleware: see docs/architecture.md ("How to add a middleware").
+A family is found by its name in the catalog (``fieldtest.catalog.CATALOG``), never listed here: family
+``F`` lives in the package ``fieldtest.middleware.<F with "-" as "_">`` (``family_package``), and that
+package holds
+
+- ``family.py`` (required): one ``Middleware`` subclass per catalog name of the family
+  (``fieldtest.middleware.base``) and ``MIDDLEWARES``, a tuple of one instance of each;
+- ``settings.py`` (only if the family has link settings of its own): ``Settings``, a pydantic model
+  whose every field has a default, found by ``fieldtest.linkconfig`` (see there);
+- whatever its hooks import when called (``transport.py``, ``infra.py``, ``security.py``, ``lab.py``,
+  ``wire.py``, ...), named after what they hold.
+
+So adding a family is its folder plus its lines in the catalog. A family imports no other family's
+private (``_``) names; what two families share lives in ``fieldtest.middleware`` itself (docs/architecture.md,
+"How to add a middleware").
 """
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
+from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.dds import family as dds
-from fieldtest.middleware.mqtt import family as mqtt
-from fieldtest.middleware.rmw_zenoh import family as rmw_zenoh
-from fieldtest.middleware.zenoh import family as zenoh
 from fieldtest.record import TrialRequest
 
 from .base import Middleware
 
 if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch
     from fieldtest.security.keystore import KeystoreMaterial
 
-FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
-REGISTRY: dict[str, Middleware] = {
-    name: entry for name, entry in sorted(
-        ((m.name, m) for module in FAMILY_MODULES for m in module.MIDDLEWARES),
-        key=lambda item: LAB_MIDDLEWARES.index(item[0]),
-    )
-}  # fmt: skip
+
+def family_package(family: str) -> str:
+    """The package that holds family ``family`` (a catalog family name)."""
+    return f"fieldtest.middleware.{family.replace('-', '_')}"
+
+
+def _declared() -> dict[str, Middleware]:
+    """Every family's ``MIDDLEWARES``, in the catalog's report order."""
+    found: dict[str, Middleware] = {}
+    for family in dict.fromkeys(entry.family for entry in CATALOG):
+        module = importlib.import_module(family_package(family) + ".family")
+        found.update((m.name, m) for m in module.MIDDLEWARES)
+    return {name: found[name] for name in sorted(found, key=_report_position)}
+
+
+def _report_position(name: str) -> int:
+    return LAB_MIDDLEWARES.index(name) if name in LAB_MIDDLEWARES else len(LAB_MIDDLEWARES)
+
+
+REGISTRY: dict[str, Middleware] = _declared()
 
 
 class UnknownMiddlewareError(FieldtestError, ValueError):
@@ -91,3 +115,28 @@ def infrastructure(
 ):
     """The router or broker ``config.middleware`` needs (not started), or None."""
     return get(config.middleware).infrastructure(config, workdir, prefix=prefix, realtime=realtime)
+
+
+def lab_launch_problem(cfg: LabLaunch) -> str:
+    """Why one lab side's checked launch settings would not work on their middleware (one line
+    naming the argument and the fix), or "": the security setting it takes, the static DDS peers
+    only a crossing DDS uses, SROS2's relay, and the middleware's own ``lab_launch_problem``."""
+    entry = get(cfg.middleware)
+    if cfg.security != "none" and not entry.own_security:
+        from fieldtest.security.settings import SecuritySettingError
+
+        try:
+            entry.security_setting(cfg.security)
+        except SecuritySettingError as exc:
+            return f"security: {exc}"
+    if cfg.dds_peers and not entry.lab_dds_crosses():
+        return "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
+    if cfg.security != "none" and entry.lab_dds_crosses() and not cfg.relay:
+        # SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure
+        # domain, so only the link monitor's relay (publishing from a plain context) reaches it.
+        return (
+            f"relay: security {cfg.security} on middleware {cfg.middleware} needs relay:=true on both "
+            "sides (--host-arg relay=true --robot-arg relay=true): the Create 3 cannot join the SROS2 "
+            "domain, so without the relay it never hears the host"
+        )
+    return entry.lab_launch_problem(cfg)

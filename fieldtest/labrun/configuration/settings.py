@@ -177,12 +177,16 @@ def parse_launch_args(
     _resolve_auto(values, deferred, role)
     values["base_namespace"] = _base_namespace(values, deferred, os.environ if environ is None else environ)
     try:
-        return LabLaunch.model_validate(values)
+        cfg = LabLaunch.model_validate(values)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         reason = first["msg"].removeprefix("Value error, ")
         raise LaunchArgError(f"launch argument {where + ': ' if where else ''}{reason}") from None
+    problem = registry.lab_launch_problem(cfg)
+    if problem:
+        raise LaunchArgError(f"launch argument {problem}")
+    return cfg
 
 
 def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) -> None:

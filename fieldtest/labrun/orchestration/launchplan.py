@@ -28,6 +28,7 @@ from fieldtest.labrun.configuration.settings import (
 )
 from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.endpoints.driver import CONTROL_DIR
+from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
 from fieldtest.middleware.lab import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
@@ -113,7 +114,7 @@ def host_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         "rate_hz": 0.0,
         "clock_udp_port": cfg.clock_port if cfg.clock_source == "udp" else 0,  # 0: no UDP responder
     }
-    env = cfg.entry.lab_node_env(cfg, "square_driver")
+    env = registry.get(cfg.middleware).lab_node_env(cfg, "square_driver")
     return [NodeSpec(HOST_PACKAGE, "square_driver", "square_driver", cfg.ns, params, _enclave_args(cfg), env)]
 
 
@@ -130,7 +131,7 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
         "clock_host": cfg.host_address,
         "clock_udp_port": cfg.clock_port,
     }
-    env = cfg.entry.lab_node_env(cfg, "link_monitor")
+    env = registry.get(cfg.middleware).lab_node_env(cfg, "link_monitor")
     return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
 
 
@@ -157,7 +158,7 @@ def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any]) -
     """A robot node that talks to the base only: outside a secure domain, and on DDS."""
     if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], PLAIN_NODE_ENV)
-    if not cfg.entry.lab_rmw_speaks_dds:  # the Create 3 speaks DDS only
+    if not registry.get(cfg.middleware).lab_rmw_speaks_dds:  # the Create 3 speaks DDS only
         env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
         return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], env)
     return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, _enclave_args(cfg))

@@ -37,6 +37,7 @@ import yaml
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.orchestration.launchplan import LaunchPlan, NodeSpec, launch_plan
 from fieldtest.labrun.rehearsal.standin import parse_argv
+from fieldtest.middleware import registry
 from fieldtest.middleware.launch import SideProcess
 from fieldtest.procs import die_with_parent, signals_set
 
@@ -94,7 +95,9 @@ def rehearsal_processes(plan: LaunchPlan, python: str = sys.executable) -> list[
     for proc in plan.processes:
         if proc.name == "ros2bag":
             raise RehearsalError(f"{proc.name} needs ROS 2 packages that are not among the wheels")
-        here = plan.cfg.entry.rehearsal_side_process(proc, plan.cfg, plan.config_dir, python)
+        here = registry.get(plan.cfg.middleware).rehearsal_side_process(
+            proc, plan.cfg, plan.config_dir, python
+        )
         if isinstance(here, str):
             raise RehearsalError(here)
         out.append(SideProcess(here.name, [str(a) for a in here.argv], here.env, here.config_files))
@@ -229,8 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fieldtest.labrun.orchestration.planrun: {exc}", file=sys.stderr)
         return 2
     tag = f"[planrun {plan.cfg.role}] REHEARSAL:"
-    if rehearsal and plan.cfg.entry.rehearsal_note:
-        print(f"{tag} {plan.cfg.entry.rehearsal_note}", flush=True)
+    if rehearsal and registry.get(plan.cfg.middleware).rehearsal_note:
+        print(f"{tag} {registry.get(plan.cfg.middleware).rehearsal_note}", flush=True)
     for proc in [p for p in plan.processes if p.name in without]:
         print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
     plan.processes = [p for p in plan.processes if p.name not in without]

@@ -162,7 +162,7 @@ def _start_middleware_machine(procs: ProcessGroup, request: TrialRequest, distro
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
     cfg = parse_launch_args(args, "host", environ={})
-    machine = cfg.entry.rehearsal_machine_process(cfg, log_dir)
+    machine = registry.get(cfg.middleware).rehearsal_machine_process(cfg, log_dir)
     if machine is None:
         return
     proc, ready = machine

@@ -34,9 +34,9 @@ from fieldtest.realtime import try_realtime
 
 
 def transport_config(cfg: LabLaunch) -> TransportConfig:
-    if not cfg.entry.twin:
+    if not registry.get(cfg.middleware).twin:
         raise LaunchArgError(
-            f"middleware {cfg.middleware} needs ROS 2 ({cfg.entry.lab_node_rmw(cfg.dds)}); no stand-in exists"
+            f"middleware {cfg.middleware} needs ROS 2 ({registry.get(cfg.middleware).lab_node_rmw(cfg.dds)}); no stand-in exists"
         )
     return TransportConfig(
         middleware=cfg.middleware,
@@ -57,7 +57,9 @@ def transport_config(cfg: LabLaunch) -> TransportConfig:
 @contextlib.contextmanager
 def infrastructure(cfg: LabLaunch, config: TransportConfig, workdir: Path) -> Iterator[None]:
     """The router or broker the host starts for zenoh-router / mqtt-local-broker trials."""
-    starts = {"router": cfg.start_router, "broker": cfg.start_broker}.get(cfg.entry.infra_process or "")
+    starts = {"router": cfg.start_router, "broker": cfg.start_broker}.get(
+        registry.get(cfg.middleware).infra_process or ""
+    )
     process = registry.infrastructure(config, workdir) if cfg.role == "host" and starts else None
     if process is None:
         yield

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from fieldtest.middleware import registry
 from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
 from fieldtest.middleware.launch import LabLaunch
 from fieldtest.names import ROLE_ENCLAVES
@@ -87,12 +88,12 @@ class RosEnvironment:
 
 
 def rmw_implementation(cfg: LabLaunch) -> str:
-    return RMW_IMPLEMENTATIONS[cfg.entry.lab_node_rmw(cfg.dds)]
+    return RMW_IMPLEMENTATIONS[registry.get(cfg.middleware).lab_node_rmw(cfg.dds)]
 
 
 def dds_security_enabled(cfg: LabLaunch) -> bool:
     """DDS Security (SROS2) applies where the DDS graph itself crosses machines: plain DDS only."""
-    return cfg.security != "none" and cfg.entry.family == "dds"
+    return cfg.security != "none" and registry.get(cfg.middleware).family == "dds"
 
 
 def node_enclave(cfg: LabLaunch) -> str | None:
@@ -107,7 +108,7 @@ def ros_environment(
     env.set["ROS_DOMAIN_ID"] = str(cfg.domain_id)
     env.set["RMW_IMPLEMENTATION"] = rmw_implementation(cfg)
     _discovery_scope(cfg, env)
-    rmw = cfg.entry.lab_node_rmw(cfg.dds)
+    rmw = registry.get(cfg.middleware).lab_node_rmw(cfg.dds)
     if rmw == "cyclonedds":
         xml = cyclonedds_xml(cfg)
         if xml is not None:
@@ -175,21 +176,23 @@ def fastdds_profile_xml(address: str) -> str:
 """
 
 
-def _local_only(cfg: LabLaunch) -> bool:
+def dds_stays_on_machine(cfg: LabLaunch) -> bool:
     """Whether DDS stays on the machine (loopback): bridged, unless the robot must reach its base."""
-    if not cfg.entry.lab_bridged():
-        return cfg.entry.lab_local_only()  # rmw_zenoh: no DDS at all, the routers link the machines
+    if not registry.get(cfg.middleware).lab_bridged():
+        return registry.get(
+            cfg.middleware
+        ).lab_local_only()  # rmw_zenoh: no DDS at all, the routers link the machines
     return not (cfg.role == "robot" and cfg.base_interface)
 
 
 def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
-    local = _local_only(cfg)
+    local = dds_stays_on_machine(cfg)
     if cfg.ros_distro == "humble":
         env.set["ROS_LOCALHOST_ONLY"] = "1" if local else "0"
         env.unset.append("ROS_AUTOMATIC_DISCOVERY_RANGE")
         return
     env.unset += ["ROS_LOCALHOST_ONLY", "ROS_STATIC_PEERS"]
-    if cfg.entry.lab_node_rmw(cfg.dds) == "zenoh":
+    if registry.get(cfg.middleware).lab_node_rmw(cfg.dds) == "zenoh":
         return  # discovery is the router's business; the variables would be ignored
     if local:
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
@@ -206,7 +209,7 @@ def _interfaces(cfg: LabLaunch) -> list[str]:
 
 
 def _interface_choice(cfg: LabLaunch) -> list[str]:
-    if cfg.entry.lab_bridged():
+    if registry.get(cfg.middleware).lab_bridged():
         # Only the robot pins an interface in bridged mode: its link to the base. The bridge and the
         # nodes on the Pi reach each other over the same interface (local delivery); loopback is
         # not added because CycloneDDS then disables multicast, and the base is found by multicast.
@@ -261,8 +264,8 @@ def robot_dds_off_the_network(cfg: LabLaunch) -> str:
     robot's DDS to the USB link to the base, where it never meets the host."""
     if (
         cfg.role != "robot"
-        or not cfg.entry.lab_dds_crosses()
-        or cfg.entry.lab_node_rmw(cfg.dds) != "cyclonedds"
+        or not registry.get(cfg.middleware).lab_dds_crosses()
+        or registry.get(cfg.middleware).lab_node_rmw(cfg.dds) != "cyclonedds"
     ):
         return ""
     if not cfg.base_interface or cfg.network_interface:

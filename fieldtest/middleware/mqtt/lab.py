@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from fieldtest.catalog import catalog_entry
+from fieldtest.middleware import registry
 from fieldtest.middleware.lab import (
     BridgeConfigError,
     link_topics,
@@ -45,7 +46,7 @@ MQTT_BRIDGE = "mqtt_client"
 
 
 def _mqtt_bridged(cfg: LabLaunch) -> bool:
-    return cfg.entry.lab_bridge == MQTT_BRIDGE
+    return registry.get(cfg.middleware).lab_bridge == MQTT_BRIDGE
 
 
 def mqtt_broker_host(cfg: LabLaunch) -> str:

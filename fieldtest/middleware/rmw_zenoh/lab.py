@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from fieldtest.middleware import registry
 from fieldtest.middleware.launch import LabLaunch, SideProcess
-from fieldtest.middleware.zenoh.lab import _tcp
+from fieldtest.middleware.zenoh.lab import tcp_locator
 
 # --------------------------------------------------------------------------------------- rmw_zenoh
 
@@ -23,16 +24,16 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
         env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
         scheme = "tls"
     if cfg.role == "robot":
-        endpoint = _tcp(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        endpoint = tcp_locator(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
         env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
     else:
-        endpoint = _tcp("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        endpoint = tcp_locator("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
         env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
     return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
 
 
 def rmw_zenoh_security_enabled(cfg: LabLaunch) -> bool:
-    return cfg.security != "none" and cfg.entry.lab_node_rmw(cfg.dds) == "zenoh"
+    return cfg.security != "none" and registry.get(cfg.middleware).lab_node_rmw(cfg.dds) == "zenoh"
 
 
 def node_session_env(cfg: LabLaunch, node: str) -> dict[str, str]:

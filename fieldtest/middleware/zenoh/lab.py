@@ -26,7 +26,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fieldtest.middleware.dds.lab import _local_only, bridge_cyclonedds_uri
+from fieldtest.middleware import registry
+from fieldtest.middleware.dds.lab import bridge_cyclonedds_uri, dds_stays_on_machine
 from fieldtest.middleware.lab import (
     BridgeConfigError,
     received_by,
@@ -94,12 +95,12 @@ BRIDGE_CONNECT_TIMEOUT_MS = -1  # retry for ever
 
 def zenoh_mode(cfg: LabLaunch) -> str:
     """Bridge mode: both peers in zenoh-peer, both clients of the router in zenoh-router."""
-    if cfg.entry.lab_bridge_mode:
-        return cfg.entry.lab_bridge_mode
+    if registry.get(cfg.middleware).lab_bridge_mode:
+        return registry.get(cfg.middleware).lab_bridge_mode
     raise BridgeConfigError(f"middleware {cfg.middleware!r} has no Zenoh bridge")
 
 
-def _tcp(address: str, port: int) -> str:
+def tcp_locator(address: str, port: int) -> str:
     host = f"[{address}]" if ":" in address and not address.startswith("[") else address
     return f"tcp/{host}:{port}"
 
@@ -108,9 +109,9 @@ def zenoh_endpoints(cfg: LabLaunch) -> tuple[list[str], list[str]]:
     """(listen, connect) of this side's bridge: the robot listens in peer mode, the host connects."""
     if zenoh_mode(cfg) == "peer":
         if cfg.role == "robot":
-            return [_tcp("0.0.0.0", cfg.zenoh_port)], []
-        return [], [_tcp(cfg.robot_address, cfg.zenoh_port)]
-    return [], [_tcp(cfg.router_address, cfg.zenoh_port)]
+            return [tcp_locator("0.0.0.0", cfg.zenoh_port)], []
+        return [], [tcp_locator(cfg.robot_address, cfg.zenoh_port)]
+    return [], [tcp_locator(cfg.router_address, cfg.zenoh_port)]
 
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_/]+$")
@@ -149,7 +150,7 @@ def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
         # src/route_publisher.rs, src/route_subscriber.rs).
         "reliable_routes_blocking": True,
     }
-    if _local_only(cfg):
+    if dds_stays_on_machine(cfg):
         if cfg.ros_distro == "humble":
             plugin["ros_localhost_only"] = True
         else:
@@ -273,7 +274,7 @@ def to_json5(config: dict[str, Any], comment: str = "") -> str:
 def zenoh_bridge_command(cfg: LabLaunch, config_path: str | Path) -> list[str]:
     """``zenoh-bridge-ros2dds <mode> -c <file>`` plus the discovery-scope flags."""
     argv = [ZENOH_BRIDGE, zenoh_mode(cfg), "-c", str(config_path)]
-    if _local_only(cfg):
+    if dds_stays_on_machine(cfg):
         if cfg.ros_distro == "humble":
             argv.append("--ros-localhost-only")
         else:
@@ -292,7 +293,7 @@ def zenoh_bridge_env(cfg: LabLaunch) -> dict[str, str]:
     Where the nodes run CycloneDDS the launch environment already holds the kit's CYCLONEDDS_URI (or
     unsets the login's); with Fast DDS nodes the bridge's CycloneDDS gets its own here."""
     env: dict[str, str] = {"ROS_DISTRO": cfg.ros_distro}
-    if cfg.entry.lab_node_rmw(cfg.dds) != "cyclonedds":
+    if registry.get(cfg.middleware).lab_node_rmw(cfg.dds) != "cyclonedds":
         env["CYCLONEDDS_URI"] = bridge_cyclonedds_uri(cfg)
     return env
 
@@ -386,7 +387,7 @@ def trial_bridge_processes(
     """
     folder = Path(config_dir)
     out: list[SideProcess] = []
-    if host.entry.infra_process == "router":
+    if registry.get(host.middleware).infra_process == "router":
         path = folder / "zenoh_router.json5"
         text = to_json5(zenoh_router_config(host), "fieldtest Zenoh router (generated)")
         out.append(SideProcess("router", router_argv(bridge, path), {}, {path.name: text}))
