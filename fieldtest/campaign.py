@@ -29,6 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from fieldtest.errors import FieldtestError
+from fieldtest.linkconfig import SETTINGS_MODELS
 from fieldtest.middleware import registry
 from fieldtest.names import BASE_CMD_TYPE, CMD_TYPE_AUTO
 from fieldtest.plan import PlanError
@@ -39,9 +40,12 @@ ALIASES = {
     "security": "transport.security",
     "qos": "transport.qos",
     "namespace": "transport.namespace",
-    "mqtt_nagle": "transport.mqtt_nagle",
-    "dds_discovery": "transport.dds_discovery",
-    "zenoh_express": "transport.zenoh_express",
+    # each family's link settings by their flat names (mqtt_nagle: transport.mqtt.nagle)
+    **{
+        f"{family.replace('-', '_')}_{field}": f"transport.{family}.{field}"
+        for family, model in SETTINGS_MODELS.items()
+        for field in model.model_fields
+    },
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 T = TypeVar("T")

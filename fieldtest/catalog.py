@@ -38,23 +38,15 @@ TWIN_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG if e.twin)
 LAB_MIDDLEWARES: tuple[str, ...] = tuple(e.name for e in CATALOG)
 
 
-# The TransportConfig fields that only one family reads (its link settings); the others ignore them.
-FAMILY_SETTINGS: dict[str, tuple[str, ...]] = {
-    "dds": ("dds_discovery",),
-    "zenoh": ("zenoh_path", "zenoh_express"),
-    "mqtt": ("mqtt_nagle",),
-}
-
-
-def uses_setting(name: str, field: str) -> bool:
-    """Whether middleware ``name`` reads the family-specific TransportConfig ``field``."""
-    return field in FAMILY_SETTINGS.get(family(name), ())
-
-
 def family(name: str) -> str:
     """The family of a known name ("" for an unknown one)."""
     entry = _BY_NAME.get(name)
     return entry.family if entry else ""
+
+
+def family_package(family_name: str) -> str:
+    """The package that holds family ``family_name`` (``fieldtest.middleware.<name, "-" as "_">``)."""
+    return "fieldtest.middleware." + family_name.replace("-", "_")
 
 
 def catalog_entry(name: str) -> MiddlewareName:

@@ -2,31 +2,96 @@
 
 It lives below the transports so that the trial record (``fieldtest.record``) and security
 (``fieldtest.security``) can hold and read it without importing any middleware library.
+
+The settings only one family reads (its ports, Zenoh's path, MQTT's Nagle, DDS's discovery) are that
+family's: its package's ``settings.py`` (``fieldtest.middleware.<family>.settings``, plain data)
+declares them as ``Settings``, a pydantic model with a default for every field, found here by the
+family's name in the catalog. A config holds every family's settings and writes each under the
+family's name::
+
+    middleware: zenoh-peer
+    zenoh: {port: 7447, path: bridge, express: false}
+    mqtt: {port: 1883, nagle: true}
+
+Configs written before the families held their settings (flat ``zenoh_path``, ``mqtt_port``, ...:
+``<family>_<field>``) are read as the nested form.
 """
 
 from __future__ import annotations
 
-import ipaddress
-from typing import Literal
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_serializer, model_validator
 
-from fieldtest.catalog import TWIN_MIDDLEWARES
-from fieldtest.names import MQTT_PORT, ZENOH_PORT
+from fieldtest.catalog import CATALOG, TWIN_MIDDLEWARES, family, family_package
 
 Role = Literal["host", "robot"]
-# How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
-# participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
-# multicasts discovery and data; "none" announces by unicast to the host and robot addresses
-DdsDiscovery = Literal["spdp", "all", "none"]
-DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 TwinMiddleware = Literal[TWIN_MIDDLEWARES]  # type: ignore[valid-type]  # the names the twin runs
+SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
+
+
+def _settings_models() -> dict[str, type[BaseModel]]:
+    """Family name -> its ``Settings`` model, for every catalog family whose package has settings.py."""
+    models = {}
+    for name in dict.fromkeys(entry.family for entry in CATALOG):
+        module = family_package(name) + ".settings"
+        if importlib.util.find_spec(module) is not None:
+            models[name] = importlib.import_module(module).Settings
+    return models
+
+
+SETTINGS_MODELS: dict[str, type[BaseModel]] = _settings_models()
+
+
+def settings_family(model: type[BaseModel]) -> str:
+    """The family whose settings ``model`` is."""
+    for name, known in SETTINGS_MODELS.items():
+        if known is model:
+            return name
+    raise KeyError(f"{model.__module__}.{model.__qualname__} is no family's Settings")
+
+
+def reads_settings(middleware: str, model: type[BaseModel]) -> bool:
+    """Whether middleware ``middleware`` reads the family settings ``model`` (its own family's)."""
+    return family(middleware) == settings_family(model)
+
+
+def _legacy_key(key: str) -> tuple[str, str] | None:
+    """(family, field) of a flat key of the configs written before the nesting (``zenoh_path``)."""
+    for name, model in SETTINGS_MODELS.items():
+        prefix = name.replace("-", "_") + "_"
+        if key.startswith(prefix) and key[len(prefix) :] in model.model_fields:
+            return name, key[len(prefix) :]
+    return None
+
+
+def _written_form(schema: dict[str, Any]) -> None:
+    """The JSON schema of the form configs are written in: each family's settings under its name
+    (``families`` is internal), and the older flat keys, marked deprecated."""
+    properties = schema["properties"]
+    properties.pop("families", None)
+    for name, model in SETTINGS_MODELS.items():
+        nested = model.model_json_schema()
+        properties[name] = {
+            **nested,
+            "description": f"{name}'s link settings ({family_package(name)}.settings)",
+        }
+        for field, spec in nested["properties"].items():
+            flat = f"{name.replace('-', '_')}_{field}"
+            properties[flat] = {
+                **spec,
+                "deprecated": True,
+                "description": f"older spelling of {name}.{field}",
+            }
 
 
 class TransportConfig(BaseModel):
     """Everything a process needs to join the trial's link."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_written_form)
 
     middleware: TwinMiddleware = "dds"
     qos: str = "default"  # a profile name from fieldtest.qos
@@ -38,35 +103,63 @@ class TransportConfig(BaseModel):
     robot_address: str = "127.0.0.1"
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
-    zenoh_port: int = ZENOH_PORT
-    # Zenoh cases: "direct" puts the kit's processes on Zenoh themselves (what the bridge would
-    # carry); "bridge" runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh ->
-    # bridge -> DDS (fieldtest.middleware.zenoh.bridge). Twin trials use "bridge" unless set.
-    zenoh_path: Literal["direct", "bridge"] = "direct"
-    # The bridged path: the bridges route cmd_vel at Zenoh priority 1 (real time) and express
-    # (zenoh-plugin-ros2dds pub_priorities "<topic>=1:express"); other topics keep the default
-    # priority 5 (data). Off by default, as in the seed study.
-    zenoh_express: bool = False
-    mqtt_port: int = MQTT_PORT
-    # MQTT cases: Nagle's algorithm on the kit's MQTT client sockets, as under the lab's mqtt_client,
-    # whose Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c, before 1.3.16); false sets
-    # TCP_NODELAY, the variant without Nagle's delay
-    mqtt_nagle: bool = True
-    # DDS cases: the discovery mode (DdsDiscovery); loopback has no multicast, so a process bound to
-    # a loopback address discovers by unicast whatever is asked (see dds_discovery_used)
-    dds_discovery: DdsDiscovery = "spdp"
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on
+    # Every family's link settings by family name (written as top-level keys: see the module's doc).
+    families: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
 
-    def dds_discovery_used(self, role: Role) -> DdsDiscovery:
-        """The discovery ``role``'s DDS really runs: the one asked, or "none" (unicast peers) where
-        the role sits on loopback, which carries no multicast."""
-        own = self.host_address if role == "host" else self.robot_address
-        return "none" if _is_loopback(own) else self.dds_discovery
+    @model_validator(mode="before")
+    @classmethod
+    def _family_settings(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "families" in data:
+            return data
+        data = dict(data)
+        given: dict[str, dict[str, Any]] = {
+            name: dict(data.pop(name) or {}) for name in SETTINGS_MODELS if name in data
+        }
+        for key in [k for k in data if k not in cls.model_fields]:
+            legacy = _legacy_key(key)
+            if legacy:
+                value = data.pop(key)
+                given.setdefault(legacy[0], {}).setdefault(legacy[1], value)
+        families = {}
+        for name, model in SETTINGS_MODELS.items():
+            try:
+                families[name] = model.model_validate(given.get(name, {}))
+            except ValueError as exc:  # pydantic's ValidationError: one line naming the field
+                first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+                where = ".".join(str(part) for part in (name, *first["loc"]))
+                raise ValueError(f"{where}: {first['msg']}") from None
+        data["families"] = families
+        return data
 
+    @model_serializer(mode="wrap")
+    def _families_by_name(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        out = handler(self)
+        families = out.pop("families", {})
+        return {**out, **families}
 
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:  # a host name
-        return address == "localhost"
+    def settings(self, model: type[SettingsModel]) -> SettingsModel:
+        """The settings of the family whose ``Settings`` is ``model`` (``config.settings(zenoh.Settings).path``)."""
+        return cast(SettingsModel, self.families[settings_family(model)])
+
+    def own_settings(self, model: type[SettingsModel]) -> SettingsModel | None:
+        """``settings(model)`` where this config's middleware reads them, else None."""
+        return self.settings(model) if reads_settings(self.middleware, model) else None
+
+    def with_settings(self, model: type[SettingsModel], **changes: Any) -> TransportConfig:
+        """A copy with ``changes`` to one family's settings (the others as they are)."""
+        current = self.settings(model)
+        updated = model.model_validate({**current.model_dump(exclude_unset=True), **changes})
+        return self.model_copy(update={"families": {**self.families, settings_family(model): updated}})
+
+    def with_ports(self, pick: Callable[[], int]) -> TransportConfig:
+        """A copy whose every family ``port`` setting is ``pick()`` (a free port each, for a trial
+        beside others)."""
+        families = {
+            name: settings.model_copy(update={"port": pick()})
+            if "port" in type(settings).model_fields
+            else settings
+            for name, settings in self.families.items()
+        }
+        return self.model_copy(update={"families": families})

@@ -32,10 +32,7 @@ BASE_CMD_TYPE = {"humble": "twist", "jazzy": "twist_stamped"}
 STOP_BURST_COUNT = 5
 STOP_BURST_SPACING_S = 0.02
 
-# Default ports: the middlewares' own defaults and Motive's NatNet defaults.
-ZENOH_PORT = 7447  # zenohd / Zenoh router default listener
-MQTT_PORT = 1883  # MQTT, IANA
-MQTT_TLS_PORT = 8883  # MQTT over TLS, IANA
+# Motive's NatNet default ports (a middleware's own are in its family's settings.py).
 NATNET_COMMAND_PORT = 1510  # Motive's defaults (Streaming pane)
 NATNET_DATA_PORT = 1511
 

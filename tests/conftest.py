@@ -48,6 +48,7 @@ FAST_FILES = frozenset(
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
         "test_layers.py",
+        "test_link_settings.py",
         "test_machine.py",
         "test_middleware_names_stay_home.py",
         "test_middleware_registry.py",

@@ -11,6 +11,7 @@ import struct
 
 import pytest
 
+from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.netem import linktraffic
 from fieldtest.netem.linktraffic import CAPTURE_FILE, summarize, udp_destinations
 from fieldtest.plan import SquarePlan
@@ -168,14 +169,14 @@ def test_discovery_is_a_campaign_axis_and_a_command_line_option():
     from fieldtest.runner.cli import add_common_args, request_from_args
 
     campaign = parse_campaign({"campaign": "disc", "matrix": {"dds_discovery": ["spdp", "all", "none"]}})
-    assert [t.transport.dds_discovery for t in expand(campaign)] == ["spdp", "all", "none"]
-    with pytest.raises(ValueError, match="dds_discovery"):
+    assert [t.transport.settings(DdsSettings).discovery for t in expand(campaign)] == ["spdp", "all", "none"]
+    with pytest.raises(ValueError, match=r"dds\.discovery"):
         expand(parse_campaign({"campaign": "bad", "matrix": {"dds_discovery": ["sometimes"]}}))
     parser = argparse.ArgumentParser()
     add_common_args(parser)
-    assert request_from_args(parser.parse_args([]), "dds").transport.dds_discovery == "spdp"
+    assert request_from_args(parser.parse_args([]), "dds").transport.settings(DdsSettings).discovery == "spdp"
     chosen = request_from_args(parser.parse_args(["--dds-discovery", "none"]), "dds")
-    assert chosen.transport.dds_discovery == "none"
+    assert chosen.transport.settings(DdsSettings).discovery == "none"
 
 
 @pytest.mark.parametrize("discovery", ["spdp", "all"])
@@ -193,8 +194,8 @@ def test_multicast_discovery_on_a_link_that_drops_multicast_is_refused_before_th
     with pytest.raises(CampaignError) as refused:
         expand(parse_campaign({"campaign": "nomc", "base": base}))
     message = str(refused.value)
-    assert "\n" not in message and "transport.dds_discovery" in message and "'no-multicast'" in message
-    assert "set transport.dds_discovery: none" in message
+    assert "\n" not in message and "transport.dds.discovery" in message and "'no-multicast'" in message
+    assert "set transport.dds.discovery: none" in message
     unicast = {**base, "transport": {"middleware": "dds", "dds_discovery": "none"}}
     assert expand(parse_campaign({"campaign": "nomc", "base": unicast}))[0].faults
     mqtt = {**base, "transport": {"middleware": "mqtt-broker"}}  # no DDS across the link

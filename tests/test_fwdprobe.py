@@ -10,6 +10,8 @@ import pytest
 
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.procs import free_port
 from fieldtest.twin.fwdprobe import ForwardProbe, forward_summary, probe_config
 
@@ -60,10 +62,13 @@ def test_no_samples_no_figures():
 def test_the_probe_has_its_own_namespace_and_skips_the_bridges():
     config = TransportConfig(middleware="zenoh-router", namespace="/tb4", zenoh_path="bridge")
     probed = probe_config(config)
-    assert probed.namespace != config.namespace and probed.zenoh_path == "direct"
-    assert probed.router_address == config.router_address and probed.zenoh_port == config.zenoh_port
+    assert probed.namespace != config.namespace and probed.settings(ZenohSettings).path == "direct"
+    assert (
+        probed.router_address == config.router_address
+        and probed.settings(ZenohSettings).port == config.settings(ZenohSettings).port
+    )
 
 
 def test_the_probe_measures_the_broker_not_its_clients_nagle_wait():
     probed = probe_config(TransportConfig(middleware="mqtt-broker"))  # the trial's clients keep Nagle
-    assert probed.mqtt_nagle is False
+    assert probed.settings(MqttSettings).nagle is False

@@ -25,7 +25,8 @@ from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware import registry
 from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.middleware.mqtt.security import paho_tls_args
-from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.testkit import needs
 
@@ -54,9 +55,11 @@ def test_tls_trials_dial_the_tls_port_unless_the_campaign_names_one(middleware):
         want = MQTT_PORT if request.transport.security == "none" else MQTT_TLS_PORT
         assert _port_on_both_sides(request) == {want}, request.name
         recorded = with_lab_defaults(request)  # what trial.yaml records
-        assert recorded.transport.mqtt_port == want and _port_on_both_sides(recorded) == {want}
+        assert recorded.transport.settings(MqttSettings).port == want and _port_on_both_sides(recorded) == {
+            want
+        }
         named = request.model_copy(
-            update={"transport": request.transport.model_copy(update={"mqtt_port": 1999})}
+            update={"transport": request.transport.with_settings(MqttSettings, port=1999)}
         )
         assert _port_on_both_sides(named) == {1999}
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.names import MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
 from fieldtest.netem.profiles import load_profiles
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import KIT_ROOT, ROS_VENV
@@ -436,7 +436,7 @@ def test_secured_lab_perf_rows_run_over_tls_on_the_guides_keystore(keyed_lab, tm
         assert row["link"]["robot_keystore"] == robot_keystore, row["link"]
         _check_one_way(row, source, lab.host_user.home / "tls" / "rows" / f"{i:03d}")
     spec = json.loads((lab.host_user.home / "tls" / "rows" / "002" / "spec.json").read_text())
-    assert spec["transport"]["mqtt_port"] == MQTT_TLS_PORT, (
+    assert spec["transport"]["mqtt"]["port"] == MQTT_TLS_PORT, (
         spec
     )  # the lab's TLS port, as a lab trial takes it
     broker = (lab.host_user.home / "tls" / "rows" / "002" / "broker" / "mosquitto.conf").read_text()

@@ -21,7 +21,8 @@ from fieldtest.labrun.configuration.settings import (
 )
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import cyclonedds_xml, ros_environment
-from fieldtest.names import MQTT_TLS_PORT, ROBOT_TRAFFIC_PRESETS
+from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
+from fieldtest.names import ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import TransportConfig
@@ -369,7 +370,9 @@ def test_the_guides_firewall_list_opens_every_port_the_laptop_is_reached_on():
     chrony, and the DDS ports of domain 0 as the RTPS port formula gives them."""
     from fieldtest.middleware.dds.lab import rtps_port_ranges
     from fieldtest.middleware.launch import CLOCK_UDP_PORT
-    from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, NATNET_COMMAND_PORT, NATNET_DATA_PORT, ZENOH_PORT
+    from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
+    from fieldtest.middleware.zenoh.settings import ZENOH_PORT
+    from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
     from fieldtest.testkit.guide import guide_steps
 
     allowed = re.findall(r"^sudo ufw allow (\S+)", guide_steps()["firewall"], re.M)

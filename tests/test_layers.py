@@ -30,10 +30,17 @@ FAMILY_LINKS = tuple(
     for family in ("dds", "zenoh", "mqtt")
     for part in ("transport", "infra", "bridge")
 )
+# Each family's settings.py is plain data too (its link settings, read by the record and the
+# analysis): it may pass through its package's __init__ modules, which import nothing.
+FAMILY_SETTINGS = tuple(
+    f"{MIDDLEWARE}.{path.parent.name}.settings"
+    for path in sorted((PACKAGE_ROOT / "middleware").glob("*/settings.py"))
+)
+SETTINGS_PACKAGES = frozenset({MIDDLEWARE} | {module.rsplit(".", 1)[0] for module in FAMILY_SETTINGS})
 # layer -> what it may never reach; docs/architecture.md's table lists exactly these
 # (test_the_docs_table_is_this_table)
 FORBIDDEN = {
-    **{module: (RECORD, TRANSPORT, SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER) for module in PLAIN},
+    **{module: (RECORD, TRANSPORT, SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER) for module in (*PLAIN, *FAMILY_SETTINGS)},
     RECORD: (TRANSPORT, SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
     TRANSPORT: (SECURITY, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
     SECURITY: (TRANSPORT, MIDDLEWARE, ANALYSIS, ENDPOINTS, *UPPER),
@@ -81,6 +88,8 @@ def _forbidden(layer: str, target: str) -> bool:
         return False
     if target == "fieldtest" or target == layer or target.startswith(layer + "."):
         return False
+    if target in FAMILY_SETTINGS or target in SETTINGS_PACKAGES:
+        return False
     return any(target == f or target.startswith(f + ".") for f in FORBIDDEN[layer])
 
 
@@ -93,9 +102,21 @@ def test_layers_only_point_down(module):
     assert not bad, f"{module} ({layer}) reaches {', '.join(chains)}"
 
 
-@pytest.mark.parametrize("module", PLAIN)
+@pytest.mark.parametrize("module", (*PLAIN, *FAMILY_SETTINGS))
 def test_the_plain_data_modules_reach_only_each_other(module):
-    assert set(reachable(module)) <= {*PLAIN, "fieldtest"}
+    assert set(reachable(module)) <= {*PLAIN, *FAMILY_SETTINGS, *SETTINGS_PACKAGES, "fieldtest"}
+
+
+@pytest.mark.parametrize("package", sorted(SETTINGS_PACKAGES))
+def test_the_packages_above_a_family_settings_module_import_nothing(package):
+    """Reading a family's settings loads its package's __init__ first: it must stay empty of imports."""
+    assert direct_imports(package) == frozenset()
+
+
+def test_every_family_with_settings_has_its_settings_module_checked():
+    assert {"fieldtest.middleware.dds.settings", "fieldtest.middleware.zenoh.settings"} <= set(
+        FAMILY_SETTINGS
+    )
 
 
 def test_the_docs_table_is_this_table():
@@ -108,8 +129,9 @@ def test_the_docs_table_is_this_table():
         for module in re.findall(r"`([\w.{}<>,]+)`", modules):
             documented[module] = tuple(re.findall(r"`([\w.]+)`", never))
     expected = {module: tuple(sorted(targets)) for module, targets in FORBIDDEN.items()}
-    families = {m for m in FORBIDDEN if m in FAMILY_LINKS}
+    families = {m for m in FORBIDDEN if m in FAMILY_LINKS or m in FAMILY_SETTINGS}
     expected = {m: t for m, t in expected.items() if m not in families}
+    expected["fieldtest.middleware.<family>.settings"] = tuple(sorted(FORBIDDEN[FAMILY_SETTINGS[0]]))
     expected["fieldtest.middleware.<family>.{transport,infra,bridge}"] = tuple(
         sorted(FORBIDDEN[FAMILY_LINKS[0]])
     )

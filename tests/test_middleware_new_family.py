@@ -3,7 +3,8 @@
 Proven on a scratch copy of the package: a family the kit has never seen (``quic``) is added there as
 its folder ``fieldtest/middleware/quic/`` and one ``MiddlewareName`` line in ``fieldtest/catalog.py``,
 nothing else; a fresh interpreter on that copy then finds it through the registry, checks a lab
-side's launch arguments for it, asks its hooks, and the copy's import graph has no cycle.
+side's launch arguments for it, asks its hooks, reads and writes its link settings (its
+settings.py) under its name in a ``TransportConfig``, and the copy's import graph has no cycle.
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ FAMILY_FILES = {
         MIDDLEWARES = (QuicPeer(),)
         '''
     ),
+    "settings.py": textwrap.dedent(
+        '''\
+        """QUIC's link settings: the quic: block of TransportConfig."""
+
+        from pydantic import BaseModel, ConfigDict
+
+
+        class Settings(BaseModel):
+            model_config = ConfigDict(extra="forbid", frozen=True)
+
+            port: int = 4433
+            zero_rtt: bool = False
+        '''
+    ),
     "lab.py": textwrap.dedent(
         '''\
         """The relay each lab side starts."""
@@ -67,7 +82,12 @@ PROBE = textwrap.dedent(
     from fieldtest.middleware import registry
     from fieldtest.middleware.lab import side_processes
 
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.middleware.quic.settings import Settings
+
     entry = registry.get("quic-peer")
+    nested = TransportConfig.model_validate({"quic": {"zero_rtt": True}})
+    flat = TransportConfig.model_validate({"quic_zero_rtt": True})  # the older flat form is read too
     cfg = parse_launch_args({"middleware": "quic-peer", "ros_distro": "jazzy", "record_ros2bag": "false"}, "host")
     print(json.dumps({
         "file": registry.REGISTRY["quic-peer"].__module__,
@@ -77,6 +97,9 @@ PROBE = textwrap.dedent(
         "twin_names": "quic-peer" in registry.names(),
         "bridged": entry.lab_bridged(),
         "processes": [p.argv for p in side_processes(cfg, "/nonexistent")],
+        "settings": nested.model_dump(mode="json")["quic"],
+        "flat_read": flat == nested and flat.settings(Settings).zero_rtt,
+        "free_port": nested.with_ports(lambda: 40001).settings(Settings).port,
     }))
     """
 )
@@ -130,5 +153,8 @@ def test_a_new_family_is_its_folder_plus_its_catalog_line(tmp_path):
         "twin_names": False,
         "bridged": True,
         "processes": [["quic-relay", "--role", "host"]],
+        "settings": {"port": 4433, "zero_rtt": True},
+        "flat_read": True,
+        "free_port": 40001,
     }
     assert cycles(import_graph(package)) == []

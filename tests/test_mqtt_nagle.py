@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fieldtest.middleware.mqtt.infra import MosquittoBroker
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.mqtt.transport import open_mqtt
 from fieldtest.netem import Topology
 from fieldtest.procs import free_port
@@ -58,7 +59,14 @@ def _burst_spreads(tmp_path: Path, nagle: bool, bursts: int = 6, size: int = 5) 
         with MosquittoBroker(config, tmp_path / f"broker-{nagle}", prefix=topo.command("broker", [])):
             sub = topo.run(
                 "broker",
-                [*script, "sub", config.broker_address, str(config.mqtt_port), "--count", str(bursts * size)],
+                [
+                    *script,
+                    "sub",
+                    config.broker_address,
+                    str(config.settings(MqttSettings).port),
+                    "--count",
+                    str(bursts * size),
+                ],
                 env=env,
                 stdout=pipe,
                 stderr=pipe,
@@ -105,15 +113,15 @@ def test_the_variant_is_named_in_the_record_the_report_and_compare(tmp_path):
     campaign = parse_campaign(
         {"campaign": "nagle", "matrix": {"middleware": ["mqtt-broker"], "mqtt_nagle": [True, False]}}
     )
-    assert [t.transport.mqtt_nagle for t in expand(campaign)] == [True, False]
+    assert [t.transport.settings(MqttSettings).nagle for t in expand(campaign)] == [True, False]
 
     for nagle in (True, False):
         trial = tmp_path / f"nagle-{nagle}"
         synthesize(trial, SynthSpec(middleware="mqtt-broker", name=f"nagle-{nagle}"))
         record = read_trial(trial)
-        record.request.transport.mqtt_nagle = nagle
+        record.request.transport = record.request.transport.with_settings(MqttSettings, nagle=nagle)
         write_trial(trial, record)
-        assert f"mqtt_nagle: {str(nagle).lower()}" in (trial / "trial.yaml").read_text()
+        assert f"nagle: {str(nagle).lower()}" in (trial / "trial.yaml").read_text()
         analyze_trial(trial, plots=False)
         metrics = read_metrics(trial / "analysis" / "metrics.json")
         assert metrics.trial.mqtt_nagle is nagle

@@ -1,4 +1,5 @@
-"""Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/names.py)."""
+"""Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/names.py, a
+middleware's ports in its family's settings.py)."""
 
 import ast
 import re
@@ -8,7 +9,8 @@ from fieldtest import names
 from fieldtest.record import names as record_names
 
 ROOT = Path(__file__).resolve().parents[1]
-HOMES = {ROOT / "fieldtest/names.py", ROOT / "fieldtest/record/names.py"}
+FAMILY_SETTINGS = sorted((ROOT / "fieldtest/middleware").glob("*/settings.py"))
+HOMES = {ROOT / "fieldtest/names.py", ROOT / "fieldtest/record/names.py", *FAMILY_SETTINGS}
 SOURCES = [
     p
     for d in ("fieldtest", "host_ws", "robot_ws", "tests", "benchmarks", "analysis")
@@ -18,12 +20,14 @@ SOURCES = [
 SHARED_STRINGS = re.compile(
     r"""["']/fieldtest/(host|robot|bridge_host|bridge_robot|mocap|mocap_driver|recorder|rmw_zenoh|router|broker|cmd_vel)["']"""
 )
+# every module-level *_PORT constant of the homes (NatNet's, and each family's own)
 PORT_VALUES = {
-    names.ZENOH_PORT,
-    names.MQTT_PORT,
-    names.MQTT_TLS_PORT,
-    names.NATNET_COMMAND_PORT,
-    names.NATNET_DATA_PORT,
+    node.value.value
+    for home in sorted(HOMES)
+    for node in ast.parse(home.read_text()).body
+    if isinstance(node, ast.Assign)
+    and isinstance(node.value, ast.Constant)
+    and any(isinstance(t, ast.Name) and t.id.endswith("_PORT") for t in node.targets)
 }
 
 
@@ -58,3 +62,16 @@ def test_the_names_fit_together():
     assert names.ROLE_ENCLAVES == {"host": names.HOST_ENCLAVE, "robot": names.ROBOT_ENCLAVE}
     assert record_names.RELAY_CMD_VEL_TOPIC.endswith(record_names.CMD_VEL_TOPIC)
     assert names.STOP_BURST_COUNT >= 1 and names.STOP_BURST_SPACING_S > 0
+
+
+def test_the_port_check_knows_every_default_port():
+    from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
+    from fieldtest.middleware.zenoh.settings import ZENOH_PORT
+
+    assert {
+        ZENOH_PORT,
+        MQTT_PORT,
+        MQTT_TLS_PORT,
+        names.NATNET_COMMAND_PORT,
+        names.NATNET_DATA_PORT,
+    } <= PORT_VALUES

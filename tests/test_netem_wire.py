@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-from fieldtest.names import MQTT_PORT, MQTT_TLS_PORT, ZENOH_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.middleware.zenoh.settings import ZENOH_PORT
 from fieldtest.netem import wire
 from fieldtest.plan import SquarePlan
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial

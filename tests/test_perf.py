@@ -326,7 +326,7 @@ def test_a_bridged_zenoh_row_runs_through_the_real_bridges(middleware, side, sec
     )
     row = run_row(case, tmp_path)
     assert row.status == "ok", row.error
-    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["zenoh_path"] == "bridge"
+    assert json.loads((tmp_path / "spec.json").read_text())["transport"]["zenoh"]["path"] == "bridge"
     assert row.link.get("emulated", False) == (network != "loopback")
     assert row.figures["received"] == 20 and row.figures["lost"] == 0
     bridges = {"bridge_host", "bridge_robot", *side}

@@ -24,6 +24,7 @@ from fieldtest.middleware.lab import link_topics
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.middleware.zenoh.lab import ros2dds_plugin, run_trial_bridges, twin_side_launches
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record import TrialRequest
 from fieldtest.transport import TransportConfig
@@ -94,7 +95,7 @@ def test_the_command_line_option_reaches_the_request_and_its_name():
     plain = _cli_request()
     assert plain.robot_traffic == "none" and plain.name == "dds-none-loopback-r0"
     loaded = _cli_request("--robot-traffic", "foxglove", "--zenoh-express")
-    assert loaded.robot_traffic == "foxglove" and loaded.transport.zenoh_express
+    assert loaded.robot_traffic == "foxglove" and loaded.transport.settings(ZenohSettings).express
     assert "traffic-foxglove" in loaded.name
 
 
@@ -104,7 +105,7 @@ def test_a_campaign_varies_robot_traffic(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("campaign: rt\nmatrix:\n  robot_traffic: [none, rviz]\n  zenoh_express: [false, true]\n")
     _, requests = load_trials(path)
-    assert sorted((r.robot_traffic, r.transport.zenoh_express) for r in requests) == [
+    assert sorted((r.robot_traffic, r.transport.settings(ZenohSettings).express) for r in requests) == [
         ("none", False), ("none", True), ("rviz", False), ("rviz", True),
     ]  # fmt: skip
 

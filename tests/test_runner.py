@@ -15,6 +15,7 @@ from fieldtest.analysis import analyze_trial, read_metrics
 from fieldtest.analysis.metrics.schema import Drift, Metrics, Stack
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.middleware import registry
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.natnet.feed import PoseFeedReceiver
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
@@ -159,7 +160,7 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
     infra = registry.get(middleware).infra_process
     forwarders = [infra] if infra else []  # routers, brokers, bridges: real-time where permitted
     if middleware.startswith("zenoh"):  # the lab's path: two real bridges (and zenohd as the router)
-        assert record.request.transport.zenoh_path == "bridge"
+        assert record.request.transport.settings(ZenohSettings).path == "bridge"
         bridges = forwarders = ["bridge_host", "bridge_robot"] + ([infra] if infra else [])
         assert all(record.outcome.cpu[name]["cpu_s"] > 0 for name in bridges), record.outcome.cpu
         assert (result.trial_dir / "bridges" / "zenoh_bridge_robot.json5").is_file()

@@ -40,7 +40,9 @@ from typing import Any
 
 import pytest
 
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.registry import prepare_trial_security
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.names import HOST_ENCLAVE, MOCAP_ENCLAVE, STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port, lease_dds_domain
@@ -230,7 +232,11 @@ def capture_filter(config: TransportConfig) -> list[str]:
     if config.middleware == "dds":
         base = 7400 + 250 * config.domain_id
         return ["udp", "portrange", f"{base}-{base + 249}"]
-    port = config.zenoh_port if config.middleware.startswith("zenoh") else config.mqtt_port
+    port = (
+        config.settings(ZenohSettings).port
+        if config.middleware.startswith("zenoh")
+        else config.settings(MqttSettings).port
+    )
     return ["tcp", "port", str(port)]
 
 

@@ -14,6 +14,7 @@ from fieldtest import rosmsg
 from fieldtest.middleware.dds.security import security_xml as cyclonedds_security_xml
 from fieldtest.middleware.mqtt.security import configure_client as mqtt_configure_client
 from fieldtest.middleware.mqtt.security import listener_lines as mosquitto_listener_lines
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.zenoh.security import config_overrides as zenoh_config_overrides
 from fieldtest.procs import free_port
 from fieldtest.security import (
@@ -163,7 +164,9 @@ def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
     config = TransportConfig(
         middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()
     )
-    lines = mosquitto_listener_lines(config, "127.0.0.1", config.mqtt_port, tmp_path / "acl")
+    lines = mosquitto_listener_lines(
+        config, "127.0.0.1", config.settings(MqttSettings).port, tmp_path / "acl"
+    )
     with MosquittoBroker(config, tmp_path, listener_lines=lines):
         robot = open_mqtt(config, "robot", configure_client=mqtt_configure_client(config, "robot"))
         host = open_mqtt(config, "host", configure_client=mqtt_configure_client(config, "host"))
@@ -221,7 +224,9 @@ def test_mqtt_tls_callbacks_never_run_under_the_connections_lock(keystore, tmp_p
         middleware="mqtt-local-broker", security="mtls-acl", keystore=str(keystore), mqtt_port=free_port()
     )
     count = 2000
-    lines = mosquitto_listener_lines(config, "127.0.0.1", config.mqtt_port, tmp_path / "acl")
+    lines = mosquitto_listener_lines(
+        config, "127.0.0.1", config.settings(MqttSettings).port, tmp_path / "acl"
+    )
     with MosquittoBroker(config, tmp_path, listener_lines=lines):
         robot = subprocess.Popen(
             [sys.executable, "-c", MQTT_SHARED_LOCK_ROLE, config.model_dump_json(), str(count)],

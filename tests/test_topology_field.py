@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.netem import get_profile, measure_link, profiles
 from fieldtest.netem.placement import wireless_nodes
 from fieldtest.plan import SquarePlan
@@ -109,6 +110,6 @@ def test_trial_command_line_takes_topology_and_nagle():
     parser = argparse.ArgumentParser()
     add_common_args(parser)
     default = request_from_args(parser.parse_args([]), "mqtt-broker")
-    assert default.topology == "seed" and default.transport.mqtt_nagle is True
+    assert default.topology == "seed" and default.transport.settings(MqttSettings).nagle is True
     chosen = request_from_args(parser.parse_args(["--topology", "robot-only", "--no-nagle"]), "mqtt-broker")
-    assert chosen.topology == "robot-only" and chosen.transport.mqtt_nagle is False
+    assert chosen.topology == "robot-only" and chosen.transport.settings(MqttSettings).nagle is False

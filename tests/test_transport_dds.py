@@ -25,6 +25,7 @@ from cyclonedds.sub import DataReader
 from cyclonedds.topic import Topic
 
 from fieldtest import rosmsg
+from fieldtest.middleware.dds.settings import discovery_used
 from fieldtest.middleware.dds.transport import (
     CYCLONEDDS_NS,
     DdsError,
@@ -193,7 +194,7 @@ def test_xml_discovers_by_multicast_as_the_lab_does(mode, allow):
 def test_loopback_falls_back_to_unicast_peers(mode):
     """Loopback has no multicast flag: every mode discovers by unicast there."""
     config = TransportConfig(dds_discovery=mode)
-    assert config.dds_discovery_used("robot") == "none"
+    assert discovery_used(config, "robot") == "none"
     domain = _domain_xml(config, "robot")
     assert domain.find("c:General/c:AllowMulticast", {"c": CYCLONEDDS_NS}).text == "false"
     assert domain.find("c:Discovery/c:Peers/c:Peer", {"c": CYCLONEDDS_NS}).get("address") == "127.0.0.1"

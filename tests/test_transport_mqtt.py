@@ -25,6 +25,7 @@ from fieldtest.middleware.mqtt.infra import (
     mqtt_broker_address,
     plain_listener_lines,
 )
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.mqtt.transport import (
     STAMP_LENGTH,
     MqttTransportError,
@@ -68,7 +69,7 @@ class RawClient:
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="raw-sniffer")
         self.client.on_message = lambda c, u, m: self.messages.append((m.topic, bytes(m.payload), m.retain))
         self.client.on_subscribe = lambda *args: self.subscribed.set()
-        self.client.connect(mqtt_broker_address(config), config.mqtt_port)
+        self.client.connect(mqtt_broker_address(config), config.settings(MqttSettings).port)
         self.client.loop_start()
         self.client.subscribe("#", qos=1)
         assert self.subscribed.wait(5)
@@ -124,11 +125,11 @@ def test_broker_address_and_conf(tmp_path):
 def test_commands_delivered_in_order_between_processes(tmp_path, make_config):
     config = make_config(namespace="/tb4")
     with MosquittoBroker(config, tmp_path) as broker:
-        assert port_accepts(mqtt_broker_address(config), config.mqtt_port)
+        assert port_accepts(mqtt_broker_address(config), config.settings(MqttSettings).port)
         check_exchange(exchange_commands(config, COUNT), COUNT)
     assert broker.proc.returncode is not None
     assert not psutil.pid_exists(broker.pid)
-    assert not port_accepts(mqtt_broker_address(config), config.mqtt_port)
+    assert not port_accepts(mqtt_broker_address(config), config.settings(MqttSettings).port)
 
 
 def test_publish_is_on_the_wire_when_it_returns(tmp_path):

@@ -23,6 +23,7 @@ from fieldtest import rosmsg
 from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.infra import RouterError, ZenohRouter
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.middleware.zenoh.transport import (
     MAX_STAMP_AGE_NS,
     ZenohTransportError,
@@ -65,7 +66,7 @@ def test_keys_follow_zenoh_bridge_ros2dds():
 def test_session_configs_are_what_zenoh_accepts():
     peer = peer_config(robot_address="10.0.0.2")
     robot, host = zenoh_config(peer, "robot"), zenoh_config(peer, "host")
-    endpoint = f"tcp/10.0.0.2:{peer.zenoh_port}"
+    endpoint = f"tcp/10.0.0.2:{peer.settings(ZenohSettings).port}"
     assert (robot["mode"], robot["listen"]["endpoints"], robot["connect"]["endpoints"]) == (
         "peer",
         [endpoint],
@@ -80,7 +81,7 @@ def test_session_configs_are_what_zenoh_accepts():
     for role in ("host", "robot"):
         client = zenoh_config(routed, role)
         assert client["mode"] == "client"
-        assert client["connect"]["endpoints"] == [f"tcp/127.0.0.3:{routed.zenoh_port}"]
+        assert client["connect"]["endpoints"] == [f"tcp/127.0.0.3:{routed.settings(ZenohSettings).port}"]
     assert host["scouting"]["multicast"]["enabled"] is False
     tls = {"transport": {"link": {"tls": {"root_ca_certificate": "/k/ca.pem", "enable_mtls": True}}}}
     merged = deep_merge(host, tls)
@@ -98,11 +99,11 @@ def test_peer_delivers_commands_in_order_between_processes():
 def test_router_delivers_commands_in_order_and_stops_cleanly():
     config = router_config(namespace="/tb4")
     with ZenohRouter(config) as router:
-        assert router.running() and port_accepts(config.router_address, config.zenoh_port)
+        assert router.running() and port_accepts(config.router_address, config.settings(ZenohSettings).port)
         check_exchange(exchange_commands(config, COUNT), COUNT)
     assert router.proc.returncode is not None
     assert not psutil.pid_exists(router.pid)
-    assert not port_accepts(config.router_address, config.zenoh_port)
+    assert not port_accepts(config.router_address, config.settings(ZenohSettings).port)
 
 
 def _raw_exchange(config: TransportConfig, raw_session_config: dict) -> None:

@@ -70,7 +70,8 @@ from fieldtest.analysis.rendering.figuredata import PlotData
 from fieldtest.analysis.rendering.plotprocess import PlotWorker, PlotWorkerError
 from fieldtest.analysis.rendering.report import write_report
 from fieldtest.analysis.rendering.trajectoryfile import write_trajectory
-from fieldtest.catalog import uses_setting
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, BagError, TrialFormatError
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR
 
@@ -234,13 +235,15 @@ def trial_variant(req) -> str:
     """The settings, beyond middleware, security and network, that set a trial apart from the
     default set-up ("" for none): compare keeps such trials in rows of their own."""
     parts = []
-    if uses_setting(req.transport.middleware, "mqtt_nagle") and not req.transport.mqtt_nagle:
+    mqtt = req.transport.own_settings(MqttSettings)
+    zenoh = req.transport.own_settings(ZenohSettings)
+    if mqtt and not mqtt.nagle:
         parts.append("Nagle off")
     if req.network not in ("loopback", "lab") and req.topology != "seed":
         parts.append(f"topology {topology_label(req.topology)}")
     if req.robot_traffic != "none":
         parts.append(f"robot traffic {req.robot_traffic}")
-    if req.transport.zenoh_express and uses_setting(req.transport.middleware, "zenoh_express"):
+    if zenoh and zenoh.express:
         parts.append("cmd_vel priority 1 express")
     if req.transport.qos != "default":  # e.g. RELIABLE against BEST_EFFORT: rows of their own
         parts.append(f"qos {req.transport.qos}")
@@ -317,12 +320,8 @@ def _assemble(
             "trial_id": data.record.trial_id,
             "name": req.name,
             "middleware": req.transport.middleware,
-            "zenoh_path": req.transport.zenoh_path
-            if uses_setting(req.transport.middleware, "zenoh_path")
-            else "",
-            "mqtt_nagle": req.transport.mqtt_nagle
-            if uses_setting(req.transport.middleware, "mqtt_nagle")
-            else None,
+            "zenoh_path": zenoh.path if (zenoh := req.transport.own_settings(ZenohSettings)) else "",
+            "mqtt_nagle": mqtt.nagle if (mqtt := req.transport.own_settings(MqttSettings)) else None,
             "variant": trial_variant(req),
             "topology": topology_label(req.topology),
             "security": req.transport.security,

@@ -32,7 +32,7 @@ from fieldtest.labrun.endpoints.create3 import (
     verdict,
 )
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
-from fieldtest.names import MQTT_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT
 
 if TYPE_CHECKING:
     from fieldtest.record import TrialRequest

@@ -50,6 +50,9 @@ class Middleware:
     own_security: ClassVar[bool] = False
     # The kit security settings it takes (fieldtest.security.settings), from its family's security.py.
     security_settings: ClassVar[tuple[str, ...]] = ()
+    # The Python library its twin transport imports (None: no twin transport), e.g. for a lab perf
+    # relay's check that the robot's Python has it.
+    transport_library: ClassVar[str | None] = None
     # How many receivers of one topic its twin transport links (None: any number).
     max_receivers: ClassVar[int | None] = None
 

@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role
-from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, ROBOT_TRAFFIC_PRESETS, ZENOH_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT
+from fieldtest.middleware.zenoh.settings import ZENOH_PORT
+from fieldtest.names import BASE_CMD_TYPE, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
 from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC

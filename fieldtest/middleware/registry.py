@@ -6,13 +6,17 @@
     registry.names(lab=True)    # plus the lab-only variants
 
 A family is found by its name in the catalog (``fieldtest.catalog.CATALOG``), never listed here: family
-``F`` lives in the package ``fieldtest.middleware.<F with "-" as "_">`` (``family_package``), and that
-package holds
+``F`` lives in the package ``fieldtest.middleware.<F with "-" as "_">``, and that
+package holds (``fieldtest.catalog.family_package``)
 
 - ``family.py`` (required): one ``Middleware`` subclass per catalog name of the family
   (``fieldtest.middleware.base``) and ``MIDDLEWARES``, a tuple of one instance of each;
-- ``settings.py`` (only if the family has link settings of its own): ``Settings``, a pydantic model
-  whose every field has a default, found by ``fieldtest.linkconfig`` (see there);
+- ``settings.py`` (only if the family has link settings of its own): ``Settings``, a frozen pydantic
+  model with a default for every field, plain data (it imports no middleware library: every layer
+  reads it). ``fieldtest.linkconfig.TransportConfig`` holds it under the family's name (YAML
+  ``<family>: {field: value}``; the flat ``<family>_<field>`` of older configs is read too), and
+  callers read it as ``config.settings(Settings)``. A field named ``port`` is a port the family's
+  processes listen on: trials beside each other get a free one each (``with_ports``);
 - whatever its hooks import when called (``transport.py``, ``infra.py``, ``security.py``, ``lab.py``,
   ``wire.py``, ...), named after what they hold.
 
@@ -27,7 +31,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
+from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES, family_package
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.record import TrialRequest
@@ -37,11 +41,6 @@ from .base import Middleware
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch
     from fieldtest.security.keystore import KeystoreMaterial
-
-
-def family_package(family: str) -> str:
-    """The package that holds family ``family`` (a catalog family name)."""
-    return f"fieldtest.middleware.{family.replace('-', '_')}"
 
 
 def _declared() -> dict[str, Middleware]:

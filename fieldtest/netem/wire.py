@@ -38,6 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+
 from .linktraffic import read_pcap
 
 TO_LOCAL, FROM_LOCAL = "to_local", "from_local"
@@ -456,6 +459,9 @@ def trial_wire_record(
     """A trial's capture on the robot's link, per direction (``wire`` in ``outcome.link_traffic``):
     what the robot received is host -> robot, what it sent robot -> host. ``transport`` is the
     trial's TransportConfig, whose ports name the MQTT and Zenoh flows."""
-    ports = {transport.mqtt_port: "mqtt", transport.zenoh_port: "zenoh"}
+    ports = {
+        transport.settings(MqttSettings).port: "mqtt",
+        transport.settings(ZenohSettings).port: "zenoh",
+    }
     wire = account(path, [robot_address], duration_s, ports, (HOST_TO_ROBOT, ROBOT_TO_HOST))
     return {"wire": wire}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from fieldtest.catalog import uses_setting
-from fieldtest.linkconfig import TransportConfig
+from fieldtest.linkconfig import TransportConfig, reads_settings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 
 # rate_hz 0: saturation, publish as fast as the middleware accepts (performance_test's --rate 0,
 # "publish as fast as possible": ApexAI/performance_test performance_test/src/main.cpp)
@@ -45,16 +45,17 @@ class PerfCase:
 
     def normalized(self) -> PerfCase:
         """The case with the family settings its middleware does not read blanked, so two cases that
-        differ only there are one (``catalog.uses_setting``)."""
-        if self.zenoh_path and not uses_setting(self.middleware, "zenoh_path"):
+        differ only there are one (``linkconfig.reads_settings``)."""
+        reads_path = reads_settings(self.middleware, ZenohSettings)
+        if self.zenoh_path and not reads_path:
             return replace(self, zenoh_path="")
-        if not self.zenoh_path and uses_setting(self.middleware, "zenoh_path"):
+        if not self.zenoh_path and reads_path:
             return replace(self, zenoh_path="direct")
         return self
 
     def transport(self, **addresses) -> TransportConfig:
         """The row's TransportConfig (before its ports, addresses and keystore are known)."""
-        path = {"zenoh_path": self.zenoh_path} if self.zenoh_path else {}
+        path = {"zenoh": {"path": self.zenoh_path}} if self.zenoh_path else {}
         return TransportConfig(
             middleware=self.middleware, qos=self.qos, security=self.security, **path, **addresses
         )

@@ -84,8 +84,8 @@ CLOCKS_NOTE = (
     "figures on it through the estimated host - robot offset (each row's clock_offset_s, error at "
     "most ntp_error_bound_ms), or not given where no offset could be estimated"
 )
-# What each family's transport imports on the relay's side (fieldtest/middleware/<family>/transport.py).
-FAMILY_MODULES = {"dds": "cyclonedds", "zenoh": "zenoh", "mqtt": "paho.mqtt"}
+# What the twin transports import on the relay's side (each middleware's transport_library).
+TRANSPORT_LIBRARIES = sorted({m.transport_library for m in registry.REGISTRY.values() if m.transport_library})
 SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Security libraries it lacks
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
@@ -101,7 +101,7 @@ _PROBE = (
     "        return u.find_spec(m) is not None\n"
     "    except ModuleNotFoundError:\n"
     "        return False\n"
-    f"found = {{m: has(m) for m in {sorted(FAMILY_MODULES.values())!r}}}\n"
+    f"found = {{m: has(m) for m in {TRANSPORT_LIBRARIES!r}}}\n"
     "from fieldtest.middleware.dds.security import missing_security_plugins\n"
     f"found[{SECURITY_PLUGINS!r}] = missing_security_plugins()\n"
     "print(json.dumps(found))"
@@ -145,7 +145,7 @@ class LabLink:
             return f"subscribers {case.subscribers}: the lab has one robot"
         if registry.get(case.middleware).bridged(case.transport()):
             return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
-        module = FAMILY_MODULES[registry.get(case.middleware).family]
+        module = registry.get(case.middleware).transport_library or ""
         if not self.robot_modules.get(module, False):
             return (
                 f"middleware {case.middleware}: the robot's {self.python} has no {module} "

@@ -40,7 +40,7 @@ START_TIMEOUT_S = 30.0
 MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
 MODES = ("roundtrip", "one-way")
 SATURATION_WORD = "max"  # how the command line and a campaign file ask for it
-ZENOH_PATHS = ("direct", "bridge")  # TransportConfig.zenoh_path
+ZENOH_PATHS = ("direct", "bridge")  # the zenoh settings' path (fieldtest.middleware.zenoh.settings)
 # The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
 # (fieldtest.middleware.lab.link_topics): a bridged row's sides are set up as a Humble trial's.
 BRIDGED_CMD_TYPE = "twist"
@@ -261,7 +261,7 @@ class _Link:
         return topo.command(node, []) if topo is not None else []
 
     def config(self, case: PerfCase, domain_id: int, row_dir: Path) -> TransportConfig:
-        config = case.transport(domain_id=domain_id, zenoh_port=free_port(), mqtt_port=free_port())
+        config = case.transport(domain_id=domain_id).with_ports(free_port)
         if (topo := self.emulated_topo) is not None:
             addr = topo.address
             infra = addr(self.infra_node) if self.infra_node else addr("host")

@@ -17,9 +17,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from fieldtest.catalog import uses_setting
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import TransportConfig
+from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan, validation_message
 
@@ -144,8 +144,8 @@ class TrialRequest(BaseModel):
     def _discovery_has_multicast(self) -> TrialRequest:
         """Multicast discovery on a link that drops multicast would leave the robot unreached (or
         lost when its participants' leases run out after a fault): refused before the trial."""
-        transport = self.transport
-        if not uses_setting(transport.middleware, "dds_discovery") or transport.dds_discovery == "none":
+        dds = self.transport.own_settings(DdsSettings)
+        if dds is None or dds.discovery == "none":
             return self
         for where, profile in [
             ("network", self.network),
@@ -153,8 +153,8 @@ class TrialRequest(BaseModel):
         ]:
             if _drops_multicast(profile):
                 raise ValueError(
-                    f"transport.dds_discovery {transport.dds_discovery!r} needs multicast, which the "
-                    f"{where} profile {_profile_name(profile)!r} drops: set transport.dds_discovery: none"
+                    f"transport.dds.discovery {dds.discovery!r} needs multicast, which the "
+                    f"{where} profile {_profile_name(profile)!r} drops: set transport.dds.discovery: none"
                 )
         return self
 
@@ -200,7 +200,7 @@ class TrialOutcome(BaseModel):
     faults: list[dict[str, Any]] = Field(default_factory=list)  # scheduled outages / profile changes
     nodes: dict[str, str] = Field(default_factory=dict)  # twin: each machine -> its link (profile or "wired")
     # twin DDS cases: the discovery the participants ran (spdp, all, none), which is "none" (unicast
-    # peers) on loopback whatever transport.dds_discovery asked; null for other middlewares
+    # peers) on loopback whatever transport.dds.discovery asked; null for other middlewares
     dds_discovery: str | None = None
     # twin, emulated network: packets and bytes per second by kind on the robot's link, from a
     # capture (fieldtest.netem.linktraffic; docs/trial-format.md)

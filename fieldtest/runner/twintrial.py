@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fieldtest.catalog import uses_setting
 from fieldtest.lifecycle import (
     Interrupted,
     TrialResult,
@@ -76,9 +75,7 @@ def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
 
 def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
     """Free ports and the leased DDS domain per trial, so trials can run side by side on one machine."""
-    transport = request.transport.model_copy(
-        update={"zenoh_port": free_port(), "mqtt_port": free_port(), "domain_id": domain_id}
-    )
+    transport = request.transport.with_ports(free_port).model_copy(update={"domain_id": domain_id})
     twin = request.twin.model_copy(
         update={
             "natnet_command_port": free_port(2),
@@ -592,12 +589,16 @@ def _run_in_network(
 
 def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
     """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
+    from fieldtest.middleware.dds.settings import Settings as DdsSettings
+    from fieldtest.middleware.dds.settings import discovery_used
+
     transport = request.transport
-    if not uses_setting(transport.middleware, "dds_discovery"):
+    dds = transport.own_settings(DdsSettings)
+    if dds is None:
         return
-    used = record.outcome.dds_discovery = transport.dds_discovery_used("robot")
-    if used != transport.dds_discovery:
+    used = record.outcome.dds_discovery = discovery_used(transport, "robot")
+    if used != dds.discovery:
         record.outcome.warnings.append(
-            f"transport.dds_discovery {transport.dds_discovery!r}: loopback has no multicast, "
+            f"transport.dds.discovery {dds.discovery!r}: loopback has no multicast, "
             "so the participants discovered by unicast peers (none)"
         )

@@ -115,9 +115,11 @@ def probe_config(transport: TransportConfig) -> TransportConfig:
     """The trial's link with a namespace of its own, the direct Zenoh path and MQTT clients without
     Nagle's algorithm (the probe measures the router or broker, not the bridges or the clients' wait
     for an acknowledgement)."""
-    return transport.model_copy(
-        update={"namespace": "fieldtest_probe", "zenoh_path": "direct", "mqtt_nagle": False}
-    )
+    from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+    from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+
+    probe = transport.model_copy(update={"namespace": "fieldtest_probe"})
+    return probe.with_settings(ZenohSettings, path="direct").with_settings(MqttSettings, nagle=False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,10 @@ from pydantic import ValidationError
 from fieldtest.linkconfig import Role
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import ROS_DISTROS, LabLaunch, LaunchArgError
-from fieldtest.names import BASE_CMD_TYPE, MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+from fieldtest.names import BASE_CMD_TYPE
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.record.trial import TrialRequest
 
@@ -245,8 +248,9 @@ def lab_mqtt_port(request: TrialRequest) -> int:
     security, 1883 plain and 8883 TLS, so one broker machine serves a campaign with security off
     and on on two listeners (``fieldtest lab broker-config``)."""
     t = request.transport
-    if "mqtt_port" in t.model_fields_set:
-        return t.mqtt_port
+    mqtt = t.settings(MqttSettings)
+    if "port" in mqtt.model_fields_set:
+        return mqtt.port
     return MQTT_TLS_PORT if t.security != "none" else MQTT_PORT
 
 
@@ -254,9 +258,9 @@ def with_lab_defaults(request: TrialRequest) -> TrialRequest:
     """``request`` with the lab's defaults for what it leaves open (the MQTT port), so trial.yaml
     records what ran."""
     t = request.transport
-    if "mqtt_port" in t.model_fields_set:
+    if "port" in t.settings(MqttSettings).model_fields_set:
         return request
-    transport = t.model_copy(update={"mqtt_port": lab_mqtt_port(request)})
+    transport = t.with_settings(MqttSettings, port=lab_mqtt_port(request))
     return request.model_copy(update={"transport": transport})
 
 
@@ -286,13 +290,13 @@ def launch_args_for_trial(
         "robot_address": t.robot_address,
         "router_address": t.router_address,
         "broker_address": t.broker_address,
-        "zenoh_port": str(t.zenoh_port),
+        "zenoh_port": str(t.settings(ZenohSettings).port),
         "mqtt_port": str(lab_mqtt_port(request)),
         "keystore": t.keystore,
         "trial_dir": str(trial_dir),
         # what the bridges carry besides the kit's topics, and how they route cmd_vel
         "robot_traffic": request.robot_traffic,
-        "zenoh_express": str(t.zenoh_express).lower(),
+        "zenoh_express": str(t.settings(ZenohSettings).express).lower(),
     }
     args.update(extra or {})
     checked = {k: v for k, v in args.items() if role != "robot" or k not in PREFLIGHT_ARGUMENTS}

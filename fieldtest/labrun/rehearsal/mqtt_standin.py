@@ -46,6 +46,7 @@ from typing import Any
 import yaml
 
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware.mqtt.settings import MQTT_PORT
 from fieldtest.middleware.mqtt.transport import (
     KEEPALIVE_S,
     MAX_INFLIGHT,
@@ -55,7 +56,6 @@ from fieldtest.middleware.mqtt.transport import (
     split_stamped_payload,
     stamped_payload,
 )
-from fieldtest.names import MQTT_PORT
 
 STANDIN_BANNER = (
     "STAND-IN for mqtt_client (fieldtest.labrun.rehearsal.mqtt_standin): not the real mqtt_client"

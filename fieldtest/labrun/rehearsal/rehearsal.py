@@ -172,8 +172,7 @@ def _start_middleware_machine(procs: ProcessGroup, request: TrialRequest, distro
 
 def rehearsal_request(request: TrialRequest) -> TrialRequest:
     """``request`` with free Zenoh and MQTT ports: everything listens on this one machine."""
-    ports = {"zenoh_port": free_port(), "mqtt_port": free_port()}
-    return request.model_copy(update={"transport": request.transport.model_copy(update=ports)})
+    return request.model_copy(update={"transport": request.transport.with_ports(free_port)})
 
 
 def side_options(options: LabOptions, request: TrialRequest) -> LabOptions:

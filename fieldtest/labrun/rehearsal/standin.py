@@ -38,19 +38,13 @@ def transport_config(cfg: LabLaunch) -> TransportConfig:
         raise LaunchArgError(
             f"middleware {cfg.middleware} needs ROS 2 ({registry.get(cfg.middleware).lab_node_rmw(cfg.dds)}); no stand-in exists"
         )
-    return TransportConfig(
-        middleware=cfg.middleware,
-        qos=cfg.qos,
-        namespace=cfg.namespace,
-        domain_id=cfg.domain_id,
-        host_address=cfg.host_address,
-        robot_address=cfg.robot_address,
-        router_address=cfg.router_address,
-        broker_address=cfg.broker_address,
-        zenoh_port=cfg.zenoh_port,
-        mqtt_port=cfg.mqtt_port,
-        security=cfg.security,
-        keystore=cfg.keystore,
+    return TransportConfig.model_validate(
+        {
+            **cfg.model_dump(include={"middleware", "qos", "namespace", "domain_id", "security", "keystore"}),
+            **cfg.model_dump(include={"host_address", "robot_address", "router_address", "broker_address"}),
+            # the launch's flat port arguments, as TransportConfig reads a flat key
+            **cfg.model_dump(include={"zenoh_port", "mqtt_port"}),
+        }
     )
 
 

@@ -15,6 +15,7 @@ class Dds(Middleware):
     summary = "CycloneDDS alone: the RMW crosses the network"
     secure_default = "sros2"
     security_settings = security.SETTINGS
+    transport_library = "cyclonedds"
 
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.dds.transport import open_dds

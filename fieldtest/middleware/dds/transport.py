@@ -7,7 +7,7 @@ unchanged (``tests/test_transport_dds.py`` checks that they equal cyclonedds' ow
 so every middleware in the kit pays the same serialization cost.
 
 Configuration: each process creates its DDS domain from ``cyclonedds_xml(config, role)`` (the
-trial's ``dds_discovery``: multicast SPDP as the lab by default, unicast on loopback), followed by
+trial's ``dds.discovery``: multicast SPDP as the lab by default, unicast on loopback), followed by
 ``$CYCLONEDDS_URI`` if set, whose settings win. A domain's configuration is fixed by the first
 transport that opens it in a process.
 
@@ -40,9 +40,9 @@ from cyclonedds.util import duration
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.linkconfig import DDS_ALLOW_MULTICAST
 from fieldtest.middleware.dds.cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
 from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
+from fieldtest.middleware.dds.settings import DDS_ALLOW_MULTICAST, discovery_used
 from fieldtest.qos import QosProfile, get_qos
 from fieldtest.transport.base import (
     Prepared,
@@ -108,13 +108,13 @@ def _own_and_peer_addresses(config: TransportConfig, role: Role) -> tuple[str, l
 def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "") -> str:
     """The CycloneDDS configuration of one kit process.
 
-    Binds to the role's own address and discovers as ``config.dds_discovery_used(role)`` says:
+    Binds to the role's own address and discovers as ``discovery_used(config, role)`` (fieldtest.middleware.dds.settings) says:
     multicast SPDP announcements ("spdp", as the lab), multicast for everything ("all"), or unicast
     to the host and robot addresses ("none", and always on loopback, which has no multicast flag).
     ``security_xml`` is a ``<Security>...</Security>`` element placed inside ``<Domain>``.
     """
     own, peers = _own_and_peer_addresses(config, role)
-    discovery = config.dds_discovery_used(role)
+    discovery = discovery_used(config, role)
     return cyclonedds_config_xml(
         interface_addresses=[own],
         allow_multicast=DDS_ALLOW_MULTICAST[discovery],

@@ -10,6 +10,7 @@ from pathlib import Path
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
 from fieldtest.middleware.mqtt.security import SETTINGS
+from fieldtest.middleware.mqtt.settings import Settings
 
 
 def broker_address(config: TransportConfig) -> str:
@@ -21,6 +22,7 @@ def broker_address(config: TransportConfig) -> str:
 class _Mqtt(Middleware):
     security_settings = SETTINGS
     infra_process = "broker"
+    transport_library = "paho.mqtt"
     lab_bridge = "mqtt_client"
     lab_clock_source = (
         "udp"  # Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c): probes wait for delayed ACKs
@@ -79,7 +81,7 @@ class _Mqtt(Middleware):
         if config.security != "none":
             acl = folder / "acl"  # per broker: trials sharing a keystore keep their own ACL
             acl.parent.mkdir(parents=True, exist_ok=True)
-            lines = listener_lines(config, address, config.mqtt_port, acl)
+            lines = listener_lines(config, address, config.settings(Settings).port, acl)
         return broker.MosquittoBroker(
             config,
             folder,

@@ -1,7 +1,7 @@
 """MQTT's infrastructure process: a Mosquitto broker, a separate OS process started and always
 stopped by a context manager:
 
-    with MosquittoBroker(config, workdir):  # broker at mqtt_broker_address(config):<mqtt_port>
+    with MosquittoBroker(config, workdir):  # broker at mqtt_broker_address(config):<mqtt.port>
         ...
 
 Secured, it takes the listener lines security makes (``listener_lines``): build it through
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fieldtest.catalog import catalog_entry
-from fieldtest.names import MQTT_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_PORT, Settings
 from fieldtest.procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError
 from fieldtest.transport.base import TransportConfig, require_fragment
 
@@ -122,7 +122,9 @@ class MosquittoBroker(ManagedProcess):
         address = mqtt_broker_address(config)
         self.conf_path = Path(workdir) / "mosquitto.conf"
         lines = (
-            listener_lines if listener_lines is not None else plain_listener_lines(address, config.mqtt_port)
+            listener_lines
+            if listener_lines is not None
+            else plain_listener_lines(address, config.settings(Settings).port)
         )
         if run_as is None and listener_lines is not None:
             run_as = getpass.getuser()
@@ -133,7 +135,7 @@ class MosquittoBroker(ManagedProcess):
             "mosquitto",
             [*prefix, binary, "-c", str(self.conf_path)],
             address=address,
-            port=config.mqtt_port,
+            port=config.settings(Settings).port,
             ready_text=MOSQUITTO_READY,
             check_port=not prefix,
             start_timeout_s=start_timeout_s,

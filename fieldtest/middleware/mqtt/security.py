@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.linkconfig import TransportConfig
-from fieldtest.names import MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
 from fieldtest.security.enforce import require_credentials
 from fieldtest.security.glue import keystore_of, require_tls_name
 from fieldtest.security.policy import LINK_FLOWS, wire_key

@@ -45,6 +45,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.mqtt.infra import mqtt_broker_address
+from fieldtest.middleware.mqtt.settings import Settings
 from fieldtest.qos import mqtt_qos
 from fieldtest.transport import pollstamp
 from fieldtest.transport.base import (
@@ -492,11 +493,11 @@ def open_mqtt(
         announce_type=announce_type,
         on_latency=on_latency,
     )
-    if not config.mqtt_nagle:
+    if not config.settings(Settings).nagle:
         client.on_socket_open = _disable_nagle
     if configure_client is not None:
         configure_client(client)
-    _connect_with_retries(client, address, config.mqtt_port, connect_timeout_s)
+    _connect_with_retries(client, address, config.settings(Settings).port, connect_timeout_s)
     loop.start()
     try:
         transport.wait_connected(connect_timeout_s)

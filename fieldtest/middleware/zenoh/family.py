@@ -1,7 +1,7 @@
 """Zenoh: peer to peer (``zenoh-peer``: the robot listens, the host connects) or through a router
 (``zenoh-router``: both are clients of it).
 
-Two paths in the twin (``TransportConfig.zenoh_path``): "bridge", the lab's path (each side's DDS ->
+Two paths in the twin (``path`` of its settings, fieldtest.middleware.zenoh.settings): "bridge", the lab's path (each side's DDS ->
 zenoh-bridge-ros2dds -> Zenoh -> bridge -> DDS; zenohd is then also the router), or "direct", the
 kit's processes on Zenoh themselves. Security: mutual TLS + access control (``mtls-acl``).
 """
@@ -13,18 +13,21 @@ from pathlib import Path
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
 from fieldtest.middleware.zenoh.security import SETTINGS, config_overrides
+from fieldtest.middleware.zenoh.settings import Settings
 
 
 class _Zenoh(Middleware):
     security_settings = SETTINGS
     lab_bridge = "zenoh-bridge-ros2dds"
+    transport_library = "zenoh"
 
     def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:
         """Twin trials run through the real bridges, as in the lab, unless the request names the path."""
-        return config if "zenoh_path" in fields_set else config.model_copy(update={"zenoh_path": "bridge"})
+        given = config.settings(Settings).model_fields_set
+        return config if "path" in given else config.with_settings(Settings, path="bridge")
 
     def bridged(self, config: TransportConfig) -> bool:
-        return config.zenoh_path == "bridge"
+        return config.settings(Settings).path == "bridge"
 
     def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
         from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
@@ -105,7 +108,9 @@ class ZenohViaRouter(_Zenoh):
         overrides = None
         if config.security != "none":
             overrides = config_overrides(
-                config, "router", infra.router_session_config(config.router_address, config.zenoh_port)
+                config,
+                "router",
+                infra.router_session_config(config.router_address, config.settings(Settings).port),
             )
         return infra.ZenohRouter(config, prefix=prefix or (), overrides=overrides, realtime=realtime)
 

@@ -1,7 +1,7 @@
 """Zenoh's infrastructure process: a Zenoh router, a separate OS process started and always stopped
 by a context manager:
 
-    with ZenohRouter(config):              # router at tcp/<router_address>:<zenoh_port>
+    with ZenohRouter(config):              # router at tcp/<router_address>:<zenoh.port>
         ...
 
 Secured, it takes the overrides security makes: build it through
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from fieldtest.names import ZENOH_PORT
+from fieldtest.middleware.zenoh.settings import ZENOH_PORT, Settings
 from fieldtest.procs import DEFAULT_START_TIMEOUT_S, ManagedProcess, ProcessStartError, signals_set
 from fieldtest.transport.base import TransportConfig, require_fragment
 
@@ -58,7 +58,7 @@ def run_zenoh_router(
     from fieldtest.middleware.zenoh.transport import open_session
 
     stop = stop or threading.Event()
-    session_config = router_session_config(config.router_address, config.zenoh_port, overrides)
+    session_config = router_session_config(config.router_address, config.settings(Settings).port, overrides)
     with contextlib.ExitStack() as on_exit:
         if threading.current_thread() is threading.main_thread():
             on_exit.enter_context(signals_set(stop))
@@ -90,10 +90,10 @@ def zenoh_router_command(
 
 
 class ZenohRouter(ManagedProcess):
-    """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh_port>.
+    """A Zenoh router as a subprocess at tcp/<router_address>:<zenoh.port>.
 
     ``overrides`` are deep-merged into its config; a secured ``config`` needs them (the router's
-    TLS identity and access control, tls/<router_address>:<zenoh_port>, made by security).
+    TLS identity and access control, tls/<router_address>:<zenoh.port>, made by security).
     """
 
     start_error = RouterError
@@ -110,9 +110,12 @@ class ZenohRouter(ManagedProcess):
         require_fragment(config, overrides, "Zenoh router security overrides")
         super().__init__(
             "zenoh router",
-            [*prefix, *zenoh_router_command(config.router_address, config.zenoh_port, overrides)],
+            [
+                *prefix,
+                *zenoh_router_command(config.router_address, config.settings(Settings).port, overrides),
+            ],
             address=config.router_address,
-            port=config.zenoh_port,
+            port=config.settings(Settings).port,
             ready_text=ZENOH_ROUTER_READY,
             check_port=not prefix,
             start_timeout_s=start_timeout_s,
@@ -129,7 +132,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=ZENOH_PORT)
     parser.add_argument("--overrides-json", default="", help="JSON object deep-merged into the router config")
     args = parser.parse_args(argv)
-    config = TransportConfig(middleware="zenoh-router", router_address=args.address, zenoh_port=args.port)
+    config = TransportConfig.model_validate(
+        {"middleware": "zenoh-router", "router_address": args.address, "zenoh": {"port": args.port}}
+    )
     overrides = json.loads(args.overrides_json) if args.overrides_json else None
     run_zenoh_router(config, overrides=overrides)
     return 0

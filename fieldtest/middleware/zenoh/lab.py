@@ -48,6 +48,7 @@ from fieldtest.middleware.zenoh.bridge import (
 from fieldtest.middleware.zenoh.infra import router_session_config
 from fieldtest.middleware.zenoh.infra import zenoh_router_command as kit_router_command
 from fieldtest.middleware.zenoh.security import zenoh_security_overrides
+from fieldtest.middleware.zenoh.settings import Settings
 from fieldtest.procs import ProcessStartError
 from fieldtest.transport.base import TransportConfig
 
@@ -354,16 +355,18 @@ def twin_side_launches(
     """The host's and robot's LabLaunch of a twin trial bridged as in the lab: each side's DDS in
     its own domain (``side_domain``); Humble for Twist commands, Jazzy for TwistStamped. The
     bridges also carry ``robot_traffic``'s topics, and route cmd_vel at priority 1 (express) when
-    ``transport.zenoh_express`` asks."""
+    the transport's zenoh ``express`` setting asks."""
     common = {
         "ros_distro": "humble" if cmd_type == "twist" else "jazzy",
         "cmd_type": cmd_type,
         "record_ros2bag": False,
         "robot_traffic": robot_traffic,
         **transport.model_dump(
-            include={"middleware", "security", "qos", "namespace", "keystore", "zenoh_port", "zenoh_express"}
+            include={"middleware", "security", "qos", "namespace", "keystore"}
             | {"host_address", "robot_address", "router_address"}
         ),
+        "zenoh_port": transport.settings(Settings).port,
+        "zenoh_express": transport.settings(Settings).express,
     }
     host, robot = (
         LabLaunch(role=role, domain_id=side_domain(transport, role), **common) for role in ("host", "robot")
@@ -435,9 +438,9 @@ def run_trial_bridges(
 
     On one machine the two sides' DDS must not meet except through the bridges: give them separate
     domains. ``twin_side_launches`` does (``side_domain``), and the kit's transports opened with
-    ``zenoh_path="bridge"`` use the same domains, on 127.0.0.1, with $ROS_DISTRO as the bridges':
+    the zenoh ``path`` "bridge" use the same domains, on 127.0.0.1, with $ROS_DISTRO as the bridges':
 
-        transport = request.transport.model_copy(update={"zenoh_path": "bridge"})
+        transport = request.transport.with_settings(Settings, path="bridge")
         host, robot = twin_side_launches(transport, request.cmd_type)
         os.environ["ROS_DISTRO"] = host.ros_distro  # GID size of the kit's ros_discovery_info
         with run_trial_bridges(host, robot, trial_dir / "bridges"):

@@ -6,9 +6,9 @@ The bridge maps the ROS topic ``/cmd_vel`` to the key ``cmd_vel`` (the namespace
 BEST_EFFORT ones with DROP (its default ``reliable_routes_blocking: true``); so does this module.
 
 Middlewares:
-- ``zenoh-peer``: peer to peer over TCP. The robot listens on ``tcp/<robot_address>:<zenoh_port>``,
+- ``zenoh-peer``: peer to peer over TCP. The robot listens on ``tcp/<robot_address>:<zenoh.port>``,
   the host connects to it. Scouting is off so the link is exactly the one configured.
-- ``zenoh-router``: both sides are clients of a router at ``tcp/<router_address>:<zenoh_port>``
+- ``zenoh-router``: both sides are clients of a router at ``tcp/<router_address>:<zenoh.port>``
   (see ``fieldtest.middleware.zenoh.infra`` for running one).
 
 Arrival stamps: the robot's session has timestamping on, so zenoh's router layer stamps each
@@ -37,6 +37,7 @@ import zenoh
 from fieldtest import rosmsg
 from fieldtest.catalog import catalog_entry
 from fieldtest.errors import FieldtestError
+from fieldtest.middleware.zenoh.settings import Settings
 from fieldtest.qos import get_qos
 from fieldtest.transport.base import (
     CallbackSubscriber,
@@ -103,7 +104,7 @@ def zenoh_config(
     if entry.family != "zenoh" or entry.listener is None:
         raise ZenohTransportError(f"middleware {config.middleware!r} is not a Zenoh middleware")
     listener, address_field = entry.listener  # zenoh-peer: the robot listens; zenoh-router: the router
-    endpoint = tcp_endpoint(getattr(config, address_field), config.zenoh_port)
+    endpoint = tcp_endpoint(getattr(config, address_field), config.settings(Settings).port)
     if listener == "router":
         mode, listen, connect = "client", [], [endpoint]
     elif listener == role:
