@@ -31,6 +31,7 @@ from fieldtest.catalog import CATALOG, TWIN_MIDDLEWARES, family, family_package
 Role = Literal["host", "robot"]
 TwinMiddleware = Literal[TWIN_MIDDLEWARES]  # type: ignore[valid-type]  # the names the twin runs
 SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
+Holder = TypeVar("Holder", bound="FamilySettingsHolder")
 
 
 def _settings_models() -> dict[str, type[BaseModel]]:
@@ -88,23 +89,12 @@ def _written_form(schema: dict[str, Any]) -> None:
             }
 
 
-class TransportConfig(BaseModel):
-    """Everything a process needs to join the trial's link."""
+class FamilySettingsHolder(BaseModel):
+    """A model that holds every family's link settings by family name, written as top-level keys
+    (``zenoh: {...}``) and read from them or from the older flat keys (``zenoh_port``): the trial's
+    ``TransportConfig`` and a lab side's ``LabLaunch`` (fieldtest.middleware.launch)."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_written_form)
-
-    middleware: TwinMiddleware = "dds"
-    qos: str = "default"  # a profile name from fieldtest.qos
-    namespace: str = ""  # ROBOT_NAMESPACE, prepended to every topic
-    domain_id: int = 0
-    # Addresses of the peers (host/robot/router/broker). Loopback by default; the network
-    # emulation sets these to namespace addresses.
-    host_address: str = "127.0.0.1"
-    robot_address: str = "127.0.0.1"
-    router_address: str = "127.0.0.1"
-    broker_address: str = "127.0.0.1"
-    security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
-    keystore: str = ""  # path of the keystore when security is on
+    middleware: str = "dds"  # a catalog name: whose family's settings ``own_settings`` answers
     # Every family's link settings by family name (written as top-level keys: see the module's doc).
     families: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict)
 
@@ -114,8 +104,11 @@ class TransportConfig(BaseModel):
         if not isinstance(data, dict) or "families" in data:
             return data
         data = dict(data)
+        # a family named like a field of the model (LabLaunch's ``dds:=`` RMW choice) is read flat only
         given: dict[str, dict[str, Any]] = {
-            name: dict(data.pop(name) or {}) for name in SETTINGS_MODELS if name in data
+            name: dict(data.pop(name) or {})
+            for name in SETTINGS_MODELS
+            if name in data and name not in cls.model_fields
         }
         for key in [k for k in data if k not in cls.model_fields]:
             legacy = _legacy_key(key)
@@ -136,8 +129,12 @@ class TransportConfig(BaseModel):
     @model_serializer(mode="wrap")
     def _families_by_name(self, handler: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
         out = handler(self)
-        families = out.pop("families", {})
-        return {**out, **families}
+        for name, settings in out.pop("families", {}).items():
+            if name in type(self).model_fields:  # written flat, as it is read
+                out.update({f"{name.replace('-', '_')}_{field}": value for field, value in settings.items()})
+            else:
+                out[name] = settings
+        return out
 
     def settings(self, model: type[SettingsModel]) -> SettingsModel:
         """The settings of the family whose ``Settings`` is ``model`` (``config.settings(zenoh.Settings).path``)."""
@@ -147,13 +144,13 @@ class TransportConfig(BaseModel):
         """``settings(model)`` where this config's middleware reads them, else None."""
         return self.settings(model) if reads_settings(self.middleware, model) else None
 
-    def with_settings(self, model: type[SettingsModel], **changes: Any) -> TransportConfig:
+    def with_settings(self: Holder, model: type[SettingsModel], **changes: Any) -> Holder:
         """A copy with ``changes`` to one family's settings (the others as they are)."""
         current = self.settings(model)
         updated = model.model_validate({**current.model_dump(exclude_unset=True), **changes})
         return self.model_copy(update={"families": {**self.families, settings_family(model): updated}})
 
-    def with_ports(self, pick: Callable[[], int]) -> TransportConfig:
+    def with_ports(self: Holder, pick: Callable[[], int]) -> Holder:
         """A copy whose every family ``port`` setting is ``pick()`` (a free port each, for a trial
         beside others)."""
         families = {
@@ -163,3 +160,22 @@ class TransportConfig(BaseModel):
             for name, settings in self.families.items()
         }
         return self.model_copy(update={"families": families})
+
+
+class TransportConfig(FamilySettingsHolder):
+    """Everything a process needs to join the trial's link."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_written_form)
+
+    middleware: TwinMiddleware = "dds"
+    qos: str = "default"  # a profile name from fieldtest.qos
+    namespace: str = ""  # ROBOT_NAMESPACE, prepended to every topic
+    domain_id: int = 0
+    # Addresses of the peers (host/robot/router/broker). Loopback by default; the network
+    # emulation sets these to namespace addresses.
+    host_address: str = "127.0.0.1"
+    robot_address: str = "127.0.0.1"
+    router_address: str = "127.0.0.1"
+    broker_address: str = "127.0.0.1"
+    security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
+    keystore: str = ""  # path of the keystore when security is on

@@ -42,7 +42,7 @@ def _port_on_both_sides(request) -> set[int]:
         args = launch_args_for_trial(
             request, role, ros_distro="jazzy", trial_dir="/t", extra={"relay": "true"}
         )
-        ports.add(parse_launch_args(args, role, environ={}).mqtt_port)
+        ports.add(parse_launch_args(args, role, environ={}).settings(MqttSettings).port)
     return ports
 
 

@@ -22,6 +22,8 @@ from fieldtest.labrun.configuration.settings import (
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import cyclonedds_xml, ros_environment
 from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.names import ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
@@ -40,9 +42,9 @@ def test_defaults_follow_the_distro():
     assert (jazzy.ros_distro, jazzy.cmd_type) == ("jazzy", "twist_stamped")
     assert humble.plan == SquarePlan()
     assert (
-        parse_launch_args(
-            {"security": "sros2", "keystore": "/k", "relay": "true"}, "host", environ=HUMBLE
-        ).mqtt_port
+        parse_launch_args({"security": "sros2", "keystore": "/k", "relay": "true"}, "host", environ=HUMBLE)
+        .settings(MqttSettings)
+        .port
         == MQTT_TLS_PORT
     )
 
@@ -130,7 +132,13 @@ def test_trial_request_round_trips_through_launch_arguments(middleware, role):
         7,
         "twist_stamped",
     )
-    assert (cfg.robot_address, cfg.zenoh_port, cfg.mqtt_port, cfg.trial_dir, cfg.relay) == (
+    assert (
+        cfg.robot_address,
+        cfg.settings(ZenohSettings).port,
+        cfg.settings(MqttSettings).port,
+        cfg.trial_dir,
+        cfg.relay,
+    ) == (
         "10.0.0.20",
         7500,
         1999,
@@ -329,7 +337,7 @@ def test_the_trials_robot_traffic_reaches_both_sides_bridges(preset, middleware,
     args = launch_args_for_trial(request, role, ros_distro="jazzy", trial_dir=str(tmp_path))
     assert args["robot_traffic"] == preset
     plan = launch_plan(args, role)
-    assert (plan.cfg.robot_traffic, plan.cfg.zenoh_express) == (preset, True)
+    assert (plan.cfg.robot_traffic, plan.cfg.settings(ZenohSettings).express) == (preset, True)
     configs = "\n".join(text for proc in plan.processes for text in proc.config_files.values())
     for topic in preset_topics(preset):
         assert f"tb4{topic.topic}" in configs, (topic.topic, role)

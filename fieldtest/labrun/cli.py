@@ -33,6 +33,7 @@ from fieldtest.labrun.endpoints.create3 import (
 )
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
 from fieldtest.middleware.mqtt.settings import MQTT_PORT
+from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 
 if TYPE_CHECKING:
     from fieldtest.record import TrialRequest
@@ -227,7 +228,7 @@ def broker_config_main(args: argparse.Namespace) -> int:
     acl, conf = out / "mosquitto.acl", out / "mosquitto.conf"
     acl.write_text(mosquitto_acl(cfg))
     conf.write_text(two_listener_mosquitto_conf(cfg, acl, plain_port=args.plain_port, run_as=broker_user()))
-    print(f"wrote {conf} (plain on {args.plain_port}, TLS on {cfg.mqtt_port}) and {acl}")
+    print(f"wrote {conf} (plain on {args.plain_port}, TLS on {cfg.settings(MqttSettings).port}) and {acl}")
     print(f"run: mosquitto -c {conf}")
     return 0
 

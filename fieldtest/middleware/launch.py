@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from fieldtest.catalog import LAB_MIDDLEWARES
 from fieldtest.errors import FieldtestError
-from fieldtest.linkconfig import Role
-from fieldtest.middleware.mqtt.settings import MQTT_PORT
-from fieldtest.middleware.zenoh.settings import ZENOH_PORT
+from fieldtest.linkconfig import FamilySettingsHolder, Role
 from fieldtest.names import BASE_CMD_TYPE, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
@@ -36,8 +34,9 @@ class LaunchArgError(FieldtestError, ValueError):
     """A launch argument that cannot be used; the message is one line naming the argument."""
 
 
-class LabLaunch(BaseModel):
-    """Everything one side's launch file needs to start its processes."""
+class LabLaunch(FamilySettingsHolder):
+    """Everything one side's launch file needs to start its processes. Each family's link settings
+    (``settings(zenoh.Settings).port``, ...) come from the flat launch arguments (``zenoh_port:=``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -56,8 +55,6 @@ class LabLaunch(BaseModel):
     robot_address: str = "127.0.0.1"
     router_address: str = "127.0.0.1"
     broker_address: str = "127.0.0.1"
-    zenoh_port: int = Field(ZENOH_PORT, ge=1, le=65535)
-    mqtt_port: int = Field(MQTT_PORT, ge=1, le=65535)
     keystore: str = ""
     trial_dir: str = ""  # where this side records; empty = do not record
     network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
@@ -65,9 +62,6 @@ class LabLaunch(BaseModel):
     dds_peers: list[str] = Field(default_factory=list)  # static unicast discovery peers
     relay: bool = (
         False  # robot link monitor relays commands to the base (host then sends on fieldtest/cmd_vel)
-    )
-    zenoh_express: bool = (
-        False  # bridge routes cmd_vel with priority 1 + express (not the seed study's setup)
     )
     # the robot's own topics the bridges also carry to the host (fieldtest.robottraffic presets):
     # an operator's RViz or Foxglove on the host sees them only if the bridge routes them

@@ -42,8 +42,7 @@ def transport_config(cfg: LabLaunch) -> TransportConfig:
         {
             **cfg.model_dump(include={"middleware", "qos", "namespace", "domain_id", "security", "keystore"}),
             **cfg.model_dump(include={"host_address", "robot_address", "router_address", "broker_address"}),
-            # the launch's flat port arguments, as TransportConfig reads a flat key
-            **cfg.model_dump(include={"zenoh_port", "mqtt_port"}),
+            "families": cfg.families,  # its ports (launch arguments), the other settings as given
         }
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import LabLaunch, SideProcess
 from fieldtest.middleware.zenoh.lab import tcp_locator
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 
 # --------------------------------------------------------------------------------------- rmw_zenoh
 
@@ -24,10 +25,12 @@ def rmw_zenoh_router(cfg: LabLaunch) -> tuple[list[str], dict[str, str]]:
         env["ZENOH_ROUTER_CONFIG_URI"] = str(router_config(cfg.keystore))
         scheme = "tls"
     if cfg.role == "robot":
-        endpoint = tcp_locator(cfg.host_address, cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        endpoint = tcp_locator(cfg.host_address, cfg.settings(ZenohSettings).port).replace(
+            "tcp/", f"{scheme}/", 1
+        )
         env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
     else:
-        endpoint = tcp_locator("0.0.0.0", cfg.zenoh_port).replace("tcp/", f"{scheme}/", 1)
+        endpoint = tcp_locator("0.0.0.0", cfg.settings(ZenohSettings).port).replace("tcp/", f"{scheme}/", 1)
         env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
     return ["ros2", "run", "rmw_zenoh_cpp", "rmw_zenohd"], env
 

@@ -110,9 +110,9 @@ def zenoh_endpoints(cfg: LabLaunch) -> tuple[list[str], list[str]]:
     """(listen, connect) of this side's bridge: the robot listens in peer mode, the host connects."""
     if zenoh_mode(cfg) == "peer":
         if cfg.role == "robot":
-            return [tcp_locator("0.0.0.0", cfg.zenoh_port)], []
-        return [], [tcp_locator(cfg.robot_address, cfg.zenoh_port)]
-    return [], [tcp_locator(cfg.router_address, cfg.zenoh_port)]
+            return [tcp_locator("0.0.0.0", cfg.settings(Settings).port)], []
+        return [], [tcp_locator(cfg.robot_address, cfg.settings(Settings).port)]
+    return [], [tcp_locator(cfg.router_address, cfg.settings(Settings).port)]
 
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_/]+$")
@@ -156,7 +156,7 @@ def ros2dds_plugin(cfg: LabLaunch) -> dict[str, Any]:
             plugin["ros_localhost_only"] = True
         else:
             plugin["ros_automatic_discovery_range"] = "LOCALHOST"
-    if cfg.zenoh_express:
+    if cfg.settings(Settings).express:
         plugin["pub_priorities"] = [f"{_anchored(ros_topic(cfg, '/' + cfg.cmd_topic))}=1:express"]
     return plugin
 
@@ -202,7 +202,7 @@ def _with_zenoh_security(cfg: LabLaunch, config: dict[str, Any], identity: str) 
 def zenoh_router_config(cfg: LabLaunch) -> dict[str, Any]:
     """Config of the router of zenoh-router trials (for zenohd, or the kit's Python router): the
     twin's router config, listening on every address."""
-    return _with_zenoh_security(cfg, router_session_config("0.0.0.0", cfg.zenoh_port), "router")
+    return _with_zenoh_security(cfg, router_session_config("0.0.0.0", cfg.settings(Settings).port), "router")
 
 
 def check_ros2dds_plugin(plugin: dict[str, Any], source: str = "plugins.ros2dds") -> None:
@@ -307,7 +307,7 @@ def zenoh_router_command(
     if zenohd:
         return [zenohd, "-c", str(config_path)]
     extra = {k: v for k, v in config.items() if k in ("transport", "access_control", "listen")}
-    return kit_router_command("0.0.0.0", cfg.zenoh_port, extra, python="python3")
+    return kit_router_command("0.0.0.0", cfg.settings(Settings).port, extra, python="python3")
 
 
 def lab_side_processes(cfg: LabLaunch, folder: Path, *, zenohd: str | None = None) -> list[SideProcess]:
@@ -365,8 +365,7 @@ def twin_side_launches(
             include={"middleware", "security", "qos", "namespace", "keystore"}
             | {"host_address", "robot_address", "router_address"}
         ),
-        "zenoh_port": transport.settings(Settings).port,
-        "zenoh_express": transport.settings(Settings).express,
+        "zenoh": transport.settings(Settings).model_dump(include={"port", "express"}),
     }
     host, robot = (
         LabLaunch(role=role, domain_id=side_domain(transport, role), **common) for role in ("host", "robot")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 ZENOH_PORT = 7447  # zenohd / Zenoh router default listener
 ZenohPath = Literal["direct", "bridge"]
@@ -16,7 +16,7 @@ ZenohPath = Literal["direct", "bridge"]
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    port: int = ZENOH_PORT
+    port: int = Field(ZENOH_PORT, ge=1, le=65535)
     # "direct" puts the kit's processes on Zenoh themselves (what the bridge would carry); "bridge"
     # runs the lab's path, each side's DDS -> zenoh-bridge-ros2dds -> Zenoh -> bridge -> DDS
     # (fieldtest.middleware.zenoh.bridge). Twin trials use "bridge" unless set.
