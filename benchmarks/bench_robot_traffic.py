@@ -8,7 +8,7 @@ bandwidth-limited link, and the Zenoh bridge's cmd_vel priority under that load.
 Cases (one quick twin trial each, one at a time, interleaved over repetitions so they share the
 machine's conditions): ``dds`` and ``zenoh-peer`` (the bridged path, as in the lab) without robot
 traffic, with the preset (``+rviz``), and on the bridged path with cmd_vel at Zenoh priority 1
-express (``+rviz+express``, ``transport.zenoh_express``). Per case: the commands' one-way latency
+express (``+rviz+express``, ``transport.zenoh.express``). Per case: the commands' one-way latency
 (shared clock; median, p90, p99), commands lost, lap drift, and the preset's topics as the host
 received them. A script, not a test: it prints figures and the machine's load and never fails on
 a slow figure. Needs network namespaces (root) and the Zenoh bridge (tools/install_zenoh_bridge.sh).

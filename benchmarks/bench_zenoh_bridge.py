@@ -40,6 +40,7 @@ from fieldtest import rosmsg
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
 from fieldtest.middleware.zenoh.lab import run_trial_bridges, twin_side_launches
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.procs import free_port
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.transport import TransportConfig
@@ -76,7 +77,7 @@ def _transport(path: str, domain_id: int) -> TransportConfig:
 
 @contextlib.contextmanager
 def _bridges(transport: TransportConfig, workdir: Path) -> Iterator[list[psutil.Process]]:
-    if transport.middleware == "dds" or transport.zenoh_path == "direct":
+    if transport.middleware == "dds" or transport.settings(ZenohSettings).path == "direct":
         yield []
         return
     host, robot = twin_side_launches(transport, "twist_stamped")
