@@ -158,3 +158,26 @@ def test_a_new_family_is_its_folder_plus_its_catalog_line(tmp_path):
         "free_port": 40001,
     }
     assert cycles(import_graph(package)) == []
+
+
+def test_a_family_declaring_another_familys_name_is_refused(tmp_path):
+    """One name, one home: a family module that also declares a name the catalog gives another family
+    (as a branch that moves a name to a new family but leaves its old class behind) stops the registry."""
+    package = scratch_copy_with_family(tmp_path)
+    family = package / "middleware" / "quic" / "family.py"
+    family.write_text(
+        family.read_text().replace(
+            "MIDDLEWARES = (QuicPeer(),)",
+            'class Stray(QuicPeer):\n    name = "zenoh-peer"\n\n\nMIDDLEWARES = (QuicPeer(), Stray())',
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import fieldtest.middleware.registry"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "fieldtest.middleware.quic.family declares 'zenoh-peer', a name of family 'zenoh'" in done.stderr

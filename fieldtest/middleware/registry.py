@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES, family_package
+from fieldtest.catalog import family as catalog_family
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.record import TrialRequest
@@ -48,7 +49,12 @@ def _declared() -> dict[str, Middleware]:
     found: dict[str, Middleware] = {}
     for family in dict.fromkeys(entry.family for entry in CATALOG):
         module = importlib.import_module(family_package(family) + ".family")
-        found.update((m.name, m) for m in module.MIDDLEWARES)
+        for m in module.MIDDLEWARES:
+            if catalog_family(m.name) != family:  # one name, one home: the catalog's family
+                raise FieldtestError(
+                    f"{module.__name__} declares {m.name!r}, a name of family {catalog_family(m.name)!r}"
+                )
+            found[m.name] = m
     return {name: found[name] for name in sorted(found, key=_report_position)}
 
 
