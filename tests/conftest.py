@@ -214,7 +214,7 @@ def bundle_for(tmp_path_factory):
     import json
 
     from fieldtest.labrun.orchestration.bundle import BundleError, build_bundle
-    from fieldtest.testkit.wheelhouse import registry_free_pip
+    from fieldtest.testkit.wheelhouse import EmptyWheelhouse, registry_free_pip
 
     built: dict = {}
 
@@ -224,7 +224,7 @@ def bundle_for(tmp_path_factory):
             try:
                 with registry_free_pip():  # the wheelhouse `make test` filled: no registry
                     built[target] = out, json.loads(build_bundle(out, target).read_text())
-            except BundleError as exc:
+            except (BundleError, EmptyWheelhouse) as exc:
                 built[target] = f"the bundle for {target.describe()} cannot be made: {exc}"
         if isinstance(built[target], str):
             pytest.fail(built[target], pytrace=False)
