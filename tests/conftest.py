@@ -47,6 +47,7 @@ FAST_FILES = frozenset(
         "test_compare_validity.py",
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
+        "test_lab_preflight_link.py",
         "test_layers.py",
         "test_machine.py",
         "test_middleware_names_stay_home.py",
