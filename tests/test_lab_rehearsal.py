@@ -93,7 +93,9 @@ def _campaign(
                     "ros_distro": distro,
                     "countdown_s": 0,
                     "confirm_each_trial": False,
-                    "preflight_timeout_s": 30,
+                    # passes as soon as both sides are up: on a loaded machine the robot side's
+                    # imports alone took over 30 s (numpy, rclpy in each of its processes)
+                    "preflight_timeout_s": 60,
                     **lab,
                 },
             }
@@ -256,7 +258,7 @@ def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     pre-flight ends, names it, and the base never moves (without the wait the host streamed to the
     base and the robot logged nothing)."""
     side = {"qos": "fernandez-b"}
-    result, base, messages = _rehearse(tmp_path, robot_args_only=side)
+    result, base, messages = _rehearse(tmp_path, robot_args_only=side, preflight_timeout_s=40)
     assert result.end_reason == "error", (result.detail, messages)
     assert "has not matched a publisher of the commands" in result.detail, result.detail
     assert base["max_linear_commanded_mps"] == 0.0 and not base["moving"], base
