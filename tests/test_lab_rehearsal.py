@@ -176,6 +176,7 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay
     # the go waited for the link monitor's subscription to match the host's publisher
     link = next(c for c in result.preflight if c.check == "robot-link")
     assert link.ok and link.detail.endswith("command subscription matched"), link
+    assert record.outcome.lab["robot_recording"] == "closed"  # the monitor's final status written
     # the base applied what the robot side heard (relay: the relay's copies plus its stop commands)
     assert base["commands"] >= plan.n_ticks() and base["max_linear_commanded_mps"] == pytest.approx(0.33)
     assert not base["moving"]

@@ -176,13 +176,13 @@ class RclpyTransport(CallbackSubscriber):
     def matched_publishers(self, topic: str) -> int | None:
         """How many publishers this transport's subscription of ``topic`` has matched: the reader's
         own side of discovery, which a publisher's count of its subscribers does not show (0: none
-        yet, or no subscription; None: this rclpy cannot tell)."""
-        with self._lock:
+        yet, no subscription, or the transport closed; None: this rclpy cannot tell)."""
+        with self._lock:  # held while counting: close() destroys the subscriptions only after it
             sub = self._subscription_of.get(self.topic(topic))
-        if sub is None:
-            return 0
-        count = getattr(sub, "get_publisher_count", None)
-        return None if count is None else int(count())
+            if sub is None or self._closed:  # a destroyed subscription raises InvalidHandle
+                return 0
+            count = getattr(sub, "get_publisher_count", None)
+            return None if count is None else int(count())
 
     def wait_matched(self, topic: str, timeout_s: float) -> bool:
         """True once a subscriber of ``topic`` is matched (DDS discovery or the local bridge)."""
