@@ -473,7 +473,7 @@ def stop_on_signals(signals: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) ->
     faulthandler.register(STACK_DUMP_SIGNAL, all_threads=True)
     stop = threading.Event()
     with signals_set(stop, signals) as received:
-        stop.received = received  # type: ignore[attr-defined]
+        stop.received = received  # type: ignore[attr-defined]  # a plain Event carries the signals (interruption)
         yield stop
 
 
@@ -504,12 +504,12 @@ def run_stop_event(event: threading.Event | None = None) -> Iterator[threading.E
         event, [s for s in RUN_STOP_SIGNALS if signal.getsignal(s) != signal.SIG_IGN]
     ) as received:
         received[:0] = outer
-        event.received = received  # type: ignore[attr-defined]
+        event.received = received  # type: ignore[attr-defined]  # on the caller's plain Event (interruption)
         try:
             yield event
         finally:
             outer[len(outer) :] = received[len(outer) :]
-            event.received = outer  # type: ignore[attr-defined]
+            event.received = outer  # type: ignore[attr-defined]  # on the caller's plain Event (interruption)
 
 
 def ignored_stop_signals() -> list[str]:

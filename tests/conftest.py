@@ -47,6 +47,7 @@ FAST_FILES = frozenset(
         "test_compare_validity.py",
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
+        "test_lab_preflight_link.py",
         "test_layers.py",
         "test_link_settings.py",
         "test_machine.py",
@@ -83,12 +84,6 @@ SHARED_GROUPS = {
     "test_lab_base_record.py": "lab-rehearsal",
 }
 
-# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`): the real
-# rclpy nodes' rehearsals start a dozen Python processes each, and beside another group's trials the
-# link monitor of the relay case was still starting when the first commands went out (307 of 340
-# logged in a two-worker run).
-ALONE_GROUPS = frozenset({"lab-rehearsal"})
-
 # Longer than the suite's 600 s per test (pyproject.toml) where a test's own commands may take longer;
 # a test's time includes the set-ups it is the first to use.
 TIMEOUTS_S = {
@@ -110,8 +105,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.processes)
             group = SHARED_GROUPS.get(name, name)
             item.add_marker(pytest.mark.xdist_group(group))
-            if group in ALONE_GROUPS:
-                item.add_marker(pytest.mark.alone)
         if name in TIMEOUTS_S and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(TIMEOUTS_S[name]))
 
@@ -215,7 +208,7 @@ def bundle_for(tmp_path_factory):
     import json
 
     from fieldtest.labrun.orchestration.bundle import BundleError, build_bundle
-    from fieldtest.testkit.wheelhouse import registry_free_pip
+    from fieldtest.testkit.wheelhouse import EmptyWheelhouse, registry_free_pip
 
     built: dict = {}
 
@@ -225,7 +218,7 @@ def bundle_for(tmp_path_factory):
             try:
                 with registry_free_pip():  # the wheelhouse `make test` filled: no registry
                     built[target] = out, json.loads(build_bundle(out, target).read_text())
-            except BundleError as exc:
+            except (BundleError, EmptyWheelhouse) as exc:
                 built[target] = f"the bundle for {target.describe()} cannot be made: {exc}"
         if isinstance(built[target], str):
             pytest.fail(built[target], pytrace=False)

@@ -93,7 +93,9 @@ def _campaign(
                     "ros_distro": distro,
                     "countdown_s": 0,
                     "confirm_each_trial": False,
-                    "preflight_timeout_s": 30,
+                    # passes as soon as both sides are up: on a loaded machine the robot side's
+                    # imports alone took over 30 s (numpy, rclpy in each of its processes)
+                    "preflight_timeout_s": 60,
                     **lab,
                 },
             }
@@ -171,6 +173,10 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay
     plan = record.request.plan
     receipts = _receipts(result.trial_dir)
     assert len({r.seq for r in receipts if r.seq < plan.n_ticks()}) == plan.n_ticks()  # every command logged
+    # the go waited for the link monitor's subscription to match the host's publisher
+    link = next(c for c in result.preflight if c.check == "robot-link")
+    assert link.ok and link.detail.endswith("command subscription matched"), link
+    assert record.outcome.lab["robot_recording"] == "closed"  # the monitor's final status written
     # the base applied what the robot side heard (relay: the relay's copies plus its stop commands)
     assert base["commands"] >= plan.n_ticks() and base["max_linear_commanded_mps"] == pytest.approx(0.33)
     assert not base["moving"]
@@ -244,6 +250,19 @@ def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     refused = [c.detail for c in result.preflight if c.check.startswith("create3") and not c.ok]
     assert any("speed cap" in d and "0.306" in d for d in [*refused, result.detail]), (result.detail, refused)
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
+
+
+def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
+    """The robot's link monitor asks for transient-local commands (QoS fernandez-b) that the host's
+    volatile publisher cannot offer: the base matches the host's publisher and the probes (their own
+    QoS) go both ways, but the monitor's subscription never matches. The go waits for it until the
+    pre-flight ends, names it, and the base never moves (without the wait the host streamed to the
+    base and the robot logged nothing)."""
+    side = {"qos": "fernandez-b"}
+    result, base, messages = _rehearse(tmp_path, robot_args_only=side, preflight_timeout_s=40)
+    assert result.end_reason == "error", (result.detail, messages)
+    assert "has not matched a publisher of the commands" in result.detail, result.detail
+    assert base["max_linear_commanded_mps"] == 0.0 and not base["moving"], base
 
 
 def test_preflight_refuses_when_the_base_is_missing(tmp_path):

@@ -113,8 +113,8 @@ def test_a_campaign_varies_robot_traffic(tmp_path):
 def test_none_changes_nothing():
     """The preset none: no graph, no thread, no extra bridge route, no priority, no record section."""
     request = TrialRequest()
-    source = RobotTrafficSource(request, transport=None, clock=Clock())  # type: ignore[arg-type]
-    sink = RobotTrafficSink(request, transport=None, clock=Clock())  # type: ignore[arg-type]
+    source = RobotTrafficSource(request, transport=None, clock=Clock())  # type: ignore[arg-type]  # preset none never touches the link
+    sink = RobotTrafficSink(request, transport=None, clock=Clock())  # type: ignore[arg-type]  # preset none never touches the link
     assert source.graph is None and source._thread is None and source.close() == {}
     assert sink.close() == {}
     transport = TransportConfig(middleware="zenoh-peer", zenoh_path="bridge")

@@ -116,3 +116,30 @@ def test_no_test_skips():
         f"{path.relative_to(root)}:{line}" for path in sources for line in skips_in(path.read_text())
     ]
     assert offenders == []
+
+
+# The test kit's modules that exist to fail the calling test (pytest.fail with the reason); every
+# other module of fieldtest/ is library code that `make test-wheels` or a user runs without pytest.
+PYTEST_HELPERS = {"fieldtest/testkit/needs.py", "fieldtest/testkit/refusal.py"}
+
+
+def test_only_the_test_helpers_import_pytest():
+    root = Path(__file__).resolve().parents[1]
+    importers = set()
+    for path in (root / "fieldtest").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            if any(name.split(".")[0] == "pytest" for name in names):
+                importers.add(str(path.relative_to(root)))
+    assert importers == PYTEST_HELPERS
+
+
+def test_an_empty_wheelhouse_is_refused_naming_the_command_that_fills_it(tmp_path, monkeypatch):
+    from fieldtest.testkit.wheelhouse import FILL_COMMAND, EmptyWheelhouse, registry_free_pip
+
+    monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path))
+    with pytest.raises(EmptyWheelhouse, match=f"no wheels in {tmp_path}/wheelhouse: run `{FILL_COMMAND}`"):
+        with registry_free_pip():
+            pass

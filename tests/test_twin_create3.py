@@ -67,7 +67,7 @@ def test_speed_cap_per_safety_override(override, cap):
 
 def test_unknown_safety_override_is_refused():
     with pytest.raises(ValueError, match="safety_override"):
-        Create3Model("off")  # type: ignore[arg-type]
+        Create3Model("off")  # type: ignore[arg-type]  # the wrong type is the test
 
 
 def test_watchdog_stops_half_a_second_after_the_last_command_and_decelerates():

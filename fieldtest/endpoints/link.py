@@ -53,6 +53,12 @@ def wait_matched(transport: Transport, topic: str, timeout_s: float) -> bool | N
     return None
 
 
+def matched_publishers(transport: Transport, topic: str) -> int | None:
+    """How many publishers the transport's subscription of ``topic`` has matched, if it can tell."""
+    count = getattr(transport, "matched_publishers", None)
+    return None if count is None else count(topic)
+
+
 def close_transport(transport: Any, who: str, timeout_s: float = TRANSPORT_CLOSE_TIMEOUT_S) -> bool:
     """Leave the link, giving up after ``timeout_s``: a middleware that hangs on close must not keep
     the process from closing its bag and status. False (and a warning line) if it hung; the caller
@@ -93,6 +99,9 @@ class RemappedTransport:
     def wait_matched(self, topic: str, timeout_s: float) -> bool:
         matched = wait_matched(self.inner, self._name(topic), timeout_s)
         return True if matched is None else matched  # the inner transport cannot tell: treat as matched
+
+    def matched_publishers(self, topic: str) -> int | None:
+        return matched_publishers(self.inner, self._name(topic))
 
     def close(self) -> None:
         self.inner.close()

@@ -37,7 +37,7 @@ from fieldtest.record import (
 from fieldtest.transport.base import Transport, prepare, stamped_publisher, timed_subscribe
 
 from .clock import Clock
-from .link import close_transport, warm_up_codecs
+from .link import close_transport, matched_publishers, warm_up_codecs
 
 NO_SEQ = 2**64 - 1  # receipt seq of a command that carried none (e.g. from a teleop node)
 STATUS_FILE = "robot_status.json"
@@ -165,7 +165,8 @@ class CommandReceiver:
             transport, CLOCK_PROBE_TOPIC, rosmsg.CLOCK_PROBE, rosmsg.PROBE_T1, clock
         )
         timed_subscribe(transport, CLOCK_PROBE_REPLY_TOPIC, rosmsg.CLOCK_PROBE, self._on_probe_reply, clock)
-        if request.cmd_type == "twist":
+        self.twist_mode = request.cmd_type == "twist"
+        if self.twist_mode:
             timed_subscribe(transport, CMD_VEL_TOPIC, rosmsg.TWIST, self._on_twist, clock)
             transport.subscribe(CMD_STAMP_TOPIC, rosmsg.HEADER, self._on_stamp)
         else:
@@ -239,6 +240,14 @@ class CommandReceiver:
         )
 
     # Status and shutdown ------------------------------------------------------------------
+    def command_publishers(self) -> int | None:
+        """Publishers matched by the command subscription(s), the fewest of them (Humble's Twist and
+        its Header each need one); None where the transport cannot tell. Until it is at least 1 a
+        command sent is not taken in: a reliable writer resends nothing from before the match."""
+        topics = [CMD_VEL_TOPIC, CMD_STAMP_TOPIC] if self.twist_mode else [CMD_VEL_TOPIC]
+        counts = [matched_publishers(self.transport, topic) for topic in topics]
+        return None if None in counts else min(c for c in counts if c is not None)
+
     def link_summary(self) -> dict[str, Any]:
         """The link's counts for robot_status.json (both ends of the kit write these keys)."""
         return {

@@ -191,3 +191,8 @@ class Middleware:
     def lab_local_only(self) -> bool:
         """Whether each machine's DDS stays on the machine (a bridge carries the hop)."""
         return self.lab_bridged()
+
+    def lab_command_publisher_before_commands(self, cfg: LabLaunch) -> bool:
+        """Whether the robot's command subscription matches a publisher (the host node's, or its
+        bridge's) before the first command is sent: where it does, the runner's go waits for it."""
+        return True

@@ -65,7 +65,7 @@ class LabLaunch(FamilySettingsHolder):
     )
     # the robot's own topics the bridges also carry to the host (fieldtest.robottraffic presets):
     # an operator's RViz or Foxglove on the host sees them only if the bridge routes them
-    robot_traffic: Literal[ROBOT_TRAFFIC_PRESETS] = "none"  # type: ignore[valid-type]
+    robot_traffic: Literal[ROBOT_TRAFFIC_PRESETS] = "none"  # type: ignore[valid-type]  # a tuple of names: pydantic checks it
     start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
     start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
     record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics

@@ -25,7 +25,7 @@ try:
     from fieldtest.errors import FieldtestError
 except ImportError:  # run as a plain script (``_self_command``: -S, stdlib only), where it is not caught
 
-    class FieldtestError(Exception):  # type: ignore[no-redef]
+    class FieldtestError(Exception):  # type: ignore[no-redef]  # the stdlib-only script's stand-in
         pass
 
 

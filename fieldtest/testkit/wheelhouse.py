@@ -21,13 +21,16 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
+from fieldtest.errors import FieldtestError
 from fieldtest.labrun.orchestration.bundle import Target, build_bundle, kit_source
 
 FILL_COMMAND = "make test-wheels"
 SYSTEM_PYTHON = "/usr/bin/python3"  # the two-machine rehearsal's robot installs with it
 PI = Target()  # the TurtleBot 4's Raspberry Pi: aarch64, CPython 3.12, Ubuntu 24.04's glibc
+
+
+class EmptyWheelhouse(FieldtestError):
+    """The wheelhouse holds no wheels: the message says how to fill it."""
 
 
 def wheelhouse() -> Path:
@@ -91,11 +94,11 @@ def fill(folder: Path | None = None) -> Path:
 
 @contextlib.contextmanager
 def registry_free_pip() -> Iterator[Path]:
-    """pip (and pip in its build environments) reads only the wheelhouse while in this block; the
-    calling test fails, saying how to fill it, if it is empty."""
+    """pip (and pip in its build environments) reads only the wheelhouse while in this block;
+    EmptyWheelhouse, saying how to fill it, if it holds no wheels."""
     folder = wheelhouse()
     if not any(folder.glob("*.whl")):
-        pytest.fail(f"no wheels in {folder}: run `{FILL_COMMAND}` once (it downloads them)", pytrace=False)
+        raise EmptyWheelhouse(f"no wheels in {folder}: run `{FILL_COMMAND}` once (it downloads them)")
     saved = {name: os.environ.get(name) for name in ("PIP_NO_INDEX", "PIP_FIND_LINKS")}
     os.environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(folder))
     try:

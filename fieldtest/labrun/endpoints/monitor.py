@@ -11,7 +11,8 @@ completed probe into the robot bag, and initiate the probes. The monitor compose
   when the host falls silent, and zero commands on exit), for setups where the base must not hear
   the host directly (DDS security, bridges on a Pi whose DDS is local-only);
 - a status file (``robot_status.json``) rewritten twice a second, which the lab runner reads over
-  ssh for pre-flight: probes completed, clock offset and round trip, battery, base parameters.
+  ssh for pre-flight: probes completed, clock offset and round trip, the publishers the command
+  subscription has matched, battery, base parameters.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class LabLinkMonitor:
             "realtime": self.realtime,
             "started_ns": self.started_ns,
             "robot_clock_ns": self.clock.now_ns(),
+            # the runner's go waits for a match (preflight.check_robot_link): later commands are taken in
+            "command_publishers": self.receiver.command_publishers(),
         }
         if self.relay is not None:
             status["relay"] = {"forwarded": self.relay.forwarded, "silence_stops": self.relay.silence_stops}

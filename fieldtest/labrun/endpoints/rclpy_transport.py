@@ -111,6 +111,7 @@ class RclpyTransport(CallbackSubscriber):
         rclpy_qos(qos)  # an unknown profile fails here, not at the first topic
         self._publishers: dict[str, Any] = {}
         self._subscriptions: list[Any] = []
+        self._subscription_of: dict[str, Any] = {}  # full topic name -> its (latest) subscription
         self._lock = threading.Lock()
         self._closed = False
 
@@ -164,12 +165,24 @@ class RclpyTransport(CallbackSubscriber):
         sub = self.node.create_subscription(message_class(typename), name, callback, qos, raw=True)
         with self._lock:
             self._subscriptions.append(sub)
+            self._subscription_of[name] = sub
 
     def matched_subscriptions(self, topic: str) -> int:
         """How many subscriptions this transport's publisher of ``topic`` has matched (0: none yet)."""
         with self._lock:
             pub = self._publishers.get(self.topic(topic))
         return pub.get_subscription_count() if pub is not None else 0
+
+    def matched_publishers(self, topic: str) -> int | None:
+        """How many publishers this transport's subscription of ``topic`` has matched: the reader's
+        own side of discovery, which a publisher's count of its subscribers does not show (0: none
+        yet, no subscription, or the transport closed; None: this rclpy cannot tell)."""
+        with self._lock:  # held while counting: close() destroys the subscriptions only after it
+            sub = self._subscription_of.get(self.topic(topic))
+            if sub is None or self._closed:  # a destroyed subscription raises InvalidHandle
+                return 0
+            count = getattr(sub, "get_publisher_count", None)
+            return None if count is None else int(count())
 
     def wait_matched(self, topic: str, timeout_s: float) -> bool:
         """True once a subscriber of ``topic`` is matched (DDS discovery or the local bridge)."""

@@ -1,7 +1,9 @@
 """Pre-flight checks of a lab trial: each takes what the runner can observe and says go or no-go.
 
 - robot link: the robot's clock probes reach the host (host status) and the host's replies reach
-  the robot (robot status) over the trial's own middleware: both directions of the link work;
+  the robot (robot status) over the trial's own middleware: both directions of the link work; and
+  the robot's command subscription has matched a publisher, where one exists before the first
+  command (on a loaded machine it can match seconds after the host's publisher saw it);
 - clock: the robot's minimum-delay offset estimate of host - robot and its round trip are small
   (chrony between host and Pi working) - latencies are corrected anyway, but a large offset means
   time sync is broken and the round trip shows a slow link before the robot moves;
@@ -45,8 +47,14 @@ class CheckResult:
 
 
 def check_robot_link(
-    host: dict[str, Any] | None, robot: dict[str, Any] | None, max_age_s: float = 2.0
+    host: dict[str, Any] | None,
+    robot: dict[str, Any] | None,
+    max_age_s: float = 2.0,
+    command_publisher_expected: bool = True,
 ) -> CheckResult:
+    """Both directions of the link carry the probes, and the robot's command subscription has
+    matched a publisher where one exists before the first command (``command_publisher_expected``):
+    a command sent before that match is lost, as no writer resends what came before it."""
     if host is None:
         return CheckResult("robot-link", "fail", "no host status yet (is the host side running?)")
     age = host.get("last_probe_age_s")
@@ -58,12 +66,25 @@ def check_robot_link(
         return CheckResult("robot-link", "fail", "no robot status (is the robot side running? ssh works?)")
     if not robot.get("probes_completed"):
         return CheckResult("robot-link", "fail", "the host's probe replies do not reach the robot")
-    return CheckResult(
-        "robot-link",
-        "ok",
+    probes = (
         f"probes both ways: {host['probes_answered']} answered by the host, "
-        f"{robot['probes_completed']} completed on the robot",
+        f"{robot['probes_completed']} completed on the robot"
     )
+    publishers = robot.get("command_publishers")
+    if not command_publisher_expected:
+        return CheckResult(
+            "robot-link", "ok", f"{probes}; the commands' publisher comes with the first command"
+        )
+    if publishers is None:  # a link monitor that cannot tell (its rclpy, or a robot side without the count)
+        return CheckResult("robot-link", "ok", f"{probes}; command subscription's match not observable")
+    if publishers < 1:
+        return CheckResult(
+            "robot-link",
+            "fail",
+            "the robot's link monitor has not matched a publisher of the commands yet (commands sent "
+            "now would be lost)",
+        )
+    return CheckResult("robot-link", "ok", f"{probes}; command subscription matched")
 
 
 def check_clock(robot: dict[str, Any] | None, max_offset_ms: float, max_round_trip_ms: float) -> CheckResult:

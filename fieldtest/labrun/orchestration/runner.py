@@ -8,7 +8,8 @@ Per trial:
    ``<remote_root>/<trial_id>``), then the host side (``ros2 launch fieldtest_host host.launch.py``
    recording into the trial directory); the host's driver waits for the go file;
 4. pre-flight, repeated until every check passes or ``preflight_timeout_s``: robot link both ways
-   over the trial's middleware, clock offset and round trip, mocap streaming the rigid body,
+   over the trial's middleware (and the robot's command subscription matched to a publisher: a
+   command sent before that is lost, however reliable the QoS), clock offset and round trip, mocap streaming the rigid body,
    keystore, the robot's Create 3 pre-flight (speed cap, reflexes, watchdog, battery);
 5. confirmation (robot at the start pose?) and a countdown, then the go file;
 6. the host streams the plan and exits; the runner watches it (and the stop signals);
@@ -43,7 +44,7 @@ from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
-from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial
+from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial, parse_launch_args
 from fieldtest.labrun.endpoints.driver import (
     CONTROL_DIR,
     EXIT_NO_GO,
@@ -226,6 +227,7 @@ class _Trial:
         self.procs = ProcessGroup(trial_dir / "logs")
         self.robot_proc: subprocess.Popen | None = None
         self.robot_args: dict[str, str] = {}
+        self.command_publisher_expected = True  # before the first command (check_robot_link)
         self.recorder: Any = None
         self.checks: list[CheckResult] = []
         self.go_sent = False
@@ -274,6 +276,7 @@ class _Trial:
             extra=self.options.robot_args,
         )
         self.robot_args = args
+        self.command_publisher_expected = command_publisher_expected(args)
         (self.trial_dir / ROBOT_ARGS_FILE).write_text(json.dumps(args, indent=2) + "\n")  # a manual e-stop's
         log_path = self.trial_dir / "logs" / "robot.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -377,7 +380,9 @@ class _Trial:
         host_status = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS)
         robot_status = robot_side.read_json(self.trial_id, ROBOT_STATUS)
         results = [
-            check_robot_link(host_status, robot_status),
+            check_robot_link(
+                host_status, robot_status, command_publisher_expected=self.command_publisher_expected
+            ),
             check_clock(robot_status, lab.max_clock_offset_ms, lab.max_clock_round_trip_ms),
             check_mocap(
                 before, self._mocap_snapshot(), self.request.rigid_body_id, lab.min_mocap_valid_fraction
@@ -516,6 +521,17 @@ def check_side_args(host_args: dict[str, str], robot_args: dict[str, str]) -> No
                 f"launch argument {name} must be the same on both sides: host {host or '(default)'}, "
                 f"robot {robot or '(default)'} (give it as --host-arg and --robot-arg)"
             )
+
+
+def command_publisher_expected(robot_args: dict[str, str]) -> bool:
+    """Whether the robot's command subscription matches a publisher before the first command, on
+    this trial's middleware and settings (the pre-flight then waits for it). Arguments the robot's
+    launch will refuse count as yes: that launch exits and the pre-flight says why."""
+    try:
+        cfg = parse_launch_args(robot_args, "robot", environ={})
+    except LaunchArgError:
+        return True
+    return cfg.entry.lab_command_publisher_before_commands(cfg)
 
 
 def preflight_refusal(report: dict[str, Any] | None) -> str:

@@ -57,6 +57,11 @@ class _Mqtt(Middleware):
             else "mosquitto is not installed: apt install mosquitto (tools/install.sh does)"
         )
 
+    def lab_command_publisher_before_commands(self, cfg) -> bool:
+        # with the sender's timestamp the robot's mqtt_client has no fixed ros_type: it creates its
+        # ROS publisher on the type announcement, which comes with the first command (mqtt/lab.py)
+        return not cfg.mqtt_inject_timestamp
+
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.mqtt.security import configure_client
         from fieldtest.middleware.mqtt.transport import open_mqtt
