@@ -35,7 +35,8 @@ if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
   echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute)"
   CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
 fi
-"$VENV/bin/python" -m pip install -q -e ".[dev]"
+# cluster: Dask distributed, for campaigns across machines (fieldtest campaign --cluster)
+"$VENV/bin/python" -m pip install -q -e ".[dev,cluster]"
 # the userspace link emulator (used when the kernel has no netem); otherwise built on first use
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the ns-3 802.11 link (about a minute of g++); otherwise built on first use of a wifi-80211 profile
