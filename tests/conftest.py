@@ -96,6 +96,7 @@ TIMEOUTS_S = {
     "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
     "test_lab_two_machines_wifi.py": 1200,
     "test_lab_bundle.py": 1200,
+    "test_cluster.py": 900,  # the first test also starts the scheduler and three workers
 }
 
 

@@ -9,10 +9,11 @@ VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
-              openssh-server openssh-client rsync iputils-ping)
+              openssh-server openssh-client rsync iputils-ping nftables)
 # openssh, rsync: the two-machine rehearsal reaches its robot over sshd and collects by rsync;
 # iputils-ping: the lab guide's link check, which that rehearsal runs;
-# chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc)
+# chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc);
+# nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"

@@ -226,8 +226,8 @@ def check_placement(requests: list[TrialRequest], workers: list[WorkerView], ver
             lines.append(f"worker {w.name}: not started by `fieldtest cluster worker`: it gets no trials")
         elif w.kit() != mine:
             lines.append(
-                f"worker {w.name}: kit {w.kit()}, this machine's kit-{version.split('+')[-1]}: refused, "
-                "it gets no trials (install this kit there)"
+                f"worker {w.name}: another kit ({str(w.kit()).removeprefix('kit-')}, this machine's "
+                f"{mine.removeprefix('kit-')}): refused, it gets no trials (install this kit there)"
             )
     for request in requests:
         needs = task_resources(request, version)
