@@ -43,6 +43,7 @@ FAST_FILES = frozenset(
         "test_bench_twin.py",
         "test_bench_wireless_findings.py",
         "test_campaign.py",
+        "test_cluster_placement.py",
         "test_clocksync.py",
         "test_compare_validity.py",
         "test_foxglove_layout.py",

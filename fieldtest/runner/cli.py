@@ -183,7 +183,7 @@ def campaign_main(argv: list[str]) -> int:
         "--cluster",
         metavar="ADDRESS",
         help="run the trials on the workers of this Dask scheduler, e.g. tcp://10.0.0.5:8786 "
-        "(docs/architecture.md, 'Campaigns across machines'); --parallel is then each worker's own",
+        "(docs/cluster.md); each worker then runs as many at once as it declared (--parallel is not used)",
     )
     args = parser.parse_args(argv)
     from fieldtest.campaign import load_trials

@@ -302,7 +302,9 @@ class ClusterCampaign:
         for i, request in indexed:
             future = self.client.submit(
                 run_trial_on_worker,
-                request.model_dump_json(),
+                # the fields the campaign set, only: the worker's twin defaults then fill the rest as
+                # this machine's would (Zenoh's bridged path, for one)
+                request.model_dump_json(exclude_unset=True),
                 self.version,
                 self.run_id,
                 i + 1,

@@ -37,17 +37,22 @@ _KIT_SUFFIXES = (".py", ".c", ".cc", ".msg")
 
 @lru_cache(maxsize=1)
 def kit_version() -> str:
-    """The kit's release and a digest of its own files (code, C sources, messages, data): two
-    machines with the same string run the same kit, an edited file included."""
+    """The kit's release and a digest of its own files: two machines with the same string run the
+    same kit, an edited file included."""
     from importlib import metadata
 
+    return f"{metadata.version('fieldtest')}+{kit_digest(KIT_DIR)}"
+
+
+def kit_digest(package: Path) -> str:
+    """A digest of the package's code, C sources, messages and data (not its byte-code caches)."""
     digest = hashlib.sha256()
-    for path in sorted(KIT_DIR.rglob("*")):
+    for path in sorted(package.rglob("*")):
         if "__pycache__" in path.parts or not path.is_file():
             continue
         if path.suffix in _KIT_SUFFIXES or path.parent.name == "data":
-            digest.update(str(path.relative_to(KIT_DIR)).encode() + b"\0" + path.read_bytes())
-    return f"{metadata.version('fieldtest')}+{digest.hexdigest()[:12]}"
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def kit_resource(version: str) -> str:
@@ -57,6 +62,9 @@ def kit_resource(version: str) -> str:
 
 def trial_needs(request: TrialRequest) -> list[str]:
     """The capabilities a worker must have to run ``request`` as this machine would."""
+    from fieldtest.runner.twintrial import _with_twin_defaults
+
+    request = _with_twin_defaults(request)  # Zenoh: the bridged path unless the request names one
     needs = []
     if request.network != "loopback":  # each machine of the trial in its own namespace
         from fieldtest.netem import get_profile
