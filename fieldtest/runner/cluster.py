@@ -18,6 +18,7 @@ lost mid-trial makes Dask run that task again on another worker. What the kit ad
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -175,16 +176,8 @@ def unpack_home(archive: bytes, trial_id: str, out: Path) -> Path:
         return target
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-        with _suppressed_os_error():
+        with contextlib.suppress(OSError):
             (out / INCOMING).rmdir()  # only when empty: another campaign may be unpacking
-
-
-class _suppressed_os_error:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, *_: object) -> bool:
-        return kind is not None and issubclass(kind, OSError)
 
 
 @dataclass
@@ -347,7 +340,7 @@ class ClusterCampaign:
             return
         trial_dir = unpack_home(payload["archive"], payload["trial_id"], self.out)
         started = board.workers.get(request.name, [])
-        lost = [w for w in started[:-1]]
+        lost = started[:-1]  # workers that started it before the one that finished it
         note = f" (re-run: {', '.join(lost)} lost mid-trial)" if lost else ""
         board.say(f"{request.name}: {payload['end_reason']} on {payload['worker']}{note}")
         for line in payload["said"]:
@@ -355,7 +348,7 @@ class ClusterCampaign:
         done.results[i] = TrialResult(trial_dir, payload["end_reason"], payload["detail"])
 
     def close(self) -> None:
-        with _suppressed_os_error():
+        with contextlib.suppress(OSError):
             self.stop_event.clear()
 
 
