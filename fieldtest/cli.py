@@ -55,6 +55,11 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
         "campaign_main",
         "run a campaign YAML (matrix of trials) in the twin and compare",
     ),
+    "cluster": (
+        "fieldtest.runner.clusterworker",
+        "cluster_main",
+        "start a Dask worker that runs campaign trials (fieldtest campaign --cluster)",
+    ),
     "perf": (
         "fieldtest.perf.cli",
         "perf_main",

@@ -43,6 +43,7 @@ FAST_FILES = frozenset(
         "test_bench_twin.py",
         "test_bench_wireless_findings.py",
         "test_campaign.py",
+        "test_cluster_placement.py",
         "test_clocksync.py",
         "test_compare_validity.py",
         "test_foxglove_layout.py",
@@ -92,6 +93,7 @@ TIMEOUTS_S = {
     "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
     "test_lab_two_machines_wifi.py": 1200,
     "test_lab_bundle.py": 1200,
+    "test_cluster.py": 900,  # the first test also starts the scheduler and three workers
 }
 
 

@@ -9,10 +9,11 @@ VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
-              openssh-server openssh-client rsync iputils-ping)
+              openssh-server openssh-client rsync iputils-ping nftables)
 # openssh, rsync: the two-machine rehearsal reaches its robot over sshd and collects by rsync;
 # iputils-ping: the lab guide's link check, which that rehearsal runs;
-# chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc)
+# chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc);
+# nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies
 
 source "$ROOT/tools/apt.sh"
 apt_install install "${APT_PACKAGES[@]}"
@@ -35,7 +36,8 @@ if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
   echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute)"
   CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
 fi
-"$VENV/bin/python" -m pip install -q -e ".[dev]"
+# cluster: Dask distributed, for campaigns across machines (fieldtest campaign --cluster)
+"$VENV/bin/python" -m pip install -q -e ".[dev,cluster]"
 # the userspace link emulator (used when the kernel has no netem); otherwise built on first use
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the ns-3 802.11 link (about a minute of g++); otherwise built on first use of a wifi-80211 profile

@@ -214,6 +214,9 @@ class TrialOutcome(BaseModel):
     # lab trials: the robot recording's end, clock sync state, offset source, arrival stamp
     # (docs/trial-format.md, "Lab trials")
     lab: dict[str, Any] = Field(default_factory=dict)
+    # a campaign run on a cluster (``fieldtest campaign --cluster``): the worker that ran the trial,
+    # its machine, capabilities and headroom, and the kit's version (docs/trial-format.md)
+    worker: dict[str, Any] = Field(default_factory=dict)
 
 
 class TrialRecord(BaseModel):

@@ -11,7 +11,7 @@ from fieldtest.lifecycle import exit_code, not_run
 from fieldtest.middleware import registry
 from fieldtest.names import ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
-from fieldtest.procs import run_stop_event
+from fieldtest.procs import interruption, run_stop_event
 from fieldtest.record import TrialRequest
 from fieldtest.runner.batches import (
     analyse_all,
@@ -179,6 +179,12 @@ def campaign_main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
     parser.add_argument("--list", action="store_true", help="only list the trials")
     add_scheduling_args(parser, parallel_default="1")
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run the trials on the workers of this Dask scheduler, e.g. tcp://10.0.0.5:8786 "
+        "(docs/cluster.md); each worker then runs as many at once as it declared (--parallel is not used)",
+    )
     args = parser.parse_args(argv)
     from fieldtest.campaign import load_trials
 
@@ -194,11 +200,23 @@ def campaign_main(argv: list[str]) -> int:
             print(request.name)
         return 0
     out = args.out / campaign.campaign
-    parallel = choose_parallel(args.parallel, len(requests))
     stop = threading.Event()
-    results, metrics, every, reruns = run_and_rerun(requests, out, parallel, args.rerun_invalid, stop)
     planned = len(requests)
-    requests = not_run(requests, len(results), stop, say_on_stderr)
+    if args.cluster:
+        from fieldtest.runner.cluster import run_on_cluster
+
+        ran, results, metrics, every, reruns = run_on_cluster(
+            requests, out, args.cluster, args.rerun_invalid, stop
+        )
+        left = [r for r in requests if r not in ran]
+        if left:
+            why = interruption(stop) if stop.is_set() else "not brought home"
+            say_on_stderr(f"not run ({why}): {', '.join(r.name for r in left)}")
+        requests = ran
+    else:
+        parallel = choose_parallel(args.parallel, len(requests))
+        results, metrics, every, reruns = run_and_rerun(requests, out, parallel, args.rerun_invalid, stop)
+        requests = not_run(requests, len(results), stop, say_on_stderr)
     from fieldtest.analysis import compare_trials
 
     compare_trials([r.trial_dir for r in every], out / "compare")

@@ -1,0 +1,158 @@
+"""Campaigns on a real Dask cluster (``fieldtest campaign --cluster``, docs/cluster.md): a
+scheduler and workers, each in a network namespace of its own, talking TCP across them behind the
+guide's firewall, set up by the guide's own steps (``fieldtest.testkit.labcluster``).
+
+The workers: ``a`` offers everything but ns-3; ``b`` offers neither namespaces nor ns-3; ``other``
+runs a kit with one file changed (and offers everything). Each runs one trial at a time."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.runner import QUICK_PLAN
+from fieldtest.runner.cluster import INCOMING
+from fieldtest.testkit.labcluster import LabCluster, WorkerSpec
+
+WORKERS = [
+    WorkerSpec("a", ["--trials", "1", "--without", "ns3"]),
+    WorkerSpec("b", ["--trials", "1", "--without", "netns", "--without", "ns3"]),
+    WorkerSpec("other", ["--trials", "1"], other_kit=True),
+]
+CAMPAIGN_S = 600
+
+
+@pytest.fixture(scope="module")
+def lab_cluster(tmp_path_factory):
+    with LabCluster(tmp_path_factory.mktemp("cluster"), WORKERS) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster(lab_cluster):
+    """The module's cluster with every worker up (a test may have killed one)."""
+    for name in lab_cluster.specs:
+        if not lab_cluster.alive(name):
+            lab_cluster.start_worker(name)
+    return lab_cluster
+
+
+def _campaign_file(folder: Path, name: str, body: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(f"campaign: {name}\n{body}")
+    return path
+
+
+def _finish(proc: subprocess.Popen, timeout_s: float = CAMPAIGN_S) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return out
+
+
+def _trial_dirs(out: Path) -> list[Path]:
+    return sorted(p for p in out.iterdir() if (p / "trial.yaml").exists())
+
+
+def _wait_streaming(cluster: LabCluster, names: list[str], proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + CAMPAIGN_S
+    while not all(cluster.streaming_trials(n) for n in names):
+        assert proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, f"no trial streamed on each of {names}"
+        time.sleep(0.3)
+
+
+def test_a_campaign_spreads_over_the_workers_that_can_run_each_trial(cluster, tmp_path):
+    """The namespaced trial goes to the worker with namespaces, the loopback one to the other;
+    the worker of another kit gets nothing; each directory comes home whole, as from a local run."""
+    campaign = _campaign_file(
+        tmp_path,
+        "spread",
+        "matrix:\n  network: [ethernet, loopback]\nrepetitions: 1\norder: grouped\n",
+    )
+    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    assert "worker other: another kit" in out and "refused, it gets no trials" in out
+    home = tmp_path / "runs" / "spread"
+    trials = {read_trial(d).request.network: read_trial(d) for d in _trial_dirs(home)}
+    assert set(trials) == {"ethernet", "loopback"}, out
+    assert trials["ethernet"].outcome.worker["name"] == "a"
+    assert trials["loopback"].outcome.worker["name"] == "b", out  # a was busy: spread
+    for record in trials.values():
+        worker = record.outcome.worker
+        assert record.outcome.end_reason == "completed"
+        assert worker["kit"] == trials["ethernet"].outcome.worker["kit"]
+        assert {"hostname", "cores", "platform", "capabilities", "trials_at_once"} <= set(worker)
+        assert worker["address"].startswith("tcp://10.77.0.")  # a worker's namespace, not this one's
+    assert "netns" not in trials["loopback"].outcome.worker["capabilities"]
+    # as a local campaign leaves them: analysed, compared; nothing half unpacked
+    assert all((d / "analysis" / "metrics.json").is_file() for d in _trial_dirs(home))
+    assert (home / "compare" / "compare.md").is_file()
+    assert not (home / INCOMING).exists()
+    assert not list(cluster.scratch("a").rglob("trial.yaml")), "the worker kept its copy"
+
+
+def test_a_trial_no_worker_of_this_kit_can_run_stops_the_campaign_before_it_starts(cluster, tmp_path):
+    """An 802.11 trial needs ns-3: a and b withhold it, and the worker that has it runs another kit."""
+    campaign = _campaign_file(tmp_path, "air", "base:\n  network: wifi-80211\n")
+    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    out = _finish(proc, 120)
+    assert proc.returncode == 2, out
+    assert "no worker of this kit can run air-r0 (needs root, netns, ns3)" in out
+    assert "a: root, netns, zenoh-bridge" in out and "b: root, zenoh-bridge" in out
+    assert not (tmp_path / "runs" / "air").exists() or not _trial_dirs(tmp_path / "runs" / "air")
+
+
+def test_a_worker_killed_mid_trial_costs_only_that_trials_rerun(cluster, tmp_path):
+    campaign = _campaign_file(tmp_path, "crash", "matrix:\n  middleware: [dds, zenoh-peer]\n")
+    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    _wait_streaming(cluster, ["a", "b"], proc)
+    (lost,) = cluster.streaming_trials("a")
+    cluster.kill_worker("a")
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    home = tmp_path / "runs" / "crash"
+    records = [read_trial(d) for d in _trial_dirs(home)]
+    assert sorted(r.request.name for r in records) == ["crash-dds-r0", "crash-zenoh-peer-r0"], out
+    assert all(r.outcome.end_reason == "completed" for r in records)
+    assert {r.outcome.worker["name"] for r in records} == {"b"}
+    (zenoh,) = [r for r in records if r.request.transport.middleware == "zenoh-peer"]
+    assert zenoh.request.transport.zenoh_path == "bridge"  # the twin's default, as on this machine
+    assert f"{read_trial(lost).request.name}: completed on b (re-run: a lost mid-trial)" in out
+    assert lost.name not in {d.name for d in _trial_dirs(home)}  # the cut-off attempt stayed away
+    assert not (home / INCOMING).exists()
+
+
+def test_ctrl_c_stops_every_running_trial_on_every_worker_with_its_stop_burst(cluster, tmp_path):
+    campaign = _campaign_file(
+        tmp_path, "halt", "matrix:\n  middleware: [dds, zenoh-peer, mqtt-local-broker]\n"
+    )
+    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    _wait_streaming(cluster, ["a", "b"], proc)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    out = _finish(proc, 180)
+    assert proc.returncode == 130, out
+    assert "stopping every trial on every worker" in out
+    home = tmp_path / "runs" / "halt"
+    records = {d: read_trial(d) for d in _trial_dirs(home)}
+    assert {r.outcome.worker["name"] for r in records.values()} == {"a", "b"}, out
+    for trial_dir, record in records.items():
+        assert record.outcome.end_reason == "interrupted", out
+        receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
+        assert any(m.seq >= QUICK_PLAN.n_ticks() for _, m in receipts), "no stop burst reached the robot"
+        assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
+    (left,) = {"halt-dds-r0", "halt-zenoh-peer-r0", "halt-mqtt-local-broker-r0"} - {
+        r.request.name for r in records.values()
+    }
+    assert f"not run (interrupted by the user (Ctrl-C)): {left}" in out
+    assert all(cluster.alive(name) for name in cluster.specs)  # the workers stay up for the next campaign
