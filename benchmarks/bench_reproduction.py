@@ -201,20 +201,28 @@ def perf_case(name: str, rate: float, duration: float):
 Reps = dict[str, list[dict]]  # case name -> one record per repetition (see record_row)
 
 
-def delivered(rec: dict) -> float:
+def counted(rec: dict) -> bool:
+    """A row that ran and whose link kept up (``fieldtest.perf.case.PerfRow.counted``): an invalid
+    row stays in the JSON but no verdict uses it."""
+    return rec["status"] == "ok" and rec.get("valid") is not False
+
+
+def delivered(rec: dict) -> float | None:
     """Share of the messages that arrived (also in a row that failed after sending, e.g. "rate not
-    held"); 0 for a row refused or failed before it sent anything."""
+    held"); 0 for a row refused or failed before it sent anything; None for an invalid row."""
+    if rec.get("valid") is False:
+        return None
     loss = rec["figures"].get(LOSS)
     return 0.0 if loss is None else 1.0 - loss
 
 
 def delivered_gain(carrier: dict, failing: dict) -> float:
-    """The first row's delivered share minus the second's."""
+    """The first row's delivered share minus the second's (TypeError on an invalid row: skipped)."""
     return delivered(carrier) - delivered(failing)
 
 
 def fig(rec: dict, key: str) -> float | None:
-    return rec["figures"].get(key) if rec["status"] == "ok" else None
+    return rec["figures"].get(key) if counted(rec) else None
 
 
 def overhead_share(rec: dict) -> float | None:
@@ -222,7 +230,7 @@ def overhead_share(rec: dict) -> float | None:
     IP fragments after a datagram's first are left out: Wireshark, which the seed counted with,
     shows a reassembled datagram as one packet."""
     kinds = (rec.get("traffic") or {}).get("kinds")
-    if rec["status"] != "ok" or not kinds:
+    if not counted(rec) or not kinds:
         return None
     total = sum(k["packets"] for name, k in kinds.items() if name != "ip_fragment")
     return kinds["heartbeat_acknack"]["packets"] / total if total else None
@@ -252,7 +260,7 @@ THR, LOSS = "throughput_received (B/s)", "relative_loss"
 
 def fan_out_added(one: dict, four: dict) -> float | None:
     """Mean one-way latency per subscriber with 4 subscribers minus with 1 (ms)."""
-    if one["status"] != "ok" or four["status"] != "ok":
+    if not counted(one) or not counted(four):
         return None
     means = [s.get(OW) for s in four["subscribers"]]
     return statistics.fmean(means) - fig(one, OW) if None not in means else None
@@ -756,7 +764,7 @@ def record_row(name: str, rep: int, row, load) -> dict:
     sim = row.link.get("simulator") or {}
     return {
         "case": name, "rep": rep, "status": row.status, "error": row.error,
-        "figures": row.figures,
+        "valid": row.valid, "invalid_reasons": row.invalid_reasons, "figures": row.figures,
         "subscribers": [{k: v for k, v in s.items() if not isinstance(v, (list, dict))} for s in row.subscribers],
         "traffic": {"kinds": traffic.get("kinds")} if traffic.get("kinds") else {},
         "simulator": wifi_summary(sim),
@@ -846,8 +854,10 @@ def judge(finding: Finding, reps: Reps) -> Verdict:
 
 def case_summary(rec_list: list[dict]) -> str:
     """One row's figures over its repetitions: status, latency, loss, overhead, 802.11 retries."""
-    ok = [r for r in rec_list if r["status"] == "ok"]
+    ok = [r for r in rec_list if counted(r)]
     if not ok:
+        if invalid := [r for r in rec_list if r.get("valid") is False]:
+            return f"invalid ({len(invalid)} of {len(rec_list)} rows): {invalid[0]['invalid_reasons'][0]}"
         errors = sorted({r["error"] for r in rec_list}) or ["not run"]
         return f"{rec_list[0]['status'] if rec_list else 'not run'}: {errors[0]}"
     f = [r["figures"] for r in ok]

@@ -145,6 +145,27 @@ def test_an_80211_row_keeps_the_simulated_links_record(tmp_path):
     assert json.loads(json.dumps(row.to_json()))["link"]["simulator"]["lag_ms"]  # perf.json keeps it
 
 
+def test_an_80211_row_whose_simulator_lag_passes_the_bound_is_kept_invalid_and_left_out(tmp_path):
+    """The row is judged by the trial's bounds on its real ns-3 record: here a profile whose bound is
+    below any lag a real-time simulator has (1 us at p99)."""
+    from fieldtest.netem import load_profiles
+    from fieldtest.testkit import needs
+
+    needs.netns()
+    tight = load_profiles({"tight": {"extends": "wifi-80211", "wifi80211": {"lag_bound_ms": 0.001}}})
+    case = PerfCase(middleware="dds", network="tight", message="Array1k", rate_hz=20, duration_s=1)
+    row = run_row(case, tmp_path / "row", profiles=tight)
+    assert row.status == "ok", row.error
+    assert row.valid is False and row.link["simulator"]["lag_ms"]["p99"] > 0.001
+    assert row.invalid_reasons[0].startswith("the ns-3 802.11 link fell behind real time")
+    write_all([row], tmp_path / "out", {})
+    (line,) = csv.DictReader((tmp_path / "out" / "perf.csv").open())
+    assert line["valid"] == "False" and "ns-3" in line["invalid_reasons"] and line["round_trip_mean (ms)"]
+    (summary,) = csv.DictReader((tmp_path / "out" / "cases.csv").open())
+    counts = [summary[k] for k in ("runs", "ok", "invalid", "latency_mean (ms)")]
+    assert counts == ["1", "0", "1", ""]  # kept, counted as invalid, in no mean
+
+
 def test_lossy_link_counts_add_up(tmp_path):
     from fieldtest.netem import get_profile
     from fieldtest.testkit import needs

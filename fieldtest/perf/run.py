@@ -23,7 +23,7 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 
-from .case import SATURATION, PerfCase, PerfRow
+from .case import SATURATION, PerfCase, PerfRow, judge_row
 from .messages import MessageError, PerfMessage, parse_message
 from .node import EXIT_NO_RELAY, READY
 from .stats import reduce_row
@@ -206,7 +206,7 @@ def run_row(
             row = reduce_row(case, message, records)
             row.processes = processes
             row.link = {**link.describe(), "traffic": traffic}
-            return row
+            return judge_row(row)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)))
 
@@ -292,6 +292,14 @@ class _Link:
         simulator = getattr(self.topo, "simulator_record", lambda: None)()
         if simulator:  # the ns-3 802.11 link: frames, retries by size class, MAC drops, lag
             out["simulator"] = simulator
+        if (topo := self.emulated_topo) is not None:  # the forwarders' lateness, as a trial keeps it
+            from fieldtest.netem.forwarder import ForwarderError
+
+            try:
+                if forwarder := topo.link_stats():
+                    out["forwarder"] = forwarder
+            except ForwarderError as exc:
+                out["forwarder"] = {"error": str(exc)}
         return out
 
 
