@@ -25,7 +25,7 @@ FIGURE_COLUMNS = (
     # the kit's own, beyond performance_test's
     "size (B)", "throughput_sent (B/s)", "throughput_received (B/s)", "late_sends",
     "throughput_sent (msg/s)", "throughput_received (msg/s)", "throughput_sent (MB/s)",
-    "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max",
+    "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max", "received_late",
     *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_back_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
