@@ -793,7 +793,10 @@ def needed_cases(findings: list[Finding]) -> list[str]:
 
 
 def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt.datetime | None,
-            work: Path, json_path: Path | None) -> tuple[Reps, dict]:  # fmt: skip
+            work: Path, json_path: Path | None, rerun_invalid: int = 0) -> tuple[Reps, dict]:  # fmt: skip
+    """Every row ``reps`` times; a row invalid by its link is run again up to ``rerun_invalid`` times,
+    the last run taking its place (repetitions stay paired) and the invalid ones kept in
+    ``meta["invalid"]``."""
     from bench_twin import measured_load
 
     from fieldtest.netem import load_profiles_file
@@ -803,7 +806,8 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
     profiles_file.write_text(PROFILES_YAML)
     profiles = load_profiles_file(profiles_file)
     results: Reps = {n: [] for n in names}
-    meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": []}
+    meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": [],
+            "invalid": []}  # fmt: skip
     for rep in range(reps):
         for name in names:
             if until is not None and dt.datetime.now(dt.UTC) >= until:
@@ -811,9 +815,15 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
                 continue
             case = perf_case(name, rate, duration)
             print(f"... rep {rep} {name}: {case.label}", file=sys.stderr, flush=True)
-            with measured_load() as load:
-                row = run_row(case, work / f"{name}-{rep}", profiles=profiles)
-            results[name].append(record_row(name, rep, row, load))
+            for attempt in range(rerun_invalid + 1):
+                if attempt:
+                    meta["invalid"].append(results[name].pop())
+                with measured_load() as load:
+                    row = run_row(case, work / f"{name}-{rep}-{attempt}", profiles=profiles)
+                results[name].append(record_row(name, rep, row, load))
+                if row.valid is not False:
+                    break
+                print(f"    invalid: {'; '.join(row.invalid_reasons)}", file=sys.stderr, flush=True)
             if row.status != "ok":
                 print(f"    {row.status}: {row.error}", file=sys.stderr, flush=True)
             if json_path:
@@ -971,6 +981,10 @@ def main() -> int:
         help="table from --json files (a later file's rows replace an earlier one's of the same case)",
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None, help="keep the rows' directories here")
+    parser.add_argument(
+        "--rerun-invalid", type=int, default=0, metavar="N",
+        help="run a row whose link emulator or ns-3 fell behind again, up to N times (default 0)",
+    )  # fmt: skip
     args = parser.parse_args()
     findings = _select(args.only)
     if args.source:
@@ -981,7 +995,7 @@ def main() -> int:
             work = args.keep or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             results, meta = run_all(needed_cases(findings), args.reps, args.rate, args.duration, until,
-                                    work, args.json)  # fmt: skip
+                                    work, args.json, args.rerun_invalid)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
     out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
@@ -991,6 +1005,10 @@ def main() -> int:
         out.append(order_line(results))
     if meta.get("missing"):
         out.append(f"Not run (time): {', '.join(meta['missing'])}")
+    invalid = [r for rows in results.values() for r in rows if r.get("valid") is False]
+    if invalid or meta.get("invalid"):
+        out.append(f"Left out as invalid (link fell behind): {len(invalid)} rows in the table's place, "
+                   f"{len(meta.get('invalid') or [])} re-run")  # fmt: skip
     text = "\n".join(out)
     print(text)
     if args.md:
