@@ -201,20 +201,28 @@ def perf_case(name: str, rate: float, duration: float):
 Reps = dict[str, list[dict]]  # case name -> one record per repetition (see record_row)
 
 
-def delivered(rec: dict) -> float:
+def counted(rec: dict) -> bool:
+    """A row that ran and whose link kept up (``fieldtest.perf.case.PerfRow.counted``): an invalid
+    row stays in the JSON but no verdict uses it."""
+    return rec["status"] == "ok" and rec.get("valid") is not False
+
+
+def delivered(rec: dict) -> float | None:
     """Share of the messages that arrived (also in a row that failed after sending, e.g. "rate not
-    held"); 0 for a row refused or failed before it sent anything."""
+    held"); 0 for a row refused or failed before it sent anything; None for an invalid row."""
+    if rec.get("valid") is False:
+        return None
     loss = rec["figures"].get(LOSS)
     return 0.0 if loss is None else 1.0 - loss
 
 
 def delivered_gain(carrier: dict, failing: dict) -> float:
-    """The first row's delivered share minus the second's."""
+    """The first row's delivered share minus the second's (TypeError on an invalid row: skipped)."""
     return delivered(carrier) - delivered(failing)
 
 
 def fig(rec: dict, key: str) -> float | None:
-    return rec["figures"].get(key) if rec["status"] == "ok" else None
+    return rec["figures"].get(key) if counted(rec) else None
 
 
 def overhead_share(rec: dict) -> float | None:
@@ -222,7 +230,7 @@ def overhead_share(rec: dict) -> float | None:
     IP fragments after a datagram's first are left out: Wireshark, which the seed counted with,
     shows a reassembled datagram as one packet."""
     kinds = (rec.get("traffic") or {}).get("kinds")
-    if rec["status"] != "ok" or not kinds:
+    if not counted(rec) or not kinds:
         return None
     total = sum(k["packets"] for name, k in kinds.items() if name != "ip_fragment")
     return kinds["heartbeat_acknack"]["packets"] / total if total else None
@@ -252,7 +260,7 @@ THR, LOSS = "throughput_received (B/s)", "relative_loss"
 
 def fan_out_added(one: dict, four: dict) -> float | None:
     """Mean one-way latency per subscriber with 4 subscribers minus with 1 (ms)."""
-    if one["status"] != "ok" or four["status"] != "ok":
+    if not counted(one) or not counted(four):
         return None
     means = [s.get(OW) for s in four["subscribers"]]
     return statistics.fmean(means) - fig(one, OW) if None not in means else None
@@ -756,7 +764,7 @@ def record_row(name: str, rep: int, row, load) -> dict:
     sim = row.link.get("simulator") or {}
     return {
         "case": name, "rep": rep, "status": row.status, "error": row.error,
-        "figures": row.figures,
+        "valid": row.valid, "invalid_reasons": row.invalid_reasons, "figures": row.figures,
         "subscribers": [{k: v for k, v in s.items() if not isinstance(v, (list, dict))} for s in row.subscribers],
         "traffic": {"kinds": traffic.get("kinds")} if traffic.get("kinds") else {},
         "simulator": wifi_summary(sim),
@@ -785,7 +793,10 @@ def needed_cases(findings: list[Finding]) -> list[str]:
 
 
 def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt.datetime | None,
-            work: Path, json_path: Path | None) -> tuple[Reps, dict]:  # fmt: skip
+            work: Path, json_path: Path | None, rerun_invalid: int = 0) -> tuple[Reps, dict]:  # fmt: skip
+    """Every row ``reps`` times; a row invalid by its link is run again up to ``rerun_invalid`` times,
+    the last run taking its place (repetitions stay paired) and the invalid ones kept in
+    ``meta["invalid"]``."""
     from bench_twin import measured_load
 
     from fieldtest.netem import load_profiles_file
@@ -795,7 +806,8 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
     profiles_file.write_text(PROFILES_YAML)
     profiles = load_profiles_file(profiles_file)
     results: Reps = {n: [] for n in names}
-    meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": []}
+    meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": [],
+            "invalid": []}  # fmt: skip
     for rep in range(reps):
         for name in names:
             if until is not None and dt.datetime.now(dt.UTC) >= until:
@@ -803,9 +815,15 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
                 continue
             case = perf_case(name, rate, duration)
             print(f"... rep {rep} {name}: {case.label}", file=sys.stderr, flush=True)
-            with measured_load() as load:
-                row = run_row(case, work / f"{name}-{rep}", profiles=profiles)
-            results[name].append(record_row(name, rep, row, load))
+            for attempt in range(rerun_invalid + 1):
+                if attempt:
+                    meta["invalid"].append(results[name].pop())
+                with measured_load() as load:
+                    row = run_row(case, work / f"{name}-{rep}-{attempt}", profiles=profiles)
+                results[name].append(record_row(name, rep, row, load))
+                if row.valid is not False:
+                    break
+                print(f"    invalid: {'; '.join(row.invalid_reasons)}", file=sys.stderr, flush=True)
             if row.status != "ok":
                 print(f"    {row.status}: {row.error}", file=sys.stderr, flush=True)
             if json_path:
@@ -846,8 +864,10 @@ def judge(finding: Finding, reps: Reps) -> Verdict:
 
 def case_summary(rec_list: list[dict]) -> str:
     """One row's figures over its repetitions: status, latency, loss, overhead, 802.11 retries."""
-    ok = [r for r in rec_list if r["status"] == "ok"]
+    ok = [r for r in rec_list if counted(r)]
     if not ok:
+        if invalid := [r for r in rec_list if r.get("valid") is False]:
+            return f"invalid ({len(invalid)} of {len(rec_list)} rows): {invalid[0]['invalid_reasons'][0]}"
         errors = sorted({r["error"] for r in rec_list}) or ["not run"]
         return f"{rec_list[0]['status'] if rec_list else 'not run'}: {errors[0]}"
     f = [r["figures"] for r in ok]
@@ -961,6 +981,10 @@ def main() -> int:
         help="table from --json files (a later file's rows replace an earlier one's of the same case)",
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None, help="keep the rows' directories here")
+    parser.add_argument(
+        "--rerun-invalid", type=int, default=0, metavar="N",
+        help="run a row whose link emulator or ns-3 fell behind again, up to N times (default 0)",
+    )  # fmt: skip
     args = parser.parse_args()
     findings = _select(args.only)
     if args.source:
@@ -971,7 +995,7 @@ def main() -> int:
             work = args.keep or Path(tmp)
             work.mkdir(parents=True, exist_ok=True)
             results, meta = run_all(needed_cases(findings), args.reps, args.rate, args.duration, until,
-                                    work, args.json)  # fmt: skip
+                                    work, args.json, args.rerun_invalid)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
     out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
@@ -981,6 +1005,10 @@ def main() -> int:
         out.append(order_line(results))
     if meta.get("missing"):
         out.append(f"Not run (time): {', '.join(meta['missing'])}")
+    invalid = [r for rows in results.values() for r in rows if r.get("valid") is False]
+    if invalid or meta.get("invalid"):
+        out.append(f"Left out as invalid (link fell behind): {len(invalid)} rows in the table's place, "
+                   f"{len(meta.get('invalid') or [])} re-run")  # fmt: skip
     text = "\n".join(out)
     print(text)
     if args.md:

@@ -179,3 +179,5 @@ class TransportConfig(FamilySettingsHolder):
     broker_address: str = "127.0.0.1"
     security: str = "none"  # a security setting name (fieldtest.security); "none" = plain
     keystore: str = ""  # path of the keystore when security is on
+    # The roles whose network interface stands for a Wi-Fi one (the twin: on an emulated Wi-Fi link)
+    wifi_roles: tuple[Role, ...] = ()

@@ -108,6 +108,30 @@ def test_repetitions_are_paired_and_incomplete_ones_dropped(bench):
     assert bench.paired(reps, ["a", "b"], bench.ratio(bench.RTT)) == [2.0]
 
 
+def _judged(bench, rep: int, rtt_ms: float, lag_p99_ms: float) -> dict:
+    """A perf row on the ns-3 link judged by judge_row, recorded as the benchmark records it."""
+    from types import SimpleNamespace
+
+    from fieldtest.perf.case import PerfCase, PerfRow, judge_row
+
+    lag = {"samples": 30000, "p50": 0.05, "p90": 0.2, "p99": lag_p99_ms, "max": 2 * lag_p99_ms}
+    link = {"emulated": True, "simulator": {"lag_ms": lag, "lag_bound_ms": 2.0}}
+    row = judge_row(PerfRow(PerfCase(network="wifi-80211"), figures={bench.RTT: rtt_ms}, link=link))
+    load = SimpleNamespace(loadavg_1min=1.0, core_busy_percent=[50.0, 50.0], steal_percent=0.0)
+    return bench.record_row("a", rep, row, load)
+
+
+def test_a_row_whose_simulator_fell_behind_is_kept_but_left_out_of_the_verdict(bench):
+    """414 ms at p99: the lag behind rows the table once called reproduced (issue 34)."""
+    reps = {"a": [_judged(bench, i, 4.0, 0.3) for i in range(3)] + [_judged(bench, 3, 400.0, 414.0)],
+            "b": [_rec(rep=i, **{bench.RTT: 10.0}) for i in range(4)]}  # fmt: skip
+    assert [r["valid"] for r in reps["a"]] == [True, True, True, False]
+    assert "lag p99 414.0 ms" in reps["a"][3]["invalid_reasons"][0]
+    verdict = bench.judge(_ratio_finding(bench, 3.0), reps)
+    assert verdict.values == [0.4, 0.4, 0.4] and not verdict.reproduced
+    assert bench.case_summary(reps["a"][3:]).startswith("invalid (1 of 1 rows): the ns-3 802.11 link")
+
+
 def test_a_refused_pair_delivers_nothing_so_the_failure_finding_is_not_reproduced(bench):
     finding = next(f for f in bench.FINDINGS if f.key == "Z8")
     both_refused = {c: [_rec("refused", rep=i) for i in range(3)] for c in finding.cases}

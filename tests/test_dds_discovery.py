@@ -11,7 +11,10 @@ import struct
 
 import pytest
 
+from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware.dds.settings import Settings as DdsSettings
+from fieldtest.middleware.dds.settings import discovery_used
+from fieldtest.middleware.dds.transport import cyclonedds_xml
 from fieldtest.netem import linktraffic
 from fieldtest.netem.linktraffic import CAPTURE_FILE, summarize, udp_destinations
 from fieldtest.plan import SquarePlan
@@ -78,6 +81,41 @@ def test_participants_discover_through_multicast_spdp_only_when_asked(tmp_path, 
     assert kinds["sedp"]["packets"] > 0 and kinds["user_data"]["packets"] > 0
     assert kinds["heartbeat_acknack"]["packets"] > 0  # the reliable commands' acknowledgements
     if used == "spdp":  # only participant discovery multicasts; endpoints and data go unicast
+        assert kinds["sedp"]["multicast_packets"] == kinds["user_data"]["multicast_packets"] == 0
+
+
+def test_cyclonedds_default_multicasts_only_discovery_from_a_wifi_interface_and_everything_from_a_wired_one():
+    """CycloneDDS 0.10's AllowMulticast default by interface type (q_init.c: "presumed flaky
+    multicast, use for SPDP only"): the twin resolves it by the link each role stands on."""
+    config = TransportConfig(
+        middleware="dds",
+        dds_discovery="cyclonedds-default",
+        host_address="10.77.0.1",
+        robot_address="10.77.0.2",
+        wifi_roles=("robot",),
+    )
+    assert config.settings(DdsSettings).discovery == "cyclonedds-default"
+    assert discovery_used(config, "robot") == "spdp" and discovery_used(config, "host") == "all"
+    assert "<AllowMulticast>spdp</AllowMulticast>" in cyclonedds_xml(config, "robot")
+    assert "<AllowMulticast>true</AllowMulticast>" in cyclonedds_xml(config, "host")
+    on_loopback = config.model_copy(update={"robot_address": "127.0.0.1"})
+    assert discovery_used(on_loopback, "robot") == "none"
+
+
+@pytest.mark.parametrize(("network", "used"), [("wifi", "spdp"), ("ethernet", "all")])
+def test_a_twin_trial_on_cyclonedds_default_discovers_as_the_interface_type_says(tmp_path, network, used):
+    """On a Wi-Fi profile the robot's interface stands for a Wi-Fi one: SPDP by multicast, endpoints
+    and data by unicast; on ethernet CycloneDDS's default allows multicast for everything (with one
+    reader per topic it still sends endpoints and data by unicast, so the capture shows SPDP only)."""
+    needs.netns()
+    needs.tools("tcpdump")
+    trial_dir, record = _short_dds_trial(network, "cyclonedds-default", tmp_path)
+    assert record.outcome.dds_discovery == used
+    assert record.request.transport.wifi_roles == (("host", "robot") if network == "wifi" else ())
+    assert not any("loopback has no multicast" in w for w in record.outcome.warnings)
+    kinds = record.outcome.link_traffic["kinds"]
+    assert kinds["spdp"]["multicast_packets"] > 0
+    if used == "spdp":
         assert kinds["sedp"]["multicast_packets"] == kinds["user_data"]["multicast_packets"] == 0
 
 

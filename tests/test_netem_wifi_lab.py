@@ -4,13 +4,16 @@ traffic, and each switched off. Real ns-3, real datagrams through the namespaces
 judged against the access point's own beacon log (CLOCK_MONOTONIC, as the probes). Needs root
 (namespaces) and libns3-dev + g++ (tools/install.sh)."""
 
+import os
 import statistics
 
+import psutil
 import pytest
 
 from fieldtest.netem import Topology, get_profile, load_profiles, measure_link
 from fieldtest.netem.probe import udp_blast
 from fieldtest.netem.profiles import ProfileError
+from fieldtest.realtime import LINK_REALTIME_PRIORITY, REALTIME_PRIORITY
 from fieldtest.testkit import needs
 
 NODES = ["host", "robot", "mocap"]
@@ -151,12 +154,20 @@ def test_group_frames_wait_for_the_dtim_beacon_while_a_station_dozes(dtim_period
     assert stats["power_save"]["group_frames_buffered"] >= sum(right_after)
 
 
-def _with_other_stations(count: int, load_kbit: float) -> tuple[dict, dict]:
-    profile = _radio(other_stations=count, other_load_kbit=load_kbit)
+def _with_other_stations(count: int, load_kbit: float, radio: str = "own") -> tuple[dict, dict]:
+    """Round trips host -> robot beside ``count`` other stations; the link's stats, with the
+    simulator's CPU seconds over the measurement (``probe_cpu_s``)."""
+    profile = _radio(other_stations=count, other_load_kbit=load_kbit, other_stations_radio=radio)
     with Topology(profile, nodes=NODES, wireless=STATIONS, seed=4) as topo:
+        simulator = psutil.Process(topo.wifi_link.pid)
+        cpu0 = sum(simulator.cpu_times()[:2])
         trip = measure_link(topo, "host", "robot", count=150, interval_s=0.02, size=200)
-        stats = topo.wifi_link.stats()
+        stats = topo.wifi_link.stats() | {"probe_cpu_s": sum(simulator.cpu_times()[:2]) - cpu0}
     return trip, stats
+
+
+def _others_airtime_s(stats: dict) -> float:
+    return sum(a["airtime_s"] for name, a in stats["airtime_by_station"].items() if name.startswith("other"))
 
 
 def test_other_stations_share_the_airtime_and_round_trips_grow_with_their_number():
@@ -172,13 +183,39 @@ def test_other_stations_share_the_airtime_and_round_trips_grow_with_their_number
             mean = statistics.fmean(shares)
             assert all(0.6 * mean <= share <= 1.4 * mean for share in shares), shares  # same load, same share
             assert stats["other_stations"]["sent_up"] > 0 and stats["other_stations"]["sent_down"] > 0
-    airtime = {
-        count: sum(a["airtime_s"] for n, a in stats["airtime_by_station"].items() if n.startswith("other"))
-        for count, (_, stats) in runs.items()
-    }
+    airtime = {count: _others_airtime_s(stats) for count, (_, stats) in runs.items()}
     # per second of the run, five stations take about 5/2 of what two take
     per_s = {count: airtime[count] / runs[count][1]["wall_s"] for count in (2, 5)}
     assert 1.5 < per_s[5] / per_s[2] < 4.0, per_s
+
+
+def test_other_stations_on_a_shared_radio_load_the_air_as_their_own_radios_do_for_less_cpu():
+    """wifi-lab's default: one simulated station sends for all five. The same frames go on the air
+    (their airtime and the frames offered per station match five own radios), and the simulator
+    receives each frame on four radios fewer, which was most of its work."""
+    load_kbit = get_profile("wifi-lab").wifi80211.other_load_kbit
+    assert get_profile("wifi-lab").wifi80211.other_stations_radio == "shared"
+    runs = {radio: _with_other_stations(5, load_kbit, radio) for radio in ("shared", "own")}
+    shared, own = runs["shared"][1], runs["own"][1]
+    assert shared["other_stations"]["radios"] == 1 and own["other_stations"]["radios"] == 5
+    assert {n for n in shared["airtime_by_station"] if n.startswith("other")} == {"others"}
+    sent = [up + down for up, down in shared["other_stations"]["sent_each"]]
+    assert len(sent) == 5 and all(
+        0.6 * statistics.fmean(sent) <= n <= 1.4 * statistics.fmean(sent) for n in sent
+    )
+    per_s = {radio: _others_airtime_s(stats) / stats["wall_s"] for radio, (_, stats) in runs.items()}
+    assert 0.75 < per_s["shared"] / per_s["own"] < 1.33, per_s
+    assert shared["probe_cpu_s"] < 0.85 * own["probe_cpu_s"], (shared["probe_cpu_s"], own["probe_cpu_s"])
+
+
+def test_the_link_simulator_runs_above_the_twins_processes():
+    """A twin process at the same FIFO priority holding a core would hold simulated frames back."""
+    with Topology("wifi-lab", nodes=NODES, wireless=STATIONS, seed=5) as topo:
+        record = topo.simulator_record()
+        policy, priority = os.sched_getscheduler(topo.wifi_link.pid), os.sched_getparam(topo.wifi_link.pid)
+    assert LINK_REALTIME_PRIORITY > REALTIME_PRIORITY
+    assert policy == os.SCHED_FIFO and priority.sched_priority == LINK_REALTIME_PRIORITY
+    assert record["realtime"] and record["rt_priority"] == LINK_REALTIME_PRIORITY
 
 
 def test_with_every_mechanism_off_the_link_is_the_ideal_one():

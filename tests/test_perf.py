@@ -145,6 +145,41 @@ def test_an_80211_row_keeps_the_simulated_links_record(tmp_path):
     assert json.loads(json.dumps(row.to_json()))["link"]["simulator"]["lag_ms"]  # perf.json keeps it
 
 
+def test_an_80211_row_whose_simulator_lag_passes_the_bound_is_kept_invalid_and_re_run(tmp_path):
+    """Rows are judged by the trial's bounds on their real ns-3 record: here a profile whose bound is
+    below any lag a real-time simulator has (1 us at p99), so the re-run is invalid too."""
+    from fieldtest.testkit import needs
+
+    needs.netns()
+    profiles = tmp_path / "profiles.yaml"
+    profiles.write_text("tight: {extends: wifi-80211, wifi80211: {lag_bound_ms: 0.001}}\n")
+    argv = ["--middleware", "dds", "--network", "tight", "--profiles", str(profiles), "--message", "Array1k",
+            "--rate", "20", "--duration", "1", "--rerun-invalid", "1", "--out", str(tmp_path / "out")]  # fmt: skip
+    done = _perf(*argv)
+    assert "invalid: dds/none/default/tight" in done.stdout, done.stdout + done.stderr
+    rows = json.loads((tmp_path / "out" / "perf.json").read_text())["rows"]
+    assert [(r["status"], r["valid"]) for r in rows] == [("ok", False), ("ok", False)]  # both kept
+    assert all(r["link"]["simulator"]["lag_ms"]["p99"] > 0.001 for r in rows)
+    assert rows[0]["invalid_reasons"][0].startswith("the ns-3 802.11 link fell behind real time")
+    lines = list(csv.DictReader((tmp_path / "out" / "perf.csv").open()))
+    assert [line["valid"] for line in lines] == ["False", "False"] and lines[0]["round_trip_mean (ms)"]
+    (summary,) = csv.DictReader((tmp_path / "out" / "cases.csv").open())
+    counts = [summary[k] for k in ("runs", "ok", "invalid", "latency_mean (ms)")]
+    assert counts == ["2", "0", "2", ""]  # kept, counted as invalid, in no mean
+
+
+def test_an_echo_after_the_rows_planned_end_is_received_late_not_lost(tmp_path):
+    """A relay that spends 0.1 s on each of 20 messages sent in 1 s echoes the last ones well after
+    the send end + 0.5 s drain; the grace after that planned end keeps them, counted late."""
+    case = PerfCase(middleware="zenoh-peer", message="Array1k", rate_hz=20, duration_s=1)
+    row = run_row(case, tmp_path, drain_s=0.5, late_grace_s=3.0, relay_work_s=0.1)
+    assert row.status == "ok", row.error
+    main = _raw(tmp_path, "main")
+    late = [a for a in _by_seq(main["echoes"]["1"]).values() if a > main["planned_end_ns"]]
+    assert row.figures["received"] == row.figures["sent"] == 20 and row.figures["lost"] == 0
+    assert row.figures["received_late"] == len(late) > 0
+
+
 def test_lossy_link_counts_add_up(tmp_path):
     from fieldtest.netem import get_profile
     from fieldtest.testkit import needs

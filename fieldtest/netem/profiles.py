@@ -123,6 +123,12 @@ class Wifi80211(BaseModel):
     other_load_kbit: float = Field(
         0.0, ge=0, description="offered load of each other station, half uplink, half downlink"
     )
+    other_stations_radio: Literal["shared", "own"] = Field(
+        "shared",
+        description="shared: one simulated station sends all other stations' traffic (same frames on "
+        "the air, half the simulator's work); own: each its own station, so they also contend with "
+        "each other (docs/networks.md, 'Other stations')",
+    )
 
     @model_validator(mode="after")
     def _held_frames_outlive_no_queue_lifetime(self) -> Wifi80211:
@@ -159,6 +165,7 @@ class Wifi80211(BaseModel):
             f"--listen-interval={self.listen_interval}",
             f"--others={self.other_stations}",
             f"--other-load-kbit={self.other_load_kbit:g}",
+            f"--others-radio={self.other_stations_radio}",
         ]
         return args
 

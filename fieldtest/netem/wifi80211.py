@@ -21,6 +21,7 @@ from fieldtest.cbuild import BuildError, build_cxx
 from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import end_by_stdin, link_pipes
 from fieldtest.netem.profiles import Wifi80211
+from fieldtest.realtime import LINK_REALTIME_PRIORITY
 
 SOURCE = Path(__file__).parent / "ns3" / "wifi_link.cc"
 NS3_MODULES = (
@@ -62,7 +63,12 @@ class Wifi80211Link:
         self.config = config
         self._stats_dir = tempfile.TemporaryDirectory(prefix="fieldtest-wifi80211-")
         self.stats_path = Path(self._stats_dir.name) / "stats.json"
-        argv = [str(build_wifi_link()), f"--stats={self.stats_path}", *config.program_args()]
+        argv = [
+            str(build_wifi_link()),
+            f"--stats={self.stats_path}",
+            f"--rt-priority={LINK_REALTIME_PRIORITY}",
+            *config.program_args(),
+        ]
         if seed is not None:
             argv += [f"--seed={seed % 2**31 + 1}", "--run=1"]
         argv += config.power_save_args(list(stations))

@@ -75,6 +75,27 @@ class PerfRow:
     subscribers: list[dict] = field(default_factory=list)
     processes: dict = field(default_factory=dict)
     link: dict = field(default_factory=dict)
+    # None: not judged (a loopback row, or one that did not run); False: its link emulator or ns-3
+    # fell behind (``judge_row``), the row is kept but left out of every summary and verdict
+    valid: bool | None = None
+    invalid_reasons: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+    @property
+    def counted(self) -> bool:
+        """Does the row count in summaries and verdicts: it ran and its link kept up."""
+        return self.status == "ok" and self.valid is not False
+
+
+def judge_row(row: PerfRow) -> PerfRow:
+    """Judge an emulated row as a twin trial on the same link (one set of bounds:
+    ``fieldtest.analysis.causes.stackfaults.link_behind_reasons``); loopback rows stay unjudged."""
+    if not row.link.get("emulated") or row.status != "ok":
+        return row
+    from fieldtest.analysis.causes.stackfaults import link_behind_reasons  # numpy: not at import
+
+    row.invalid_reasons = link_behind_reasons(row.link.get("simulator"), row.link.get("forwarder"))
+    row.valid = not row.invalid_reasons
+    return row

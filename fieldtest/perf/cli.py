@@ -90,6 +90,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, default=None, help="output folder (default trials/perf/<time>)")
     p.add_argument(
+        "--rerun-invalid",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run a row invalid by its link emulator or ns-3 falling behind again, up to N times "
+        "(default 0); the invalid rows are kept in the files, left out of the tables",
+    )
+    p.add_argument(
         "--discovery-timeout", type=float, default=20.0, help="s to wait for every relay (default 20)"
     )
     return p
@@ -166,8 +174,10 @@ def run_sweep(
     discovery_s: float = 20.0,
     show: bool = True,
     profiles: dict | None = None,
+    first_index: int = 0,
 ) -> tuple[list[PerfRow], bool]:
-    """Run the (row, repetition) pairs in order with a progress bar; (rows finished, interrupted)."""
+    """Run the (row, repetition) pairs in order with a progress bar, in ``out/rows/<first_index +
+    i>``; (rows finished, interrupted)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     rows: list[PerfRow] = []
@@ -179,7 +189,11 @@ def run_sweep(
                 break
             progress.update(task, description=case.label[:48])
             row = run_row(
-                case, out / "rows" / f"{i:03d}", stop=stop, discovery_s=discovery_s, profiles=profiles
+                case,
+                out / "rows" / f"{first_index + i:03d}",
+                stop=stop,
+                discovery_s=discovery_s,
+                profiles=profiles,
             )
             row.repetition = repetition
             if stop.is_set():
@@ -187,6 +201,30 @@ def run_sweep(
             rows.append(row)
             progress.advance(task)
     return rows, stop.is_set()
+
+
+def rerun_invalid(
+    rows: list[PerfRow], out: Path, stop: threading.Event, reruns: int, **sweep
+) -> tuple[list[PerfRow], bool]:
+    """Each invalid row's case and repetition run again, one row at a time, up to ``reruns`` times
+    while it stays invalid (as ``fieldtest campaign --rerun-invalid``); the new rows, to be kept
+    beside the invalid ones, and whether the sweep was interrupted."""
+    added: list[PerfRow] = []
+    todo = [row for row in rows if row.valid is False]
+    for _ in range(reruns):
+        if not todo or stop.is_set():
+            break
+        print(f"re-running {len(todo)} invalid row(s) ...", file=sys.stderr)
+        again, _ = run_sweep(
+            [(row.case, row.repetition) for row in todo],
+            out,
+            stop,
+            first_index=len(rows) + len(added),
+            **sweep,
+        )
+        added += again
+        todo = [row for row in again if row.valid is False]
+    return added, stop.is_set()
 
 
 def perf_main(argv: list[str]) -> int:
@@ -204,12 +242,20 @@ def perf_main(argv: list[str]) -> int:
             show=sys.stderr.isatty(),
             profiles=profiles,
         )
+        if args.rerun_invalid and not interrupted:
+            again, interrupted = rerun_invalid(
+                rows, out, stop, args.rerun_invalid, discovery_s=args.discovery_timeout,
+                show=sys.stderr.isatty(), profiles=profiles,
+            )  # fmt: skip
+            rows += again
     meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(planned)}
     paths = write_all(rows, out, meta)
     print(table2_markdown(rows))
     for row in rows:
         if row.status != "ok":
             print(f"{row.status}: {row.case.label}: {row.error}")
+        elif row.valid is False:
+            print(f"invalid: {row.case.label}: {'; '.join(row.invalid_reasons)}")
     print(f"{len(rows)} of {len(planned)} rows: " + ", ".join(str(p) for p in paths))
     if interrupted:
         print(f"fieldtest perf: {interruption(stop)}; kept the {len(rows)} finished rows", file=sys.stderr)

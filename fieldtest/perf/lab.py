@@ -61,7 +61,7 @@ from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_s
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import TrialRequest
 
-from .node import READY
+from .node import LATE_GRACE_S, READY
 from .results import table2_markdown, write_all
 from .run import (
     ROW_MARGIN_S,
@@ -271,8 +271,9 @@ def relay_guard(limit_s: float) -> str:
 
 
 def relay_limit_s(case: PerfCase, discovery_s: float, drain_s: float) -> float:
-    """The longest a relay may run: its start, discovery, the row, the drain and the row's cut-off."""
-    return START_TIMEOUT_S + discovery_s + case.duration_s + drain_s + ROW_MARGIN_S
+    """The longest a relay may run: its start, discovery, the row, the drain, the grace for late
+    messages and the row's cut-off."""
+    return START_TIMEOUT_S + discovery_s + case.duration_s + drain_s + LATE_GRACE_S + ROW_MARGIN_S
 
 
 def run_lab_row(
@@ -309,7 +310,7 @@ def run_lab_row(
         ):
             (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
             records, processes = _run_lab_processes(
-                case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s
+                case, row_dir, lab, run_id, spec, infra, stop, discovery_s + drain_s + LATE_GRACE_S
             )
         clock = estimate_offset(source, records, channel_problems)
         offset_s = clock.offset_s

@@ -25,7 +25,7 @@ FIGURE_COLUMNS = (
     # the kit's own, beyond performance_test's
     "size (B)", "throughput_sent (B/s)", "throughput_received (B/s)", "late_sends",
     "throughput_sent (msg/s)", "throughput_received (msg/s)", "throughput_sent (MB/s)",
-    "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max",
+    "throughput_received (MB/s)", "writer_timeouts", "writer_backlog_max", "received_late",
     *(f"round_trip_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
     *(f"one_way_back_{k} (ms)" for k in (*_LATENCY, "p50", "p90", "p99")),
@@ -34,7 +34,7 @@ FIGURE_COLUMNS = (
     # names it) and the bound its minimum-delay probe puts on its error
     "clock_offset_source", "clock_offset_s", "min_delay_s", "ntp_error_bound_ms", "clock_probes",
 )  # fmt: skip
-COLUMNS = (*CASE_COLUMNS, "repetition", "status", "error", *FIGURE_COLUMNS)
+COLUMNS = (*CASE_COLUMNS, "repetition", "status", "error", "valid", "invalid_reasons", *FIGURE_COLUMNS)
 # The figures a case's repetitions are summarised by (mean and 95 % interval, ``cases.csv``)
 INTERVAL_FIGURES = (
     "latency_mean (ms)", "round_trip_mean (ms)", "one_way_mean (ms)", "one_way_p99 (ms)",
@@ -42,7 +42,7 @@ INTERVAL_FIGURES = (
     "relay_cpu_usage (%)",
 )  # fmt: skip
 CASES_COLUMNS = (
-    *CASE_COLUMNS, "runs", "ok",
+    *CASE_COLUMNS, "runs", "ok", "invalid",
     *(f"{figure}{part}" for figure in INTERVAL_FIGURES for part in ("", " low95", " high95")),
 )  # fmt: skip
 
@@ -54,6 +54,8 @@ def csv_row(row: PerfRow) -> dict:
         "repetition": row.repetition,
         "status": row.status,
         "error": row.error,
+        "valid": row.valid,
+        "invalid_reasons": "; ".join(row.invalid_reasons),
         **{k: row.figures.get(k) for k in FIGURE_COLUMNS},
     }
 
@@ -87,16 +89,18 @@ def write_subscribers_csv(rows: list[PerfRow], path: Path) -> None:
 
 
 def case_summaries(rows: list[PerfRow]) -> list[dict]:
-    """Per case, in the order the rows ran: its runs, how many were ok, and per figure of
-    ``INTERVAL_FIGURES`` the mean over the ok repetitions with its 95 % interval (``mean_interval``)."""
+    """Per case, in the order the rows ran: its runs, how many were ok and valid (``PerfRow.counted``:
+    an invalid row is kept in the files but counts nowhere), and per figure of ``INTERVAL_FIGURES``
+    the mean over those repetitions with its 95 % interval (``mean_interval``)."""
     by_case: dict[PerfCase, list[PerfRow]] = defaultdict(list)
     for row in rows:
         by_case[row.case].append(row)
     out = []
     for case, runs in by_case.items():
-        ok = [r for r in runs if r.status == "ok"]
+        ok = [r for r in runs if r.counted]
         figures = {f: mean_interval([r.figures.get(f) for r in ok]) for f in INTERVAL_FIGURES}
-        out.append({"case": case, "runs": len(runs), "ok": len(ok), "figures": figures})
+        invalid = sum(r.valid is False for r in runs)
+        out.append({"case": case, "runs": len(runs), "ok": len(ok), "invalid": invalid, "figures": figures})
     return out
 
 
@@ -106,7 +110,8 @@ def write_cases_csv(summaries: list[dict], path: Path) -> None:
         writer = csv.DictWriter(out, fieldnames=CASES_COLUMNS)
         writer.writeheader()
         for summary in summaries:
-            line = {**asdict(summary["case"]), "runs": summary["runs"], "ok": summary["ok"]}
+            counts = {k: summary[k] for k in ("runs", "ok", "invalid")}
+            line = {**asdict(summary["case"]), **counts}
             for figure, interval in summary["figures"].items():
                 parts = (interval["mean"], interval["low"], interval["high"])
                 line.update(zip((figure, f"{figure} low95", f"{figure} high95"), parts, strict=True))
@@ -159,7 +164,7 @@ def table2(rows: list[PerfRow]) -> list[tuple[str, list[str], list[list[str]]]]:
         messages = list(dict.fromkeys(s["case"].message for s in group))
         cell = {(s["case"].message, column(s["case"])): s for s in group}
         cells = [[message, *(_cell(cell.get((message, mw))) for mw in middlewares)] for message in messages]
-        repetitions = max(s["runs"] for s in group)
+        repetitions = max(s["runs"] - s["invalid"] for s in group)
         tables.append((_title(key, repetitions), ["message", *middlewares], cells))
     return tables
 

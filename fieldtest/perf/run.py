@@ -23,9 +23,9 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
 
-from .case import SATURATION, PerfCase, PerfRow
+from .case import SATURATION, PerfCase, PerfRow, judge_row
 from .messages import MessageError, PerfMessage, parse_message
-from .node import EXIT_NO_RELAY, READY
+from .node import EXIT_NO_RELAY, LATE_GRACE_S, READY
 from .stats import reduce_row
 
 if TYPE_CHECKING:
@@ -176,10 +176,12 @@ def run_row(
     domain_id: int = 30,
     profiles: dict | None = None,
     relay_work_s: float = 0.0,
+    late_grace_s: float = LATE_GRACE_S,
 ) -> PerfRow:
     """Run ``case`` in ``row_dir``: a PerfRow, failed with its reason rather than raising (bad input
     is recorded as refused). ``relay_work_s``: time each relay spends on every message (a slow
-    subscriber, to see a middleware's loss and flow control under load)."""
+    subscriber, to see a middleware's loss and flow control under load); ``late_grace_s``: how long
+    after its planned end the row still receives, counting what comes then as late."""
     try:
         message = check_case(case, profiles)
     except PerfInputError as exc:
@@ -192,7 +194,7 @@ def run_row(
             spec = {
                 "transport": config.model_dump(), "message": case.message, "rate_hz": case.rate_hz,
                 "duration_s": case.duration_s, "mode": case.mode, "relays": case.subscribers,
-                "discovery_s": discovery_s, "drain_s": drain_s,
+                "discovery_s": discovery_s, "drain_s": drain_s, "late_grace_s": late_grace_s,
                 "relay_addresses": link.relay_addresses(case.subscribers), "relay_work_s": relay_work_s,
             }  # fmt: skip
             (row_dir / "spec.json").write_text(json.dumps(spec, indent=1))
@@ -201,12 +203,12 @@ def run_row(
                 _robot_link_traffic(link, row_dir) as traffic,
             ):
                 records, processes = _run_processes(
-                    case, config, row_dir, link, infra, stop, discovery_s + drain_s
+                    case, config, row_dir, link, infra, stop, discovery_s + drain_s + late_grace_s
                 )
             row = reduce_row(case, message, records)
             row.processes = processes
             row.link = {**link.describe(), "traffic": traffic}
-            return row
+            return judge_row(row)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)))
 
@@ -292,6 +294,14 @@ class _Link:
         simulator = getattr(self.topo, "simulator_record", lambda: None)()
         if simulator:  # the ns-3 802.11 link: frames, retries by size class, MAC drops, lag
             out["simulator"] = simulator
+        if (topo := self.emulated_topo) is not None:  # the forwarders' lateness, as a trial keeps it
+            from fieldtest.netem.forwarder import ForwarderError
+
+            try:
+                if forwarder := topo.link_stats():
+                    out["forwarder"] = forwarder
+            except ForwarderError as exc:
+                out["forwarder"] = {"error": str(exc)}
         return out
 
 

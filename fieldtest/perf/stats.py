@@ -99,6 +99,21 @@ def subscriber_figures(
     return figures
 
 
+def late_echoes(main: dict, relays: int) -> int | None:
+    """Echoes that reached the main side after the row's planned end (last send + drain), in its
+    grace: delivered late, not lost (None: a record from before the grace was kept)."""
+    end_ns = main.get("planned_end_ns")
+    if end_ns is None:
+        return None
+    sent = dict(enumerate(main["sends"]))
+    echoes = main["echoes"]
+    return sum(
+        arrival > end_ns
+        for i in range(1, relays + 1)
+        for arrival in _first_per_seq(echoes.get(str(i), []), sent).values()
+    )
+
+
 def reduce_row(case, message: PerfMessage, records: dict):
     main = records["main"]
     sent = dict(enumerate(main["sends"]))
@@ -172,6 +187,7 @@ def _row_figures(
         "throughput_received (MB/s)": delivered_per_sub * message.size / 1e6,
         "writer_timeouts": main.get("writer_timeouts", 0),
         "writer_backlog_max": main.get("writer_backlog_max"),
+        "received_late": late_echoes(main, len(subs)) if roundtrip else None,
     }
     figures.update(_latency("latency", round_trip if roundtrip else one_way))
     figures.update(_latency("one_way", one_way))

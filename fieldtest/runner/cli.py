@@ -89,8 +89,9 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dds-discovery",
         default="spdp",
-        choices=("spdp", "all", "none"),
-        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, or none (unicast peers)",
+        choices=("spdp", "all", "none", "cyclonedds-default"),
+        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, none (unicast "
+        "peers), or CycloneDDS's own default (spdp on a Wi-Fi interface, all on a wired one)",
     )
     parser.add_argument(
         "--robot-traffic",

@@ -44,7 +44,7 @@ from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id,
 from fieldtest.twin.fwdprobe import READY as FORWARD_PROBE_READY
 
 if TYPE_CHECKING:
-    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.linkconfig import Role, TransportConfig
     from fieldtest.netem.linktraffic import LinkCapture
     from fieldtest.netem.topology import LoopbackTopology, Topology
     from fieldtest.procs import ManagedProcess
@@ -94,13 +94,18 @@ class _Network:
         self.truth_socket = ""
         self.infra_node: str | None = None  # the router's or broker's own machine, if it has one
         self.capture: LinkCapture | None = None  # the robot link's capture while the trial runs
+        self.wifi_roles: tuple[Role, ...] = ()  # host/robot on an emulated Wi-Fi link
         if request.network != "loopback":
             from fieldtest.netem import get_profile, open_topology
             from fieldtest.netem.placement import wireless_nodes
 
             extra = registry.get(request.transport.middleware).emulated_nodes()
             self.infra_node = extra[0] if extra else None
-            wireless = wireless_nodes(request.topology, get_profile(request.network), self.infra_node)
+            profile = get_profile(request.network)
+            wireless = wireless_nodes(request.topology, profile, self.infra_node)
+            # a station of a Wi-Fi profile has a Wi-Fi interface (CycloneDDS's multicast default)
+            if profile.wifi80211 is not None or profile.name.startswith("wifi"):
+                self.wifi_roles = tuple(role for role in ("host", "robot") if role in wireless)
             self.topo = open_topology(
                 request.network, nodes=["host", "robot", "mocap", *extra], wireless=wireless
             )
@@ -132,6 +137,7 @@ class _Network:
             update={
                 "host_address": addr("host"),
                 "robot_address": addr("robot"),
+                "wifi_roles": self.wifi_roles,
                 "router_address": addr("router") if "router" in nodes else addr("host"),
                 "broker_address": addr("broker") if "broker" in nodes else addr("host"),
             }
@@ -597,7 +603,7 @@ def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
     if dds is None:
         return
     used = record.outcome.dds_discovery = discovery_used(transport, "robot")
-    if used != dds.discovery:
+    if used == "none" != dds.discovery:
         record.outcome.warnings.append(
             f"transport.dds.discovery {dds.discovery!r}: loopback has no multicast, "
             "so the participants discovered by unicast peers (none)"

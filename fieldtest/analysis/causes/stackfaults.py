@@ -133,18 +133,7 @@ def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
             f"{machine['steal_max_pct']:.0f} % in half a second; bounds {STEAL_BOUND_PCT:g} % and "
             f"{STEAL_BURST_BOUND_PCT:g} %)"
         )
-    if _simulator_behind(out.get("link_simulator")):
-        sim = out["link_simulator"]
-        reasons.append(
-            f"the ns-3 802.11 link fell behind real time: lag p99 {sim['lag_ms']['p99']:.1f} ms, max "
-            f"{sim['lag_ms']['max']:.1f} ms (bound {sim['lag_bound_ms']:g} ms at p99)"
-        )
-    if late := _forwarder_late(out.get("link_forwarder")):
-        where, p99, worst = late
-        reasons.append(
-            f"the link emulator sent frames late ({where}): p99 {p99:.1f} ms, max {worst:.1f} ms "
-            f"(bound {LINK_FORWARDER_LATE_BOUND_MS:g} ms at p99)"
-        )
+    reasons += _link_behind_reasons(out.get("link_simulator"), out.get("link_forwarder"))
     mocap = out.get("mocap") or {}
     if mocap.get("frames_generated"):
         share = mocap["frames_skipped_late"] / mocap["frames_generated"]
@@ -157,6 +146,29 @@ def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
     if drift is None:
         return None, [], "validity unknown: the drift could not be split into causes (see drift_causes)"
     return True, [], ""
+
+
+def link_behind_reasons(simulator: dict[str, Any] | None, forwarder: dict[str, Any] | None) -> list[str]:
+    """Why a run on this link is invalid, from what its link recorded (the ns-3 link's
+    ``simulator_record``, the forwarders' ``link_stats``): empty when neither fell behind. Perf rows
+    are judged by this too, so a row and a trial on the same link share one set of bounds."""
+    return _link_behind_reasons(_simulator_summary(simulator), _forwarder_summary(forwarder))
+
+
+def _link_behind_reasons(sim: dict[str, Any] | None, forwarder: dict[str, Any] | None) -> list[str]:
+    reasons = []
+    if sim is not None and _simulator_behind(sim):
+        reasons.append(
+            f"the ns-3 802.11 link fell behind real time: lag p99 {sim['lag_ms']['p99']:.1f} ms, max "
+            f"{sim['lag_ms']['max']:.1f} ms (bound {sim['lag_bound_ms']:g} ms at p99)"
+        )
+    if late := _forwarder_late(forwarder):
+        where, p99, worst = late
+        reasons.append(
+            f"the link emulator sent frames late ({where}): p99 {p99:.1f} ms, max {worst:.1f} ms "
+            f"(bound {LINK_FORWARDER_LATE_BOUND_MS:g} ms at p99)"
+        )
+    return reasons
 
 
 def _steal_exceeded(machine: dict[str, Any]) -> bool:
@@ -198,6 +210,7 @@ def _forwarder_summary(recorded: dict[str, Any] | None) -> dict[str, Any] | None
             if isinstance(figures, dict)
         }
         for node, directions in recorded.items()
+        if isinstance(directions, dict)  # not a dead forwarder's {"error": ...}
     } | {"late_bound_ms": LINK_FORWARDER_LATE_BOUND_MS}
 
 

@@ -14,8 +14,10 @@ if TYPE_CHECKING:
 
 # How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
 # participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
-# multicasts discovery and data; "none" announces by unicast to the host and robot addresses
-DdsDiscovery = Literal["spdp", "all", "none"]
+# multicasts discovery and data; "none" announces by unicast to the host and robot addresses;
+# "cyclonedds-default" leaves it to CycloneDDS's own default, which depends on the interface's type
+# (see cyclonedds_default_discovery)
+DdsDiscovery = Literal["spdp", "all", "none", "cyclonedds-default"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 
 
@@ -28,10 +30,26 @@ class Settings(BaseModel):
 
 
 def discovery_used(config: TransportConfig, role: Role) -> DdsDiscovery:
-    """The discovery ``role``'s DDS really runs: the one asked, or "none" (unicast peers) where the
-    role sits on loopback, which carries no multicast."""
+    """The discovery ``role``'s DDS really runs: the one asked (CycloneDDS's own default resolved
+    for the role's interface), or "none" (unicast peers) where the role sits on loopback, which
+    carries no multicast."""
     own = config.host_address if role == "host" else config.robot_address
-    return "none" if _is_loopback(own) else config.settings(Settings).discovery
+    if _is_loopback(own):
+        return "none"
+    asked = config.settings(Settings).discovery
+    if asked == "cyclonedds-default":
+        return cyclonedds_default_discovery(role in config.wifi_roles)
+    return asked
+
+
+def cyclonedds_default_discovery(wifi_interface: bool) -> DdsDiscovery:
+    """CycloneDDS 0.10's AllowMulticast default: on an interface it takes for Wi-Fi, multicast for
+    SPDP only ("presumed flaky multicast"), on any other for everything (eclipse-cyclonedds/cyclonedds
+    src/core/ddsi/src/q_init.c, 0.10.5; master: ddsi_nwinterfaces.c, set_and_check_allow_multicast).
+    It takes an interface for Wi-Fi when /proc/net/wireless lists it (src/ddsrt/src/ifaddrs/posix/
+    ifaddrs.c, guess_iftype). The twin's veth and TAP devices are not listed, so CycloneDDS left to
+    itself would treat the robot's emulated Wi-Fi as wired: the twin decides by the link instead."""
+    return "spdp" if wifi_interface else "all"
 
 
 def _is_loopback(address: str) -> bool:

@@ -4,7 +4,7 @@
  *
  *   wifi_link --stats=FILE [--standard=80211n --band=5 --channel=36 --distance=M --exponent=3
  *             --fading-m=M (0: none) --seed=S --run=R --beacon-interval-tu=TU --dtim-period=D
- *             --listen-interval=L --ps=NAME:TIMEOUT_MS ... --others=N --other-load-kbit=K]
+ *             --listen-interval=L --ps=NAME:TIMEOUT_MS ... --others=N --other-load-kbit=K --rt-priority=P]
  *             --sta=NAME:NETNS:TAP ... [--ap=NETNS:TAP]
  *
  * Every --sta is a station (STA) of one access point (AP); the AP's wired side is --ap, a TAP on
@@ -75,8 +75,10 @@ struct LinkConfig {
     uint32_t dtim_period = 1;           // beacons per DTIM (9.4.2.6); only matters with power save
     uint32_t listen_interval = 1;       // a dozing station reads every L-th beacon's TIM (11.2.3.1)
     std::map<std::string, double> ps_timeout_ms;  // station name -> dynamic power save timeout
+    int rt_priority = 10;               // SCHED_FIFO priority (fieldtest.realtime.LINK_REALTIME_PRIORITY)
     uint32_t others = 0;                // other stations on the channel, with their own traffic
     double other_load_kbit = 0;         // offered load of each, half uplink, half downlink
+    bool others_shared_radio = true;    // one ns-3 station sends for all of them (see "Other stations")
     struct Port {
         std::string name, netns, tap;
     };
@@ -420,19 +422,30 @@ class PsGate : public WifiMacQueueScheduler {
     Ptr<WifiMacQueueScheduler> m_inner;
 };
 
-/* Other stations on the channel (a lab's laptops and phones): real ns-3 stations of the same
- * access point contending for the medium, each offering Poisson traffic of full-size frames, half
- * to the access point and half from it. Their frames are addressed to the access point's or the
- * station's own MAC address, so they end in the node (no protocol handler) and never reach a TAP. */
+/* Other stations on the channel (a lab's laptops and phones): stations of the same access point
+ * contending for the medium, each offering Poisson traffic of full-size frames, half to the access
+ * point and half from it. Their frames are addressed to the access point's or the station's own MAC
+ * address, so they end in the node (no protocol handler) and never reach a TAP.
+ *
+ * Shared radio (the default): one real ns-3 station sends the uplink of all of them and the access
+ * point sends it their downlink. Every frame is received by every radio on the channel, and that
+ * reception is most of the simulator's work (perf: ns-3's PHY receive path, about 3/4 of the CPU):
+ * five radios of their own doubled it and put the link behind real time. The channel sees the same
+ * frames: N independent Poisson streams merged are one Poisson stream of N times the rate, the
+ * access point's queue holds the same downlink, and the air the same data frames and ACKs. What
+ * differs is only the uplink contention among the others themselves, when two of them have a frame
+ * pending at once (one backoff instead of two, no collision between them); --others-radio=own
+ * gives each its own radio for that. */
 const uint32_t OTHER_FRAME_BYTES = 1500;  // an Ethernet-MTU IP packet
 const uint16_t OTHER_ETHERTYPE = 0x88B5;  // IEEE 802 local experimental ethertype: no handler takes it
 
 struct OtherStation {
-    Ptr<WifiNetDevice> dev;
+    Ptr<WifiNetDevice> dev;  // its own radio, or the shared one
     Ptr<ExponentialRandomVariable> gap_s;
     uint64_t sent_up = 0, sent_down = 0;
 };
 std::vector<OtherStation> g_others;
+uint32_t g_other_radios = 0;  // ns-3 stations carrying them: 1 (shared) or one each
 Ptr<WifiNetDevice> g_ap_dev;
 
 void other_send(size_t i, bool uplink) {
@@ -520,7 +533,8 @@ void write_stats() {
       << ", \"cpu_pct\": " << (wall > 0 ? 100.0 * cpu / wall : 0.0) << ", \"lag_ms\": {\"samples\": " << lag.size()
       << ", \"p50\": " << percentile(lag, 0.5) << ", \"p90\": " << percentile(lag, 0.9) << ", \"p99\": " << percentile(lag, 0.99)
       << ", \"max\": " << lag_max / 1000.0 << "}, \"basic_mode\": \"" << g.basic_mode
-      << "\", \"realtime\": " << (g.realtime ? "true" : "false") << ", \"associated\": " << g.associated << ", \"deassociations\": " << g.deassociations
+      << "\", \"realtime\": " << (g.realtime ? "true" : "false") << ", \"rt_priority\": " << (g.realtime ? g.cfg.rt_priority : 0)
+      << ", \"associated\": " << g.associated << ", \"deassociations\": " << g.deassociations
       << ", \"association_repairs\": " << g.association_repairs << ", \"tx\": {";
     bool first = true;
     for (auto &[kind, k] : g.tx) {
@@ -581,10 +595,16 @@ void write_stats() {
         first = false;
     }
     uint64_t up = 0, down = 0;
-    for (auto &other : g_others) up += other.sent_up, down += other.sent_down;
-    o << "}}, \"other_stations\": {\"count\": " << g_others.size() << ", \"offered_kbit_each\": " << g.cfg.other_load_kbit
-      << ", \"frame_bytes\": " << OTHER_FRAME_BYTES << ", \"sent_up\": " << up << ", \"sent_down\": " << down
-      << "}, \"beacon_log\": [";
+    std::ostringstream each;
+    for (auto &other : g_others) {
+        up += other.sent_up, down += other.sent_down;
+        each << (&other == &g_others.front() ? "" : ", ") << "[" << other.sent_up << ", " << other.sent_down << "]";
+    }
+    o << "}}, \"other_stations\": {\"count\": " << g_others.size() << ", \"radio\": \""
+      << (g.cfg.others_shared_radio ? "shared" : "own") << "\", \"radios\": " << g_other_radios
+      << ", \"offered_kbit_each\": " << g.cfg.other_load_kbit << ", \"frame_bytes\": " << OTHER_FRAME_BYTES
+      << ", \"sent_up\": " << up << ", \"sent_down\": " << down << ", \"sent_each\": [" << each.str()
+      << "]}, \"beacon_log\": [";
     first = true;
     o.precision(15);
     for (auto &[t, dtim] : g_ps.beacon_log) {
@@ -645,7 +665,7 @@ void tick() {
     static int settled = 0;
     if (++ticks % 100 == 0) {
         repair_associations();
-        settled = g.associated == g.cfg.stations.size() + g.cfg.others ? settled + 1 : 0;
+        settled = g.associated == g.cfg.stations.size() + g_other_radios ? settled + 1 : 0;
         if (!g.ready && settled >= 2) {
             g.ready = true;
             std::cout << "ready" << std::endl;
@@ -710,8 +730,13 @@ LinkConfig parse_args(int argc, char **argv) {
             if (colon == std::string::npos) fail("bad --ps=" + v + " (NAME:TIMEOUT_MS)");
             c.ps_timeout_ms[v.substr(0, colon)] = std::stod(v.substr(colon + 1));
         }
+        else if (key == "rt-priority") c.rt_priority = std::stoi(v);
         else if (key == "others") c.others = std::stoul(v);
         else if (key == "other-load-kbit") c.other_load_kbit = std::stod(v);
+        else if (key == "others-radio") {
+            if (v != "shared" && v != "own") fail("bad --others-radio=" + v + " (shared, own)");
+            c.others_shared_radio = v == "shared";
+        }
         else if (key == "sta") c.stations.push_back(parse_port(v, true));
         else if (key == "ap") c.ap = parse_port(v, false);
         else fail("unknown argument --" + key);
@@ -740,12 +765,12 @@ double reference_loss_db(int band_ghz, int channel) {
 
 int main(int argc, char **argv) {
     g.cfg = parse_args(argc, argv);
-    // SCHED_FIFO as the kit's other real-time processes (fieldtest.realtime: FIELDTEST_REALTIME=0
+    // SCHED_FIFO above the twin's own processes (--rt-priority, fieldtest.realtime: FIELDTEST_REALTIME=0
     // turns it off); before any thread starts, so the FdNetDevice readers inherit it. The
     // simulator sleeps between events, so it cannot starve the machine.
     const char *rt_env = getenv("FIELDTEST_REALTIME");
     sched_param sp{};
-    sp.sched_priority = 10;
+    sp.sched_priority = g.cfg.rt_priority;
     g.realtime = !(rt_env && std::string(rt_env) == "0") && sched_setscheduler(0, SCHED_FIFO, &sp) == 0;
     const LinkConfig &cfg = g.cfg;
     bool has_ap_port = !cfg.ap.netns.empty();
@@ -816,7 +841,7 @@ int main(int argc, char **argv) {
     mac.SetType("ns3::StaWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
     NetDeviceContainer sta_devs = wifi.Install(phy, mac, sta_nodes);
     NodeContainer other_nodes;
-    other_nodes.Create(cfg.others);
+    other_nodes.Create(cfg.others == 0 ? 0 : cfg.others_shared_radio ? 1 : cfg.others);
     NetDeviceContainer other_devs = wifi.Install(phy, mac, other_nodes);
     // beacon interval in TU of 1024 us (IEEE 802.11-2016 9.4.1.3); ns-3's default is 100 TU
     mac.SetType("ns3::ApWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0), "BeaconInterval",
@@ -880,10 +905,14 @@ int main(int argc, char **argv) {
     g_ps.ap_mac = g_ap_dev->GetMac();
     if (!g_ps.stations.empty()) g_ps.ap_mac->SetMacQueueScheduler(CreateObject<PsGate>());
 
+    g_other_radios = other_devs.GetN();
     for (uint32_t i = 0; i < other_devs.GetN(); i++) {
         Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(other_devs.Get(i));
         DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
         DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+    }
+    for (uint32_t i = 0; i < cfg.others; i++) {
+        Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(other_devs.Get(cfg.others_shared_radio ? 0 : i));
         auto gap = CreateObject<ExponentialRandomVariable>();
         // each direction offers half the load: mean gap = frame bits / (load / 2)
         double per_direction_bps = cfg.other_load_kbit * 1000.0 / 2.0;
@@ -897,7 +926,8 @@ int main(int argc, char **argv) {
     std::vector<std::pair<Ptr<WifiNetDevice>, std::string>> transmitters{{g_ap_dev, "ap"}};
     for (auto *glue : glues) transmitters.emplace_back(glue->wifi, glue->name);
     for (uint32_t i = 0; i < other_devs.GetN(); i++)
-        transmitters.emplace_back(DynamicCast<WifiNetDevice>(other_devs.Get(i)), "other" + std::to_string(i + 1));
+        transmitters.emplace_back(DynamicCast<WifiNetDevice>(other_devs.Get(i)),
+                                  cfg.others_shared_radio ? "others" : "other" + std::to_string(i + 1));
     for (auto &[dev, name] : transmitters) {
         auto *source = new TxSource{dev->GetPhy(), name};
         dev->GetPhy()->TraceConnectWithoutContext("PhyTxPsduBegin", MakeBoundCallback(&on_tx_psdu, source));
