@@ -15,10 +15,11 @@ from fieldtest.catalog import TWIN_MIDDLEWARES
 from fieldtest.names import MQTT_PORT, ZENOH_PORT
 
 Role = Literal["host", "robot"]
-# How CycloneDDS participants find each other (AllowMulticast): "spdp" multicasts only the SPDP
+# How DDS participants find each other (CycloneDDS: AllowMulticast): "spdp" multicasts only the SPDP
 # participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
-# multicasts discovery and data; "none" announces by unicast to the host and robot addresses
-DdsDiscovery = Literal["spdp", "all", "none"]
+# multicasts discovery and data; "none" announces by unicast to the host and robot addresses;
+# "server" (Fast DDS; CycloneDDS refuses it): every participant a client of the discovery server on the robot
+DdsDiscovery = Literal["spdp", "all", "none", "server"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 TwinMiddleware = Literal[TWIN_MIDDLEWARES]  # type: ignore[valid-type]  # the names the twin runs
 
@@ -60,9 +61,9 @@ class TransportConfig(BaseModel):
 
     def dds_discovery_used(self, role: Role) -> DdsDiscovery:
         """The discovery ``role``'s DDS really runs: the one asked, or "none" (unicast peers) where
-        the role sits on loopback, which carries no multicast."""
+        the role sits on loopback, which carries no multicast (a discovery server is reached by unicast)."""
         own = self.host_address if role == "host" else self.robot_address
-        return "none" if _is_loopback(own) else self.dds_discovery
+        return "none" if _is_loopback(own) and self.dds_discovery != "server" else self.dds_discovery
 
 
 def _is_loopback(address: str) -> bool:

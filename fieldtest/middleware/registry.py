@@ -17,6 +17,7 @@ from fieldtest.catalog import LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.dds import family as dds
+from fieldtest.middleware.fastdds import family as fastdds
 from fieldtest.middleware.mqtt import family as mqtt
 from fieldtest.middleware.rmw_zenoh import family as rmw_zenoh
 from fieldtest.middleware.zenoh import family as zenoh
@@ -27,7 +28,7 @@ from .base import Middleware
 if TYPE_CHECKING:
     from fieldtest.security.keystore import KeystoreMaterial
 
-FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh)
+FAMILY_MODULES = (dds, zenoh, mqtt, rmw_zenoh, fastdds)
 REGISTRY: dict[str, Middleware] = {
     name: entry for name, entry in sorted(
         ((m.name, m) for module in FAMILY_MODULES for m in module.MIDDLEWARES),

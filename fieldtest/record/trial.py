@@ -145,7 +145,10 @@ class TrialRequest(BaseModel):
         """Multicast discovery on a link that drops multicast would leave the robot unreached (or
         lost when its participants' leases run out after a fault): refused before the trial."""
         transport = self.transport
-        if not uses_setting(transport.middleware, "dds_discovery") or transport.dds_discovery == "none":
+        if not uses_setting(transport.middleware, "dds_discovery") or transport.dds_discovery in (
+            "none",
+            "server",  # unicast to the server
+        ):
             return self
         for where, profile in [
             ("network", self.network),

@@ -89,8 +89,9 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dds-discovery",
         default="spdp",
-        choices=("spdp", "all", "none"),
-        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, or none (unicast peers)",
+        choices=("spdp", "all", "none", "server"),
+        help="DDS: multicast SPDP discovery as the lab (default), multicast for all, none (unicast peers), "
+        "or server (Fast DDS: the discovery server on the robot, as ROS_DISCOVERY_SERVER)",
     )
     parser.add_argument(
         "--robot-traffic",

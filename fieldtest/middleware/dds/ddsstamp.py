@@ -36,14 +36,21 @@ def library() -> ct.CDLL:
     lib.ft_write_stamped.restype = ct.c_int
     lib.ft_now.argtypes = [i64]
     lib.ft_now.restype = i64
+    lib.ft_queue_attach.argtypes = [ptr, i32, i32]
+    lib.ft_queue_attach.restype = ct.c_int
+    return declare_queue(lib)
+
+
+def declare_queue(lib: ct.CDLL) -> ct.CDLL:
+    """The argument types of the arrival queue's functions, which the Fast DDS helper
+    (fieldtest.middleware.fastdds) exports under the same names."""
+    i32, i64, u32, ptr = ct.c_int32, ct.c_int64, ct.c_uint32, ct.c_void_p
     lib.ft_queue_new.argtypes = [i64]
     lib.ft_queue_new.restype = ptr
     lib.ft_queue_fd.argtypes = [ptr]
     lib.ft_queue_fd.restype = ct.c_int
     lib.ft_queue_dropped.argtypes = [ptr]
     lib.ft_queue_dropped.restype = ct.c_uint64
-    lib.ft_queue_attach.argtypes = [ptr, i32, i32]
-    lib.ft_queue_attach.restype = ct.c_int
     lib.ft_queue_pop.argtypes = [ptr, ct.POINTER(i32), ct.POINTER(i64), ct.c_char_p, u32]
     lib.ft_queue_pop.restype = i64
     lib.ft_queue_next.argtypes = lib.ft_queue_pop.argtypes
@@ -93,8 +100,8 @@ class ArrivalQueue:
     queued or ``wake()`` was called. ``free()`` only after the readers are deleted.
     """
 
-    def __init__(self, base_ns: int):
-        self._lib = library()
+    def __init__(self, base_ns: int, lib: ct.CDLL | None = None):
+        self._lib = lib or library()  # ``lib``: another helper with the same queue functions
         self._queue = self._lib.ft_queue_new(base_ns)
         if not self._queue:
             raise StampLibraryError("cannot create the DDS arrival queue (out of memory or eventfd)")

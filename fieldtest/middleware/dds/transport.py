@@ -115,6 +115,8 @@ def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "
     """
     own, peers = _own_and_peer_addresses(config, role)
     discovery = config.dds_discovery_used(role)
+    if discovery not in DDS_ALLOW_MULTICAST:
+        raise DdsError(f"dds_discovery {discovery}: CycloneDDS has no discovery server (a Fast DDS setting)")
     return cyclonedds_config_xml(
         interface_addresses=[own],
         allow_multicast=DDS_ALLOW_MULTICAST[discovery],
