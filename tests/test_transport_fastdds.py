@@ -23,6 +23,7 @@ from fieldtest.middleware import registry
 from fieldtest.middleware.dds.transport import DdsError
 from fieldtest.middleware.fastdds import discovery
 from fieldtest.middleware.fastdds.transport import FastDdsError, FastDdsTransport, fastdds_topic_name
+from fieldtest.perf.run import PerfCase, run_row
 from fieldtest.procs import lease_dds_domain
 from fieldtest.testkit import needs
 from fieldtest.testkit.loopns import loopback_namespace
@@ -237,3 +238,20 @@ def test_discovery_server_is_a_fast_dds_setting_only():
         [],
         {},
     )
+
+
+def test_a_perf_row_crosses_an_emulated_lossy_link(tmp_path):
+    """``fieldtest perf`` over Fast DDS on an emulated link: best effort on a 30 % lossy profile,
+    the counts add up (what left is what reached the relay plus what was lost)."""
+    from fieldtest.netem import get_profile
+
+    needs.netns()
+    lossy = {"lossy": get_profile({"name": "lossy", "up": {"loss_pct": 30}, "down": {"loss_pct": 30}})}
+    case = PerfCase(
+        middleware="fastdds", qos="sensor", network="lossy", message="Array1k", rate_hz=20, duration_s=2
+    )
+    row = run_row(case, tmp_path, profiles=lossy)
+    assert row.status == "ok", row.error
+    assert row.link["emulated"] is True
+    sub = row.subscribers[0]
+    assert sub["sent"] == 40 and sub["received"] + sub["lost"] == 40 and sub["lost"] > 0, sub
