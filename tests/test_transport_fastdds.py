@@ -255,3 +255,45 @@ def test_a_perf_row_crosses_an_emulated_lossy_link(tmp_path):
     assert row.link["emulated"] is True
     sub = row.subscribers[0]
     assert sub["sent"] == 40 and sub["received"] + sub["lost"] == 40 and sub["lost"] > 0, sub
+
+
+@pytest.fixture(scope="module")
+def secure_keystore(tmp_path_factory) -> Path:
+    """The kit's keystore (host and robot enclaves), its governance for this file's last domain."""
+    from fieldtest.security.keystore import KeystoreOptions, create_keystore
+    from fieldtest.security.policy import kit_enclave
+
+    options = KeystoreOptions(
+        domain_id=DOMAIN.domain_id + 4, enclaves=(kit_enclave("host"), kit_enclave("robot"))
+    )
+    return create_keystore(tmp_path_factory.mktemp("fastdds") / "keystore", options)
+
+
+@pytest.mark.parametrize("setting", ["sros2", "rtps-sign", "plugins-only"])
+def test_secured_participants_talk_and_a_plain_one_is_left_out(secure_keystore, setting):
+    """Debian's libfastrtps has the DDS Security plugins: the kit's enclaves authenticate each other
+    and carry the commands; a participant without credentials never matches them."""
+    config = _config(4, security=setting, keystore=str(secure_keystore))
+    host, robot = _open_pair(config)
+    plain = registry.open_transport(_config(4), "host")
+    try:
+        plain.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, lambda _m: None)
+        got, sent, matched = _drive(host, robot, 20)
+        assert matched and len(got) == len(sent) == 20
+        assert host.matched("/cmd_vel") == [1]  # the robot's reader; not the plain one
+        assert plain.matched("/cmd_vel") == [0]
+    finally:
+        plain.close()
+        host.close()
+        robot.close()
+
+
+def test_permissions_deny_the_robot_a_cmd_vel_writer(secure_keystore):
+    """The robot's permissions grant it no /cmd_vel publication: Fast DDS's access control refuses
+    the writer, as CycloneDDS's does."""
+    robot = registry.open_transport(_config(4, security="sros2", keystore=str(secure_keystore)), "robot")
+    try:
+        with pytest.raises(FastDdsError, match="refused a writer on rt/cmd_vel"):
+            robot.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
+    finally:
+        robot.close()
