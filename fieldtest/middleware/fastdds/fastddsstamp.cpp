@@ -293,7 +293,10 @@ ft_participant *ft_participant_new(uint32_t domain_id, const char *name, const c
   auto udp = std::make_shared<eprosima::fastdds::rtps::UDPv4TransportDescriptor>();
   for (const auto &address : split(own_address, ','))
     udp->interfaceWhiteList.push_back(address);
-  udp->maxInitialPeersRange = 16;  // every kit process on one machine has its own participant id
+  /* Unicast discovery reaches participant ids 0..31 at each peer address: Fast DDS 2.9 numbers a
+   * process's participants from a counter that never goes back, and every kit process on one
+   * machine has ids of its own. */
+  udp->maxInitialPeersRange = 32;
   qos.transport().user_transports.push_back(udp);
   qos.transport().use_builtin_transports = false;
   auto &builtin = qos.wire_protocol().builtin;

@@ -24,13 +24,12 @@ from __future__ import annotations
 import ctypes as ct
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.dds.ddsstamp import ArrivalQueue
+from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, QueuedReaders
 from fieldtest.middleware.fastdds.discovery import server_locator
 from fieldtest.middleware.fastdds.stamp import FastDdsLibraryError, library
 from fieldtest.qos import QosProfile, get_qos
@@ -75,9 +74,11 @@ def qos_args(profile: QosProfile) -> tuple[int, int, int, int]:
     )
 
 
-class FastDdsTransport:
+class FastDdsTransport(QueuedReaders):
     """One Fast DDS participant carrying the kit's topics (see the module docstring). One thread per
     transport deserializes the queued samples and runs the callbacks, in arrival order."""
+
+    error = FastDdsError
 
     def __init__(
         self,
@@ -197,19 +198,6 @@ class FastDdsTransport:
             endpoints += [e for n, e, *_ in self._readers if n == name]
             return [self._lib.ft_matched(e) for e in endpoints]
 
-    def wait_for_match(self, topic: str, *, count: int = 1, timeout_s: float = 5.0) -> bool:
-        """True once every writer and reader on ``topic`` matches ``count`` endpoints; False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            counts = self.matched(topic)
-            if not counts:
-                raise FastDdsError(f"no publisher or subscription on {topic!r} to wait for")
-            if min(counts) >= count:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-
     # -- internals --
 
     def _check_open(self, name: str) -> None:
@@ -254,23 +242,6 @@ class FastDdsTransport:
             raise FastDdsError(f"Fast DDS refused a reader on {name} (its log says why)")
         with self._lock:
             self._readers[tag] = (name, reader, typename, callback, clock)
-
-    def _serve_readers(self) -> None:
-        while not self._closed:
-            item = self._arrivals.next()  # sleeps in C until a sample is queued
-            if item is not None:
-                self._deliver(*item)
-
-    def _deliver(self, tag: int, arrival_mono_ns: int, data: bytes) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            name, _reader, typename, callback, clock = self._readers[tag]
-        arrival_ns = arrival_mono_ns + clock.monotonic_base_ns if clock is not None else arrival_mono_ns
-        try:
-            callback(rosmsg.deserialize(data, typename), arrival_ns)
-        except Exception:  # one bad sample or callback must not stop the subscription
-            log.exception("Fast DDS subscriber callback on %s failed", name)
 
 
 def open_fastdds(
