@@ -96,6 +96,7 @@ TIMEOUTS_S = {
     "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
     "test_lab_two_machines_wifi.py": 1200,
     "test_lab_bundle.py": 1200,
+    "test_security_proof.py": 1200,  # its first test runs every scenario (20, three at a time)
 }
 
 
