@@ -22,7 +22,7 @@ class MiddlewareName:
     listener: tuple[str, str] | None = None
 
 
-# In report order: the seed study's five cases, then the lab-only variants.
+# In report order: the seed study's five cases, then the variants (rmw-zenoh: lab only).
 CATALOG: tuple[MiddlewareName, ...] = (
     MiddlewareName("dds", "dds"),
     MiddlewareName("zenoh-peer", "zenoh", listener=("robot", "robot_address")),
@@ -30,7 +30,7 @@ CATALOG: tuple[MiddlewareName, ...] = (
     MiddlewareName("mqtt-local-broker", "mqtt", listener=("broker", "host_address")),
     MiddlewareName("mqtt-broker", "mqtt", listener=("broker", "broker_address")),
     MiddlewareName("rmw-zenoh", "rmw-zenoh", twin=False),  # every lab node on rmw_zenoh_cpp, no bridge
-    MiddlewareName("fastdds", "dds", twin=False),  # every lab node on rmw_fastrtps_cpp, DDS across
+    MiddlewareName("fastdds", "dds"),  # Fast DDS, the TurtleBot 4's own; lab: rmw_fastrtps_cpp, DDS across
 )
 _BY_NAME = {entry.name: entry for entry in CATALOG}
 

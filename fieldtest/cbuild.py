@@ -36,10 +36,14 @@ def build_c(source: Path, *, shared: bool = False, libs: tuple[str, ...] = ()) -
     return _compile(source, ("gcc", "cc"), flags, [f"-l{lib}" for lib in libs], ".so" if shared else "")
 
 
-def build_cxx(source: Path, *, pkg_config: tuple[str, ...] = ()) -> Path:
-    """Compile a C++17 program against the libraries pkg-config names (e.g. ns-3's modules)."""
-    flags = ["-O2", "-Wall", "-std=c++17", "-pthread"]
-    return _compile(source, ("g++", "c++"), flags, pkg_config_libs(source, pkg_config), "")
+def build_cxx(
+    source: Path, *, pkg_config: tuple[str, ...] = (), shared: bool = False, libs: tuple[str, ...] = ()
+) -> Path:
+    """Compile a C++17 program (or a shared library with ``shared``) against the libraries
+    pkg-config names (e.g. ns-3's modules) and ``libs``."""
+    flags = ["-O2", "-Wall", "-std=c++17", "-pthread", *(["-shared", "-fPIC"] if shared else [])]
+    link = [*pkg_config_libs(source, pkg_config), *(f"-l{lib}" for lib in libs)]
+    return _compile(source, ("g++", "c++"), flags, link, ".so" if shared else "")
 
 
 def pkg_config_libs(source: Path, packages: tuple[str, ...]) -> list[str]:

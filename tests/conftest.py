@@ -94,6 +94,7 @@ TIMEOUTS_S = {
     "test_lab_two_machines_wifi.py": 1200,
     "test_lab_bundle.py": 1200,
     "test_cluster.py": 900,  # the first test also starts the scheduler and three workers
+    "test_security_proof.py": 1200,  # its first test runs every scenario (20, three at a time)
 }
 
 

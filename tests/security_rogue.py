@@ -49,6 +49,14 @@ def open_dds_rogue(config: TransportConfig, rogue: dict[str, Any]):
     return dds.open_dds(config, "host", security_xml=xml)  # its own <Security> block, no kit checks
 
 
+def open_fastdds_rogue(config: TransportConfig, rogue: dict[str, Any]):
+    from fieldtest.middleware.fastdds.security import fastdds_security_properties
+    from fieldtest.middleware.fastdds.transport import open_fastdds
+
+    properties = fastdds_security_properties(rogue["keystore"], rogue["enclave"], config.security)
+    return open_fastdds(config, "host", security_properties=properties)  # its own identity, no kit checks
+
+
 def open_zenoh_rogue(config: TransportConfig, rogue: dict[str, Any]):
     from fieldtest.middleware.zenoh.transport import open_zenoh, zenoh_config
 
@@ -95,6 +103,8 @@ def open_rogue(config: TransportConfig, rogue: dict[str, Any]):
         return open_transport(plain, "host")
     if config.middleware == "dds":
         return open_dds_rogue(config, rogue)
+    if config.middleware == "fastdds":
+        return open_fastdds_rogue(config, rogue)
     if config.middleware.startswith("zenoh"):
         return open_zenoh_rogue(config, rogue)
     return open_mqtt_rogue(config, rogue)

@@ -20,7 +20,7 @@ from fieldtest.perf.node import PING_TOPIC, PONG_TOPIC
 from fieldtest.perf.results import write_all
 from fieldtest.perf.run import PerfCase, check_case, run_row
 
-FIVE = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker")
+TWIN = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker", "fastdds")
 PERF_TEST_COLUMNS = [  # performance_test's AnalysisResult::csv_header, the ones a row has
     "T_experiment", "T_loop", "received", "sent", "lost", "relative_loss", "data_received",
     "latency_min (ms)", "latency_max (ms)", "latency_mean (ms)", "latency_variance (ms)",
@@ -39,7 +39,7 @@ def _by_seq(entries: list) -> dict[int, int]:
     return out
 
 
-@pytest.mark.parametrize("middleware", FIVE)
+@pytest.mark.parametrize("middleware", TWIN)
 def test_round_trip_contains_its_one_way_trip(middleware, tmp_path):
     case = PerfCase(middleware=middleware, message="Array4k", rate_hz=20, duration_s=1.5)
     row = run_row(case, tmp_path)
@@ -282,7 +282,7 @@ def test_ctrl_c_keeps_the_finished_rows(tmp_path):
     assert json.loads((tmp_path / "perf.json").read_text())["interrupted"] is True
 
 
-@pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker"])
+@pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker", "fastdds"])
 def test_secured_rows_run_on_the_trial_keystore(middleware, tmp_path):
     from fieldtest.middleware import registry
 

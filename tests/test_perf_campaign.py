@@ -82,7 +82,7 @@ def test_security_on_and_quick_durations(tmp_path):
         ("perf: s\nmatrix: {message: [Array1k]}\nexclude: [{message: Array1k}]\n", "exclude: leaves no row"),
         ("perf: 'a b'\n", "perf: 'a b' is not a usable name"),
         ("perf: s\nrepetitions: 0\n", "repetitions: Input should be greater than or equal to 1"),
-        ("perf: s\nmatrix: {middleware: [fastdds]}\n", "matrix.middleware value 'fastdds': middleware 'fastdds': lab only"),
+        ("perf: s\nmatrix: {middleware: [rmw-zenoh]}\n", "matrix.middleware value 'rmw-zenoh': middleware 'rmw-zenoh': lab only"),
         ("- just a list\n", "expected a mapping at the top level (perf:, base:, matrix:, ...)"),
     ],
 )  # fmt: skip

@@ -206,13 +206,14 @@ def test_killed_host_stops_the_robot_within_the_watchdog(tmp_path):
     assert len(read_bag(result.trial_dir / "host").messages(CMD_VEL_TOPIC)) > 20
 
 
-def test_trial_over_emulated_wifi_with_an_outage(tmp_path):
+@pytest.mark.parametrize("middleware", ["dds", "fastdds"])
+def test_trial_over_emulated_wifi_with_an_outage(tmp_path, middleware):
     needs.netns()
     request = TrialRequest(
         name="e2e-wifi",
         plan=SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5),
         network="wifi",
-        transport={"middleware": "dds"},
+        transport={"middleware": middleware},
         faults=[{"kind": "outage", "at_s": 5.0, "duration_s": 1.5}],
     )
     result = run_twin_trial(request, tmp_path)

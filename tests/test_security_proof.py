@@ -40,6 +40,7 @@ from typing import Any
 
 import pytest
 
+from fieldtest.catalog import family
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
@@ -126,6 +127,10 @@ SCENARIOS = (
     Scenario("dds", "sign-submessage-origin-encrypt-data", ("no-credentials",)),
     Scenario("dds", "plugins-only", ("no-credentials",)),
     Scenario("dds", "plugins-only-ac", ("no-credentials",)),
+    # Fast DDS: Debian's libfastrtps 2.9 with its builtin plugins (PKI-DH, Access-Permissions, AES-GCM-GMAC)
+    Scenario("fastdds", "none", ("no-credentials",)),
+    Scenario("fastdds", "sros2", ALL_ROGUES),
+    Scenario("fastdds", "rtps-sign", ("no-credentials",)),
     Scenario("zenoh-peer", "none", ("no-credentials",)),
     Scenario("zenoh-peer", "mtls-acl", ALL_ROGUES),
     Scenario("zenoh-router", "none", ("no-credentials",)),
@@ -229,7 +234,7 @@ def running(proc: LoggedProcess, sig: int = signal.SIGTERM):
 
 def capture_filter(config: TransportConfig) -> list[str]:
     """The trial's own ports: DDS domain's port block (7400 + 250 * id, 250 ports), else the TCP port."""
-    if config.middleware == "dds":
+    if family(config.middleware) == "dds":
         base = 7400 + 250 * config.domain_id
         return ["udp", "portrange", f"{base}-{base + 249}"]
     port = (
@@ -295,7 +300,7 @@ def rogue_material(variant: str, config: TransportConfig, work: Path) -> dict[st
     options = KeystoreOptions(domain_id=config.domain_id, namespace=config.namespace)
     ca_cert, ca_key = load_cert(keystore / "tls" / "ca.pem"), load_key(keystore / "private" / "ca.key.pem")
     trusted_ca = str(keystore / "tls" / "ca.pem")
-    if config.middleware == "dds":
+    if family(config.middleware) == "dds":
         if variant == "foreign-ca":  # its own CA, so it grants itself every link topic both ways
             forged = EnclaveSpec(
                 HOST_ENCLAVE, "host", "forged host", publish=LINK_TOPICS, subscribe=LINK_TOPICS
@@ -330,7 +335,7 @@ def rogue_material(variant: str, config: TransportConfig, work: Path) -> dict[st
 def start_rogues(scenario: Scenario, config: TransportConfig, work: Path) -> list[LoggedProcess]:
     specs = [rogue_material(v, config, work) for v in scenario.rogues]
     # A DDS process holds one identity; Zenoh/MQTT rogues each get their own session in one process.
-    groups = [[s] for s in specs] if config.middleware == "dds" else [specs]
+    groups = [[s] for s in specs] if family(config.middleware) == "dds" else [specs]
     procs = []
     for i, group in enumerate(groups):
         spec = {"transport": config.model_dump(), "seq_base": ROGUE_SEQ_BASE * (i + 1), "rogues": group}
@@ -467,7 +472,12 @@ def test_marker_visible_in_capture_only_without_encryption(proof, scenario):
 
 # ---------------------------------------------------------------- keys missing or expired
 
-SECURED_MIDDLEWARES = (("dds", "sros2"), ("zenoh-peer", "mtls-acl"), ("mqtt-local-broker", "mtls-acl"))
+SECURED_MIDDLEWARES = (
+    ("dds", "sros2"),
+    ("zenoh-peer", "mtls-acl"),
+    ("mqtt-local-broker", "mtls-acl"),
+    ("fastdds", "sros2"),
+)
 
 
 def _robot_refuses(trial_dir: Path) -> tuple[int | None, str]:
@@ -495,7 +505,7 @@ def test_robot_with_missing_key_refuses_to_start(tmp_path, middleware, security)
     request = prepare_trial_security(request, tmp_path)
     write_trial(tmp_path, TrialRecord(trial_id="missing-key", request=request))
     keystore = Path(request.transport.keystore)
-    key = keystore / ("enclaves/fieldtest/robot/key.pem" if middleware == "dds" else "tls/robot.key")
+    key = keystore / ("enclaves/fieldtest/robot/key.pem" if family(middleware) == "dds" else "tls/robot.key")
     key.unlink()  # the robot's copy of the keystore lacks its private key
     code, output = _robot_refuses(tmp_path)
     assert code not in (0, None), output[-2000:]
@@ -512,7 +522,9 @@ def test_robot_with_expired_certificate_refuses_to_start(tmp_path, middleware, s
     request = TrialRequest(plan=PROOF_PLAN, transport=config.model_copy(update={"keystore": str(keystore)}))
     write_trial(tmp_path, TrialRecord(trial_id="expired", request=request))
     code, output = _robot_refuses(tmp_path)
-    cert = keystore / ("enclaves/fieldtest/robot/cert.pem" if middleware == "dds" else "tls/robot.crt")
+    cert = keystore / (
+        "enclaves/fieldtest/robot/cert.pem" if family(middleware) == "dds" else "tls/robot.crt"
+    )
     assert code not in (0, None), output[-2000:]
     assert "READY" not in output
     assert f"{cert}: certificate expired on" in _last_line(output), output[-2000:]

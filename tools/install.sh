@@ -9,9 +9,11 @@ VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
-              openssh-server openssh-client rsync iputils-ping nftables)
+              openssh-server openssh-client rsync iputils-ping nftables libfastrtps-dev fastdds-tools)
 # openssh, rsync: the two-machine rehearsal reaches its robot over sshd and collects by rsync;
 # iputils-ping: the lab guide's link check, which that rehearsal runs;
+# libfastrtps-dev (Fast DDS 2.9 with its DDS Security plugins), fastdds-tools (the discovery
+# server): the fastdds middleware (fieldtest/middleware/fastdds);
 # chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc);
 # nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies
 
@@ -44,6 +46,8 @@ fi
 "$VENV/bin/python" -c "from fieldtest.netem.wifi80211 import build_wifi_link; build_wifi_link()" || echo "[install] note: wifi_link not built (needs libns3-dev, g++)"
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
 "$VENV/bin/python" -c "from fieldtest.middleware.dds.ddsstamp import library; library()"
+# the Fast DDS transport's C++ helper (participants and stamps on Debian's libfastrtps; a minute of g++)
+"$VENV/bin/python" -c "from fieldtest.middleware.fastdds.stamp import library; library()"
 # the MQTT transport's arrival stamps (poll wake-ups stamped in C)
 "$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
 # the runtime dependencies at their pyproject minimums, cached outside the clone (tests run the kit on them)

@@ -20,7 +20,9 @@ package holds (``fieldtest.catalog.family_package``)
 - whatever its hooks import when called (``transport.py``, ``infra.py``, ``security.py``, ``lab.py``,
   ``wire.py``, ...), named after what they hold.
 
-So adding a family is its folder plus its lines in the catalog. A family imports no other family's
+A member of a family may have a package of its own, named after it, holding its ``family.py``
+(``fastdds``: the dds family's settings and security, another DDS library). So adding a family is its
+folder plus its lines in the catalog. A family imports no other family's
 private (``_``) names; what two families share lives in ``fieldtest.middleware`` itself (docs/architecture.md,
 "How to add a middleware").
 """
@@ -28,6 +30,7 @@ private (``_``) names; what two families share lives in ``fieldtest.middleware``
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,11 +47,22 @@ if TYPE_CHECKING:
     from fieldtest.security.keystore import KeystoreMaterial
 
 
+def _declaring_packages() -> dict[str, str]:
+    """Package -> the family whose names it declares: each family's package, and the package of a
+    family member that has one of its own (``fastdds``, of family ``dds``: another DDS library)."""
+    packages = {family_package(entry.family): entry.family for entry in CATALOG}
+    for entry in CATALOG:
+        own = family_package(entry.name)
+        if own not in packages and importlib.util.find_spec(own) is not None:
+            packages[own] = entry.family
+    return packages
+
+
 def _declared() -> dict[str, Middleware]:
-    """Every family's ``MIDDLEWARES``, in the catalog's report order."""
+    """Every declaring package's ``MIDDLEWARES``, in the catalog's report order."""
     found: dict[str, Middleware] = {}
-    for family in dict.fromkeys(entry.family for entry in CATALOG):
-        module = importlib.import_module(family_package(family) + ".family")
+    for package, family in _declaring_packages().items():
+        module = importlib.import_module(package + ".family")
         for m in module.MIDDLEWARES:
             if catalog_family(m.name) != family:  # one name, one home: the catalog's family
                 raise FieldtestError(

@@ -145,7 +145,7 @@ class TrialRequest(BaseModel):
         """Multicast discovery on a link that drops multicast would leave the robot unreached (or
         lost when its participants' leases run out after a fault): refused before the trial."""
         dds = self.transport.own_settings(DdsSettings)
-        if dds is None or dds.discovery == "none":
+        if dds is None or dds.discovery in ("none", "server"):  # server: unicast to the server
             return self
         for where, profile in [
             ("network", self.network),

@@ -89,9 +89,10 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dds-discovery",
         default="spdp",
-        choices=("spdp", "all", "none", "cyclonedds-default"),
+        choices=("spdp", "all", "none", "cyclonedds-default", "server"),
         help="DDS: multicast SPDP discovery as the lab (default), multicast for all, none (unicast "
-        "peers), or CycloneDDS's own default (spdp on a Wi-Fi interface, all on a wired one)",
+        "peers), CycloneDDS's own default (spdp on a Wi-Fi interface, all on a wired one), or server "
+        "(Fast DDS: the discovery server on the robot, as ROS_DISCOVERY_SERVER)",
     )
     parser.add_argument(
         "--robot-traffic",

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import ctypes as ct
 import functools
+import logging
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
+from fieldtest import rosmsg
 from fieldtest.cbuild import BuildError, build_c
 from fieldtest.errors import FieldtestError
+
+log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("ddsstamp.c")
 _POP_BUFFER = 4096  # grows when a sample is larger
@@ -36,14 +43,21 @@ def library() -> ct.CDLL:
     lib.ft_write_stamped.restype = ct.c_int
     lib.ft_now.argtypes = [i64]
     lib.ft_now.restype = i64
+    lib.ft_queue_attach.argtypes = [ptr, i32, i32]
+    lib.ft_queue_attach.restype = ct.c_int
+    return declare_queue(lib)
+
+
+def declare_queue(lib: ct.CDLL) -> ct.CDLL:
+    """The argument types of the arrival queue's functions, which the Fast DDS helper
+    (fieldtest.middleware.fastdds) exports under the same names."""
+    i32, i64, u32, ptr = ct.c_int32, ct.c_int64, ct.c_uint32, ct.c_void_p
     lib.ft_queue_new.argtypes = [i64]
     lib.ft_queue_new.restype = ptr
     lib.ft_queue_fd.argtypes = [ptr]
     lib.ft_queue_fd.restype = ct.c_int
     lib.ft_queue_dropped.argtypes = [ptr]
     lib.ft_queue_dropped.restype = ct.c_uint64
-    lib.ft_queue_attach.argtypes = [ptr, i32, i32]
-    lib.ft_queue_attach.restype = ct.c_int
     lib.ft_queue_pop.argtypes = [ptr, ct.POINTER(i32), ct.POINTER(i64), ct.c_char_p, u32]
     lib.ft_queue_pop.restype = i64
     lib.ft_queue_next.argtypes = lib.ft_queue_pop.argtypes
@@ -93,8 +107,8 @@ class ArrivalQueue:
     queued or ``wake()`` was called. ``free()`` only after the readers are deleted.
     """
 
-    def __init__(self, base_ns: int):
-        self._lib = library()
+    def __init__(self, base_ns: int, lib: ct.CDLL | None = None):
+        self._lib = lib or library()  # ``lib``: another helper with the same queue functions
         self._queue = self._lib.ft_queue_new(base_ns)
         if not self._queue:
             raise StampLibraryError("cannot create the DDS arrival queue (out of memory or eventfd)")
@@ -138,3 +152,50 @@ class ArrivalQueue:
         if self._queue:
             self._lib.ft_queue_free(self._queue)
             self._queue = None
+
+
+class QueuedReaders:
+    """What a DDS transport whose readers feed an ``ArrivalQueue`` shares (CycloneDDS's and Fast
+    DDS's): the reader thread's loop, delivery in arrival order on the subscriber's clock, and the
+    wait for discovery. The transport sets ``_arrivals``, ``_lock``, ``_closed``, ``_readers`` (tag
+    -> (DDS topic, reader, ROS type, callback, clock or None)) and ``matched(topic)``."""
+
+    _arrivals: ArrivalQueue
+    _lock: threading.Lock
+    _closed: bool
+    _readers: list[tuple[str, Any, str, Any, Any]]
+    error: type[Exception] = RuntimeError  # what the transport raises
+
+    def matched(self, topic: str) -> list[int]:
+        raise NotImplementedError
+
+    def wait_for_match(self, topic: str, *, count: int = 1, timeout_s: float = 5.0) -> bool:
+        """True once every writer and reader on ``topic`` matches ``count`` endpoints (discovery
+        done); False at the timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            counts = self.matched(topic)
+            if not counts:
+                raise self.error(f"no publisher or subscription on {topic!r} to wait for")
+            if min(counts) >= count:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def _serve_readers(self) -> None:
+        while not self._closed:
+            item = self._arrivals.next()  # one call per sample: sleeps in C until one is queued
+            if item is not None:
+                self._deliver(*item)
+
+    def _deliver(self, tag: int, arrival_mono_ns: int, data: bytes) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            name, _reader, typename, callback, clock = self._readers[tag]
+        arrival_ns = arrival_mono_ns + clock.monotonic_base_ns if clock is not None else arrival_mono_ns
+        try:
+            callback(rosmsg.deserialize(data, typename), arrival_ns)
+        except Exception:  # one bad sample or callback must not stop the subscription
+            log.exception("subscriber callback on %s failed", name)

@@ -1,4 +1,5 @@
 """DDS: the kit's processes and the robot on one DDS domain (CycloneDDS; rmw_cyclonedds in the lab).
+Fast DDS, the same family, has its own package (``fieldtest.middleware.fastdds``).
 
 Security: DDS Security governance profiles (SROS2 enclaves). No infrastructure process.
 """
@@ -28,15 +29,4 @@ class Dds(Middleware):
         return robot_dds_off_the_network(cfg)
 
 
-class FastDds(Middleware):
-    """Lab only: every node on Fast DDS (the Create 3 on its Fast DDS firmware). The twin has no
-    Fast DDS transport (no Fast DDS binding in the kit's environment), so it stays out of the twin."""
-
-    name = "fastdds"
-    summary = "Fast DDS alone: every lab node on rmw_fastrtps_cpp, DDS crosses the network"
-    secure_default = "sros2"
-    security_settings = security.SETTINGS
-    lab_rmw = "fastrtps"
-
-
-MIDDLEWARES = (Dds(), FastDds())
+MIDDLEWARES = (Dds(),)

@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 # participant announcements, as the lab's configuration does (fieldtest.middleware.dds.lab); "all"
 # multicasts discovery and data; "none" announces by unicast to the host and robot addresses;
 # "cyclonedds-default" leaves it to CycloneDDS's own default, which depends on the interface's type
-# (see cyclonedds_default_discovery)
-DdsDiscovery = Literal["spdp", "all", "none", "cyclonedds-default"]
+# (see cyclonedds_default_discovery); "server" (Fast DDS; CycloneDDS refuses it): every participant a
+# client of the discovery server on the robot
+DdsDiscovery = Literal["spdp", "all", "none", "cyclonedds-default", "server"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 
 
@@ -32,11 +33,11 @@ class Settings(BaseModel):
 def discovery_used(config: TransportConfig, role: Role) -> DdsDiscovery:
     """The discovery ``role``'s DDS really runs: the one asked (CycloneDDS's own default resolved
     for the role's interface), or "none" (unicast peers) where the role sits on loopback, which
-    carries no multicast."""
+    carries no multicast (a discovery server is reached by unicast, so it stays)."""
     own = config.host_address if role == "host" else config.robot_address
-    if _is_loopback(own):
-        return "none"
     asked = config.settings(Settings).discovery
+    if _is_loopback(own) and asked != "server":
+        return "none"
     if asked == "cyclonedds-default":
         return cyclonedds_default_discovery(role in config.wifi_roles)
     return asked

@@ -22,7 +22,6 @@ import ctypes as ct
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +40,13 @@ from cyclonedds.util import duration
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.dds.cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
-from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, StampLibraryError, padded_size, write_stamped
+from fieldtest.middleware.dds.ddsstamp import (
+    ArrivalQueue,
+    QueuedReaders,
+    StampLibraryError,
+    padded_size,
+    write_stamped,
+)
 from fieldtest.middleware.dds.settings import DDS_ALLOW_MULTICAST, discovery_used
 from fieldtest.qos import QosProfile, get_qos
 from fieldtest.transport.base import (
@@ -115,6 +120,8 @@ def cyclonedds_xml(config: TransportConfig, role: Role, *, security_xml: str = "
     """
     own, peers = _own_and_peer_addresses(config, role)
     discovery = discovery_used(config, role)
+    if discovery not in DDS_ALLOW_MULTICAST:
+        raise DdsError(f"dds_discovery {discovery}: CycloneDDS has no discovery server (a Fast DDS setting)")
     return cyclonedds_config_xml(
         interface_addresses=[own],
         allow_multicast=DDS_ALLOW_MULTICAST[discovery],
@@ -189,13 +196,15 @@ def _matched_count(entity: Any, is_writer: bool) -> int:
     return int(status.current_count)
 
 
-class DdsTransport:
+class DdsTransport(QueuedReaders):
     """One DDS participant carrying the kit's topics (see the module docstring).
 
     Samples are taken in Cyclone's delivering thread by a C listener (``ddsstamp.c``), which
     stamps their arrival; one thread per transport deserializes them and runs the callbacks, one
     at a time, in arrival order.
     """
+
+    error = DdsError
 
     def __init__(
         self, config: TransportConfig, role: Role, security_xml: str | None = None, *, node_name: str = ""
@@ -301,20 +310,6 @@ class DdsTransport:
             counts += [_matched_count(r, False) for n, r, *_ in self._readers if n == name]
         return counts
 
-    def wait_for_match(self, topic: str, *, count: int = 1, timeout_s: float = 5.0) -> bool:
-        """True once every writer and reader on ``topic`` matches ``count`` endpoints (discovery
-        done); False at the timeout."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            counts = self.matched(topic)
-            if not counts:
-                raise DdsError(f"no publisher or subscription on {topic!r} to wait for")
-            if min(counts) >= count:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.01)
-
     # -- internals --
 
     def _check_open(self) -> None:
@@ -377,23 +372,6 @@ class DdsTransport:
             self._announce()
         if ret < 0:
             raise DdsError(f"cannot listen on {name} ({ret})")
-
-    def _serve_readers(self) -> None:
-        while not self._closed:
-            item = self._arrivals.next()  # one call per sample: sleeps in C until one is queued
-            if item is not None:
-                self._deliver(*item)
-
-    def _deliver(self, tag: int, arrival_mono_ns: int, data: bytes) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            name, _reader, typename, callback, clock = self._readers[tag]
-        arrival_ns = arrival_mono_ns + clock.monotonic_base_ns if clock is not None else arrival_mono_ns
-        try:
-            callback(rosmsg.deserialize(data, typename), arrival_ns)
-        except Exception:  # one bad sample or callback must not stop the subscription
-            log.exception("DDS subscriber callback on %s failed", name)
 
 
 def _padded(data: bytes) -> bytes:

@@ -1,0 +1,44 @@
+"""Fast DDS: the kit's processes and the robot on one DDS domain over Fast DDS (rmw_fastrtps in
+the lab), as a stock TurtleBot 4 and its Create 3 run it.
+
+Twin: a real Fast DDS participant per process (``transport``); discovery by multicast SPDP as the
+robot ships, or through the discovery server on the robot (``dds_discovery: server``). Security:
+DDS Security on the SROS2 enclaves, as for CycloneDDS (``security``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fieldtest.linkconfig import Role, TransportConfig
+from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.dds.settings import Settings as DdsSettings
+from fieldtest.middleware.fastdds import security
+
+
+class FastDds(Middleware):
+    name = "fastdds"
+    summary = "Fast DDS alone: the TurtleBot 4's own DDS crosses the network (rmw_fastrtps_cpp in the lab)"
+    secure_default = "sros2"
+    security_settings = security.SETTINGS
+    lab_rmw = "fastrtps"
+
+    def open_transport(self, config: TransportConfig, role: Role):
+        from fieldtest.middleware.fastdds.transport import open_fastdds
+
+        return open_fastdds(config, role, security_properties=security.security_properties(config, role))
+
+    def twin_side_processes(
+        self, config: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
+    ):
+        """The discovery server on the robot, where the trial asks for it."""
+        if config.settings(DdsSettings).discovery != "server":
+            return [], {}
+        from fieldtest.middleware.fastdds import discovery
+
+        return [(discovery.SERVER_NODE, discovery.server_process(config))], discovery.client_environment(
+            config
+        )
+
+
+MIDDLEWARES = (FastDds(),)
