@@ -47,6 +47,7 @@ FAST_FILES = frozenset(
         "test_compare_validity.py",
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
+        "test_lab_robot_setup.py",
         "test_layers.py",
         "test_machine.py",
         "test_middleware_names_stay_home.py",
@@ -95,6 +96,7 @@ TIMEOUTS_S = {
     "test_runner.py": 1200,  # the quick demo's own limit is 900 s
     "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
     "test_lab_two_machines_wifi.py": 1200,
+    "test_lab_two_machines_stock.py": 1200,
     "test_lab_bundle.py": 1200,
 }
 

@@ -27,10 +27,11 @@ WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
 
 @pytest.fixture(scope="module")
 def lab(robot_bundle):
-    """The two machines with the robot set up as the guide says: ROS 2 only (read by the system
+    """The two machines with a stock Jazzy TurtleBot 4 (its /etc/turtlebot4/setup.bash: Fast DDS,
+    domain 0, the empty namespace) set up as the guide says: ROS 2 only (read by the system
     python3), the kit installed from the bundle by the guide's own commands, the keystore made and
     copied by them (section 6)."""
-    with needs.two_machines(WIFI, namespace="/tb4", distro="jazzy", robot_install="bundle") as machines:
+    with needs.two_machines(WIFI, distro="jazzy", robot_install="bundle") as machines:
         machines.host_user.copy_in(robot_bundle, "tb4-bundle")
         SET_UP.clear()
         for name in ("bundle", "robot-install", "keys"):
@@ -131,7 +132,7 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     sent = n + 5  # and the stop burst
     assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, 0), metrics.latency
     assert metrics.progress.laps_completed == record.request.plan.laps, metrics.progress
-    # the base heard them through the republisher (under /tb4/_do_not_use) and drove the square;
+    # the base heard them through the republisher (under /_do_not_use) and drove the square;
     # upstream's republisher subscribes best effort with depth 1, so one may be dropped there
     base = lab.base_status()
     assert base["commands"] - base_before.get("commands", 0) >= 0.9 * n
@@ -294,7 +295,7 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
 
 
 def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
-    lab.campaign("trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy")
+    lab.campaign("trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy")
     done = _guide_step(lab, "preflight")
     assert done.returncode == 0, _output(done)
     assert " 0% packet loss" in done.stdout, done.stdout
@@ -305,9 +306,7 @@ def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
 
 
 def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
-    campaign = lab.campaign(
-        "trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy"
-    )
+    campaign = lab.campaign("trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy")
     assert campaign == "fieldtest/trials/seed-study.yaml"
     before = _before(lab)
     done = _guide_step(lab, "run")
@@ -315,7 +314,7 @@ def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     _check_trial(lab, done, trial, before)
     record = read_trial(trial)
     assert record.request.transport.middleware == "dds" and record.request.plan.laps == 4
-    assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == "/tb4"
+    assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == ""
     # the guide's collect and analyse commands on what the run left
     metrics = trial / ANALYSIS_DIR / "metrics.json"
     metrics.unlink()
