@@ -279,6 +279,32 @@ def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
             proc.wait()
 
 
+def test_the_next_trial_first_stops_a_launch_an_earlier_session_left_running(tmp_path):
+    """A launch whose shell died without stopping it (its pid file still there) is stopped, SIGINT
+    first, before the next trial's launch starts; its pid file goes with it."""
+    script = tmp_path / "fake_launch.py"
+    script.write_text(FAKE_LAUNCH)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", {"namespace": ""}, log)
+    try:
+        assert _wait_for(out.exists, 10)
+        proc.kill()  # the session's shell gone; its launch (a group of its own) runs on
+        proc.wait(10)
+        launch_pid = json.loads(out.read_text())["pid"]
+        os.kill(launch_pid, 0)
+        assert side.clear_left_over() == [str(tmp_path / "pi" / "t1" / "launch.pid")]
+        assert out.with_suffix(".sigint").exists()
+        assert not (tmp_path / "pi" / "t1" / "launch.pid").exists()
+        assert side.clear_left_over() == []  # nothing left: nothing to stop
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_ssh_command_line_quotes_the_script_once():
     shell = RemoteShell("ubuntu@tb4")
     script = "source /opt/ros/humble/setup.bash && echo 'a b' \"$HOME\""

@@ -147,21 +147,21 @@ class RobotSide:
             f"launch=$!; set +m; echo $launch > {d}/{PID_FILE}; "
             f"{{ while IFS= read -r -u 3 _; do :; done; {self.stop_script(trial_id)}; }} "
             f"</dev/null >/dev/null 2>&1 & watcher=$!; "
-            f"wait $launch; code=$?; kill $watcher 2>/dev/null; exit $code"
+            f"wait $launch; code=$?; kill $watcher 2>/dev/null; rm -f {d}/{PID_FILE}; exit $code"
         )
 
     def stop_script(self, trial_id: str, wait_s: float = STOP_WAIT_S) -> str:
         """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM to its whole
         process group if any of it lingers (a node the launch left behind included)."""
-        d = self._dir(trial_id)
-        polls = max(1, round(wait_s / 0.1))
-        # "alive" = a process of the launch's group exists and is not a zombie
-        alive = "ps -e -o pgid=,stat= | awk -v g=$pid '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'"
+        return f"{_stop_launch(f'{self._dir(trial_id)}/{PID_FILE}', wait_s)}; exit 0"
+
+    def clear_script(self, wait_s: float = STOP_WAIT_S) -> str:
+        """Stop every launch of an earlier trial whose pid file is still there (a launch removes
+        it when it ends): one a lost ssh session left running; one line per launch stopped."""
+        pid_file = '"$pid_file"'
         return (
-            f"pid=$(cat {d}/{PID_FILE} 2>/dev/null) || exit 0; "
-            f"kill -INT $pid 2>/dev/null; "
-            f"for i in $(seq {polls}); do {alive} || exit 0; sleep 0.1; done; "
-            f"kill -TERM -- -$pid 2>/dev/null; exit 0"
+            f"for pid_file in {shell_word(self.remote_root.rstrip('/'))}/*/{PID_FILE}; do "
+            f'[ -f "$pid_file" ] || continue; echo "$pid_file"; {_stop_launch(pid_file, wait_s)}; done; exit 0'
         )
 
     def start(self, trial_id: str, launch_args: dict[str, str], log: IO[str]) -> subprocess.Popen:
@@ -174,6 +174,12 @@ class RobotSide:
         if self.shell.target is not None and done.returncode == 255:
             last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise RemoteError(f"{self.shell.where()}: the stop did not reach the robot: {last}")
+
+    def clear_left_over(self) -> list[str]:
+        """Stop what an earlier trial left running on the robot (clear_script); the pid files
+        of the launches stopped. Unreachable robot: [] (the trial's start then fails on its own)."""
+        done = self.shell.run(self.clear_script(), timeout_s=STOP_WAIT_S + 10.0, check=False)
+        return done.stdout.split() if done.returncode == 0 else []
 
     def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
         """Zero commands to the base from the robot's own graph (``fieldtest.labrun.endpoints.estop``, with the
@@ -215,6 +221,19 @@ class RobotSide:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise RemoteError(f"{self.shell.where()}: copying {remote} failed: {last}")
+
+
+def _stop_launch(pid_file: str, wait_s: float) -> str:
+    """Shell: the launch whose pid ``pid_file`` holds gets SIGINT, then its group SIGTERM if any of
+    it is left after ``wait_s``; the pid file goes."""
+    polls = max(1, round(wait_s / 0.1))
+    # "alive" = a process of the launch's group exists and is not a zombie
+    alive = "ps -e -o pgid=,stat= | awk -v g=$pid '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'"
+    return (
+        f"if pid=$(cat {pid_file} 2>/dev/null); then kill -INT $pid 2>/dev/null; "
+        f"for i in $(seq {polls}); do {alive} || break; sleep 0.1; done; "
+        f"if {alive}; then kill -TERM -- -$pid 2>/dev/null; fi; rm -f {pid_file}; fi"
+    )
 
 
 def local_robot_side(

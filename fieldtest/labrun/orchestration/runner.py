@@ -277,6 +277,9 @@ class _Trial:
             extra=self.options.robot_args,
         )
         self.robot_args = args
+        for left in self.options.robot.clear_left_over():
+            self.notes.append(f"an earlier trial's robot launch was still running ({left}): stopped it first")
+            self.runner.say(f"  {self.notes[-1]}")
         (self.trial_dir / ROBOT_ARGS_FILE).write_text(json.dumps(args, indent=2) + "\n")  # a manual e-stop's
         log_path = self.trial_dir / "logs" / "robot.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
