@@ -11,12 +11,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fieldtest.analysis import read_metrics
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
 from fieldtest.testkit.guide import REHEARSAL_KEYS
-from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
+from fieldtest.testkit.minimums import pins_text
+from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup, system_dist_packages
 from fieldtest.testkit.wheelhouse import this_machine
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
@@ -281,17 +283,25 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
     # bundle's wheel), robot_ws's package from the bundle, rclpy from the ROS 2 installation
     where = lab.robot(
         "source /opt/ros/jazzy/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash\n"
-        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy; "
-        "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, sep=chr(10))'"
+        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy, cryptography, evo; "
+        "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, "
+        "numpy.__file__, numpy.__version__, cryptography.__version__, evo.__file__, sep=chr(10))'"
     )
     assert where.returncode == 0, _output(where)
-    python, kit, package, rclpy = where.stdout.split()
+    python, kit, package, rclpy, numpy, numpy_version, cryptography_version, evo = where.stdout.split()
     home = str(lab.robot_user.home)
     assert python == SYSTEM_PYTHON
     assert kit.startswith(f"{home}/.local/lib/python3.") and "/site-packages/fieldtest/" in kit
     assert package.startswith(f"{home}/fieldtest/robot_ws/src/fieldtest_robot/")
-    assert rclpy.startswith(str(lab.ros_python).rsplit("/bin/", 1)[0])
+    assert rclpy.startswith(str(lab.root / "robot-ros-site"))  # /opt/ros's Python packages
+    # the stock image's packages (ROS 2's own dependencies) kept at their versions, no newer than
+    # Ubuntu's; a dependency the image lacks came from the bundle into the user site
+    minimums = dict(line.split("==") for line in pins_text().split())
+    assert numpy.startswith(system_dist_packages()) and Version(numpy_version) == Version(minimums["numpy"])
+    assert Version(cryptography_version) == Version(minimums["cryptography"])
+    assert evo.startswith(f"{home}/.local/lib/python3.")
     assert list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/fieldtest-*.dist-info"))
+    assert not list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/numpy-*.dist-info"))
 
 
 def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):

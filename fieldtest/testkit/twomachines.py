@@ -198,15 +198,88 @@ def ros_site_packages() -> Path:
     return next((ROS_VENV / "lib").glob("python3.*/site-packages"))
 
 
-def robot_ros_setup_system_python(distro: str) -> str:
+def _distribution(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _installed_by(site: Path, wanted: set[str]) -> dict[str, Path]:
+    """The top-level entries of ``site`` that the distributions ``wanted`` installed (their
+    RECORD's first path parts and their .dist-info folders), by name."""
+    found: dict[str, Path] = {}
+    for info in site.glob("*.dist-info"):
+        if _distribution(info.name.split("-")[0]) not in wanted:
+            continue
+        found[info.name] = info
+        for line in (info / "RECORD").read_text().splitlines():
+            top = line.split(",")[0].split("/")[0]
+            if top and top != ".." and (site / top).exists():
+                found[top] = site / top
+    return found
+
+
+def _linked(entries: dict[str, Path], folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name, path in entries.items():
+        (folder / name).symlink_to(path.absolute())
+    return folder
+
+
+def robot_python_packages(root: Path, distro: str) -> tuple[Path, Path]:
+    """What the robot's system python3 finds besides its standard library, as on a stock image:
+    ``ros``, the ROS 2 wheels' site-packages without the kit and the kit's dependencies (they are
+    not among /opt/ros's packages); ``system``, the kit's dependencies the stock image already has
+    (``StockRobot.preinstalled`` and what they need) at the minimum versions the kit declares,
+    from the minimums venv (fieldtest.testkit.minimums): no newer than Ubuntu's own."""
+    from fieldtest.testkit.minimums import BUILT_STAMP, venv_dir
+
+    minimums = venv_dir() / "venv"
+    if not (venv_dir() / BUILT_STAMP).is_file():
+        raise TwoMachinesError(
+            f"the minimum-versions venv {venv_dir()} is not built: bash tools/install_minimums.sh"
+        )
+    system_site = next(minimums.glob("lib/python3.*/site-packages"))
+    if system_site.parent.name != f"python{_system_python_version()}":
+        raise TwoMachinesError(
+            f"{system_site} is for {system_site.parent.name}, the robot's {SYSTEM_PYTHON} is "
+            f"python{_system_python_version()}"
+        )
+    kit_deps = {_distribution(i.name.split("-")[0]) for i in system_site.glob("*.dist-info")}
+    ros_site = ros_site_packages()
+    dropped = _installed_by(ros_site, kit_deps | {"fieldtest", "fieldtest_host", "fieldtest_robot"})
+    ros = {
+        entry.name: entry
+        for entry in ros_site.iterdir()
+        if entry.name not in dropped and entry.suffix != ".pth" and not entry.name.startswith("__editable__")
+    }
+    preinstalled = {_distribution(n) for n in STOCK_ROBOTS[distro].preinstalled}
+    needed = {"cffi", "pycparser"}  # cryptography's own (python3-cffi-backend on Ubuntu)
+    system = _installed_by(system_site, preinstalled | needed)
+    return _linked(ros, root / "robot-ros-site"), _linked(system, root / "robot-dist-packages")
+
+
+def _system_python_version() -> str:
+    done = _run([SYSTEM_PYTHON, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"])
+    return done.stdout.strip()
+
+
+def system_dist_packages() -> str:
+    """Where the system python3 reads site packages after the user site (Debian's local one)."""
+    folder = f"/usr/local/lib/python{_system_python_version()}/dist-packages"
+    if not Path(folder).is_dir():
+        raise TwoMachinesError(f"{SYSTEM_PYTHON} has no {folder} to hold the robot's system packages")
+    return folder
+
+
+def robot_ros_setup_system_python(distro: str, site: Path | None = None) -> str:
     """/opt/ros/<distro>/setup.bash as apt's: the system python3 finds rclpy and the message
     packages through PYTHONPATH, their libraries through LD_LIBRARY_PATH, the RMW through
-    AMENT_PREFIX_PATH. The ROS 2 wheels' site-packages stand in for /opt/ros's; the kit is not
-    among them (its editable install there is a .pth file, which PYTHONPATH does not read), so
-    the robot's kit is the one the bundle installed into the login's user site."""
-    site = ros_site_packages()
+    AMENT_PREFIX_PATH. ``site`` (robot_python_packages) stands in for /opt/ros's Python packages:
+    the ROS 2 wheels' without the kit and its dependencies, so the robot's kit is the one the
+    bundle installed into the login's user site, beside the packages the stock image has."""
+    libraries_site = ros_site_packages()
+    site = site or libraries_site
     # what the wheels' ros_wheels_bootstrapper.pth puts on LD_LIBRARY_PATH for the venv's python
-    libraries = ":".join([str(ROS_VENV / "lib"), *map(str, sorted(site.glob("ros_*.libs")))])
+    libraries = ":".join([str(ROS_VENV / "lib"), *map(str, sorted(libraries_site.glob("ros_*.libs")))])
     return f"""# ROS 2 {distro} on this rehearsal's robot (fieldtest.testkit.twomachines), read by the system
 # python3 as apt's /opt/ros/{distro}/setup.bash is: the ROS 2 wheels stand in for the apt packages.
 export ROS_DISTRO={distro}
@@ -472,7 +545,8 @@ def _robot_filesystem(lab: Lab) -> Path:
     bin_dir = opt / "ros" / lab.distro / "bin"
     bin_dir.mkdir(parents=True)
     if lab.robot_install == "bundle":  # the kit and robot_ws come from the bundle the guide installs
-        setup = robot_ros_setup_system_python(lab.distro)
+        ros_site, _ = robot_python_packages(lab.root, lab.distro)
+        setup = robot_ros_setup_system_python(lab.distro, ros_site)
     else:
         setup = robot_ros_setup(lab.ros_python, lab.distro)
         lab.robot_user.write(
@@ -507,10 +581,17 @@ def _start_sshd(lab: Lab, opt: Path, robot_etc: Path, passwords: bool = False) -
     config = lab.root / "sshd_config"
     config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name, passwords))
     _run([SSHD, "-t", "-f", str(config)])
-    expose = expose_script(kit_paths(), lab.root / "stage")
+    exposed = kit_paths()
+    system = ""
+    if lab.robot_install == "bundle":  # the stock image's Python packages, where apt's would be
+        from fieldtest.testkit.minimums import venv_dir
+
+        exposed.append(venv_dir())
+        system = f" && mount --bind {lab.root / 'robot-dist-packages'} {system_dist_packages()}"
+    expose = expose_script(exposed, lab.root / "stage")
     # /etc/turtlebot4 is added by an overlay (the host has none, and nothing is written to its /etc)
     etc = f"mount -t overlay fieldtest-2m-etc -o lowerdir={robot_etc}:/etc /etc"
-    script = f"{expose} && mount --bind {opt} /opt && {etc} && exec {SSHD} -D -e -f {config}"
+    script = f"{expose} && mount --bind {opt} /opt && {etc}{system} && exec {SSHD} -D -e -f {config}"
     # A mount namespace of its own: the robot's sessions see its /opt, the host's stays untouched.
     _start(lab, "sshd", "robot", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
            marker="Server listening")  # fmt: skip

@@ -25,6 +25,10 @@ class StockRobot:
     # The system Python packages the kit imports, as the Ubuntu release ships them (its archive's
     # python3-<name>); pip keeps one that meets the kit's minimum.
     python_packages: dict[str, str]
+    # Those of them a stock image has before the guide installs anything: ROS 2's own Python
+    # dependencies (package.xml exec_depend of rosidl_generator_py: python3-numpy; rclpy:
+    # python3-yaml; ros2cli: python3-psutil; sros2: python3-cryptography).
+    preinstalled: tuple[str, ...] = ("numpy", "pyyaml", "psutil", "cryptography")
 
     @property
     def rmw(self) -> str:
