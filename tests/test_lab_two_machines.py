@@ -283,12 +283,12 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
     # bundle's wheel), robot_ws's package from the bundle, rclpy from the ROS 2 installation
     where = lab.robot(
         "source /opt/ros/jazzy/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash\n"
-        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy, cryptography, evo; "
+        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy, cryptography, mcap; "
         "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, "
-        "numpy.__file__, numpy.__version__, cryptography.__version__, evo.__file__, sep=chr(10))'"
+        "numpy.__file__, numpy.__version__, cryptography.__version__, mcap.__file__, sep=chr(10))'"
     )
     assert where.returncode == 0, _output(where)
-    python, kit, package, rclpy, numpy, numpy_version, cryptography_version, evo = where.stdout.split()
+    python, kit, package, rclpy, numpy, numpy_version, cryptography_version, mcap = where.stdout.split()
     home = str(lab.robot_user.home)
     assert python == SYSTEM_PYTHON
     assert kit.startswith(f"{home}/.local/lib/python3.") and "/site-packages/fieldtest/" in kit
@@ -299,7 +299,7 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
     minimums = dict(line.split("==") for line in pins_text().split())
     assert numpy.startswith(system_dist_packages()) and Version(numpy_version) == Version(minimums["numpy"])
     assert Version(cryptography_version) == Version(minimums["cryptography"])
-    assert evo.startswith(f"{home}/.local/lib/python3.")
+    assert mcap.startswith(f"{home}/.local/lib/python3.")
     assert list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/fieldtest-*.dist-info"))
     assert not list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/numpy-*.dist-info"))
 
