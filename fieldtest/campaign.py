@@ -74,7 +74,7 @@ class LabSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    ros_distro: Literal["humble", "jazzy"] = "humble"
+    ros_distro: Literal["humble", "jazzy"] = "jazzy"  # TurtleBot 4 images today: Ubuntu 24.04 + Jazzy
     countdown_s: float = Field(5.0, ge=0, description="seconds announced before the robot moves")
     max_clock_offset_ms: float = Field(
         5.0, gt=0, description="pre-flight: largest |host - robot| clock offset"

@@ -49,6 +49,7 @@ FAST_FILES = frozenset(
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
         "test_lab_preflight_link.py",
+        "test_lab_robot_setup.py",
         "test_layers.py",
         "test_link_settings.py",
         "test_machine.py",
@@ -92,6 +93,7 @@ TIMEOUTS_S = {
     "test_runner.py": 1200,  # the quick demo's own limit is 900 s
     "test_lab_two_machines.py": 1200,  # the bundle's download, then the guide's install steps
     "test_lab_two_machines_wifi.py": 1200,
+    "test_lab_two_machines_stock.py": 1200,
     "test_lab_bundle.py": 1200,
     "test_cluster.py": 900,  # the first test also starts the scheduler and three workers
     "test_security_proof.py": 1200,  # its first test runs every scenario (20, three at a time)

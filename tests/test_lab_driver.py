@@ -216,10 +216,10 @@ def test_host_end_reasons(code, reason):
 
 
 FAKE_LAUNCH = """
-import json, signal, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
 out = Path(sys.argv[1])
-out.write_text(json.dumps({"args": sys.argv[2:]}))
+out.write_text(json.dumps({"args": sys.argv[2:], "pid": os.getpid()}))
 signal.signal(signal.SIGINT, lambda *_: (out.with_suffix(".sigint").write_text("1"), sys.exit(0)))
 time.sleep(30)
 """
@@ -242,7 +242,9 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
         # a path under '~' arrives resolved by the robot's shell (the login's home), the rest as given
         given = {k: os.path.expanduser(v) if v.startswith("~/") else v for k, v in args.items()}
         assert json.loads(out.read_text())["args"] == [f"{k}:={v}" for k, v in given.items()]
-        assert (tmp_path / "pi" / "t1" / "launch.pid").read_text().strip() == str(proc.pid)
+        launch_pid = json.loads(out.read_text())["pid"]
+        assert (tmp_path / "pi" / "t1" / "launch.pid").read_text().strip() == str(launch_pid)
+        assert os.getpgid(launch_pid) == launch_pid  # a group of its own: the stop's SIGTERM takes it whole
         (tmp_path / "pi" / "t1" / "robot_status.json").write_text('{"probes_completed": 3}')
         assert side.read_json("t1", "robot_status.json") == {"probes_completed": 3}
         assert side.read_json("t1", "missing.json") is None
@@ -251,6 +253,53 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
         side.collect("t1", tmp_path / "trial")
         assert (tmp_path / "trial" / "robot_status.json").is_file()
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
+    """Its session's stdin closing (ssh gone: sshd sends a session without a tty no SIGHUP) stops
+    the launch as the runner's stop does, SIGINT first, with nobody running the stop script."""
+    script = tmp_path / "fake_launch.py"
+    script.write_text(FAKE_LAUNCH)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", {"namespace": ""}, log)
+    try:
+        assert _wait_for(out.exists, 10)
+        time.sleep(0.5)
+        assert proc.poll() is None, "the robot side ended before its session did"
+        proc.stdin.close()  # the session's end, as the robot's shell sees it
+        assert proc.wait(10) == 0 and out.with_suffix(".sigint").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_next_trial_first_stops_a_launch_an_earlier_session_left_running(tmp_path):
+    """A launch whose shell died without stopping it (its pid file still there) is stopped, SIGINT
+    first, before the next trial's launch starts; its pid file goes with it."""
+    script = tmp_path / "fake_launch.py"
+    script.write_text(FAKE_LAUNCH)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", {"namespace": ""}, log)
+    try:
+        assert _wait_for(out.exists, 10)
+        proc.kill()  # the session's shell gone; its launch (a group of its own) runs on
+        proc.wait(10)
+        launch_pid = json.loads(out.read_text())["pid"]
+        os.kill(launch_pid, 0)
+        assert side.clear_left_over() == [str(tmp_path / "pi" / "t1" / "launch.pid")]
+        assert out.with_suffix(".sigint").exists()
+        assert not (tmp_path / "pi" / "t1" / "launch.pid").exists()
+        assert side.clear_left_over() == []  # nothing left: nothing to stop
+    finally:
+        proc.stdin.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()

@@ -289,3 +289,40 @@ def test_cmake_glob_finds_exactly_the_kits_msg_files(tmp_path, package):
     )
     expected = sorted(f"{MSG_DIR.resolve().parent}:msg/{p.name}" for p in MSG_DIR.glob("*.msg"))
     assert found == expected and len(found) == 4
+
+
+@pytest.mark.parametrize(
+    ("robot_rmw", "args", "gate_env"),
+    [
+        # a stock TurtleBot 4 (Fast DDS) with the kit's CycloneDDS nodes: the gate asks on Fast DDS
+        ("rmw_fastrtps_cpp", {}, {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"}),
+        ("rmw_fastrtps_cpp", {"dds": "fastrtps"}, {}),
+        ("rmw_cyclonedds_cpp", {}, {}),
+        ("", {}, {}),  # no robot setup read: the trial's own
+        ("rmw_zenoh_cpp", {}, {}),  # not a DDS: the base is never on it
+        (
+            "rmw_fastrtps_cpp",
+            {"security": "sros2", "relay": "true"},
+            {"ROS_SECURITY_ENABLE": "false", "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"},
+        ),
+        (
+            "rmw_fastrtps_cpp",
+            {"middleware": "rmw-zenoh", "dry_run": "true"},
+            {"RMW_IMPLEMENTATION": "rmw_fastrtps_cpp"},
+        ),
+    ],
+)
+def test_the_nodes_facing_the_base_run_on_the_robots_own_dds(tmp_path, robot_rmw, args, gate_env):
+    """The Create 3 runs the RMW of the robot's setup.bash (turtlebot4-setup applies it to both):
+    a CycloneDDS parameter request is never answered by a Fast DDS base, so the pre-flight gate
+    and base_stop take the robot's DDS where the trial's differs."""
+    from fieldtest.labrun.orchestration.launchplan import base_stop_node
+
+    if args.get("security") == "sros2":
+        args = {**args, "keystore": str(tmp_path)}
+    environ = {**JAZZY, **({"RMW_IMPLEMENTATION": robot_rmw} if robot_rmw else {})}
+    plan = launch_plan({"trial_dir": str(tmp_path / "trial"), **args}, "robot", environ=environ)
+    assert plan.gate.env == gate_env
+    assert base_stop_node(plan.cfg, robot_rmw).env == gate_env
+    if "RMW_IMPLEMENTATION" in gate_env:
+        assert plan.gate.ros_arguments == []  # outside the side's (secure) set-up

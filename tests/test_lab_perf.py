@@ -452,10 +452,11 @@ def test_a_dds_security_lab_perf_row_runs_where_the_robots_binding_loads_the_plu
     lab = keyed_lab
     campaign = lab.campaign("trials/rehearsal.yaml", folder="dds-campaigns")
     # rehearsal.yaml names no keystore: the guide's, as the checklist has the campaign point at it
+    # (its namespace the stock robot's, as Lab.campaign set it)
     text = (
         (lab.host_user.home / campaign)
         .read_text()
-        .replace("    namespace: /tb4\n", f"    namespace: /tb4\n    keystore: {GUIDE_KEYSTORE}\n")
+        .replace('    namespace: ""\n', f'    namespace: ""\n    keystore: {GUIDE_KEYSTORE}\n')
     )
     lab.host_user.write(campaign, text)
     argv = _lab_perf(lab, campaign, "--security", "sros2", *ROW, "--out", "sros2")

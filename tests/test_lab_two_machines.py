@@ -11,12 +11,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from fieldtest.analysis import read_metrics
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit import needs
 from fieldtest.testkit.guide import REHEARSAL_KEYS
-from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup
+from fieldtest.testkit.minimums import pins_text
+from fieldtest.testkit.twomachines import NODE_ARGS, SYSTEM_PYTHON, colcon_standin_setup, system_dist_packages
 from fieldtest.testkit.wheelhouse import this_machine
 
 # The wifi profile's delay, jitter and rate without its 0.5 % loss: this file checks every command
@@ -27,10 +29,11 @@ WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}
 
 @pytest.fixture(scope="module")
 def lab(robot_bundle):
-    """The two machines with the robot set up as the guide says: ROS 2 only (read by the system
+    """The two machines with a stock Jazzy TurtleBot 4 (its /etc/turtlebot4/setup.bash: Fast DDS,
+    domain 0, the empty namespace) set up as the guide says: ROS 2 only (read by the system
     python3), the kit installed from the bundle by the guide's own commands, the keystore made and
     copied by them (section 6)."""
-    with needs.two_machines(WIFI, namespace="/tb4", distro="jazzy", robot_install="bundle") as machines:
+    with needs.two_machines(WIFI, distro="jazzy", robot_install="bundle") as machines:
         machines.host_user.copy_in(robot_bundle, "tb4-bundle")
         SET_UP.clear()
         for name in ("bundle", "robot-install", "keys"):
@@ -131,7 +134,7 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     sent = n + 5  # and the stop burst
     assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, 0), metrics.latency
     assert metrics.progress.laps_completed == record.request.plan.laps, metrics.progress
-    # the base heard them through the republisher (under /tb4/_do_not_use) and drove the square;
+    # the base heard them through the republisher (under /_do_not_use) and drove the square;
     # upstream's republisher subscribes best effort with depth 1, so one may be dropped there
     base = lab.base_status()
     assert base["commands"] - base_before.get("commands", 0) >= 0.9 * n
@@ -280,21 +283,29 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
     # bundle's wheel), robot_ws's package from the bundle, rclpy from the ROS 2 installation
     where = lab.robot(
         "source /opt/ros/jazzy/setup.bash && source ~/fieldtest/robot_ws/install/setup.bash\n"
-        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy; "
-        "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, sep=chr(10))'"
+        "python3 -c 'import sys, fieldtest, fieldtest_robot, rclpy, numpy, cryptography, mcap; "
+        "print(sys.executable, fieldtest.__file__, fieldtest_robot.__file__, rclpy.__file__, "
+        "numpy.__file__, numpy.__version__, cryptography.__version__, mcap.__file__, sep=chr(10))'"
     )
     assert where.returncode == 0, _output(where)
-    python, kit, package, rclpy = where.stdout.split()
+    python, kit, package, rclpy, numpy, numpy_version, cryptography_version, mcap = where.stdout.split()
     home = str(lab.robot_user.home)
     assert python == SYSTEM_PYTHON
     assert kit.startswith(f"{home}/.local/lib/python3.") and "/site-packages/fieldtest/" in kit
     assert package.startswith(f"{home}/fieldtest/robot_ws/src/fieldtest_robot/")
-    assert rclpy.startswith(str(lab.ros_python).rsplit("/bin/", 1)[0])
+    assert rclpy.startswith(str(lab.root / "robot-ros-site"))  # /opt/ros's Python packages
+    # the stock image's packages (ROS 2's own dependencies) kept at their versions, no newer than
+    # Ubuntu's; a dependency the image lacks came from the bundle into the user site
+    minimums = dict(line.split("==") for line in pins_text().split())
+    assert numpy.startswith(system_dist_packages()) and Version(numpy_version) == Version(minimums["numpy"])
+    assert Version(cryptography_version) == Version(minimums["cryptography"])
+    assert mcap.startswith(f"{home}/.local/lib/python3.")
     assert list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/fieldtest-*.dist-info"))
+    assert not list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/numpy-*.dist-info"))
 
 
 def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
-    lab.campaign("trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy")
+    lab.campaign("trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy")
     done = _guide_step(lab, "preflight")
     assert done.returncode == 0, _output(done)
     assert " 0% packet loss" in done.stdout, done.stdout
@@ -305,9 +316,7 @@ def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
 
 
 def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
-    campaign = lab.campaign(
-        "trials/seed-study.yaml", "fieldtest/trials", namespace="/tb4", ros_distro="jazzy"
-    )
+    campaign = lab.campaign("trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy")
     assert campaign == "fieldtest/trials/seed-study.yaml"
     before = _before(lab)
     done = _guide_step(lab, "run")
@@ -315,7 +324,7 @@ def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     _check_trial(lab, done, trial, before)
     record = read_trial(trial)
     assert record.request.transport.middleware == "dds" and record.request.plan.laps == 4
-    assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == "/tb4"
+    assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == ""
     # the guide's collect and analyse commands on what the run left
     metrics = trial / ANALYSIS_DIR / "metrics.json"
     metrics.unlink()

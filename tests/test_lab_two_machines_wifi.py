@@ -27,7 +27,7 @@ OUTAGES_AT_S = (3.0, 9.0, 15.0)  # after the go; the rehearsal campaign's lap st
 
 @pytest.fixture(scope="module")
 def lab():
-    with needs.two_machines(WIFI, namespace="/tb4", distro="jazzy") as machines:
+    with needs.two_machines(WIFI, distro="jazzy") as machines:  # a stock robot: the empty namespace
         yield machines
 
 

@@ -125,6 +125,12 @@ def run_main(args: argparse.Namespace) -> int:
         launch=robot_launch,
         estop=robot_estop,
     )
+    if not args.standin:  # before anything moves: the trials against the robot's own setup
+        from fieldtest.labrun.orchestration.robotsetup import read_robot_setup, refuse_unmet_robot
+
+        found = read_robot_setup(robot)
+        print("robot setup: " + ", ".join(f"{k}={v or '(empty)'}" for k, v in found.items()))
+        refuse_unmet_robot(trials, distro, robot_args, found)
     mocap = None
     if args.natnet_server:
         from fieldtest.natnet.recorder import RecorderConfig

@@ -74,18 +74,13 @@ def adapted(script: str, changes: list[tuple[str, str, str]], name: str = "step"
 
 
 # The keys step (section 6) on the two-machine rehearsal: no broker machine of its own, so the rsync
-# to it is left out; its robot has the namespace /tb4, which the guide's keys (for a stock robot's
-# empty one) must then name, as section 3.2 says (tests/test_lab_two_machines.py, tests/test_lab_perf.py).
+# to it is left out; its robot is a stock one (the empty namespace), which the guide's keys are for
+# as written (tests/test_lab_two_machines.py, tests/test_lab_perf.py).
 REHEARSAL_KEYS = [
     (
         "rsync -a ~/fieldtest/keystore/ <broker machine>:fieldtest/keystore/   "
         "# mqtt-broker: its TLS listener (3.2)\n",
         "",
         "no separate broker machine in the two-machine rehearsal",
-    ),
-    (
-        "fieldtest keys create --keystore ~/fieldtest/keystore \\\n",
-        "fieldtest keys create --keystore ~/fieldtest/keystore --namespace /tb4 \\\n",
-        "the rehearsal's robot has the namespace /tb4: keys for it name it (guide 3.2, Namespace)",
     ),
 ]

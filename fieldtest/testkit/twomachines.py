@@ -10,7 +10,9 @@
   is reached only through a real OpenSSH server in the robot's namespace (its own host key and
   config, key authentication only, no PAM);
 - the robot's own filesystem view: sshd runs in a private mount namespace in which ``/opt`` holds
-  ``/opt/ros/jazzy/setup.bash``, as on the Pi. Nothing else of the host's clone is named to the
+  ``/opt/ros/jazzy/setup.bash``, as on the Pi, and ``/etc/turtlebot4`` the TurtleBot 4's own
+  setup files as turtlebot4_setup installs them (``fieldtest.labrun.configuration.stockrobot``:
+  Fast DDS, domain 0, the empty namespace, unless ``namespace`` says otherwise). Nothing else of the host's clone is named to the
   robot: that setup file is the robot's ROS 2 installation (the ROS 2 wheels' environment, which
   has the kit and robot_ws installed), and ``ros2 launch`` there runs the launch plan with the
   kit's planrun (launch_ros is not among the wheels). The robot reads the kit, its ROS
@@ -20,7 +22,7 @@
   ``robot_install="bundle"`` the robot has ROS 2 only, read by the system python3 as apt's
   setup.bash is, and the kit comes from ``fieldtest lab bundle`` installed as the guide says
   (tests/test_lab_two_machines.py runs the guide's own commands for that);
-- the simulated hardware: the Create 3 base (``fieldtest.labrun.rehearsal.simbase``) under
+- the simulated hardware: the Create 3 base, on the RMW turtlebot4-setup gives it, (``fieldtest.labrun.rehearsal.simbase``) under
   ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.rehearsal.republisher``)
   on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
   a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
@@ -49,15 +51,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
+from fieldtest.labrun.configuration.stockrobot import STOCK_ROBOTS
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.netem.topology import Topology
 
 SSHD = "/usr/sbin/sshd"
-# The rehearsal's nodes run on the ROS 2 wheels' Fast DDS, and rosbag2 is not among the wheels.
+# The rehearsal's nodes run on the ROS 2 wheels' Fast DDS (the lab guide's section 3.4, "Keep Fast
+# DDS everywhere", as a stock TurtleBot 4 runs), and rosbag2 is not among the wheels.
 NODE_ARGS = ("dds=fastrtps", "record_ros2bag=false")
 KIT_ROOT = Path(__file__).resolve().parents[2]
 ROS_VENV = KIT_ROOT / ".venv-ros"
@@ -194,15 +198,88 @@ def ros_site_packages() -> Path:
     return next((ROS_VENV / "lib").glob("python3.*/site-packages"))
 
 
-def robot_ros_setup_system_python(distro: str) -> str:
+def _distribution(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _installed_by(site: Path, wanted: set[str]) -> dict[str, Path]:
+    """The top-level entries of ``site`` that the distributions ``wanted`` installed (their
+    RECORD's first path parts and their .dist-info folders), by name."""
+    found: dict[str, Path] = {}
+    for info in site.glob("*.dist-info"):
+        if _distribution(info.name.split("-")[0]) not in wanted:
+            continue
+        found[info.name] = info
+        for line in (info / "RECORD").read_text().splitlines():
+            top = line.split(",")[0].split("/")[0]
+            if top and top != ".." and (site / top).exists():
+                found[top] = site / top
+    return found
+
+
+def _linked(entries: dict[str, Path], folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name, path in entries.items():
+        (folder / name).symlink_to(path.absolute())
+    return folder
+
+
+def robot_python_packages(root: Path, distro: str) -> tuple[Path, Path]:
+    """What the robot's system python3 finds besides its standard library, as on a stock image:
+    ``ros``, the ROS 2 wheels' site-packages without the kit and the kit's dependencies (they are
+    not among /opt/ros's packages); ``system``, the kit's dependencies the stock image already has
+    (``StockRobot.preinstalled`` and what they need) at the minimum versions the kit declares,
+    from the minimums venv (fieldtest.testkit.minimums): no newer than Ubuntu's own."""
+    from fieldtest.testkit.minimums import BUILT_STAMP, venv_dir
+
+    minimums = venv_dir() / "venv"
+    if not (venv_dir() / BUILT_STAMP).is_file():
+        raise TwoMachinesError(
+            f"the minimum-versions venv {venv_dir()} is not built: bash tools/install_minimums.sh"
+        )
+    system_site = next(minimums.glob("lib/python3.*/site-packages"))
+    if system_site.parent.name != f"python{_system_python_version()}":
+        raise TwoMachinesError(
+            f"{system_site} is for {system_site.parent.name}, the robot's {SYSTEM_PYTHON} is "
+            f"python{_system_python_version()}"
+        )
+    kit_deps = {_distribution(i.name.split("-")[0]) for i in system_site.glob("*.dist-info")}
+    ros_site = ros_site_packages()
+    dropped = _installed_by(ros_site, kit_deps | {"fieldtest", "fieldtest_host", "fieldtest_robot"})
+    ros = {
+        entry.name: entry
+        for entry in ros_site.iterdir()
+        if entry.name not in dropped and entry.suffix != ".pth" and not entry.name.startswith("__editable__")
+    }
+    preinstalled = {_distribution(n) for n in STOCK_ROBOTS[distro].preinstalled}
+    needed = {"cffi", "pycparser"}  # cryptography's own (python3-cffi-backend on Ubuntu)
+    system = _installed_by(system_site, preinstalled | needed)
+    return _linked(ros, root / "robot-ros-site"), _linked(system, root / "robot-dist-packages")
+
+
+def _system_python_version() -> str:
+    done = _run([SYSTEM_PYTHON, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"])
+    return done.stdout.strip()
+
+
+def system_dist_packages() -> str:
+    """Where the system python3 reads site packages after the user site (Debian's local one)."""
+    folder = f"/usr/local/lib/python{_system_python_version()}/dist-packages"
+    if not Path(folder).is_dir():
+        raise TwoMachinesError(f"{SYSTEM_PYTHON} has no {folder} to hold the robot's system packages")
+    return folder
+
+
+def robot_ros_setup_system_python(distro: str, site: Path | None = None) -> str:
     """/opt/ros/<distro>/setup.bash as apt's: the system python3 finds rclpy and the message
     packages through PYTHONPATH, their libraries through LD_LIBRARY_PATH, the RMW through
-    AMENT_PREFIX_PATH. The ROS 2 wheels' site-packages stand in for /opt/ros's; the kit is not
-    among them (its editable install there is a .pth file, which PYTHONPATH does not read), so
-    the robot's kit is the one the bundle installed into the login's user site."""
-    site = ros_site_packages()
+    AMENT_PREFIX_PATH. ``site`` (robot_python_packages) stands in for /opt/ros's Python packages:
+    the ROS 2 wheels' without the kit and its dependencies, so the robot's kit is the one the
+    bundle installed into the login's user site, beside the packages the stock image has."""
+    libraries_site = ros_site_packages()
+    site = site or libraries_site
     # what the wheels' ros_wheels_bootstrapper.pth puts on LD_LIBRARY_PATH for the venv's python
-    libraries = ":".join([str(ROS_VENV / "lib"), *map(str, sorted(site.glob("ros_*.libs")))])
+    libraries = ":".join([str(ROS_VENV / "lib"), *map(str, sorted(libraries_site.glob("ros_*.libs")))])
     return f"""# ROS 2 {distro} on this rehearsal's robot (fieldtest.testkit.twomachines), read by the system
 # python3 as apt's /opt/ros/{distro}/setup.bash is: the ROS 2 wheels stand in for the apt packages.
 export ROS_DISTRO={distro}
@@ -330,15 +407,16 @@ class Lab:
         return self.host(ssh, timeout_s=timeout_s, input=script)
 
     def campaign(self, source: str | Path, folder: str = "campaigns", **settings: str) -> str:
-        """A shipped campaign copied to the lab user's ``folder`` with only its addresses changed
-        (those of the four it sets), as the guide says, comments kept, and ``settings`` (e.g.
-        namespace, ros_distro: the checklist's other edits) set where the file sets them; returns
-        its path in that home."""
+        """A shipped campaign copied to the lab user's ``folder`` with its addresses changed (those
+        of the four it sets) and its namespace the robot's ROBOT_NAMESPACE, as the guide's
+        checklist says, comments kept, and ``settings`` (e.g. ros_distro, keystore: the
+        checklist's other edits) set where the file sets them; returns its path in that home."""
         addresses = {
             "host_address": self.host_address,
             "robot_address": self.robot_address,
             "router_address": self.host_address,
             "broker_address": self.host_address,
+            "namespace": self.namespace or '""',
         }
         path = Path(source) if Path(source).is_absolute() else KIT_ROOT / source
         text = path.read_text()
@@ -359,6 +437,16 @@ class Lab:
             *extra,
         ]  # fmt: skip
         return self.host(argv)
+
+    def robot_setup(self, **changes: str) -> str:
+        """Write the robot's /etc/turtlebot4/setup.bash: the stock one for the distro with
+        ROBOT_NAMESPACE the rehearsal's and ``changes`` (e.g. ROS_DOMAIN_ID="3", as turtlebot4-setup
+        would save them); returns its text. Read by every later session."""
+        stock = STOCK_ROBOTS[self.distro]
+        setup = {**stock.setup, "ROBOT_NAMESPACE": self.namespace, **changes}
+        text = replace(stock, setup=setup).setup_bash()
+        (self.root / "robot-etc" / "turtlebot4" / "setup.bash").write_text(text)
+        return text
 
     def robot_home_path(self, relative: str) -> Path:
         return self.robot_user.home / relative
@@ -394,6 +482,27 @@ class Lab:
 
 def _env_args(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
+
+
+# What the two files turtlebot4_setup's setup.bash names say (etc/turtlebot4/fastdds_rpi.xml: a default
+# participant profile that changes nothing; cyclonedds_rpi.xml: the Pi's wlan0 only).
+STOCK_PROFILES = {
+    "fastdds_rpi.xml": """<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+  <profiles xmlns="http://www.eprosima.com/XMLSchemas/fastRTPS_Profiles">
+    <participant profile_name="turtlebot4_default_profile" is_default_profile="true"><rtps/></participant>
+  </profiles>
+</dds>
+""",
+    "cyclonedds_rpi.xml": """<?xml version="1.0" encoding="utf-8"?>
+<CycloneDDS xmlns="https://cdds.io/config">
+  <Domain><General>
+    <Interfaces><NetworkInterface name="wlan0" priority="default" multicast="default"/></Interfaces>
+    <DontRoute>true</DontRoute>
+  </General></Domain>
+</CycloneDDS>
+""",
+}
 
 
 def _wait_for(marker: str, log: Path, proc: subprocess.Popen, what: str, timeout_s: float) -> None:
@@ -436,7 +545,8 @@ def _robot_filesystem(lab: Lab) -> Path:
     bin_dir = opt / "ros" / lab.distro / "bin"
     bin_dir.mkdir(parents=True)
     if lab.robot_install == "bundle":  # the kit and robot_ws come from the bundle the guide installs
-        setup = robot_ros_setup_system_python(lab.distro)
+        ros_site, _ = robot_python_packages(lab.root, lab.distro)
+        setup = robot_ros_setup_system_python(lab.distro, ros_site)
     else:
         setup = robot_ros_setup(lab.ros_python, lab.distro)
         lab.robot_user.write(
@@ -454,13 +564,34 @@ def _robot_filesystem(lab: Lab) -> Path:
     return opt
 
 
-def _start_sshd(lab: Lab, opt: Path, passwords: bool = False) -> None:
+def _turtlebot4_etc(lab: Lab) -> Path:
+    """The robot's /etc/turtlebot4 (overlaid on /etc for its sessions): the stock setup.bash and
+    the two DDS profile files it names. ``ROBOT_NAMESPACE`` is the rehearsal's namespace, as
+    turtlebot4-setup writes it; ``Lab.robot_setup`` changes the file for a case."""
+    etc = lab.root / "robot-etc"
+    (etc / "turtlebot4").mkdir(parents=True)
+    lab.robot_setup()
+    for name, text in STOCK_PROFILES.items():
+        (etc / "turtlebot4" / name).write_text(text)
+    return etc
+
+
+def _start_sshd(lab: Lab, opt: Path, robot_etc: Path, passwords: bool = False) -> None:
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation directory
     config = lab.root / "sshd_config"
     config.write_text(sshd_config(lab.root, lab.robot_address, lab.robot_user.name, passwords))
     _run([SSHD, "-t", "-f", str(config)])
-    expose = expose_script(kit_paths(), lab.root / "stage")
-    script = f"{expose} && mount --bind {opt} /opt && exec {SSHD} -D -e -f {config}"
+    exposed = kit_paths()
+    system = ""
+    if lab.robot_install == "bundle":  # the stock image's Python packages, where apt's would be
+        from fieldtest.testkit.minimums import venv_dir
+
+        exposed.append(venv_dir())
+        system = f" && mount --bind {lab.root / 'robot-dist-packages'} {system_dist_packages()}"
+    expose = expose_script(exposed, lab.root / "stage")
+    # /etc/turtlebot4 is added by an overlay (the host has none, and nothing is written to its /etc)
+    etc = f"mount -t overlay fieldtest-2m-etc -o lowerdir={robot_etc}:/etc /etc"
+    script = f"{expose} && mount --bind {opt} /opt && {etc}{system} && exec {SSHD} -D -e -f {config}"
     # A mount namespace of its own: the robot's sessions see its /opt, the host's stays untouched.
     _start(lab, "sshd", "robot", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
            marker="Server listening")  # fmt: skip
@@ -478,7 +609,7 @@ def _start_hardware(lab: Lab, rigid_body_id: int) -> None:
     ros_env = [
         "env",
         f"ROS_DISTRO={lab.distro}",
-        "RMW_IMPLEMENTATION=rmw_fastrtps_cpp",
+        f"RMW_IMPLEMENTATION={STOCK_ROBOTS[lab.distro].create3_rmw}",
         *_env_args(FASTDDS_UDP_ONLY),
     ]
     base = [
@@ -510,7 +641,7 @@ def wait_for_ssh(lab: Lab, timeout_s: float = 20.0) -> None:
 @contextlib.contextmanager
 def two_machines(
     profile: str | dict = "wifi",
-    namespace: str = "/tb4",
+    namespace: str = STOCK_ROBOTS["jazzy"].namespace,
     distro: str = "jazzy",
     rigid_body_id: int = 1,
     *,
@@ -551,7 +682,7 @@ def two_machines(
         else:
             _keys(lab)
         opt = _robot_filesystem(lab)
-        _start_sshd(lab, opt, passwords=fresh_login)
+        _start_sshd(lab, opt, _turtlebot4_etc(lab), passwords=fresh_login)
         if not fresh_login:
             wait_for_ssh(lab)
         if hardware:
@@ -573,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("campaign", help="a campaign file; only its addresses are changed")
     p.add_argument("--profile", default="wifi", help="the robot link's profile (wifi, ethernet, ...)")
-    p.add_argument("--namespace", default="/tb4", help="the robot's ROBOT_NAMESPACE (the campaign's)")
+    p.add_argument("--namespace", default="", help="the robot's ROBOT_NAMESPACE (the campaign's)")
     p.add_argument("--out", default="trials/runs/two-machines", help="where the runs are copied to")
     p.epilog = "Arguments after -- go to `fieldtest lab run` (e.g. -- --only dds --ros-distro jazzy)."
     args, extra = p.parse_known_args(argv)

@@ -76,7 +76,7 @@ def robot_estop_argv(
 
     plan = launch_plan({**args, "trial_dir": str(scratch)}, "robot")
     plan.write_files()  # CYCLONEDDS_URI / the Fast DDS profile point at generated files
-    spec = base_stop_node(plan.cfg)
+    spec = base_stop_node(plan.cfg, os.environ.get("RMW_IMPLEMENTATION", ""))  # the robot's setup's
     params = plan.config_dir / f"{spec.name}.params.yaml"
     params.write_text(parameters_yaml(spec))
     env = {**plan.environment.apply(dict(os.environ)), **spec.env}

@@ -36,6 +36,7 @@ ROBOT_DISTRIBUTIONS = (
     "pyyaml",
     "pydantic",
     "rosbags",
+    "mcap",  # the link monitor's bag (fieldtest.record.bag imports it when it opens one)
     "cryptography",
     "psutil",
     "eclipse-zenoh",

@@ -29,7 +29,13 @@ from fieldtest.labrun.configuration.settings import (
 from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
 from fieldtest.labrun.endpoints.driver import CONTROL_DIR
 from fieldtest.middleware import registry
-from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, RosEnvironment, node_enclave, ros_environment
+from fieldtest.middleware.dds.lab import (
+    RMW_IMPLEMENTATIONS,
+    RosEnvironment,
+    node_enclave,
+    rmw_implementation,
+    ros_environment,
+)
 from fieldtest.middleware.lab import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
 
@@ -135,7 +141,9 @@ def robot_nodes(cfg: LabLaunch, plan_path: Path) -> list[NodeSpec]:
     return [NodeSpec(ROBOT_PACKAGE, "link_monitor", "link_monitor", cfg.ns, params, _enclave_args(cfg), env)]
 
 
-def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_percent: float) -> NodeSpec:
+def robot_gate(
+    cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_percent: float, robot_rmw: str = ""
+) -> NodeSpec:
     params = {
         "plan": str(plan_path),
         "warn_only": warn_only,
@@ -145,22 +153,31 @@ def robot_gate(cfg: LabLaunch, plan_path: Path, warn_only: bool, min_battery_per
         "out": str(Path(cfg.trial_dir) / CONTROL_DIR / "robot_preflight.json") if cfg.trial_dir else "",
         "timeout_s": 10.0,
     }
-    return _base_facing_node(cfg, "create3_preflight", params)
+    return _base_facing_node(cfg, "create3_preflight", params, robot_rmw)
 
 
-def base_stop_node(cfg: LabLaunch) -> NodeSpec:
+def base_stop_node(cfg: LabLaunch, robot_rmw: str = "") -> NodeSpec:
     """The robot side's emergency stop (robot_ws ``base_stop``): zero commands to the base on the
     robot's own graph, as the relay would send them (the base's ``cmd_vel``, the trial's type)."""
-    return _base_facing_node(cfg, "base_stop", {"cmd_type": cfg.cmd_type, "match_wait_s": BASE_MATCH_WAIT_S})
+    params = {"cmd_type": cfg.cmd_type, "match_wait_s": BASE_MATCH_WAIT_S}
+    return _base_facing_node(cfg, "base_stop", params, robot_rmw)
 
 
-def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any]) -> NodeSpec:
-    """A robot node that talks to the base only: outside a secure domain, and on DDS."""
+# The DDS RMWs a robot's setup may name; rmw_zenoh_cpp is not one (the Create 3 speaks DDS only).
+DDS_RMWS = frozenset({RMW_IMPLEMENTATIONS["cyclonedds"], RMW_IMPLEMENTATIONS["fastrtps"]})
+
+
+def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any], robot_rmw: str) -> NodeSpec:
+    """A robot node that talks to the base only: outside a secure domain, on DDS, and on the
+    robot's own DDS RMW (``robot_rmw``, its setup.bash's RMW_IMPLEMENTATION, which turtlebot4-setup
+    also gives the Create 3) where the trial's differs: a CycloneDDS client's parameter request
+    carries its own request header in the payload, and a Fast DDS base never answers it."""
+    base_rmw = robot_rmw if robot_rmw in DDS_RMWS else RMW_IMPLEMENTATIONS[cfg.dds]
+    own = {"RMW_IMPLEMENTATION": base_rmw} if base_rmw != rmw_implementation(cfg) else {}
     if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off
-        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], PLAIN_NODE_ENV)
-    if not registry.get(cfg.middleware).lab_rmw_speaks_dds:  # the Create 3 speaks DDS only
-        env = {"RMW_IMPLEMENTATION": RMW_IMPLEMENTATIONS[cfg.dds]}
-        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], env)
+        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], {**PLAIN_NODE_ENV, **own})
+    if own:  # on another RMW than the side's nodes (rmw_zenoh's included): not in their secure set-up
+        return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, [], own)
     return NodeSpec(ROBOT_PACKAGE, executable, executable, cfg.ns, params, _enclave_args(cfg))
 
 
@@ -213,7 +230,7 @@ def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] 
                 raise LaunchArgError(
                     f"launch argument min_battery_percent:={pre['min_battery_percent']!r}: expected a number"
                 ) from None
-            plan.gate = robot_gate(
-                cfg, plan_path, _bool("preflight_warn_only", pre["preflight_warn_only"]), battery
-            )
+            warn_only = _bool("preflight_warn_only", pre["preflight_warn_only"])
+            robot_rmw = (os.environ if environ is None else environ).get("RMW_IMPLEMENTATION", "")
+            plan.gate = robot_gate(cfg, plan_path, warn_only, battery, robot_rmw)
     return plan

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fieldtest.errors import FieldtestError
+from fieldtest.labrun.configuration.stockrobot import TURTLEBOT4_SETUP
 
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2")
 PID_FILE = "launch.pid"
@@ -55,11 +56,13 @@ class RemoteShell:
         return done
 
     def popen(self, script: str, log: IO[str]) -> subprocess.Popen:
+        """``script`` running until it ends; its stdin is a pipe nobody writes, which closes when
+        this process or the ssh session ends (the robot side's watcher, RobotSide.start_script)."""
         return subprocess.Popen(
             self.argv(script),
             stdout=log,
             stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             start_new_session=True,
         )
 
@@ -92,9 +95,6 @@ def shell_word(value: str, prefix: str = "") -> str:
     return shlex.quote(prefix + value)
 
 
-TURTLEBOT4_SETUP = "/etc/turtlebot4/setup.bash"  # turtlebot4_setup etc/turtlebot4/setup.bash
-
-
 def robot_setup_script(
     distro: str, workspace: str = "~/fieldtest/robot_ws", ros_root: str = "/opt/ros"
 ) -> str:
@@ -115,7 +115,7 @@ class RobotSide:
     """The robot's end of a trial: where it records and how its launch is started and stopped."""
 
     shell: RemoteShell = field(default_factory=RemoteShell)
-    setup: str = field(default_factory=lambda: robot_setup_script("humble"))  # see robot_setup_script
+    setup: str = field(default_factory=lambda: robot_setup_script("jazzy"))  # see robot_setup_script
     remote_root: str = "~/fieldtest/trials"
     launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
     # the robot's own emergency stop (fieldtest.labrun.endpoints.estop); () when the robot side has no base
@@ -128,33 +128,58 @@ class RobotSide:
         return shell_word(self.trial_dir(trial_id))
 
     def start_script(self, trial_id: str, launch_args: dict[str, str]) -> str:
-        """Record the launch's pid, then replace the shell with it (so the pid is the launch's).
+        """Start the launch in a process group of its own and record its pid, then wait for it.
         A launch argument naming a path under '~' (trial_dir with the default remote root) gets
-        the robot's home from the robot's shell, as the other scripts' paths do."""
+        the robot's home from the robot's shell, as the other scripts' paths do.
+
+        The session's stdin is the runner's pipe, which it never writes: it closes only when the
+        ssh session ends. sshd sends no SIGHUP to a session without a tty, so a watcher reading
+        that stdin stops the launch itself then (the stop script's SIGINT, then SIGTERM to the
+        group), as ``ros2 launch`` stops when its terminal goes away."""
         d = self._dir(trial_id)
         args = " ".join(shell_word(v, prefix=f"{k}:=") for k, v in launch_args.items())
         launch = " ".join(shlex.quote(part) for part in self.launch)
         setup = f"{self.setup} && " if self.setup else ""
-        return f"{setup}mkdir -p {d} && echo $$ > {d}/{PID_FILE} && exec {launch} {args}"
+        # set -m: the launch leads its own group, and an asynchronous command keeps SIGINT
+        # (without job control bash starts it with SIGINT ignored)
+        return (
+            f"{{ {setup}mkdir -p {d}; }} || exit; exec 3<&0; set -m; {launch} {args} </dev/null 3<&- & "
+            f"launch=$!; set +m; echo $launch > {d}/{PID_FILE}; "
+            f"{{ while IFS= read -r -u 3 _; do :; done; {self.stop_script(trial_id)}; }} "
+            f"</dev/null >/dev/null 2>&1 & watcher=$!; "
+            f"wait $launch; code=$?; kill $watcher 2>/dev/null; rm -f {d}/{PID_FILE}; exit $code"
+        )
 
     def stop_script(self, trial_id: str, wait_s: float = STOP_WAIT_S) -> str:
-        """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM if it lingers."""
-        d = self._dir(trial_id)
-        polls = max(1, round(wait_s / 0.1))
-        # "alive" = exists and is not a zombie (a finished child whose parent has not reaped it yet)
-        alive = 'case "$(ps -o stat= -p $pid 2>/dev/null)" in ""|Z*) false;; *) true;; esac'
+        """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM to its whole
+        process group if any of it lingers (a node the launch left behind included)."""
+        return f"{_stop_launch(f'{self._dir(trial_id)}/{PID_FILE}', wait_s)}; exit 0"
+
+    def clear_script(self, wait_s: float = STOP_WAIT_S) -> str:
+        """Stop every launch of an earlier trial whose pid file is still there (a launch removes
+        it when it ends): one a lost ssh session left running; one line per launch stopped."""
+        pid_file = '"$pid_file"'
         return (
-            f"pid=$(cat {d}/{PID_FILE} 2>/dev/null) || exit 0; "
-            f"kill -INT $pid 2>/dev/null || exit 0; "
-            f"for i in $(seq {polls}); do {alive} || exit 0; sleep 0.1; done; "
-            f"kill -TERM $pid 2>/dev/null; exit 0"
+            f"for pid_file in {shell_word(self.remote_root.rstrip('/'))}/*/{PID_FILE}; do "
+            f'[ -f "$pid_file" ] || continue; echo "$pid_file"; {_stop_launch(pid_file, wait_s)}; done; exit 0'
         )
 
     def start(self, trial_id: str, launch_args: dict[str, str], log: IO[str]) -> subprocess.Popen:
         return self.shell.popen(self.start_script(trial_id, launch_args), log)
 
     def stop(self, trial_id: str) -> None:
-        self.shell.run(self.stop_script(trial_id), timeout_s=STOP_WAIT_S + 10.0, check=False)
+        """The stop script over a new session; a RemoteError when ssh itself fails (the robot
+        unreachable: the launch stops itself once its own session is seen gone)."""
+        done = self.shell.run(self.stop_script(trial_id), timeout_s=STOP_WAIT_S + 10.0, check=False)
+        if self.shell.target is not None and done.returncode == 255:
+            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise RemoteError(f"{self.shell.where()}: the stop did not reach the robot: {last}")
+
+    def clear_left_over(self) -> list[str]:
+        """Stop what an earlier trial left running on the robot (clear_script); the pid files
+        of the launches stopped. Unreachable robot: [] (the trial's start then fails on its own)."""
+        done = self.shell.run(self.clear_script(), timeout_s=STOP_WAIT_S + 10.0, check=False)
+        return done.stdout.split() if done.returncode == 0 else []
 
     def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
         """Zero commands to the base from the robot's own graph (``fieldtest.labrun.endpoints.estop``, with the
@@ -196,6 +221,19 @@ class RobotSide:
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
             raise RemoteError(f"{self.shell.where()}: copying {remote} failed: {last}")
+
+
+def _stop_launch(pid_file: str, wait_s: float) -> str:
+    """Shell: the launch whose pid ``pid_file`` holds gets SIGINT, then its group SIGTERM if any of
+    it is left after ``wait_s``; the pid file goes."""
+    polls = max(1, round(wait_s / 0.1))
+    # "alive" = a process of the launch's group exists and is not a zombie
+    alive = "ps -e -o pgid=,stat= | awk -v g=$pid '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'"
+    return (
+        f"if pid=$(cat {pid_file} 2>/dev/null); then kill -INT $pid 2>/dev/null; "
+        f"for i in $(seq {polls}); do {alive} || break; sleep 0.1; done; "
+        f"if {alive}; then kill -TERM -- -$pid 2>/dev/null; fi; rm -f {pid_file}; fi"
+    )
 
 
 def local_robot_side(

@@ -96,6 +96,9 @@ HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
 ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
 
 
+SSH_FAILED = 255  # ssh's exit code for its own errors (a lost connection among them), ssh(1)
+
+
 class AbortTrial(Exception):
     """The trial cannot go on; the message says why (one line)."""
 
@@ -103,7 +106,7 @@ class AbortTrial(Exception):
 @dataclass
 class LabOptions:
     runs_dir: Path
-    ros_distro: str = "humble"
+    ros_distro: str = "jazzy"  # TurtleBot 4 images today: Ubuntu 24.04 + Jazzy
     lab: LabSettings = field(default_factory=LabSettings)
     robot: RobotSide = field(default_factory=RobotSide)
     host_launch: tuple[str, ...] = HOST_LAUNCH
@@ -277,6 +280,9 @@ class _Trial:
         )
         self.robot_args = args
         self.command_publisher_expected = command_publisher_expected(args)
+        for left in self.options.robot.clear_left_over():
+            self.notes.append(f"an earlier trial's robot launch was still running ({left}): stopped it first")
+            self.runner.say(f"  {self.notes[-1]}")
         (self.trial_dir / ROBOT_ARGS_FILE).write_text(json.dumps(args, indent=2) + "\n")  # a manual e-stop's
         log_path = self.trial_dir / "logs" / "robot.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -308,6 +314,10 @@ class _Trial:
             except subprocess.TimeoutExpired:
                 self.robot_proc.kill()
                 self.robot_proc.wait()
+            if self.robot_proc.stdin is not None:
+                self.robot_proc.stdin.close()
+            if self._robot_ended().startswith("the ssh session"):
+                self.notes.append(self._robot_ended())
         if self.recorder is not None:
             stats = self.recorder.stop()
             self.notes.append(f"mocap: {stats.summary()}")
@@ -371,8 +381,16 @@ class _Trial:
             refusal = preflight_refusal(self.options.robot.read_json(self.trial_id, ROBOT_PREFLIGHT))
             if refusal:  # the launch's gate stopped the robot side: say why, not just that it exited
                 return f"the robot's Create 3 pre-flight refused the trial: {refusal}"
-            return f"the robot side exited (code {self.robot_proc.returncode}): see {self.trial_dir}/logs/robot.log"
+            return f"{self._robot_ended()}: see {self.trial_dir}/logs/robot.log"
         return None
+
+    def _robot_ended(self) -> str:
+        """How the robot side's session ended, in words: ssh's own failure (exit 255) is a lost
+        session, after which the robot side stops itself once sshd sees the session gone."""
+        code = self.robot_proc.returncode if self.robot_proc is not None else None
+        if self.options.robot.shell.target is not None and code == SSH_FAILED:
+            return f"the ssh session to the robot was lost (ssh exit {code}; the robot side stops itself)"
+        return f"the robot side exited (code {code})"
 
     def run_checks(self, before: MocapSnapshot | None) -> list[CheckResult]:
         lab = self.options.lab
@@ -442,8 +460,8 @@ class _Trial:
             if self.robot_proc is not None and self.robot_proc.poll() is not None:
                 self.robot_exited_mid_trial = True
                 return "robot-exited", (
-                    f"the robot side exited mid-trial (code {self.robot_proc.returncode}): "
-                    f"its recording ends there; see {self.trial_dir}/logs/robot.log"
+                    f"{self._robot_ended()} mid-trial: its recording ends there; "
+                    f"see {self.trial_dir}/logs/robot.log"
                 )
             self._wait(POLL_S)
         return host_end_reason(host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS))
@@ -531,7 +549,9 @@ def command_publisher_expected(robot_args: dict[str, str]) -> bool:
         cfg = parse_launch_args(robot_args, "robot", environ={})
     except LaunchArgError:
         return True
-    return cfg.entry.lab_command_publisher_before_commands(cfg)
+    from fieldtest.middleware import registry
+
+    return registry.get(cfg.middleware).lab_command_publisher_before_commands(cfg)
 
 
 def preflight_refusal(report: dict[str, Any] | None) -> str:

@@ -1,0 +1,140 @@
+"""A stock TurtleBot 4 on the two machines (fieldtest.testkit.twomachines): the robot's login has
+/etc/turtlebot4/setup.bash as turtlebot4_setup installs it (Fast DDS, domain 0, the empty
+namespace; fieldtest.labrun.configuration.stockrobot) and the simulated Create 3 runs Fast DDS.
+
+- `fieldtest lab run` reads that setup over ssh before anything starts and refuses, in one line, a
+  trial that would not meet it (each mismatch swept here, by changing the robot's file as
+  turtlebot4-setup would, or the campaign);
+- a ssh session lost mid-trial (the robot's Wi-Fi gone for longer than ssh's keepalive) leaves
+  nothing running on the robot: its launch stops itself once sshd sees the session gone, the base
+  got its stop, and the runner says the session was lost.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
+from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE
+from fieldtest.record import read_trial
+from fieldtest.testkit import needs
+
+WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}  # the cut is the only loss
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with needs.two_machines(WIFI, distro="jazzy") as machines:  # the stock robot's defaults
+        yield machines
+
+
+@pytest.fixture
+def stock(lab):
+    """The robot's setup.bash put back to the stock one after the test."""
+    yield lab
+    lab.robot_setup()
+
+
+def _output(done) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-2500:]}\n{done.stderr[-2500:]}"
+
+
+def test_the_robots_login_has_the_stock_turtlebot4_setup(lab):
+    shown = " ".join(f'{name}="${name}"' for name in SETUP_VARIABLES)
+    done = lab.robot(f"source /etc/turtlebot4/setup.bash && echo {shown} && echo $ROS_DISTRO")
+    assert done.returncode == 0, _output(done)
+    stock = STOCK_ROBOTS["jazzy"].setup
+    assert done.stdout.split() == [*(f"{name}={stock[name]}" for name in SETUP_VARIABLES), "jazzy"]
+    assert stock["RMW_IMPLEMENTATION"] == "rmw_fastrtps_cpp" and stock["ROBOT_NAMESPACE"] == ""
+    assert not Path("/etc/turtlebot4").exists()  # the host's /etc is untouched
+
+
+# (the robot's setup.bash changes, the campaign's settings, extra `lab run` arguments, the setting
+# the refusal names, the robot's value in it, the trial's in it)
+HOST = "{host}"  # the host's address, filled in per lab
+MISMATCHES = {
+    "robot domain": ({"ROS_DOMAIN_ID": "3"}, {}, (), "ROS_DOMAIN_ID", "3", "domain_id is 0"),
+    "robot namespace": ({"ROBOT_NAMESPACE": "/tb4"}, {}, (), "ROBOT_NAMESPACE", "/tb4", "namespace is (empty)"),
+    "campaign namespace": ({}, {"namespace": "/tb4"}, (), "ROBOT_NAMESPACE", "(empty)", "namespace is /tb4"),
+    "rmw family": ({"RMW_IMPLEMENTATION": "rmw_zenoh_cpp"}, {}, (), "RMW_IMPLEMENTATION", "rmw_zenoh_cpp",
+                   "rmw_fastrtps_cpp"),
+    # the kit's default CycloneDDS nodes have no discovery-server mode
+    "discovery server": ({"ROS_DISCOVERY_SERVER": f"{HOST}:11811"}, {},
+                         ("--host-arg=dds=cyclonedds", "--robot-arg=dds=cyclonedds"), "ROS_DISCOVERY_SERVER",
+                         f"{HOST}:11811", "rmw_cyclonedds_cpp"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MISMATCHES))
+def test_lab_run_refuses_a_trial_that_would_not_meet_the_robot(stock, case):
+    lab = stock
+    change, settings, extra, setting, robot_value, trial_value = MISMATCHES[case]
+    change = {k: v.format(host=lab.host_address) for k, v in change.items()}
+    robot_value = robot_value.format(host=lab.host_address)
+    lab.robot_setup(**change)
+    campaign = lab.campaign("trials/rehearsal.yaml", **settings)
+    runs = f"runs/refused-{case.replace(' ', '-')}"
+    done = lab.run(campaign, *extra, runs_dir=runs)
+    assert done.returncode == 2, _output(done)
+    (line,) = done.stderr.strip().splitlines()
+    assert f"does not match the robot's setup: {setting}: the robot's is {robot_value}, " in line, line
+    assert trial_value in line, line
+    # read over ssh from the robot's own file, before anything started
+    assert f"{setting}={robot_value}" in done.stdout, done.stdout
+    assert not (lab.host_user.home / runs).exists()
+    assert lab.robot_login_processes() == []
+    assert not list(lab.robot_user.home.glob("fieldtest/trials/*"))
+
+
+def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and (running is None or running.is_alive()):
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"{what} within {timeout_s:g} s", pytrace=False)
+
+
+CUT_S = 15.0  # longer than ssh's keepalive gives up (ServerAliveInterval 2 s x 3) and its reconnects
+
+
+def test_a_lost_ssh_session_leaves_nothing_running_on_the_robot(lab):
+    campaign = lab.campaign("trials/rehearsal.yaml")
+    runs = lab.host_user.home / "runs" / "lost-session"
+    result = {}
+    running = threading.Thread(
+        target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/lost-session"))
+    )
+    running.start()
+    _wait_for(lambda: list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the runner sent no go", 240, running)
+    _wait_for(lambda: lab.base_status().get("moving"), "the base did not move", 30, running)
+    lab.topology.schedule_outage(0.0, CUT_S, node="robot")
+    running.join(timeout=600)
+    done = result["done"]
+    report = _output(done)
+    stock = STOCK_ROBOTS["jazzy"].setup  # the stock robot passed the setup check
+    assert f"robot setup: RMW_IMPLEMENTATION={stock['RMW_IMPLEMENTATION']}, ROS_DOMAIN_ID=0" in done.stdout, (
+        report
+    )
+    (trial,) = [p.parent for p in runs.glob("**/trial.yaml")]
+    outcome = read_trial(trial).outcome
+    # the runner says what happened: the session was lost, its stop could not reach the robot
+    said = " ".join([outcome.end_detail, *outcome.warnings])
+    assert "the ssh session to the robot was lost" in said, (said, report)
+    # the robot side stopped itself once the link was back and sshd saw the session gone
+    left = _wait_for_nothing_left(lab, timeout_s=90)
+    assert left == [], (left, report)
+    base = lab.base_status()
+    assert base["commands"] > 0 and not base["moving"], base
+
+
+def _wait_for_nothing_left(lab, timeout_s: float) -> list[str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := lab.robot_login_processes(settle_s=0)) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    return left
