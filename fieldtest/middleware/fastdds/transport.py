@@ -30,6 +30,7 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
 from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, QueuedReaders
+from fieldtest.middleware.dds.settings import discovery_used
 from fieldtest.middleware.fastdds.discovery import server_locator
 from fieldtest.middleware.fastdds.stamp import FastDdsLibraryError, library
 from fieldtest.qos import QosProfile, get_qos
