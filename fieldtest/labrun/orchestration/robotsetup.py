@@ -18,7 +18,7 @@ from fieldtest.labrun.configuration.settings import PREFLIGHT_ARGUMENTS
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, TURTLEBOT4_SETUP
 from fieldtest.labrun.orchestration.launchplan import DDS_RMWS
 from fieldtest.labrun.orchestration.remote import RemoteError, RobotSide
-from fieldtest.middleware.dds.lab import rmw_implementation
+from fieldtest.middleware.dds.lab import RMW_IMPLEMENTATIONS, rmw_implementation
 from fieldtest.middleware.launch import LabLaunch
 from fieldtest.record.trial import TrialRequest
 
@@ -92,7 +92,7 @@ def setup_mismatch(cfg: LabLaunch, robot: Mapping[str, str]) -> str:
             f"RMW_IMPLEMENTATION to rmw_fastrtps_cpp or rmw_cyclonedds_cpp, {FIX_ON_ROBOT})"
         )
     server = robot.get("ROS_DISCOVERY_SERVER", "").strip()
-    if server and relay_rmw != "rmw_fastrtps_cpp":
+    if server and relay_rmw != RMW_IMPLEMENTATIONS["fastrtps"]:
         return (
             f"ROS_DISCOVERY_SERVER: the robot's is {server}, the trial's robot nodes run {relay_rmw}, "
             "which has no discovery-server mode: they never discover the base (run with "
