@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.runner import QUICK_PLAN
 from fieldtest.runner.cluster import INCOMING
@@ -126,7 +127,7 @@ def test_a_worker_killed_mid_trial_costs_only_that_trials_rerun(cluster, tmp_pat
     assert all(r.outcome.end_reason == "completed" for r in records)
     assert {r.outcome.worker["name"] for r in records} == {"b"}
     (zenoh,) = [r for r in records if r.request.transport.middleware == "zenoh-peer"]
-    assert zenoh.request.transport.zenoh_path == "bridge"  # the twin's default, as on this machine
+    assert zenoh.request.transport.settings(ZenohSettings).path == "bridge"  # the twin's default, as on this machine
     assert f"{read_trial(lost).request.name}: completed on b (re-run: a lost mid-trial)" in out
     assert lost.name not in {d.name for d in _trial_dirs(home)}  # the cut-off attempt stayed away
     assert not (home / INCOMING).exists()
