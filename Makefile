@@ -20,10 +20,11 @@ lint:
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# two workers: a process file's tests (or a group of files, tests/conftest.py) run in one of them,
-# one after another
+# two workers: a process file's tests run in one of them, one after another; then the groups that
+# must run alone (tests/conftest.py)
 test: install lint test-wheels
-	$(BIN)/pytest -q -n 2 --dist loadgroup
+	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not alone"
+	$(BIN)/pytest -q -m alone
 
 # the wheels the bundle tests build from, downloaded once into the cache outside the clone: the
 # suite itself reaches no package registry (fieldtest/testkit/wheelhouse.py)

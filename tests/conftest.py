@@ -86,6 +86,12 @@ SHARED_GROUPS = {
     "test_lab_base_record.py": "lab-rehearsal",
 }
 
+# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`): the real
+# rclpy nodes' rehearsals start a dozen Python processes each, and beside another group's trials the
+# link monitor of the relay case was still starting when the first commands went out (307 of 340
+# logged in a two-worker run).
+ALONE_GROUPS = frozenset({"lab-rehearsal"})
+
 # Longer than the suite's 600 s per test (pyproject.toml) where a test's own commands may take longer;
 # a test's time includes the set-ups it is the first to use.
 TIMEOUTS_S = {
@@ -110,6 +116,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.processes)
             group = SHARED_GROUPS.get(name, name)
             item.add_marker(pytest.mark.xdist_group(group))
+            if group in ALONE_GROUPS:
+                item.add_marker(pytest.mark.alone)
         if name in TIMEOUTS_S and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(TIMEOUTS_S[name]))
 
