@@ -127,7 +127,8 @@ def test_a_worker_killed_mid_trial_costs_only_that_trials_rerun(cluster, tmp_pat
     assert all(r.outcome.end_reason == "completed" for r in records)
     assert {r.outcome.worker["name"] for r in records} == {"b"}
     (zenoh,) = [r for r in records if r.request.transport.middleware == "zenoh-peer"]
-    assert zenoh.request.transport.settings(ZenohSettings).path == "bridge"  # the twin's default, as on this machine
+    # the twin's default, as on this machine
+    assert zenoh.request.transport.settings(ZenohSettings).path == "bridge"
     assert f"{read_trial(lost).request.name}: completed on b (re-run: a lost mid-trial)" in out
     assert lost.name not in {d.name for d in _trial_dirs(home)}  # the cut-off attempt stayed away
     assert not (home / INCOMING).exists()
