@@ -225,11 +225,16 @@ time.sleep(30)
 """
 
 
-def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path):
+def _fake_robot_side(tmp_path: Path):
+    """A robot side on this machine whose launch is FAKE_LAUNCH; it writes its arguments to ``out``."""
     script = tmp_path / "fake_launch.py"
     script.write_text(FAKE_LAUNCH)
     out = tmp_path / "args.json"
-    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    return local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out))), out
+
+
+def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path):
+    side, out = _fake_robot_side(tmp_path)
     args = {
         "plan": json.dumps({"laps": 1, "note": "it's a 'plan'"}),
         "namespace": "/tb4",
@@ -261,10 +266,7 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
 def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
     """Its session's stdin closing (ssh gone: sshd sends a session without a tty no SIGHUP) stops
     the launch as the runner's stop does, SIGINT first, with nobody running the stop script."""
-    script = tmp_path / "fake_launch.py"
-    script.write_text(FAKE_LAUNCH)
-    out = tmp_path / "args.json"
-    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    side, out = _fake_robot_side(tmp_path)
     with (tmp_path / "robot.log").open("w") as log:
         proc = side.start("t1", {"namespace": ""}, log)
     try:
@@ -282,10 +284,7 @@ def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
 def test_the_next_trial_first_stops_a_launch_an_earlier_session_left_running(tmp_path):
     """A launch whose shell died without stopping it (its pid file still there) is stopped, SIGINT
     first, before the next trial's launch starts; its pid file goes with it."""
-    script = tmp_path / "fake_launch.py"
-    script.write_text(FAKE_LAUNCH)
-    out = tmp_path / "args.json"
-    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    side, out = _fake_robot_side(tmp_path)
     with (tmp_path / "robot.log").open("w") as log:
         proc = side.start("t1", {"namespace": ""}, log)
     try:
