@@ -175,3 +175,39 @@ def test_one_way_latency_is_exact_to_the_nanosecond(tmp_path):
         rows = [r for r in csv.DictReader(f) if r["received"] == "1"]
     errors_ns = [float(r["one_way_ms"]) * 1e6 - truth.one_way_s[int(r["seq"])] * 1e9 for r in rows]
     assert max(abs(e) for e in errors_ns) < 1.0
+
+
+@pytest.mark.parametrize("qos", ("default", "sensor", "parameters"))
+@pytest.mark.parametrize("rate_hz", (10, 20, 50))
+def test_loss_while_the_path_held_more_than_the_history_is_told_apart(tmp_path, rate_hz, qos):
+    """A lost command is put down to the QoS history only where the commands received around it were
+    delayed by more than the time the host took to send ``depth`` newer ones (a KEEP_LAST history can
+    then have overwritten it); one microsecond less, or a KEEP_ALL history, or a fast path: not."""
+    from fieldtest.qos import get_qos
+
+    profile = get_qos(qos)
+    spec, _ = _spec(rate_hz, "uniform", seed=5, lost_seqs=(), duplicated=(), clock_offset_s=0.0, qos=qos)
+    period_us = 1_000_000 // rate_hz
+    n = spec.plan.n_ticks()
+    latency_us = dict.fromkeys(range(n + STOP_BURST_COUNT), 1000)
+    keep_last = profile.history == "keep_last"
+    # the host's time to send depth newer commands (KEEP_ALL: held as long as KEEP_LAST 10 would need)
+    span_us = (profile.depth if keep_last else 10) * period_us
+    held, short, fast = (30, 31), (70,), (110,)
+    for seq in range(25, 37):
+        latency_us[seq] = span_us + 1000 + 2 * period_us  # held beyond the history
+    for seq in range(65, 76):
+        latency_us[seq] = span_us - 1  # one microsecond short of it
+    spec.latency_of = {seq: v / 1e6 for seq, v in latency_us.items()}
+    spec.lost_seqs = (*held, *short, *fast)
+    assert n > 110 + span_us // period_us, "the plan is long enough for every case"
+    synthesize(tmp_path / "trial", spec)
+    latency = analyze_trial(tmp_path / "trial", plots=False)["latency"]
+    assert latency["lost"] == 4
+    if not keep_last:
+        assert (latency["lost_to_history_overflow"], latency["lost_to_history_overflow_spans"]) == (0, [])
+    else:
+        assert latency["lost_to_history_overflow"] == 2
+        assert latency["lost_to_history_overflow_spans"] == [list(held)]
+        lines = report_lines(read_metrics(tmp_path / "trial" / "analysis" / "metrics.json"))
+        assert any("overwrote them" in line for line in lines)

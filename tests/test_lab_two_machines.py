@@ -122,17 +122,21 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     assert failed == {}, checks
     ok = {c["check"] for c in checks if c["severity"] == "ok"}
     assert ok >= {"robot-link", "clock", "mocap", "create3", "battery"}, checks
-    # every command and the stop burst reached the robot's link monitor; collected over rsync/ssh
-    n = record.request.plan.n_ticks()
-    receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
-    missing = sorted(set(range(n + 5)) - {r.seq for r in receipts})
-    assert [r.seq for r in receipts] == list(range(n + 5)), (missing, lab.topology.link_stats())
-    assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
     # analysed as the lab user: this trial's metrics (schema-checked), every command counted, the laps seen
     metrics = read_metrics(trial / ANALYSIS_DIR / "metrics.json")
     assert metrics.trial.name == record.request.name and not metrics.partial, metrics.partial_reasons
+    # every command and the stop burst reached the robot's link monitor (collected over rsync/ssh),
+    # but those lost while this trial's own measured path delay exceeded what the QoS history holds
+    # (a loaded machine holds the bridges up): a KEEP_LAST hop overwrites them, as in the lab
+    n = record.request.plan.n_ticks()
     sent = n + 5  # and the stop burst
-    assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, 0), metrics.latency
+    overwritten = {s for a, b in metrics.latency.lost_to_history_overflow_spans for s in range(a, b + 1)}
+    receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
+    missing = sorted(set(range(sent)) - {r.seq for r in receipts})
+    expected = [s for s in range(sent) if s not in overwritten]
+    assert [r.seq for r in receipts] == expected, (missing, metrics.latency, lab.topology.link_stats())
+    assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
+    assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, len(overwritten)), metrics.latency
     assert metrics.progress.laps_completed == record.request.plan.laps, metrics.progress
     # the base heard them through the republisher (under /_do_not_use) and drove the square;
     # upstream's republisher subscribes best effort with depth 1, so one may be dropped there

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -150,6 +151,39 @@ def test_recorder_writes_bag_matching_source(tmp_path, version, up_axis):
     assert 0.5 * NOISE_M < errors.std() < 1.5 * NOISE_M  # and the noise is really there
     assert max(abs(e) for e in yaw_errors) < 1e-4
     assert min(lags) >= 0 and np.median(lags) < 0.5  # stamped on receipt, after the frame's exposure
+
+
+def test_frames_motive_skipped_after_catching_up_are_counted_missing(tmp_path):
+    """Motive held up twice in a row (its machine loaded): first less than ``max_lag_s``, so it sends
+    the frames it owes back to back, then past it, so it skips the frame numbers it missed and goes
+    on at once. The frames either side of the skip then arrive together, and the skip still counts
+    as missing frames (Motive's own frame timestamps say how much time it spans), not as a jump."""
+    config = unicast_config()
+    holds = [0.6 * config.max_lag_s, 1.2 * config.max_lag_s]  # one frame after the other
+    armed = threading.Event()
+
+    def stalling_circle(t: float):
+        if armed.is_set() and holds:
+            time.sleep(holds.pop(0))  # the pose of this frame comes late: the frame goes late
+        return circle(t)
+
+    with NatNetEmulator(stalling_circle, config) as emulator:
+        recorder = MocapRecorder(
+            tmp_path / "mocap",
+            RecorderConfig(
+                multicast=False, server_address="127.0.0.1", command_port=emulator.command_port,
+                up_axis=config.up_axis, connect_timeout_s=5.0,
+            ),
+        ).start()  # fmt: skip
+        assert wait_for(lambda: recorder.stats.frames > 0), f"no frames: {recorder.stats.errors[:3]}"
+        armed.set()
+        assert wait_for(lambda: not holds, 5.0)
+        time.sleep(0.5)  # frames after the skip
+        recorder.stop()
+    assert not holds and emulator.frames_skipped_late > 0.5 * config.max_lag_s * config.rate_hz
+    assert recorder.stats.jumps == 0, recorder.stats.summary()
+    _, _, missing, _ = check_bag_against_emulator(tmp_path / "mocap", emulator, recorder)
+    assert len(missing) >= emulator.frames_skipped_late
 
 
 def test_random_dropouts_are_flagged_and_lost_frames_counted(tmp_path):

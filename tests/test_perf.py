@@ -204,6 +204,22 @@ def test_lossy_link_counts_add_up(tmp_path):
     )
 
 
+def test_a_relay_that_never_answers_fails_the_row_naming_the_warm_up(tmp_path):
+    """A link that carries nothing host -> robot: the warm-up pings go unanswered for the row's
+    discovery time, and the row fails saying how long it waited and what to try."""
+    from fieldtest.netem import get_profile
+    from fieldtest.testkit import needs
+
+    needs.netns()
+    cut = {"cut": get_profile({"name": "cut", "up": {"loss_pct": 100}, "down": {"loss_pct": 0}})}
+    case = PerfCase(
+        middleware="dds", qos="sensor", network="cut", message="Array1k", rate_hz=20, duration_s=1
+    )
+    row = run_row(case, tmp_path, profiles=cut, discovery_s=2.0)
+    assert row.status == "failed", row
+    assert "relay(s) [1] never answered in 2" in row.error and "--discovery-timeout" in row.error, row.error
+
+
 def test_csv_has_performance_test_columns(tmp_path):
     rows = [run_row(PerfCase(middleware="dds", message=m, rate_hz=20, duration_s=0.5), tmp_path / m)
             for m in ("Array1k", "PointCloud512k")]  # fmt: skip

@@ -241,12 +241,16 @@ def test_discovery_server_is_a_fast_dds_setting_only():
 
 
 def test_a_perf_row_crosses_an_emulated_lossy_link(tmp_path):
-    """``fieldtest perf`` over Fast DDS on an emulated link: best effort on a 30 % lossy profile,
-    the counts add up (what left is what reached the relay plus what was lost)."""
+    """``fieldtest perf`` over Fast DDS on an emulated link: best effort with 30 % loss host -> robot,
+    the counts add up (what left is what reached the relay plus what was lost). The way back is
+    lossless: with 30 % each way Fast DDS 2.9's discovery took 6-55 s over 8 rows (it repeats and
+    repairs in 3 s periods: fastdds/rtps/attributes/RTPSParticipantAttributes.h, WriterAttributes.h),
+    past the row's 20 s warm-up; one way, 1-11 s over 24 rows on a loaded machine. Discovery is not
+    what this counts."""
     from fieldtest.netem import get_profile
 
     needs.netns()
-    lossy = {"lossy": get_profile({"name": "lossy", "up": {"loss_pct": 30}, "down": {"loss_pct": 30}})}
+    lossy = {"lossy": get_profile({"name": "lossy", "up": {"loss_pct": 30}, "down": {"loss_pct": 0}})}
     case = PerfCase(
         middleware="fastdds", qos="sensor", network="lossy", message="Array1k", rate_hz=20, duration_s=2
     )

@@ -144,6 +144,7 @@ class MocapRecorder:
         self._last_keepalive = 0.0
         self._last_frame_mono = time.monotonic()
         self._last_frame_ns: int | None = None  # arrival of the frame that set stats.last_frame
+        self._last_mocap_s: float | None = None  # and its Motive timestamp
         self._unreadable_run = 0
         # the last tracked position (world frame, Z up) and when it came (time.monotonic)
         self.latest_position: tuple[tuple[float, float, float], float] | None = None
@@ -313,7 +314,7 @@ class MocapRecorder:
         stats = self.stats
         self._last_frame_mono = time.monotonic()
         stats.frames += 1
-        self._count_frame_number(frame.frame_number, recv_ns)
+        self._count_frame_number(frame.frame_number, recv_ns, float(frame.timestamp))
         body = frame.rigid_body(self.config.rigid_body_id)
         valid = body is not None and body.tracking_valid and body.finite
         if body is None:
@@ -338,13 +339,18 @@ class MocapRecorder:
             pose = rosmsg.pose_stamped(recv_ns, MOCAP_FRAME_ID, position, orientation)
             writer.write(MOCAP_POSE_TOPIC, rosmsg.POSE_STAMPED, recv_ns, pose)
 
-    def _count_frame_number(self, number: int, recv_ns: int) -> None:
+    def _count_frame_number(self, number: int, recv_ns: int, mocap_s: float) -> None:
         stats = self.stats
         if stats.last_frame is None:
             stats.first_frame = number
         else:
             step = number - stats.last_frame
-            elapsed_s = (recv_ns - (self._last_frame_ns or recv_ns)) / 1e9
+            # time between the two frames by arrival, or by Motive's own frame timestamps where that
+            # is longer: frames queued while this process was held up arrive back to back
+            elapsed_s = max(
+                (recv_ns - (self._last_frame_ns or recv_ns)) / 1e9,
+                mocap_s - (self._last_mocap_s if self._last_mocap_s is not None else mocap_s),
+            )
             if step == 1:
                 pass
             elif nn.frame_step_is_loss(step, elapsed_s):
@@ -356,6 +362,7 @@ class MocapRecorder:
                 stats.jumps += 1
         stats.last_frame = number
         self._last_frame_ns = recv_ns
+        self._last_mocap_s = mocap_s
 
     def _open_writer(self) -> BagWriter:
         if self._writer is None:

@@ -260,7 +260,9 @@ def run_main(spec: dict, config: TransportConfig, out: Path) -> int:
             publish = stamped_publisher(transport, ping, message.typename, _sent_stamp(message), clock)
             timed_subscribe(transport, pong, message.typename, echoes.add, clock)
             print(READY, flush=True)
+            warm_up_start = time.monotonic()
             record["silent_relays"] = _warm_up(spec, out_msg, publish, echoes, stop)
+            record["discovery_s"] = round(time.monotonic() - warm_up_start, 3)  # until every relay echoed
             if not record["silent_relays"]:
                 record["usage_start"] = usage()
                 failures_before = getattr(transport, "write_failures", 0)

@@ -443,8 +443,12 @@ def _wait_main(
         sampler.sample()
         time.sleep(0.2)
     if main.returncode == EXIT_NO_RELAY:
-        silent = json.loads((procs.log_dir.parent / "main.json").read_text())["silent_relays"]
-        raise ProcessStartError(f"relay(s) {silent} never answered: no link between host and robot")
+        record = json.loads((procs.log_dir.parent / "main.json").read_text())
+        raise ProcessStartError(
+            f"relay(s) {record['silent_relays']} never answered in {record['discovery_s']:g} s of warm-up "
+            "pings: no link between host and robot, or discovery on a lossy link needs a longer "
+            "--discovery-timeout"
+        )
     if main.returncode != 0:
         raise ProcessStartError(f"main exited with code {main.returncode}: {procs.tail('main')}")
 

@@ -44,6 +44,7 @@ class SynthSpec:
     plan: SquarePlan = field(default_factory=SquarePlan)
     middleware: str = "dds"
     security: str = "none"
+    qos: str = "default"
     network: str = "loopback"
     repetition: int = 0
     seed: int = 0
@@ -427,7 +428,7 @@ def _write_record(trial_dir: Path, spec: SynthSpec) -> None:
     request = TrialRequest(
         name=spec.name,
         plan=spec.plan,
-        transport=TransportConfig(middleware=spec.middleware, security=spec.security),
+        transport=TransportConfig(middleware=spec.middleware, security=spec.security, qos=spec.qos),
         network=spec.network,
         repetition=spec.repetition,
         seed=spec.seed,

@@ -149,6 +149,11 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     one_way_s = (stamped_ns + clock.offset_at(rec.received_ns[first]) * 1e9) / 1e9
     out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
     out["lateness"] = lateness_classes(one_way_s[np.isin(seq, sent_seq)], len(lost), plan.tick_s)
+    if sent_times:
+        depth = history_depth(data.record.request.transport.qos)
+        overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, depth)
+        out["lost_to_history_overflow"] = int(len(overflow))
+        out["lost_to_history_overflow_spans"] = spans(overflow)[:200]
     out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
     # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
     # the host's choice (seq n_ticks on), not jitter
@@ -180,6 +185,39 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     series.lost_seq = lost
     out["faults"] = _per_fault(faults, sent_seq, sent_times, lost, series, start, plan.command_rate_hz)
     return out, series
+
+
+def history_depth(qos_name: str) -> int | None:
+    """The history depth a KEEP_LAST hop of this QoS profile holds; None under KEEP_ALL."""
+    from fieldtest.qos import get_qos
+
+    qos = get_qos(qos_name)
+    return qos.depth if qos.history == "keep_last" else None
+
+
+def lost_to_history_overflow(
+    lost: np.ndarray, seq: np.ndarray, one_way_s: np.ndarray, sent_ns: dict[int, int], depth: int | None
+) -> np.ndarray:
+    """The lost commands a KEEP_LAST history of ``depth`` (a writer's or a reader's on the path) can
+    have overwritten: command k is dropped there only once ``depth`` newer commands were written
+    before k was taken, so the path's delay then exceeded the time the host took to send them
+    (k+1 .. k+depth). The path's delay around k is the largest one-way delay of the commands received
+    within ``depth`` of it. Loss without such a delay (a real drop, a fault) stays unexplained."""
+    if depth is None or len(lost) == 0 or len(seq) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(seq)
+    seq_sorted, delay_sorted = seq[order], one_way_s[order]
+    explained = []
+    for k in lost.tolist():
+        newest = sent_ns.get(k + depth)
+        if newest is None or k not in sent_ns:
+            continue
+        lo, hi = np.searchsorted(seq_sorted, [k - depth, k + depth + 1])
+        around = delay_sorted[lo:hi]
+        around = around[np.isfinite(around)]
+        if len(around) and around.max() * 1e9 > newest - sent_ns[k]:
+            explained.append(k)
+    return np.asarray(explained, dtype=np.int64)
 
 
 def ntp_beside_truth(

@@ -217,6 +217,10 @@ class Latency(Section):
     arrival_stamp: dict[str, Any] = {}  # lab: which arrival stamp the robot used, what it includes
     clock_offset_source: str = ""  # lab: the channel of the clock probes (link, udp); "" = the link
     lost_spans: list[tuple[int, int]] = []
+    # lost while the path's delay exceeded what the QoS's KEEP_LAST history holds (latency.py
+    # lost_to_history_overflow): the history overwrote them; None: no host bag to tell
+    lost_to_history_overflow: int | None = None
+    lost_to_history_overflow_spans: list[tuple[int, int]] = []
     duplicates: int = 0
     out_of_order: int = 0
     jitter_ms: float | None = None

@@ -263,6 +263,13 @@ def _latency(m: Metrics) -> list[str]:
     if lat.lost_spans:
         spans = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in lat.lost_spans[:30])
         out += [f"Lost sequence numbers: {spans}{' ...' if len(lat.lost_spans) > 30 else ''}", ""]
+    if lat.lost_to_history_overflow:
+        out += [
+            f"{lat.lost_to_history_overflow} of the {lat.lost} lost commands were lost while the path "
+            "was delayed by more than the QoS history holds (its depth of commands): a KEEP_LAST "
+            "history on the path overwrote them before they were taken.",
+            "",
+        ]
     return out
 
 
