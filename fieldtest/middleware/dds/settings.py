@@ -26,6 +26,12 @@ DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
 # both ways; a parameter service does not (fieldtest.middleware.dds.parameters).
 DdsVendor = Literal["same", "cyclonedds", "fastdds"]
 MIDDLEWARE_OF_VENDOR = {"cyclonedds": "dds", "fastdds": "fastdds"}
+DDS_VENDORS = {middleware: vendor for vendor, middleware in MIDDLEWARE_OF_VENDOR.items()}
+MIXED_VENDORS_WARNING = (
+    "host on {host}, robot on {robot}: the trial's topics cross the two vendors; a ROS service does "
+    "not (a Create 3's parameter read gets no answer across vendors, measured: docs/networks.md, "
+    "Mixed DDS vendors)"
+)
 
 
 class Settings(BaseModel):
