@@ -97,8 +97,16 @@ def test_a_twin_trial_with_the_robot_on_the_other_vendor(tmp_path, middleware, r
     host = {"dds": "cyclonedds", "fastdds": "fastdds"}[middleware]
     assert record.outcome.dds_vendors == {"host": host, "robot": robot_vendor}
     assert any(w.startswith(f"host on {host}, robot on {robot_vendor}: ") for w in record.outcome.warnings)
-    latency = analyze_trial(result.trial_dir, plots=False)["latency"]
-    assert latency["commands_sent"] > 0 and latency["commands_received"] == latency["commands_sent"]
+    metrics = analyze_trial(result.trial_dir, plots=False)
+    assert metrics["trial"]["variant"] == f"robot on {robot_vendor}"  # compare keeps it apart
+    latency = metrics["latency"]
+    # Every command crossed but a few at either edge of the stream, as measured on this short plan
+    # with the host on Fast DDS: the first (the CycloneDDS reader matched the writer after the host
+    # saw the match and sent), once; the last few, which the host on Fast DDS leaves undelivered
+    # whatever the robot runs (5 of 175 with both on Fast DDS)
+    sent, edges = latency["commands_sent"], latency["lost_spans"]
+    assert sent > 0 and latency["commands_received"] >= sent - 10, latency
+    assert all(first == 0 or last == latency["last_seq_sent"] for first, last in edges), edges
     assert latency["round_trip_ms"]["count"] > 0  # the clock probes went and came back
 
 
