@@ -15,6 +15,7 @@ from fieldtest.labrun.orchestration.robotsetup import (
     read_script,
     refuse_unmet_robot,
     setup_mismatch,
+    vendor_note,
 )
 from fieldtest.testkit.twomachines import KIT_ROOT
 
@@ -72,7 +73,12 @@ def test_a_trial_that_meets_the_robot_passes(change, args):
 def test_the_campaign_check_names_the_first_unmet_trial():
     _, trials = load_trials(KIT_ROOT / "trials" / "seed-study.yaml", ros_distro="jazzy")
     trials = [with_lab_defaults(t) for t in trials]
-    refuse_unmet_robot(trials, "jazzy", {"relay": "true"}, STOCK)  # the shipped campaign: the stock robot
+    notes = refuse_unmet_robot(
+        trials, "jazzy", {"relay": "true"}, STOCK
+    )  # the shipped campaign: the stock robot
+    assert notes == [
+        vendor_note(_cfg(STOCK), STOCK)
+    ]  # its CycloneDDS nodes beside the Fast DDS robot, said once
     with pytest.raises(RobotSetupError, match=rf"^trial {trials[0].name} does not match .* ROS_DOMAIN_ID: "):
         refuse_unmet_robot(trials, "jazzy", {"relay": "true"}, {**STOCK, "ROS_DOMAIN_ID": "7"})
 
@@ -81,3 +87,19 @@ def test_the_read_sources_the_robots_setup_first_and_marks_each_variable():
     script = read_script("source /etc/turtlebot4/setup.bash")
     assert script.startswith("source /etc/turtlebot4/setup.bash && ")
     assert all(f'"${{{name}-}}"' in script for name in SETUP_VARIABLES)
+
+
+def test_a_robot_on_the_other_dds_vendor_is_met_with_the_measured_why():
+    """The stock robot (Fast DDS) and the kit's default nodes (CycloneDDS): not refused, since topics
+    cross the two vendors, but noted in one line, since a service does not (tests/test_mixed_vendors.py
+    measures both)."""
+    cfg = _cfg(STOCK)
+    assert setup_mismatch(cfg, STOCK) == ""
+    note = vendor_note(cfg, STOCK)
+    assert note.startswith(
+        "RMW_IMPLEMENTATION: the robot's is rmw_fastrtps_cpp, the trial's robot nodes run rmw_cyclonedds_cpp: "
+    ), note
+    assert "meet on topics" in note and "service request" in note and "\n" not in note
+    assert note.endswith("run on rmw_fastrtps_cpp")
+    assert vendor_note(_cfg(STOCK, dds="fastrtps"), STOCK) == ""
+    assert vendor_note(cfg, {**STOCK, "RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}) == ""

@@ -37,7 +37,7 @@ security: none
 keystore: ''
 """
 NESTED = {
-    "dds": {"discovery": "none"},
+    "dds": {"discovery": "none", "robot_vendor": "same"},
     "zenoh": {"port": 7500, "path": "bridge", "express": True},
     "mqtt": {"port": 1999, "nagle": False},
 }

@@ -4,13 +4,11 @@ discovery server of fastdds-tools, and DDS Security from Debian's build of the p
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,7 @@ from fieldtest.middleware.fastdds.transport import FastDdsError, FastDdsTranspor
 from fieldtest.perf.run import PerfCase, run_row
 from fieldtest.procs import lease_dds_domain
 from fieldtest.testkit import needs
-from fieldtest.testkit.loopns import loopback_namespace
+from fieldtest.testkit.loopns import namespace_with_an_interface
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 
 ECHO_NODE = Path(__file__).parent / "ros" / "fastdds_echo_node.py"
@@ -148,22 +146,6 @@ print(json.dumps({"matched": matched, "echoed": [e for e in echoed if e < 1000]}
 NAMESPACE_ADDRESS = "10.201.0.1"
 
 
-@contextlib.contextmanager
-def _namespace_with_an_interface() -> Iterator[list[str]]:
-    """A namespace of the test's own with a veth pair (up, one end addressed): an interface with
-    multicast, as a robot's, on which nothing leaves the namespace."""
-    with loopback_namespace(f"ftfastdds{os.getpid()}") as prefix:
-        name = prefix[-1]
-        for argv in (
-            ["link", "add", "ftv0", "type", "veth", "peer", "name", "ftv1"],
-            ["addr", "add", f"{NAMESPACE_ADDRESS}/24", "dev", "ftv0"],
-            ["link", "set", "ftv0", "up"],
-            ["link", "set", "ftv1", "up"],
-        ):
-            subprocess.run(["ip", "-n", name, *argv], check=True)
-        yield prefix
-
-
 def test_a_ros2_node_on_rmw_fastrtps_reads_and_answers_the_transport():
     """The wire form is rmw_fastrtps_cpp's: a real rclpy node on it (the TurtleBot 4's RMW, Fast DDS
     2.14 from the ROS 2 wheels) gets the kit's commands and echoes them back to the kit's
@@ -172,7 +154,7 @@ def test_a_ros2_node_on_rmw_fastrtps_reads_and_answers_the_transport():
     needs.netns()
     domain = DOMAIN.domain_id + 3
     env = {**os.environ, "RMW_IMPLEMENTATION": "rmw_fastrtps_cpp", "ROS_DOMAIN_ID": str(domain)}
-    with _namespace_with_an_interface() as prefix:
+    with namespace_with_an_interface(f"ftfastdds{os.getpid()}", NAMESPACE_ADDRESS) as prefix:
         node = subprocess.Popen(
             [*prefix, ros_python(ROS_VENV), str(ECHO_NODE), "/fdecho", "120"],
             stdin=subprocess.PIPE,

@@ -70,6 +70,8 @@ from fieldtest.analysis.rendering.figuredata import PlotData
 from fieldtest.analysis.rendering.plotprocess import PlotWorker, PlotWorkerError
 from fieldtest.analysis.rendering.report import write_report
 from fieldtest.analysis.rendering.trajectoryfile import write_trajectory
+from fieldtest.middleware.dds.settings import Settings as DdsSettings
+from fieldtest.middleware.dds.settings import side_middleware
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, BagError, TrialFormatError
@@ -245,6 +247,9 @@ def trial_variant(req) -> str:
         parts.append(f"robot traffic {req.robot_traffic}")
     if zenoh and zenoh.express:
         parts.append("cmd_vel priority 1 express")
+    dds = req.transport.own_settings(DdsSettings)
+    if dds and side_middleware(req.transport, "robot") != req.transport.middleware:
+        parts.append(f"robot on {dds.robot_vendor}")
     if req.transport.qos != "default":  # e.g. RELIABLE against BEST_EFFORT: rows of their own
         parts.append(f"qos {req.transport.qos}")
     return ", ".join(parts)

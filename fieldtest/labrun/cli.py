@@ -130,7 +130,8 @@ def run_main(args: argparse.Namespace) -> int:
 
         found = read_robot_setup(robot)
         print("robot setup: " + ", ".join(f"{k}={v or '(empty)'}" for k, v in found.items()))
-        refuse_unmet_robot(trials, distro, robot_args, found)
+        for note in refuse_unmet_robot(trials, distro, robot_args, found):
+            print("robot setup: " + note)
     mocap = None
     if args.natnet_server:
         from fieldtest.natnet.recorder import RecorderConfig

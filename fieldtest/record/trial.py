@@ -202,6 +202,9 @@ class TrialOutcome(BaseModel):
     # twin DDS cases: the discovery the participants ran (spdp, all, none), which is "none" (unicast
     # peers) on loopback whatever transport.dds.discovery asked; null for other middlewares
     dds_discovery: str | None = None
+    # twin DDS cases: the DDS library each side ran ({"host": "cyclonedds", "robot": "fastdds"});
+    # the robot's is the other vendor's where transport.dds.robot_vendor asked for it
+    dds_vendors: dict[str, str] = Field(default_factory=dict)
     # twin, emulated network: packets and bytes per second by kind on the robot's link, from a
     # capture (fieldtest.netem.linktraffic; docs/trial-format.md)
     link_traffic: dict[str, Any] = Field(default_factory=dict)

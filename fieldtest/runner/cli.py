@@ -37,7 +37,7 @@ def request_from_args(args: argparse.Namespace, middleware: str) -> TrialRequest
                 "qos": args.qos,
                 "security": args.security,
                 "mqtt": {"nagle": not args.no_nagle},
-                "dds": {"discovery": args.dds_discovery},
+                "dds": {"discovery": args.dds_discovery, "robot_vendor": args.dds_robot_vendor},
                 "zenoh": {"express": args.zenoh_express},
             },
             "robot_traffic": args.robot_traffic,
@@ -93,6 +93,13 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         help="DDS: multicast SPDP discovery as the lab (default), multicast for all, none (unicast "
         "peers), CycloneDDS's own default (spdp on a Wi-Fi interface, all on a wired one), or server "
         "(Fast DDS: the discovery server on the robot, as ROS_DISCOVERY_SERVER)",
+    )
+    parser.add_argument(
+        "--dds-robot-vendor",
+        default="same",
+        choices=("same", "cyclonedds", "fastdds"),
+        help="DDS: the library the robot and its base run, whatever the host runs (default same): "
+        "fastdds with --middleware dds is a stock TurtleBot 4 beside a kit on CycloneDDS",
     )
     parser.add_argument(
         "--robot-traffic",

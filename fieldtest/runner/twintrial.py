@@ -594,15 +594,26 @@ def _run_in_network(
 
 
 def _record_dds_discovery(request: TrialRequest, record: TrialRecord) -> None:
-    """DDS cases: the discovery the participants run, and a warning where loopback forced unicast."""
+    """DDS cases: the discovery the participants run, and a warning where loopback forced unicast;
+    each side's DDS library, and a warning where they differ."""
+    from fieldtest.middleware.dds.settings import (
+        DDS_VENDORS,
+        MIXED_VENDORS_WARNING,
+        discovery_used,
+        side_middleware,
+    )
     from fieldtest.middleware.dds.settings import Settings as DdsSettings
-    from fieldtest.middleware.dds.settings import discovery_used
 
     transport = request.transport
     dds = transport.own_settings(DdsSettings)
     if dds is None:
         return
     used = record.outcome.dds_discovery = discovery_used(transport, "robot")
+    vendors = record.outcome.dds_vendors = {
+        role: DDS_VENDORS[side_middleware(transport, role)] for role in ("host", "robot")
+    }
+    if vendors["host"] != vendors["robot"]:
+        record.outcome.warnings.append(MIXED_VENDORS_WARNING.format(**vendors))
     if used == "none" != dds.discovery:
         record.outcome.warnings.append(
             f"transport.dds.discovery {dds.discovery!r}: loopback has no multicast, "

@@ -170,8 +170,9 @@ DDS_RMWS = frozenset({RMW_IMPLEMENTATIONS["cyclonedds"], RMW_IMPLEMENTATIONS["fa
 def _base_facing_node(cfg: LabLaunch, executable: str, params: dict[str, Any], robot_rmw: str) -> NodeSpec:
     """A robot node that talks to the base only: outside a secure domain, on DDS, and on the
     robot's own DDS RMW (``robot_rmw``, its setup.bash's RMW_IMPLEMENTATION, which turtlebot4-setup
-    also gives the Create 3) where the trial's differs: a CycloneDDS client's parameter request
-    carries its own request header in the payload, and a Fast DDS base never answers it."""
+    also gives the Create 3) where the trial's differs: topics cross the two DDS vendors, but a
+    CycloneDDS client's parameter request carries rmw_cyclonedds' own request header in the payload
+    and a Fast DDS base cannot read it (nor the reverse), measured in tests/test_mixed_vendors.py."""
     base_rmw = robot_rmw if robot_rmw in DDS_RMWS else RMW_IMPLEMENTATIONS[cfg.dds]
     own = {"RMW_IMPLEMENTATION": base_rmw} if base_rmw != rmw_implementation(cfg) else {}
     if _base_outside_domain(cfg):  # the Create 3 is not an SROS2 member: no enclave, security off

@@ -25,6 +25,11 @@ from fieldtest.record.trial import TrialRequest
 MARK = "fieldtest-robot-setup "
 # ROS 2's default RMW on Humble and Jazzy (rmw_implementation), where the robot's setup names none
 ROS_DEFAULT_RMW = "rmw_fastrtps_cpp"
+# Measured with the real libraries (tests/test_mixed_vendors.py; docs/networks.md, "Mixed DDS vendors")
+ACROSS_VENDORS = (
+    "CycloneDDS and Fast DDS meet on topics, but neither answers the other's service request "
+    "(the base's parameters)"
+)
 FIX_ON_ROBOT = f"or change the robot's (turtlebot4-setup -> ROS Setup -> Bash Setup, {TURTLEBOT4_SETUP})"
 
 
@@ -101,19 +106,36 @@ def setup_mismatch(cfg: LabLaunch, robot: Mapping[str, str]) -> str:
     return ""
 
 
+def vendor_note(cfg: LabLaunch, robot: Mapping[str, str]) -> str:
+    """Where the robot's DDS RMW is the other vendor's than the trial's robot nodes: what runs on
+    which, in one line; else ''."""
+    robot_rmw = robot.get("RMW_IMPLEMENTATION", "").strip() or ROS_DEFAULT_RMW
+    nodes_rmw = rmw_implementation(cfg)
+    if cfg.dry_run or robot_rmw not in DDS_RMWS or nodes_rmw not in DDS_RMWS or robot_rmw == nodes_rmw:
+        return ""
+    return (
+        f"RMW_IMPLEMENTATION: the robot's is {robot_rmw}, the trial's robot nodes run {nodes_rmw}: "
+        f"{ACROSS_VENDORS}, so the Create 3 pre-flight and base_stop run on {robot_rmw}"
+    )
+
+
 def refuse_unmet_robot(
     requests: list[TrialRequest], ros_distro: str, robot_args: Mapping[str, str], robot: Mapping[str, str]
-) -> None:
+) -> list[str]:
     """A RobotSetupError naming the first trial whose robot side would not meet ``robot`` (the
-    values ``read_robot_setup`` read), and why."""
+    values ``read_robot_setup`` read), and why; else the trials' notes on it (``vendor_note``), each once."""
     from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
     from fieldtest.labrun.orchestration.preflight import STATIC_TRIAL_DIR
 
+    notes = []
     for request in requests:
         args = launch_args_for_trial(
             request, "robot", ros_distro=ros_distro, trial_dir=STATIC_TRIAL_DIR, extra=robot_args
         )
         common = {k: v for k, v in args.items() if k not in PREFLIGHT_ARGUMENTS}
-        why = setup_mismatch(parse_launch_args(common, "robot", environ=robot), robot)
+        cfg = parse_launch_args(common, "robot", environ=robot)
+        why = setup_mismatch(cfg, robot)
         if why:
             raise RobotSetupError(f"trial {request.name} does not match the robot's setup: {why}")
+        notes.append(vendor_note(cfg, robot))
+    return [note for note in dict.fromkeys(notes) if note]

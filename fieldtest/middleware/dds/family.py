@@ -6,9 +6,11 @@ Security: DDS Security governance profiles (SROS2 enclaves). No infrastructure p
 
 from __future__ import annotations
 
+from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
 from fieldtest.middleware.dds import security
+from fieldtest.middleware.dds.settings import mixed_vendor_problem, side_middleware
 
 
 class Dds(Middleware):
@@ -19,6 +21,9 @@ class Dds(Middleware):
     transport_library = "cyclonedds"
 
     def open_transport(self, config: TransportConfig, role: Role):
+        return open_side(self, config, role)
+
+    def open_own_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.dds.transport import open_dds
 
         return open_dds(config, role, security_xml=security.security_xml(config, role))
@@ -27,6 +32,23 @@ class Dds(Middleware):
         from fieldtest.middleware.dds.lab import robot_dds_off_the_network
 
         return robot_dds_off_the_network(cfg)
+
+
+def open_side(trial_middleware: Middleware, config: TransportConfig, role: Role):
+    """``role``'s transport on the DDS library it runs (the dds ``robot_vendor`` setting): the
+    trial middleware's own, or the other vendor's for a robot on the other one."""
+    from fieldtest.middleware import registry
+
+    problem = mixed_vendor_problem(config)
+    if problem:
+        raise MixedVendorError(problem)
+    name = side_middleware(config, role)
+    own = trial_middleware if name == trial_middleware.name else registry.get(name)
+    return own.open_own_transport(config.model_copy(update={"middleware": name}), role)  # type: ignore[attr-defined]
+
+
+class MixedVendorError(FieldtestError, ValueError):
+    """A trial's sides on two DDS vendors in a way the kit does not run."""
 
 
 MIDDLEWARES = (Dds(),)

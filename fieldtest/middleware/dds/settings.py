@@ -20,6 +20,18 @@ if TYPE_CHECKING:
 # client of the discovery server on the robot
 DdsDiscovery = Literal["spdp", "all", "none", "cyclonedds-default", "server"]
 DDS_ALLOW_MULTICAST = {"spdp": "spdp", "all": "true", "none": "false"}
+# The DDS library the robot (and its base) runs: "same" as the host (the trial's middleware), or
+# CycloneDDS or Fast DDS whatever the host runs, as a lab meets a stock TurtleBot 4 (Fast DDS) beside
+# a laptop on CycloneDDS. Measured (tests/test_mixed_vendors.py): plain topics cross the two vendors
+# both ways; a parameter service does not (fieldtest.middleware.dds.parameters).
+DdsVendor = Literal["same", "cyclonedds", "fastdds"]
+MIDDLEWARE_OF_VENDOR = {"cyclonedds": "dds", "fastdds": "fastdds"}
+DDS_VENDORS = {middleware: vendor for vendor, middleware in MIDDLEWARE_OF_VENDOR.items()}
+MIXED_VENDORS_WARNING = (
+    "host on {host}, robot on {robot}: the trial's topics cross the two vendors; a ROS service does "
+    "not (a Create 3's parameter read gets no answer across vendors, measured: docs/networks.md, "
+    "Mixed DDS vendors)"
+)
 
 
 class Settings(BaseModel):
@@ -28,6 +40,24 @@ class Settings(BaseModel):
     # the discovery mode; loopback has no multicast, so a process bound to a loopback address
     # discovers by unicast whatever is asked (discovery_used)
     discovery: DdsDiscovery = "spdp"
+    robot_vendor: DdsVendor = "same"
+
+
+def side_middleware(config: TransportConfig, role: Role) -> str:
+    """The DDS middleware ``role`` runs: the trial's, or for the robot the ``robot_vendor`` asked."""
+    vendor = config.settings(Settings).robot_vendor
+    return MIDDLEWARE_OF_VENDOR[vendor] if role == "robot" and vendor != "same" else config.middleware
+
+
+def mixed_vendor_problem(config: TransportConfig) -> str:
+    """Why a trial cannot run its sides on two DDS vendors as asked (one line), or ''."""
+    robot = side_middleware(config, "robot")
+    if robot == config.middleware or config.security == "none":
+        return ""
+    return (
+        f"dds robot_vendor {config.settings(Settings).robot_vendor}: the host runs {config.middleware}, "
+        "and security across two DDS vendors is not measured by the kit (security: none)"
+    )
 
 
 def discovery_used(config: TransportConfig, role: Role) -> DdsDiscovery:

@@ -183,7 +183,7 @@ _lib.dds_get_subscription_matched_status.argtypes = [
 ]
 
 
-def _matched_count(entity: Any, is_writer: bool) -> int:
+def matched_count(entity: Any, is_writer: bool) -> int:
     status: dds_c_t.publication_matched_status | dds_c_t.subscription_matched_status
     if is_writer:
         status = dds_c_t.publication_matched_status()
@@ -306,8 +306,8 @@ class DdsTransport(QueuedReaders):
         name = dds_topic_name(self.config.namespace, topic)
         with self._lock:
             self._check_open()
-            counts = [_matched_count(w, True) for n, w in self._writers if n == name]
-            counts += [_matched_count(r, False) for n, r, *_ in self._readers if n == name]
+            counts = [matched_count(w, True) for n, w in self._writers if n == name]
+            counts += [matched_count(r, False) for n, r, *_ in self._readers if n == name]
         return counts
 
     # -- internals --

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.dds.family import open_side
 from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.middleware.fastdds import security
 
@@ -24,6 +25,9 @@ class FastDds(Middleware):
     lab_rmw = "fastrtps"
 
     def open_transport(self, config: TransportConfig, role: Role):
+        return open_side(self, config, role)
+
+    def open_own_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.fastdds.transport import open_fastdds
 
         return open_fastdds(config, role, security_properties=security.security_properties(config, role))
