@@ -31,13 +31,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from bench_twin import Load, measured_load
+from bench_twin import load_conditions, measured_load
 
 from fieldtest.perf.messages import parse_message
 from fieldtest.perf.run import PerfCase, run_row
 from fieldtest.procs import free_port
 from fieldtest.record.reference import (
-    Conditions,
     PerfOverheadRow,
     PerfOverheadSummary,
     machine_text,
@@ -109,12 +108,6 @@ def _zenoh_ping(size: int, rate: float, duration: float) -> dict:
     }
 
 
-def _conditions(load: Load) -> Conditions:
-    return Conditions(
-        load_1min=load.loadavg_1min, busy_percent=load.core_busy_percent, steal_percent=load.steal_percent
-    )
-
-
 def measure(tool: str, message: str, rate: float, duration: float, work: Path) -> PerfOverheadRow:
     size = parse_message(message).size
     row = PerfOverheadRow(
@@ -134,7 +127,7 @@ def measure(tool: str, message: str, rate: float, duration: float, work: Path) -
     row.perf_rtt_mean_ms, row.perf_rtt_p50_ms = own["mean"], own["p50"]
     row.throughput_ratio = own["bps"] / native["bps"] if native["bps"] else None
     row.stages_ms = own["stages"]
-    row.conditions = _conditions(load)
+    row.conditions = load_conditions([load])
     return row
 
 

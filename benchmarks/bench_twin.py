@@ -65,6 +65,7 @@ from fieldtest.record import (
     read_trial,
     write_trial,
 )
+from fieldtest.record.reference import Conditions
 from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
 from fieldtest.transport.base import TransportConfig, prepare, stamped_publisher
@@ -132,6 +133,15 @@ def measured_load() -> Iterator[Load]:
         total_all += total
         steal += getattr(a, "steal", 0.0) - getattr(b, "steal", 0.0)
     load.steal_percent = 100.0 * steal / total_all if total_all > 0 else 0.0
+
+
+def load_conditions(loads: list[Load]) -> Conditions:
+    """One or more runs' conditions for a reference summary: the largest load, busy share per core and steal."""
+    return Conditions(
+        load_1min=max(x.loadavg_1min for x in loads),
+        busy_percent=np.array([x.core_busy_percent for x in loads]).max(axis=0).tolist(),
+        steal_percent=max(x.steal_percent for x in loads),
+    )
 
 
 def loads_text(loads: list[Load]) -> str:

@@ -79,6 +79,22 @@ class Wifi80211Row(_Strict):
     conditions: Conditions
 
 
+class ZenohBridgeRow(_Strict):
+    """``benchmarks/bench_zenoh_bridge.py``: one path's one-way latency, pooled over its rounds."""
+
+    path: str
+    sent: int
+    received: int
+    min_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    added_min_ms: float | None  # over direct DDS in the same run
+    added_p50_ms: float | None
+    bridge_cpu_percent: float  # bridges + router, of one core
+    conditions: Conditions  # the largest load, busy share and steal over the path's rounds
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -98,11 +114,16 @@ class Wifi80211Summary(_Summary):
     rows: list[Wifi80211Row]
 
 
-ReferenceSummary = Annotated[PerfOverheadSummary | Wifi80211Summary, Field(discriminator="kind")]
-_ADAPTER: TypeAdapter[PerfOverheadSummary | Wifi80211Summary] = TypeAdapter(ReferenceSummary)
+class ZenohBridgeSummary(_Summary):
+    kind: Literal["zenoh-bridge"]
+    rows: list[ZenohBridgeRow]
 
 
-def read_reference(path: Path) -> PerfOverheadSummary | Wifi80211Summary:
+AnySummary = PerfOverheadSummary | Wifi80211Summary | ZenohBridgeSummary
+_ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
+
+
+def read_reference(path: Path) -> AnySummary:
     try:
         return _ADAPTER.validate_json(path.read_bytes())
     except OSError as exc:
@@ -113,7 +134,7 @@ def read_reference(path: Path) -> PerfOverheadSummary | Wifi80211Summary:
         raise ReferenceFormatError(f"{path}: {where}: {first['msg']}") from None
 
 
-def write_reference(path: Path, summary: PerfOverheadSummary | Wifi80211Summary) -> Path:
+def write_reference(path: Path, summary: AnySummary) -> Path:
     """One line per row, so a re-run's diff shows which rows changed."""
     data = summary.model_dump(mode="json")
     rows = data.pop("rows")

@@ -21,10 +21,13 @@ from pathlib import Path
 
 from fieldtest.record.reference import (
     REFERENCE_DIR,
+    AnySummary,
     PerfOverheadRow,
     PerfOverheadSummary,
     Wifi80211Row,
     Wifi80211Summary,
+    ZenohBridgeRow,
+    ZenohBridgeSummary,
     read_reference,
 )
 
@@ -35,6 +38,7 @@ _BLOCK = re.compile(
     r"<!-- generated: (?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.DOTALL
 )
 _OPEN = re.compile(r"<!-- (?:generated|end): [a-z0-9-]+ -->")
+_RULE = re.compile(r"\|(?: ?:?-+:? ?\|)+")  # a table's rule under its header
 # A quoted figure: a decimal number of three digits or more (0.24, 16.7), not a threshold like 1.5.
 _FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
 
@@ -47,7 +51,7 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _source_line(summary: PerfOverheadSummary | Wifi80211Summary, path: str) -> str:
+def _source_line(summary: AnySummary, path: str) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in sorted(summary.versions.items()) if k != "platform")
     return (
         f"Data: `{path}` ({summary.measured_utc}, {summary.machine}; {versions}). "
@@ -180,6 +184,33 @@ def _wifi80211_link(summary: Wifi80211Summary, path: str) -> list[str]:
     return [*wifi80211_table(summary.rows), "", _source_line(summary, path)]
 
 
+# --- bench_zenoh_bridge.py: what the two Zenoh bridges add ------------------------------------------
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.2f}"
+
+
+def zenoh_bridge_table(rows: list[ZenohBridgeRow]) -> list[str]:
+    lines = [
+        "| path | received / sent | min (ms) | p50 | p90 | p99 | added over DDS, min / p50 | "
+        "bridges + router CPU (% of a core) | conditions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        added = "" if r.added_min_ms is None else f"{_signed(r.added_min_ms)} / {_signed(r.added_p50_ms)}"
+        cpu = f"{r.bridge_cpu_percent:.1f}" if r.path.endswith("bridged") else ""
+        lines.append(
+            f"| {r.path} | {r.received} / {r.sent} | {r.min_ms:.3f} | {r.p50_ms:.3f} | {r.p90_ms:.2f} | "
+            f"{r.p99_ms:.1f} | {added} | {cpu} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _zenoh_bridge(summary: ZenohBridgeSummary, path: str) -> list[str]:
+    return [*zenoh_bridge_table(summary.rows), "", _source_line(summary, path)]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -192,6 +223,7 @@ class Block:
 BLOCKS: dict[str, Block] = {
     "perf-overhead": Block("bench-perf.json", _perf_overhead),
     "wifi80211-link": Block("bench-wifi80211.json", _wifi80211_link),
+    "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
 }
 
 
@@ -265,7 +297,7 @@ def _quoted_outside(text: str, match: re.Match[str], blocks: list[re.Match[str]]
         f"{where}: quotes {f} outside the block" for f in sorted(set(_FIGURE.findall(outside)) & figures)
     ]
     lines = body.splitlines()
-    headers = {line for line, below in zip(lines, lines[1:], strict=False) if below.startswith("|---")}
+    headers = {line for line, below in zip(lines, lines[1:], strict=False) if _RULE.fullmatch(below)}
     found += [
         f"{where}: repeats the block's table outside it: {line[:60]}"
         for line in outside.splitlines()
