@@ -95,6 +95,24 @@ class ZenohBridgeRow(_Strict):
     conditions: Conditions  # the largest load, busy share and steal over the path's rounds
 
 
+class TwinTrialRow(_Strict):
+    """One twin trial as analysed (``benchmarks/bench_twin.py``'s drift part: loopback, ideal robot)."""
+
+    middleware: str
+    network: str
+    plan: str
+    end_reason: str
+    valid: bool | None  # the stack check's verdict (docs/analysis.md); None: nothing to judge by
+    invalid_reasons: list[str] = []
+    drift_mm: float | None = None  # lap drift, last lap against the first
+    received: int = 0
+    sent: int = 0
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    error: str | None = None
+    conditions: Conditions  # over the trials that ran at once
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -119,7 +137,12 @@ class ZenohBridgeSummary(_Summary):
     rows: list[ZenohBridgeRow]
 
 
-AnySummary = PerfOverheadSummary | Wifi80211Summary | ZenohBridgeSummary
+class TwinTrialsSummary(_Summary):
+    kind: Literal["twin-trials"]
+    rows: list[TwinTrialRow]
+
+
+AnySummary = PerfOverheadSummary | Wifi80211Summary | ZenohBridgeSummary | TwinTrialsSummary
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 
 

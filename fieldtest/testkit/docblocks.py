@@ -24,6 +24,8 @@ from fieldtest.record.reference import (
     AnySummary,
     PerfOverheadRow,
     PerfOverheadSummary,
+    TwinTrialRow,
+    TwinTrialsSummary,
     Wifi80211Row,
     Wifi80211Summary,
     ZenohBridgeRow,
@@ -211,6 +213,33 @@ def _zenoh_bridge(summary: ZenohBridgeSummary, path: str) -> list[str]:
     return [*zenoh_bridge_table(summary.rows), "", _source_line(summary, path)]
 
 
+# --- bench_twin.py part 4: lap drift on loopback -----------------------------------------------------
+
+
+def twin_drift_table(rows: list[TwinTrialRow]) -> list[str]:
+    lines = [
+        "| middleware | lap drift (mm) | stack check | received / sent | one-way p50 / p99 (ms) | conditions |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.error:
+            lines.append(f"| {r.middleware} | {r.end_reason}: {r.error} | | | | {r.conditions.text()} |")
+            continue
+        check = {True: "valid", False: "invalid: " + "; ".join(r.invalid_reasons), None: "-"}[r.valid]
+        lines.append(
+            f"| {r.middleware} | {_fmt(r.drift_mm)} | {check} | {r.received} / {r.sent} | "
+            f"{_fmt(r.latency_p50_ms)} / {_fmt(r.latency_p99_ms)} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _twin_drift(summary: TwinTrialsSummary, path: str) -> list[str]:
+    plans = ", ".join(sorted({r.plan for r in summary.rows}))
+    at_once = summary.settings.get("trials_at_once", len(summary.rows))
+    head = f"Plan: {plans}; {at_once} trials at a time. "
+    return [*twin_drift_table(summary.rows), "", head + _source_line(summary, path)]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -224,6 +253,7 @@ BLOCKS: dict[str, Block] = {
     "perf-overhead": Block("bench-perf.json", _perf_overhead),
     "wifi80211-link": Block("bench-wifi80211.json", _wifi80211_link),
     "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
+    "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
 }
 
 
