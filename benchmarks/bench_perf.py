@@ -28,48 +28,28 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from bench_twin import loads_text, measured_load
+from bench_twin import load_conditions, measured_load
 
 from fieldtest.perf.messages import parse_message
 from fieldtest.perf.run import PerfCase, run_row
 from fieldtest.procs import free_port
+from fieldtest.record.reference import (
+    PerfOverheadRow,
+    PerfOverheadSummary,
+    machine_text,
+    utc_now,
+    write_reference,
+)
+from fieldtest.record.trial import software_versions
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
+from fieldtest.testkit.docblocks import perf_overhead_table, perf_stages_table, perf_verdict
 
 SIZES = ("Array1k", "Array4k", "Array16k", "Array64k", "Array256k", "Array1m", "Array2m")
 QUICK_SIZES = ("Array1k", "Array64k", "Array2m")
 HERE = Path(__file__).resolve().parent
-
-
-def target(size: int) -> float:
-    """The allowed perf/native median round-trip ratio at ``size`` bytes (issue 27, item 7)."""
-    return 1.5 if size <= 64 * 1024 else 2.0
-
-
-@dataclass
-class Pair:
-    """One size, one middleware: the native tool's and perf's round trip and throughput."""
-
-    tool: str
-    message: str
-    size: int
-    native_mean_ms: float | None = None
-    native_p50_ms: float | None = None
-    native_bps: float | None = None
-    perf_mean_ms: float | None = None
-    perf_p50_ms: float | None = None
-    perf_bps: float | None = None
-    conditions: str = ""
-    error: str = ""
-    stages: dict = field(default_factory=dict)  # perf's round trip by stage, ms (means)
-
-    def ratio(self, field: str) -> float | None:
-        native, own = getattr(self, f"native_{field}"), getattr(self, f"perf_{field}")
-        return own / native if native and own is not None else None
 
 
 def _perf_row(middleware: str, message: str, rate: float, duration: float, work: Path) -> dict:
@@ -128,9 +108,12 @@ def _zenoh_ping(size: int, rate: float, duration: float) -> dict:
     }
 
 
-def measure(tool: str, message: str, rate: float, duration: float, work: Path) -> Pair:
+def measure(tool: str, message: str, rate: float, duration: float, work: Path) -> PerfOverheadRow:
     size = parse_message(message).size
-    pair = Pair(tool, message, size)
+    row = PerfOverheadRow(
+        tool=tool, message=message, size_b=size, native_rtt_mean_ms=None, native_rtt_p50_ms=None,
+        perf_rtt_mean_ms=None, perf_rtt_p50_ms=None, throughput_ratio=None, stages_ms={}, conditions=None,
+    )  # fmt: skip
     native_run = _ddsperf if tool == "dds" else _zenoh_ping
     middleware = "dds" if tool == "dds" else "zenoh-peer"
     try:
@@ -138,56 +121,14 @@ def measure(tool: str, message: str, rate: float, duration: float, work: Path) -
             native = native_run(size, rate, duration)
             own = _perf_row(middleware, message, rate, duration, work / f"{tool}-{message}")
     except (DdsperfError, RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
-        pair.error = str(exc).splitlines()[0]
-        return pair
-    pair.native_mean_ms, pair.native_p50_ms, pair.native_bps = native["mean"], native["p50"], native["bps"]
-    pair.perf_mean_ms, pair.perf_p50_ms, pair.perf_bps = own["mean"], own["p50"], own["bps"]
-    pair.stages = own["stages"]
-    pair.conditions = loads_text([load])
-    return pair
-
-
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def table(pairs: list[Pair]) -> list[str]:
-    native_name = {"dds": "ddsperf", "zenoh": "zenoh ping"}
-    lines = [
-        "| tool | message | native RTT mean / p50 ms | perf RTT mean / p50 ms | RTT ratio mean / p50 | "
-        "target | throughput ratio | conditions |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for p in pairs:
-        if p.error:
-            lines.append(f"| {native_name[p.tool]} | {p.message} | FAILED: {p.error} | | | | | |")
-            continue
-        ratio = p.ratio("p50_ms")
-        met = "met" if ratio is not None and ratio <= target(p.size) else "MISSED"
-        lines.append(
-            f"| {native_name[p.tool]} | {p.message} | {_fmt(p.native_mean_ms)} / {_fmt(p.native_p50_ms)} | "
-            f"{_fmt(p.perf_mean_ms)} / {_fmt(p.perf_p50_ms)} | {_fmt(p.ratio('mean_ms'))} / {_fmt(ratio)} | "
-            f"<= {target(p.size):g} {met} | {_fmt(p.ratio('bps'), 3)} | {p.conditions} |"
-        )
-    return lines
-
-
-def stages(pairs: list[Pair]) -> list[str]:
-    """Where a perf round trip goes, for each pair that missed its target: out (send call to the
-    relay's arrival stamp), the relay's decoding and echo, and back (echo sent to the main side's
-    arrival stamp), all means over the row."""
-    lines = []
-    for p in pairs:
-        ratio = p.ratio("p50_ms")
-        if p.error or ratio is None or ratio <= target(p.size):
-            continue
-        s = p.stages
-        back = p.perf_mean_ms - s["out"] - s["decode"] - s["echo"]
-        lines.append(
-            f"perf {p.tool} {p.message}: round trip {p.perf_mean_ms:.2f} ms = out {s['out']:.2f} + relay decode "
-            f"{s['decode']:.2f} + relay echo {s['echo']:.2f} + back {back:.2f} (native {p.native_mean_ms:.2f} ms)"
-        )
-    return lines
+        row.error = str(exc).splitlines()[0]
+        return row
+    row.native_rtt_mean_ms, row.native_rtt_p50_ms = native["mean"], native["p50"]
+    row.perf_rtt_mean_ms, row.perf_rtt_p50_ms = own["mean"], own["p50"]
+    row.throughput_ratio = own["bps"] / native["bps"] if native["bps"] else None
+    row.stages_ms = own["stages"]
+    row.conditions = load_conditions([load])
+    return row
 
 
 def main() -> int:
@@ -197,26 +138,35 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
     parser.add_argument("--duration", type=float, default=None, help="s per run (default 10; --quick 5)")
     parser.add_argument("--tools", nargs="+", default=["dds", "zenoh"], choices=["dds", "zenoh"])
-    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    parser.add_argument(
+        "--reference", type=Path, default=None, help="write the summary here (reference/bench-perf.json)"
+    )
     args = parser.parse_args()
     messages = args.messages or (QUICK_SIZES if args.quick else SIZES)
     duration = args.duration or (5.0 if args.quick else 10.0)
-    pairs = []
+    rows = []
     with tempfile.TemporaryDirectory(prefix="bench-perf-") as tmp:
         for message in messages:
             for tool in args.tools:
                 print(f"... {tool} {message}", file=sys.stderr, flush=True)
-                pairs.append(measure(tool, message, args.rate, duration, Path(tmp)))
-        print(f"fieldtest perf vs native tools, loopback, {args.rate:g} Hz, {duration:g} s per run, "
-              f"{time.strftime('%Y-%m-%d %H:%M')} ({os.cpu_count()} cores)")  # fmt: skip
-        print("\n".join(table(pairs)))
-        if missed := stages(pairs):
-            print("\nwhere the time goes (targets missed):")
-            print("\n".join(missed))
-    if args.json:
-        args.json.write_text(json.dumps({"rate_hz": args.rate, "duration_s": duration,
-                                         "pairs": [asdict(p) for p in pairs]}, indent=1))  # fmt: skip
-    return 2 if all(p.error for p in pairs) else 0
+                rows.append(measure(tool, message, args.rate, duration, Path(tmp)))
+    print(
+        f"fieldtest perf vs native tools, loopback, {args.rate:g} Hz, {duration:g} s per run ({os.cpu_count()} cores)"
+    )
+    print("\n".join(perf_overhead_table(rows)))
+    print("\nwhere the time goes:")
+    print("\n".join(perf_stages_table(rows)))
+    print(perf_verdict(rows))
+    if args.reference:
+        command = " ".join(["nice -n 10 .venv/bin/python benchmarks/bench_perf.py", *sys.argv[1:]])
+        summary = PerfOverheadSummary(
+            kind="perf-overhead", name=args.reference.stem, command=command, measured_utc=utc_now(),
+            machine=machine_text(), versions=software_versions(),
+            settings={"rate_hz": args.rate, "duration_s": duration, "messages": list(messages), "tools": args.tools},
+            rows=rows,
+        )  # fmt: skip
+        write_reference(args.reference, summary)
+    return 2 if all(r.error for r in rows) else 0
 
 
 if __name__ == "__main__":

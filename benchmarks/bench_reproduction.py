@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import math
 import statistics
@@ -364,7 +365,10 @@ RTI_NONE_1K, RTI_NONE_16K = 23, 55
 RTI_1K = dict(zip(RTI_PROTECTED, (27, 27, 30, 32, 35), strict=True))
 RTI_16K = dict(zip(RTI_PROTECTED, (63, 66, 72, 74, 83), strict=True))
 CHEN_TABLE5_DEFAULT_NS = (712_332, 10_706_034, 20_725_019, 30_793_318)
-NOT_FAST_RTPS = "seed: Fast RTPS on real hardware; kit: CycloneDDS on an emulated link"
+NOT_FAST_RTPS = (
+    "seed: Fast RTPS, both ends on one machine's loopback, latency from Wireshark's timestamps of the "
+    "fragments; kit: CycloneDDS on an emulated link"
+)
 
 FINDINGS: list[Finding] = [
     Finding(
@@ -413,7 +417,8 @@ FINDINGS: list[Finding] = [
         ["wifi-dds-1k", "wifi-zenoh-1k"],
         ratio(RTT),
         "x",
-        notes="seed blames multicast discovery on Wi-Fi; kit DDS discovers by unicast (docs/networks.md); "
+        notes="seed blames multicast discovery on Wi-Fi; kit DDS announces participants by SPDP multicast "
+        "(default `spdp`, as the lab), endpoints and data by unicast (docs/networks.md, DDS discovery); "
         "kit link: ns-3 802.11n, both machines stations of one access point, 10 m",
     ),
     Finding(
@@ -949,21 +954,37 @@ def table(reps: Reps, findings: list[Finding]) -> list[str]:
     return lines
 
 
+def order_resolved(ranked: list[str], spread: dict[str, tuple[float, float]]) -> bool:
+    """Every neighbour in ``ranked`` apart: the lower one's highest repetition under the next one's lowest."""
+    return all(spread[a][1] < spread[b][0] for a, b in itertools.pairwise(ranked))
+
+
 def order_line(reps: Reps) -> str:
-    """RTI's cost order at 16 KB beside the kit's (median round trip / 2 per setting)."""
-    kit = {}
+    """RTI's cost order at 16 KB beside the kit's (median round trip / 2 per setting), and whether the
+    kit's order is resolved: point means in the same order say nothing while neighbours' repetitions
+    overlap."""
+    kit, spread = {}, {}
     for s in RTI_PROTECTED:
-        values = [v for v in (fig(r, RTT50) for r in reps.get(f"rti-{s}-Array16k", [])) if v is not None]
+        values = [
+            v / 2 * 1e3 for v in (fig(r, RTT50) for r in reps.get(f"rti-{s}-Array16k", [])) if v is not None
+        ]
         if values:
-            kit[s] = statistics.fmean(values) / 2 * 1e3
+            kit[s], spread[s] = statistics.fmean(values), (min(values), max(values))
     if len(kit) < len(RTI_16K):
         return "R3 RTI's cost order at 16 KB: not every setting has a figure."
+    ranked = sorted(kit, key=kit.__getitem__)
     seed_order = " < ".join(sorted(RTI_16K, key=RTI_16K.__getitem__))
-    kit_order = " < ".join(f"{s} {kit[s]:.0f} us" for s in sorted(kit, key=kit.__getitem__))
+    kit_order = " < ".join(f"{s} {kit[s]:.0f} us ({spread[s][0]:.0f}-{spread[s][1]:.0f})" for s in ranked)
+    resolved = order_resolved(ranked, spread)
+    verdict = (
+        ("yes" if same_order(RTI_16K, kit) else "no")
+        if resolved
+        else "not resolved (neighbours' repetitions overlap)"
+    )
     return (
         f"R3 RTI perftest's cost order at 16 KB (median one way): seed {seed_order} "
-        f"({', '.join(f'{v} us' for v in sorted(RTI_16K.values()))}); kit {kit_order}; "
-        f"same order: {'yes' if same_order(RTI_16K, kit) else 'no'}."
+        f"({', '.join(f'{v} us' for v in sorted(RTI_16K.values()))}); kit, mean (range over repetitions): "
+        f"{kit_order}; same order: {verdict}."
     )
 
 

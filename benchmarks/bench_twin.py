@@ -65,6 +65,15 @@ from fieldtest.record import (
     read_trial,
     write_trial,
 )
+from fieldtest.record.reference import (
+    Conditions,
+    TwinTrialRow,
+    TwinTrialsSummary,
+    machine_text,
+    utc_now,
+    write_reference,
+)
+from fieldtest.record.trial import software_versions
 from fieldtest.runner import QUICK_PLAN, STACK_DRIFT_LIMIT_M, run_twin_trial
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong
 from fieldtest.transport.base import TransportConfig, prepare, stamped_publisher
@@ -134,6 +143,15 @@ def measured_load() -> Iterator[Load]:
     load.steal_percent = 100.0 * steal / total_all if total_all > 0 else 0.0
 
 
+def load_conditions(loads: list[Load]) -> Conditions:
+    """One or more runs' conditions for a reference summary: the largest load, busy share per core and steal."""
+    return Conditions(
+        load_1min=max(x.loadavg_1min for x in loads),
+        busy_percent=np.array([x.core_busy_percent for x in loads]).max(axis=0).tolist(),
+        steal_percent=max(x.steal_percent for x in loads),
+    )
+
+
 def loads_text(loads: list[Load]) -> str:
     """Conditions of one or more runs: load average and busy % ranges, the largest steal."""
     if len(loads) == 1:
@@ -188,6 +206,8 @@ class DriftRow:
     latency_p99_ms: float | None = None
     cpu_percent: dict[str, float] = field(default_factory=dict)
     error: str = ""
+    valid: bool | None = None  # the trial's stack check
+    invalid_reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -600,7 +620,12 @@ def latency_table(report: Report) -> list[str]:
 def drift_table(report: Report) -> list[str]:
     plan = report.settings["drift_plan"]
     lines = [
-        f"Lap drift on loopback, ideal robot: {plan}, every middleware at once as `fieldtest demo` runs them",
+        f"Lap drift on loopback, ideal robot: {plan}, "
+        + (
+            f"{report.settings['drift_parallel']} trials at a time"
+            if report.settings.get("drift_parallel")
+            else "every middleware at once as `fieldtest demo` runs them"
+        ),
         f"{'middleware':<18} {'drift':>7} {'lap end':>8} {'heading':>8} {'received':>10} {'lat p50':>8} "
         f"{'lat p99':>8}  CPU % of one core",
         f"{'':<18} {'mm':>7} {'mm':>8} {'deg':>8} {'':>10} {'ms':>8} {'ms':>8}",
@@ -705,8 +730,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-ddsperf", action="store_true")
     parser.add_argument("--skip-drift", action="store_true", help="leave out the full trials (drift)")
+    parser.add_argument(
+        "--drift-parallel",
+        type=int,
+        default=None,
+        help="drift trials at once (default: all, as fieldtest demo)",
+    )
     parser.add_argument("--keep", type=Path, help="keep the trial directories here (default: temporary)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON to this file")
+    parser.add_argument(
+        "--reference", type=Path, help="write the drift part's summary here (reference/bench-twin-drift.json)"
+    )
     return parser
 
 
@@ -737,6 +771,7 @@ def _settings(args: argparse.Namespace, cores: tuple[int, int] | None) -> dict:
         "ddsperf_size": TWIST_STAMPED_CDR_BYTES,
         "drift_plan": "quick plan (2 short laps)" if args.quick else "96 s plan (4 laps)",
         "drift_quick": bool(args.quick),
+        "drift_parallel": args.drift_parallel,
         "domain_base": random.randint(100, 180),  # away from 0 and from other kit runs on this machine
     }
 
@@ -819,9 +854,10 @@ def run_drift(report: Report, work_dir: Path) -> None:
         TrialRequest(name=f"bench-drift-{m}", plan=plan, transport={"middleware": m})
         for m in s["middlewares"]
     ]
-    say(f"drift: {len(requests)} full trials at once ({s['drift_plan']}) ...")
+    at_once = s["drift_parallel"] or len(requests)
+    say(f"drift: {len(requests)} full trials, {at_once} at once ({s['drift_plan']}) ...")
     out = work_dir / "drift"
-    with measured_load() as load, ThreadPoolExecutor(len(requests)) as pool:
+    with measured_load() as load, ThreadPoolExecutor(at_once) as pool:
         futures = [
             pool.submit(run_twin_trial, r, out, domain_id=s["domain_base"] + 50 + i)
             for i, r in enumerate(requests)
@@ -849,6 +885,8 @@ def _drift_row(middleware: str, result, analyze_trial) -> DriftRow:
         row.drift_mm = drift.mean_m * 1e3
         row.at_lap_end_mm = drift.at_lap_end_m * 1e3
         row.heading_change_deg = drift.heading_change_deg
+    if metrics.stack is not None:
+        row.valid, row.invalid_reasons = metrics.stack.valid, list(metrics.stack.invalid_reasons)
     row.received, row.sent = link.commands_received or 0, link.commands_sent or 0
     one_way = link.one_way_ms
     row.latency_p50_ms, row.latency_p99_ms = (one_way.median, one_way.p99) if one_way else (None, None)
@@ -871,7 +909,43 @@ def main(argv: list[str] | None = None) -> int:
     print_report(report)
     if args.json:
         args.json.write_text(json.dumps(asdict(report), indent=2) + "\n")
+    if args.reference and report.drift and report.drift_load is not None:
+        write_reference(args.reference, drift_reference(report, args.reference, argv))
     return 0
+
+
+def drift_reference(report: Report, path: Path, argv: list[str] | None) -> TwinTrialsSummary:
+    """The drift part as docs/benchmarks.md quotes it (reference/, fieldtest.testkit.docblocks)."""
+    assert report.drift_load is not None
+    conditions = load_conditions([report.drift_load])
+    rows = [
+        TwinTrialRow(
+            middleware=r.middleware,
+            network="loopback",
+            plan=report.settings["drift_plan"],
+            end_reason=r.end_reason,
+            valid=r.valid,
+            invalid_reasons=r.invalid_reasons,
+            drift_mm=r.drift_mm,
+            received=r.received,
+            sent=r.sent,
+            latency_p50_ms=r.latency_p50_ms,
+            latency_p99_ms=r.latency_p99_ms,
+            error=r.error or None,
+            conditions=conditions,
+        )  # fmt: skip
+        for r in report.drift
+    ]
+    given = sys.argv[1:] if argv is None else argv
+    return TwinTrialsSummary(
+        kind="twin-trials", name=path.stem,
+        command=" ".join(["nice -n 10 .venv/bin/python benchmarks/bench_twin.py", *given]),
+        measured_utc=utc_now(), machine=machine_text(), versions=software_versions(),
+        settings={"parts": ["drift"], "plan": report.settings["drift_plan"],
+                  "trials_at_once": report.settings["drift_parallel"] or len(report.drift),
+                  "middlewares": list(report.settings["middlewares"])},
+        rows=rows,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import psutil
 
@@ -23,6 +24,16 @@ from fieldtest.machine import MachineMonitor, describe
 from fieldtest.netem import Topology, get_profile, measure_link, netns_available
 from fieldtest.netem.probe import udp_blast
 from fieldtest.netem.profiles import LinkProfile
+from fieldtest.record.reference import (
+    Conditions,
+    Wifi80211Row,
+    Wifi80211Summary,
+    machine_text,
+    utc_now,
+    write_reference,
+)
+from fieldtest.record.trial import software_versions
+from fieldtest.testkit.docblocks import wifi80211_table
 
 RTT_SIZES = (64, 512, 1400)
 MULTICAST_SIZES = (100, 1400, 4000)
@@ -103,6 +114,44 @@ def print_row(profile: LinkProfile, r: dict) -> None:
     print(f"  {describe(r['machine'])}")
 
 
+def _rates(kind: dict | None) -> list[str]:
+    """The most used rates of a frame kind, most used first (ns-3's mode names)."""
+    modes = sorted((kind or {}).get("modes", {}).items(), key=lambda x: -x[1])
+    return [mode for mode, _ in modes[:2]]
+
+
+def _per_frame(kind: dict | None, what: str) -> float | None:
+    return kind[what] / kind["frames"] if kind and kind["frames"] else None
+
+
+def summary_row(profile: LinkProfile, r: dict) -> Wifi80211Row:
+    """The figures docs/networks.md quotes, from one profile's measurement."""
+    machine, sim = r["machine"], r["sim"]
+    row = Wifi80211Row(
+        profile=profile.name,
+        configuration=configuration(profile),
+        rtt_p50_ms={s: m["rtt_median_ms"] for s, m in r["rtt"].items()},
+        rtt_p99_ms={s: m["rtt_p99_ms"] for s, m in r["rtt"].items()},
+        unicast_loss={s: m["loss"] for s, m in r["rtt"].items()},
+        multicast_delivered={s: 1 - m["loss"] for s, m in r["mcast"].items()},
+        link_cpu_percent=r["cpu_pct"],
+        conditions=Conditions(
+            load_1min=machine["loadavg_1min"], busy_percent=[machine["busy_pct"]],
+            steal_percent=machine["steal_pct"], steal_max_percent=machine["steal_max_pct"],
+        ),
+    )  # fmt: skip
+    if sim:
+        unicast, group = sim["tx"].get("unicast"), sim["tx"].get("group")
+        row.unicast_retries_per_frame = _per_frame(unicast, "retries")
+        row.unicast_rates = _rates(unicast)
+        row.group_rates = _rates(group)
+        row.group_retries_per_frame = _per_frame(group, "retries")
+        row.group_airtime_share = group["airtime_s"] / sim["wall_s"] if group else None
+        row.lag_p99_ms, row.lag_max_ms = sim["lag_ms"]["p99"], sim["lag_ms"]["max"]
+        row.lag_bound_ms = sim["lag_bound_ms"]
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,6 +165,9 @@ def main() -> int:
         "--distances", nargs="*", type=float, default=[], help="extra wifi-80211-far distances (m)"
     )
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--reference", type=Path, default=None, help="write the summary here (reference/bench-wifi80211.json)"
+    )
     args = parser.parse_args()
     ok, reason = netns_available()
     if not ok:
@@ -128,8 +180,23 @@ def main() -> int:
         )
         for d in args.distances
     ]
+    rows = []
     for profile in profiles:
-        print_row(profile, measure(profile, args.probes, args.datagrams, args.seed))
+        result = measure(profile, args.probes, args.datagrams, args.seed)
+        print_row(profile, result)
+        rows.append(summary_row(profile, result))
+    print("\n" + "\n".join(wifi80211_table(rows)))
+    if args.reference:
+        command = " ".join(["sudo nice -n 10 .venv/bin/python benchmarks/bench_wifi80211.py", *sys.argv[1:]])
+        settings = {"probes": args.probes, "datagrams": args.datagrams, "seed": args.seed,
+                    "profiles": args.profiles, "distances": args.distances}  # fmt: skip
+        write_reference(
+            args.reference,
+            Wifi80211Summary(
+                kind="wifi80211-link", name=args.reference.stem, command=command, measured_utc=utc_now(),
+                machine=machine_text(), versions=software_versions(), settings=settings, rows=rows,
+            ),
+        )  # fmt: skip
     return 0
 
 

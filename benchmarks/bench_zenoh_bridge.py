@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from bench_twin import Load, loads_text, measured_load
+from bench_twin import Load, load_conditions, loads_text, measured_load
 
 from fieldtest import rosmsg
 from fieldtest.middleware.registry import open_transport
@@ -43,6 +43,15 @@ from fieldtest.middleware.zenoh.lab import run_trial_bridges, twin_side_launches
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.procs import free_port
 from fieldtest.record import CMD_VEL_TOPIC
+from fieldtest.record.reference import (
+    ZenohBridgeRow,
+    ZenohBridgeSummary,
+    machine_text,
+    utc_now,
+    write_reference,
+)
+from fieldtest.record.trial import software_versions
+from fieldtest.testkit.docblocks import zenoh_bridge_table
 from fieldtest.transport import TransportConfig
 
 PATHS = ("dds", "zenoh-peer direct", "zenoh-peer bridged", "zenoh-router bridged")
@@ -180,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; paths interleaved in each")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--json", type=Path, help="also write the figures and conditions here")
+    parser.add_argument(
+        "--reference", type=Path, help="write the summary here (reference/bench-zenoh-bridge.json)"
+    )
     args = parser.parse_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = sorted(set(paths) - set(PATHS))
@@ -211,7 +223,40 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(
             json.dumps({"settings": vars(args) | {"json": str(args.json)}, "rows": rows}, indent=2)
         )
+    if args.reference:
+        write_reference(args.reference, reference_summary(args, runs, rows, argv))
     return 0
+
+
+def reference_summary(
+    args: argparse.Namespace, runs: dict[str, PathRun], rows: list[dict], argv: list[str] | None
+) -> ZenohBridgeSummary:
+    """The run as docs/networks.md quotes it (reference/, fieldtest.testkit.docblocks)."""
+    table_rows = [
+        ZenohBridgeRow(
+            path=r["path"],
+            sent=r["sent"],
+            received=r["received"],
+            min_ms=r["min"],
+            p50_ms=r["p50"],
+            p90_ms=r["p90"],
+            p99_ms=r["p99"],
+            added_min_ms=r.get("added_min_ms"),
+            added_p50_ms=r.get("added_p50_ms"),
+            bridge_cpu_percent=r["bridge_cpu_percent"],
+            conditions=load_conditions(runs[r["path"]].loads),
+        )  # fmt: skip
+        for r in rows
+    ]
+    print("\n".join(zenoh_bridge_table(table_rows)))
+    given = sys.argv[1:] if argv is None else argv
+    return ZenohBridgeSummary(
+        kind="zenoh-bridge", name=args.reference.stem,
+        command=" ".join(["nice -n 10 .venv/bin/python benchmarks/bench_zenoh_bridge.py", *given]),
+        measured_utc=utc_now(), machine=machine_text(), versions=software_versions(),
+        settings={"count": args.count, "rate_hz": args.rate, "rounds": args.repeat, "paths": list(runs)},
+        rows=table_rows,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ FAST_FILES = frozenset(
         "test_netem_profiles.py",
         "test_plan.py",
         "test_qos.py",
+        "test_reference_docs.py",
         "test_robot_stats.py",
         "test_rosmsg.py",
         "test_security_policy.py",

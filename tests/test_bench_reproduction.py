@@ -260,3 +260,17 @@ def test_rti_cost_order_covers_every_rti_mirror(bench):
     partial = reps(seed_order)
     del partial["rti-sign-submessage-origin-encrypt-data-Array16k"]
     assert "not every setting has a figure" in bench.order_line(partial)
+
+
+def test_rti_cost_order_is_not_claimed_within_the_repetitions_spread(bench):
+    """Point means in the seed's order are no order while each setting's repetitions reach past its
+    neighbour's: 0.8, 0.82, ... ms with a second repetition 0.05 ms higher."""
+    seed_order = sorted(bench.RTI_16K, key=bench.RTI_16K.__getitem__)
+    spread = {
+        f"rti-{s}-Array16k": [_rec(**{bench.RTT50: 0.8 + 0.02 * i}), _rec(**{bench.RTT50: 0.85 + 0.02 * i})]
+        for i, s in enumerate(seed_order)
+    }
+    line = bench.order_line(spread)
+    assert "same order: not resolved" in line and "rtps-sign 412 us (400-425)" in line
+    apart = {k: [v[0]] for k, v in spread.items()}
+    assert "same order: yes" in bench.order_line(apart)

@@ -1,0 +1,187 @@
+"""Reference summaries: the small data files in ``reference/`` that the docs' figures come from.
+
+One JSON file per benchmark run (never bags): the command that reproduces it, when it ran, the
+machine and the software versions, and one row per figure set the docs quote, each row with the
+machine's load, busy cores and CPU steal over its own measurement. ``tools/render_docs.py`` fills
+the docs' generated blocks from them (``fieldtest.testkit.docblocks``), and a test keeps docs and
+data in step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+REFERENCE_DIR = "reference"
+
+
+class ReferenceFormatError(ValueError):
+    """A reference file that is missing or does not match its schema."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Conditions(_Strict):
+    """How busy the machine was over one row's measurement."""
+
+    load_1min: float | None  # 1-minute load average at the row's start (None: /proc/loadavg unreadable)
+    busy_percent: list[float]  # per core, or one figure for all cores
+    steal_percent: float  # CPU time the hypervisor gave to others, all cores, over the row
+    steal_max_percent: float | None = None  # the largest share in one sample (MachineMonitor)
+
+    def text(self) -> str:
+        busy = "/".join(f"{b:.0f}" for b in self.busy_percent)
+        steal = f", steal {self.steal_percent:.1f} %" if self.steal_percent >= 0.05 else ""
+        load = "?" if self.load_1min is None else f"{self.load_1min:.2f}"
+        return f"load {load}, busy {busy} %{steal}"
+
+
+class PerfOverheadRow(_Strict):
+    """``benchmarks/bench_perf.py``: one size, one middleware; the native tool's and perf's round trip."""
+
+    tool: Literal["dds", "zenoh"]
+    message: str
+    size_b: int
+    native_rtt_mean_ms: float | None
+    native_rtt_p50_ms: float | None
+    perf_rtt_mean_ms: float | None
+    perf_rtt_p50_ms: float | None
+    throughput_ratio: float | None  # perf / native echoed bytes per second
+    stages_ms: dict[str, float]  # perf's round trip by stage: out, decode, echo (means)
+    error: str | None = None
+    conditions: Conditions | None
+
+
+class Wifi80211Row(_Strict):
+    """``benchmarks/bench_wifi80211.py``: one link profile against its configuration."""
+
+    profile: str
+    configuration: str
+    rtt_p50_ms: dict[int, float]  # by datagram size (B)
+    rtt_p99_ms: dict[int, float]
+    unicast_loss: dict[int, float]  # fraction
+    multicast_delivered: dict[int, float]  # fraction
+    link_cpu_percent: float  # of one core: ns-3, or the forwarders of the fast profiles
+    # ns-3 profiles only
+    unicast_retries_per_frame: float | None = None
+    unicast_rates: list[str] = []  # the most used rates, most used first
+    group_rates: list[str] = []
+    group_retries_per_frame: float | None = None
+    group_airtime_share: float | None = None
+    lag_p99_ms: float | None = None
+    lag_max_ms: float | None = None
+    lag_bound_ms: float | None = None  # a twin trial is invalid when the lag's p99 passes it
+    conditions: Conditions
+
+
+class ZenohBridgeRow(_Strict):
+    """``benchmarks/bench_zenoh_bridge.py``: one path's one-way latency, pooled over its rounds."""
+
+    path: str
+    sent: int
+    received: int
+    min_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    added_min_ms: float | None  # over direct DDS in the same run
+    added_p50_ms: float | None
+    bridge_cpu_percent: float  # bridges + router, of one core
+    conditions: Conditions  # the largest load, busy share and steal over the path's rounds
+
+
+class TwinTrialRow(_Strict):
+    """One twin trial as analysed (``benchmarks/bench_twin.py``'s drift part: loopback, ideal robot)."""
+
+    middleware: str
+    network: str
+    plan: str
+    end_reason: str
+    valid: bool | None  # the stack check's verdict (docs/analysis.md); None: nothing to judge by
+    invalid_reasons: list[str] = []
+    drift_mm: float | None = None  # lap drift, last lap against the first
+    received: int = 0
+    sent: int = 0
+    latency_p50_ms: float | None = None
+    latency_p99_ms: float | None = None
+    error: str | None = None
+    conditions: Conditions  # over the trials that ran at once
+
+
+class _Summary(_Strict):
+    name: str  # the file's stem
+    command: str  # reproduces it, from the repository's root
+    measured_utc: str  # ISO 8601, when the run ended
+    machine: str  # cores, virtualisation, OS
+    versions: dict[str, str]
+    settings: dict[str, str | int | float | bool | list[str] | list[float]]
+
+
+class PerfOverheadSummary(_Summary):
+    kind: Literal["perf-overhead"]
+    rows: list[PerfOverheadRow]
+
+
+class Wifi80211Summary(_Summary):
+    kind: Literal["wifi80211-link"]
+    rows: list[Wifi80211Row]
+
+
+class ZenohBridgeSummary(_Summary):
+    kind: Literal["zenoh-bridge"]
+    rows: list[ZenohBridgeRow]
+
+
+class TwinTrialsSummary(_Summary):
+    kind: Literal["twin-trials"]
+    rows: list[TwinTrialRow]
+
+
+AnySummary = PerfOverheadSummary | Wifi80211Summary | ZenohBridgeSummary | TwinTrialsSummary
+_ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
+
+
+def read_reference(path: Path) -> AnySummary:
+    try:
+        return _ADAPTER.validate_json(path.read_bytes())
+    except OSError as exc:
+        raise ReferenceFormatError(f"{path}: {exc.strerror}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ReferenceFormatError(f"{path}: {where}: {first['msg']}") from None
+
+
+def write_reference(path: Path, summary: AnySummary) -> Path:
+    """One line per row, so a re-run's diff shows which rows changed."""
+    data = summary.model_dump(mode="json")
+    rows = data.pop("rows")
+    head = json.dumps(data, indent=1)[:-2]
+    body = ",\n".join("  " + json.dumps(r, separators=(",", ":")) for r in rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'{head},\n "rows": [\n{body}\n ]\n}}\n')
+    return path
+
+
+def machine_text() -> str:
+    """This machine in a few words: cores, OS, kernel."""
+    import os
+    import platform
+
+    os_name = platform.system()
+    release = Path("/etc/os-release")
+    if release.is_file():
+        fields = dict(line.split("=", 1) for line in release.read_text().splitlines() if "=" in line)
+        os_name = fields.get("PRETTY_NAME", os_name).strip('"')
+    return f"{os.cpu_count()} cores, {os_name}, kernel {platform.release()}"
+
+
+def utc_now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,336 @@
+"""The docs' generated blocks: tables rendered from the reference summaries in ``reference/``.
+
+A block in a Markdown file::
+
+    <!-- generated: perf-overhead -->
+    ...rendered from reference/bench-perf.json...
+    <!-- end: perf-overhead -->
+
+``tools/render_docs.py`` fills every block from its summary; ``problems`` says where a block no
+longer matches its data, and where the section around a block quotes one of the block's figures
+(or repeats its table) outside it, so a figure cannot be transcribed by hand beside its source.
+The benchmark scripts print the same tables from the rows they just measured.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fieldtest.record.reference import (
+    REFERENCE_DIR,
+    AnySummary,
+    PerfOverheadRow,
+    PerfOverheadSummary,
+    TwinTrialRow,
+    TwinTrialsSummary,
+    Wifi80211Row,
+    Wifi80211Summary,
+    ZenohBridgeRow,
+    ZenohBridgeSummary,
+    read_reference,
+)
+
+# The files that may hold generated blocks, from the repository's root.
+DOC_FILES = ("README.md", "docs/*.md", "benchmarks/README.md")
+
+_BLOCK = re.compile(
+    r"<!-- generated: (?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- end: (?P=name) -->", re.DOTALL
+)
+_OPEN = re.compile(r"<!-- (?:generated|end): [a-z0-9-]+ -->")
+_RULE = re.compile(r"\|(?: ?:?-+:? ?\|)+")  # a table's rule under its header
+# A quoted figure: a decimal number of three digits or more (0.24, 16.7), not a threshold like 1.5.
+_FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+
+
+def _is_figure(text: str) -> bool:
+    return sum(c.isdigit() for c in text) >= 3
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _source_line(summary: AnySummary, path: str) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(summary.versions.items()) if k != "platform")
+    return (
+        f"Data: `{path}` ({summary.measured_utc}, {summary.machine}; {versions}). "
+        f"Reproduce: `{summary.command}`."
+    )
+
+
+# --- bench_perf.py: fieldtest perf against the native tools -----------------------------------------
+
+
+def perf_target(size_b: int) -> float:
+    """The allowed perf/native median round-trip ratio at ``size_b`` bytes."""
+    return 1.5 if size_b <= 64 * 1024 else 2.0
+
+
+def _ratio(perf: float | None, native: float | None) -> float | None:
+    return None if perf is None or not native else perf / native
+
+
+def perf_met(row: PerfOverheadRow) -> bool | None:
+    ratio = _ratio(row.perf_rtt_p50_ms, row.native_rtt_p50_ms)
+    return None if row.error or ratio is None else ratio <= perf_target(row.size_b)
+
+
+def perf_overhead_table(rows: list[PerfOverheadRow]) -> list[str]:
+    native_name = {"dds": "ddsperf", "zenoh": "zenoh ping"}
+    lines = [
+        "| tool | message | native RTT mean / p50 ms | perf RTT mean / p50 ms | RTT ratio mean / p50 | "
+        "target | throughput ratio | conditions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.error:
+            lines.append(f"| {native_name[r.tool]} | {r.message} | FAILED: {r.error} | | | | | |")
+            continue
+        met = "met" if perf_met(r) else "MISSED"
+        lines.append(
+            f"| {native_name[r.tool]} | {r.message} | {_fmt(r.native_rtt_mean_ms)} / {_fmt(r.native_rtt_p50_ms)} | "
+            f"{_fmt(r.perf_rtt_mean_ms)} / {_fmt(r.perf_rtt_p50_ms)} | "
+            f"{_fmt(_ratio(r.perf_rtt_mean_ms, r.native_rtt_mean_ms))} / "
+            f"{_fmt(_ratio(r.perf_rtt_p50_ms, r.native_rtt_p50_ms))} | <= {perf_target(r.size_b):g} {met} | "
+            f"{_fmt(r.throughput_ratio, 3)} | {r.conditions.text() if r.conditions else ''} |"
+        )
+    return lines
+
+
+def perf_stages_table(rows: list[PerfOverheadRow]) -> list[str]:
+    """Where perf's round trip goes: out, the relay's decode and echo, back (the rest), means."""
+    lines = [
+        "| row | round trip | out | relay decode | relay echo | back | native round trip |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.error or r.perf_rtt_mean_ms is None or not r.stages_ms:
+            continue
+        s = r.stages_ms
+        back = r.perf_rtt_mean_ms - s["out"] - s["decode"] - s["echo"]
+        lines.append(
+            f"| {r.tool} {r.message} | {r.perf_rtt_mean_ms:.2f} | {s['out']:.2f} | {s['decode']:.2f} | "
+            f"{s['echo']:.2f} | {back:.2f} | {_fmt(r.native_rtt_mean_ms)} |"
+        )
+    return lines
+
+
+def perf_verdict(rows: list[PerfOverheadRow]) -> str:
+    judged = [r for r in rows if perf_met(r) is not None]
+    missed = [f"{r.tool} {r.message}" for r in judged if not perf_met(r)]
+    failed = [f"{r.tool} {r.message}" for r in rows if r.error]
+    text = f"Target met at {len(judged) - len(missed)} of {len(rows)} sizes"
+    text += f"; missed at {', '.join(missed)}" if missed else ""
+    text += f"; failed: {', '.join(failed)}" if failed else ""
+    return text + "."
+
+
+def _perf_overhead(summary: PerfOverheadSummary, path: str) -> list[str]:
+    return [
+        *perf_overhead_table(summary.rows),
+        "",
+        "Where perf's round trip goes (means, ms; out = ping send stamp to the relay's arrival stamp, relay "
+        "decode = arrival stamp to the decoded message in the relay's callback, relay echo = from there to "
+        "the echo's send stamp, back = the rest):",
+        "",
+        *perf_stages_table(summary.rows),
+        "",
+        perf_verdict(summary.rows),
+        _source_line(summary, path),
+    ]
+
+
+# --- bench_wifi80211.py: the 802.11 link against its configuration ----------------------------------
+
+
+def _by_size(values: dict[int, float], digits: int = 2, scale: float = 1.0) -> str:
+    return " / ".join(f"{scale * values[s]:.{digits}f}" for s in sorted(values))
+
+
+def _span(values: list[float], digits: int, unit: str = "") -> str:
+    lo, hi = min(values), max(values)
+    same = f"{lo:.{digits}f}" == f"{hi:.{digits}f}"
+    return f"{lo:.{digits}f}{unit}" if same else f"{lo:.{digits}f}-{hi:.{digits}f}{unit}"
+
+
+def wifi80211_table(rows: list[Wifi80211Row]) -> list[str]:
+    lines = [
+        "| profile | unicast RTT p50, 64 / 512 / 1400 B (ms) | RTT p99 (ms) | unicast loss | "
+        "multicast delivered, 100 / 1400 / 4000 B | retries per unicast frame (rates) | "
+        "group frames: rate, retries, airtime | link CPU (% of a core) | lag p99 / max (ms) | conditions |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        retries = group = lag = ""
+        if r.unicast_retries_per_frame is not None:
+            retries = f"{r.unicast_retries_per_frame:.2f} ({', '.join(r.unicast_rates)})"
+        if r.group_retries_per_frame is not None and r.group_airtime_share is not None:
+            group = f"{', '.join(r.group_rates)}; {r.group_retries_per_frame:.2f}, {100 * r.group_airtime_share:.1f} %"
+        if r.lag_p99_ms is not None and r.lag_max_ms is not None:
+            lag = f"{r.lag_p99_ms:.2f} / {r.lag_max_ms:.1f}"
+            if r.lag_bound_ms is not None and r.lag_p99_ms > r.lag_bound_ms:
+                lag += f" (behind real time: p99 over the {r.lag_bound_ms:g} ms bound)"
+        lines.append(
+            f"| `{r.profile}` ({r.configuration}) | {_by_size(r.rtt_p50_ms)} | "
+            f"{_span(list(r.rtt_p99_ms.values()), 1)} | {_span([100 * v for v in r.unicast_loss.values()], 1, ' %')} | "
+            f"{_by_size(r.multicast_delivered, 1, 100.0)} % | {retries} | {group} | {r.link_cpu_percent:.0f} | "
+            f"{lag} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _wifi80211_link(summary: Wifi80211Summary, path: str) -> list[str]:
+    return [*wifi80211_table(summary.rows), "", _source_line(summary, path)]
+
+
+# --- bench_zenoh_bridge.py: what the two Zenoh bridges add ------------------------------------------
+
+
+def _signed(value: float | None) -> str:
+    return "" if value is None else f"{value:+.2f}"
+
+
+def zenoh_bridge_table(rows: list[ZenohBridgeRow]) -> list[str]:
+    lines = [
+        "| path | received / sent | min (ms) | p50 | p90 | p99 | added over DDS, min / p50 | "
+        "bridges + router CPU (% of a core) | conditions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        added = "" if r.added_min_ms is None else f"{_signed(r.added_min_ms)} / {_signed(r.added_p50_ms)}"
+        cpu = f"{r.bridge_cpu_percent:.1f}" if r.path.endswith("bridged") else ""
+        lines.append(
+            f"| {r.path} | {r.received} / {r.sent} | {r.min_ms:.3f} | {r.p50_ms:.3f} | {r.p90_ms:.2f} | "
+            f"{r.p99_ms:.1f} | {added} | {cpu} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _zenoh_bridge(summary: ZenohBridgeSummary, path: str) -> list[str]:
+    return [*zenoh_bridge_table(summary.rows), "", _source_line(summary, path)]
+
+
+# --- bench_twin.py part 4: lap drift on loopback -----------------------------------------------------
+
+
+def twin_drift_table(rows: list[TwinTrialRow]) -> list[str]:
+    lines = [
+        "| middleware | lap drift (mm) | stack check | received / sent | one-way p50 / p99 (ms) | conditions |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.error:
+            lines.append(f"| {r.middleware} | {r.end_reason}: {r.error} | | | | {r.conditions.text()} |")
+            continue
+        check = {True: "valid", False: "invalid: " + "; ".join(r.invalid_reasons), None: "-"}[r.valid]
+        lines.append(
+            f"| {r.middleware} | {_fmt(r.drift_mm)} | {check} | {r.received} / {r.sent} | "
+            f"{_fmt(r.latency_p50_ms)} / {_fmt(r.latency_p99_ms)} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _twin_drift(summary: TwinTrialsSummary, path: str) -> list[str]:
+    plans = ", ".join(sorted({r.plan for r in summary.rows}))
+    at_once = summary.settings.get("trials_at_once", len(summary.rows))
+    head = f"Plan: {plans}; {at_once} trials at a time. "
+    return [*twin_drift_table(summary.rows), "", head + _source_line(summary, path)]
+
+
+# --- the blocks -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    reference: str  # file name in reference/
+    render: Callable[..., list[str]]
+
+
+BLOCKS: dict[str, Block] = {
+    "perf-overhead": Block("bench-perf.json", _perf_overhead),
+    "wifi80211-link": Block("bench-wifi80211.json", _wifi80211_link),
+    "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
+    "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
+}
+
+
+def render(name: str, root: Path) -> str:
+    block = BLOCKS[name]
+    path = f"{REFERENCE_DIR}/{block.reference}"
+    return "\n".join(block.render(read_reference(root / path), path)) + "\n"
+
+
+def doc_paths(root: Path) -> list[Path]:
+    return sorted({p for pattern in DOC_FILES for p in root.glob(pattern)})
+
+
+def block_names(text: str) -> list[str]:
+    """The generated blocks of a document, in order."""
+    return [m["name"] for m in _BLOCK.finditer(text)]
+
+
+def fill(text: str, root: Path) -> str:
+    """The text with every generated block rendered anew from its summary."""
+
+    def body(match: re.Match[str]) -> str:
+        name = match["name"]
+        return f"<!-- generated: {name} -->\n{render(name, root)}<!-- end: {name} -->"
+
+    return _BLOCK.sub(body, text)
+
+
+def _section(text: str, start: int, end: int) -> tuple[int, int]:
+    """The span of the Markdown section that holds text[start:end]: its heading to the next heading."""
+    headings = [m.start() for m in re.finditer(r"^#+ ", text, re.MULTILINE)]
+    begin = max((pos for pos in headings if pos <= start), default=0)
+    return begin, min((pos for pos in headings if pos > end), default=len(text))
+
+
+def problems(root: Path) -> list[str]:
+    """What keeps the docs out of step with ``reference/``: one line per problem, naming the file."""
+    found: list[str] = []
+    for path in doc_paths(root):
+        text = path.read_text()
+        where = path.relative_to(root)
+        blocks = list(_BLOCK.finditer(text))
+        if len(_OPEN.findall(text)) != 2 * len(blocks):
+            found.append(
+                f"{where}: a generated block's markers do not pair up (<!-- generated: NAME --> ... <!-- end: NAME -->)"
+            )
+        for match in blocks:
+            name = match["name"]
+            if name not in BLOCKS:
+                found.append(f"{where}: unknown generated block {name!r} (known: {', '.join(BLOCKS)})")
+                continue
+            if match["body"] != render(name, root):
+                found.append(
+                    f"{where}: block {name!r} differs from {REFERENCE_DIR}/{BLOCKS[name].reference} (run tools/render_docs.py)"
+                )
+            found += _quoted_outside(text, match, blocks, f"{where}: section of block {name!r}")
+    return found
+
+
+def _quoted_outside(text: str, match: re.Match[str], blocks: list[re.Match[str]], where: str) -> list[str]:
+    """Figures of the block (and its tables' header rows) quoted in its section outside any block."""
+    begin, end = _section(text, match.start(), match.end())
+    outside = text[begin:end]
+    for other in sorted(
+        (b for b in blocks if begin <= b.start() and b.end() <= end), key=lambda b: -b.start()
+    ):
+        outside = outside[: other.start() - begin] + outside[other.end() - begin :]
+    body = match["body"]
+    figures = {f for f in _FIGURE.findall(body) if _is_figure(f)}
+    found = [
+        f"{where}: quotes {f} outside the block" for f in sorted(set(_FIGURE.findall(outside)) & figures)
+    ]
+    lines = body.splitlines()
+    headers = {line for line, below in zip(lines, lines[1:], strict=False) if _RULE.fullmatch(below)}
+    found += [
+        f"{where}: repeats the block's table outside it: {line[:60]}"
+        for line in outside.splitlines()
+        if line in headers
+    ]
+    return found

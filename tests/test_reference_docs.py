@@ -1,0 +1,116 @@
+"""The docs' figures and their data: every generated block in the docs matches the summary in
+reference/ it is rendered from, and the section around a block quotes none of its figures by hand
+(fieldtest.testkit.docblocks, tools/render_docs.py)."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fieldtest.record.reference import ReferenceFormatError, read_reference
+from fieldtest.testkit.docblocks import BLOCKS, block_names, doc_paths, fill, problems, render
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "reference"
+
+
+def _blocks_in_docs(root: Path) -> dict[str, Path]:
+    return {name: p for p in doc_paths(root) for name in block_names(p.read_text())}
+
+
+def test_docs_match_their_data():
+    assert problems(ROOT) == []
+
+
+def test_every_summary_is_quoted_and_every_block_has_data():
+    files = {p.name for p in REFERENCE.glob("*.json")}
+    used = {BLOCKS[name].reference for name in _blocks_in_docs(ROOT)}
+    assert files == used, "a summary in reference/ no doc renders, or a block whose summary is missing"
+    assert set(_blocks_in_docs(ROOT)) == set(BLOCKS), "a known block no doc holds"
+
+
+@pytest.mark.parametrize("path", sorted(REFERENCE.glob("*.json")), ids=lambda p: p.name)
+def test_summary_says_how_when_and_where(path):
+    summary = read_reference(path)
+    assert summary.name == path.stem
+    assert (
+        "benchmarks/" in summary.command and "--reference " + str(path.relative_to(ROOT)) in summary.command
+    )
+    assert {"python", "fieldtest"} <= set(summary.versions)
+    assert summary.rows and all(r.conditions is not None or r.error for r in summary.rows)
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """The docs and the reference data, in a tree of their own to spoil."""
+    for path in doc_paths(ROOT):
+        target = tmp_path / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    shutil.copytree(REFERENCE, tmp_path / "reference")
+    return tmp_path
+
+
+def _first_row_figure(root: Path, name: str) -> tuple[Path, str]:
+    """A doc holding block ``name`` and a figure the block quotes from its data."""
+    doc = _blocks_in_docs(root)[name]
+    body = render(name, root)
+    row = body.splitlines()[2]  # the first row under the table's header
+    figures = re.findall(r"(?<![\w.])\d+\.\d+(?![\w.])", "|".join(row.split("|")[2:]))
+    return doc, next(f for f in figures if sum(c.isdigit() for c in f) >= 3)
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_changed_data_puts_the_block_out_of_step(copy, name):
+    path = copy / "reference" / BLOCKS[name].reference
+    data = json.loads(path.read_text())
+    row = data["rows"][0]
+    key = next(k for k, v in row.items() if isinstance(v, float))  # a figure the table shows
+    row[key] = row[key] * 3 + 1
+    path.write_text(json.dumps(data))
+    found = problems(copy)
+    assert any(f"block {name!r} differs" in line for line in found), found
+    doc = _blocks_in_docs(copy)[name]
+    doc.write_text(fill(doc.read_text(), copy))
+    assert problems(copy) == []
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_a_figure_transcribed_beside_its_block_is_found(copy, name):
+    doc, figure = _first_row_figure(copy, name)
+    text = doc.read_text()
+    end = text.index(f"<!-- end: {name} -->") + len(f"<!-- end: {name} -->")
+    doc.write_text(text[:end] + f"\n\nIn this run the figure was {figure} ms.\n" + text[end:])
+    assert f"quotes {figure} outside the block" in "\n".join(problems(copy))
+
+
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_a_table_copied_out_of_its_block_is_found(copy, name):
+    doc = _blocks_in_docs(copy)[name]
+    text = doc.read_text()
+    table = "\n".join(render(name, copy).splitlines()[:3])
+    start = text.index(f"<!-- generated: {name} -->")
+    doc.write_text(text[:start] + table + "\n\n" + text[start:])
+    assert "repeats the block's table outside it" in "\n".join(problems(copy))
+
+
+def test_unpaired_marker_and_unknown_block_are_named(copy):
+    doc = next(iter(_blocks_in_docs(copy).values()))
+    doc.write_text(
+        doc.read_text()
+        + "\n<!-- generated: no-such-table -->\n| a |\n<!-- end: no-such-table -->\n<!-- end: x -->\n"
+    )
+    found = "\n".join(problems(copy))
+    assert "unknown generated block 'no-such-table'" in found
+    assert "markers do not pair up" in found
+
+
+def test_a_summary_off_its_schema_names_the_field(copy):
+    path = copy / "reference" / BLOCKS[sorted(BLOCKS)[0]].reference
+    data = json.loads(path.read_text())
+    del data["rows"][0]["conditions"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ReferenceFormatError, match=r"rows\.0\.conditions: Field required"):
+        read_reference(path)
