@@ -13,6 +13,7 @@ set-up below share a group. Fast tests are spread one by one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -121,6 +122,31 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.alone)
         if name in TIMEOUTS_S and not item.get_closest_marker("timeout"):
             item.add_marker(pytest.mark.timeout(TIMEOUTS_S[name]))
+
+
+# ------------------------------------------------------------------------------- the groups' times
+_GROUP_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    # every phase of every test (on the controller too, under xdist), summed by its xdist work unit
+    name = report.nodeid.split("::")[0].rsplit("/", 1)[-1]
+    if name in FAST_FILES:
+        unit = "the fast tier (spread test by test)"
+    else:
+        unit = SHARED_GROUPS.get(name, name)
+    _GROUP_SECONDS[unit] = _GROUP_SECONDS.get(unit, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The groups' times: under ``-n 2 --dist loadgroup`` a group runs in one worker, so the largest
+    bounds the wall time and the sum over two is what the workers share."""
+    if not _GROUP_SECONDS:
+        return
+    terminalreporter.write_sep("=", "slowest xdist groups (set-up, call and teardown summed)")
+    for unit, seconds in sorted(_GROUP_SECONDS.items(), key=lambda kv: -kv[1])[:25]:
+        terminalreporter.write_line(f"{seconds:8.1f}s  {unit}")
+    terminalreporter.write_line(f"{sum(_GROUP_SECONDS.values()):8.1f}s  every group")
 
 
 # ---------------------------------------------------------------------------------- the spawn guard
@@ -239,6 +265,62 @@ def bundle_for(tmp_path_factory):
         return built[target]
 
     return bundle
+
+
+class _GroupSetups:
+    """Set-ups that several files of one group share, built by the first test that asks and closed
+    after the group's last test in this worker (its next test is in another group, or there is
+    none): a session fixture would keep them, and their processes, running beside the later groups."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, tuple[str, contextlib.ExitStack, object]] = {}
+
+    def get(self, item: pytest.Item, name: str, build) -> object:
+        if name not in self.open:
+            stack = contextlib.ExitStack()
+            try:
+                value: object = stack.enter_context(build())
+            except (Exception, pytest.fail.Exception) as exc:  # the group's later tests fail alike, unbuilt
+                value = exc
+            self.open[name] = (_group(item), stack, value)
+        value = self.open[name][2]
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def close_before(self, nextitem: pytest.Item | None) -> None:
+        for name, (group, stack, _) in list(self.open.items()):
+            if nextitem is None or _group(nextitem) != group:
+                del self.open[name]
+                stack.close()
+
+
+def _group(item: pytest.Item) -> str:
+    return SHARED_GROUPS.get(item.path.name, item.path.name)
+
+
+_GROUP_SETUPS = _GroupSetups()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    try:
+        return (yield)
+    finally:
+        _GROUP_SETUPS.close_before(nextitem)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _GROUP_SETUPS.close_before(None)  # a run stopped early (-x, Ctrl-C) closes them too
+
+
+@pytest.fixture
+def two_machines_lab(request, bundle_for):
+    """test_lab_two_machines's two machines with the robot set up as the guide says (its
+    guide_installed_lab), built once for that file and test_lab_two_machines_wifi (one group)."""
+    from test_lab_two_machines import guide_installed_lab
+
+    return _GROUP_SETUPS.get(request.node, "two-machines-guide-lab", lambda: guide_installed_lab(bundle_for))
 
 
 @pytest.fixture

@@ -189,12 +189,13 @@ def test_concurrent_twin_trials_on_one_preferred_domain_hear_only_their_own_host
     also logged the other host's commands (old runner: domain 0 for every ``fieldtest trial``)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from fieldtest.runner import QUICK_PLAN, run_twin_trial
+    from fieldtest.plan import SquarePlan
+    from fieldtest.runner import run_twin_trial
 
     preferred = 150 + os.getpid() % 50
-    requests = [
-        TrialRequest(name=f"lease-{i}", plan=QUICK_PLAN, transport={"middleware": "dds"}) for i in range(2)
-    ]
+    # two laps with 90 deg/s turns, 16 s of commands: which host each robot heard is checked, not the plan
+    plan = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5)
+    requests = [TrialRequest(name=f"lease-{i}", plan=plan, transport={"middleware": "dds"}) for i in range(2)]
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = [
             pool.submit(run_twin_trial, r, tmp_path / f"run{i}", domain_id=preferred)

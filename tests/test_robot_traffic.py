@@ -283,10 +283,13 @@ def test_a_twin_trial_records_the_preset_and_the_counts(tmp_path):
     host's received counts per topic are in the record, metrics.json and the report."""
     from fieldtest.analysis import analyze_trial, read_metrics
     from fieldtest.analysis.metrics.schema import METRICS_FILE
+    from fieldtest.plan import SquarePlan
     from fieldtest.record import read_trial
-    from fieldtest.runner import QUICK_PLAN, run_twin_trial
+    from fieldtest.runner import run_twin_trial
 
-    request = TrialRequest(name="rt", plan=QUICK_PLAN, robot_traffic="rviz")
+    # two laps with 90 deg/s turns, 16 s of commands: the counts, not the plan's length, are checked
+    plan = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5)
+    request = TrialRequest(name="rt", plan=plan, robot_traffic="rviz")
     result = run_twin_trial(request, tmp_path, domain_id=120)
     assert result.end_reason == "completed", result.detail
     record = read_trial(result.trial_dir)
