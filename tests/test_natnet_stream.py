@@ -120,11 +120,12 @@ def test_recorder_writes_bag_matching_source(tmp_path, version, up_axis):
     config = unicast_config(
         natnet_version=version,
         up_axis=up_axis,
-        invalid_windows=[(0.5, 0.6)],  # 24 frames occluded
-        loss_windows=[(0.8, 0.85)],  # 12 frames not sent
+        # after the emulator's start: late enough that a recorder connecting slowly still sees them
+        invalid_windows=[(1.5, 1.6)],  # 24 frames occluded
+        loss_windows=[(1.8, 1.85)],  # 12 frames not sent
     )
     with NatNetEmulator(circle, config) as emulator:
-        recorder = record_for(emulator, tmp_path / "mocap", 1.0)
+        recorder = record_for(emulator, tmp_path / "mocap", 2.0)
     assert recorder.server_info.natnet_version == version
     assert recorder.models.rigid_body(1).name == "turtlebot4"
     frames, poses, missing, history = check_bag_against_emulator(tmp_path / "mocap", emulator, recorder)
