@@ -100,13 +100,12 @@ def test_a_twin_trial_with_the_robot_on_the_other_vendor(tmp_path, middleware, r
     metrics = analyze_trial(result.trial_dir, plots=False)
     assert metrics["trial"]["variant"] == f"robot on {robot_vendor}"  # compare keeps it apart
     latency = metrics["latency"]
-    # Every command crossed but a few at either edge of the stream, as measured on this short plan
-    # with the host on Fast DDS: the first (the CycloneDDS reader matched the writer after the host
-    # saw the match and sent), once; the last few, which the host on Fast DDS leaves undelivered
-    # whatever the robot runs (5 of 175 with both on Fast DDS)
+    # Every command crossed but the first few at most, as measured with the host on Fast DDS: the
+    # writer saw the CycloneDDS reader and sent before that reader had matched it. The end of the
+    # stream (the stop burst) always arrives: the Fast DDS host waits for its acknowledgments
     sent, edges = latency["commands_sent"], latency["lost_spans"]
     assert sent > 0 and latency["commands_received"] >= sent - 10, latency
-    assert all(first == 0 or last == latency["last_seq_sent"] for first, last in edges), edges
+    assert all(first == 0 for first, _last in edges), edges
     assert latency["round_trip_ms"]["count"] > 0  # the clock probes went and came back
 
 

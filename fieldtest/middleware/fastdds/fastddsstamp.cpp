@@ -418,6 +418,12 @@ int ft_matched(void *endpoint) {
 
 /* Deletes every entity of the participant; Fast DDS waits for running listeners first. */
 void ft_participant_free(ft_participant *p) {
+  // A reliable writer's last samples (the stop burst) may still be unacknowledged: give them the
+  // 1 s CycloneDDS lingers for on deleting a writer (its Internal/WriterLingerDuration default),
+  // since Fast DDS drops them with the writer.
+  for (auto &endpoint : p->endpoints)
+    if (endpoint->writer != nullptr)
+      endpoint->writer->wait_for_acknowledgments(eprosima::fastrtps::Duration_t(1, 0));
   p->participant->delete_contained_entities();
   DomainParticipantFactory::get_instance()->delete_participant(p->participant);
   delete p;
