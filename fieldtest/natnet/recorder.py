@@ -145,6 +145,7 @@ class MocapRecorder:
         self._last_frame_mono = time.monotonic()
         self._last_frame_ns: int | None = None  # arrival of the frame that set stats.last_frame
         self._last_mocap_s: float | None = None  # and its Motive timestamp
+        self._first_frame_ns: int | None = None  # arrival of the first frame counted
         self._unreadable_run = 0
         # the last tracked position (world frame, Z up) and when it came (time.monotonic)
         self.latest_position: tuple[tuple[float, float, float], float] | None = None
@@ -343,14 +344,17 @@ class MocapRecorder:
         stats = self.stats
         if stats.last_frame is None:
             stats.first_frame = number
+            self._first_frame_ns = recv_ns
         else:
             step = number - stats.last_frame
             # time between the two frames by arrival, or by Motive's own frame timestamps where that
-            # is longer: frames queued while this process was held up arrive back to back
-            elapsed_s = max(
-                (recv_ns - (self._last_frame_ns or recv_ns)) / 1e9,
-                mocap_s - (self._last_mocap_s if self._last_mocap_s is not None else mocap_s),
-            )
+            # is longer (frames Motive sent back to back after catching up arrive together) and no
+            # longer than this recording has run (a garbage timestamp is not elapsed time)
+            by_motive_s = mocap_s - (self._last_mocap_s if self._last_mocap_s is not None else mocap_s)
+            recording_s = (recv_ns - (self._first_frame_ns or recv_ns)) / 1e9
+            elapsed_s = (recv_ns - (self._last_frame_ns or recv_ns)) / 1e9
+            if by_motive_s <= recording_s:
+                elapsed_s = max(elapsed_s, by_motive_s)
             if step == 1:
                 pass
             elif nn.frame_step_is_loss(step, elapsed_s):
