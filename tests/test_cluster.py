@@ -29,6 +29,7 @@ WORKERS = [
 ]
 CAMPAIGN_S = 600
 WORKER_TTL_S = 10
+START_TO_STREAM_S = 90  # a trial's set-up on a loaded machine, until its host streams
 HOOKS = Path(__file__).parent / "clusterhooks"
 
 
@@ -165,7 +166,14 @@ def test_a_worker_cut_off_mid_trial_costs_only_that_trials_rerun_and_its_late_re
     (lost,) = cluster.streaming_trials(cut_off)
     cluster.cut_link(cut_off)
     try:
-        _wait_until(lambda: "cut-dds-r0" in _streaming_names(cluster, other), f"not re-run on {other}", proc)
+        # given up within two TTLs (the scheduler checks once a TTL), then the trial's start to its stream
+        rerun_s = 2 * WORKER_TTL_S + START_TO_STREAM_S
+        _wait_until(
+            lambda: "cut-dds-r0" in _streaming_names(cluster, other),
+            f"not re-run on {other} within {rerun_s} s",
+            proc,
+            rerun_s,
+        )
         _wait_until(lambda: not lost.exists(), f"{cut_off}'s attempt did not end", proc)  # its result waits
     finally:
         cluster.cut_link(cut_off, cut=False)
@@ -261,4 +269,4 @@ def test_a_lost_scheduler_keeps_what_came_home_and_each_worker_stops_its_trial(c
     receipts = read_bag(kept / "robot").messages(RECEIPTS_TOPIC)
     assert any(m.seq >= record.request.plan.n_ticks() for _, m in receipts), "no stop burst reached the robot"
     assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
-    assert f"{record.request.name} {SCHEDULER_LOST}; kept" in cluster.log(runner).read_text()
+    assert f"{record.request.name} (interrupted) not shipped" in cluster.log(runner).read_text()

@@ -17,8 +17,8 @@ lost mid-trial makes Dask run that task again on another worker. What the kit ad
 - a worker that loses its scheduler (Dask then closes the worker) stops its running trials the same
   way and keeps each in ``UNSHIPPED`` beside its local directory, since no one can receive it;
 - a worker given up by the scheduler (a cut link: no heartbeat for the scheduler's worker TTL) has
-  its trial re-run elsewhere; Dask drops what the cut worker sends once it is back (it is no longer
-  one of the scheduler's workers, and closes).
+  its trial re-run elsewhere; nothing the cut worker sends reaches the campaign (it is no longer
+  one of the scheduler's workers), and it closes, keeping an attempt it was still running as above.
 """
 
 from __future__ import annotations
@@ -143,16 +143,19 @@ def _serving(worker) -> bool:
 
 
 def _keep_unshipped(trial_dir: Path, worker) -> None:
-    """A trial stopped because the scheduler was lost, kept where the worker's closing leaves it
-    (Dask deletes the worker's own directory): beside that directory, in ``UNSHIPPED``."""
+    """A trial its worker cannot ship (the worker lost its scheduler, or was given up by it, and
+    is closing), kept where the closing leaves it (Dask deletes the worker's own directory):
+    beside that directory, in ``UNSHIPPED``."""
     record = read_trial(trial_dir)
-    record.outcome.end_detail = SCHEDULER_LOST
-    write_trial(trial_dir, record)
+    if record.outcome.end_reason == "interrupted":  # stopped by the closing, not by Ctrl-C
+        record.outcome.end_detail = SCHEDULER_LOST
+        write_trial(trial_dir, record)
     kept = Path(worker.local_directory).parents[1] / UNSHIPPED / trial_dir.name
     kept.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(trial_dir, kept)
     print(
-        f"worker {worker.name}: {record.request.name} {SCHEDULER_LOST}; kept, not analysed, in {kept}",
+        f"worker {worker.name}: {record.request.name} ({record.outcome.end_reason}) not shipped, "
+        f"the worker having lost its scheduler; kept, not analysed, in {kept}",
         flush=True,
     )
 
