@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import shutil
 import sys
@@ -309,7 +310,7 @@ class Board:
         return self.workers.get((name, tag), [])[:-1]
 
     def say(self, line: str) -> None:
-        self.progress.console.print(line)
+        self.progress.console.print(line, soft_wrap=True)  # one line, whatever the terminal's width
 
 
 @dataclass
@@ -496,6 +497,8 @@ def run_on_cluster(
             if client.status == "running":
                 client.unsubscribe_topic(PROGRESS_TOPIC)
                 campaign.close()
+            else:  # the one line said it: not Dask's tracebacks of its reconnecting, cut short
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)
     order = sorted(kept)
     ran, results = [requests[i] for i in order], [kept[i] for i in order]
     return ClusterRun(ran, results, [metrics[i] for i in order], every, count, lost)
