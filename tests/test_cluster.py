@@ -43,6 +43,8 @@ def lab_cluster(tmp_path_factory):
 def cluster(lab_cluster):
     """The module's cluster with the scheduler and every worker up (a test may have killed one)."""
     if not lab_cluster.alive(SCHEDULER):
+        for name in lab_cluster.specs:  # each worker closes without its scheduler: let it end first
+            _wait_until(lambda name=name: not lab_cluster.alive(name), f"{name} stayed up", None, 90)
         lab_cluster.start_scheduler()
     for name in lab_cluster.specs:
         if not lab_cluster.alive(name):
