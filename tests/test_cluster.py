@@ -3,7 +3,9 @@ scheduler and workers, each in a network namespace of its own, talking TCP acros
 guide's firewall, set up by the guide's own steps (``fieldtest.testkit.labcluster``).
 
 The workers: ``a`` offers everything but ns-3; ``b`` offers neither namespaces nor ns-3; ``other``
-runs a kit with one file changed (and offers everything). Each runs one trial at a time."""
+runs a kit with one file changed (and offers everything). Each runs one trial at a time. The
+scheduler gives up a worker silent for 10 s (the guide's worker TTL shortened), and each worker
+judges the trials of a campaign named ``judged-invalid`` invalid (tests/clusterhooks)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ import pytest
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
 from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.runner import QUICK_PLAN
-from fieldtest.runner.cluster import INCOMING
-from fieldtest.testkit.labcluster import LabCluster, WorkerSpec
+from fieldtest.runner.cluster import INCOMING, SCHEDULER_LOST
+from fieldtest.testkit.labcluster import SCHEDULER, LabCluster, WorkerSpec
 
 WORKERS = [
     WorkerSpec("a", ["--trials", "1", "--without", "ns3"]),
@@ -26,17 +28,24 @@ WORKERS = [
     WorkerSpec("other", ["--trials", "1"], other_kit=True),
 ]
 CAMPAIGN_S = 600
+WORKER_TTL_S = 10
+START_TO_STREAM_S = 90  # a trial's set-up on a loaded machine, until its host streams
+HOOKS = Path(__file__).parent / "clusterhooks"
 
 
 @pytest.fixture(scope="module")
 def lab_cluster(tmp_path_factory):
-    with LabCluster(tmp_path_factory.mktemp("cluster"), WORKERS) as cluster:
+    with LabCluster(tmp_path_factory.mktemp("cluster"), WORKERS, WORKER_TTL_S, HOOKS) as cluster:
         yield cluster
 
 
 @pytest.fixture
 def cluster(lab_cluster):
-    """The module's cluster with every worker up (a test may have killed one)."""
+    """The module's cluster with the scheduler and every worker up (a test may have killed one)."""
+    if not lab_cluster.alive(SCHEDULER):
+        for name in lab_cluster.specs:  # each worker closes without its scheduler: let it end first
+            _wait_until(lambda name=name: not lab_cluster.alive(name), f"{name} stayed up", None, 90)
+        lab_cluster.start_scheduler()
     for name in lab_cluster.specs:
         if not lab_cluster.alive(name):
             lab_cluster.start_worker(name)
@@ -63,12 +72,22 @@ def _trial_dirs(out: Path) -> list[Path]:
     return sorted(p for p in out.iterdir() if (p / "trial.yaml").exists())
 
 
-def _wait_streaming(cluster: LabCluster, names: list[str], proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + CAMPAIGN_S
-    while not all(cluster.streaming_trials(n) for n in names):
-        assert proc.poll() is None, proc.communicate()[0]
-        assert time.monotonic() < deadline, f"no trial streamed on each of {names}"
+def _wait_until(done, what: str, proc: subprocess.Popen | None, timeout_s: float = CAMPAIGN_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert proc is None or proc.poll() is None, proc.communicate()[0]
+        assert time.monotonic() < deadline, what
         time.sleep(0.3)
+
+
+def _wait_streaming(cluster: LabCluster, names: list[str], proc: subprocess.Popen) -> None:
+    _wait_until(
+        lambda: all(cluster.streaming_trials(n) for n in names), f"no trial streamed on each of {names}", proc
+    )
+
+
+def _streaming_names(cluster: LabCluster, name: str) -> set[str]:
+    return {read_trial(d).request.name for d in cluster.streaming_trials(name)}
 
 
 def test_a_campaign_spreads_over_the_workers_that_can_run_each_trial(cluster, tmp_path):
@@ -134,6 +153,65 @@ def test_a_worker_killed_mid_trial_costs_only_that_trials_rerun(cluster, tmp_pat
     assert not (home / INCOMING).exists()
 
 
+def test_a_worker_cut_off_mid_trial_costs_only_that_trials_rerun_and_its_late_result_is_dropped(
+    cluster, tmp_path
+):
+    """The cable of the worker running the trial pulled mid-trial: the scheduler gives that worker
+    up after its worker TTL and re-runs the trial on the other; the cut one runs its attempt to the
+    end meanwhile, and when the cable is back what it sends is dropped (it learns it was given up
+    and closes): the trial comes home once, from the other worker."""
+    campaign = _campaign_file(tmp_path, "cut", "matrix:\n  middleware: [dds]\n")
+    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    _wait_until(lambda: any(cluster.streaming_trials(n) for n in ("a", "b")), "no trial streamed", proc)
+    (cut_off,) = [n for n in ("a", "b") if cluster.streaming_trials(n)]
+    other = "b" if cut_off == "a" else "a"
+    (lost,) = cluster.streaming_trials(cut_off)
+    cluster.cut_link(cut_off)
+    try:
+        # given up within two TTLs (the scheduler checks once a TTL), then the trial's start to its stream
+        rerun_s = 2 * WORKER_TTL_S + START_TO_STREAM_S
+        _wait_until(
+            lambda: "cut-dds-r0" in _streaming_names(cluster, other),
+            f"not re-run on {other} within {rerun_s} s",
+            proc,
+            rerun_s,
+        )
+        _wait_until(lambda: not lost.exists(), f"{cut_off}'s attempt did not end", proc)  # its result waits
+    finally:
+        cluster.cut_link(cut_off, cut=False)
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    home = tmp_path / "runs" / "cut"
+    (record,) = [read_trial(d) for d in _trial_dirs(home)]
+    assert record.outcome.end_reason == "completed" and record.outcome.worker["name"] == other, out
+    assert out.count("cut-dds-r0: completed") == 1, out
+    assert f"cut-dds-r0: completed on {other} (re-run: {cut_off} lost mid-trial)" in out
+    assert lost.name not in {d.name for d in _trial_dirs(home)}
+    assert not (home / INCOMING).exists()
+    _wait_until(lambda: not cluster.alive(cut_off), f"{cut_off}, given up, did not close once back", None, 60)
+
+
+def test_an_invalid_trial_is_re_run_on_a_worker_and_both_records_are_kept(cluster, tmp_path):
+    """As with --rerun-invalid on one machine: the re-run's record joins the first one's, both
+    compared, and the verdict counts the re-run."""
+    campaign = _campaign_file(tmp_path, "judged-invalid", "base:\n  network: loopback\n")
+    proc = cluster.campaign(campaign, ["--quick", "--rerun-invalid", "1", "--out", str(tmp_path / "runs")])
+    out = _finish(proc)
+    assert proc.returncode == 0, out
+    home = tmp_path / "runs" / "judged-invalid"
+    records = [read_trial(d) for d in _trial_dirs(home)]
+    assert [r.request.name for r in records] == ["judged-invalid-r0"] * 2, out
+    assert all(
+        r.outcome.end_reason == "completed" and r.outcome.worker["name"] in ("a", "b") for r in records
+    )
+    assert "re-running 1 invalid trial(s) on any worker" in out
+    assert out.count("judged-invalid-r0: completed on ") == 2, out
+    assert "lost mid-trial" not in out  # a re-run of an invalid trial is not a lost worker's
+    assert "verdict: NOT VALID for judged-invalid-r0 (1 re-run(s) of invalid trials)" in out
+    assert "judged invalid by the test cluster's worker" in out
+    assert "| 2 (2 invalid) |" in (home / "compare" / "compare.md").read_text()  # both compared
+
+
 def test_ctrl_c_stops_every_running_trial_on_every_worker_with_its_stop_burst(cluster, tmp_path):
     campaign = _campaign_file(
         tmp_path, "halt", "matrix:\n  middleware: [dds, zenoh-peer, mqtt-local-broker]\n"
@@ -158,3 +236,40 @@ def test_ctrl_c_stops_every_running_trial_on_every_worker_with_its_stop_burst(cl
     }
     assert f"not run (interrupted by the user (Ctrl-C)): {left}" in out
     assert all(cluster.alive(name) for name in cluster.specs)  # the workers stay up for the next campaign
+
+
+def test_a_lost_scheduler_keeps_what_came_home_and_each_worker_stops_its_trial(cluster, tmp_path):
+    """The scheduler killed while a long trial runs on one worker and a short one has come home:
+    the campaign says so in one line and keeps the short one; the worker stops the long one with
+    the host's stop burst and keeps it, its result having no one to go to."""
+    long_laps = 8
+    campaign = _campaign_file(
+        tmp_path,
+        "orphan",
+        "base:\n  plan: {side_duration_s: 1.0, laps: 1, start_delay_s: 0.5}\n"
+        f"matrix:\n  plan.laps: [{long_laps}, 1]\norder: grouped\n",
+    )
+    proc = cluster.campaign(campaign, ["--out", str(tmp_path / "runs")])
+    home = tmp_path / "runs" / "orphan"
+    _wait_until(
+        lambda: home.is_dir() and len(_trial_dirs(home)) == 1, "the short trial did not come home", proc
+    )
+    (runner,) = [n for n in ("a", "b") if cluster.streaming_trials(n)]
+    cluster.kill_scheduler()
+    out = _finish(proc, 120)
+    assert proc.returncode == 1, out
+    (short,) = [read_trial(d) for d in _trial_dirs(home)]
+    assert short.request.plan.laps == 1 and short.outcome.end_reason == "completed"
+    (lost_line,) = [line for line in out.splitlines() if "the scheduler at" in line]
+    assert "was lost: the 1 trial(s) that came home are kept" in lost_line, out
+    assert "not run (the scheduler was lost): " in out
+    _wait_until(lambda: not cluster.alive(runner), f"{runner} did not close without its scheduler", None, 90)
+    # (an earlier test's cut worker may have kept its own attempt there too)
+    (kept,) = [d for d in cluster.unshipped_trials(runner) if read_trial(d).request.name.startswith("orphan")]
+    record = read_trial(kept)
+    assert record.request.plan.laps == long_laps
+    assert (record.outcome.end_reason, record.outcome.end_detail) == ("interrupted", SCHEDULER_LOST)
+    receipts = read_bag(kept / "robot").messages(RECEIPTS_TOPIC)
+    assert any(m.seq >= record.request.plan.n_ticks() for _, m in receipts), "no stop burst reached the robot"
+    assert receipts[-1][1].twist.linear.x == 0 and receipts[-1][1].twist.angular.z == 0
+    assert f"{record.request.name} (interrupted) not shipped" in cluster.log(runner).read_text()

@@ -214,14 +214,14 @@ def campaign_main(argv: list[str]) -> int:
     if args.cluster:
         from fieldtest.runner.cluster import run_on_cluster
 
-        ran, results, metrics, every, reruns = run_on_cluster(
-            requests, out, args.cluster, args.rerun_invalid, stop
-        )
-        left = [r for r in requests if r not in ran]
+        run = run_on_cluster(requests, out, args.cluster, args.rerun_invalid, stop)
+        results, metrics, every, reruns = run.results, run.metrics, run.every, run.reruns
+        left = [r for r in requests if r not in run.ran]
         if left:
             why = interruption(stop) if stop.is_set() else "not brought home"
+            why = "the scheduler was lost" if run.scheduler_lost else why
             say_on_stderr(f"not run ({why}): {', '.join(r.name for r in left)}")
-        requests = ran
+        requests = run.ran
     else:
         parallel = choose_parallel(args.parallel, len(requests))
         results, metrics, every, reruns = run_and_rerun(requests, out, parallel, args.rerun_invalid, stop)
@@ -236,4 +236,5 @@ def campaign_main(argv: list[str]) -> int:
         f"{len(results) - len(failed)}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}"
     )
     print("\n".join(verdict_lines(requests, metrics, reruns)))
-    return exit_code(results, stop)
+    # 1 when planned trials never came home (the cluster lost them, or its scheduler)
+    return exit_code(results, stop) or int(len(results) < planned)

@@ -13,7 +13,12 @@ lost mid-trial makes Dask run that task again on another worker. What the kit ad
   with the worker running it;
 - Ctrl-C (any run stop signal) sets a Dask ``Event`` that every running task watches: each trial
   stops as a local one does (the host first, with its stop burst) and comes home; tasks not yet
-  started return without running.
+  started return without running;
+- a worker that loses its scheduler (Dask then closes the worker) stops its running trials the same
+  way and keeps each in ``UNSHIPPED`` beside its local directory, since no one can receive it;
+- a worker given up by the scheduler (a cut link: no heartbeat for the scheduler's worker TTL) has
+  its trial re-run elsewhere; nothing the cut worker sends reaches the campaign (it is no longer
+  one of the scheduler's workers), and it closes, keeping an attempt it was still running as above.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import shutil
 import sys
@@ -59,6 +65,8 @@ CONNECT_TIMEOUT_S = 20
 PROGRESS_STEP = 0.02  # a worker reports its trial's progress in steps of this fraction
 STOP_POLL_S = 0.5
 INCOMING = ".incoming"  # where a shipped trial is unpacked before its one rename into the campaign
+UNSHIPPED = "fieldtest-unshipped"  # on a worker: trials stopped because the scheduler was lost
+SCHEDULER_LOST = "stopped: the worker lost its scheduler"
 
 
 class ClusterError(FieldtestError, RuntimeError):
@@ -89,9 +97,15 @@ def run_trial_on_worker(
 
     def watch_stop() -> None:
         while not finished.is_set():
-            if stop_event.wait(timeout=STOP_POLL_S):
+            if not _serving(worker):  # the scheduler is gone: Dask is closing this worker
                 stop.set()
                 return
+            try:
+                if stop_event.wait(timeout=STOP_POLL_S):
+                    stop.set()
+                    return
+            except Exception:  # no answer from the scheduler: the worker's status tells next round
+                time.sleep(STOP_POLL_S)
 
     watcher = threading.Thread(target=watch_stop, name="cluster-stop-watch", daemon=True)
     watcher.start()
@@ -101,6 +115,9 @@ def run_trial_on_worker(
     try:
         result = run_twin_trial(request, scratch, report, domain_id=domain_id, stop=stop)
         _record_worker(result.trial_dir, worker, mine)
+        if not _serving(worker):
+            _keep_unshipped(result.trial_dir, worker)
+            return {"not_run": True, "name": request.name, "worker": str(worker.name)}  # no one to receive it
         said: list[str] = []
         analyse(result.trial_dir, said.append)
         finished.set()
@@ -118,6 +135,30 @@ def run_trial_on_worker(
     finally:
         finished.set()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _serving(worker) -> bool:
+    from distributed.core import Status
+
+    return worker.status in (Status.running, Status.paused)
+
+
+def _keep_unshipped(trial_dir: Path, worker) -> None:
+    """A trial its worker cannot ship (the worker lost its scheduler, or was given up by it, and
+    is closing), kept where the closing leaves it (Dask deletes the worker's own directory):
+    beside that directory, in ``UNSHIPPED``."""
+    record = read_trial(trial_dir)
+    if record.outcome.end_reason == "interrupted":  # stopped by the closing, not by Ctrl-C
+        record.outcome.end_detail = SCHEDULER_LOST
+        write_trial(trial_dir, record)
+    kept = Path(worker.local_directory).parents[1] / UNSHIPPED / trial_dir.name
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(trial_dir, kept)
+    print(
+        f"worker {worker.name}: {record.request.name} ({record.outcome.end_reason}) not shipped, "
+        f"the worker having lost its scheduler; kept, not analysed, in {kept}",
+        flush=True,
+    )
 
 
 def stop_event_name(run_id: str) -> str:
@@ -247,8 +288,9 @@ class Board:
             TimeRemainingColumn(),
         )
         self.tasks = {r.name: self.progress.add_task(r.name, total=1.0, worker="waiting") for r in requests}
-        self.workers: dict[str, list[str]] = {}  # trial -> workers that started it, in order
-        self.attempts: dict[str, str] = {}
+        # (trial, round) -> the workers that started it in that round, in order: more than one
+        # when a worker was lost mid-trial
+        self.workers: dict[tuple[str, str], list[str]] = {}
         self.lock = threading.Lock()
 
     def event(self, run_id: str, message: dict[str, Any]) -> None:
@@ -256,14 +298,19 @@ class Board:
             return
         name, worker = message["trial"], message["worker_name"]  # the scheduler sets "worker" itself
         with self.lock:
-            attempt = f"{message['attempt']}@{worker}"
-            if self.attempts.get(name) != attempt:  # a new start: first, a re-run, or after a lost worker
-                self.attempts[name] = attempt
-                self.workers.setdefault(name, []).append(worker)
+            started = self.workers.setdefault((name, message["attempt"]), [])
+            if worker in started[:-1]:
+                return  # late news from a worker given up since: its attempt is not the trial's
+            if not started or started[-1] != worker:
+                started.append(worker)
         self.progress.update(self.tasks[name], completed=message["fraction"], worker=worker)
 
+    def lost_workers(self, name: str, tag: str) -> list[str]:
+        """The workers that started this round of the trial before the one that finished it."""
+        return self.workers.get((name, tag), [])[:-1]
+
     def say(self, line: str) -> None:
-        self.progress.console.print(line)
+        self.progress.console.print(line, soft_wrap=True)  # one line, whatever the terminal's width
 
 
 @dataclass
@@ -272,15 +319,17 @@ class Round:
 
     results: dict[int, TrialResult] = field(default_factory=dict)
     said: list[str] = field(default_factory=list)
+    scheduler_lost: bool = False
 
 
 class ClusterCampaign:
     """A campaign's trials on a Dask cluster, from this (the submitting) machine."""
 
-    def __init__(self, client: Client, out: Path, stop: threading.Event):
+    def __init__(self, client: Client, out: Path, stop: threading.Event, address: str):
         from distributed import Event
 
         self.client = client
+        self.address = address
         self.out = out
         self.stop = stop
         self.version = kit_version()
@@ -319,11 +368,28 @@ class ClusterCampaign:
                 self.stop_sent = True
             for future in [f for f in futures if f.done()]:
                 i = futures.pop(future)
-                self._collect(future, requests[i], i, board, done)
+                try:
+                    self._collect(future, requests[i], i, board, tag, done)
+                except Exception:
+                    if self.client.status == "running":
+                        raise
+                    done.scheduler_lost = True  # Dask cancels every future the scheduler held
+            if futures and self.client.status not in ("running", "newly-created"):
+                done.scheduler_lost = True  # (the futures' cancelling follows)
             time.sleep(0.2)
+        if done.scheduler_lost:
+            board.say(
+                f"the scheduler at {self.address} was lost: the {len(done.results)} trial(s) that came "
+                "home are kept; each worker stops its running trial (the host sends its stop burst) "
+                f"and keeps it in its {UNSHIPPED} folder; the rest are not run"
+            )
         return done
 
-    def _collect(self, future: Future, request: TrialRequest, i: int, board: Board, done: Round) -> None:
+    def _collect(
+        self, future: Future, request: TrialRequest, i: int, board: Board, tag: str, done: Round
+    ) -> None:
+        if future.status == "cancelled" and self.client.status != "running":
+            raise ClusterError(f"{request.name}: cancelled, the scheduler lost")
         if future.status != "finished":
             why = future.exception() if future.status == "error" else future.status
             line = f"{request.name}: not brought home ({type(why).__name__}: {why})"
@@ -339,8 +405,7 @@ class ClusterCampaign:
             board.say(f"{request.name}: refused: worker {payload['worker']} ran kit {payload['kit']}")
             return
         trial_dir = unpack_home(payload["archive"], payload["trial_id"], self.out)
-        started = board.workers.get(request.name, [])
-        lost = started[:-1]  # workers that started it before the one that finished it
+        lost = board.lost_workers(request.name, tag)
         note = f" (re-run: {', '.join(lost)} lost mid-trial)" if lost else ""
         board.say(f"{request.name}: {payload['end_reason']} on {payload['worker']}{note}")
         for line in payload["said"]:
@@ -375,15 +440,26 @@ def connect(address: str) -> Client:
         raise ClusterError(f"cannot reach the scheduler at {address}: {exc}") from None
 
 
+@dataclass
+class ClusterRun:
+    """What a campaign on the cluster brought home, in the campaign's order."""
+
+    ran: list[TrialRequest]  # the requests whose trials came home
+    results: list[TrialResult]  # their kept results (a valid re-run replaces an invalid trial)
+    metrics: list[Metrics | None]
+    every: list[TrialResult]  # every trial that came home, re-runs included
+    reruns: int
+    scheduler_lost: bool
+
+
 def run_on_cluster(
     requests: list[TrialRequest], out: Path, address: str, reruns: int, stop: threading.Event | None = None
-) -> tuple[list[TrialRequest], list[TrialResult], list[Metrics | None], list[TrialResult], int]:
+) -> ClusterRun:
     """The campaign's trials on the cluster at ``address``, their invalid ones re-run up to
-    ``reruns`` times on any worker. Returns (requests that ran, their kept results, their metrics,
-    every result, re-runs), in the campaign's order."""
+    ``reruns`` times on any worker."""
     out.mkdir(parents=True, exist_ok=True)
     with run_stop_event(stop) as stop, connect(address) as client:
-        campaign = ClusterCampaign(client, out, stop)
+        campaign = ClusterCampaign(client, out, stop, address)
         workers = cluster_workers(client)
         for line in check_placement(requests, workers, campaign.version):
             print(line, file=sys.stderr)
@@ -403,27 +479,26 @@ def run_on_cluster(
                 kept = dict(first.results)
                 every = [first.results[i] for i in sorted(first.results)]
                 metrics = {i: home_metrics(r.trial_dir) for i, r in kept.items()}
-                count = 0
+                count, lost = 0, first.scheduler_lost
                 for attempt in range(reruns):
                     order = sorted(kept)
                     todo = [order[j] for j in invalid_trials([metrics[i] for i in order])]
-                    if not todo or stop.is_set():
+                    if not todo or stop.is_set() or lost:
                         break
                     board.say(f"re-running {len(todo)} invalid trial(s) on any worker ...")
                     again = campaign.run_round([(i, requests[i]) for i in todo], board, f"rerun{attempt + 1}")
+                    lost = again.scheduler_lost
                     for i, result in sorted(again.results.items()):
                         every.append(result)
                         count += 1
                         if result.end_reason != "interrupted":
                             kept[i], metrics[i] = result, home_metrics(result.trial_dir)
         finally:
-            client.unsubscribe_topic(PROGRESS_TOPIC)
-            campaign.close()
+            if client.status == "running":
+                client.unsubscribe_topic(PROGRESS_TOPIC)
+                campaign.close()
+            else:  # the one line said it: not Dask's tracebacks of its reconnecting, cut short
+                logging.getLogger("distributed").setLevel(logging.CRITICAL)
     order = sorted(kept)
-    return (
-        [requests[i] for i in order],
-        [kept[i] for i in order],
-        [metrics[i] for i in order],
-        every,
-        count,
-    )
+    ran, results = [requests[i] for i in order], [kept[i] for i in order]
+    return ClusterRun(ran, results, [metrics[i] for i in order], every, count, lost)

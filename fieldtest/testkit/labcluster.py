@@ -6,8 +6,11 @@ talk TCP across the namespaces as a lab's machines do across its switch. It runs
 marked steps (``<!-- lab-step: NAME -->`` in docs/cluster.md): each machine's firewall, the
 scheduler, the workers and the campaign, with the guide's example address replaced by the
 scheduler namespace's, a worker's name by its own, and the options a test adds (``--trials``, a
-scratch folder of its own). A worker may run another kit: a copy of this one with one file
-changed, imported through PYTHONPATH. Needs root (namespaces, nftables).
+scratch folder of its own), and the scheduler's worker TTL shortened to the test's. A worker may
+run another kit: a copy of this one with one file changed, imported through PYTHONPATH; ``hooks``
+is a folder put first on every worker's PYTHONPATH (a test's ``sitecustomize``). The test can
+kill a worker or the scheduler, and cut a worker's link at the lab's switch. Needs root
+(namespaces, nftables).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ CLUSTER_GUIDE = KIT_ROOT / "docs" / "cluster.md"
 EXAMPLE_SCHEDULER = "192.168.1.40"
 EXAMPLE_WORKER_NAME = "--name lab-pc-1"
 EXAMPLE_CAMPAIGN = "trials/twin-networks.yaml"
+EXAMPLE_WORKER_TTL = "WORKER_TTL=60s"
 SCHEDULER, HOME = "scheduler", "home"
 START_TIMEOUT_S = 180.0  # a worker imports the kit and checks its capabilities first
 
@@ -56,17 +60,20 @@ class LabCluster:
     """``with LabCluster(folder, [WorkerSpec("a"), ...]) as cluster:`` the scheduler and workers
     running; ``cluster.campaign(file, options)`` starts a submission from the home namespace."""
 
-    def __init__(self, folder: Path, workers: list[WorkerSpec]):
+    def __init__(
+        self, folder: Path, workers: list[WorkerSpec], worker_ttl_s: int = 60, hooks: Path | None = None
+    ):
         self.folder = folder
         self.specs = {spec.name: spec for spec in workers}
+        self.worker_ttl_s = worker_ttl_s
+        self.hooks = hooks
         self.steps = guide_steps(CLUSTER_GUIDE)
         self.topo = Topology("ideal", nodes=[SCHEDULER, *self.specs, HOME], wireless=[])
         self.procs: dict[str, subprocess.Popen] = {}
         self.address = f"tcp://{self.topo.address(SCHEDULER)}:8786"
         try:
             self._firewall(SCHEDULER, "scheduler-firewall")
-            script = self._guide("scheduler")
-            self._start(SCHEDULER, script, "Scheduler at:")
+            self.start_scheduler()
             for name in self.specs:
                 self._firewall(name, "worker-firewall")
                 self.start_worker(name)
@@ -86,6 +93,16 @@ class LabCluster:
         )
         if done.returncode != 0:
             raise LabClusterError(f"{step} in {node}: {done.stderr.strip()}")
+
+    def start_scheduler(self) -> None:
+        """The guide's scheduler command (again, after ``kill_scheduler``)."""
+        ttl = (
+            EXAMPLE_WORKER_TTL,
+            f"WORKER_TTL={self.worker_ttl_s}s",
+            "the test's: a cut worker given up soon",
+        )
+        script = adapted(self._guide("scheduler"), [ttl])
+        self._start(SCHEDULER, script, "Scheduler at:")
 
     def log(self, node: str) -> Path:
         return self.folder / f"{node}.log"
@@ -115,8 +132,10 @@ class LabCluster:
         script = adapted(self._guide("worker"), [(EXAMPLE_WORKER_NAME, f"--name {name}", "its own name")])
         script += " " + " ".join([*spec.options, "--local-directory", str(self.scratch(name))])
         env = dict(os.environ)
-        if spec.other_kit:
-            env["PYTHONPATH"] = str(self._other_kit())
+        paths = [self._other_kit()] if spec.other_kit else []
+        paths += [self.hooks] if self.hooks is not None else []
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(str(path) for path in paths)
         self._start(name, script, "Registered to:", env)
 
     def _other_kit(self) -> Path:
@@ -136,8 +155,26 @@ class LabCluster:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    def kill_scheduler(self) -> None:
+        """SIGKILL the scheduler, as a crash or a power cut of its machine would end it."""
+        self.kill_worker(SCHEDULER)
+
+    def cut_link(self, name: str, cut: bool = True) -> None:
+        """Take ``name``'s port on the lab's switch down (a pulled cable: nothing reaches the other
+        end, no connection is closed), or up again."""
+        port = self.topo.links[name].port
+        subprocess.run(
+            ["ip", "-n", self.topo.switch_ns, "link", "set", "dev", port, "down" if cut else "up"], check=True
+        )
+
     def alive(self, name: str) -> bool:
         return self.procs[name].poll() is None
+
+    def unshipped_trials(self, name: str) -> list[Path]:
+        """The trials worker ``name`` stopped and kept because it lost its scheduler."""
+        from fieldtest.runner.cluster import UNSHIPPED
+
+        return sorted(p for p in (self.scratch(name) / UNSHIPPED).glob("*") if (p / "trial.yaml").is_file())
 
     def streaming_trials(self, name: str) -> list[Path]:
         """The trial directories on worker ``name`` whose host has started streaming."""
