@@ -303,7 +303,8 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
     serve = [
         "serve", *common, "--bind", twin.natnet_address,
         "--rate", f"{twin.mocap_rate_hz:g}", "--noise-mm", f"{twin.mocap_noise_m * 1000:g}",
-        "--invalid-prob", f"{twin.mocap_dropout:g}", "--seed", str(request.seed),
+        "--invalid-prob", f"{twin.mocap_dropout:g}", "--latency-ms", f"{twin.mocap_latency_s * 1000:g}",
+        "--seed", str(request.seed),
         "--source", "feed", *(["--feed-bind", twin.truth_socket] if twin.truth_socket else []),
         "--feed-port", str(twin.truth_port), "--realtime",
     ]  # fmt: skip
