@@ -5,7 +5,9 @@
 2. ``start_in_order``: the processes, the robot before the host; once a stop signal has arrived
    (the run's stop event, ``procs.run_stop_event``: SIGINT, SIGTERM, SIGHUP) no further one starts;
 3. the run: the caller's loop raises ``Interrupted`` when the stop event is set;
-4. stop (the caller's: host first, so its stop burst reaches a robot that still listens);
+4. stop (the caller's: host first, so its stop burst reaches a robot that still listens); after a
+   completed run ``record_rest_after_run`` keeps the recording going until it holds the rest after
+   the planned end that the drift's closing reads (bounded: a lagging or dead source cannot hang it);
 5. ``finish_record``: end reason, CPU, the caller's outcome fields, cut-off bags repaired;
 6. ``analyse``: metrics.json and the report, one line if the trial cannot be analysed.
 
@@ -17,11 +19,13 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fieldtest.plan import REST_AFTER_S, SquarePlan
 from fieldtest.procs import interruption
 from fieldtest.record import (
     ANALYSIS_DIR,
@@ -44,6 +48,12 @@ if TYPE_CHECKING:
 HOST_KILLED_CODES = (-signal.SIGKILL, 137)  # no stop burst from it
 HOST_STOPPED_CODES = (130, 143, -signal.SIGINT, -signal.SIGTERM)  # stopped after its stop burst
 EXIT_INTERRUPTED = 130  # as for SIGINT
+# How long after the host's end the recording may wait for the rest after the run: a loaded
+# machine's robot side lagged the host by seconds; a source that is further behind counts as dead,
+# and so does a ground truth whose tracked frames stopped arriving this long ago.
+REST_RECORDING_LIMIT_S = 20.0
+MOCAP_SILENT_S = 3.0
+REST_POLL_S = 0.1
 
 
 @dataclass
@@ -83,6 +93,78 @@ def host_exit_kind(code: int | None) -> EndReason:
     if code in HOST_STOPPED_CODES:
         return "host-stopped"
     return "error"
+
+
+@dataclass(frozen=True)
+class RecordingProgress:
+    """How far a trial's recording got, by its own stamps (host clock, ns)."""
+
+    mocap_running: bool = False  # False: no ground truth to wait for (none recorded, or its recorder stopped)
+    mocap_moved_ns: int | None = None  # the ground truth first saw the robot move
+    mocap_last_ns: int | None = None  # the latest tracked frame
+    robot_stop_logged: bool = True  # the robot side logged the host's stop burst (or cannot any more)
+
+
+def rest_window_end_ns(plan: SquarePlan, moved_ns: int | None, stream_start_ns: int | None) -> int | None:
+    """When the rest after the planned end is over on the ground truth's stamps: the analysis counts
+    the laps from the motion start it finds there (the recording's first move; it finds the start a
+    little earlier), else from the plan's first moving command."""
+    start = moved_ns
+    if start is None and stream_start_ns is not None:
+        start = stream_start_ns + round(plan.start_delay_s * 1e9)
+    return None if start is None else start + round((plan.motion_s + REST_AFTER_S[1]) * 1e9)
+
+
+def rest_missing(progress: RecordingProgress, plan: SquarePlan, stream_start_ns: int | None) -> str:
+    """What the recording still lacks of the rest after the run ('' once it holds it)."""
+    missing = []
+    end_ns = rest_window_end_ns(plan, progress.mocap_moved_ns, stream_start_ns)
+    if progress.mocap_running and end_ns is not None:
+        last = progress.mocap_last_ns
+        if last is None or last < end_ns:
+            short = "no tracked frame" if last is None else f"{(end_ns - last) / 1e9:.2f} s short"
+            missing.append(f"ground truth {short} of the rest {REST_AFTER_S[1]:g} s after the planned end")
+    if not progress.robot_stop_logged:
+        missing.append("the robot side has not logged the stop burst")
+    return "; ".join(missing)
+
+
+def record_rest_after_run(
+    progress: Callable[[], RecordingProgress],
+    plan: SquarePlan,
+    stream_start_ns: int | None,
+    stop: threading.Event | None = None,
+    limit_s: float = REST_RECORDING_LIMIT_S,
+) -> str:
+    """Wait, the recording going on, until ``progress()`` holds the rest after the planned end (the
+    drift's closing reads the robot's rest pose there). Returns '' then, or a note for the record
+    when ``limit_s`` or a stop signal ended the wait first. Call it after the host's stop burst:
+    the robot must not be left moving while the recording goes on."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        state = progress()
+        missing = rest_missing(state, plan, stream_start_ns)
+        if not missing:
+            return ""
+        silent = state.mocap_running and (
+            state.mocap_last_ns is None or time.time_ns() - state.mocap_last_ns > MOCAP_SILENT_S * 1e9
+        )
+        if silent or time.monotonic() >= deadline:
+            why = (
+                f"no tracked frame for {MOCAP_SILENT_S:g} s"
+                if silent
+                else f"{limit_s:g} s after the host's end"
+            )
+            return (
+                f"the recording stopped ({why}) without the rest after the run ({missing}): "
+                "the drift's closing is taken at the end of the last lap"
+            )
+        if stop is not None and stop.wait(REST_POLL_S):
+            return (
+                f"the recording stopped for {interruption(stop)} without the rest after the run ({missing})"
+            )
+        if stop is None:
+            time.sleep(REST_POLL_S)
 
 
 def finish_record(

@@ -20,6 +20,9 @@ CREATE3_OVERRIDE_MAX_SPEED_MPS = 0.46
 CREATE3_WHEEL_ACCEL_MPS2 = 0.9
 MAX_COMMAND_RATE_HZ = 100.0
 SIDES_PER_LAP = 4
+# After the planned end the robot stands still: the drift's closing takes its rest pose from this
+# window (seconds after the motion's planned end), and the runners keep recording until it is covered.
+REST_AFTER_S = (0.5, 1.0)
 _TICK_TOLERANCE = 1e-6
 
 

@@ -44,7 +44,7 @@ from fieldtest.labrun.rehearsal.rehearsal import (
 from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
-from fieldtest.record import RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.record import MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -220,6 +220,33 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay
         "Arrival stamp: **reception** (rmw_fastrtps_cpp"
         in (result.trial_dir / "analysis" / "report.md").read_text()
     )
+
+
+# Beyond what the robot side's stop took after the host's end on a loaded machine (7.4 s), within the
+# runners' bound (lifecycle.REST_RECORDING_LIMIT_S)
+MOCAP_LAG_S = 10.0
+
+
+def test_a_ground_truth_lagging_the_host_is_recorded_until_the_rest_after_the_run(tmp_path):
+    """Motive's frames leave MOCAP_LAG_S after their exposure, as a loaded machine's robot and mocap
+    side lag the host: the recording still goes on until it holds the robot's rest after the planned
+    end, so the drift closes on the rest pose and the replay gives its closing beside it."""
+    result, base, messages = _rehearse(tmp_path, SimulatedLab(mocap_latency_s=MOCAP_LAG_S))
+    assert result.end_reason == "completed", (result.detail, messages)
+    assert not base["moving"]
+    record = read_trial(result.trial_dir)
+    plan = record.request.plan
+    metrics = _metrics(result.trial_dir)
+    drift = metrics["drift"]
+    assert drift.get("closing", {}).get("end_pose") == "rest after the run", (drift, record.outcome.warnings)
+    assert metrics["drift_causes"]["replay_closing_m"] is not None
+    assert not [w for w in record.outcome.warnings if "without the rest after the run" in w]
+    # the ground truth did lag: its last tracked frame arrived after the host's stream had ended
+    # by more than the lag and the rest window together
+    poses = read_bag(result.trial_dir / MOCAP_BAG).messages(MOCAP_POSE_TOPIC)
+    last_pose_ns = max(t for t, _ in poses)
+    stream_end_ns = record.outcome.stream_start_ns + round(plan.total_s * 1e9)
+    assert last_pose_ns - stream_end_ns >= (MOCAP_LAG_S + 1.0) * 1e9, (last_pose_ns - stream_end_ns) / 1e9
 
 
 def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):

@@ -1,6 +1,7 @@
 """End to end through the trial runner: every process separate, real middlewares, real NatNet."""
 
 import inspect
+import json
 import re
 import signal
 import subprocess
@@ -219,6 +220,30 @@ def test_killed_host_stops_the_robot_within_the_watchdog(tmp_path):
     assert settled.sum() > 5
     assert np.ptp(xy[settled], axis=0).max() < 1e-4 and np.ptp(yaw[settled]) < 1e-4
     assert len(read_bag(result.trial_dir / "host").messages(CMD_VEL_TOPIC)) > 20
+
+
+MOCAP_LAG_S = 10.0  # the ground truth behind the host by far more than any fixed grace, within the bound
+
+
+def test_a_ground_truth_lagging_the_host_is_recorded_until_the_rest_after_the_run(tmp_path):
+    """The NatNet emulator's frames leave MOCAP_LAG_S after their exposure: the runner keeps the robot
+    and the recorder going until the ground truth holds the rest after the planned end, so the drift
+    closes on the rest pose with the replay's closing beside it."""
+    request = TrialRequest(
+        name="mocap-lag",
+        plan=QUICK_PLAN,
+        transport={"middleware": "zenoh-peer"},
+        twin={"mocap_latency_s": MOCAP_LAG_S},
+    )
+    result = run_twin_trial(request, tmp_path)
+    assert result.end_reason == "completed", result.detail
+    analyze_trial(result.trial_dir, plots=False)
+    metrics = json.loads((result.trial_dir / "analysis" / "metrics.json").read_text())
+    record = read_trial(result.trial_dir)
+    drift = metrics["drift"]
+    assert drift.get("closing", {}).get("end_pose") == "rest after the run", (drift, record.outcome.warnings)
+    assert metrics["drift_causes"]["replay_closing_m"] is not None
+    assert metrics["motion"]["start_lag_s"] > MOCAP_LAG_S  # the ground truth did lag the commands
 
 
 @pytest.mark.parametrize("middleware", ["dds", "fastdds"])

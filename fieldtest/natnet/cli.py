@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedReceiver
@@ -90,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--local", default="0.0.0.0", help="local interface address (multicast join)")
     record.add_argument("--connect-timeout", type=float, default=10.0)
     record.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    record.add_argument(
+        "--status",
+        type=Path,
+        default=None,
+        help="JSON file of how far the recording got, rewritten 5 times a second",
+    )
 
     probe = sub.add_parser("probe", help="connect for a few seconds and print what the server streams")
     _add_connection_args(probe, server=False)
@@ -103,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _pose_source(args):
     if args.source == "feed":
-        return PoseFeedReceiver(args.feed_bind, args.feed_port)
+        # a frame sent latency after its exposure shows the pose at its exposure: keep that much past
+        return PoseFeedReceiver(args.feed_bind, args.feed_port, history_s=args.latency_ms / 1000.0 + 0.5)
     if args.source == "static":
         try:
             x, y, z, yaw_deg = (float(v) for v in args.static_pose.split(","))
@@ -199,7 +207,7 @@ def _recorder_config(args) -> RecorderConfig:
 
 
 def record_main(args) -> int:
-    recorder = MocapRecorder(args.bag_dir, _recorder_config(args))
+    recorder = MocapRecorder(args.bag_dir, _recorder_config(args), status_path=args.status)
     settle_heap()
     with stop_on_signals() as stop:
         print(f"mocap recorder: {args.server} ({args.mode}) -> {args.bag_dir}", flush=True)

@@ -9,11 +9,14 @@ UDP keeps the two processes decoupled: neither blocks on the other, a restarted 
 resumes sending, and a lost datagram costs one sample. The receiver is itself a pose source for
 the emulator: asked for the pose at a frame's exposure time it interpolates between the last
 two samples (or extrapolates a little past the newest), so a robot stepping at 100 Hz still
-yields smooth 120 or 360 Hz frames. A feed silent for ``stale_s`` counts as occlusion.
+yields smooth 120 or 360 Hz frames. A feed silent for ``stale_s`` counts as occlusion. With
+``history_s`` it keeps that much of the past, for an emulator whose frames leave a latency after
+their exposure (each frame then still shows the pose at its exposure time).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import socket
 import struct
@@ -96,6 +99,7 @@ class PoseFeedReceiver:
         port: int = DEFAULT_FEED_PORT,
         stale_s: float = 0.25,
         max_extrapolate_s: float = 0.05,
+        history_s: float = 0.0,
     ):
         if bind.startswith("/"):  # Unix datagram socket path (see PoseFeedSender)
             self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -108,8 +112,9 @@ class PoseFeedReceiver:
         self._sock.setblocking(False)
         self.stale_s = stale_s
         self.max_extrapolate_s = max_extrapolate_s
-        self._prev: _Sample | None = None
-        self._last: _Sample | None = None
+        self.history_s = history_s
+        self._samples: list[_Sample] = []  # oldest first: the last two, or history_s of them
+        self._times: list[float] = []
         self.samples = 0
         self.rejected = 0
 
@@ -126,18 +131,28 @@ class PoseFeedReceiver:
             except PoseFeedError:
                 self.rejected += 1
                 continue
-            if self._last is not None and t <= self._last.t:
+            if self._times and t <= self._times[-1]:
                 continue  # reordered or repeated datagram
-            self._prev, self._last = self._last, _Sample(t, pose)
+            self._samples.append(_Sample(t, pose))
+            self._times.append(t)
             self.samples += 1
+        keep_from = bisect.bisect_left(self._times, self._times[-1] - self.history_s) if self._times else 0
+        drop = min(keep_from, len(self._times) - 2)
+        if drop > 0:
+            del self._samples[:drop], self._times[:drop]
 
     def __call__(self, t: float) -> Pose | None:
         """Pose at wall time ``t`` (None: occluded, no sample yet, or the feed went quiet)."""
         self._drain()
-        last, prev = self._last, self._prev
-        if last is None or last.pose is None or t - last.t > self.stale_s:
+        if not self._samples or t - self._times[-1] > self.stale_s:
             return None
-        if prev is None or prev.pose is None or last.t - prev.t <= 0:
+        i = bisect.bisect_right(self._times, t)
+        if i >= len(self._samples):  # past the newest: the last two samples, extrapolated a little
+            i = len(self._samples) - 1
+        prev, last = self._samples[max(i - 1, 0)], self._samples[i]
+        if last.pose is None:
+            return None if t >= last.t else prev.pose
+        if prev.pose is None or last.t - prev.t <= 0:
             return last.pose
         a = (min(t, last.t + self.max_extrapolate_s) - prev.t) / (last.t - prev.t)
         return _blend(prev.pose, last.pose, max(a, 0.0))

@@ -14,10 +14,16 @@ receive timestamp where available, else ``time.time_ns()`` after recv; both the 
   (frame-number gaps) and invalid frames can be counted later;
 - ``MOCAP_POSE_TOPIC`` geometry_msgs/PoseStamped, frame "mocap", robot-world axes (Z up): only
   for frames where the rigid body is tracked. Nothing is interpolated.
+
+While it records, ``stats`` says how far the ground truth got by its own stamps: the latest tracked
+frame and when the rigid body first moved away from where it stood (the runners keep recording
+until the rest after the run is in; ``--status`` writes the same to a file for another process).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import platform
 import select
 import socket
@@ -38,6 +44,11 @@ MOCAP_FRAME_ID = "mocap"
 # After a frame was read, this many unreadable frames in a row stop the recorder (a single corrupt
 # datagram does not; a stream that changed its layout does). Before any frame was read, one does.
 MAX_UNREADABLE_RUN = 10
+# The rigid body moved once it is this far from where it was first tracked, and stays away this long
+# (the analysis's own motion threshold and sustain, fieldtest.analysis.metrics.motion).
+MOVED_M = 0.010
+MOVED_SUSTAIN_S = 0.2
+STATUS_PERIOD_S = 0.2
 
 # Kernel receive timestamps (Linux SO_TIMESTAMPNS, CLOCK_REALTIME like time.time_ns()): a frame's
 # stamp is when it reached this machine, not when Python got round to reading it, so a stall of
@@ -114,6 +125,8 @@ class RecorderStats:
     last_frame: int | None = None
     errors: list[str] = field(default_factory=list)
     fatal: str | None = None  # why the recorder stopped on its own (it refuses what it cannot read)
+    last_valid_ns: int | None = None  # arrival of the latest tracked frame
+    moved_ns: int | None = None  # arrival of the first tracked frame MOVED_M from the first (sustained)
 
     def summary(self) -> str:
         text = (
@@ -127,9 +140,13 @@ class RecorderStats:
 class MocapRecorder:
     """``connect()`` then ``run(stop_event)``; or ``start()`` / ``stop()`` for a background thread."""
 
-    def __init__(self, bag_dir: str | Path, config: RecorderConfig | None = None):
+    def __init__(
+        self, bag_dir: str | Path, config: RecorderConfig | None = None, status_path: Path | None = None
+    ):
         self.config = (config or RecorderConfig()).check()
         self.bag_dir = Path(bag_dir)
+        self.status_path = status_path  # progress for another process (``progress()``), if given
+        self._status_due = 0.0
         self.stats = RecorderStats()
         self.server_info: nn.ServerInfo | None = None
         self.models: nn.ModelDefinitions | None = None
@@ -149,6 +166,8 @@ class MocapRecorder:
         self._unreadable_run = 0
         # the last tracked position (world frame, Z up) and when it came (time.monotonic)
         self.latest_position: tuple[tuple[float, float, float], float] | None = None
+        self._standing_xy: tuple[float, float] | None = None  # where the body was first tracked
+        self._away_since_ns: int | None = None
 
     # --- sockets ------------------------------------------------------------------------------
 
@@ -337,8 +356,55 @@ class MocapRecorder:
         if valid and body is not None:
             position, orientation = stream_to_world(body.position, body.orientation, self.config.up_axis)
             self.latest_position = (position, time.monotonic())  # world frame: the lab's geofence reads it
+            self._watch_motion(position, recv_ns)
             pose = rosmsg.pose_stamped(recv_ns, MOCAP_FRAME_ID, position, orientation)
             writer.write(MOCAP_POSE_TOPIC, rosmsg.POSE_STAMPED, recv_ns, pose)
+
+    def _watch_motion(self, position: tuple[float, float, float], recv_ns: int) -> None:
+        stats = self.stats
+        stats.last_valid_ns = recv_ns
+        if self._standing_xy is None:
+            self._standing_xy = (position[0], position[1])
+            return
+        if stats.moved_ns is not None:
+            return
+        away = math.dist(self._standing_xy, position[:2]) > MOVED_M
+        if not away:
+            self._away_since_ns = None
+        elif self._away_since_ns is None:
+            self._away_since_ns = recv_ns
+        elif recv_ns - self._away_since_ns >= MOVED_SUSTAIN_S * 1e9:
+            stats.moved_ns = self._away_since_ns
+
+    def watch_motion_from_here(self) -> None:
+        """Count motion from where the rigid body stands now (the lab's go: the robot was placed before)."""
+        self._standing_xy = None
+        self._away_since_ns = None
+        self.stats.moved_ns = None
+
+    def progress(self) -> dict[str, int | bool | None]:
+        """How far the ground truth got (the ``--status`` file's content)."""
+        stats = self.stats
+        return {
+            "frames": stats.frames,
+            "valid": stats.valid,
+            "last_valid_ns": stats.last_valid_ns,
+            "moved_ns": stats.moved_ns,
+            "running": self.running,
+        }
+
+    @property
+    def running(self) -> bool:
+        """Still recording: not closed, and not stopped on its own."""
+        return not self._closed and self.stats.fatal is None
+
+    def _write_status(self, now: float, final: bool = False) -> None:
+        if self.status_path is None or (now < self._status_due and not final):
+            return
+        self._status_due = now + STATUS_PERIOD_S
+        tmp = self.status_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.progress()) + "\n")
+        tmp.replace(self.status_path)
 
     def _count_frame_number(self, number: int, recv_ns: int, mocap_s: float) -> None:
         stats = self.stats
@@ -395,6 +461,7 @@ class MocapRecorder:
                         self._send(nn.pack_connect())  # the server may have restarted and forgotten us
                         self._last_frame_mono = now
                 self._receive_once(0.1)
+                self._write_status(now)
                 self._raise_if_failed()
         finally:
             self.close()
@@ -428,6 +495,7 @@ class MocapRecorder:
         if self._closed:
             return
         self._closed = True
+        self._write_status(time.monotonic(), final=True)
         if self.server_info is not None:
             self._send(nn.pack_message(nn.NAT_DISCONNECT))
         self._close_sockets()

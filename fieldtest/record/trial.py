@@ -60,6 +60,7 @@ class TwinSettings(BaseModel):
     mocap_rate_hz: float = 120.0
     mocap_noise_m: float = 0.0002
     mocap_dropout: float = 0.0  # probability that a frame is tracking-invalid
+    mocap_latency_s: float = Field(0.0, ge=0.0)  # a frame leaves the emulator this long after its exposure
     mocap_up_axis: Literal["y", "z"] = "y"
     # Where the twin's processes meet on this machine (the runner picks free ports per trial).
     natnet_address: str = "127.0.0.1"  # NatNet server address (unicast) the recorder talks to

@@ -2,7 +2,9 @@
 or each machine in its own network namespace on emulated links.
 
 Start order: broker/router (if the middleware has one) -> NatNet emulator -> mocap recorder ->
-twin robot -> host streamer. The host ends the trial; everything else is then stopped with SIGTERM,
+twin robot -> host streamer. The host ends the trial; after a completed run the robot and the recorder
+go on until the ground truth holds the rest after the planned end (``lifecycle.record_rest_after_run``);
+everything else is then stopped with SIGTERM,
 cut-off bags are repaired and ``trial.yaml`` gets its outcome (``fieldtest.lifecycle``, shared
 with the lab runner); ``batches`` analyses it.
 """
@@ -10,6 +12,7 @@ with the lab runner); ``batches`` analyses it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 import signal
@@ -22,10 +25,12 @@ from typing import TYPE_CHECKING
 
 from fieldtest.lifecycle import (
     Interrupted,
+    RecordingProgress,
     TrialResult,
     finish_record,
     host_exit_kind,
     open_record,
+    record_rest_after_run,
     start_in_order,
 )
 from fieldtest.machine import MachineMonitor
@@ -61,7 +66,8 @@ STOP_ORDER = [
 ]  # the host first: its stop burst needs a robot
 BRIDGE_PROCESSES = ("bridge_host", "bridge_robot", "router")  # bridged Zenoh; stopped after the above
 FORWARD_PROBE_FILE = "logs/forward_probe.json"
-STOP_GRACE_S = 1.5  # after the host ends: time for the robot to log the stop burst and halt
+MOCAP_STATUS_FILE = "logs/mocap_status.json"  # how far the recorder got (fieldtest.natnet.recorder)
+STOP_GRACE_S = 1.5  # after the host ends, at least: time for the robot to log the stop burst and halt
 
 
 def _lease_domain(request: TrialRequest, preferred: int) -> DomainLease:
@@ -297,13 +303,14 @@ def _natnet_args(request: TrialRequest, trial_dir: Path) -> tuple[list[str], lis
     serve = [
         "serve", *common, "--bind", twin.natnet_address,
         "--rate", f"{twin.mocap_rate_hz:g}", "--noise-mm", f"{twin.mocap_noise_m * 1000:g}",
-        "--invalid-prob", f"{twin.mocap_dropout:g}", "--seed", str(request.seed),
+        "--invalid-prob", f"{twin.mocap_dropout:g}", "--latency-ms", f"{twin.mocap_latency_s * 1000:g}",
+        "--seed", str(request.seed),
         "--source", "feed", *(["--feed-bind", twin.truth_socket] if twin.truth_socket else []),
         "--feed-port", str(twin.truth_port), "--realtime",
     ]  # fmt: skip
     record = [
         "record", str(trial_dir / MOCAP_BAG), *common, "--server", twin.natnet_address,
-        "--rigid-body-id", str(request.rigid_body_id),
+        "--rigid-body-id", str(request.rigid_body_id), "--status", str(trial_dir / MOCAP_STATUS_FILE),
     ]  # fmt: skip
     return serve, record
 
@@ -433,6 +440,21 @@ def _wait_for_host(
     progress(1.0)
 
 
+def _mocap_progress(procs: ProcessGroup, trial_dir: Path) -> RecordingProgress:
+    """The recorder process's status file; a recorder that exited is not waited for."""
+    recorder = procs.procs.get("recorder")
+    try:
+        status = json.loads((trial_dir / MOCAP_STATUS_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        status = {}
+    running = recorder is not None and recorder.popen.poll() is None and status.get("running", True)
+    return RecordingProgress(
+        mocap_running=bool(running),
+        mocap_moved_ns=status.get("moved_ns"),
+        mocap_last_ns=status.get("last_valid_ns"),
+    )
+
+
 def _end_reason(host_code: int | None) -> tuple[EndReason, str]:
     kind = host_exit_kind(host_code)
     detail = {
@@ -468,11 +490,13 @@ def _finish_record(
     link_simulator: dict | None = None,
     link_traffic: dict | None = None,
     link_forwarder: dict | None = None,
+    notes: list[str] | None = None,
 ) -> None:
 
     def fill(record: TrialRecord) -> None:
         outcome = record.outcome
         outcome.link_traffic = link_traffic or {}
+        outcome.warnings += notes or []
         if machine:
             outcome.stack["machine"] = machine
         if link_simulator:  # a simulated link that fell behind real time makes the trial invalid
@@ -555,6 +579,7 @@ def _run_in_network(
     procs = ProcessGroup(trial_dir / "logs")
     reason: EndReason = "error"
     detail, link = "", {}
+    notes: list[str] = []
     monitor = MachineMonitor()  # the machine's own disturbance over the trial (steal, pressure, wake-ups)
     try:
         net.check_faults(request.faults)
@@ -572,8 +597,13 @@ def _run_in_network(
                 net.start_forwarder_record()
                 _wait_for_host(procs, request, net, progress, kill_host_at_s, stop)
                 monitor.stop()  # the window ends with the stream: shutdown work is not the trial's
-                time.sleep(STOP_GRACE_S)
+                host_ended = time.monotonic()
                 reason, detail = _end_reason(procs.procs["host"].popen.returncode)
+                if reason == "completed":
+                    recorded = functools.partial(_mocap_progress, procs, trial_dir)
+                    if note := record_rest_after_run(recorded, request.plan, _stream_start_ns(procs), stop):
+                        notes.append(note)
+                time.sleep(max(0.0, host_ended + STOP_GRACE_S - time.monotonic()))
             finally:
                 # On every path, and before the router or broker goes: the host first, so that its
                 # stop burst still reaches a listening robot through them.
@@ -588,7 +618,7 @@ def _run_in_network(
         traffic = net.stop_capture(request.transport)
         forwarder = net.link_forwarder()
         _finish_record(
-            trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic, forwarder
+            trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic, forwarder, notes
         )
     return TrialResult(trial_dir, reason, detail)
 

@@ -16,10 +16,9 @@ from fieldtest.analysis.metrics.stats import (
     summary,
     wrap_angle,
 )
-from fieldtest.plan import SquarePlan
+from fieldtest.plan import REST_AFTER_S, SquarePlan
 
 GRID_STEP_S = 0.01
-REST_AFTER_S = (0.5, 1.0)  # window after the planned end where the robot stands still
 # A lap boundary is a step change of speed: position from a line fitted to the samples before it (the
 # in-place turn, or the rest before the start), heading from those after it (the next side, or the rest
 # after the run), each window this far from the boundary so a start a few ms off stays on its side.

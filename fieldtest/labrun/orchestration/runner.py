@@ -14,7 +14,10 @@ Per trial:
 5. confirmation (robot at the start pose?) and a countdown, then the go file;
 6. the host streams the plan and exits; the runner watches it (and the stop signals);
 7. stop: host first (its stop burst must reach a robot that still listens), robot, recorder - on
-   every path, and if the host cannot confirm its stop burst, an emergency stop: zero commands
+   every path; after a completed run the robot side and the recorder go on until the recording
+   holds the robot's rest after the planned end (``lifecycle.record_rest_after_run``: the drift's
+   closing reads it; bounded, a note if the bound ends it). If the host cannot confirm its stop
+   burst, an emergency stop: zero commands
    published on the robot's own graph to the base (over ssh, ``RobotSide.emergency_stop``), which
    needs neither the link nor the bridge, router or broker the host launch has just stopped; then
    the robot's recording is copied in, ``trial.yaml`` gets its outcome and the analysis runs.
@@ -70,12 +73,14 @@ from fieldtest.labrun.orchestration.preflight import (
 from fieldtest.labrun.orchestration.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.lifecycle import (
     Interrupted,
+    RecordingProgress,
     TrialResult,
     analyse,
     finish_record,
     host_exit_kind,
     not_run,
     open_record,
+    record_rest_after_run,
     start_in_order,
 )
 from fieldtest.procs import ProcessGroup, ignored_stop_signals, interruption, run_stop_event
@@ -90,7 +95,7 @@ ROBOT_PREFLIGHT = f"{CONTROL_DIR}/robot_preflight.json"
 PREFLIGHT_FILE = f"{CONTROL_DIR}/preflight.json"
 ROBOT_ARGS_FILE = f"{CONTROL_DIR}/robot_launch_args.json"  # what the robot launch (and its e-stop) got
 POLL_S = 0.25
-STOP_GRACE_S = 1.5  # after the host's stop burst: let the robot log it before it stops
+STOP_GRACE_S = 1.5  # after a stopped run's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
 # Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
 ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
@@ -234,6 +239,8 @@ class _Trial:
         self.recorder: Any = None
         self.checks: list[CheckResult] = []
         self.go_sent = False
+        self.run_completed = False  # the host streamed the whole plan: the rest after it is recorded
+        self.robot_stop_logged = False
         self.robot_exited_mid_trial = False
         self.stopped_by_runner = False
         self.notes: list[str] = []
@@ -301,9 +308,19 @@ class _Trial:
         self.procs.start("host", argv)
 
     def stop_everything(self) -> None:
-        """Host (stop burst), grace, robot, recorder. Never raises; every step runs."""
+        """Host (stop burst), the rest after the run recorded (or a grace), robot, recorder. Never
+        raises; every step runs."""
         self._stop_host()
-        time.sleep(STOP_GRACE_S if self.go_sent else 0.2)
+        if self.run_completed:
+            host = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS) or {}
+            note = record_rest_after_run(
+                self._recording_progress, self.request.plan, host.get("stream_start_ns"), self.runner.stop
+            )
+            if note:
+                self.notes.append(note)
+                self.runner.say(f"  {note}")
+        else:
+            time.sleep(STOP_GRACE_S if self.go_sent else 0.2)
         try:
             self.options.robot.stop(self.trial_id)
         except RemoteError as exc:
@@ -321,6 +338,26 @@ class _Trial:
         if self.recorder is not None:
             stats = self.recorder.stop()
             self.notes.append(f"mocap: {stats.summary()}")
+
+    def _recording_progress(self) -> RecordingProgress:
+        """The mocap recorder's stamps and whether the robot side has logged the stop burst (its
+        status, rewritten twice a second); a side that has stopped is not waited for."""
+        robot_running = self.robot_proc is not None and self.robot_proc.poll() is None
+        if robot_running and not self.robot_stop_logged:
+            try:
+                status = self.options.robot.read_json(self.trial_id, ROBOT_STATUS) or {}
+            except RemoteError:
+                status = {}
+            self.robot_stop_logged = (status.get("last_seq") or -1) >= self.request.plan.n_ticks()
+        recorder = self.recorder
+        if recorder is None:
+            return RecordingProgress(robot_stop_logged=self.robot_stop_logged or not robot_running)
+        return RecordingProgress(
+            mocap_running=recorder.running,
+            mocap_moved_ns=recorder.stats.moved_ns,
+            mocap_last_ns=recorder.stats.last_valid_ns,
+            robot_stop_logged=self.robot_stop_logged or not robot_running,
+        )
 
     def _stop_host(self) -> None:
         host = self.procs.procs.get("host")
@@ -443,6 +480,8 @@ class _Trial:
                 raise AbortTrial(exited)
 
     def stream(self) -> tuple[EndReason, str]:
+        if self.recorder is not None:  # the robot was placed before: motion counts from its pose at the go
+            self.recorder.watch_motion_from_here()
         (self.trial_dir / CONTROL_DIR / GO_FILE).touch()
         self.go_sent = True
         self.runner.say("  GO")
@@ -464,7 +503,11 @@ class _Trial:
                     f"see {self.trial_dir}/logs/robot.log"
                 )
             self._wait(POLL_S)
-        return host_end_reason(host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS))
+        reason, detail = host_end_reason(
+            host.popen.returncode, json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS)
+        )
+        self.run_completed = reason == "completed"
+        return reason, detail
 
     def _geofence_breach(self, fence: Geofence | None) -> str:
         """Why the trial must stop for the geofence ('' while the rigid body is inside, or no fence)."""

@@ -68,6 +68,7 @@ class SimulatedLab:
     base_vendor: str = "fastdds"  # fastdds (rclpy, like the Create 3's default firmware) or cyclonedds
     safety_override: str = "full"
     mocap_rate_hz: float = 120.0
+    mocap_latency_s: float = 0.0  # Motive's frames leave this long after their exposure
     extra_base_args: list[str] = field(default_factory=list)
     # robot side processes left out (e.g. "zenoh_bridge", "mqtt_client"): a link that never comes up
     robot_without: tuple[str, ...] = ()
@@ -98,6 +99,8 @@ def simulated_hardware(
                 "127.0.0.1",
                 "--rate",
                 f"{lab.mocap_rate_hz:g}",
+                "--latency-ms",
+                f"{lab.mocap_latency_s * 1000:g}",
                 "--rigid-body-id",
                 str(request.rigid_body_id),
                 "--up-axis",
