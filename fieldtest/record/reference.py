@@ -15,10 +15,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from fieldtest.errors import FieldtestError
+
 REFERENCE_DIR = "reference"
 
 
-class ReferenceFormatError(ValueError):
+class ReferenceFormatError(FieldtestError, ValueError):
     """A reference file that is missing or does not match its schema."""
 
 
