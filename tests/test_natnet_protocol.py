@@ -283,6 +283,25 @@ def test_pose_feed_sample_round_trip():
     assert unpack_sample(pack_sample(6.0, None)) == (6.0, None)
 
 
+def test_pose_feed_with_a_history_keeps_what_came_while_nobody_asked():
+    """An emulator whose frames leave 10 s after their exposure asks for its first pose only then:
+    the feed is read meanwhile, so the socket's buffer never overflows and every sample is kept."""
+    receiver = PoseFeedReceiver("127.0.0.1", 0, history_s=1000.0)
+    try:
+        with PoseFeedSender("127.0.0.1", receiver.port) as sender:
+            for burst in range(25):  # 5000 samples: far more than a socket buffer holds
+                for i in range(200):
+                    n = burst * 200 + i
+                    sender.send((float(n), 0.0, 0.0, 0.0, 0.0, 0.0, 1.0), t=100.0 + n / 100)
+                time.sleep(0.1)
+            time.sleep(0.2)
+            assert receiver(100.0)[0] == pytest.approx(0.0)  # the first sample, asked for last
+            assert receiver.samples == 5000
+            assert receiver(124.995)[0] == pytest.approx(2499.5)
+    finally:
+        receiver.close()
+
+
 def test_pose_feed_interpolates_holds_and_goes_stale():
     receiver = PoseFeedReceiver("127.0.0.1", 0, stale_s=0.25, max_extrapolate_s=0.05)
     try:

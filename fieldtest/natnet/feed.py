@@ -20,12 +20,16 @@ import bisect
 import math
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass
 
 from fieldtest.errors import FieldtestError
 
 DEFAULT_FEED_PORT = 15110
+DRAIN_PERIOD_S = (
+    0.05  # with a history: how often the feed is read while nobody asks (100 Hz x 0.05 s fits any buffer)
+)
 _FORMAT = struct.Struct("<4sBB2xd7d")
 _MAGIC = b"FTPF"
 _VERSION = 1
@@ -117,6 +121,17 @@ class PoseFeedReceiver:
         self._times: list[float] = []
         self.samples = 0
         self.rejected = 0
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        if history_s > 0:
+            # An emulator asks for its first pose only a latency after its start: read the feed
+            # meanwhile, or the socket's buffer fills and the samples of that time are lost
+            threading.Thread(target=self._keep_draining, name="pose-feed", daemon=True).start()
+
+    def _keep_draining(self) -> None:
+        while not self._closed.wait(DRAIN_PERIOD_S):
+            with self._lock:
+                self._drain()
 
     def _drain(self) -> None:
         while True:
@@ -143,7 +158,11 @@ class PoseFeedReceiver:
 
     def __call__(self, t: float) -> Pose | None:
         """Pose at wall time ``t`` (None: occluded, no sample yet, or the feed went quiet)."""
-        self._drain()
+        with self._lock:
+            self._drain()
+            return self._pose_at(t)
+
+    def _pose_at(self, t: float) -> Pose | None:
         if not self._samples or t - self._times[-1] > self.stale_s:
             return None
         i = bisect.bisect_right(self._times, t)
@@ -158,7 +177,9 @@ class PoseFeedReceiver:
         return _blend(prev.pose, last.pose, max(a, 0.0))
 
     def close(self) -> None:
-        self._sock.close()
+        self._closed.set()
+        with self._lock:
+            self._sock.close()
 
 
 def _blend(p: Pose, q: Pose, a: float) -> Pose:
