@@ -23,6 +23,10 @@ SIDES_PER_LAP = 4
 # After the planned end the robot stands still: the drift's closing takes its rest pose from this
 # window (seconds after the motion's planned end), and the runners keep recording until it is covered.
 REST_AFTER_S = (0.5, 1.0)
+# The robot has started once the ground truth is this far from its rest pose and still is this long
+# after: the analysis's motion start, and the recorder's own reading of it while it records.
+MOTION_START_MIN_M = 0.010
+MOTION_START_SUSTAIN_S = 0.2  # so a single glitch is not a start
 _TICK_TOLERANCE = 1e-6
 
 

@@ -38,16 +38,13 @@ from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet.axes import UpAxis, check_up_axis, stream_to_world
+from fieldtest.plan import MOTION_START_MIN_M, MOTION_START_SUSTAIN_S
 from fieldtest.record import MOCAP_FRAMES_TOPIC, MOCAP_POSE_TOPIC, BagWriter
 
 MOCAP_FRAME_ID = "mocap"
 # After a frame was read, this many unreadable frames in a row stop the recorder (a single corrupt
 # datagram does not; a stream that changed its layout does). Before any frame was read, one does.
 MAX_UNREADABLE_RUN = 10
-# The rigid body moved once it is this far from where it was first tracked, and stays away this long
-# (the analysis's own motion threshold and sustain, fieldtest.analysis.metrics.motion).
-MOVED_M = 0.010
-MOVED_SUSTAIN_S = 0.2
 STATUS_PERIOD_S = 0.2
 
 # Kernel receive timestamps (Linux SO_TIMESTAMPNS, CLOCK_REALTIME like time.time_ns()): a frame's
@@ -126,7 +123,7 @@ class RecorderStats:
     errors: list[str] = field(default_factory=list)
     fatal: str | None = None  # why the recorder stopped on its own (it refuses what it cannot read)
     last_valid_ns: int | None = None  # arrival of the latest tracked frame
-    moved_ns: int | None = None  # arrival of the first tracked frame MOVED_M from the first (sustained)
+    moved_ns: int | None = None  # arrival of the first tracked frame MOTION_START_MIN_M away (sustained)
 
     def summary(self) -> str:
         text = (
@@ -368,12 +365,12 @@ class MocapRecorder:
             return
         if stats.moved_ns is not None:
             return
-        away = math.dist(self._standing_xy, position[:2]) > MOVED_M
+        away = math.dist(self._standing_xy, position[:2]) > MOTION_START_MIN_M
         if not away:
             self._away_since_ns = None
         elif self._away_since_ns is None:
             self._away_since_ns = recv_ns
-        elif recv_ns - self._away_since_ns >= MOVED_SUSTAIN_S * 1e9:
+        elif recv_ns - self._away_since_ns >= MOTION_START_SUSTAIN_S * 1e9:
             stats.moved_ns = self._away_since_ns
 
     def watch_motion_from_here(self) -> None:

@@ -14,6 +14,7 @@ from fieldtest.analysis.metrics.schema import SHARED_CLOCK
 from fieldtest.analysis.metrics.series import LatencySeries
 from fieldtest.analysis.metrics.stats import finite_or_none, perftest_stats, spans
 from fieldtest.analysis.metrics.timingclasses import lateness_classes
+from fieldtest.qos import get_qos
 
 PROBE_WINDOW_S = 10.0  # one minimum-delay probe per window; the offset line is fitted through them
 MIN_SPAN_FOR_DRIFT_S = 30.0
@@ -189,8 +190,6 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
 
 def history_depth(qos_name: str) -> int | None:
     """The history depth a KEEP_LAST hop of this QoS profile holds; None under KEEP_ALL."""
-    from fieldtest.qos import get_qos
-
     qos = get_qos(qos_name)
     return qos.depth if qos.history == "keep_last" else None
 

@@ -10,12 +10,10 @@ import numpy as np
 from fieldtest.analysis.loading.trial import Poses, TrialData, quat_multiply, quat_yaw
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.analysis.metrics.stats import circular_mean, interp_with_gaps, wrap_angle
-from fieldtest.plan import SquarePlan
+from fieldtest.plan import MOTION_START_MIN_M, MOTION_START_SUSTAIN_S, SquarePlan
 
 REST_WINDOW_S = 1.0  # rest pose: ground truth in the last second before the first moving command
 MIN_NOISE_FLOOR_M = 0.001
-MIN_MOVE_M = 0.010
-SUSTAIN_S = 0.2  # a move must still be there this long after, so a single glitch is not a start
 # A robot on a lab floor changes height by millimetres while it drives metres: more than this much
 # vertical spread (and this fraction of the horizontal one) means the poses are not Z-up.
 MAX_VERTICAL_M = 0.1
@@ -162,11 +160,11 @@ def _find_start(track: Track, rest_until: float, motion: Motion) -> None:
     rest_xy = np.median(xy[rest], axis=0)
     noise = float(np.sqrt(np.mean(np.sum((xy[rest] - rest_xy) ** 2, axis=1))))
     floor = max(MIN_NOISE_FLOOR_M, 5.0 * noise)
-    move = max(MIN_MOVE_M, 3.0 * floor)
+    move = max(MOTION_START_MIN_M, 3.0 * floor)
     first = int(np.flatnonzero(rest)[0])
     dist = np.linalg.norm(xy - rest_xy, axis=1)
     moving = np.flatnonzero((dist > move) & (np.arange(len(t)) >= first))
-    later, _ = interp_with_gaps(t, dist, t[moving] + SUSTAIN_S, max_gap=np.inf)
+    later, _ = interp_with_gaps(t, dist, t[moving] + MOTION_START_SUSTAIN_S, max_gap=np.inf)
     sustained = moving[~(later <= move)]  # NaN (past the end) counts as sustained
     motion.rest_xy, motion.noise_floor_m = rest_xy, floor
     if len(sustained) == 0:
