@@ -9,6 +9,7 @@ real parameter service, or a real GetParameters client (rclpy's own encodings on
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import sys
 import threading
@@ -28,7 +29,14 @@ def serve(namespace: str, name: str) -> None:
     node.declare_parameter("reflexes_enabled", False)
     print("READY", flush=True)
     stdin_closed = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stdin_closed.set()), daemon=True).start()
+
+    def wait_for_stdin_to_close() -> None:
+        sys.stdin.read()
+        stdin_closed.set()
+        # the answers are given: a hang from here on is the teardown's, said on stderr, not the test's
+        faulthandler.dump_traceback_later(5, exit=True)
+
+    threading.Thread(target=wait_for_stdin_to_close, daemon=True).start()
     while not stdin_closed.is_set():
         rclpy.spin_once(node, timeout_sec=0.1)
     node.destroy_node()
