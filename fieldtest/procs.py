@@ -146,7 +146,11 @@ def lease_dds_domain(preferred: int = 0, offsets: Sequence[int] = (0,)) -> Domai
 
     Two runs on one machine (two users' demos, two test runs) on one domain would hear each other's
     commands. flock locks belong to the open file, so two leases in one process exclude each other
-    too (the threads of ``fieldtest demo``). Hold the lease in the process that runs the trial."""
+    too (the threads of ``fieldtest demo``). Hold the lease in the process that runs the trial.
+
+    Domain 0 goes only to a lease that prefers it: it is ROS 2's default, where the machine's other
+    ROS programs talk and the kit's default keystore is governed, so a search that wraps round, or
+    an offset side that lands on it, moves on."""
     if not 0 <= preferred <= DDS_DOMAIN_MAX:
         raise ValueError(f"DDS domain id {preferred} out of range 0..{DDS_DOMAIN_MAX}")
     directory = domain_lease_dir()
@@ -154,6 +158,8 @@ def lease_dds_domain(preferred: int = 0, offsets: Sequence[int] = (0,)) -> Domai
     for step in range(count):
         domain_id = (preferred + step) % count
         wanted = sorted({(domain_id + offset) % count for offset in offsets})
+        if 0 in wanted and preferred != 0:
+            continue
         held: dict[int, int] = {}
         for member in wanted:
             fd = _try_lock(directory, member)

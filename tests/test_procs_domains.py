@@ -65,7 +65,8 @@ def test_two_processes_asking_for_one_domain_get_different_ones(lease_dir, prefe
     second, second_id = _holder(preferred)
     try:
         assert first_id == preferred
-        assert second_id == (preferred + 1) % (DDS_DOMAIN_MAX + 1)  # the next free one, wrapping after 232
+        # the next free one, wrapping after 232 past 0, which goes only to a lease that prefers it
+        assert second_id == {DDS_DOMAIN_MAX: 1}.get(preferred, preferred + 1)
         with lease_dds_domain(preferred) as third:  # this process too
             assert third.domain_id not in (first_id, second_id)
     finally:
@@ -114,6 +115,8 @@ def test_offsets_lease_every_side_of_a_bridged_trial(lease_dir):
             assert plain.domain_id == 111
         with lease_dds_domain(200, offsets=(0, 100)) as wrapped:  # robot side (200 + 100) % 233
             assert wrapped.domain_ids == [67, 200]
+        with lease_dds_domain(133, offsets=(0, 100)) as past_zero:  # (133 + 100) % 233 is domain 0
+            assert past_zero.domain_ids == [1, 134]
     with lease_dds_domain(110) as plain:
         assert plain.domain_id == 110
 
