@@ -79,7 +79,7 @@ def perf_met(row: PerfOverheadRow) -> bool | None:
 
 
 def perf_overhead_table(rows: list[PerfOverheadRow]) -> list[str]:
-    native_name = {"dds": "ddsperf", "zenoh": "zenoh ping"}
+    native_name = {"dds": "ddsperf", "fastdds": "fastdds ping", "zenoh": "zenoh ping"}
     lines = [
         "| tool | message | native RTT mean / p50 ms | perf RTT mean / p50 ms | RTT ratio mean / p50 | "
         "target | throughput ratio | conditions |",
