@@ -19,7 +19,7 @@ ratio is ``perf / native`` (round trip: mean and median; the target is judged on
 figure a busy shared machine disturbs least). Targets: median round trip within 1.5x of the native
 tool's up to 64 KB, within 2x at 2 MB. A script, not a test: it prints figures with the load, the
 busy share of each core and CPU steal of each run, and never fails on a slow figure. Where a
-target is missed it says where perf's round trip goes: out, the relay's decoding, its echo, back.
+target is missed it says where perf's round trip goes: out, the relay's hand-off, its echo, back.
 """
 
 from __future__ import annotations
