@@ -7,6 +7,9 @@ Per size, in one run and back to back so that they share the machine's condition
 
     ddsperf        CycloneDDS's ddsperf ping/pong (fieldtest.testkit.ddsperf), the kit's loopback XML
     perf dds       a ``fieldtest perf`` row, middleware dds (main + relay processes)
+    fastdds ping   benchmarks/fastdds_pingpong.cpp: a C++ ping/pong on Debian's Fast DDS, the pong
+                   echoing in its listener as ddsperf's does, the kit's Fast DDS settings
+    perf fastdds   a ``fieldtest perf`` row, middleware fastdds
     zenoh ping     benchmarks/zenoh_pingpong.py: z_ping/z_pong's logic, two Zenoh peers on loopback
     perf zenoh     a ``fieldtest perf`` row, middleware zenoh-peer
 
@@ -16,7 +19,7 @@ ratio is ``perf / native`` (round trip: mean and median; the target is judged on
 figure a busy shared machine disturbs least). Targets: median round trip within 1.5x of the native
 tool's up to 64 KB, within 2x at 2 MB. A script, not a test: it prints figures with the load, the
 busy share of each core and CPU steal of each run, and never fails on a slow figure. Where a
-target is missed it says where perf's round trip goes: out, the relay's decoding, its echo, back.
+target is missed it says where perf's round trip goes: out, the relay's hand-off, its echo, back.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ from pathlib import Path
 import numpy as np
 from bench_twin import load_conditions, measured_load
 
+from fieldtest.cbuild import BuildError, build_cxx
+from fieldtest.middleware.fastdds.stamp import LIBRARIES as FASTDDS_LIBRARIES
 from fieldtest.perf.messages import parse_message
 from fieldtest.perf.run import PerfCase, run_row
-from fieldtest.procs import free_port
+from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record.reference import (
     PerfOverheadRow,
     PerfOverheadSummary,
@@ -50,6 +55,7 @@ from fieldtest.testkit.docblocks import perf_overhead_table, perf_stages_table, 
 SIZES = ("Array1k", "Array4k", "Array16k", "Array64k", "Array256k", "Array1m", "Array2m")
 QUICK_SIZES = ("Array1k", "Array64k", "Array2m")
 HERE = Path(__file__).resolve().parent
+MIDDLEWARE = {"dds": "dds", "fastdds": "fastdds", "zenoh": "zenoh-peer"}  # the perf row beside each tool
 
 
 def _perf_row(middleware: str, message: str, rate: float, duration: float, work: Path) -> dict:
@@ -82,25 +88,40 @@ def _ddsperf(size: int, rate: float, duration: float) -> dict:
 
 
 def _zenoh_ping(size: int, rate: float, duration: float) -> dict:
-    port = free_port()
-    script = str(HERE / "zenoh_pingpong.py")
+    script = [sys.executable, str(HERE / "zenoh_pingpong.py")]
+    port = ["--port", str(free_port())]
+    return _ping_pong(
+        "zenoh", [*script, "pong", *port],
+        [*script, "ping", *port, "--size", str(size), "--rate", f"{rate:g}", "--duration", f"{duration:g}"],
+        size, duration,
+    )  # fmt: skip
+
+
+def _fastdds_ping(size: int, rate: float, duration: float) -> dict:
+    exe = str(build_cxx(HERE / "fastdds_pingpong.cpp", libs=FASTDDS_LIBRARIES))
+    with lease_dds_domain(202) as lease:  # the tool's topics are fixed: no other run may share it
+        domain = str(lease.domain_id)
+        return _ping_pong("fastdds", [exe, "pong", domain], [exe, "ping", domain, str(size), f"{rate:g}", f"{duration:g}"],
+                          size, duration)  # fmt: skip
+
+
+def _ping_pong(name: str, pong_argv: list[str], ping_argv: list[str], size: int, duration: float) -> dict:
+    """A pong that prints PONG READY, then a ping that prints one JSON line of round trips in ms."""
     pre = _realtime_prefix()
-    pong = subprocess.Popen(
-        [*pre, sys.executable, script, "pong", "--port", str(port)], stdout=subprocess.PIPE, text=True
-    )
+    pong = subprocess.Popen([*pre, *pong_argv], stdout=subprocess.PIPE, text=True)
     try:
         if "PONG READY" not in (pong.stdout.readline() if pong.stdout else ""):
-            raise RuntimeError("zenoh pong did not start")
+            raise RuntimeError(f"{name} pong did not start")
         done = subprocess.run(
-            [*pre, sys.executable, script, "ping", "--port", str(port), "--size", str(size), "--rate", f"{rate:g}",
-             "--duration", f"{duration:g}"],
-            capture_output=True, text=True, timeout=duration + 60, check=True,
-        )  # fmt: skip
+            [*pre, *ping_argv], capture_output=True, text=True, timeout=duration + 60, check=True
+        )
     finally:
         pong.terminate()
         pong.wait(10)
     out = json.loads(done.stdout.strip().splitlines()[-1])
     rtts = np.asarray(out["rtt_ms"])
+    if not len(rtts):
+        raise RuntimeError(f"{name} ping: no echo came back")
     return {
         "mean": float(rtts.mean()),
         "p50": float(np.median(rtts)),
@@ -114,13 +135,12 @@ def measure(tool: str, message: str, rate: float, duration: float, work: Path) -
         tool=tool, message=message, size_b=size, native_rtt_mean_ms=None, native_rtt_p50_ms=None,
         perf_rtt_mean_ms=None, perf_rtt_p50_ms=None, throughput_ratio=None, stages_ms={}, conditions=None,
     )  # fmt: skip
-    native_run = _ddsperf if tool == "dds" else _zenoh_ping
-    middleware = "dds" if tool == "dds" else "zenoh-peer"
+    native_run = {"dds": _ddsperf, "fastdds": _fastdds_ping, "zenoh": _zenoh_ping}[tool]
     try:
         with measured_load() as load:
             native = native_run(size, rate, duration)
-            own = _perf_row(middleware, message, rate, duration, work / f"{tool}-{message}")
-    except (DdsperfError, RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
+            own = _perf_row(MIDDLEWARE[tool], message, rate, duration, work / f"{tool}-{message}")
+    except (DdsperfError, BuildError, RuntimeError, subprocess.SubprocessError, OSError, ValueError) as exc:
         row.error = str(exc).splitlines()[0]
         return row
     row.native_rtt_mean_ms, row.native_rtt_p50_ms = native["mean"], native["p50"]
@@ -137,7 +157,7 @@ def main() -> int:
     parser.add_argument("--messages", nargs="+", default=None, help=f"default: {' '.join(SIZES)}")
     parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
     parser.add_argument("--duration", type=float, default=None, help="s per run (default 10; --quick 5)")
-    parser.add_argument("--tools", nargs="+", default=["dds", "zenoh"], choices=["dds", "zenoh"])
+    parser.add_argument("--tools", nargs="+", default=list(MIDDLEWARE), choices=list(MIDDLEWARE))
     parser.add_argument(
         "--reference", type=Path, default=None, help="write the summary here (reference/bench-perf.json)"
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,10 +25,28 @@ def cache_dir() -> Path:
     return Path(base).expanduser() / "fieldtest"
 
 
+_LOCAL_INCLUDE = re.compile(rb'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
 def built_path(source: Path, suffix: str = "") -> Path:
-    """Where the build of this exact source lives."""
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
-    return cache_dir() / f"{source.stem}-{digest}{suffix}"
+    """Where the build of this exact source lives: the hash covers the files it includes with
+    ``#include "..."`` too, so editing one of those rebuilds it."""
+    digest = hashlib.sha256()
+    for path in _sources(source, set()):
+        digest.update(path.read_bytes())
+    return cache_dir() / f"{source.stem}-{digest.hexdigest()[:12]}{suffix}"
+
+
+def _sources(source: Path, seen: set[Path]) -> list[Path]:
+    """``source`` and the local files it includes, depth first, each once."""
+    source = source.resolve()
+    seen.add(source)
+    out = [source]
+    for name in _LOCAL_INCLUDE.findall(source.read_bytes()):
+        included = (source.parent / name.decode()).resolve()
+        if included not in seen and included.exists():  # else found on the compiler's include path
+            out += _sources(included, seen)
+    return out
 
 
 def build_c(source: Path, *, shared: bool = False, libs: tuple[str, ...] = ()) -> Path:

@@ -96,6 +96,11 @@ class TimeField:
         sec, nanosec = divmod(int(ns), 1_000_000_000)
         struct.pack_into("<iI", data, self.offset, sec, nanosec)
 
+    def read(self, data: bytes | bytearray) -> int:
+        """The time at this field's offset in little-endian CDR ``data``, in ns (``patch`` undone)."""
+        sec, nanosec = struct.unpack_from("<iI", data, self.offset)
+        return sec * 1_000_000_000 + nanosec
+
 
 # Where transports stamp the send time of what the twin measures (offsets: 4-byte CDR header first).
 COMMAND_SENT = TimeField(TWIST_STAMPED, ("header", "stamp"), 4)

@@ -25,7 +25,7 @@ from fieldtest.middleware.mqtt.infra import MosquittoBroker
 from fieldtest.middleware.registry import open_transport
 from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.transport import TransportConfig
-from fieldtest.transport.base import decoder, prepare, stamped_publisher, timed_subscribe
+from fieldtest.transport.base import Undecoded, decoder, prepare, stamped_publisher, timed_subscribe
 
 COUNT = 20
 ROBOT_SHIFT_S = 250.0  # the robot's clock runs this far ahead of the host's
@@ -105,6 +105,42 @@ def test_send_and_arrival_stamps_bracket_the_delivery(host_and_robot):
         assert (got_seq, stamp) == (seq, sent[seq])  # the wire carries the returned stamp
         assert stamp <= arrival - shift_ns  # arrival on the robot's clock, never before the send
         assert arrival <= callback  # stamped before the callback ran
+
+
+def test_one_prepared_message_sent_again_reaches_an_undecoded_receiver_as_sent(host_and_robot):
+    """perf's ping and echo: one prepared message, its seq patched, written again and again (the
+    DDS writers keep its ctypes view); an ``Undecoded`` receiver gets each one's bytes as sent."""
+    from fieldtest.perf.messages import build, parse_message, seq_of_cdr, set_ids
+
+    host, robot = host_and_robot
+    message = parse_message("Array1k")
+    out = build(message)
+    stamp = rosmsg.TimeField(message.typename, ("header", "stamp"), 4)
+    got: list[tuple[bytes, int]] = []
+    timed_subscribe(
+        robot, "/cmd_stamp", message.typename, Undecoded(lambda d, t: got.append((d, t))), Clock()
+    )
+    publish = stamped_publisher(host, "/cmd_stamp", message.typename, stamp, Clock())
+    _wait_for_link(host, robot)
+    sent = []
+    for seq in range(5):
+        set_ids(out, seq)
+        sent.append((publish(out), bytes(out.cdr)))
+        time.sleep(0.005)
+    assert wait_until(lambda: len(got) == 5), len(got)
+    for seq, ((data, arrival), (sent_ns, as_sent)) in enumerate(zip(got, sent, strict=True)):
+        assert type(data) is bytes and seq_of_cdr(data) == seq
+        assert stamp.read(data) == sent_ns <= arrival
+        assert data[: len(as_sent)] == as_sent and len(data) - len(as_sent) < 4  # DDS: Cyclone's padding
+
+
+def test_a_failed_dds_write_still_has_a_send_time():
+    clock = Clock()
+    data = bytearray(rosmsg.serialize(rosmsg.command(0, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED))
+    data += bytes(padded_size(len(data)) - len(data))
+    before = clock.now_ns()
+    ret, sent_ns = write_stamped(0, data, 4, clock.monotonic_base_ns)  # 0: no writer
+    assert ret < 0 and before <= sent_ns <= clock.now_ns()
 
 
 def test_probe_reply_stamp_is_t3_and_leaves_the_rest(host_and_robot):

@@ -114,6 +114,20 @@ def set_ids(out: Prepared, seq: int, relay: int = 0) -> None:
     out.msg.header.frame_id = _FRAME_ID.format(seq=seq, relay=relay)
 
 
+def seq_of_cdr(data: bytes) -> int:
+    """The sequence number of a perf message's CDR bytes, read where ``set_ids`` wrote it (a relay
+    reads it without decoding the message); ValueError if the bytes are not a perf message's."""
+    if data[FRAME_ID_OFFSET:SEQ_OFFSET] != b"seq:":
+        raise ValueError(f"not a perf message: {bytes(data[FRAME_ID_OFFSET:RELAY_OFFSET])!r} at its frame_id")
+    return int(data[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS])
+
+
+def copy_seq(out: Prepared, data: bytes) -> None:
+    """Give the prepared bytes the sequence number of the perf message ``data`` (CDR), as an echo
+    carries its ping's. Only the bytes change: what the transports' stamped publishers send."""
+    out.cdr[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS] = data[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS]
+
+
 def ids_of(msg) -> tuple[int, int]:
     """(seq, relay) of a received message; ValueError if its frame_id is not a perf one."""
     match = _FRAME_RE.match(msg.header.frame_id)

@@ -7,7 +7,10 @@ As performance_test's ``--roundtrip-mode Main``/``Relay``: the main side publish
 the ping topic and the relay answers each on the pong topic with a message of the same type and
 size, its sequence number and the relay's own number in ``header.frame_id`` and the echo's send
 time in ``header.stamp`` (serialized once per row and patched, as the main side's pings, so the
-relay's turn-around is the middleware's, not a second serialization). The main side stamps each
+relay's turn-around is the middleware's, not a second serialization). The relay does not decode
+the pings either: it takes their CDR bytes (``Undecoded``) and reads the sequence number and send
+stamp where the main side wrote them (decoding the whole message in Python, which ddsperf's pong
+does in C, cost more than the middleware's own turn-around at 1-16 KB). The main side stamps each
 ping's send time into it and keeps it; the relay records the arrival (one-way, on this machine's
 CLOCK_MONOTONIC, shared by every namespace) and the main side the echo's (round trip). Before the measured messages, warm-up pings (sequence numbers from
 ``WARMUP_SEQ``) run until every relay has echoed one: discovery is then over and the first measured
@@ -49,9 +52,9 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
-from fieldtest.transport.base import stamped_publisher, timed_subscribe
+from fieldtest.transport.base import Undecoded, stamped_publisher, timed_subscribe
 
-from .messages import build, ids_of, parse_message, set_ids
+from .messages import build, copy_seq, ids_of, parse_message, seq_of_cdr, set_ids
 
 # The keystore's grants (fieldtest.security.policy): the host may publish CMD_STAMP_TOPIC and read
 # CLOCK_PROBE_TOPIC, the robot the reverse, so secured rows run on the trial's own keystore. Never
@@ -89,7 +92,8 @@ def _topics(config: TransportConfig) -> tuple[str, str]:
 
 def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int:
     message = parse_message(spec["message"])
-    echo = build(message)  # the echo: same type and size, serialized once, ids patched per message
+    echo = build(message)  # the echo: same type and size, serialized once, its seq patched per message
+    set_ids(echo, 0, index)
     echo_all = spec["mode"] == "roundtrip"
     work_s = spec.get("relay_work_s", 0.0)  # a slow subscriber: time spent on each message
     ping, pong = _topics(config)
@@ -102,24 +106,26 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
         watch_parent(stop)
         transport = registry.open_transport(config, "robot")
         try:
-            publish = stamped_publisher(transport, pong, message.typename, _sent_stamp(message), clock)
+            sent_stamp = _sent_stamp(message)
+            publish = stamped_publisher(transport, pong, message.typename, sent_stamp, clock)
 
-            def on_ping(msg, arrival_ns: int) -> None:
-                handled_ns = clock.now_ns()  # decoded: the transport's queue and decoding are behind
-                seq, _ = ids_of(msg)
+            # The ping's bytes as they came (no decoding): its seq and send stamp are read in
+            # place, the few steps here run cold at 10 Hz and each costs 10-40 us then.
+            def on_ping(data: bytes, arrival_ns: int) -> None:
+                handled_ns = clock.now_ns()  # the transport's queue is behind
+                seq = seq_of_cdr(data)
                 echoed_ns = 0
                 if echo_all or seq >= WARMUP_SEQ:
-                    set_ids(echo, seq, index)
+                    copy_seq(echo, data)
                     echoed_ns = publish(echo)  # its stamp: the echo's send time
                 if seq < WARMUP_SEQ:
                     if not arrivals:
                         started.update(usage())
-                    sent_ns = rosmsg.ns_of(msg.header.stamp)
-                    arrivals.append((seq, sent_ns, arrival_ns, handled_ns, echoed_ns))
+                    arrivals.append((seq, sent_stamp.read(data), arrival_ns, handled_ns, echoed_ns))
                 if work_s:
                     time.sleep(work_s)
 
-            timed_subscribe(transport, ping, message.typename, on_ping, clock)
+            timed_subscribe(transport, ping, message.typename, Undecoded(on_ping), clock)
             print(READY, flush=True)
             _probe_clock_until(stop, spec.get("clock"), clock, probes)
         finally:

@@ -46,7 +46,7 @@ class Conditions(_Strict):
 class PerfOverheadRow(_Strict):
     """``benchmarks/bench_perf.py``: one size, one middleware; the native tool's and perf's round trip."""
 
-    tool: Literal["dds", "zenoh"]
+    tool: Literal["dds", "fastdds", "zenoh"]
     message: str
     size_b: int
     native_rtt_mean_ms: float | None

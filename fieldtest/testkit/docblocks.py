@@ -79,7 +79,7 @@ def perf_met(row: PerfOverheadRow) -> bool | None:
 
 
 def perf_overhead_table(rows: list[PerfOverheadRow]) -> list[str]:
-    native_name = {"dds": "ddsperf", "zenoh": "zenoh ping"}
+    native_name = {"dds": "ddsperf", "fastdds": "fastdds ping", "zenoh": "zenoh ping"}
     lines = [
         "| tool | message | native RTT mean / p50 ms | perf RTT mean / p50 ms | RTT ratio mean / p50 | "
         "target | throughput ratio | conditions |",
@@ -101,9 +101,9 @@ def perf_overhead_table(rows: list[PerfOverheadRow]) -> list[str]:
 
 
 def perf_stages_table(rows: list[PerfOverheadRow]) -> list[str]:
-    """Where perf's round trip goes: out, the relay's decode and echo, back (the rest), means."""
+    """Where perf's round trip goes: out, the relay's hand-off and echo, back (the rest), means."""
     lines = [
-        "| row | round trip | out | relay decode | relay echo | back | native round trip |",
+        "| row | round trip | out | relay hand-off | relay echo | back | native round trip |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -133,8 +133,8 @@ def _perf_overhead(summary: PerfOverheadSummary, path: str) -> list[str]:
         *perf_overhead_table(summary.rows),
         "",
         "Where perf's round trip goes (means, ms; out = ping send stamp to the relay's arrival stamp, relay "
-        "decode = arrival stamp to the decoded message in the relay's callback, relay echo = from there to "
-        "the echo's send stamp, back = the rest):",
+        "hand-off = arrival stamp to the relay's callback holding the ping's bytes, relay echo = from there "
+        "to the echo's send stamp, back = the rest):",
         "",
         *perf_stages_table(summary.rows),
         "",

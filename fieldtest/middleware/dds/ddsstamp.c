@@ -80,15 +80,17 @@ static void put_time_le(unsigned char *p, int64_t ns) {
   put_u32_le(p + 4, (uint32_t)nsec);
 }
 
-int ft_write_stamped(dds_entity_t writer, unsigned char *buf, uint32_t size, uint32_t offset,
-                     int64_t base_ns, int64_t *stamp_ns) {
+/* The stamp (ns; the kit's clocks read boot or epoch time, so it is positive) or a negative DDS
+ * return code: one return value, so Python needs no out-parameter. */
+int64_t ft_write_stamped(dds_entity_t writer, unsigned char *buf, uint32_t size, uint32_t offset,
+                         int64_t base_ns) {
   if (size < 4 || offset < 4 || offset + 8 > size || (buf[1] & 1) != ENCAPSULATION_LE)
     return DDS_RETCODE_BAD_PARAMETER;
   binding_sample_t sample = {buf, size};
   int64_t t = now_ns(base_ns);
   put_time_le(buf + offset, t);
-  *stamp_ns = t;
-  return dds_write(writer, &sample);
+  dds_return_t ret = dds_write(writer, &sample);
+  return ret < 0 ? ret : t;
 }
 
 int64_t ft_now(int64_t base_ns) { return now_ns(base_ns); }

@@ -42,9 +42,12 @@ from fieldtest.errors import FieldtestError
 from fieldtest.middleware.dds.cyclonedds_config import CYCLONEDDS_NS, cyclonedds_config_xml  # noqa: F401  (CYCLONEDDS_NS re-exported)
 from fieldtest.middleware.dds.ddsstamp import (
     ArrivalQueue,
+    ExportedBytes,
     QueuedReaders,
     StampLibraryError,
+    library,
     padded_size,
+    split_stamp,
     write_stamped,
 )
 from fieldtest.middleware.dds.settings import DDS_ALLOW_MULTICAST, discovery_used
@@ -260,11 +263,19 @@ class DdsTransport(QueuedReaders):
     ) -> StampedPublish:
         """The clock is read in C right before ``dds_write`` (after serialization; the GIL is free)."""
         name, ref = self._writer(topic, typename)
+        views, base_ns, offset = ExportedBytes(), clock.monotonic_base_ns, stamp.offset
+        lib = library()
 
         def publish(out: Prepared) -> int:
             if self._closed:
                 raise DdsError(f"DDS transport is closed; cannot publish on {name}")
-            ret, sent_ns = write_stamped(ref, out.cdr, stamp.offset, clock.monotonic_base_ns)
+            data = out.cdr
+            if len(data) & 3:  # not padded to Cyclone's 4 bytes: written from a padded copy
+                ret, sent_ns = write_stamped(ref, data, offset, base_ns)
+            else:  # write_stamped's steps inline: each call saved is 5-10 us of cold Python at 10 Hz
+                ret, sent_ns = split_stamp(
+                    lib.ft_write_stamped(ref, views.view(data), len(data), offset, base_ns), base_ns, lib
+                )
             self._check_write(ret, name)
             stamp.set(out.msg, sent_ns)
             return sent_ns

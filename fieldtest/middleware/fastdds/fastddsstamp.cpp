@@ -380,9 +380,9 @@ void *ft_reader_new(ft_participant *p, const char *topic, const char *type, int 
   return p->endpoints.back().get();
 }
 
-/* 0 on success; the clock is read and written into ``buf`` at ``offset`` just before the write. */
-int ft_write_stamped(void *endpoint, unsigned char *buf, uint32_t size, uint32_t offset, int64_t base_ns,
-                     int64_t *stamp_ns) {
+/* The clock is read and written into ``buf`` at ``offset`` just before the write. Returns the stamp
+ * (ns, positive on the kit's clocks) or a negative code: one return value, no out-parameter. */
+int64_t ft_write_stamped(void *endpoint, unsigned char *buf, uint32_t size, uint32_t offset, int64_t base_ns) {
   if (size < 4 || offset < 4 || offset + 8 > size || (buf[1] & 1) != 1)
     return -3; /* bad parameter: the kit's CDR is little endian */
   Bytes sample;
@@ -390,8 +390,7 @@ int ft_write_stamped(void *endpoint, unsigned char *buf, uint32_t size, uint32_t
   sample.size = size;
   int64_t t = now_ns(base_ns);
   put_time_le(buf + offset, t);
-  *stamp_ns = t;
-  return static_cast<Endpoint *>(endpoint)->writer->write(&sample) ? 0 : -1;
+  return static_cast<Endpoint *>(endpoint)->writer->write(&sample) ? t : -1;
 }
 
 int ft_write(void *endpoint, const unsigned char *buf, uint32_t size) {

@@ -42,8 +42,8 @@ def library() -> ct.CDLL:
     lib.ft_writer_new.restype = ptr
     lib.ft_reader_new.argtypes = [*lib.ft_writer_new.argtypes, ptr, i32]
     lib.ft_reader_new.restype = ptr
-    lib.ft_write_stamped.argtypes = [ptr, text, u32, u32, i64, ct.POINTER(i64)]
-    lib.ft_write_stamped.restype = ct.c_int
+    lib.ft_write_stamped.argtypes = [ptr, text, u32, u32, i64]
+    lib.ft_write_stamped.restype = i64
     lib.ft_write.argtypes = [ptr, text, u32]
     lib.ft_write.restype = ct.c_int
     lib.ft_now.argtypes = [i64]

@@ -29,7 +29,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, QueuedReaders
+from fieldtest.middleware.dds.ddsstamp import ArrivalQueue, ExportedBytes, QueuedReaders, split_stamp
 from fieldtest.middleware.dds.settings import discovery_used
 from fieldtest.middleware.fastdds.discovery import server_locator
 from fieldtest.middleware.fastdds.stamp import FastDdsLibraryError, library
@@ -154,17 +154,16 @@ class FastDdsTransport(QueuedReaders):
         """The clock is read in C right before ``DataWriter::write`` (after serialization)."""
         name, writer = self._writer(topic, typename)
         base_ns = clock.monotonic_base_ns
+        views = ExportedBytes()  # stamped in place, no copy
+        write = self._lib.ft_write_stamped
 
         def publish(out: Prepared) -> int:
             self._check_open(name)
-            size = len(out.cdr)
-            sent = ct.c_int64()
-            buf = (ct.c_char * size).from_buffer(out.cdr)  # stamped in place, no copy
-            self._check_write(
-                self._lib.ft_write_stamped(writer, buf, size, stamp.offset, base_ns, ct.byref(sent)), name
-            )
-            stamp.set(out.msg, sent.value)
-            return sent.value
+            result = write(writer, views.view(out.cdr), len(out.cdr), stamp.offset, base_ns)
+            ret, sent_ns = split_stamp(result, base_ns, self._lib)
+            self._check_write(ret, name)
+            stamp.set(out.msg, sent_ns)
+            return sent_ns
 
         return publish
 
