@@ -122,10 +122,10 @@ def plan_main(argv: list[str]) -> int:
 def keys_main(argv: list[str]) -> int:
     """``fieldtest keys`` (``fieldtest.security.cli``), whose keystores carry what every middleware
     family adds to one (``fieldtest.middleware.registry.keystore_material``)."""
-    from fieldtest.middleware.registry import keystore_material
+    from fieldtest.middleware.registry import keystore_material, keystore_shares
     from fieldtest.security.cli import keys_command
 
-    return keys_command(argv, extra_material=keystore_material())
+    return keys_command(argv, extra_material=keystore_material(), extra_shares=keystore_shares())
 
 
 def one_line(exc: BaseException) -> str:

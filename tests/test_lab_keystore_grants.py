@@ -108,3 +108,20 @@ def test_a_domain_mismatch_names_the_governance(keystores):
 def test_the_namespace_is_compared_as_ros_resolves_it(keystores):
     assert check_keystore(_request(keystores[("/tb4", 0)], "tb4/", 0)).severity == "ok"
     assert check_keystore(_request(keystores[("", 7)], "/", 7)).severity == "ok"
+
+
+def test_the_keystore_preflight_passes_on_the_robots_own_share(keystores, tmp_path):
+    """The robot's copy (`fieldtest keys export --for robot`: no CA key, no host key) passes the
+    trial's keystore pre-flight for what the robot runs: its DDS enclave and grants, its TLS
+    identity (which zenoh-peer's host dials); a namespace its grants do not cover still fails."""
+    from fieldtest.security.machine import export_machine
+
+    share = export_machine(keystores[("/tb4", 0)], "robot", tmp_path / "robot")
+    assert not (share / "private").exists() and not (share / "enclaves/fieldtest/host").exists()
+    result = check_keystore(_request(share, "/tb4", 0))
+    assert result.severity == "ok", result.detail
+    tls = TransportConfig(middleware="zenoh-peer", security="mtls-acl", keystore=str(share), namespace="/tb4")
+    request = TrialRequest(name="keys", transport=tls, network="lab", robot_model="turtlebot4-standard")
+    assert check_keystore(request).severity == "ok", check_keystore(request).detail
+    denied = check_keystore(_request(share, "", 0))
+    assert denied.severity == "fail" and "grants the robot no subscribe of rt/cmd_vel" in denied.detail

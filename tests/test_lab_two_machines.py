@@ -317,6 +317,30 @@ def test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_regi
     assert not list((lab.robot_user.home / ".local").glob("lib/python3.*/site-packages/numpy-*.dist-info"))
 
 
+def test_the_guides_keys_step_leaves_the_robot_its_own_keys_only(lab):
+    """Section 6 as typed: the Pi's copy holds the robot's identities and no other private key,
+    the CA's least of all, and `fieldtest keys check` on the Pi says so."""
+    done = SET_UP["keys"]
+    assert "/fieldtest/keystore-robot: ok (robot's share: TLS robot)" in done.stdout, _output(done)
+    # checked on the Pi by the kit the guide installed there (Ubuntu's cryptography)
+    check = lab.robot(".local/bin/fieldtest keys check --keystore fieldtest/keystore")
+    assert check.returncode == 0 and "fieldtest/keystore: ok (robot's share: TLS robot)" in check.stdout, (
+        _output(check)
+    )
+    copy = lab.robot_home_path("fieldtest/keystore")
+    held = {
+        p.relative_to(copy).as_posix()
+        for p in copy.rglob("*")
+        if p.is_file() and not p.is_symlink() and b"PRIVATE KEY" in p.read_bytes()
+    }
+    own = {f"enclaves/fieldtest/{e}/key.pem" for e in ("robot", "bridge_robot", "recorder")}
+    own |= {
+        f"enclaves/fieldtest/rmw_zenoh/{n}/key.pem" for n in ("link_monitor", "rosbag2_recorder", "zenohd")
+    }
+    assert held == own | {"tls/robot.key"}, held
+    assert not (copy / "private").exists()
+
+
 def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
     lab.campaign("trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy")
     done = _guide_step(lab, "preflight")

@@ -5,6 +5,8 @@ namespace; fieldtest.labrun.configuration.stockrobot) and the simulated Create 3
 - `fieldtest lab run` reads that setup over ssh before anything starts and refuses, in one line, a
   trial that would not meet it (each mismatch swept here, by changing the robot's file as
   turtlebot4-setup would, or the campaign);
+- it refuses a trial whose programs (the Zenoh bridge, mqtt_client) or keystore files the robot
+  lacks, naming what is missing and the fix;
 - a ssh session lost mid-trial (the robot's Wi-Fi gone for longer than ssh's keepalive) leaves
   nothing running on the robot: its launch stops itself once sshd sees the session gone, the base
   got its stop, and the runner says the session was lost.
@@ -88,6 +90,43 @@ def test_lab_run_refuses_a_trial_that_would_not_meet_the_robot(stock, case):
     assert not (lab.host_user.home / runs).exists()
     assert lab.robot_login_processes() == []
     assert not list(lab.robot_user.home.glob("fieldtest/trials/*"))
+
+
+# (the trial of trials/rehearsal-bridged.yaml, what the robot lacks: a file of the robot's relative to
+# its home, hidden for the case, or None; what the refusal names; its fix)
+MISSING = {
+    "zenoh bridge": ("zenoh-peer-none", "bridge", "zenoh-bridge-ros2dds (not on the robot's PATH)",
+                     "sudo apt install zenoh-bridge-ros2dds"),
+    "mqtt client": ("mqtt-local-broker-none", "mqtt_client", "mqtt_client (no lib/mqtt_client/mqtt_client in "
+                    "the robot's AMENT_PREFIX_PATH)", "sudo apt install ros-jazzy-mqtt-client"),
+    # the campaign names a keystore the robot was never given
+    "robot keystore": ("zenoh-peer-mtls-acl", None, "~/fieldtest/keystore/tls/ca.pem (the robot's keystore)",
+                       "export the robot's share with `fieldtest keys export --for robot`"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MISSING))
+def test_lab_run_refuses_a_trial_whose_prerequisite_the_robot_lacks(lab, case):
+    """Read over ssh from the robot's own PATH, AMENT_PREFIX_PATH and home, before anything starts."""
+    trial, hidden, what, fix = MISSING[case]
+    programs = {
+        "bridge": lab.root / "robot-opt" / "ros" / lab.distro / "bin" / "zenoh-bridge-ros2dds",
+        "mqtt_client": lab.root / "robot-opt" / "ros" / lab.distro / "lib" / "mqtt_client" / "mqtt_client",
+    }
+    assert all(path.is_file() for path in programs.values())  # the apt step's programs
+    campaign = lab.campaign("trials/rehearsal-bridged.yaml", keystore="~/fieldtest/keystore")
+    runs = f"runs/lacking-{case.replace(' ', '-')}"
+    moved = programs[hidden].rename(programs[hidden].with_suffix(".hidden")) if hidden else None
+    try:
+        done = lab.run(campaign, "--only", trial, runs_dir=runs)
+    finally:
+        if moved is not None:
+            moved.rename(programs[hidden])
+    assert done.returncode == 2, _output(done)
+    (line,) = done.stderr.strip().splitlines()
+    assert f"trial rehearsal-bridged-{trial}-r0 needs on the robot {what}: {fix}" in line, line
+    assert not (lab.host_user.home / runs).exists()
+    assert lab.robot_login_processes() == []
 
 
 def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None):

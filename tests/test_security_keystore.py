@@ -29,6 +29,8 @@ from fieldtest.security.keystore import (
     load_cert,
     verify_smime,
 )
+from fieldtest.security.machine import check_keystore as check_any_keystore
+from fieldtest.security.machine import export_machine
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave
 from fieldtest.testkit import needs
 
@@ -222,6 +224,65 @@ def test_cli_create_check_and_failures(tmp_path, capsys):
     assert keys_main(["tls", "--keystore", str(ks), "--tls-name", "10.0.0.5"]) == 0
     assert main(["keys", "create", "--keystore", str(tmp_path / "bad"), "--domain-id", "999"]) == 2
     assert "domain id 999 out of range" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- one machine's share
+
+
+def _private_key_files(root: Path) -> set[str]:
+    return {
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and b"PRIVATE KEY" in p.read_bytes()
+    }
+
+
+def test_the_robots_share_holds_its_own_keys_only_and_checks_out(keystore, tmp_path, capsys):
+    """`fieldtest keys export --for robot`: the CA certificate, governance and the robot's own
+    identities; never the CA's key nor the host's, the router's or the broker's."""
+    robot = tmp_path / "robot"
+    assert keys_main(["export", "--keystore", str(keystore), "--for", "robot", str(robot)]) == 0
+    assert (
+        f"{robot}: ok (robot's share: TLS robot), enclaves /fieldtest/bridge_robot" in capsys.readouterr().out
+    )
+    assert _private_key_files(robot) == {
+        "enclaves/fieldtest/robot/key.pem",
+        "enclaves/fieldtest/bridge_robot/key.pem",
+        "enclaves/fieldtest/recorder/key.pem",  # ros2 bag record runs on both machines
+        "enclaves/fieldtest/rmw_zenoh/link_monitor/key.pem",
+        "enclaves/fieldtest/rmw_zenoh/rosbag2_recorder/key.pem",
+        "enclaves/fieldtest/rmw_zenoh/zenohd/key.pem",
+        "tls/robot.key",
+    }
+    assert not (robot / "private").exists()
+    # what the robot's participants load is there, at the paths the whole keystore has them
+    files = dds_security_files(robot, "robot", "rtps-encrypt")
+    assert files.governance == (robot / "fieldtest/governance/rtps-encrypt.p7s").absolute()
+    assert check_any_keystore(robot) == []
+    # the broker's share: its TLS identity only
+    broker = tmp_path / "broker"
+    assert keys_main(["export", "--keystore", str(keystore), "--for", "broker", str(broker)]) == 0
+    assert _private_key_files(broker) == {"tls/broker.key"}
+
+
+def test_a_share_with_a_key_it_must_not_hold_or_missing_its_own_fails_the_check(keystore, tmp_path):
+    robot = tmp_path / "robot"
+    keys_main(["export", "--keystore", str(keystore), "--for", "robot", str(robot)])
+    (robot / "private").mkdir()
+    shutil.copyfile(keystore / "private/ca.key.pem", robot / "private/ca.key.pem")
+    shutil.copyfile(keystore / "tls/host.key", robot / "tls/host.key")
+    (robot / "tls/robot.key").unlink()
+    problems = check_any_keystore(robot)
+    assert f"{robot / 'private/ca.key.pem'}: a private key robot does not use" in problems[0], problems
+    assert any(p.startswith(f"{robot / 'tls/host.key'}: a private key robot does not use") for p in problems)
+    assert any(p.startswith(f"{robot / 'tls/robot.key'}: missing") for p in problems), problems
+    # an export replaces an earlier share, but never a folder that is not one
+    assert keys_main(["export", "--keystore", str(keystore), "--for", "robot", str(robot)]) == 0
+    assert check_any_keystore(robot) == []
+    with pytest.raises(KeystoreError, match="exists and is no machine's share"):
+        export_machine(keystore, "robot", keystore)
+    with pytest.raises(KeystoreError, match="is robot's share already"):
+        export_machine(robot, "robot", tmp_path / "again")
 
 
 # ----------------------------------------------------------------- a keystore made the SROS2 way

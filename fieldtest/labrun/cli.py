@@ -125,12 +125,12 @@ def run_main(args: argparse.Namespace) -> int:
         launch=robot_launch,
         estop=robot_estop,
     )
-    if not args.standin:  # before anything moves: the trials against the robot's own setup
-        from fieldtest.labrun.orchestration.robotsetup import read_robot_setup, refuse_unmet_robot
+    if not args.standin:  # before anything moves: the trials against the robot's setup and programs
+        from fieldtest.labrun.orchestration.robotsetup import read_robot, refuse_unmet_robot, robot_probes
 
-        found = read_robot_setup(robot)
+        found, held = read_robot(robot, robot_probes(trials, distro, robot_args))
         print("robot setup: " + ", ".join(f"{k}={v or '(empty)'}" for k, v in found.items()))
-        for note in refuse_unmet_robot(trials, distro, robot_args, found):
+        for note in refuse_unmet_robot(trials, distro, robot_args, found, held):
             print("robot setup: " + note)
     mocap = None
     if args.natnet_server:

@@ -90,6 +90,12 @@ class Middleware:
         and TLS files (``fieldtest.security.keystore.create_keystore`` calls it): nothing by default."""
         return None
 
+    def keystore_share(self, keystore: Path, enclaves: tuple[str, ...]) -> list[str]:
+        """What of this middleware's own keystore material a machine whose processes run as the kit
+        ``enclaves`` needs (paths relative to the keystore, files or folders), for its share
+        (``fieldtest.security.machine.export_machine``): nothing by default."""
+        return []
+
     # ---- twin
 
     def emulated_nodes(self) -> list[str]:

@@ -45,6 +45,7 @@ from .base import Middleware
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch
     from fieldtest.security.keystore import KeystoreMaterial
+    from fieldtest.security.machine import ShareMaterial
 
 
 def _declaring_packages() -> dict[str, str]:
@@ -119,6 +120,14 @@ def keystore_material() -> tuple[KeystoreMaterial, ...]:
         if type(m).keystore_material is not Middleware.keystore_material
     }
     return tuple(writers.values())
+
+
+def keystore_shares() -> tuple[ShareMaterial, ...]:
+    """What every middleware with material of its own gives a machine's share of a keystore
+    (``Middleware.keystore_share``), for ``export_machine(..., extra_shares=)``."""
+    return tuple(
+        m.keystore_share for m in REGISTRY.values() if type(m).keystore_share is not Middleware.keystore_share
+    )
 
 
 def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> TrialRequest:

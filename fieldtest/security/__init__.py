@@ -11,7 +11,8 @@
 
 from .enforce import require_credentials
 from .glue import require_tls_name
-from .keystore import KeystoreError, KeystoreOptions, Validity, check_keystore, create_keystore
+from .keystore import KeystoreError, KeystoreOptions, Validity, create_keystore
+from .machine import check_keystore
 from .settings import SECURITY_SETTINGS, SecuritySettingError, get_setting
 
 __all__ = [

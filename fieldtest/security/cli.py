@@ -1,7 +1,8 @@
 """``fieldtest keys``: create, check and extend the kit's SROS2-layout keystore.
 
-``fieldtest.cli.keys_main`` runs it with what the middleware families add to a keystore (the
-registry's ``keystore_material()``), which this layer does not reach."""
+``fieldtest.cli.keys_main`` runs it with what the middleware families add to a keystore and to a
+machine's share of it (the registry's ``keystore_material()``, ``keystore_shares()``), which this
+layer does not reach."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from .keystore import (
     KeystoreOptions,
     Validity,
     activate_governance,
-    check_keystore,
     create_keystore,
     create_tls_material,
     list_enclaves,
 )
+from .machine import MACHINES, ShareMaterial, check_keystore, export_machine, keystore_machine
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="verify files, signatures, chains and validity dates")
     keystore_arg(check)
 
+    export = sub.add_parser(
+        "export",
+        help="copy one machine's share (CA certificate, governance, its own keys) for that machine",
+    )
+    keystore_arg(export)
+    export.add_argument("--for", dest="machine", required=True, choices=sorted(MACHINES))
+    export.add_argument("out", help="folder to write (an earlier share there is replaced)")
+
     tls = sub.add_parser("tls", help="(re)issue Zenoh/Mosquitto TLS certificates from the keystore CA")
     keystore_arg(tls)
     validity_args(tls)
@@ -85,12 +94,17 @@ def _report(keystore: str) -> int:
     if problems:
         print(f"{keystore}: {len(problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{keystore}: ok, enclaves {', '.join(list_enclaves(keystore))}")
+    machine = keystore_machine(keystore)
+    share = f" ({machine}'s share: TLS {', '.join(MACHINES[machine].tls)})" if machine else ""
+    print(f"{keystore}: ok{share}, enclaves {', '.join(list_enclaves(keystore)) or 'none'}")
     return 0
 
 
-def keys_command(argv: list[str], *, extra_material: Iterable[KeystoreMaterial]) -> int:
-    """``fieldtest keys`` with ``argv``; ``create`` adds ``extra_material`` (``create_keystore``'s)."""
+def keys_command(
+    argv: list[str], *, extra_material: Iterable[KeystoreMaterial], extra_shares: Iterable[ShareMaterial] = ()
+) -> int:
+    """``fieldtest keys`` with ``argv``; ``create`` adds ``extra_material`` (``create_keystore``'s),
+    ``export`` ``extra_shares`` (``export_machine``'s)."""
     args = _parser().parse_args(argv)
     if args.command == "create":
         validity = Validity.from_days(args.valid_days, args.start_days)
@@ -108,6 +122,10 @@ def keys_command(argv: list[str], *, extra_material: Iterable[KeystoreMaterial])
         return _report(args.keystore)
     if args.command == "check":
         return _report(args.keystore)
+    if args.command == "export":
+        export_machine(args.keystore, args.machine, args.out, extra_shares)
+        print(f"{args.out}: {args.machine}'s share of {args.keystore}")
+        return _report(args.out)
     if args.command == "tls":
         files = create_tls_material(
             args.keystore,

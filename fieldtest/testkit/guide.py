@@ -78,8 +78,8 @@ def adapted(script: str, changes: list[tuple[str, str, str]], name: str = "step"
 # as written (tests/test_lab_two_machines.py, tests/test_lab_perf.py).
 REHEARSAL_KEYS = [
     (
-        "rsync -a ~/fieldtest/keystore/ <broker machine>:fieldtest/keystore/   "
-        "# mqtt-broker: its TLS listener (3.2)\n",
+        "rsync -a --delete ~/fieldtest/keystore-broker/ <broker machine>:fieldtest/keystore/   "
+        "# its TLS listener (3.2)\n",
         "",
         "no separate broker machine in the two-machine rehearsal",
     ),

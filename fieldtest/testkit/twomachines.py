@@ -45,6 +45,7 @@ import os
 import pwd
 import re
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -190,6 +191,7 @@ export ROS_DISTRO={distro}
 export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
 export FIELDTEST_ROS_PYTHON={ros_python}
 export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
+export AMENT_PREFIX_PATH={ROS_VENV}:/opt/ros/{distro}${{AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}}
 export PATH=/opt/ros/{distro}/bin:$PATH
 """
 
@@ -286,7 +288,7 @@ export ROS_DISTRO={distro}
 export {" ".join(f"{k}={v}" for k, v in FASTDDS_UDP_ONLY.items())}
 export PYTHONPATH={site}${{PYTHONPATH:+:$PYTHONPATH}}
 export LD_LIBRARY_PATH={libraries}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
-export AMENT_PREFIX_PATH={ROS_VENV}${{AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}}
+export AMENT_PREFIX_PATH={ROS_VENV}:/opt/ros/{distro}${{AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}}
 export FIELDTEST_ROS_PYTHON={SYSTEM_PYTHON}
 export {" ".join(f"{k}={v}" for k, v in bridge_env().items())}
 export PATH=/opt/ros/{distro}/bin:$PATH
@@ -315,6 +317,46 @@ case "$1 $2 $3" in
   *) echo "ros2 $*: not available in this rehearsal (only the fieldtest launch files)" >&2; exit 1 ;;
 esac
 exec {ros_python_expr} -m fieldtest.labrun.orchestration.planrun --rehearsal "$side" "$@"
+"""
+
+
+def bridge_program() -> str:
+    """``zenoh-bridge-ros2dds <mode> -c <file> [--ros-* flags]`` as zenohd + the ros2dds plugin
+    (``bridge_argv``; the discovery scope is in the file): what the robot's apt package would
+    install, where the pre-flight looks for it. '' where the bridge is not built."""
+    from fieldtest.middleware.zenoh.bridge import BridgeMissingError, bridge_argv, find_bridge
+
+    try:
+        argv = bridge_argv(find_bridge(), "@ config @", "@ mode @")
+    except BridgeMissingError:
+        return ""
+    # the placeholders hold a space, so each is inside single quotes: leave them for the variable
+    command = " ".join(shlex.quote(part) for part in argv)
+    command = command.replace("@ config @", "'\"$config\"'").replace("@ mode @", "'\"$mode\"'")
+    return f"""#!/bin/bash
+# zenoh-bridge-ros2dds on this rehearsal's robot (fieldtest.testkit.twomachines): zenohd + the ros2dds plugin
+mode=$1; shift; config=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -c) config=$2; shift 2 ;;
+    --ros-localhost-only) shift ;;
+    --ros-automatic-discovery-range) shift 2 ;;
+    *) echo "zenoh-bridge-ros2dds: $1: not taken here" >&2; exit 2 ;;
+  esac
+done
+exec {command}
+"""
+
+
+def mqtt_client_program() -> str:
+    """``ros2 run mqtt_client mqtt_client --ros-args --params-file <file>`` as the kit's stand-in
+    (fieldtest.labrun.rehearsal.mqtt_standin, NOT the real mqtt_client) where ros2 run looks for it."""
+    from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
+
+    return f"""#!/bin/bash
+# mqtt_client on this rehearsal's robot (fieldtest.testkit.twomachines): the kit's stand-in
+while [ $# -gt 0 ]; do [ "$1" = --params-file ] && params=$2; shift; done
+exec "$FIELDTEST_ROS_PYTHON" -m {MQTT_STANDIN} "$params"
 """
 
 
@@ -557,6 +599,17 @@ def _robot_filesystem(lab: Lab) -> Path:
     shim = bin_dir / "ros2"
     shim.write_text(ros2_launch_shim('"$FIELDTEST_ROS_PYTHON"'))
     shim.chmod(0o755)
+    # what the guide's apt step puts on the Pi, where the pre-flight looks for it (the launch's
+    # planrun --rehearsal runs the same programs in their place)
+    from fieldtest.middleware.zenoh.lab import ZENOH_BRIDGE
+
+    programs = {bin_dir / ZENOH_BRIDGE: bridge_program()}
+    programs[opt / "ros" / lab.distro / "lib" / "mqtt_client" / "mqtt_client"] = mqtt_client_program()
+    for path, text in programs.items():
+        if text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            path.chmod(0o755)
     host_bin = lab.root / "host-ros" / "bin"
     host_bin.mkdir(parents=True)
     (host_bin / "ros2").write_text(ros2_launch_shim(lab.ros_python))

@@ -197,7 +197,7 @@ def _keystore_namespace(rules: list) -> str | None:
     return None
 
 
-def dds_grant_problem(request: TrialRequest) -> str:
+def dds_grant_problem(request: TrialRequest, roles: tuple[str, ...] = ("host", "robot")) -> str:
     """Under ROS_SECURITY_STRATEGY=Enforce, a participant outside its governance's domains is not
     created and a topic its permissions do not grant is denied (real CycloneDDS does both:
     tests/test_lab_keystore_grants.py). Checks the trial's domain against the active governance and
@@ -208,14 +208,14 @@ def dds_grant_problem(request: TrialRequest) -> str:
 
     t = request.transport
     ns, domain = "/" + t.namespace.strip("/") if t.namespace.strip("/") else "", t.domain_id
-    governance = governance_path(t.keystore, "host", t.security)
+    governance = governance_path(t.keystore, roles[0], t.security)
     covered = signed_governance_domains(governance, t.keystore)
     if domain not in covered:
         return (
             f"{governance}: covers domain {sorted(covered)}, not the trial's domain_id {domain}: "
             f"no participant would start; {_fix_hint(None, ns, domain)}"
         )
-    for role in ("host", "robot"):
+    for role in roles:
         signed, rules = enclave_allow_rules(t.keystore, ROLE_ENCLAVES[role])
         for topic, sender, receiver in LINK_FLOWS:
             if role not in (sender, receiver):
@@ -232,6 +232,14 @@ def dds_grant_problem(request: TrialRequest) -> str:
     return ""
 
 
+def _keystore_share(keystore: str):
+    """The machine's share a keystore is (``fieldtest keys export``), None for a whole keystore."""
+    from fieldtest.security.machine import keystore_machine, machine_share
+
+    machine = keystore_machine(keystore)
+    return None if machine is None else machine_share(machine)
+
+
 def check_keystore(
     request: TrialRequest, *, trial_length_s: float = 0.0, now: dt.datetime | None = None
 ) -> CheckResult:
@@ -241,7 +249,7 @@ def check_keystore(
     from fieldtest.middleware import registry
     from fieldtest.middleware.dds.security import dds_security_files
     from fieldtest.security.keystore import KeystoreError, tls_files
-    from fieldtest.security.keystore import check_keystore as keystore_problems
+    from fieldtest.security.machine import check_keystore as keystore_problems
     from fieldtest.security.settings import SecuritySettingError
 
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -260,24 +268,30 @@ def check_keystore(
             "fail",
             f"{problems[0]} (+{len(problems) - 1} more)" if len(problems) > 1 else problems[0],
         )
+    share = _keystore_share(t.keystore)  # a machine's share holds its own identities only
     end = now + dt.timedelta(seconds=trial_length_s + 3600)  # valid through the trial and the hour after
     try:
         if setting.governance is not None:  # DDS Security
-            for role in ("host", "robot"):
+            roles = tuple(r for r in ("host", "robot") if share is None or ROLE_ENCLAVES[r] in share.enclaves)
+            for role in roles:
                 certificate = dds_security_files(t.keystore, role, t.security).certificate
                 if _not_after(certificate) < end:
                     return CheckResult("keystore", "fail", f"{certificate}: expires before the trial ends")
-            problem = dds_grant_problem(request)
+            problem = dds_grant_problem(request, roles) if roles else ""
             if problem:
                 return CheckResult("keystore", "fail", problem)
         else:
             for role in ("host", "robot", *dialled_identities(request)):
+                if share is not None and role not in share.tls:
+                    continue
                 cert = tls_files(t.keystore, role).cert
                 if not cert.is_file():
                     return CheckResult("keystore", "fail", f"{cert}: missing (fieldtest keys tls)")
                 if _not_after(cert) < end:
                     return CheckResult("keystore", "fail", f"{cert}: expires before the trial ends")
             for role, address in dialled_identities(request).items():
+                if share is not None and role not in share.tls:
+                    continue
                 names = _san_names(tls_files(t.keystore, role).cert)
                 if not _is_unspecified(address) and address not in names:
                     return CheckResult(

@@ -19,6 +19,11 @@ class RmwZenoh(Middleware):
 
         write_keystore_material(root, options, validity)
 
+    def keystore_share(self, keystore, enclaves) -> list[str]:
+        from fieldtest.middleware.rmw_zenoh.keystore import machine_share_paths
+
+        return machine_share_paths(keystore, enclaves)
+
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         return "router"  # rmw_zenohd; the robot's connects to it
 

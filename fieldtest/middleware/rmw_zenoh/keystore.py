@@ -126,3 +126,17 @@ def write_keystore_material(root: Path, options: KeystoreOptions, validity: Vali
         create_enclave(
             root, spec, domain_id=options.domain_id, validity=validity, namespace=options.namespace
         )
+
+
+def machine_share_paths(keystore: Path, enclaves: tuple[str, ...]) -> list[str]:
+    """What a machine whose processes run as the kit ``enclaves`` needs of this material: the
+    enclaves and generated configs of its rmw_zenoh nodes and of its own rmw_zenohd, and the policy
+    (relative to the keystore; those the keystore has)."""
+    specs = [kit_enclave(path) for path in enclaves]
+    nodes = [node for spec in specs if spec.role in RMW_ZENOH_ROLES for node in spec.nodes]
+    if not nodes:
+        return []
+    nodes.append(ROUTER_NODE)  # each machine runs its own rmw_zenohd
+    paths = [f"{KIT_DIR}/policy.xml", *(f"{KIT_DIR}/{node}.json5" for node in nodes)]
+    paths += [f"enclaves{RMW_ZENOH_ENCLAVE}/{node}" for node in nodes]
+    return [path for path in paths if (Path(keystore) / path).exists()]
