@@ -118,9 +118,36 @@ def test_no_test_skips():
     assert offenders == []
 
 
+# Skips the source guard cannot see: by a marker's name, from a helper outside tests/, at collection.
+RUN_TIME_SKIPS = {
+    "test_by_name.py": "def test(request):\n    request.node.add_marker('xfail')\n    assert False\n",
+    "lab_helper.py": "import pytest\ndef need_tool():\n    pytest.skip('no tool')\n",
+    "test_in_a_helper.py": "import lab_helper\ndef test():\n    lab_helper.need_tool()\n",
+    "test_at_collection.py": "import pytest\npytest.skip('no tool', allow_module_level=True)\n",
+    "test_passes.py": "def test():\n    pass\n",
+}
+
+
+def test_a_skip_or_xfail_at_run_time_fails_the_test(pytester):
+    """fieldtest.testkit.noskip (tests/conftest.py loads it) fails every skip and expected failure
+    however it came about; without it the same tests are skipped and xfailed, not failed."""
+    pytester.makepyfile(**{name.removesuffix(".py"): code for name, code in RUN_TIME_SKIPS.items()})
+    unguarded = pytester.runpytest("-p", "no:cacheprovider")
+    unguarded.assert_outcomes(passed=1, skipped=2, xfailed=1)
+    guarded = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "fieldtest.testkit.noskip", "--continue-on-collection-errors"
+    )  # fmt: skip
+    guarded.assert_outcomes(passed=1, failed=2, errors=1)
+    assert guarded.stdout.str().count("the suite skips nothing") >= 3, guarded.stdout.str()
+
+
 # The test kit's modules that exist to fail the calling test (pytest.fail with the reason); every
 # other module of fieldtest/ is library code that `make test-wheels` or a user runs without pytest.
-PYTEST_HELPERS = {"fieldtest/testkit/needs.py", "fieldtest/testkit/refusal.py"}
+PYTEST_HELPERS = {
+    "fieldtest/testkit/needs.py",
+    "fieldtest/testkit/noskip.py",
+    "fieldtest/testkit/refusal.py",
+}
 
 
 def test_only_the_test_helpers_import_pytest():
