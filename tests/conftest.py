@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pytest
 
+# pytester: tests of the suite's own plugins; noskip: a skip or expected failure fails the test
+pytest_plugins = ["pytester", "fieldtest.testkit.noskip"]
+
 # Files whose tests start no program (checked by the spawn guard below; the tier is `fast`).
 # Every other file is in the `processes` tier: a new file starts there, and moves here once
 # `pytest -m fast` would pass with it listed.

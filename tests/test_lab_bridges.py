@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
 import pytest
 import yaml
 import zenoh
@@ -37,6 +36,7 @@ from fieldtest.middleware.zenoh.lab import (
 )
 from fieldtest.procs import free_port
 from fieldtest.testkit import needs
+from fieldtest.testkit.mqttacked import AckedClient
 from fieldtest.testkit.refusal import plain_mqtt_answer, tls_alert
 
 ZENOH_CASES = [
@@ -428,47 +428,13 @@ class Broker:
         self.proc.wait(timeout=5)
 
 
-def _client(port: int, tls: dict | None = None, name: str = "c") -> mqtt.Client:
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"fieldtest-test-{name}-{port}")
-    if tls:
-        client.tls_set(**tls)
-    client.connect("127.0.0.1", port)
-    client.loop_start()
-    return client
-
-
-def _delivered(
-    publisher: mqtt.Client, subscriber: mqtt.Client, topic: str, denied: str | None = None
-) -> list:
-    """The topics of the messages ``subscriber`` gets after ``publisher`` publishes on ``denied``
-    (if given) then on ``topic``, each after the broker acknowledged the subscriptions (SUBACK) and
-    the previous publish (PUBACK): mosquitto hands a subscriber its messages in the order it accepted
-    them, so once the one on ``topic`` is in, a message on ``denied`` let through is in too."""
-    changed = threading.Condition()
-    got: list[str] = []
-    acked: set[int] = set()
-
-    def on_message(_c, _u, message):
-        with changed:
-            got.append(message.topic)
-            changed.notify_all()
-
-    def on_subscribe(_c, _u, mid, _codes, _p):
-        with changed:
-            acked.add(mid)
-            changed.notify_all()
-
-    subscriber.on_message, subscriber.on_subscribe = on_message, on_subscribe
-    topics = [t for t in (denied, topic) if t is not None]
-    mids = [subscriber.subscribe(t, qos=1)[1] for t in topics]
-    with changed:
-        assert changed.wait_for(lambda: set(mids) <= acked, 5), f"no SUBACK for {topics}"
-    for t in topics:
-        publisher.publish(t, b"cdr", qos=1).wait_for_publish(5)
-    with changed:
-        changed.wait_for(lambda: topic in got, 5)
-    for t in topics:
-        subscriber.unsubscribe(t)
+def _delivered(publisher: AckedClient, subscriber: AckedClient, topic: str) -> list[tuple[str, bytes]]:
+    """What ``subscriber`` gets of ``publisher``'s message on ``topic``, both acknowledged (SUBACK,
+    PUBACK): once it is in, anything queued for the subscriber before it is in too."""
+    assert subscriber.subscribe(topic) == "Granted QoS 1"
+    assert publisher.publish(topic, b"cdr") == "Success"
+    got = subscriber.wait_until(lambda got: any(t == topic for t, _ in got))
+    subscriber.forget_received()
     return got
 
 
@@ -494,13 +460,8 @@ def test_plain_broker_config_runs_a_real_mosquitto(tmp_path):
     port = free_port()
     c = cfg("host", middleware="mqtt-local-broker", mqtt_port=str(port))
     with Broker(mosquitto_conf(c, bind_address="127.0.0.1"), port, tmp_path):
-        pub, sub = _client(port, name="pub"), _client(port, name="sub")
-        try:
-            assert _delivered(pub, sub, "tb4/cmd_vel") == ["tb4/cmd_vel"]
-        finally:
-            for client in (pub, sub):
-                client.loop_stop()
-                client.disconnect()
+        with AckedClient(f"pub-{port}", port) as pub, AckedClient(f"sub-{port}", port) as sub:
+            assert _delivered(pub, sub, "tb4/cmd_vel") == [("tb4/cmd_vel", b"cdr")]
 
 
 def test_tls_broker_config_enforces_certificates_and_the_acl(tmp_path, keystore):
@@ -516,19 +477,19 @@ def test_tls_broker_config_enforces_certificates_and_the_acl(tmp_path, keystore)
     acl = tmp_path / "mosquitto.acl"
     acl.write_text(mosquitto_acl(c))
     with Broker(mosquitto_conf(c, acl, bind_address="127.0.0.1", run_as="root"), port, tmp_path):
-        host = _client(port, paho_tls_args(keystore, "host"), "host")
-        robot = _client(port, paho_tls_args(keystore, "robot"), "robot")
-        try:
-            assert _delivered(host, robot, "tb4/cmd_vel") == ["tb4/cmd_vel"]  # host may send commands
+        with (
+            AckedClient(f"host-{port}", port, **paho_tls_args(keystore, "host")) as host,
+            AckedClient(f"robot-{port}", port, **paho_tls_args(keystore, "robot")) as robot,
+        ):
+            assert _delivered(host, robot, "tb4/cmd_vel") == [("tb4/cmd_vel", b"cdr")]  # host commands
             type_topic = "mqtt_client/ros_msg_type/tb4/cmd_vel"
-            assert _delivered(host, robot, type_topic) == [type_topic]  # and announce their type
-            # the robot may not command itself: its cmd_vel is not delivered, its clock probe is
+            assert _delivered(host, robot, type_topic) == [(type_topic, b"cdr")]  # and announces types
+            # the robot may not command itself: the broker refuses its cmd_vel, and its clock probe
+            # published after it arrives alone
+            assert host.subscribe("tb4/cmd_vel") == "Granted QoS 1"
+            assert robot.publish("tb4/cmd_vel", b"cdr") == "Not authorized"
             probe = "tb4/fieldtest/clock_probe"
-            assert _delivered(robot, host, probe, denied="tb4/cmd_vel") == [probe]
-        finally:
-            for client in (host, robot):
-                client.loop_stop()
-                client.disconnect()
+            assert _delivered(robot, host, probe) == [(probe, b"cdr")]
         # no client certificate: refused (plain TCP, and TLS with only the CA)
         assert plain_mqtt_answer(port) in ("reset", "closed")
         ca = paho_tls_args(keystore, "host")["ca_certs"]

@@ -6,11 +6,9 @@ TLS listener; a campaign that names one port for both is refused before anything
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from pathlib import Path
 
-import paho.mqtt.client as mqtt
 import pytest
 
 from fieldtest.campaign import load_trials
@@ -29,6 +27,8 @@ from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.testkit import needs
+from fieldtest.testkit.mqttacked import AckedClient
+from fieldtest.testkit.refusal import tls_alert
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "trials" / "seed-study.yaml"
@@ -85,39 +85,22 @@ def test_one_named_port_for_plain_and_tls_on_a_separate_broker_is_refused(tmp_pa
 # ----------------------------------------------------------------- the broker machine, for real
 
 
-class _Client:
-    def __init__(self, name: str, port: int, **tls: str):
-        self.received: list[tuple[str, bytes]] = []
-        self.connected = threading.Event()
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=name)
-        if tls:
-            self.client.tls_set(**tls)
-        self.client.on_connect = lambda c, u, f, reason, p: reason.is_failure or self.connected.set()
-        self.client.on_message = lambda c, u, m: self.received.append((m.topic, m.payload))
-        self.port = port
-
-    def __enter__(self):
-        try:
-            self.client.connect("127.0.0.1", self.port, keepalive=10)
-        except OSError:
-            return self
-        self.client.loop_start()
-        self.connected.wait(3)
-        return self
-
-    def __exit__(self, *exc):
-        self.client.disconnect()
-        self.client.loop_stop()
+COMMANDS, PROBES = "tb4/fieldtest/cmd_vel", "tb4/fieldtest/clock_probe"  # the relay's topics on the wire
 
 
-def _exchange(sender: _Client, receiver: _Client, topic: str) -> bool:
-    receiver.client.subscribe(topic, qos=1)
-    time.sleep(0.3)
-    sender.client.publish(topic, b"cmd", qos=1).wait_for_publish(5)
-    deadline = time.monotonic() + 3
-    while not receiver.received and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return (topic, b"cmd") in receiver.received
+def _host_commands_the_robot(host: AckedClient, robot: AckedClient) -> None:
+    assert robot.subscribe(COMMANDS) == "Granted QoS 1"
+    assert host.publish(COMMANDS, b"cmd") == "Success"
+    assert robot.wait_until(lambda got: len(got) > 0) == [(COMMANDS, b"cmd")]
+
+
+def _robot_commanding_is_refused(host: AckedClient, robot: AckedClient) -> None:
+    """The ACL's refusal is the broker's answer to the publish; the robot's permitted clock probe
+    published after it closes the window in which a command let through would have arrived."""
+    assert host.subscribe(COMMANDS) == "Granted QoS 1" and host.subscribe(PROBES) == "Granted QoS 1"
+    assert robot.publish(COMMANDS, b"cmd") == "Not authorized"
+    assert robot.publish(PROBES, b"probe") == "Success"
+    assert host.wait_until(lambda got: len(got) > 0) == [(PROBES, b"probe")]
 
 
 def _wait_listening(proc: subprocess.Popen, *ports: int) -> None:
@@ -171,16 +154,15 @@ def test_one_broker_machine_serves_plain_and_tls_trials(keystore, tmp_path, caps
     )
     try:
         _wait_listening(proc, plain, tls)
-        topic = "tb4/fieldtest/cmd_vel"  # the relay's command topic on the wire
-        with _Client("plain-host", plain) as host, _Client("plain-robot", plain) as robot:
-            assert host.connected.is_set() and _exchange(host, robot, topic)
+        with AckedClient("plain-host", plain) as host, AckedClient("plain-robot", plain) as robot:
+            _host_commands_the_robot(host, robot)
         host_tls, robot_tls = paho_tls_args(keystore, "host"), paho_tls_args(keystore, "robot")
-        with _Client("host", tls, **host_tls) as host, _Client("robot", tls, **robot_tls) as robot:
-            assert host.connected.is_set() and _exchange(host, robot, topic)
-        with _Client("robot", tls, **robot_tls) as robot, _Client("host", tls, **host_tls) as host:
-            assert not _exchange(robot, host, topic)  # the ACL: the robot never commands
-        with _Client("anonymous", tls, ca_certs=host_tls["ca_certs"]) as anonymous:
-            assert not anonymous.connected.is_set()
+        with AckedClient("host", tls, **host_tls) as host, AckedClient("robot", tls, **robot_tls) as robot:
+            _host_commands_the_robot(host, robot)
+        with AckedClient("robot", tls, **robot_tls) as robot, AckedClient("host", tls, **host_tls) as host:
+            _robot_commanding_is_refused(host, robot)  # the ACL: the robot never commands
+        # the TLS listener's own refusal of a client without a certificate
+        assert tls_alert(tls, host_tls["ca_certs"]) == "TLSV13_ALERT_CERTIFICATE_REQUIRED"
     finally:
         proc.terminate()
         proc.wait(timeout=5)
@@ -215,11 +197,10 @@ def test_the_rehearsals_broker_machine_is_the_mqtt_familys_own(keystore, tmp_pat
     try:
         procs.start(proc.name, proc.argv)
         procs.wait_ready(proc.name, marker=ready, timeout_s=10.0)
-        topic = "tb4/fieldtest/cmd_vel"
         host_tls, robot_tls = paho_tls_args(keystore, "host"), paho_tls_args(keystore, "robot")
-        with _Client("host", port, **host_tls) as host, _Client("robot", port, **robot_tls) as robot:
-            assert host.connected.is_set() and _exchange(host, robot, topic)
-        with _Client("robot", port, **robot_tls) as robot, _Client("host", port, **host_tls) as host:
-            assert not _exchange(robot, host, topic)
+        with AckedClient("host", port, **host_tls) as host, AckedClient("robot", port, **robot_tls) as robot:
+            _host_commands_the_robot(host, robot)
+        with AckedClient("robot", port, **robot_tls) as robot, AckedClient("host", port, **host_tls) as host:
+            _robot_commanding_is_refused(host, robot)
     finally:
         procs.stop_all()

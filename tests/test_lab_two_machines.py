@@ -371,10 +371,21 @@ def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == ""
     # the guide's collect and analyse commands on what the run left
     metrics = trial / ANALYSIS_DIR / "metrics.json"
+    by_the_run = read_metrics(metrics)
     metrics.unlink()
     again = _guide_step(lab, "collect-analyse")
     assert again.returncode == 0, _output(again)
-    assert json.loads(metrics.read_text()), "fieldtest analyze wrote no metrics"
+    # the same trial's full analysis again, from what collect left: what the run's own analysis
+    # said (_check_trial checked that one against the trial)
+    reanalysed = read_metrics(metrics)
+    assert (reanalysed.trial.name, reanalysed.partial) == (record.request.name, False), (
+        reanalysed.partial_reasons
+    )
+    assert (
+        reanalysed.latency.commands_sent,
+        reanalysed.latency.lost,
+        reanalysed.progress.laps_completed,
+    ) == (by_the_run.latency.commands_sent, by_the_run.latency.lost, by_the_run.progress.laps_completed)
     assert any((lab.host_user.home / "fieldtest" / "trials" / "compare").iterdir())
 
 

@@ -87,12 +87,13 @@ def _wait(condition, timeout_s: float = 5.0) -> None:
 def test_a_natnet_2_server_is_refused_at_once(tmp_path, server_factory, version):
     server = server_factory(version, app_version=(1, 10, 0, 0))
     recorder = _recorder(tmp_path, server.port)
-    began = time.monotonic()
+    began, duration_s = time.monotonic(), 30.0
     with pytest.raises(
         MocapRecorderError, match=rf"streams NatNet {nn.version_text(version)}: not supported"
     ):
-        recorder.run(duration_s=10.0)
-    assert time.monotonic() - began < 2.0
+        recorder.run(duration_s=duration_s)
+    # at once: not after recording (judged against the run's length, not against the machine's speed)
+    assert time.monotonic() - began < duration_s / 2
     assert recorder.stats.frames == 0 and "not supported" in recorder.stats.summary()
 
 

@@ -138,25 +138,27 @@ def test_unicast_leaves_the_leg_encapsulated_in_udp_with_the_overlay_overhead(ce
         )  # fmt: skip
         while "listening" not in (line := dump.stderr.readline()):
             assert line, "tcpdump did not start"
-        receiver = _receive(cellular, "robot", 5)
-        assert _send(cellular, "host", cellular.address("robot"), 5, size=1000) == []
-        assert _received(receiver)[0] == 5
+        receiver = _receive(cellular, "robot", 6)
+        assert _send(cellular, "host", cellular.address("robot"), 5, size=1000, closing=("robot",)) == []
+        assert _received(receiver) == (5, "end")
         host_leg = cellular.describe()["nodes"]["host"]["leg_address"]
         outer = re.compile(rf"length (\d+): {re.escape(host_leg)}\.\d+ > [\d.]+\.{VXLAN_PORT}: VXLAN")
+        closing_size = len(b"end") + 8 + 20 + 14 + OVERHEAD_BYTES
 
         def outer_sizes() -> list[int]:
             return [int(m.group(1)) for m in map(outer.search, capture.read_text().splitlines()) if m]
 
-        # tcpdump writes a line per packet as it sees it: wait for the five, not for a fixed time
+        # tcpdump writes a line per packet in the order it sees them: once the closing b"end", sent
+        # after the five, is in, anything the five brought with them is in too
         deadline = time.monotonic() + 10
-        while len(outer_sizes()) < 5 and time.monotonic() < deadline:
+        while closing_size not in outer_sizes() and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.2)  # anything that should not be there has had its chance to show
         dump.terminate()
         dump.wait(timeout=5)
     sizes = outer_sizes()
     # the outer frame: 1000 bytes of payload, the inner UDP/IP/Ethernet headers, then VXLAN's 50
     assert sizes.count(1000 + 8 + 20 + 14 + OVERHEAD_BYTES) == 5, capture.read_text()[-3000:]
+    assert closing_size in sizes, capture.read_text()[-3000:]
     # nothing crossed the leg outside the tunnel (tcpdump prints the inner frame on its own line)
     # an outer line starts with its time stamp, HH:MM:SS.ffffff (an inner line with a MAC such as
     # 22:77:27:... would match a looser pattern)

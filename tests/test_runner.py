@@ -41,6 +41,7 @@ from fieldtest.runner import (
 from fieldtest.testkit import needs
 from fieldtest.testkit.sched import realtime_permitted
 from fieldtest.testkit.synth import SynthSpec, synthesize
+from fieldtest.twin.robot import PHYSICS_HZ, TRUTH_LOG_HZ
 
 FEED_STALE_S = inspect.signature(PoseFeedReceiver).parameters["stale_s"].default
 
@@ -165,6 +166,18 @@ def test_every_command_arrives_and_mocap_records(all_middleware_trials, middlewa
 
     invalid_s = [nominal_base_s + m.mocap_timestamp_s for t, m in stream if not m.tracking_valid]
     unexplained = [round(s - start_ns / 1e9, 3) for s in invalid_s if not robot_held(s)]
+    # A hold is in the robot's own record too: a stretch of the stream without a true pose long
+    # enough to excuse a frame means its physics loop skipped that stretch's steps, less the few
+    # run between two logged poses. A robot that logged no pose would otherwise excuse every frame.
+    lo_s, hi_s = start_ns / 1e9, host_stop_ns / 1e9
+    gaps_s = np.diff(np.concatenate(([lo_s], truth_s[(truth_s > lo_s) & (truth_s < hi_s)], [hi_s])))
+    holds_s = gaps_s[gaps_s >= FEED_STALE_S - 0.04]
+    steps_held = float(np.sum(holds_s * PHYSICS_HZ - 3 * PHYSICS_HZ / TRUTH_LOG_HZ))
+    skipped_steps = record.outcome.stack["robot"]["steps_skipped"]
+    assert skipped_steps >= steps_held, (
+        f"{len(holds_s)} stretches without a true pose ({np.sum(holds_s):.2f} s), but the robot's loop"
+        f" skipped only {skipped_steps} steps"
+    )
     assert len(stream) > 100 and len(unexplained) <= 0.02 * len(stream), (
         f"{len(invalid_s)}/{len(stream)} frames invalid, {len(unexplained)} while the robot fed its pose,"
         f" at s after stream start: {unexplained}"

@@ -172,8 +172,7 @@ def test_mqtt_transport_with_tls_broker(keystore, tmp_path):
         host = open_mqtt(config, "host", configure_client=mqtt_configure_client(config, "host"))
         try:
             received = Received()
-            robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, received)
-            time.sleep(0.3)  # let the subscription reach the broker
+            robot.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, received)  # returns at the broker's SUBACK
             publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
             for seq in range(5):
                 publish(rosmsg.command(seq, time.time_ns(), 0.33, 0.0))

@@ -27,6 +27,9 @@ def test_a_missing_python_package_fails_naming_it():
 SKIP_NAMES = {"skip", "skipif", "importorskip", "xfail", "Skipped", "XFailed"}
 UNITTEST_SKIP_NAMES = {"skip", "skipIf", "skipUnless", "SkipTest", "skipTest", "expectedFailure"}
 SKIP_MODULES = ("pytest", "_pytest", "unittest")
+MARKING_BY_NAME = {"add_marker", "applymarker"}  # item.add_marker("skip") marks by the marker's name
+# Ways a conftest leaves tests out without a skip: they are never collected, or deselected by hand.
+LEAVING_OUT = {"collect_ignore", "collect_ignore_glob", "pytest_ignore_collect", "pytest_deselected"}
 
 
 def _skip_module(name: str | None) -> bool:
@@ -35,7 +38,8 @@ def _skip_module(name: str | None) -> bool:
 
 def skips_in(source: str) -> list[int]:
     """Line numbers where ``source`` skips or xfails a test, in any spelling: through pytest or
-    unittest, attribute or imported name, aliased or not, ``self.skipTest``, ``getattr(pytest, ...)``."""
+    unittest, attribute or imported name, aliased or not, ``self.skipTest``, ``getattr(pytest, ...)``,
+    a marker added by its name; or leaves tests out of the run (collect_ignore, deselection)."""
     tree = ast.parse(source)
     names = SKIP_NAMES | UNITTEST_SKIP_NAMES
     module_aliases = set()  # names bound to pytest, unittest or anything imported from them
@@ -59,9 +63,16 @@ def skips_in(source: str) -> list[int]:
                 lines.add(node.lineno)
         elif (
             isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "getattr"
+            and isinstance(node.func, ast.Name | ast.Attribute)
+            and (node.func.id if isinstance(node.func, ast.Name) else node.func.attr)
+            in {"getattr", *MARKING_BY_NAME}
             and any(isinstance(a, ast.Constant) and a.value in names for a in node.args)
+        ):
+            lines.add(node.lineno)
+        if (
+            isinstance(node, ast.Name | ast.Attribute | ast.FunctionDef)
+            and (getattr(node, "id", None) or getattr(node, "attr", None) or getattr(node, "name", None))
+            in LEAVING_OUT
         ):
             lines.add(node.lineno)
     return sorted(lines)
@@ -88,6 +99,12 @@ SKIPPING = {
     "unittest exception": "import unittest\ndef test():\n    raise unittest.SkipTest('no tool')\n",
     "skipTest": "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.skipTest('x')\n",
     "star import": "from pytest import *\n",
+    "marker by name": "def test(request):\n    request.node.add_marker('xfail')\n",
+    "applied by name": "def test(request):\n    request.applymarker('skip')\n",
+    "collect_ignore": "collect_ignore = ['test_lab_perf.py']\n",
+    "ignore hook": "def pytest_ignore_collect(collection_path, config):\n    return True\n",
+    "deselected": "def pytest_collection_modifyitems(config, items):\n"
+    "    config.hook.pytest_deselected(items=items[:1])\n    del items[:1]\n",
 }
 
 
@@ -118,9 +135,36 @@ def test_no_test_skips():
     assert offenders == []
 
 
+# Skips the source guard cannot see: by a marker's name, from a helper outside tests/, at collection.
+RUN_TIME_SKIPS = {
+    "test_by_name.py": "def test(request):\n    request.node.add_marker('xfail')\n    assert False\n",
+    "lab_helper.py": "import pytest\ndef need_tool():\n    pytest.skip('no tool')\n",
+    "test_in_a_helper.py": "import lab_helper\ndef test():\n    lab_helper.need_tool()\n",
+    "test_at_collection.py": "import pytest\npytest.skip('no tool', allow_module_level=True)\n",
+    "test_passes.py": "def test():\n    pass\n",
+}
+
+
+def test_a_skip_or_xfail_at_run_time_fails_the_test(pytester):
+    """fieldtest.testkit.noskip (tests/conftest.py loads it) fails every skip and expected failure
+    however it came about; without it the same tests are skipped and xfailed, not failed."""
+    pytester.makepyfile(**{name.removesuffix(".py"): code for name, code in RUN_TIME_SKIPS.items()})
+    unguarded = pytester.runpytest("-p", "no:cacheprovider")
+    unguarded.assert_outcomes(passed=1, skipped=2, xfailed=1)
+    guarded = pytester.runpytest(
+        "-p", "no:cacheprovider", "-p", "fieldtest.testkit.noskip", "--continue-on-collection-errors"
+    )  # fmt: skip
+    guarded.assert_outcomes(passed=1, failed=2, errors=1)
+    assert guarded.stdout.str().count("the suite skips nothing") >= 3, guarded.stdout.str()
+
+
 # The test kit's modules that exist to fail the calling test (pytest.fail with the reason); every
 # other module of fieldtest/ is library code that `make test-wheels` or a user runs without pytest.
-PYTEST_HELPERS = {"fieldtest/testkit/needs.py", "fieldtest/testkit/refusal.py"}
+PYTEST_HELPERS = {
+    "fieldtest/testkit/needs.py",
+    "fieldtest/testkit/noskip.py",
+    "fieldtest/testkit/refusal.py",
+}
 
 
 def test_only_the_test_helpers_import_pytest():

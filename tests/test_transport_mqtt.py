@@ -302,10 +302,11 @@ def test_a_missing_stamping_helper_fails_the_open_at_once_with_the_reason(tmp_pa
     monkeypatch.setattr(pollstamp, "library", unavailable)
     config = local_broker_config()
     with MosquittoBroker(config, tmp_path):
-        start = time.monotonic()
+        start, connect_timeout_s = time.monotonic(), 30.0
         with pytest.raises(MqttTransportError, match="arrival-stamping helper is unavailable"):
-            open_mqtt(config, "robot", connect_timeout_s=5.0)
-        assert time.monotonic() - start < 1.0
+            open_mqtt(config, "robot", connect_timeout_s=connect_timeout_s)
+        # at once: not after waiting for the connection (judged against that wait, not a speed)
+        assert time.monotonic() - start < connect_timeout_s / 2
 
 
 def _wait_until(condition, timeout_s: float = 5.0) -> None:
