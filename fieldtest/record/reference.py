@@ -167,6 +167,22 @@ class RobotTrafficRow(_Strict):
     conditions: Conditions
 
 
+class ForwardingRow(_Strict):
+    """``benchmarks/bench_forwarding.py``: one quick twin trial's forwarding probe through the router or broker."""
+
+    middleware: str
+    repetition: int
+    end_reason: str
+    rtt_p50_ms: float | None = None
+    rtt_p99_ms: float | None = None
+    rtt_max_ms: float | None = None
+    samples: int = 0
+    drift_mm: float | None = None
+    realtime: dict[str, bool] = {}  # forwarder -> ran at SCHED_FIFO
+    detail: str = ""
+    conditions: Conditions  # the trial's own machine monitor
+
+
 class AnalysisSpeedRow(_Strict):
     """``benchmarks/bench_analysis.py``: one command's time (best of its runs) in one condition."""
 
@@ -223,6 +239,11 @@ class RobotTrafficSummary(_Summary):
     rows: list[RobotTrafficRow]
 
 
+class ForwardingSummary(_Summary):
+    kind: Literal["forwarding"]
+    rows: list[ForwardingRow]
+
+
 class AnalysisSpeedSummary(_Summary):
     kind: Literal["analysis-speed"]
     rows: list[AnalysisSpeedRow]
@@ -237,6 +258,7 @@ AnySummary = (
     | SecurityCostSummary
     | RobotTrafficSummary
     | AnalysisSpeedSummary
+    | ForwardingSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

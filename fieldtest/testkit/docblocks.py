@@ -26,6 +26,8 @@ from fieldtest.record.reference import (
     AnySummary,
     ForwarderCostRow,
     ForwarderCostSummary,
+    ForwardingRow,
+    ForwardingSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
     RobotTrafficRow,
@@ -448,6 +450,32 @@ def _analysis_speed(summary: AnalysisSpeedSummary, path: str) -> list[str]:
     best = summary.settings.get("best_of", "?")
     head = f"Each single-trial figure is the best of {best} runs of a 96 s synthetic trial (the wall time, and the CPU time of that run). "
     return [*analysis_speed_lines(summary.rows), "", head + _source_line(summary, path)]
+
+
+# --- bench_forwarding.py: the router's or broker's own forwarding delay -----------------------------
+
+
+def forwarding_table(rows: list[ForwardingRow]) -> list[str]:
+    lines = [
+        "| middleware | repetition | round trip p50 / p99 / max (ms) | samples | lap drift (mm) | real time | conditions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.end_reason != "completed":
+            lines.append(
+                f"| {r.middleware} | {r.repetition} | {r.end_reason}: {r.detail} | | | | {r.conditions.text()} |"
+            )
+            continue
+        realtime = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in sorted(r.realtime.items())) or "-"
+        lines.append(
+            f"| {r.middleware} | {r.repetition} | {_fmt(r.rtt_p50_ms)} / {_fmt(r.rtt_p99_ms)} / {_fmt(r.rtt_max_ms)} | "
+            f"{r.samples} | {_fmt(r.drift_mm)} | {realtime} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _forwarding(summary: ForwardingSummary, path: str) -> list[str]:
+    return [*forwarding_table(summary.rows), "", _source_line(summary, path)]
 
 
 # --- the blocks -------------------------------------------------------------------------------------
