@@ -388,8 +388,8 @@ _SINGLE = (
 )
 _COMPARE = {
     "compare-process": "`fieldtest compare --no-page` (new process; every trial already analysed)",
-    "compare-cached": "`compare_trials` in this process (every trial already analysed)",
-    "compare-scratch": "`compare_trials` from scratch (analyses every trial, no plots)",
+    "compare-cached": "`compare_trials` in this process (every trial already analysed; campaign page included)",
+    "compare-scratch": "`compare_trials` from scratch (analyses every trial without plots; campaign page included)",
 }
 
 
@@ -492,6 +492,8 @@ BLOCKS: dict[str, Block] = {
     "wifi80211-link": Block("bench-wifi80211.json", _wifi80211_link),
     "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
     "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
+    "forwarder-cost": Block("bench-netem.json", _forwarder_cost),
+    "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
 }
 
 
