@@ -24,6 +24,7 @@ from fieldtest.record.reference import (
     AnalysisSpeedRow,
     AnalysisSpeedSummary,
     AnySummary,
+    Conditions,
     ForwarderCostRow,
     ForwarderCostSummary,
     ForwardingRow,
@@ -332,13 +333,19 @@ def security_cost_table(rows: list[SecurityCostRow]) -> list[str]:
     return lines
 
 
+def _listed(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def _security_cost(summary: SecurityCostSummary, path: str) -> list[str]:
     s = summary.settings
     head = (
-        f"Plan: {s.get('plan', '?')}; QoS {s.get('qos', '?')}; {s.get('passes', '?')} pass(es), the settings' order "
-        "rotated each pass; loopback, one trial at a time. "
+        f"Middlewares run: {_listed(s.get('middlewares'))}. Plan: {s.get('plan', '?')}; "
+        f"QoS {s.get('qos', '?')}; {s.get('passes', '?')} pass(es), the settings' order rotated each pass; "
+        "loopback, one trial at a time. "
     )
-    return [*security_cost_table(summary.rows), "", head + _source_line(summary, path)]
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*security_cost_table(summary.rows), "", head + note + _source_line(summary, path)]
 
 
 # --- bench_robot_traffic.py: the robot's own traffic and the commands --------------------------------
@@ -373,7 +380,8 @@ def _robot_traffic(summary: RobotTrafficSummary, path: str) -> list[str]:
         f"Network `{s.get('network', '?')}`, preset `{s.get('preset', '?')}` for the `+rviz` cases, quick plan, "
         f"{s.get('repetitions', '?')} repetition(s), one trial at a time, the cases interleaved. "
     )
-    return [*robot_traffic_table(summary.rows), "", head + _source_line(summary, path)]
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*robot_traffic_table(summary.rows), "", head + note + _source_line(summary, path)]
 
 
 # --- bench_analysis.py: the analysis' speed beside evo_ape -------------------------------------------
@@ -446,10 +454,23 @@ def analysis_speed_lines(rows: list[AnalysisSpeedRow]) -> list[str]:
     return lines
 
 
+def saturated_note(conditions: list[Conditions]) -> str:
+    """A sentence when every core was nearly always busy in some row: the figures are that load's."""
+    busy = [c for c in conditions if c.busy_percent and min(c.busy_percent) >= 90]
+    if not busy:
+        return ""
+    return (
+        f"In {len(busy)} of {len(conditions)} rows every core was at least 90 % busy (other work on the "
+        "machine: see the conditions), so those figures are this machine's under that load, noisy and "
+        "slower than on a free machine. "
+    )
+
+
 def _analysis_speed(summary: AnalysisSpeedSummary, path: str) -> list[str]:
     best = summary.settings.get("best_of", "?")
     head = f"Each single-trial figure is the best of {best} runs of a 96 s synthetic trial (the wall time, and the CPU time of that run). "
-    return [*analysis_speed_lines(summary.rows), "", head + _source_line(summary, path)]
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*analysis_speed_lines(summary.rows), "", head + note + _source_line(summary, path)]
 
 
 # --- bench_forwarding.py: the router's or broker's own forwarding delay -----------------------------
@@ -493,6 +514,7 @@ BLOCKS: dict[str, Block] = {
     "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
     "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
     "forwarder-cost": Block("bench-netem.json", _forwarder_cost),
+    "analysis-speed": Block("bench-analysis.json", _analysis_speed),
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
 }
 
