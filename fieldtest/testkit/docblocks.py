@@ -514,6 +514,7 @@ BLOCKS: dict[str, Block] = {
     "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
     "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
     "forwarder-cost": Block("bench-netem.json", _forwarder_cost),
+    "security-cost": Block("bench-security.json", _security_cost),
     "robot-traffic": Block("bench-robot-traffic.json", _robot_traffic),
     "analysis-speed": Block("bench-analysis.json", _analysis_speed),
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
