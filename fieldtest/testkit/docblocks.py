@@ -518,6 +518,7 @@ BLOCKS: dict[str, Block] = {
     "robot-traffic": Block("bench-robot-traffic.json", _robot_traffic),
     "analysis-speed": Block("bench-analysis.json", _analysis_speed),
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
+    "forwarding": Block("bench-forwarding.json", _forwarding),
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
 }
 
