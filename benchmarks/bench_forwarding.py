@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/bench_forwarding.py                        # zenoh-router, mqtt-local-broker x 3
     .venv/bin/python benchmarks/bench_forwarding.py --middlewares zenoh-router --repeat 5
+    .venv/bin/python benchmarks/bench_forwarding.py --reference reference/bench-forwarding.json
 
 Each row is a complete quick twin trial (``fieldtest.runner.run_twin_trial``, loopback, one at a
 time; zenoh-router on the bridged path as the twin runs it: zenohd as router plus two bridges). The
@@ -11,9 +12,9 @@ broker for the whole stream; the trial's own machine monitor gives the condition
 window (load, busy share, CPU steal); ``outcome.stack.realtime`` says which forwarders ran at
 SCHED_FIFO; the lap drift comes from the trial's analysis.
 
-Reference: forwarding probe p99 81 ms for the bridged zenoh-router with its router and bridges at
-normal priority, 3-7 ms for the brokers (this machine, a busy hour). Not a pass/fail target:
-figures on a shared 2-core machine move with its load; read them beside the conditions.
+``--reference`` writes the summary docs/benchmarks.md's table is rendered from
+(``fieldtest/record/reference.py``). Not a pass/fail target: figures on a shared 2-core machine move
+with its load; read them beside the conditions.
 """
 
 from __future__ import annotations
@@ -23,53 +24,53 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_twin import load_conditions, measured_load
+
 from fieldtest.record import TrialRequest, read_trial
+from fieldtest.record.reference import (
+    Conditions,
+    ForwardingRow,
+    ForwardingSummary,
+    run_summary,
+    write_reference,
+)
 from fieldtest.runner import QUICK_PLAN, run_twin_trial
+from fieldtest.testkit.docblocks import forwarding_table
 
-REFERENCE_P99_MS = {"zenoh-router": 81.0, "mqtt-local-broker": 7.0, "mqtt-broker": 7.0}
 
-
-def run_row(middleware: str, repetition: int, out: Path) -> str:
+def run_row(middleware: str, repetition: int, out: Path) -> ForwardingRow:
     request = TrialRequest(
         name=f"bench-fwd-{middleware}-r{repetition}",
         plan=QUICK_PLAN,
         transport={"middleware": middleware},
         repetition=repetition,
     )
-    result = run_twin_trial(request, out)
-    if result.end_reason != "completed":
-        return f"{middleware:<18} r{repetition}  {result.end_reason}: {result.detail.splitlines()[0][:80]}"
+    with measured_load() as load:
+        result = run_twin_trial(request, out)
+    if result.end_reason != "completed":  # no record: the machine over the whole attempt
+        return ForwardingRow(
+            middleware=middleware, repetition=repetition, end_reason=result.end_reason,
+            detail=result.detail.splitlines()[0][:200] if result.detail else "",
+            conditions=load_conditions([load]),
+        )  # fmt: skip
     stack = read_trial(result.trial_dir).outcome.stack
     fwd, machine = stack.get("forwarding") or {}, stack.get("machine") or {}
-    realtime = stack.get("realtime")
-    rt = (
-        "-"
-        if realtime is None
-        else ",".join(f"{k}={'yes' if v else 'no'}" for k, v in sorted(realtime.items()))
-    )
-    return (
-        f"{middleware:<18} r{repetition}  {_ms(fwd.get('rtt_p50_ms'))} {_ms(fwd.get('rtt_p99_ms'))} "
-        f"{_ms(fwd.get('rtt_max_ms'))} {fwd.get('samples', 0):>5}  {_drift_mm(result.trial_dir):>6}  "
-        f"ref p99 {REFERENCE_P99_MS.get(middleware, float('nan')):g} ms  "
-        f"load {machine.get('loadavg_1min', float('nan')):.2f}, busy {machine.get('busy_pct', float('nan')):.0f} %, "
-        f"steal {machine.get('steal_pct', float('nan')):.1f} % (max {machine.get('steal_max_pct', float('nan')):.0f} %)"
-        f"  realtime {rt}"
-    )
+    return ForwardingRow(
+        middleware=middleware, repetition=repetition, end_reason=result.end_reason,
+        rtt_p50_ms=fwd.get("rtt_p50_ms"), rtt_p99_ms=fwd.get("rtt_p99_ms"), rtt_max_ms=fwd.get("rtt_max_ms"),
+        samples=fwd.get("samples", 0), drift_mm=_drift_mm(result.trial_dir), realtime=stack.get("realtime") or {},
+        conditions=Conditions(
+            load_1min=machine.get("loadavg_1min"), busy_percent=[machine.get("busy_pct", 0.0)],
+            steal_percent=machine.get("steal_pct", 0.0), steal_max_percent=machine.get("steal_max_pct"),
+        ),
+    )  # fmt: skip
 
 
-def _ms(value: float | None) -> str:
-    return f"{'-':>7}" if value is None else f"{value:7.2f}"
-
-
-def _drift_mm(trial_dir: Path) -> str:
+def _drift_mm(trial_dir: Path) -> float | None:
     from fieldtest.analysis import analyze_trial
 
     drift = analyze_trial(trial_dir).get("drift") or {}
-    return (
-        f"{drift['mean_m'] * 1000:.2f}"
-        if drift.get("available") and drift.get("mean_m") is not None
-        else "n/a"
-    )
+    return drift["mean_m"] * 1000 if drift.get("available") and drift.get("mean_m") is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,14 +80,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=Path, default=None, help="keep the trials here (default: a temporary dir)"
     )
+    parser.add_argument(
+        "--reference", type=Path, help="write the summary here (reference/bench-forwarding.json)"
+    )
     args = parser.parse_args(argv)
     middlewares = [m for m in args.middlewares.split(",") if m]
+    rows: list[ForwardingRow] = []
     with tempfile.TemporaryDirectory(prefix="bench-fwd-") as tmp:
         out = args.out or Path(tmp)
-        print(f"{'middleware':<18} rep  fwd p50     p99     max  samples drift mm  (quick plan, loopback)")
         for repetition in range(args.repeat):
             for middleware in middlewares:  # interleaved: a change in the machine's load hits every one
-                print(run_row(middleware, repetition, out), flush=True)
+                rows.append(run_row(middleware, repetition, out))
+                print("\n".join(forwarding_table(rows[-1:])[2:]), flush=True)
+    print("\nquick plan, loopback, one trial at a time\n" + "\n".join(forwarding_table(rows)))
+    if args.reference:
+        settings = {"middlewares": middlewares, "repetitions": args.repeat, "plan": "quick"}
+        write_reference(
+            args.reference,
+            run_summary(
+                ForwardingSummary, args.reference, "nice -n 10 .venv/bin/python benchmarks/bench_forwarding.py",
+                argv, settings, rows,
+            ),
+        )  # fmt: skip
     return 0
 
 

@@ -4,6 +4,7 @@ bandwidth-limited link, and the Zenoh bridge's cmd_vel priority under that load.
     .venv/bin/python benchmarks/bench_robot_traffic.py                       # about 4 minutes
     .venv/bin/python benchmarks/bench_robot_traffic.py --network wifi --preset foxglove --repeat 3
     .venv/bin/python benchmarks/bench_robot_traffic.py --cases dds,dds+rviz --json out.json
+    .venv/bin/python benchmarks/bench_robot_traffic.py --reference reference/bench-robot-traffic.json
 
 Cases (one quick twin trial each, one at a time, interleaved over repetitions so they share the
 machine's conditions): ``dds`` and ``zenoh-peer`` (the bridged path, as in the lab) without robot
@@ -12,6 +13,8 @@ express (``+rviz+express``, ``transport.zenoh.express``). Per case: the commands
 (shared clock; median, p90, p99), commands lost, lap drift, and the preset's topics as the host
 received them. A script, not a test: it prints figures and the machine's load and never fails on
 a slow figure. Needs network namespaces (root) and the Zenoh bridge (tools/install_zenoh_bridge.sh).
+``--reference`` writes the summary docs/networks.md's table is rendered from
+(``fieldtest/record/reference.py``), each trial with the machine's load, busy cores and steal.
 """
 
 from __future__ import annotations
@@ -24,13 +27,23 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_twin import load_conditions, measured_load
 
 from fieldtest.analysis import analyze_trial, read_metrics
 from fieldtest.analysis.metrics.schema import METRICS_FILE
 from fieldtest.record import TrialRequest, read_trial
+from fieldtest.record.reference import (
+    Conditions,
+    RobotTrafficRow,
+    RobotTrafficSummary,
+    run_summary,
+    write_reference,
+)
 from fieldtest.runner import QUICK_PLAN, run_twin_trial
+from fieldtest.testkit.docblocks import robot_traffic_table
 
 DEFAULT_CASES = "dds,dds+rviz,zenoh-peer,zenoh-peer+rviz,zenoh-peer+rviz+express"
+PREVIEW_TOPIC = "/oakd/rgb/preview/image_raw"
 
 
 def request_for(case: str, preset: str, network: str, repetition: int) -> TrialRequest:
@@ -93,20 +106,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=DEFAULT_CASES)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--reference", type=Path, help="write the summary here (reference/bench-robot-traffic.json)"
+    )
     args = parser.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
     rows: dict[str, list[dict]] = {c: [] for c in cases}
+    trials: list[RobotTrafficRow] = []
     with tempfile.TemporaryDirectory(prefix="bench-rt-") as out:
         for repetition in range(args.repeat):
             for case in cases:
                 started = time.monotonic()
-                result = run_twin_trial(request_for(case, args.preset, args.network, repetition), Path(out))
+                with measured_load() as load:
+                    result = run_twin_trial(
+                        request_for(case, args.preset, args.network, repetition), Path(out)
+                    )
                 row = {"case": case, "run_s": time.monotonic() - started, "end_reason": result.end_reason}
                 if result.end_reason == "completed":
                     row.update(figures(result.trial_dir))
                 else:
                     row["detail"] = result.detail
                 rows[case].append(row)
+                trials.append(reference_row(row, repetition, load_conditions([load])))
                 print(json.dumps(row), file=sys.stderr, flush=True)
     print(f"network {args.network}, preset {args.preset}, quick plan, {args.repeat} repetition(s)")
     print(
@@ -114,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     for case, runs in rows.items():
         for row in runs:
-            preview = row.get("robot_traffic", {}).get("/oakd/rgb/preview/image_raw", {})
+            preview = row.get("robot_traffic", {}).get(PREVIEW_TOPIC, {})
             print(
                 f"{case:<28} {_fmt(row.get('median_ms'), 2):>10} {_fmt(row.get('p90_ms'), 2):>8} "
                 f"{_fmt(row.get('p99_ms'), 2):>8} {str(row.get('lost')) + '/' + str(row.get('sent')):>8} "
@@ -135,9 +156,39 @@ def main(argv: list[str] | None = None) -> int:
                 _median([r.get(k) for r in ok]) for k in ("median_ms", "p90_ms", "p99_ms", "lost", "drift_mm")
             ]
             print(f"{case:<28} " + " ".join(_fmt(c, 2) for c in cells) + f"  (n={len(ok)})")
+    print("\n".join(robot_traffic_table(trials)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.reference:
+        summary = run_summary(
+            RobotTrafficSummary,
+            args.reference,
+            "nice -n 10 .venv/bin/python benchmarks/bench_robot_traffic.py",
+            argv,
+            {
+                "network": args.network,
+                "preset": args.preset,
+                "cases": cases,
+                "repetitions": args.repeat,
+                "plan": "quick",
+            },
+            trials,
+        )
+        write_reference(args.reference, summary)
     return 0
+
+
+def reference_row(row: dict, repetition: int, conditions: Conditions) -> RobotTrafficRow:
+    """One trial as docs/networks.md's table shows it (fieldtest.testkit.docblocks)."""
+    preview = row.get("robot_traffic", {}).get(PREVIEW_TOPIC, {})
+    return RobotTrafficRow(
+        case=row["case"], repetition=repetition, end_reason=row["end_reason"],
+        median_ms=row.get("median_ms"), p90_ms=row.get("p90_ms"), p99_ms=row.get("p99_ms"),
+        lost=row.get("lost"), sent=row.get("sent"), drift_mm=row.get("drift_mm"), valid=row.get("valid"),
+        preview_received_hz=preview.get("received_hz"), discovery_packets=row.get("discovery_packets"),
+        detail=(row.get("detail") or "").splitlines()[0][:200] if row.get("detail") else "",
+        conditions=conditions,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_security.py                 # every middleware, about 6 minutes
     .venv/bin/python benchmarks/bench_security.py --quick         # shorter trials, about 3 minutes
     .venv/bin/python benchmarks/bench_security.py --middlewares dds,zenoh-peer --repeat 2 --json out.json
+    .venv/bin/python benchmarks/bench_security.py --quick --reference reference/bench-security.json
 
 Every row is a complete twin trial (``fieldtest.runner.run_twin_trial``: NatNet emulator, mocap
 recorder, twin robot, twin host, plus the Zenoh router or Mosquitto broker), on loopback, one after
@@ -23,7 +24,9 @@ figures pool all repeats.
 
 The seeds' figures are printed beside ours; they come from other links and payloads (see
 docs/security.md, "Measured cost"), so compare the direction and the added milliseconds, not the
-percentages one to one.
+percentages one to one. ``--reference`` writes the summary docs/security.md's table is rendered from
+(``fieldtest/record/reference.py``), each row with the machine's load, busy cores and steal over its
+trials.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import psutil
+from bench_twin import Load, load_conditions, measured_load
 
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.middleware import registry
@@ -55,8 +59,15 @@ from fieldtest.record import (
     read_bag,
     read_trial,
 )
+from fieldtest.record.reference import (
+    SecurityCostRow,
+    SecurityCostSummary,
+    run_summary,
+    write_reference,
+)
 from fieldtest.rosmsg import ns_of
 from fieldtest.runner import run_twin_trial
+from fieldtest.testkit.docblocks import security_cost_table
 
 FULL_PLAN = SquarePlan(side_duration_s=1.0, laps=1, command_rate_hz=50.0)  # 17 s, 850 commands
 QUICK_PLAN = SquarePlan(
@@ -166,6 +177,7 @@ class Row:
     received: int = 0
     planned: int = 0
     errors: list[str] = field(default_factory=list)
+    loads: list[Load] = field(default_factory=list)  # the machine over each of the row's trials
 
     def p(self, q: float) -> float:
         return float(np.percentile(self.latencies_ms, q)) if self.latencies_ms else float("nan")
@@ -183,8 +195,9 @@ def run_one(row: Row, plan: SquarePlan, qos: str, out: Path, domain_id: int) -> 
             "transport": {"middleware": row.middleware, "security": row.security, "qos": qos},
         }
     )
-    with CpuSampler() as sampler:
+    with CpuSampler() as sampler, measured_load() as load:
         result = run_twin_trial(request, out, domain_id=domain_id)
+    row.loads.append(load)
     if result.end_reason == "interrupted":
         raise KeyboardInterrupt  # Ctrl-C ends the benchmark, not only the trial it hit
     if result.end_reason != "completed":
@@ -211,57 +224,24 @@ def run_one(row: Row, plan: SquarePlan, qos: str, out: Path, domain_id: int) -> 
 # ---------------------------------------------------------------- the table
 
 
-def _delta(row: Row, baseline: Row | None) -> str:
-    if baseline is None or row is baseline or not baseline.latencies_ms or not row.latencies_ms:
-        return ""
-    base = baseline.p(50)
-    return f"{100.0 * (row.p(50) - base) / base:+.0f} % ({row.p(50) - base:+.3f} ms)"
-
-
-def _cpu_cell(value: float) -> str:
-    return "-" if np.isnan(value) else f"{value:.1f}"
-
-
-def markdown_table(rows: list[Row]) -> str:
-    head = (
-        "| middleware | security | latency p50 (ms) | p99 (ms) | p50 vs none | CPU robot % | CPU host % "
-        "| CPU router/broker % | received/sent | p50 of each run (ms) | offset-corrected p50 (ms) |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|"
-    )
-    lines = [head]
-    baselines = {r.middleware: r for r in rows if r.security == "none"}
-    for r in rows:
-        infra = r.cpu("router") if r.middleware == "zenoh-router" else r.cpu("broker")
-        if r.errors and not r.latencies_ms:
-            lines.append(f"| {r.middleware} | {r.security} | failed: {'; '.join(r.errors)} | | | | | | | | |")
-            continue
-        lines.append(
-            f"| {r.middleware} | {r.security} | {r.p(50):.3f} | {r.p(99):.3f} | {_delta(r, baselines.get(r.middleware))} "
-            f"| {_cpu_cell(r.cpu('robot'))} | {_cpu_cell(r.cpu('host'))} | {_cpu_cell(infra)} | {r.received}/{r.planned} "
-            f"| {', '.join(f'{v:.2f}' for v in r.run_p50_ms)} | {float(np.median(r.corrected_ms)):.3f} |"
-        )
-    return "\n".join(lines)
+def reference_row(row: Row) -> SecurityCostRow:
+    """The row as docs/security.md's table shows it (fieldtest.testkit.docblocks)."""
+    cpu = {role: row.cpu(role) for role in row.cpu_percent}
+    return SecurityCostRow(
+        middleware=row.middleware, security=row.security,
+        p50_ms=row.p(50) if row.latencies_ms else None, p99_ms=row.p(99) if row.latencies_ms else None,
+        run_p50_ms=row.run_p50_ms,
+        offset_corrected_p50_ms=float(np.median(row.corrected_ms)) if row.corrected_ms else None,
+        cpu_percent={role: value for role, value in cpu.items() if not np.isnan(value)},
+        received=row.received, sent=row.planned, errors=row.errors,
+        conditions=load_conditions(row.loads),
+    )  # fmt: skip
 
 
 def reference_table() -> str:
     lines = ["| source | setup | security cost |", "|---|---|---|"]
     lines += [f"| {source} | {setup} | {cost} |" for source, setup, cost in REFERENCES]
     return "\n".join(lines)
-
-
-def row_summary(row: Row) -> dict:
-    return {
-        "middleware": row.middleware,
-        "security": row.security,
-        "p50_ms": row.p(50),
-        "p99_ms": row.p(99),
-        "run_p50_ms": row.run_p50_ms,
-        "offset_corrected_p50_ms": float(np.median(row.corrected_ms)) if row.corrected_ms else None,
-        "cpu_percent": {role: row.cpu(role) for role in row.cpu_percent},
-        "received": row.received,
-        "sent": row.planned,
-        "errors": row.errors,
-    }
 
 
 # ---------------------------------------------------------------- main
@@ -278,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--qos", default="default", help="QoS profile (default: ROS 2 default, reliable)")
     parser.add_argument("--out", type=Path, help="keep the trial directories here (default: a temp dir)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument(
+        "--reference", type=Path, help="write the summary here (reference/bench-security.json)"
+    )
     args = parser.parse_args(argv)
 
     plan = QUICK_PLAN if args.quick else FULL_PLAN
@@ -307,11 +290,27 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
     print(f"\nMeasured here ({time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.2f}):\n")
-    print(markdown_table(rows))
+    table_rows = [reference_row(r) for r in rows if r.loads]
+    print("\n".join(security_cost_table(table_rows)))
     print("\nThe seeds' figures (other links and payloads; reference only):\n")
     print(reference_table())
     if args.json:
-        args.json.write_text(json.dumps([row_summary(r) for r in rows], indent=1) + "\n")
+        args.json.write_text(json.dumps([r.model_dump(mode="json") for r in table_rows], indent=1) + "\n")
+    if args.reference:
+        summary = run_summary(
+            SecurityCostSummary,
+            args.reference,
+            "nice -n 10 .venv/bin/python benchmarks/bench_security.py",
+            argv,
+            {
+                "plan": f"{plan.laps} lap(s), {plan.total_s:g} s at {plan.command_rate_hz:g} Hz",
+                "qos": args.qos,
+                "passes": args.repeat,
+                "middlewares": middlewares,
+            },
+            table_rows,
+        )
+        write_reference(args.reference, summary)
     return 0 if all(r.latencies_ms for r in rows) else 1
 
 

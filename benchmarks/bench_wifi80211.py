@@ -2,13 +2,17 @@
 
     sudo .venv/bin/python benchmarks/bench_wifi80211.py [--probes 200] [--datagrams 150]
         [--profiles wifi-80211 wifi-80211-far wifi wifi-lossy] [--distances 15 30]
+    sudo .venv/bin/python benchmarks/bench_wifi80211.py --profiles wifi-lab --own-radios \
+        --reference reference/bench-wifi-lab.json
 
 Host and robot are stations of the simulated access point (the fast profiles put both on their
 profile too), the mocap node is wired. Per profile, in one run: unicast round trip and loss per
 datagram size (UDP echo), multicast delivery per datagram size (4000 B = three IP fragments, one
 frame each), and for ns-3 the frames' retries, the rate of group frames, airtime, the simulator's
 lag behind real time and its CPU (for the fast profiles the forwarders' CPU). Each row carries the
-machine's load and CPU steal over its own measurement. Figures only, no pass/fail.
+machine's load and CPU steal over its own measurement. Figures only, no pass/fail. ``--own-radios``
+adds, for every profile with other stations, the same profile with a radio of its own per other
+station (``other_stations_radio: own``), to set the simulator's cost of each beside the other.
 """
 
 from __future__ import annotations
@@ -149,6 +153,12 @@ def summary_row(profile: LinkProfile, r: dict) -> Wifi80211Row:
         row.group_airtime_share = group["airtime_s"] / sim["wall_s"] if group else None
         row.lag_p99_ms, row.lag_max_ms = sim["lag_ms"]["p99"], sim["lag_ms"]["max"]
         row.lag_bound_ms = sim["lag_bound_ms"]
+        others = [
+            a["airtime_s"]
+            for name, a in sim.get("airtime_by_station", {}).items()
+            if name.startswith("other")
+        ]
+        row.others_airtime_share = sum(others) / sim["wall_s"] if others else None
     return row
 
 
@@ -163,6 +173,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--distances", nargs="*", type=float, default=[], help="extra wifi-80211-far distances (m)"
+    )
+    parser.add_argument(
+        "--own-radios",
+        action="store_true",
+        help="also each profile with other stations on radios of their own",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -180,6 +195,18 @@ def main() -> int:
         )
         for d in args.distances
     ]
+    if args.own_radios:
+        profiles += [
+            get_profile(
+                {
+                    "name": f"{p.name}-own-radios",
+                    "extends": p.name,
+                    "wifi80211": {"other_stations_radio": "own"},
+                }
+            )
+            for p in list(profiles)
+            if p.wifi80211 is not None and p.wifi80211.other_stations
+        ]
     rows = []
     for profile in profiles:
         result = measure(profile, args.probes, args.datagrams, args.seed)
@@ -189,7 +216,7 @@ def main() -> int:
     if args.reference:
         command = " ".join(["sudo nice -n 10 .venv/bin/python benchmarks/bench_wifi80211.py", *sys.argv[1:]])
         settings = {"probes": args.probes, "datagrams": args.datagrams, "seed": args.seed,
-                    "profiles": args.profiles, "distances": args.distances}  # fmt: skip
+                    "profiles": args.profiles, "distances": args.distances, "own_radios": args.own_radios}  # fmt: skip
         write_reference(
             args.reference,
             Wifi80211Summary(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -78,6 +78,7 @@ class Wifi80211Row(_Strict):
     lag_p99_ms: float | None = None
     lag_max_ms: float | None = None
     lag_bound_ms: float | None = None  # a twin trial is invalid when the lag's p99 passes it
+    others_airtime_share: float | None = None  # the other stations' frames (profiles with other stations)
     conditions: Conditions
 
 
@@ -115,6 +116,85 @@ class TwinTrialRow(_Strict):
     conditions: Conditions  # over the trials that ran at once
 
 
+class ForwarderCostRow(_Strict):
+    """``benchmarks/bench_netem.py``: the userspace forwarder against a plain veth, or one profile's link."""
+
+    path: str  # "plain veth", "forwarder, ideal", "forwarder, blast", or a profile's name
+    rtt_p50_ms: float | None  # None: a one-way blast
+    rtt_p99_ms: float | None
+    packets_per_s: float  # offered
+    forwarder_cpu_percent: float | None  # of one core, the robot's forwarder; None: no forwarder
+    configured_rtt_ms: float | None = None  # the profile's own round trip
+    late_p50_us: list[int] = []  # the forwarder's scheduling lateness, per direction (a2b, b2a)
+    late_p99_us: list[int] = []
+    late_max_us: list[int] = []
+    delivered: float | None = None  # fraction, blasts only
+    conditions: Conditions
+
+
+class SecurityCostRow(_Strict):
+    """``benchmarks/bench_security.py``: one middleware with one security setting, pooled over passes."""
+
+    middleware: str
+    security: str
+    p50_ms: float | None  # one-way, received - sent on the shared clock
+    p99_ms: float | None
+    run_p50_ms: list[float]  # each pass's own median: their spread is the noise
+    offset_corrected_p50_ms: float | None
+    cpu_percent: dict[str, float]  # of one core while the commands stream: robot, host, router, broker
+    received: int
+    sent: int
+    errors: list[str] = []
+    conditions: Conditions  # the largest load, busy share and steal over the row's trials
+
+
+class RobotTrafficRow(_Strict):
+    """``benchmarks/bench_robot_traffic.py``: one twin trial of one case."""
+
+    case: str  # middleware[+rviz][+express]
+    repetition: int
+    end_reason: str
+    median_ms: float | None = None  # the commands' one-way latency (shared clock)
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    lost: int | None = None
+    sent: int | None = None
+    drift_mm: float | None = None
+    valid: bool | None = None  # the stack check (docs/analysis.md)
+    preview_received_hz: float | None = None  # the camera preview as the host received it
+    discovery_packets: int | None = None  # SPDP + SEDP on the robot's link
+    detail: str = ""
+    conditions: Conditions
+
+
+class ForwardingRow(_Strict):
+    """``benchmarks/bench_forwarding.py``: one quick twin trial's forwarding probe through the router or broker."""
+
+    middleware: str
+    repetition: int
+    end_reason: str
+    rtt_p50_ms: float | None = None
+    rtt_p99_ms: float | None = None
+    rtt_max_ms: float | None = None
+    samples: int = 0
+    drift_mm: float | None = None
+    realtime: dict[str, bool] = {}  # forwarder -> ran at SCHED_FIFO
+    detail: str = ""
+    conditions: Conditions  # the trial's own machine monitor
+
+
+class AnalysisSpeedRow(_Strict):
+    """``benchmarks/bench_analysis.py``: one command's time (best of its runs) in one condition."""
+
+    measure: str  # analyze, analyze-no-plots, analyze-warm, evo-ape, compare-scratch, compare-cached, compare-process
+    wall_s: float
+    cpu_s: float | None  # user + system of the process and the children it waited for
+    rate_hz: float | None = None  # the trial's ground truth rate (single-trial measures)
+    busy_core: bool = False  # a spinning process kept one core busy
+    trials: int | None = None  # compare measures
+    conditions: Conditions
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -144,7 +224,42 @@ class TwinTrialsSummary(_Summary):
     rows: list[TwinTrialRow]
 
 
-AnySummary = PerfOverheadSummary | Wifi80211Summary | ZenohBridgeSummary | TwinTrialsSummary
+class ForwarderCostSummary(_Summary):
+    kind: Literal["forwarder-cost"]
+    rows: list[ForwarderCostRow]
+
+
+class SecurityCostSummary(_Summary):
+    kind: Literal["security-cost"]
+    rows: list[SecurityCostRow]
+
+
+class RobotTrafficSummary(_Summary):
+    kind: Literal["robot-traffic"]
+    rows: list[RobotTrafficRow]
+
+
+class ForwardingSummary(_Summary):
+    kind: Literal["forwarding"]
+    rows: list[ForwardingRow]
+
+
+class AnalysisSpeedSummary(_Summary):
+    kind: Literal["analysis-speed"]
+    rows: list[AnalysisSpeedRow]
+
+
+AnySummary = (
+    PerfOverheadSummary
+    | Wifi80211Summary
+    | ZenohBridgeSummary
+    | TwinTrialsSummary
+    | ForwarderCostSummary
+    | SecurityCostSummary
+    | RobotTrafficSummary
+    | AnalysisSpeedSummary
+    | ForwardingSummary
+)
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 
 
@@ -187,3 +302,23 @@ def utc_now() -> str:
     import datetime as dt
 
     return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+SummaryT = TypeVar("SummaryT", bound=_Summary)
+
+
+def run_summary(
+    summary_type: type[SummaryT], path: Path, script: str, argv: list[str] | None, settings: dict, rows: list
+) -> SummaryT:
+    """A benchmark run's summary: its command (``script`` with the run's arguments), now, this machine
+    and the software versions."""
+    import sys
+
+    from fieldtest.record.trial import software_versions
+
+    given = sys.argv[1:] if argv is None else argv
+    (kind,) = get_args(summary_type.model_fields["kind"].annotation)
+    return summary_type.model_validate(
+        {"kind": kind, "name": path.stem, "command": " ".join([script, *given]), "measured_utc": utc_now(),
+         "machine": machine_text(), "versions": software_versions(), "settings": settings, "rows": rows}
+    )  # fmt: skip

@@ -21,9 +21,20 @@ from pathlib import Path
 
 from fieldtest.record.reference import (
     REFERENCE_DIR,
+    AnalysisSpeedRow,
+    AnalysisSpeedSummary,
     AnySummary,
+    Conditions,
+    ForwarderCostRow,
+    ForwarderCostSummary,
+    ForwardingRow,
+    ForwardingSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
+    RobotTrafficRow,
+    RobotTrafficSummary,
+    SecurityCostRow,
+    SecurityCostSummary,
     TwinTrialRow,
     TwinTrialsSummary,
     Wifi80211Row,
@@ -157,11 +168,14 @@ def _span(values: list[float], digits: int, unit: str = "") -> str:
 
 
 def wifi80211_table(rows: list[Wifi80211Row]) -> list[str]:
+    others = any(r.others_airtime_share is not None for r in rows)  # a column only where there are others
     lines = [
         "| profile | unicast RTT p50, 64 / 512 / 1400 B (ms) | RTT p99 (ms) | unicast loss | "
         "multicast delivered, 100 / 1400 / 4000 B | retries per unicast frame (rates) | "
-        "group frames: rate, retries, airtime | link CPU (% of a core) | lag p99 / max (ms) | conditions |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "group frames: rate, retries, airtime | "
+        + ("other stations' airtime | " if others else "")
+        + "link CPU (% of a core) | lag p99 / max (ms) | conditions |",
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if others else ""),
     ]
     for r in rows:
         retries = group = lag = ""
@@ -176,7 +190,15 @@ def wifi80211_table(rows: list[Wifi80211Row]) -> list[str]:
         lines.append(
             f"| `{r.profile}` ({r.configuration}) | {_by_size(r.rtt_p50_ms)} | "
             f"{_span(list(r.rtt_p99_ms.values()), 1)} | {_span([100 * v for v in r.unicast_loss.values()], 1, ' %')} | "
-            f"{_by_size(r.multicast_delivered, 1, 100.0)} % | {retries} | {group} | {r.link_cpu_percent:.0f} | "
+            f"{_by_size(r.multicast_delivered, 1, 100.0)} % | {retries} | {group} | "
+            + (
+                f"{100 * r.others_airtime_share:.1f} % | "
+                if r.others_airtime_share is not None
+                else "| "
+                if others
+                else ""
+            )
+            + f"{r.link_cpu_percent:.0f} | "
             f"{lag} | {r.conditions.text()} |"
         )
     return lines
@@ -240,6 +262,243 @@ def _twin_drift(summary: TwinTrialsSummary, path: str) -> list[str]:
     return [*twin_drift_table(summary.rows), "", head + _source_line(summary, path)]
 
 
+# --- bench_netem.py: the userspace forwarder's own cost ---------------------------------------------
+
+
+def _per_direction(values: list[int]) -> str:
+    return " / ".join(str(v) for v in values)
+
+
+def forwarder_cost_table(rows: list[ForwarderCostRow]) -> list[str]:
+    lines = [
+        "| path | offered (packets/s) | RTT p50 / p99 (ms) | configured RTT (ms) | forwarder CPU (% of a core) | "
+        "forwarder lateness p50 / p99 / max, each way (us) | delivered | conditions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rtt = "" if r.rtt_p50_ms is None else f"{r.rtt_p50_ms:.3f} / {_fmt(r.rtt_p99_ms, 3)}"
+        late = (
+            f"{_per_direction(r.late_p50_us)}; {_per_direction(r.late_p99_us)}; {_per_direction(r.late_max_us)}"
+            if r.late_p50_us
+            else ""
+        )
+        cpu = "" if r.forwarder_cpu_percent is None else f"{r.forwarder_cpu_percent:.1f}"
+        delivered = "" if r.delivered is None else f"{100 * r.delivered:.1f} %"
+        configured = "" if r.configured_rtt_ms is None else f"{r.configured_rtt_ms:g}"
+        lines.append(
+            f"| {r.path} | {r.packets_per_s:.0f} | {rtt} | {configured} | {cpu} | {late} | {delivered} | "
+            f"{r.conditions.text()} |"
+        )
+    return lines
+
+
+def _forwarder_cost(summary: ForwarderCostSummary, path: str) -> list[str]:
+    return [*forwarder_cost_table(summary.rows), "", _source_line(summary, path)]
+
+
+# --- bench_security.py: what each security setting costs -------------------------------------------
+
+
+def _cpu(row: SecurityCostRow, role: str) -> str:
+    value = row.cpu_percent.get(role)
+    return "-" if value is None else f"{value:.1f}"
+
+
+def security_cost_table(rows: list[SecurityCostRow]) -> list[str]:
+    lines = [
+        "| middleware | security | latency p50 (ms) | p99 (ms) | p50 vs none | CPU robot % | CPU host % "
+        "| CPU router/broker % | received / sent | p50 of each pass (ms) | offset-corrected p50 (ms) | conditions |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    baselines = {r.middleware: r for r in rows if r.security == "none"}
+    for r in rows:
+        if r.p50_ms is None:
+            lines.append(
+                f"| {r.middleware} | {r.security} | FAILED: {'; '.join(r.errors)} | | | | | | | | | "
+                f"{r.conditions.text()} |"
+            )
+            continue
+        base = baselines.get(r.middleware)
+        delta = ""
+        if base is not None and base is not r and base.p50_ms:
+            delta = (
+                f"{100 * (r.p50_ms - base.p50_ms) / base.p50_ms:+.0f} % ({r.p50_ms - base.p50_ms:+.3f} ms)"
+            )
+        infra = _cpu(r, "router") if r.middleware == "zenoh-router" else _cpu(r, "broker")
+        lines.append(
+            f"| {r.middleware} | {r.security} | {r.p50_ms:.3f} | {_fmt(r.p99_ms, 3)} | {delta} | {_cpu(r, 'robot')} "
+            f"| {_cpu(r, 'host')} | {infra} | {r.received} / {r.sent} | {', '.join(f'{v:.2f}' for v in r.run_p50_ms)} "
+            f"| {_fmt(r.offset_corrected_p50_ms, 3)} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _listed(value: object) -> str:
+    return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def _security_cost(summary: SecurityCostSummary, path: str) -> list[str]:
+    s = summary.settings
+    head = (
+        f"Middlewares run: {_listed(s.get('middlewares'))}. Plan: {s.get('plan', '?')}; "
+        f"QoS {s.get('qos', '?')}; {s.get('passes', '?')} pass(es), the settings' order rotated each pass; "
+        "loopback, one trial at a time. "
+    )
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*security_cost_table(summary.rows), "", head + note + _source_line(summary, path)]
+
+
+# --- bench_robot_traffic.py: the robot's own traffic and the commands --------------------------------
+
+
+def robot_traffic_table(rows: list[RobotTrafficRow]) -> list[str]:
+    lines = [
+        "| case | repetition | one-way median / p90 / p99 (ms) | commands lost / sent | lap drift (mm) | "
+        "preview received (Hz, of 30) | DDS discovery packets | stack check | conditions |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.end_reason != "completed":
+            lines.append(
+                f"| {r.case} | {r.repetition} | {r.end_reason}: {r.detail} | | | | | | {r.conditions.text()} |"
+            )
+            continue
+        check = {True: "valid", False: "invalid", None: "-"}[r.valid]
+        preview = "" if "rviz" not in r.case else _fmt(r.preview_received_hz, 1)
+        lines.append(
+            f"| {r.case} | {r.repetition} | {_fmt(r.median_ms)} / {_fmt(r.p90_ms, 1)} / {_fmt(r.p99_ms, 1)} | "
+            f"{'-' if r.lost is None else r.lost} / {'-' if r.sent is None else r.sent} | {_fmt(r.drift_mm, 1)} | "
+            f"{preview} | {'-' if r.discovery_packets is None else r.discovery_packets} | {check} | "
+            f"{r.conditions.text()} |"
+        )
+    return lines
+
+
+def _robot_traffic(summary: RobotTrafficSummary, path: str) -> list[str]:
+    s = summary.settings
+    head = (
+        f"Network `{s.get('network', '?')}`, preset `{s.get('preset', '?')}` for the `+rviz` cases, quick plan, "
+        f"{s.get('repetitions', '?')} repetition(s), one trial at a time, the cases interleaved. "
+    )
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*robot_traffic_table(summary.rows), "", head + note + _source_line(summary, path)]
+
+
+# --- bench_analysis.py: the analysis' speed beside evo_ape -------------------------------------------
+
+_SINGLE = (
+    ("analyze", "wall_s", "`fieldtest analyze` (new process, plots + report)"),
+    ("analyze", "cpu_s", "its CPU time"),
+    ("analyze-no-plots", "wall_s", "`fieldtest analyze --no-plots` (new process)"),
+    ("analyze-warm", "wall_s", "`analyze_trial` in a warm process (plots + report)"),
+    ("evo-ape", "wall_s", "one `evo_ape` run on the same poses"),
+    ("evo-ape", "cpu_s", "its CPU time"),
+)
+_COMPARE = {
+    "compare-process": "`fieldtest compare --no-page` (new process; every trial already analysed)",
+    "compare-cached": "`compare_trials` in this process (every trial already analysed; campaign page included)",
+    "compare-scratch": "`compare_trials` from scratch (analyses every trial without plots; campaign page included)",
+}
+
+
+def _columns(rows: list[AnalysisSpeedRow]) -> list[tuple[float, bool]]:
+    return sorted({(r.rate_hz, r.busy_core) for r in rows if r.rate_hz is not None})
+
+
+def _column_name(rate: float, busy: bool) -> str:
+    return f"{rate:g} Hz" + (", a core busy" if busy else "")
+
+
+def analysis_over_evo(rows: list[AnalysisSpeedRow], rate: float, busy: bool) -> float | None:
+    found = {r.measure: r for r in rows if r.rate_hz == rate and r.busy_core == busy}
+    if "analyze" not in found or "evo-ape" not in found:
+        return None
+    return found["analyze"].wall_s / found["evo-ape"].wall_s
+
+
+def analysis_speed_lines(rows: list[AnalysisSpeedRow]) -> list[str]:
+    columns = _columns(rows)
+    cell = {(r.measure, r.rate_hz, r.busy_core): r for r in rows}
+    lines = [
+        "| | " + " | ".join(_column_name(*c) for c in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for measure, field, label in _SINGLE:
+        values = [getattr(cell[key], field) if (key := (measure, *c)) in cell else None for c in columns]
+        lines.append(f"| {label} | " + " | ".join("-" if v is None else f"{v:.2f} s" for v in values) + " |")
+    ratios = [analysis_over_evo(rows, *c) for c in columns]
+    lines.append("| whole analysis / `evo_ape` | " + " | ".join(f"{_fmt(x)}x" for x in ratios) + " |")
+    conditions = [cell[key].conditions.text() if (key := ("analyze", *c)) in cell else "" for c in columns]
+    lines.append("| conditions (the `fieldtest analyze` runs) | " + " | ".join(conditions) + " |")
+    met = [_column_name(*c) for c, x in zip(columns, ratios, strict=True) if x is not None and x < 1]
+    missed = [_column_name(*c) for c, x in zip(columns, ratios, strict=True) if x is not None and x >= 1]
+    verdict = "Target (a fresh analysis, plots included, faster than one `evo_ape` run): "
+    verdict += (
+        f"met at {'; '.join(met) or 'none'}" + (f"; missed at {'; '.join(missed)}" if missed else "") + "."
+    )
+    compare = [r for r in rows if r.measure in _COMPARE]
+    lines += [
+        "",
+        verdict,
+        "",
+        "| compare | trials | wall time | CPU time | conditions |",
+        "|---|---|---|---|---|",
+    ]
+    for r in compare:
+        lines.append(
+            f"| {_COMPARE[r.measure]} | {r.trials} | {r.wall_s:.2f} s | "
+            f"{'-' if r.cpu_s is None else f'{r.cpu_s:.2f} s'} | {r.conditions.text()} |"
+        )
+    within = [f"{_COMPARE[r.measure].split(' (')[0]} {'met' if r.wall_s < 20 else 'MISSED'}" for r in compare]
+    lines += ["", f"Target (the trials compared in under 20 s): {'; '.join(within)}."]
+    return lines
+
+
+def saturated_note(conditions: list[Conditions]) -> str:
+    """A sentence when every core was nearly always busy in some row: the figures are that load's."""
+    busy = [c for c in conditions if c.busy_percent and min(c.busy_percent) >= 90]
+    if not busy:
+        return ""
+    return (
+        f"In {len(busy)} of {len(conditions)} rows every core was at least 90 % busy (other work on the "
+        "machine: see the conditions), so those figures are this machine's under that load, noisy and "
+        "slower than on a free machine. "
+    )
+
+
+def _analysis_speed(summary: AnalysisSpeedSummary, path: str) -> list[str]:
+    best = summary.settings.get("best_of", "?")
+    head = f"Each single-trial figure is the best of {best} runs of a 96 s synthetic trial (the wall time, and the CPU time of that run). "
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [*analysis_speed_lines(summary.rows), "", head + note + _source_line(summary, path)]
+
+
+# --- bench_forwarding.py: the router's or broker's own forwarding delay -----------------------------
+
+
+def forwarding_table(rows: list[ForwardingRow]) -> list[str]:
+    lines = [
+        "| middleware | repetition | round trip p50 / p99 / max (ms) | samples | lap drift (mm) | real time | conditions |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.end_reason != "completed":
+            lines.append(
+                f"| {r.middleware} | {r.repetition} | {r.end_reason}: {r.detail} | | | | {r.conditions.text()} |"
+            )
+            continue
+        realtime = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in sorted(r.realtime.items())) or "-"
+        lines.append(
+            f"| {r.middleware} | {r.repetition} | {_fmt(r.rtt_p50_ms)} / {_fmt(r.rtt_p99_ms)} / {_fmt(r.rtt_max_ms)} | "
+            f"{r.samples} | {_fmt(r.drift_mm)} | {realtime} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _forwarding(summary: ForwardingSummary, path: str) -> list[str]:
+    return [*forwarding_table(summary.rows), "", _source_line(summary, path)]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -254,6 +513,13 @@ BLOCKS: dict[str, Block] = {
     "wifi80211-link": Block("bench-wifi80211.json", _wifi80211_link),
     "zenoh-bridge": Block("bench-zenoh-bridge.json", _zenoh_bridge),
     "twin-loopback-drift": Block("bench-twin-drift.json", _twin_drift),
+    "forwarder-cost": Block("bench-netem.json", _forwarder_cost),
+    "security-cost": Block("bench-security.json", _security_cost),
+    "robot-traffic": Block("bench-robot-traffic.json", _robot_traffic),
+    "analysis-speed": Block("bench-analysis.json", _analysis_speed),
+    "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
+    "forwarding": Block("bench-forwarding.json", _forwarding),
+    "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
 }
 
 
