@@ -324,7 +324,7 @@ def security_cost_table(rows: list[SecurityCostRow]) -> list[str]:
             delta = (
                 f"{100 * (r.p50_ms - base.p50_ms) / base.p50_ms:+.0f} % ({r.p50_ms - base.p50_ms:+.3f} ms)"
             )
-        infra = _cpu(r, "router") if r.middleware == "zenoh-router" else _cpu(r, "broker")
+        infra = _cpu(r, "router" if "router" in r.cpu_percent else "broker")  # whichever the row ran
         lines.append(
             f"| {r.middleware} | {r.security} | {r.p50_ms:.3f} | {_fmt(r.p99_ms, 3)} | {delta} | {_cpu(r, 'robot')} "
             f"| {_cpu(r, 'host')} | {infra} | {r.received} / {r.sent} | {', '.join(f'{v:.2f}' for v in r.run_p50_ms)} "
