@@ -45,6 +45,7 @@ from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.testkit.hangup import as_from_a_terminal
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -661,7 +662,9 @@ def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signa
         str(tmp_path / "runs"),
     ]
     with out.open("w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal
+        )
     deadline = time.monotonic() + 120
     while "  GO" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -22,6 +22,7 @@ from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
+from fieldtest.testkit.hangup import as_from_a_terminal
 from fieldtest.transport.base import TransportConfig
 
 STANDIN = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
@@ -207,7 +208,9 @@ def _run_until_go(tmp_path: Path, signals: list[int]) -> tuple[int, str]:
             "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
     out = tmp_path / "runner.out"
     with out.open("w") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=as_from_a_terminal
+        )
     deadline = time.monotonic() + 90
     while "  GO" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)

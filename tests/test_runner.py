@@ -39,6 +39,7 @@ from fieldtest.runner import (
     verdict_lines,
 )
 from fieldtest.testkit import needs
+from fieldtest.testkit.hangup import as_from_a_terminal, hangup_not_ignored
 from fieldtest.testkit.sched import realtime_permitted
 from fieldtest.testkit.synth import SynthSpec, synthesize
 from fieldtest.twin.robot import PHYSICS_HZ, TRUTH_LOG_HZ
@@ -381,6 +382,7 @@ def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_from_a_terminal,
     )
     try:
         _wait_for_streaming(runner, out / "interrupt")
@@ -525,7 +527,8 @@ def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_p
     monkeypatch.setattr(batches, "run_twin_trial", run_then_hang_up)
     (tmp_path / "c.yaml").write_text(CAMPAIGN_OF_TWO)
     out = tmp_path / "runs"
-    code = campaign_main([str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "1"])
+    with hangup_not_ignored():
+        code = campaign_main([str(tmp_path / "c.yaml"), "--out", str(out), "--parallel", "1"])
     trials = [read_trial(p) for p in (out / "interrupt").iterdir() if (p / "trial.yaml").exists()]
     assert [(t.request.name, t.outcome.end_reason) for t in trials] == [("interrupt-dds-r0", "completed")]
     assert code == 130
