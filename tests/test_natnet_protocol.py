@@ -285,16 +285,20 @@ def test_pose_feed_sample_round_trip():
 
 def test_pose_feed_with_a_history_keeps_what_came_while_nobody_asked():
     """An emulator whose frames leave 10 s after their exposure asks for its first pose only then:
-    the feed is read meanwhile, so the socket's buffer never overflows and every sample is kept."""
+    the feed is read meanwhile, so the socket's buffer never overflows and every sample is kept.
+    Each burst is half of what a loopback socket buffers (~256 samples); the next one waits until
+    the feed has been read without anybody asking, so a busy machine slows the test, never fails it."""
     receiver = PoseFeedReceiver("127.0.0.1", 0, history_s=1000.0)
     try:
         with PoseFeedSender("127.0.0.1", receiver.port) as sender:
-            for burst in range(25):  # 5000 samples: far more than a socket buffer holds
-                for i in range(200):
-                    n = burst * 200 + i
+            for burst in range(50):  # 5000 samples: far more than a socket buffer holds
+                for i in range(100):
+                    n = burst * 100 + i
                     sender.send((float(n), 0.0, 0.0, 0.0, 0.0, 0.0, 1.0), t=100.0 + n / 100)
-                time.sleep(0.1)
-            time.sleep(0.2)
+                read_by = time.monotonic() + 10.0
+                while receiver.samples < (burst + 1) * 100 and time.monotonic() < read_by:
+                    time.sleep(0.01)
+                assert receiver.samples == (burst + 1) * 100, f"burst {burst} not read while nobody asked"
             assert receiver(100.0)[0] == pytest.approx(0.0)  # the first sample, asked for last
             assert receiver.samples == 5000
             assert receiver(124.995)[0] == pytest.approx(2499.5)
