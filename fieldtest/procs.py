@@ -76,6 +76,14 @@ class DomainsExhaustedError(ProcessStartError):
     """Every DDS domain id is leased by some run on this machine."""
 
 
+_HELD_HERE: set[int] = set()  # the domain ids this process's own leases hold
+
+
+def domains_held_here() -> frozenset[int]:
+    """The DDS domain ids this process holds: a lease it waits for among them is never freed."""
+    return frozenset(_HELD_HERE)
+
+
 class DomainLease:
     """DDS domain ids held for one run: an exclusive ``flock`` on one lock file per id. The kernel
     drops the locks when the holder exits, even by SIGKILL, so a crashed run frees its domains.
@@ -84,6 +92,7 @@ class DomainLease:
     def __init__(self, domain_id: int, files: dict[int, int]):
         self.domain_id = domain_id
         self._files = files  # domain id -> open file descriptor holding the lock
+        _HELD_HERE.update(files)
 
     @property
     def domain_ids(self) -> list[int]:
@@ -92,6 +101,7 @@ class DomainLease:
     def release(self) -> None:
         for fd in self._files.values():
             os.close(fd)  # closing the last descriptor drops the flock
+        _HELD_HERE.difference_update(self._files)
         self._files = {}
 
     def __enter__(self) -> DomainLease:

@@ -335,11 +335,13 @@ def dds_domain_zero():
     test worker that holds it is waited for."""
     import time
 
-    from fieldtest.procs import lease_dds_domain
+    from fieldtest.procs import domains_held_here, lease_dds_domain
 
     deadline = time.monotonic() + 300
     while (lease := lease_dds_domain(0)).domain_id != 0:
         lease.release()
+        if 0 in domains_held_here():
+            pytest.fail("DDS domain 0 is held by a lease of this test process itself", pytrace=False)
         if time.monotonic() > deadline:
             pytest.fail("DDS domain 0 stayed leased by another run for 5 minutes", pytrace=False)
         time.sleep(0.5)

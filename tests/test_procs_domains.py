@@ -18,6 +18,7 @@ from fieldtest.procs import (
     DOMAIN_LEASE_DIR_ENV,
     DomainsExhaustedError,
     domain_lease_dir,
+    domains_held_here,
     lease_dds_domain,
 )
 from fieldtest.record import CMD_VEL_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
@@ -119,6 +120,16 @@ def test_offsets_lease_every_side_of_a_bridged_trial(lease_dir):
             assert past_zero.domain_ids == [1, 134]
     with lease_dds_domain(110) as plain:
         assert plain.domain_id == 110
+
+
+def test_the_process_knows_which_domains_its_own_leases_hold(lease_dir):
+    """A lease this process waits for among its own would never be freed: the suite's domain-0
+    fixture fails at once then, instead of waiting out its five minutes."""
+    with lease_dds_domain(20, offsets=(0, 100)):
+        with lease_dds_domain(30):
+            assert {20, 30, 120} <= domains_held_here()
+        assert 30 not in domains_held_here() and {20, 120} <= domains_held_here()
+    assert not {20, 30, 120} & domains_held_here()
 
 
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker"])
