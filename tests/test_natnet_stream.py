@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from natnet import NatNetClient, Version
 
+from fieldtest.machine import MachineMonitor, describe
 from fieldtest.natnet import protocol as nn
 from fieldtest.natnet import recorder as recorder_module
 from fieldtest.natnet.axes import world_to_stream
@@ -199,19 +200,22 @@ def test_random_dropouts_are_flagged_and_lost_frames_counted(tmp_path):
 
 
 def test_high_rate_stream(tmp_path):
+    """Absolute deadlines: the frame numbers keep pace with the clock however busy the machine is.
+    They may trail it by the lag the emulator tolerates before it skips frames and by the longest
+    pause the machine imposed meanwhile (a reference timer measures it in the same window)."""
     rate = 500.0
-    with NatNetEmulator(circle, unicast_config(rate_hz=rate, history_size=0)) as emulator:
-        start = time.monotonic()
+    config = unicast_config(rate_hz=rate, history_size=0)
+    with MachineMonitor(period_s=0.002) as machine, NatNetEmulator(circle, config) as emulator:
         recorder = record_for(emulator, tmp_path / "mocap", 1.0)
-        elapsed = time.monotonic() - start
-        generated = emulator.frames_generated + emulator.frames_skipped_late
+        numbered = emulator.frames_generated + emulator.frames_skipped_late
+        due = (time.time() - emulator.started_wall) * rate
     stats = recorder.stats
+    pause_s = machine.report()["timer_late_max_ms"] / 1e3
     print(
-        f"{rate:g} Hz for {elapsed:.2f} s: {emulator.frames_generated} generated, "
-        f"{emulator.frames_skipped_late} skipped late, {stats.frames} recorded, {stats.missing} missing"
+        f"{rate:g} Hz: {numbered} frames numbered of {due:.0f} due, {emulator.frames_skipped_late} skipped "
+        f"late, {stats.frames} recorded, {stats.missing} missing; {describe(machine.report())}"
     )
-    # Absolute deadlines: frame numbers keep pace with the clock even when the machine is busy.
-    assert generated == pytest.approx(elapsed * rate, rel=0.25)
+    assert due - (config.max_lag_s + pause_s) * rate - 2 <= numbered <= due + 1
     assert stats.frames > 0.5 * rate * 1.0 and stats.parse_errors == 0
 
 
