@@ -1,10 +1,10 @@
-"""The seed studies' findings beside the kit's like-for-like figures (issue 27, item 6).
+"""The seed studies' findings beside the kit's like-for-like figures.
 
     .venv/bin/python benchmarks/bench_reproduction.py --only RTI --reps 2 --duration 2   # a quick check
     .venv/bin/python benchmarks/bench_reproduction.py --json repro.json --md repro.md   # every finding
 
 Every finding of Zhang et al., Fernandez et al., RTI perftest, Chen and Kim et al. that the kit can
-set a figure beside (/work/shared/SEED-FIGURES.md, the values copied into ``FINDINGS``) names the
+set a figure beside (the papers' values copied into ``FINDINGS``, each naming its table or figure) names the
 ``fieldtest perf`` rows it needs (``CASES``). The script runs every row ``--reps`` times,
 interleaved (repetition 0 of every row, then repetition 1, ...) so that a slow minute of the
 shared machine cannot fall on all repetitions of one row, and records the machine's load, busy
@@ -16,8 +16,9 @@ kit's interval against the same value. No setting is taken from a seed figure: m
 QoS profiles, security settings and link profiles are the kit's (docs/perf.md, docs/networks.md).
 
 A script, not a test: it never fails because a direction is not reproduced. ``--from FILE`` writes
-the table again from a ``--json`` file; ``--until HH:MM`` (UTC) starts no row after that time and
-writes the table from what finished.
+the table again from a ``--json`` file; ``--reference reference/bench-reproduction.json`` writes the
+findings' summary that docs/benchmarks.md's table is rendered from (``tools/render_docs.py``);
+``--until HH:MM`` (UTC) starts no row after that time and writes the table from what finished.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fieldtest.perf import stats
+from fieldtest.record.reference import ReproductionRow, ReproductionSummary, run_summary, write_reference
+from fieldtest.testkit.docblocks import interval_text, reproduction_counts, reproduction_table
 
 # ---------------------------------------------------------------------------------------------
 # Table logic: intervals and directions (pure; tests/test_bench_reproduction.py)
@@ -48,10 +51,7 @@ class Interval:
     n: int
 
     def text(self, digits: int = 2, scale: float = 1.0, unit: str = "") -> str:
-        m, lo, hi = (round(v * scale, digits) for v in (self.mean, self.low, self.high))
-        if self.n < 2:
-            return f"{m:.{digits}f}{unit} (n=1)"
-        return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}] (n={self.n})"
+        return interval_text(self.mean * scale, self.low * scale, self.high * scale, self.n, digits, unit)
 
 
 def mean_interval(values: list[float]) -> Interval | None:
@@ -358,7 +358,7 @@ RTI_PROTECTED = (
     "origin-auth-encrypt",
     "sign-submessage-origin-encrypt-data",
 )
-# RTI perftest, median one way (us) at 1024 and 16384 B (SEED-FIGURES.md): no protection, then RTPS
+# RTI perftest, median one way (us) at 1024 and 16384 B: no protection, then RTPS
 # sign, RTPS encrypt, sign + submsg encrypt, sign + origin auth + data encrypt, sign + submsg
 # encrypt with origin auth + data encrypt ("full"), in RTI_PROTECTED's order
 RTI_NONE_1K, RTI_NONE_16K = 23, 55
@@ -812,7 +812,7 @@ def run_all(names: list[str], reps: int, rate: float, duration: float, until: dt
     profiles = load_profiles_file(profiles_file)
     results: Reps = {n: [] for n in names}
     meta = {"reps": reps, "rate_hz": rate, "duration_s": duration, "started": _now(), "missing": [],
-            "invalid": []}  # fmt: skip
+            "invalid": [], "command": " ".join([".venv/bin/python benchmarks/bench_reproduction.py", *sys.argv[1:]])}  # fmt: skip
     for rep in range(reps):
         for name in names:
             if until is not None and dt.datetime.now(dt.UTC) >= until:
@@ -929,29 +929,29 @@ def direction_word(value: int) -> str:
     return {1: "up", -1: "down", 0: "none"}[value]
 
 
+def finding_row(finding: Finding, reps: Reps) -> ReproductionRow:
+    """One finding beside the kit's figure over its repetitions, the verdict computed."""
+    v = judge(finding, reps)
+    seed_fig = finding.seed_text
+    if finding.seed_value is not None:
+        seed_fig += f" = {finding.seed_value:.{finding.digits}f}{finding.unit}"
+    kit_dir = direction(v.kit.low, v.kit.high, finding.no_effect, finding.tolerance) if v.kit else None
+    recs = [r for c in finding.cases for r in reps.get(c, [])]
+    return ReproductionRow(
+        key=finding.key, claim=finding.claim, study=finding.study, source=finding.source,
+        seed_figure=seed_fig, kit_mean=v.kit.mean if v.kit else None, kit_low=v.kit.low if v.kit else None,
+        kit_high=v.kit.high if v.kit else None, repetitions=v.kit.n if v.kit else 0, unit=finding.unit,
+        digits=finding.digits,
+        seed_direction=direction_word(finding.expected),
+        kit_direction=direction_word(kit_dir) if kit_dir is not None else None,
+        reproduced=v.reproduced,
+        rows_behind="; ".join(f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases),
+        conditions=conditions(recs), notes=finding.notes,
+    )  # fmt: skip
+
+
 def table(reps: Reps, findings: list[Finding]) -> list[str]:
-    lines = ["| finding | seed (source) | seed figure | kit figure, 95 % interval | direction seed / kit | "
-             "reproduced | rows behind it | conditions | notes |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for finding in findings:
-        v = judge(finding, reps)
-        seed_fig = finding.seed_text
-        if finding.seed_value is not None:
-            seed_fig += f" = {finding.seed_value:.{finding.digits}f}{finding.unit}"
-        kit_text = v.kit.text(finding.digits, unit=finding.unit) if v.kit else "no figure"
-        kit_dir = direction(v.kit.low, v.kit.high, finding.no_effect, finding.tolerance) if v.kit else None
-        dirs = (
-            f"{direction_word(finding.expected)} / {direction_word(kit_dir) if kit_dir is not None else '-'}"
-        )
-        behind = "; ".join(
-            f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases if len(finding.cases) <= 4
-        )
-        if len(finding.cases) > 4:
-            behind = "; ".join(f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases)
-        recs = [r for c in finding.cases for r in reps.get(c, [])]
-        lines.append(f"| {finding.key} {finding.claim} | {finding.study}, {finding.source} | {seed_fig} | {kit_text} | "
-                     f"{dirs} | {'yes' if v.reproduced else 'no'} | {behind} | {conditions(recs)} | {finding.notes} |")  # fmt: skip
-    return lines
+    return reproduction_table([finding_row(f, reps) for f in findings])
 
 
 def order_resolved(ranked: list[str], spread: dict[str, tuple[float, float]]) -> bool:
@@ -1003,6 +1003,10 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--keep", type=Path, default=None, help="keep the rows' directories here")
     parser.add_argument(
+        "--reference", type=Path, default=None,
+        help="write the findings' summary here (reference/bench-reproduction.json; tools/render_docs.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--rerun-invalid", type=int, default=0, metavar="N",
         help="run a row whose link emulator or ns-3 fell behind again, up to N times (default 0)",
     )  # fmt: skip
@@ -1019,22 +1023,47 @@ def main() -> int:
                                     work, args.json, args.rerun_invalid)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
+    rows = [finding_row(f, reps=results) for f in findings]
+    lines = reproduction_lines(findings, results, meta)
     out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
            f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
-           *table(results, findings), ""]  # fmt: skip
-    if any(f.key.startswith("R") for f in findings):
-        out.append(order_line(results))
-    if meta.get("missing"):
-        out.append(f"Not run (time): {', '.join(meta['missing'])}")
-    invalid = [r for rows in results.values() for r in rows if r.get("valid") is False]
-    if invalid or meta.get("invalid"):
-        out.append(f"Left out as invalid (link fell behind): {len(invalid)} rows in the table's place, "
-                   f"{len(meta.get('invalid') or [])} re-run")  # fmt: skip
+           *reproduction_table(rows), "", reproduction_counts(rows), *[x for line in lines.values() for x in ("", line)]]  # fmt: skip
     text = "\n".join(out)
     print(text)
     if args.md:
         args.md.write_text(text + "\n")
+    if args.reference:
+        settings = {"reps": meta["reps"], "rate": rate_heading(findings, meta), "duration_s": meta["duration_s"],
+                    "started": meta["started"], "ended": meta.get("ended") or "", **lines}  # fmt: skip
+        summary = run_summary(ReproductionSummary, args.reference, "", None, settings, rows)
+        command = meta.get("command") or MEASURE_COMMAND.format(
+            reps=meta["reps"], duration=meta["duration_s"]
+        )
+        write_reference(args.reference, summary.model_copy(update={"command": command}))
     return 0
+
+
+# What a --from table's data was measured with, when its --json file does not say.
+MEASURE_COMMAND = (
+    "nice -n 5 .venv/bin/python benchmarks/bench_reproduction.py --reps {reps} --duration {duration:g} "
+    "--rerun-invalid 1 --reference reference/bench-reproduction.json"
+)
+
+
+def reproduction_lines(findings: list[Finding], results: Reps, meta: dict) -> dict[str, str]:
+    """The lines under the table: RTI's order, rows not run, rows left out as invalid."""
+    lines = {}
+    if any(f.key.startswith("R") for f in findings):
+        lines["order_line"] = order_line(results)
+    if meta.get("missing"):
+        lines["missing_line"] = f"Not run (time): {', '.join(meta['missing'])}"
+    invalid = [r for rows in results.values() for r in rows if r.get("valid") is False]
+    if invalid or meta.get("invalid"):
+        lines["invalid_line"] = (
+            f"Left out as invalid (link fell behind): {len(invalid)} rows in the table's place, "
+            f"{len(meta.get('invalid') or [])} re-run"
+        )
+    return lines
 
 
 def rate_heading(findings: list[Finding], meta: dict) -> str:

@@ -274,3 +274,23 @@ def test_rti_cost_order_is_not_claimed_within_the_repetitions_spread(bench):
     assert "same order: not resolved" in line and "rtps-sign 412 us (400-425)" in line
     apart = {k: [v[0]] for k, v in spread.items()}
     assert "same order: yes" in bench.order_line(apart)
+
+
+def test_the_reference_summary_renders_the_tables_rows_and_counts_the_verdicts(bench, tmp_path):
+    """docs/benchmarks.md's table is rendered from reference/bench-reproduction.json: a finding's row
+    read back from the summary gives the bench's own line, and the count is computed from the rows."""
+    from fieldtest.record.reference import read_reference, write_reference
+    from fieldtest.testkit.docblocks import reproduction_counts, reproduction_table
+
+    reps = {"a": [_rec(rep=i, **{bench.RTT: 3.0 * b}) for i, b in enumerate((10.0, 12.0, 11.0))],
+            "b": [_rec(rep=i, **{bench.RTT: b}) for i, b in enumerate((10.0, 12.0, 11.0))]}  # fmt: skip
+    findings = [_ratio_finding(bench, 3.0), _ratio_finding(bench, 0.4)]
+    rows = [bench.finding_row(f, reps) for f in findings]
+    summary = bench.ReproductionSummary(
+        kind="reproduction", name="r", command="benchmarks/x.py", measured_utc="now", machine="m",
+        versions={"python": "3"}, settings={}, rows=rows,
+    )  # fmt: skip
+    back = read_reference(write_reference(tmp_path / "r.json", summary))
+    assert reproduction_table(back.rows) == bench.table(reps, findings)
+    assert [r.reproduced for r in back.rows] == [True, False]
+    assert reproduction_counts(back.rows).startswith("Reproduced: 1 of 2 findings (seed 1 of 2): T.")

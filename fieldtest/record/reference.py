@@ -195,6 +195,31 @@ class AnalysisSpeedRow(_Strict):
     conditions: Conditions
 
 
+Direction = Literal["up", "down", "none"]
+
+
+class ReproductionRow(_Strict):
+    """``benchmarks/bench_reproduction.py``: one seed finding beside the kit's like-for-like figure."""
+
+    key: str  # Z1, F3, R1, C2, K1, ...
+    claim: str
+    study: str
+    source: str  # the paper's table or figure
+    seed_figure: str
+    kit_mean: float | None  # over the repetitions (a ratio's: geometric), None: no figure
+    kit_low: float | None  # its Student-t 95 % interval
+    kit_high: float | None
+    repetitions: int  # repetitions with a figure
+    unit: str  # "x" for a ratio, " ms", " pp", ...
+    digits: int
+    seed_direction: Direction
+    kit_direction: Direction | None  # where the kit's interval lies against the no-effect value
+    reproduced: bool  # the kit's interval on the seed's side (computed, never chosen)
+    rows_behind: str  # each perf row's figures over its repetitions
+    conditions: str  # load, busy cores and steal over the finding's rows
+    notes: str = ""
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -249,6 +274,11 @@ class AnalysisSpeedSummary(_Summary):
     rows: list[AnalysisSpeedRow]
 
 
+class ReproductionSummary(_Summary):
+    kind: Literal["reproduction"]
+    rows: list[ReproductionRow]
+
+
 AnySummary = (
     PerfOverheadSummary
     | Wifi80211Summary
@@ -259,6 +289,7 @@ AnySummary = (
     | RobotTrafficSummary
     | AnalysisSpeedSummary
     | ForwardingSummary
+    | ReproductionSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

@@ -31,6 +31,8 @@ from fieldtest.record.reference import (
     ForwardingSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
+    ReproductionRow,
+    ReproductionSummary,
     RobotTrafficRow,
     RobotTrafficSummary,
     SecurityCostRow,
@@ -497,6 +499,70 @@ def forwarding_table(rows: list[ForwardingRow]) -> list[str]:
 
 def _forwarding(summary: ForwardingSummary, path: str) -> list[str]:
     return [*forwarding_table(summary.rows), "", _source_line(summary, path)]
+
+
+# --- bench_reproduction.py: the seed findings beside the kit ---------------------------------------
+
+
+def interval_text(mean: float, low: float, high: float, n: int, digits: int = 2, unit: str = "") -> str:
+    """A mean over ``n`` repetitions with its 95 % interval, as the reproduction table shows it."""
+    m, lo, hi = (round(v, digits) for v in (mean, low, high))
+    if n < 2:
+        return f"{m:.{digits}f}{unit} (n=1)"
+    return f"{m:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}] (n={n})"
+
+
+def _kit_figure(row: ReproductionRow) -> str:
+    if row.kit_mean is None or row.kit_low is None or row.kit_high is None:
+        return "no figure"
+    return interval_text(row.kit_mean, row.kit_low, row.kit_high, row.repetitions, row.digits, row.unit)
+
+
+def reproduction_table(rows: list[ReproductionRow]) -> list[str]:
+    lines = [
+        "| finding | seed (source) | seed figure | kit figure, 95 % interval | direction seed / kit | "
+        "reproduced | rows behind it | conditions | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.key} {r.claim} | {r.study}, {r.source} | {r.seed_figure} | {_kit_figure(r)} | "
+            f"{r.seed_direction} / {r.kit_direction or '-'} | {'yes' if r.reproduced else 'no'} | "
+            f"{r.rows_behind} | {r.conditions} | {r.notes} |"
+        )
+    return lines
+
+
+def reproduction_counts(rows: list[ReproductionRow]) -> str:
+    """How many findings the kit reproduced, computed from the rows, by study."""
+    studies = list(dict.fromkeys(r.study for r in rows))
+    per_study = ", ".join(
+        f"{study} {sum(r.reproduced for r in rows if r.study == study)} of "
+        f"{sum(r.study == study for r in rows)}"
+        for study in studies
+    )
+    reproduced = [r.key for r in rows if r.reproduced]
+    no_figure = [r.key for r in rows if r.kit_mean is None]
+    return (
+        f"Reproduced: {len(reproduced)} of {len(rows)} findings ({per_study}): {', '.join(reproduced) or 'none'}. "
+        f"Without a kit figure: {', '.join(no_figure) or 'none'}."
+    )
+
+
+def _reproduction(summary: ReproductionSummary, path: str) -> list[str]:
+    settings = summary.settings
+    out = [
+        f"{settings['reps']} repetitions of every row at {settings['rate']}, {settings['duration_s']} s per "
+        f"row, run {settings['started']} to {settings['ended']}.",
+        "",
+        *reproduction_table(summary.rows),
+        "",
+        reproduction_counts(summary.rows),
+    ]
+    for key in ("order_line", "missing_line", "invalid_line"):
+        if settings.get(key):
+            out += ["", str(settings[key])]
+    return [*out, "", _source_line(summary, path)]
 
 
 # --- the blocks -------------------------------------------------------------------------------------
