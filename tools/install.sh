@@ -2,6 +2,9 @@
 # Installs everything the kit needs on a fresh Debian/Ubuntu machine: system packages through apt,
 # Python packages into .venv, and the CycloneDDS Python binding built against Debian's CycloneDDS
 # (the PyPI wheel lacks the DDS Security plugins). Idempotent: a second run only checks.
+# FIELDTEST_INSTALL=demo (make demo) installs only what the twin trial needs, so a newcomer's first
+# trial does not wait for the test tools, the ROS 2 environment or the Zenoh bridge's 25-60 min
+# build; `make install` (and `make test`) bring the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -17,8 +20,18 @@ APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto
 # chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc);
 # nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies
 
+# what the twin trial itself runs: the middlewares' libraries and the compilers of the C helpers
+DEMO_APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto tcpdump iproute2 openssl
+                   python3-venv cmake gcc g++ pkg-config libfastrtps-dev)
+DEMO_ONLY=0
+[ "${FIELDTEST_INSTALL:-}" = demo ] && DEMO_ONLY=1
+
 source "$ROOT/tools/apt.sh"
-apt_install install "${APT_PACKAGES[@]}"
+if [ "$DEMO_ONLY" = 1 ]; then
+  apt_install install "${DEMO_APT_PACKAGES[@]}"
+else
+  apt_install install "${APT_PACKAGES[@]}"
+fi
 
 # A prefix of symlinks to Debian's files: the binding's build looks for CYCLONEDDS_HOME/{lib,include}.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
@@ -38,18 +51,28 @@ if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
   echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute)"
   CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
 fi
+# the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API); the Fast DDS
+# transport's C++ helper (participants and stamps on Debian's libfastrtps; a minute of g++); the
+# MQTT transport's arrival stamps (poll wake-ups stamped in C)
+build_stamp_helpers() {
+  "$VENV/bin/python" -c "from fieldtest.middleware.dds.ddsstamp import library; library()"
+  "$VENV/bin/python" -c "from fieldtest.middleware.fastdds.stamp import library; library()"
+  "$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
+}
+if [ "$DEMO_ONLY" = 1 ]; then
+  "$VENV/bin/python" -m pip install -q -e .
+  build_stamp_helpers
+  echo "[install] ready for the twin trial: $VENV (make install brings the test tools, the ROS 2"
+  echo "[install] environment of the lab nodes and the Zenoh bridge of the lab; 25-60 min the first time)"
+  exit 0
+fi
 # cluster: Dask distributed, for campaigns across machines (fieldtest campaign --cluster)
 "$VENV/bin/python" -m pip install -q -e ".[dev,cluster]"
 # the userspace link emulator (used when the kernel has no netem); otherwise built on first use
 "$VENV/bin/python" -c "from fieldtest.netem.forwarder import build_forwarder; build_forwarder()" || echo "[install] note: linkfwd not built (needs gcc)"
 # the ns-3 802.11 link (about a minute of g++); otherwise built on first use of a wifi-80211 profile
 "$VENV/bin/python" -c "from fieldtest.netem.wifi80211 import build_wifi_link; build_wifi_link()" || echo "[install] note: wifi_link not built (needs libns3-dev, g++)"
-# the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API)
-"$VENV/bin/python" -c "from fieldtest.middleware.dds.ddsstamp import library; library()"
-# the Fast DDS transport's C++ helper (participants and stamps on Debian's libfastrtps; a minute of g++)
-"$VENV/bin/python" -c "from fieldtest.middleware.fastdds.stamp import library; library()"
-# the MQTT transport's arrival stamps (poll wake-ups stamped in C)
-"$VENV/bin/python" -c "from fieldtest.transport.pollstamp import library; library()"
+build_stamp_helpers
 # the runtime dependencies at their pyproject minimums, cached outside the clone (tests run the kit on them)
 bash "$ROOT/tools/install_minimums.sh" "$VENV/bin/python"
 # the ROS 2 environment for the lab nodes (rclpy from the ROS 2 wheels, fieldtest_msgs): .venv-ros

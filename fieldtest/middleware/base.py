@@ -110,6 +110,14 @@ class Middleware:
         """Whether the twin runs the lab's bridges for this config (then they replace the infra)."""
         return False
 
+    def bridge_missing(self) -> str:
+        """Why the lab's bridges cannot run here (not built), or "" when they can or there are none."""
+        return ""
+
+    def unbridged(self, config: TransportConfig) -> TransportConfig:
+        """``config`` on this middleware's own path, without the lab's bridges."""
+        return config
+
     def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
         """The DDS domains a twin trial holds, as offsets from its own (bridged Zenoh: the robot
         side's domain too)."""

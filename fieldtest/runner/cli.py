@@ -160,7 +160,9 @@ def demo_main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    requests = [request_from_args(args, m) for m in middlewares]
+    requests, direct_note = direct_where_no_bridge([request_from_args(args, m) for m in middlewares])
+    if direct_note:
+        print(direct_note, file=sys.stderr)
     parallel = choose_parallel(args.parallel, len(requests))
     stop = threading.Event()
     results, metrics, every, reruns = run_and_rerun(requests, args.out, parallel, args.rerun_invalid, stop)
@@ -174,7 +176,32 @@ def demo_main(argv: list[str]) -> int:
     print(f"comparison report: {compare_dir / 'compare.md'}")
     print_stack_check(requests, metrics=metrics, results=results)
     print("\n".join(verdict_lines(requests, metrics, reruns)))
+    if direct_note:
+        print(direct_note)
     return exit_code(results, stop)
+
+
+def direct_where_no_bridge(requests: list[TrialRequest]) -> tuple[list[TrialRequest], str]:
+    """The demo's cases that would run through the lab's bridges run on their middleware's own path
+    while the bridges are not built (their first build takes 25-60 min), so a newcomer's first
+    verdict does not wait for it; the note says so and how to run them bridged."""
+    out, direct, why = [], [], ""
+    for request in requests:
+        family = registry.get(request.transport.middleware)
+        config = family.twin_defaults(request.transport, request.transport.model_fields_set)
+        if family.bridged(config) and (missing := family.bridge_missing()):
+            middleware = request.transport.middleware
+            name = request.name.replace(middleware, f"{middleware}-direct", 1)
+            request = request.model_copy(update={"name": name, "transport": family.unbridged(config)})
+            direct.append(middleware)
+            why = missing
+        out.append(request)
+    if not direct:
+        return out, ""
+    return out, (
+        f"note: {', '.join(direct)} ran without the lab's bridges ({why.split(':')[0]}); "
+        f"`make install` builds them, then `fieldtest demo --middlewares {','.join(direct)}` runs them bridged"
+    )
 
 
 def campaign_main(argv: list[str]) -> int:

@@ -29,6 +29,18 @@ class _Zenoh(Middleware):
     def bridged(self, config: TransportConfig) -> bool:
         return config.settings(Settings).path == "bridge"
 
+    def bridge_missing(self) -> str:
+        from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
+
+        try:
+            find_bridge()
+        except BridgeMissingError as exc:
+            return str(exc)
+        return ""
+
+    def unbridged(self, config: TransportConfig) -> TransportConfig:
+        return config.with_settings(Settings, path="direct")
+
     def dds_domain_offsets(self, config: TransportConfig) -> tuple[int, ...]:
         from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET
 
@@ -56,13 +68,7 @@ class _Zenoh(Middleware):
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         """zenohd with the ros2dds plugin must be built. (The nodes' distro is the trial's: the
         rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.rehearsal``.)"""
-        from fieldtest.middleware.zenoh.bridge import BridgeMissingError, find_bridge
-
-        try:
-            find_bridge()
-        except BridgeMissingError as exc:
-            return str(exc)
-        return ""
+        return self.bridge_missing()
 
     def open_transport(self, config: TransportConfig, role: Role):
         if self.bridged(config):
