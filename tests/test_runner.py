@@ -486,6 +486,10 @@ def test_verdict_names_invalid_trials_why_and_what_to_do(analysed):
     assert verdict_lines(requests[:1], [None])[0].startswith(
         "verdict: validity unknown for e2e-dds"
     )  # not analysed
+    stolen = analysed.model_copy(update={"stack": Stack(valid=True, cautions=["the hypervisor took 3.0 %"])})
+    lines = verdict_lines(requests, [ok[0], stolen, ok[0]])
+    assert lines[0].startswith("verdict: VALID") and len(lines) == 2
+    assert lines[1].startswith("  caution: e2e-zenoh-peer ran under CPU steal")
 
 
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "mqtt-local-broker"])

@@ -39,32 +39,39 @@ def _machine(steal_pct: float, steal_max_pct: float) -> dict:
 
 
 @pytest.mark.parametrize("factor", [0.0, 0.5, 0.99, 1.01, 1.5, 10.0])
-def test_steal_over_the_trial_beyond_its_bound_makes_the_trial_invalid(factor):
+def test_steal_beyond_its_bound_is_a_caution_the_motion_is_judged_by_the_stack_drift(factor):
+    """What the hypervisor's pauses did to the motion is in the stack drift; steal alone does not
+    make a trial invalid, but its report says the latency tails may hold the pauses."""
     steal = factor * STEAL_BOUND_PCT
     out = _judge(_machine(steal, steal))  # a steady share: the worst half second is the average
-    assert out["valid"] is (factor <= 1)
+    assert out["valid"] is True and out["invalid_reasons"] == []
     if factor > 1:
-        assert out["invalid_reasons"] == [
-            f"the hypervisor took {steal:.1f} % of CPU time (up to {steal:.0f} % in half a second; "
-            f"bounds {STEAL_BOUND_PCT:g} % and {STEAL_BURST_BOUND_PCT:g} %)"
+        assert out["cautions"] == [
+            f"the hypervisor took {steal:.1f} % of CPU time (up to {steal:.0f} % in half a second; above "
+            f"{STEAL_BOUND_PCT:g} % and {STEAL_BURST_BOUND_PCT:g} %): what its pauses did to the motion is in "
+            "the stack drift; the latency tails (p99, max) may hold them"
         ]
-        assert "CPU steal" in out["advice"] and "re-run" in out["advice"]
+    else:
+        assert out["cautions"] == []
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.99, 1.01, 2.0, 5.0])
-def test_a_burst_of_steal_beyond_its_bound_makes_the_trial_invalid_even_when_the_average_is_low(factor):
+def test_a_burst_of_steal_beyond_its_bound_is_a_caution_even_when_the_average_is_low(factor):
     out = _judge(_machine(0.5, factor * STEAL_BURST_BOUND_PCT))
-    assert out["valid"] is (factor <= 1)
+    assert out["valid"] is True and bool(out["cautions"]) is (factor > 1)
     assert (
         out["bound"]["steal_pct"] == STEAL_BOUND_PCT
         and out["bound"]["steal_max_pct"] == STEAL_BURST_BOUND_PCT
     )
 
 
-def test_steal_and_drift_are_judged_apart_and_both_reasons_given():
-    assert _judge(_machine(0.0, 0.0), stack_drift_m=2 * STACK_DRIFT_BOUND_M)["valid"] is False
-    out = _judge(_machine(3 * STEAL_BOUND_PCT, 50.0), stack_drift_m=2 * STACK_DRIFT_BOUND_M)
-    assert len(out["invalid_reasons"]) == 2 and "hypervisor" in out["invalid_reasons"][1]
+@pytest.mark.parametrize("drift_factor", [0.5, 2.0])
+def test_under_steal_the_stack_drift_decides_and_the_advice_names_the_steal(drift_factor):
+    out = _judge(_machine(3 * STEAL_BOUND_PCT, 50.0), stack_drift_m=drift_factor * STACK_DRIFT_BOUND_M)
+    assert out["valid"] is (drift_factor <= 1) and out["cautions"]
+    if drift_factor > 1:
+        assert len(out["invalid_reasons"]) == 1 and "machine's own timing" in out["invalid_reasons"][0]
+        assert "CPU steal" in out["advice"] and "re-run" in out["advice"]
 
 
 def test_a_trial_without_a_machine_monitor_is_not_judged_on_steal():

@@ -54,6 +54,21 @@ def invalid_trials(metrics: list[Metrics | None]) -> list[int]:
     return [i for i, m in enumerate(metrics) if _validity(m) is False]
 
 
+def _caution_lines(requests: list[TrialRequest], metrics: list[Metrics | None]) -> list[str]:
+    """Trials kept as valid whose latency tails may still hold the hypervisor's pauses."""
+    cautioned = [
+        r.name
+        for r, m in zip(requests, metrics, strict=True)
+        if m is not None and m.stack is not None and m.stack.cautions and m.stack.valid is not False
+    ]
+    if not cautioned:
+        return []
+    return [
+        f"  caution: {', '.join(cautioned)} ran under CPU steal: within bounds for the motion, but their "
+        "latency tails may hold the hypervisor's pauses (see their report.md)"
+    ]
+
+
 def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], reruns: int = 0) -> list[str]:
     """The final word for a newcomer: valid, or which trials are not, why, and what to do."""
     bad = [
@@ -63,8 +78,12 @@ def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], r
     ]
     unknown = [r for r, m in zip(requests, metrics, strict=True) if _validity(m) is None]
     rerun_note = f" ({reruns} re-run(s) of invalid trials)" if reruns else ""
+    caution = _caution_lines(requests, metrics)
     if not bad and not unknown:
-        return [f"verdict: VALID - the machine's own timing stayed within bounds in every trial{rerun_note}"]
+        return [
+            f"verdict: VALID - the machine's own timing stayed within bounds in every trial{rerun_note}",
+            *caution,
+        ]
     lines = []
     if bad:
         lines.append(f"verdict: NOT VALID for {', '.join(r.name for r, _ in bad)}{rerun_note}:")
@@ -75,4 +94,4 @@ def verdict_lines(requests: list[TrialRequest], metrics: list[Metrics | None], r
         lines.append(
             f"verdict: validity unknown for {', '.join(r.name for r in unknown)} (see their report.md)"
         )
-    return lines
+    return lines + caution

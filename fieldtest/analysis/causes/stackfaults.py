@@ -22,10 +22,11 @@ STACK_DRIFT_BOUND_M = 0.001
 # ... or when the mocap emulator could not send this share of its frames on time (the ground
 # truth then has holes that are the machine's, not the lab's)
 MOCAP_SKIPPED_BOUND = 0.01
-# ... or when the hypervisor took more CPU time than this, over the trial or in its worst half
-# second: then every timing figure of the trial (latency tails, jitter, the drift) holds the
-# hypervisor's pauses, whether or not one happened to fall on a command that moves the robot
-# (docs/benchmarks.md, session 11: such trials made most of the stack drift's tail)
+# The hypervisor's share of CPU time (steal) over the trial or in its worst half second beyond these
+# is a caution, not a reason: what its pauses did to the trial's motion is in the stack drift
+# (host send times and arrival times replayed), judged by its own bound above; trials with more
+# steal had larger stack drift (docs/benchmarks.md), which that bound then catches. Its pauses may
+# still sit in the trial's latency tails (p99, max), so the report says so beside them.
 STEAL_BOUND_PCT = 2.0
 STEAL_BURST_BOUND_PCT = 20.0
 # ... or when a simulated link (the ns-3 802.11 model) fell behind real time: its lag adds to the
@@ -111,7 +112,20 @@ def stack_metrics(
         out["timing_error"] = timing_error_split(errors, link_emulated)
     out["stack_drift_m"] = causes.get("stack_m") if causes.get("available") else None
     out["valid"], out["invalid_reasons"], out["advice"] = _verdict(out)
+    out["cautions"] = _cautions(out)
     return out
+
+
+def _cautions(out: dict[str, Any]) -> list[str]:
+    """What the machine did that the trial's validity does not judge, for whoever reads its tails."""
+    machine = out.get("machine") or {}
+    if not _steal_exceeded(machine):
+        return []
+    return [
+        f"the hypervisor took {machine['steal_pct']:.1f} % of CPU time (up to {machine['steal_max_pct']:.0f} % "
+        f"in half a second; above {STEAL_BOUND_PCT:g} % and {STEAL_BURST_BOUND_PCT:g} %): what its pauses did "
+        "to the motion is in the stack drift; the latency tails (p99, max) may hold them"
+    ]
 
 
 def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
@@ -126,13 +140,6 @@ def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
     robot = out.get("robot") or {}
     if robot.get("late_commands_applied"):
         reasons.append(f"the robot applied {robot['late_commands_applied']} commands later than they arrived")
-    machine = out.get("machine") or {}
-    if _steal_exceeded(machine):
-        reasons.append(
-            f"the hypervisor took {machine['steal_pct']:.1f} % of CPU time (up to "
-            f"{machine['steal_max_pct']:.0f} % in half a second; bounds {STEAL_BOUND_PCT:g} % and "
-            f"{STEAL_BURST_BOUND_PCT:g} %)"
-        )
     reasons += _link_behind_reasons(out.get("link_simulator"), out.get("link_forwarder"))
     mocap = out.get("mocap") or {}
     if mocap.get("frames_generated"):

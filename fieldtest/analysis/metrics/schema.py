@@ -250,6 +250,8 @@ class Stack(Section):
     valid: bool | None = None
     invalid_reasons: list[str] = []
     advice: str = ""
+    # what the machine did that validity does not judge (CPU steal); optional as link_simulator
+    cautions: list[str] = []
     stack_drift_m: float | None = None
     bound: dict[str, float] = {}
     # None where the trial has no such part (a synthetic or lab trial has no twin robot, no emulator)

@@ -18,17 +18,20 @@ def validity_lines(m: Metrics) -> list[str]:
     stack = m.stack
     if stack is None:
         return []
+    cautions = [f"Caution: {c}." for c in stack.cautions] + ([""] if stack.cautions else [])
     if stack.valid is True:
         return [
             f"**Valid:** the machine's own timing explains {_mm(stack.stack_drift_m)} of lap drift "
             f"(bound {stack.bound['stack_drift_m'] * 1e3:g} mm).",
             "",
+            *cautions,
         ]
     if stack.valid is False:
         return (
             ["**Invalid trial** (kept, but left out of comparisons):", ""]
             + [f"- {r}" for r in stack.invalid_reasons]
             + ["", f"What to do: {stack.advice}.", ""]
+            + cautions
         )
     return [f"**Validity unknown:** {stack.advice or 'no stack figures'}.", ""]
 
