@@ -195,6 +195,23 @@ class AnalysisSpeedRow(_Strict):
     conditions: Conditions
 
 
+class NewcomerRow(_Strict):
+    """``benchmarks/bench_newcomer.py``: one `make demo` from a fresh clone, empty home and cache."""
+
+    repetition: int
+    exit_code: int
+    install_s: float | None  # from `make demo` to the install's "ready" line
+    first_trial_s: float | None  # to the first trial's start
+    verdict_s: float | None  # to the verdict line
+    total_s: float
+    verdict: str  # VALID, NOT VALID, validity unknown, none
+    trials: int  # trial reports listed (the kept ones)
+    invalid: int  # of them invalid
+    reruns: int  # invalid trials re-run alone
+    last_lines: list[str] = []  # a failed run's last output
+    conditions: Conditions
+
+
 Direction = Literal["up", "down", "none"]
 
 
@@ -274,6 +291,11 @@ class AnalysisSpeedSummary(_Summary):
     rows: list[AnalysisSpeedRow]
 
 
+class NewcomerSummary(_Summary):
+    kind: Literal["newcomer"]
+    rows: list[NewcomerRow]
+
+
 class ReproductionSummary(_Summary):
     kind: Literal["reproduction"]
     rows: list[ReproductionRow]
@@ -290,6 +312,7 @@ AnySummary = (
     | AnalysisSpeedSummary
     | ForwardingSummary
     | ReproductionSummary
+    | NewcomerSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

@@ -29,6 +29,8 @@ from fieldtest.record.reference import (
     ForwarderCostSummary,
     ForwardingRow,
     ForwardingSummary,
+    NewcomerRow,
+    NewcomerSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
     ReproductionRow,
@@ -563,6 +565,34 @@ def _reproduction(summary: ReproductionSummary, path: str) -> list[str]:
         if settings.get(key):
             out += ["", str(settings[key])]
     return [*out, "", _source_line(summary, path)]
+
+
+# --- bench_newcomer.py: `make demo` from nothing ----------------------------------------------------
+
+
+def _minutes(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds / 60:.1f}"
+
+
+def newcomer_table(rows: list[NewcomerRow]) -> list[str]:
+    lines = [
+        "| run | install done (min) | first trial starts (min) | verdict (min) | verdict | trials kept / "
+        "invalid | re-runs | conditions |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        verdict = (
+            r.verdict if not r.exit_code else f"{r.verdict} (exit {r.exit_code}: {' / '.join(r.last_lines)})"
+        )
+        lines.append(
+            f"| {r.repetition} | {_minutes(r.install_s)} | {_minutes(r.first_trial_s)} | {_minutes(r.verdict_s)} "
+            f"| {verdict} | {r.trials} / {r.invalid} | {r.reruns} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _newcomer(summary: NewcomerSummary, path: str) -> list[str]:
+    return [*newcomer_table(summary.rows), "", _source_line(summary, path)]
 
 
 # --- the blocks -------------------------------------------------------------------------------------
