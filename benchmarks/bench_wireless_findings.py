@@ -16,7 +16,7 @@ the commands' one-way median and p99 (shared clock), loss and lap drift; and the
   path the commands take (Nagle's algorithm and delayed acknowledgements on MQTT's TCP).
 
 Each finding compares two configurations on one network: the seed's pair of Array1k mean round
-trips (SEED-FIGURES.md, Zhang et al. Table 2) and the twin's pair of medians. "reproduced" is
+trips (Zhang et al. Table 2) and the twin's pair of medians. "reproduced" is
 computed: the twin's difference has the seed's sign and the two intervals do not overlap; "same
 sign, overlapping" when only the sign agrees. A script, not a test: it reads what the campaign
 recorded and never fails on a figure.
@@ -36,7 +36,7 @@ import yaml
 from fieldtest.analysis.campaign.intervals import differ, median_interval
 from fieldtest.analysis.metrics.schema import METRICS_FILE
 
-# Zhang et al., Table 2b (Wi-Fi) and 2c (4G), Array1k, mean round trip in ms (SEED-FIGURES.md).
+# Zhang et al., Table 2b (Wi-Fi) and 2c (4G), Array1k, mean round trip in ms.
 # Their Zenoh-TCP is the kit's zenoh-peer, Zenoh-broker zenoh-router, MQTT-nobroker
 # mqtt-local-broker and MQTT-broker mqtt-broker.
 SEED_ARRAY1K_RTT_MS = {

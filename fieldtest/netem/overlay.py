@@ -1,7 +1,7 @@
 """An overlay network tunnelled over UDP between the nodes, as the seed's 4G set-up had it.
 
 Zhang et al. joined the two cellular dongles (and the MQTT broker's own 4G router) with a ZeroTier
-overlay (CONTEXT.md section 1): every machine's traffic to the others leaves as UDP datagrams over
+overlay (Zhang et al., section 3.1): every machine's traffic to the others leaves as UDP datagrams over
 its cellular leg, and multicast is replicated to each member by the sender, since the cellular
 network carries none. The twin builds the same with the kernel's VXLAN (RFC 7348): one ``ovl0``
 device per node, encapsulating Ethernet frames in UDP over the node's leg (``net0``), with static

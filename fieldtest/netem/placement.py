@@ -2,7 +2,7 @@
 
 Named placements (docs/networks.md, "Topology"):
 
-- ``seed``: as the seed study (Zhang et al., section 3.1; CONTEXT.md section 1): host and robot on
+- ``seed``: as the seed study (Zhang et al., section 3.1): host and robot on
   the link, like two stations of one Wi-Fi access point; on a cellular profile (``cellular: true``,
   e.g. ``4g``) every machine has a modem of its own, so the router or broker gets its own leg too.
 - ``robot-only``: the robot alone; the profile is then the whole path between it and the rest.

@@ -240,7 +240,7 @@ class LinkProfile(BaseModel):
 
 _ZHANG = (
     "Zhang et al., Comparison of Middlewares in Edge-to-Edge and Edge-to-Cloud Communication "
-    "for Distributed ROS 2 Systems (docs/networks.md, CONTEXT.md section 1)"
+    "for Distributed ROS 2 Systems (docs/networks.md)"
 )
 
 BUILTIN: dict[str, dict[str, Any]] = {
@@ -269,8 +269,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "wifi-lossy": {
         "description": "A station far from the access point: low modulation rate, retransmissions, loss bursts.",
         "source": "Assumptions: cell-edge 802.11 (MCS0 ~6.5 Mbit/s), doubled delay, strong jitter; "
-        "bursty loss follows Chen 2019's observation that loss rises sharply with distance (CONTEXT.md "
-        "section 2).",
+        "bursty loss follows Chen 2019's observation that loss rises sharply with distance.",
         "delay_ms": 8.0,
         "jitter_ms": 5.0,
         "loss_pct": 2.0,
@@ -333,7 +332,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "up": {"delay_ms": 35.0, "jitter_ms": 8.0, "loss_pct": 0.5, "rate_kbit": 5_000},
         "down": {"delay_ms": 25.0, "jitter_ms": 6.0, "loss_pct": 0.5, "rate_kbit": 20_000},
         # the seed's 4G set-up: each machine on its own cellular modem, all joined by a ZeroTier
-        # overlay (Zhang et al. section 3.1; CONTEXT.md section 1)
+        # overlay (Zhang et al. section 3.1)
         "cellular": True,
         "overlay": True,
     },

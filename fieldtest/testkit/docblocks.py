@@ -553,13 +553,12 @@ def reproduction_counts(rows: list[ReproductionRow]) -> str:
 
 def _reproduction(summary: ReproductionSummary, path: str) -> list[str]:
     settings = summary.settings
+    when = f"{settings['started']} to {settings['ended']}" if settings.get("ended") else settings["started"]
     out = [
-        f"{settings['reps']} repetitions of every row at {settings['rate']}, {settings['duration_s']} s per "
-        f"row, run {settings['started']} to {settings['ended']}.",
-        "",
         *reproduction_table(summary.rows),
         "",
-        reproduction_counts(summary.rows),
+        f"{settings['reps']} repetitions of every row at {settings['rate']}, {settings['duration_s']:g} s per "
+        f"row, run {when}. {reproduction_counts(summary.rows)}",
     ]
     for key in ("order_line", "missing_line", "invalid_line"):
         if settings.get(key):
@@ -616,6 +615,7 @@ BLOCKS: dict[str, Block] = {
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
     "forwarding": Block("bench-forwarding.json", _forwarding),
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
+    "reproduction": Block("bench-reproduction.json", _reproduction),
 }
 
 
