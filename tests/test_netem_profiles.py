@@ -13,7 +13,7 @@ from fieldtest.netem.profiles import (
     load_profiles_file,
     loss_tolerance,
 )
-from fieldtest.netem.topology import netem_args
+from fieldtest.netem.topology import Topology, TopologyError, netem_args
 
 
 def test_builtins_cover_the_required_networks_and_say_where_numbers_come_from():
@@ -145,6 +145,8 @@ def test_chens_radio_is_80211a_ad_hoc_at_a_fixed_54_mbits_and_each_setting_reach
     assert not any(a.startswith(("--data-mode", "--reference-loss")) for a in plain)
     moved = load_profiles({"c": {"extends": "wifi-80211a-adhoc", "wifi80211": {"distance_m": 25.75}}})["c"]
     assert "--distance=25.75" in moved.wifi80211.program_args() and moved.wifi80211.mac == "adhoc"
+    with pytest.raises(TopologyError, match="no access point to reach the wired nodes mocap"):
+        Topology("wifi-80211a-adhoc", nodes=["host", "robot", "mocap"], wireless=("host", "robot"))
 
 
 @pytest.mark.parametrize(
