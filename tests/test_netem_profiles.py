@@ -13,7 +13,7 @@ from fieldtest.netem.profiles import (
     load_profiles_file,
     loss_tolerance,
 )
-from fieldtest.netem.topology import netem_args
+from fieldtest.netem.topology import Topology, TopologyError, netem_args
 
 
 def test_builtins_cover_the_required_networks_and_say_where_numbers_come_from():
@@ -131,3 +131,35 @@ def test_80211_profiles_name_their_model_and_refuse_configured_impairments():
         load_profiles({"bad": {"extends": "wifi-80211", "delay_ms": 3}})
     with pytest.raises(ProfileError, match="802.11a runs in 5 GHz, not 2.4 GHz"):
         load_profiles({"bad": {"wifi80211": {"standard": "802.11a", "band_ghz": 2.4, "distance_m": 5}}})
+
+
+def test_chens_radio_is_80211a_ad_hoc_at_a_fixed_54_mbits_and_each_setting_reaches_wifi_link():
+    chen = get_profile("wifi-80211a-adhoc").wifi80211
+    args = chen.program_args()
+    for arg in ("--standard=80211a", "--mac=adhoc", "--rate-control=constant", "--data-mode=OfdmRate54Mbps",
+                "--reference-loss=46.6777"):  # fmt: skip
+        assert arg in args
+    assert not any(a.startswith("--fading-m") for a in args)  # ns-3's default channel has no fading
+    plain = get_profile("wifi-80211").wifi80211.program_args()
+    assert "--mac=infrastructure" in plain and "--rate-control=minstrel" in plain
+    assert not any(a.startswith(("--data-mode", "--reference-loss")) for a in plain)
+    moved = load_profiles({"c": {"extends": "wifi-80211a-adhoc", "wifi80211": {"distance_m": 25.75}}})["c"]
+    assert "--distance=25.75" in moved.wifi80211.program_args() and moved.wifi80211.mac == "adhoc"
+    with pytest.raises(TopologyError, match="no access point to reach the wired nodes mocap"):
+        Topology("wifi-80211a-adhoc", nodes=["host", "robot", "mocap"], wireless=("host", "robot"))
+
+
+@pytest.mark.parametrize(
+    "fields, fragment",
+    [
+        ({"rate_control": "constant"}, "needs a data_mode"),
+        ({"data_mode": "OfdmRate54Mbps"}, "needs a data_mode, and only it"),
+        ({"rate_control": "constant", "data_mode": "HtMcs7"}, "'HtMcs7' is not a 802.11a rate"),
+        ({"mac": "adhoc", "other_stations": 2}, "ad hoc link has no access point"),
+        ({"power_save": {"robot": 100}}, "power_save needs 802.11n"),
+    ],
+)
+def test_fixed_rate_and_ad_hoc_settings_refuse_what_ns3_cannot_run(fields, fragment):
+    spec = {"wifi80211": {"standard": "802.11a", "band_ghz": 5, "distance_m": 20, **fields}}
+    with pytest.raises(ProfileError, match=fragment):
+        load_profiles({"bad": spec})

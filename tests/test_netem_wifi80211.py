@@ -133,3 +133,22 @@ def test_a_trial_asking_an_80211_link_to_change_profile_is_refused_before_anythi
         r"faults: node '(host|robot)': an 802.11 \(ns-3\) link cannot change profile", result.detail
     )
     assert not (result.trial_dir / "host").exists() and read_trial(result.trial_dir).outcome.cpu == {}
+
+
+def test_chens_ad_hoc_link_carries_traffic_at_54_mbits_and_52_m_from_the_access_point_starts():
+    """wifi-80211a-adhoc: station to station, every unicast frame at OfdmRate54Mbps. Far from an
+    access point, ns-3 3.37 aborted when a station missed its beacons while waiting for its
+    association response (seed 10 at 52 m did); the link now cancels the stale request timeout."""
+    near = get_profile({"name": "chen-20m", "extends": "wifi-80211a-adhoc", "wifi80211": {"distance_m": 20}})
+    with Topology(near, nodes=["host", "robot"], wireless=STATIONS, seed=3) as topo:
+        trip = measure_link(topo, "host", "robot", count=50, interval_s=0.01, size=200)
+        stats = topo.wifi_link.stats()
+    assert trip["loss"] <= 0.04
+    assert (stats["mac"], stats["standard"], stats["associated"]) == ("adhoc", "80211a", 0)
+    assert stats["rate_control"]["manager"] == "ns3::ConstantRateWifiManager"
+    assert set(_tx(stats, "unicast")["modes"]) == {"OfdmRate54Mbps"} and "management" not in stats["tx"]
+    assert _tx(stats, "unicast")["frames"] >= 2 * 50 * 0.96  # host -> robot direct, no access point
+    far = get_profile({"name": "far-52m", "extends": "wifi-80211-far", "wifi80211": {"distance_m": 52}})
+    with Topology(far, nodes=["host", "robot"], wireless=STATIONS, seed=10) as topo:
+        record = topo.simulator_record()
+    assert record["association_guards"] >= 1 and record["mac"] == "infrastructure"

@@ -83,6 +83,17 @@ STANDARD_BANDS: dict[str, tuple[float, ...]] = {
 
 NS3_QUEUE_LIFETIME_MS = 500.0  # ns-3 3.37 WifiMacQueue MaxDelay default
 
+# Unicast data modes a fixed rate may name, per standard: ns-3 3.37's WifiMode names for one spatial
+# stream at 20 MHz (OfdmPhy::GetOfdmRate*, ErpOfdmPhy, HtPhy::GetHtMcs0-7, VhtPhy::GetVhtMcs0-8;
+# VHT MCS 9 is not valid at 20 MHz with one stream, IEEE 802.11-2016 21.5)
+_OFDM_RATES = (6, 9, 12, 18, 24, 36, 48, 54)
+DATA_MODES: dict[str, tuple[str, ...]] = {
+    "802.11a": tuple(f"OfdmRate{r}Mbps" for r in _OFDM_RATES),
+    "802.11g": tuple(f"ErpOfdmRate{r}Mbps" for r in _OFDM_RATES),
+    "802.11n": tuple(f"HtMcs{i}" for i in range(8)),
+    "802.11ac": tuple(f"VhtMcs{i}" for i in range(9)),
+}
+
 
 class Wifi80211(BaseModel):
     """An 802.11 link simulated by ns-3 (fieldtest/netem/ns3/wifi_link.cc): the wireless nodes are
@@ -97,12 +108,29 @@ class Wifi80211(BaseModel):
     path_loss_exponent: float = Field(
         3.0, gt=0, le=8, description="log-distance exponent (ns-3 LogDistancePropagationLossModel default 3)"
     )
+    reference_loss_db: float | None = Field(
+        None,
+        gt=0,
+        description="path loss at 1 m (dB); None: Friis for the channel's frequency (ns-3's own default "
+        "is 46.6777 dB, Friis at 5.15 GHz)",
+    )
     nakagami_m: float | None = Field(
         None, ge=0.5, le=20, description="Nakagami-m fading per frame (1: Rayleigh); None: no fading"
     )
     lag_bound_ms: float = Field(
         2.0, gt=0, description="a trial is invalid when the simulator fell further behind real time"
     )
+    mac: Literal["infrastructure", "adhoc"] = Field(
+        "infrastructure",
+        description="infrastructure: the stations associate with one access point (ns-3 StaWifiMac / "
+        "ApWifiMac); adhoc: one independent BSS, station to station, no access point (ns-3 AdhocWifiMac)",
+    )
+    rate_control: Literal["minstrel", "constant"] = Field(
+        "minstrel",
+        description="minstrel: Linux mac80211's default (ns-3 MinstrelHtWifiManager, MinstrelWifiManager "
+        "for 802.11a/g); constant: every unicast data frame at data_mode (ns-3 ConstantRateWifiManager)",
+    )
+    data_mode: str | None = Field(None, description="the fixed rate's ns-3 WifiMode, e.g. OfdmRate54Mbps")
     # The radio's mechanisms (docs/networks.md, "Power save, beacons and other stations"); off by
     # default, so the plain profiles stay an ideal basic service set
     power_save: dict[str, float] = Field(
@@ -143,6 +171,23 @@ class Wifi80211(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _rate_and_mac_fit(self) -> Wifi80211:
+        if (self.rate_control == "constant") != (self.data_mode is not None):
+            raise ValueError("rate_control constant needs a data_mode, and only it takes one")
+        if self.data_mode is not None and self.data_mode not in DATA_MODES[self.standard]:
+            raise ValueError(
+                f"data_mode {self.data_mode!r} is not a {self.standard} rate: {', '.join(DATA_MODES[self.standard])}"
+            )
+        if self.mac == "adhoc" and (self.power_save or self.other_stations):
+            raise ValueError("an ad hoc link has no access point: no power_save, no other_stations")
+        if self.power_save and self.standard in ("802.11a", "802.11g"):
+            # the buffer gates the access point's QoS queues; ns-3 builds 802.11a/g without QoS
+            raise ValueError(
+                f"power_save needs 802.11n or 802.11ac (ns-3's {self.standard} MAC has no QoS queues)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _band_fits_standard(self) -> Wifi80211:
         if self.band_ghz not in STANDARD_BANDS[self.standard]:
             bands = " or ".join(f"{b:g} GHz" for b in STANDARD_BANDS[self.standard])
@@ -157,7 +202,11 @@ class Wifi80211(BaseModel):
             f"--channel={self.channel}",
             f"--distance={self.distance_m:g}",
             f"--exponent={self.path_loss_exponent:g}",
+            f"--mac={self.mac}",
+            f"--rate-control={self.rate_control}",
         ]
+        args += [f"--data-mode={self.data_mode}"] if self.data_mode else []
+        args += [f"--reference-loss={self.reference_loss_db:g}"] if self.reference_loss_db else []
         args += [f"--fading-m={self.nakagami_m:g}"] if self.nakagami_m else []
         args += [
             f"--beacon-interval-tu={self.beacon_interval_tu}",
@@ -297,6 +346,29 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "fade deeper): 10^((16.02 - 46.73 + 72) / 30) = 24 m. Fading: Rayleigh (Nakagami m = 1), no "
         "line of sight.",
         "wifi80211": {"standard": "802.11n", "band_ghz": 5, "distance_m": 24.0, "nakagami_m": 1.0},
+    },
+    # Chen 2019's radio (SEED-FIGURES.md, "Chen 2019 thesis"): 802.11a, ad hoc, constant-rate OFDM
+    # 54 Mbit/s, constant positions, everything else ns-3's defaults
+    "wifi-80211a-adhoc": {
+        "description": "Chen 2019's radio: 802.11a ad hoc at a fixed 54 Mbit/s, the robot 24 m from the host "
+        "(ns-3 model).",
+        "source": "Chen 2019 (NPS thesis, as quoted in SEED-FIGURES.md): 802.11a, ad hoc, constant-rate OFDM "
+        "54 Mbps, constant-position mobility, subscribers at a distance from the publisher, other settings "
+        "ns-3 defaults. So: ns-3 AdhocWifiMac, ConstantRateWifiManager DataMode OfdmRate54Mbps (its "
+        "ControlMode left at ns-3's default), YansWifiChannelHelper's default propagation "
+        "(LogDistancePropagationLossModel, exponent 3, reference loss 46.6777 dB at 1 m, no fading), "
+        "channel 36 (ns-3's default for 802.11a at 20 MHz). Distance 24 m: the start of the range Chen "
+        "swept in fine steps (24-27 m); a sweep sets distance_m.",
+        "wifi80211": {
+            "standard": "802.11a",
+            "band_ghz": 5,
+            "channel": 36,
+            "distance_m": 24.0,
+            "reference_loss_db": 46.6777,
+            "mac": "adhoc",
+            "rate_control": "constant",
+            "data_mode": "OfdmRate54Mbps",
+        },
     },
     # The 802.11 link as a lab's Wi-Fi is (docs/networks.md, "Power save, beacons and other stations"):
     # the wifi-80211 radio plus the mechanisms every lab has, each at its shipped default.

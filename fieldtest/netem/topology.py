@@ -326,6 +326,12 @@ class Topology:
                 f"wired_profile {self.wired_profile.name!r} is an 802.11 link: use it as profile"
             )
         self._validate_nodes(nodes, wireless)
+        wired = [n for n in nodes if n not in wireless]
+        if self.profile.wifi80211 is not None and self.profile.wifi80211.mac == "adhoc" and wired:
+            raise TopologyError(
+                f"profile {self.profile.name!r} is an ad hoc 802.11 link, with no access point to reach the "
+                f"wired nodes {', '.join(wired)}: put them on the link (wireless) or use infrastructure mode"
+            )
         self.backend, self.backend_reason = choose_backend(backend)
         self.base = _new_base()
         self.switch_ns = f"{self.base}-sw"

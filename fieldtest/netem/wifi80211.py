@@ -51,7 +51,8 @@ def build_wifi_link() -> Path:
 
 class Wifi80211Link:
     """One running simulation. ``stations`` maps node name -> (namespace, tap); ``ap_port`` is the
-    (namespace, tap) of the access point's wired side, or None for a BSS without wired nodes."""
+    (namespace, tap) of the access point's wired side, or None for a BSS without wired nodes (an ad
+    hoc link has no access point: wired nodes do not reach its stations)."""
 
     def __init__(
         self,
@@ -73,7 +74,7 @@ class Wifi80211Link:
             argv += [f"--seed={seed % 2**31 + 1}", "--run=1"]
         argv += config.power_save_args(list(stations))
         argv += [f"--sta={name}:{ns}:{tap}" for name, (ns, tap) in stations.items()]
-        if ap_port is not None:
+        if ap_port is not None and config.mac == "infrastructure":  # an ad hoc link has no access point
             argv.append(f"--ap={ap_port[0]}:{ap_port[1]}")
         self._lock = threading.Lock()
         self.proc = subprocess.Popen(

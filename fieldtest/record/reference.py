@@ -237,6 +237,29 @@ class ReproductionRow(_Strict):
     notes: str = ""
 
 
+class ChenSweepRow(_Strict):
+    """``benchmarks/bench_chen_sweep.py``: one perf row on Chen's radio at one distance."""
+
+    distance_m: float
+    qos: str
+    security: str
+    status: str  # the perf row's: ok, failed, refused
+    valid: bool | None  # the link kept up (fieldtest.perf.case.judge_row); None: not judged
+    invalid_reasons: list[str] = []
+    sent: int = 0
+    one_way_loss: float | None = None  # fraction of pings the relay never got (Chen's loss)
+    round_trip_loss: float | None = None  # fraction of pings whose echo never came back
+    round_trip_p50_ms: float | None = None
+    round_trip_p99_ms: float | None = None
+    unicast_frames: int | None = None  # ns-3: unicast MPDUs on the air, retries included
+    retries_per_frame: float | None = None  # ns-3: Retry-bit frames per unicast frame
+    mac_drops: int | None = None  # ns-3: frames dropped at the retry limit or their lifetime
+    rtps_packets: dict[str, int] = {}  # the robot link's RTPS packets: user data, reliability, protected
+    lag_p99_ms: float | None = None
+    error: str | None = None
+    conditions: Conditions
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -286,6 +309,11 @@ class ForwardingSummary(_Summary):
     rows: list[ForwardingRow]
 
 
+class ChenSweepSummary(_Summary):
+    kind: Literal["chen-sweep"]
+    rows: list[ChenSweepRow]
+
+
 class AnalysisSpeedSummary(_Summary):
     kind: Literal["analysis-speed"]
     rows: list[AnalysisSpeedRow]
@@ -313,6 +341,7 @@ AnySummary = (
     | ForwardingSummary
     | ReproductionSummary
     | NewcomerSummary
+    | ChenSweepSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

@@ -24,6 +24,8 @@ from fieldtest.record.reference import (
     AnalysisSpeedRow,
     AnalysisSpeedSummary,
     AnySummary,
+    ChenSweepRow,
+    ChenSweepSummary,
     Conditions,
     ForwarderCostRow,
     ForwarderCostSummary,
@@ -594,6 +596,60 @@ def _newcomer(summary: NewcomerSummary, path: str) -> list[str]:
     return [*newcomer_table(summary.rows), "", _source_line(summary, path)]
 
 
+# --- bench_chen_sweep.py: Chen's radio, loss against distance ---------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
+def chen_sweep_table(rows: list[ChenSweepRow]) -> list[str]:
+    lines = [
+        "| distance (m) | QoS | security | loss one way / round trip | round trip p50 / p99 (ms) | "
+        "ns-3 unicast frames, retries per frame, MAC drops | RTPS packets on the robot link | lag p99 (ms) | valid | conditions |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(rows, key=lambda r: (r.distance_m, r.security, r.qos)):
+        head = f"| {r.distance_m:.2f} | {r.qos} | {r.security} |"
+        if r.status != "ok":
+            lines.append(f"{head} {r.status}: {r.error} | | | | | - | {r.conditions.text()} |")
+            continue
+        rtps = ", ".join(f"{k} {n}" for k, n in sorted(r.rtps_packets.items()) if n) or "-"
+        valid = "yes" if r.valid else f"no: {'; '.join(r.invalid_reasons)}" if r.valid is False else "-"
+        lines.append(
+            f"{head} {_pct(r.one_way_loss)} / {_pct(r.round_trip_loss)} | "
+            f"{_fmt(r.round_trip_p50_ms)} / {_fmt(r.round_trip_p99_ms)} | {r.unicast_frames}, "
+            f"{_fmt(r.retries_per_frame)}, {r.mac_drops} | {rtps} | {_fmt(r.lag_p99_ms)} | {valid} | "
+            f"{r.conditions.text()} |"
+        )
+    return lines
+
+
+def chen_crossover(rows: list[ChenSweepRow], security: str) -> str:
+    """Where Default's one-way loss first exceeds Sensor's (Chen: near 25.7 m), from the counted rows."""
+    loss: dict[tuple[float, str], float] = {
+        (r.distance_m, r.qos): r.one_way_loss
+        for r in rows
+        if r.security == security and r.status == "ok" and r.valid is not False and r.one_way_loss is not None
+    }
+    both = sorted(d for d, q in loss if q == "default" and (d, "sensor") in loss)
+    above = [d for d in both if loss[(d, "default")] > loss[(d, "sensor")]]
+    below = [d for d in both if loss[(d, "default")] < loss[(d, "sensor")]]
+    if not both:
+        return f"{security}: no distance with both QoS counted"
+    first = f"first above at {above[0]:g} m" if above else "never above"
+    return (
+        f"{security}: Default's loss above Sensor's at {len(above)} of {len(both)} distances ({first}), "
+        f"below at {len(below)}"
+    )
+
+
+def _chen_sweep(summary: ChenSweepSummary, path: str) -> list[str]:
+    securities = sorted({r.security for r in summary.rows})
+    crossover = "; ".join(chen_crossover(summary.rows, s) for s in securities)
+    return [*chen_sweep_table(summary.rows), "", f"Crossover: {crossover}.", "", _source_line(summary, path)]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -616,6 +672,7 @@ BLOCKS: dict[str, Block] = {
     "forwarding": Block("bench-forwarding.json", _forwarding),
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
     "reproduction": Block("bench-reproduction.json", _reproduction),
+    "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
 }
 
 

@@ -2,13 +2,18 @@
  * wifi_link: one 802.11 basic service set simulated by ns-3 in real time, joined to Linux network
  * namespaces through persistent TAP devices (fieldtest.netem.wifi80211 starts it; docs/networks.md).
  *
- *   wifi_link --stats=FILE [--standard=80211n --band=5 --channel=36 --distance=M --exponent=3
+ *   wifi_link --stats=FILE [--standard=80211n --band=5 --channel=36 --distance=M --exponent=3 --reference-loss=DB
  *             --fading-m=M (0: none) --seed=S --run=R --beacon-interval-tu=TU --dtim-period=D
- *             --listen-interval=L --ps=NAME:TIMEOUT_MS ... --others=N --other-load-kbit=K --rt-priority=P]
+ *             --listen-interval=L --ps=NAME:TIMEOUT_MS ... --others=N --other-load-kbit=K --rt-priority=P
+ *             --mac=infrastructure|adhoc --rate-control=minstrel|constant --data-mode=OfdmRate54Mbps]
  *             --sta=NAME:NETNS:TAP ... [--ap=NETNS:TAP]
  *
  * Every --sta is a station (STA) of one access point (AP); the AP's wired side is --ap, a TAP on
- * the switch bridge, so wired nodes reach the stations through the AP as in a lab. Each STA's
+ * the switch bridge, so wired nodes reach the stations through the AP as in a lab. --mac=adhoc
+ * makes the stations one independent BSS instead (ns-3 AdhocWifiMac: no AP, no beacons, no
+ * association; --ap is then refused): the station named "host" (else the first) sits at the origin
+ * and the others at --distance from it. --rate-control=constant sends every unicast data frame at
+ * --data-mode (ns-3 ConstantRateWifiManager); minstrel is Linux mac80211's default. Each STA's
  * Wi-Fi MAC address is the TAP's own, so the kernel's frames leave the station unchanged (an
  * 802.11 station cannot bridge other addresses without 4-address mode).
  *
@@ -67,6 +72,7 @@ struct LinkConfig {
     int channel = 36;
     double distance_m = 10.0;
     double exponent = 3.0;
+    double reference_loss_db = -1;  // loss at 1 m; negative: Friis for the channel's frequency
     double fading_m = 0.0;
     uint32_t seed = 1;
     uint64_t run = 1;
@@ -79,6 +85,9 @@ struct LinkConfig {
     uint32_t others = 0;                // other stations on the channel, with their own traffic
     double other_load_kbit = 0;         // offered load of each, half uplink, half downlink
     bool others_shared_radio = true;    // one ns-3 station sends for all of them (see "Other stations")
+    bool adhoc = false;                 // one IBSS of the stations (ns-3 AdhocWifiMac), no access point
+    bool constant_rate = false;         // ns-3 ConstantRateWifiManager at data_mode; else Minstrel
+    std::string data_mode;              // an ns-3 WifiMode name, e.g. OfdmRate54Mbps
     struct Port {
         std::string name, netns, tap;
     };
@@ -114,6 +123,8 @@ struct State {
     uint32_t associated = 0;  // stations that consider themselves associated
     uint64_t deassociations = 0;
     uint64_t association_repairs = 0;  // see repair_associations()
+    uint64_t association_guards = 0;   // see stop_waiting_for_association()
+    std::string rate_manager, data_mode, control_mode;  // the unicast rate control as ns-3 runs it
     bool ready = false;
     bool realtime = false;
     std::string basic_mode;
@@ -240,6 +251,38 @@ void on_sta_deassoc(Mac48Address) {
     if (g.associated) g.associated--;
 }
 
+Ptr<WifiNetDevice> g_ap_dev;
+
+/* ns-3 3.37 aborts when a station misses its beacons while it waits for an association response
+ * (far from the access point: 52 m, Rayleigh fading, seed 1, 1.86 s in): StaWifiMac::Disassociated
+ * clears the link's BSSID and starts a new scan but leaves the association request timeout running,
+ * and that timeout then sends a request with no BSSID (NS_ABORT "No BSSID set for the link on which
+ * the (Re)Association Request is to be sent", sta-wifi-mac.cc). A station that lost its access point
+ * stops waiting for its answer: the DeAssoc trace fires inside Disassociated, and there the pending
+ * timeout is cancelled (counted in association_guards); the scan associates the station again.
+ * The timer is private: reached through an explicit template instantiation, which C++ exempts from
+ * access checking ([temp.explicit]). */
+template <EventId StaWifiMac::*Timer>
+struct AssocTimerAccess {
+    friend auto assoc_request_timer() -> EventId StaWifiMac::* { return Timer; }
+};
+auto assoc_request_timer() -> EventId StaWifiMac::*;
+template struct AssocTimerAccess<&StaWifiMac::m_assocRequestEvent>;
+
+void stop_waiting_for_association(StaWifiMac *mac, Mac48Address) {
+    EventId &timer = mac->*assoc_request_timer();
+    if (timer.IsRunning()) {
+        timer.Cancel();
+        g.association_guards++;
+    }
+}
+
+void watch_association(Ptr<StaWifiMac> sta) {
+    sta->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
+    sta->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+    sta->TraceConnectWithoutContext("DeAssoc", MakeBoundCallback(&stop_waiting_for_association, PeekPointer(sta)));
+}
+
 /* Power save (IEEE 802.11-2016 11.2.3: power management in an infrastructure BSS), absent from
  * ns-3 3.37 and modelled here next to its MAC. A station in power save dozes once it has neither
  * sent a frame nor received a unicast one for its timeout (Linux dynamic power save: mac80211
@@ -287,6 +330,7 @@ struct TxopAccess : QosTxop {
 };
 
 void kick_access_point() {
+    if (g_ps.stations.empty()) return;  // no gate holds frames (and 802.11a/g's MAC has no QoS queues)
     for (AcIndex ac : {AC_BE, AC_BK, AC_VI, AC_VO}) TxopAccess::start(g_ps.ap_mac->GetQosTxop(ac));
 }
 
@@ -446,7 +490,6 @@ struct OtherStation {
 };
 std::vector<OtherStation> g_others;
 uint32_t g_other_radios = 0;  // ns-3 stations carrying them: 1 (shared) or one each
-Ptr<WifiNetDevice> g_ap_dev;
 
 void other_send(size_t i, bool uplink) {
     OtherStation &o = g_others[i];
@@ -535,7 +578,10 @@ void write_stats() {
       << ", \"max\": " << lag_max / 1000.0 << "}, \"basic_mode\": \"" << g.basic_mode
       << "\", \"realtime\": " << (g.realtime ? "true" : "false") << ", \"rt_priority\": " << (g.realtime ? g.cfg.rt_priority : 0)
       << ", \"associated\": " << g.associated << ", \"deassociations\": " << g.deassociations
-      << ", \"association_repairs\": " << g.association_repairs << ", \"tx\": {";
+      << ", \"association_repairs\": " << g.association_repairs << ", \"association_guards\": " << g.association_guards
+      << ", \"mac\": \"" << (g.cfg.adhoc ? "adhoc" : "infrastructure") << "\", \"standard\": \"" << g.cfg.standard
+      << "\", \"rate_control\": {\"manager\": \"" << g.rate_manager << "\", \"data_mode\": \"" << g.data_mode
+      << "\", \"control_mode\": \"" << g.control_mode << "\"}, \"tx\": {";
     bool first = true;
     for (auto &[kind, k] : g.tx) {
         o << (first ? "" : ", ") << "\"" << kind << "\": {\"frames\": " << k.frames << ", \"retries\": " << k.retries
@@ -649,7 +695,7 @@ std::string handle(const std::string &line) {
         g_glue[name]->down.store(verb == "down");
         return "ok";
     }
-    if (verb == "ap-forget" && g_glue.count(name)) {  // the state a lost association-response ACK leaves
+    if (verb == "ap-forget" && g_glue.count(name) && g_ap_manager) {  // the state a lost association-response ACK leaves
         g_ap_manager->RecordDisassociated(Mac48Address::ConvertFrom(g_glue[name]->wifi->GetAddress()));
         return "ok";
     }
@@ -664,8 +710,9 @@ void tick() {
     static uint64_t ticks = 0;
     static int settled = 0;
     if (++ticks % 100 == 0) {
-        repair_associations();
-        settled = g.associated == g.cfg.stations.size() + g_other_radios ? settled + 1 : 0;
+        if (!g.cfg.adhoc) repair_associations();
+        bool linked = g.cfg.adhoc || g.associated == g.cfg.stations.size() + g_other_radios;  // an IBSS needs no association
+        settled = linked ? settled + 1 : 0;
         if (!g.ready && settled >= 2) {
             g.ready = true;
             std::cout << "ready" << std::endl;
@@ -718,6 +765,7 @@ LinkConfig parse_args(int argc, char **argv) {
         else if (key == "channel") c.channel = std::stoi(v);
         else if (key == "distance") c.distance_m = std::stod(v);
         else if (key == "exponent") c.exponent = std::stod(v);
+        else if (key == "reference-loss") c.reference_loss_db = std::stod(v);
         else if (key == "fading-m") c.fading_m = std::stod(v);
         else if (key == "seed") c.seed = std::stoul(v);
         else if (key == "run") c.run = std::stoull(v);
@@ -737,11 +785,23 @@ LinkConfig parse_args(int argc, char **argv) {
             if (v != "shared" && v != "own") fail("bad --others-radio=" + v + " (shared, own)");
             c.others_shared_radio = v == "shared";
         }
+        else if (key == "mac") {
+            if (v != "infrastructure" && v != "adhoc") fail("bad --mac=" + v + " (infrastructure, adhoc)");
+            c.adhoc = v == "adhoc";
+        }
+        else if (key == "rate-control") {
+            if (v != "minstrel" && v != "constant") fail("bad --rate-control=" + v + " (minstrel, constant)");
+            c.constant_rate = v == "constant";
+        }
+        else if (key == "data-mode") c.data_mode = v;
         else if (key == "sta") c.stations.push_back(parse_port(v, true));
         else if (key == "ap") c.ap = parse_port(v, false);
         else fail("unknown argument --" + key);
     }
     if (c.stats_path.empty() || c.stations.empty()) fail("need --stats=FILE and at least one --sta=NAME:NETNS:TAP");
+    if (c.constant_rate && c.data_mode.empty()) fail("--rate-control=constant needs --data-mode=MODE");
+    if (c.adhoc && (!c.ap.netns.empty() || !c.ps_timeout_ms.empty() || c.others))
+        fail("--mac=adhoc has no access point: no --ap, --ps or --others");
     return c;
 }
 
@@ -804,7 +864,8 @@ int main(int argc, char **argv) {
     channel.SetPropagationDelay("ns3::ConstantSpeedPropagationDelayModel");
     channel.AddPropagationLoss("ns3::LogDistancePropagationLossModel", "Exponent", DoubleValue(cfg.exponent),
                                "ReferenceDistance", DoubleValue(1.0), "ReferenceLoss",
-                               DoubleValue(reference_loss_db(cfg.band_ghz, cfg.channel)));
+                               DoubleValue(cfg.reference_loss_db >= 0 ? cfg.reference_loss_db
+                                                                      : reference_loss_db(cfg.band_ghz, cfg.channel)));
     if (cfg.fading_m > 0)
         channel.AddPropagationLoss("ns3::NakagamiPropagationLossModel", "m0", DoubleValue(cfg.fading_m), "m1",
                                    DoubleValue(cfg.fading_m), "m2", DoubleValue(cfg.fading_m));
@@ -829,8 +890,13 @@ int main(int argc, char **argv) {
     // Group-addressed frames: the lowest basic rate (ns-3 WifiRemoteStationManager NonUnicastMode
     // default), no acknowledgement and so no retry (IEEE 802.11-2016: group addressed frames are
     // not acknowledged); a station's group frame reaches the AP first as an acknowledged unicast.
+    // --rate-control=constant: every unicast data frame at one mode (ns-3 ConstantRateWifiManager
+    // DataMode; its ControlMode, the RTS rate, stays ns-3's default), as in Chen 2019's set-up.
     bool ht = standard == WIFI_STANDARD_80211n || standard == WIFI_STANDARD_80211ac;
-    wifi.SetRemoteStationManager(ht ? "ns3::MinstrelHtWifiManager" : "ns3::MinstrelWifiManager");
+    if (cfg.constant_rate)
+        wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager", "DataMode", StringValue(cfg.data_mode));
+    else
+        wifi.SetRemoteStationManager(ht ? "ns3::MinstrelHtWifiManager" : "ns3::MinstrelWifiManager");
 
     // A-MPDU aggregation off (BE_MaxAmpduSize 0): every unicast MPDU is acknowledged on its own.
     // With it on, a block-ack agreement that went wrong at the far distance stalled ns-3 3.37's
@@ -838,7 +904,10 @@ int main(int argc, char **argv) {
     // bytes at 20 Hz, discovery) would rarely be aggregated anyway.
     Ssid ssid("fieldtest");
     WifiMacHelper mac;
-    mac.SetType("ns3::StaWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
+    if (cfg.adhoc)  // one IBSS: frames go straight from station to station (ns-3 AdhocWifiMac)
+        mac.SetType("ns3::AdhocWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
+    else
+        mac.SetType("ns3::StaWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0));
     NetDeviceContainer sta_devs = wifi.Install(phy, mac, sta_nodes);
     NodeContainer other_nodes;
     other_nodes.Create(cfg.others == 0 ? 0 : cfg.others_shared_radio ? 1 : cfg.others);
@@ -846,15 +915,19 @@ int main(int argc, char **argv) {
     // beacon interval in TU of 1024 us (IEEE 802.11-2016 9.4.1.3); ns-3's default is 100 TU
     mac.SetType("ns3::ApWifiMac", "Ssid", SsidValue(ssid), "BE_MaxAmpduSize", UintegerValue(0), "BeaconInterval",
                 TimeValue(MicroSeconds(1024 * cfg.beacon_interval_tu)));
-    NetDeviceContainer ap_devs = wifi.Install(phy, mac, ap_node);
+    NetDeviceContainer ap_devs = cfg.adhoc ? NetDeviceContainer() : wifi.Install(phy, mac, ap_node);
 
     // AP at the origin; stations at the profile's distance, 1 m apart from each other (they hear
-    // each other: no hidden stations)
+    // each other: no hidden stations). Ad hoc: the host station at the origin in the AP's place
+    // (Chen 2019: subscribers at a distance from the publisher), the others at the distance.
+    size_t origin_sta = 0;
+    for (size_t i = 0; i < cfg.stations.size(); i++)
+        if (cfg.stations[i].name == "host") origin_sta = i;
     MobilityHelper mobility;
     Ptr<ListPositionAllocator> pos = CreateObject<ListPositionAllocator>();
     pos->Add(Vector(0, 0, 0));
-    for (size_t i = 0; i < cfg.stations.size() + cfg.others; i++)
-        pos->Add(Vector(cfg.distance_m, static_cast<double>(i), 0));
+    for (size_t i = 0, row = 0; i < cfg.stations.size() + cfg.others; i++)
+        pos->Add(cfg.adhoc && i == origin_sta ? Vector(0, 0, 0) : Vector(cfg.distance_m, static_cast<double>(row++), 0));
     mobility.SetPositionAllocator(pos);
     mobility.SetMobilityModel("ns3::ConstantPositionMobilityModel");
     mobility.Install(ap_node);
@@ -877,9 +950,7 @@ int main(int argc, char **argv) {
         g.ports[glue->name] = PortStats();
         g_glue[glue->name] = glue;
         glues.push_back(glue);
-        Ptr<StaWifiMac> sta_mac = DynamicCast<StaWifiMac>(glue->wifi->GetMac());
-        sta_mac->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
-        sta_mac->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+        if (!cfg.adhoc) watch_association(DynamicCast<StaWifiMac>(glue->wifi->GetMac()));
     }
     if (has_ap_port) {  // the AP bridges its BSS to the wired switch, as a lab AP does
         Ptr<FdNetDevice> wired = DynamicCast<FdNetDevice>(fd_helper.Install(ap_node.Get(0)).Get(0));
@@ -890,8 +961,8 @@ int main(int argc, char **argv) {
         bridge.Install(ap_node.Get(0), members);
     }
 
-    g_ap_dev = DynamicCast<WifiNetDevice>(ap_devs.Get(0));
-    g_ap_manager = g_ap_dev->GetRemoteStationManager();
+    g_ap_dev = cfg.adhoc ? nullptr : DynamicCast<WifiNetDevice>(ap_devs.Get(0));
+    g_ap_manager = cfg.adhoc ? nullptr : g_ap_dev->GetRemoteStationManager();
 
     // power save: the stations named by --ps, and the access point's buffer in front of its queues
     for (auto &[name, timeout_ms] : cfg.ps_timeout_ms) {
@@ -902,14 +973,14 @@ int main(int argc, char **argv) {
         st.timeout_s = timeout_ms / 1000.0;
         st.doze_timer = Simulator::Schedule(Seconds(st.timeout_s), &ps_doze, addr);
     }
-    g_ps.ap_mac = g_ap_dev->GetMac();
-    if (!g_ps.stations.empty()) g_ps.ap_mac->SetMacQueueScheduler(CreateObject<PsGate>());
+    if (!g_ps.stations.empty()) {
+        g_ps.ap_mac = g_ap_dev->GetMac();
+        g_ps.ap_mac->SetMacQueueScheduler(CreateObject<PsGate>());
+    }
 
     g_other_radios = other_devs.GetN();
     for (uint32_t i = 0; i < other_devs.GetN(); i++) {
-        Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(other_devs.Get(i));
-        DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("Assoc", MakeCallback(&on_sta_assoc));
-        DynamicCast<StaWifiMac>(dev->GetMac())->TraceConnectWithoutContext("DeAssoc", MakeCallback(&on_sta_deassoc));
+        watch_association(DynamicCast<StaWifiMac>(DynamicCast<WifiNetDevice>(other_devs.Get(i))->GetMac()));
     }
     for (uint32_t i = 0; i < cfg.others; i++) {
         Ptr<WifiNetDevice> dev = DynamicCast<WifiNetDevice>(other_devs.Get(cfg.others_shared_radio ? 0 : i));
@@ -923,7 +994,8 @@ int main(int argc, char **argv) {
         for (bool uplink : {true, false})
             Simulator::Schedule(Seconds(g_others[i].gap_s->GetValue()), &other_send, i, uplink);
 
-    std::vector<std::pair<Ptr<WifiNetDevice>, std::string>> transmitters{{g_ap_dev, "ap"}};
+    std::vector<std::pair<Ptr<WifiNetDevice>, std::string>> transmitters;
+    if (g_ap_dev) transmitters.emplace_back(g_ap_dev, "ap");
     for (auto *glue : glues) transmitters.emplace_back(glue->wifi, glue->name);
     for (uint32_t i = 0; i < other_devs.GetN(); i++)
         transmitters.emplace_back(DynamicCast<WifiNetDevice>(other_devs.Get(i)),
@@ -934,7 +1006,17 @@ int main(int argc, char **argv) {
         dev->GetPhy()->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&on_rx_drop));
         dev->GetMac()->TraceConnectWithoutContext("DroppedMpdu", MakeCallback(&on_mac_drop));
     }
-    g.basic_mode = DynamicCast<WifiNetDevice>(ap_devs.Get(0))->GetRemoteStationManager()->GetNonUnicastMode().GetUniqueName();
+    // the rate control as ns-3 runs it, read back from the station's manager (the AP's is the same)
+    Ptr<WifiRemoteStationManager> manager = glues.front()->wifi->GetRemoteStationManager();
+    g.basic_mode = manager->GetNonUnicastMode().GetUniqueName();
+    g.rate_manager = manager->GetInstanceTypeId().GetName();
+    if (cfg.constant_rate) {
+        WifiModeValue data, control;
+        manager->GetAttribute("DataMode", data);
+        manager->GetAttribute("ControlMode", control);
+        g.data_mode = data.Get().GetUniqueName();
+        g.control_mode = control.Get().GetUniqueName();
+    }
 
     std::thread(read_stdin).detach();
     g.wall_start = monotonic_s();
