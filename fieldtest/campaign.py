@@ -84,7 +84,9 @@ class LabSettings(BaseModel):
     min_mocap_valid_fraction: float = Field(
         0.9, ge=0, le=1, description="pre-flight: tracked share of frames"
     )
-    preflight_timeout_s: float = Field(20.0, gt=0, description="time to wait for robot, mocap and clock")
+    preflight_timeout_s: float = Field(
+        20.0, gt=0, description="time to wait for robot link, mocap and clock once both sides' nodes are up"
+    )
     warn_only: list[str] = Field(default_factory=list, description="pre-flight checks that only warn")
     pause_between_trials_s: float = Field(0.0, ge=0, description="wait (or confirm) between trials")
     confirm_each_trial: bool = Field(True, description="ask before each trial (robot placed at the start?)")

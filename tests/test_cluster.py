@@ -31,6 +31,9 @@ CAMPAIGN_S = 600
 WORKER_TTL_S = 10
 START_TO_STREAM_S = 90  # a trial's set-up on a loaded machine, until its host streams
 HOOKS = Path(__file__).parent / "clusterhooks"
+# One 8 s lap where only placement, re-runs and records are judged (a --quick trial's two laps at
+# 30 deg/s take 32 s); the tests that act on a running trial keep --quick's, so trials overlap
+ONE_LAP = "  plan: {side_duration_s: 1.0, turn_rate_dps: 90.0, laps: 1, start_delay_s: 0.5}\n"
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +99,10 @@ def test_a_campaign_spreads_over_the_workers_that_can_run_each_trial(cluster, tm
     campaign = _campaign_file(
         tmp_path,
         "spread",
-        "matrix:\n  network: [ethernet, loopback]\nrepetitions: 1\norder: grouped\n",
+        f"base:\n{ONE_LAP}matrix:\n  network: [ethernet, loopback]\nrepetitions: 1\norder: grouped\n",
     )
     # placement is judged on each trial's one run: a re-run of an invalid one goes to any free worker
-    proc = cluster.campaign(campaign, ["--quick", "--rerun-invalid", "0", "--out", str(tmp_path / "runs")])
+    proc = cluster.campaign(campaign, ["--rerun-invalid", "0", "--out", str(tmp_path / "runs")])
     out = _finish(proc)
     assert proc.returncode == 0, out
     assert "worker other: another kit" in out and "refused, it gets no trials" in out
@@ -195,8 +198,8 @@ def test_a_worker_cut_off_mid_trial_costs_only_that_trials_rerun_and_its_late_re
 def test_an_invalid_trial_is_re_run_on_a_worker_and_both_records_are_kept(cluster, tmp_path):
     """As with --rerun-invalid on one machine: the re-run's record joins the first one's, both
     compared, and the verdict counts the re-run."""
-    campaign = _campaign_file(tmp_path, "judged-invalid", "base:\n  network: loopback\n")
-    proc = cluster.campaign(campaign, ["--quick", "--rerun-invalid", "1", "--out", str(tmp_path / "runs")])
+    campaign = _campaign_file(tmp_path, "judged-invalid", f"base:\n  network: loopback\n{ONE_LAP}")
+    proc = cluster.campaign(campaign, ["--rerun-invalid", "1", "--out", str(tmp_path / "runs")])
     out = _finish(proc)
     assert proc.returncode == 0, out
     home = tmp_path / "runs" / "judged-invalid"

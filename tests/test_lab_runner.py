@@ -59,8 +59,8 @@ def _options(tmp_path: Path, mocap, messages: list[str], **lab) -> LabOptions:
     )
 
 
-def _request(plan: SquarePlan = PLAN) -> TrialRequest:
-    transport = TransportConfig(middleware="zenoh-peer", zenoh_port=free_port(), namespace="/tb4")
+def _request(plan: SquarePlan = PLAN, middleware: str = "zenoh-peer") -> TrialRequest:
+    transport = TransportConfig(middleware=middleware, zenoh_port=free_port(), namespace="/tb4")
     return TrialRequest(
         name="lab-test", plan=plan, transport=transport, network="lab", cmd_type="twist_stamped"
     )
@@ -133,6 +133,29 @@ def test_ctrl_c_mid_trial_stops_the_robot(tmp_path, natnet, ctrl_c_raises):
     burst = [r for r in receipts if r.seq >= plan.n_ticks()]
     assert len(burst) == 5 and all(r.twist.linear.x == 0.0 and r.twist.angular.z == 0.0 for r in burst)
     assert receipts[-1].seq == plan.n_ticks() + 4  # the last thing the robot heard was a stop
+
+
+# The stand-in robot as a robot side whose nodes take longer to start than the pre-flight window
+# (a loaded machine's imports took over 30 s): a start-up delay, not a synchronisation
+SLOW_STARTING_ROBOT = (
+    sys.executable,
+    "-c",
+    "import runpy, time; time.sleep(15.0); runpy.run_module('fieldtest.labrun.rehearsal.standin', run_name='__main__')",
+    "robot",
+)
+
+
+def test_the_preflight_window_runs_once_both_sides_nodes_are_up(tmp_path, natnet):
+    """A robot side whose nodes write their first status 15 s after the start, a 10 s pre-flight
+    window: the window counts from the nodes being up, so the trial goes (counted from the start,
+    it failed with no robot status)."""
+    messages: list[str] = []
+    options = _options(tmp_path, natnet, messages, preflight_timeout_s=10)
+    options.robot = local_robot_side(tmp_path / "pi", SLOW_STARTING_ROBOT)
+    # the host's router waits for the robot (a zenoh-peer host dials the robot and gives up)
+    result = LabRunner(options).run_trial(_request(middleware="zenoh-router"))
+    assert (result.end_reason, result.detail) == ("completed", ""), messages
+    assert {c.check: c.severity for c in result.preflight}["robot-link"] == "ok"
 
 
 def test_failed_preflight_never_moves_the_robot(tmp_path):

@@ -7,7 +7,8 @@ Per trial:
 3. the robot side starts (``ros2 launch fieldtest_robot robot.launch.py`` over ssh, recording into
    ``<remote_root>/<trial_id>``), then the host side (``ros2 launch fieldtest_host host.launch.py``
    recording into the trial directory); the host's driver waits for the go file;
-4. pre-flight, repeated until every check passes or ``preflight_timeout_s``: robot link both ways
+4. pre-flight, repeated until every check passes or ``preflight_timeout_s`` after both sides' nodes
+   are up (their status files: the time the machines take to start them is not the link's): robot link both ways
    over the trial's middleware (and the robot's command subscription matched to a publisher: a
    command sent before that is lost, however reliable the QoS), clock offset and round trip, mocap streaming the rigid body,
    keystore, the robot's Create 3 pre-flight (speed cap, reflexes, watchdog, battery);
@@ -97,6 +98,9 @@ ROBOT_ARGS_FILE = f"{CONTROL_DIR}/robot_launch_args.json"  # what the robot laun
 POLL_S = 0.25
 STOP_GRACE_S = 1.5  # after a stopped run's stop burst: let the robot log it before it stops
 HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
+# How long the sides' nodes may take to write their first status before the pre-flight window
+# starts anyway: a loaded machine's robot side took over 30 s for its imports alone
+NODES_START_LIMIT_S = 120.0
 # Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
 ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
 
@@ -238,6 +242,7 @@ class _Trial:
         self.command_publisher_expected = True  # before the first command (check_robot_link)
         self.recorder: Any = None
         self.checks: list[CheckResult] = []
+        self.sides_up = False  # both sides' nodes have written a status (the pre-flight window runs)
         self.go_sent = False
         self.run_completed = False  # the host streamed the whole plan: the rest after it is recorded
         self.robot_stop_logged = False
@@ -434,6 +439,7 @@ class _Trial:
         robot_side = self.options.robot
         host_status = json_file(self.trial_dir / CONTROL_DIR / HOST_STATUS)
         robot_status = robot_side.read_json(self.trial_id, ROBOT_STATUS)
+        self.sides_up = host_status is not None and robot_status is not None
         results = [
             check_robot_link(
                 host_status, robot_status, command_publisher_expected=self.command_publisher_expected
@@ -448,8 +454,11 @@ class _Trial:
         return results
 
     def preflight(self) -> None:
+        """The checks, until all pass or ``preflight_timeout_s`` after both sides' nodes are up
+        (the robot's status comes from its link monitor, which starts after the Create 3 gate)."""
         lab = self.options.lab
-        deadline = time.monotonic() + lab.preflight_timeout_s
+        start_limit = time.monotonic() + NODES_START_LIMIT_S
+        deadline: float | None = None
         before = self._mocap_snapshot()
         while True:
             self._wait(1.0)  # also the mocap rate window
@@ -458,7 +467,10 @@ class _Trial:
                 raise AbortTrial(exited)
             go, self.checks = summarize(self.run_checks(before), lab.warn_only)
             before = self._mocap_snapshot()
-            if go or time.monotonic() > deadline:
+            now = time.monotonic()
+            if deadline is None and (self.sides_up or now > start_limit):
+                deadline = now + lab.preflight_timeout_s
+            if go or (deadline is not None and now > deadline):
                 break
         (self.trial_dir / PREFLIGHT_FILE).write_text(
             json.dumps([c.as_dict() for c in self.checks], indent=2) + "\n"
