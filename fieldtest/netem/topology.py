@@ -36,7 +36,15 @@ from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import ForwarderError, LinkForwarder, build_forwarder
 from fieldtest.netem.overlay import OVERLAY_IFACE, Member, build_overlay, describe_overlay, overlay_addresses
 from fieldtest.netem.profiles import Direction, LinkProfile, get_profile
-from fieldtest.netem.vpn import VPN_IFACE, OpenVpnTunnel, Peer, VpnError, check_setting, tunnel_addresses
+from fieldtest.netem.vpn import (
+    UP_TIMEOUT_S,
+    VPN_IFACE,
+    OpenVpnTunnel,
+    Peer,
+    VpnError,
+    check_setting,
+    tunnel_addresses,
+)
 from fieldtest.netem.wifi80211 import Wifi80211Link
 
 log = logging.getLogger(__name__)
@@ -304,7 +312,9 @@ class Topology:
     ``profile`` applies to the ``wireless`` nodes' links (robot by default); other nodes are
     wired: a plain veth, or ``wired_profile`` if given. With an 802.11 profile (``wifi80211``) the
     wireless nodes are stations of one access point simulated by ns-3, bridged to the wired ones. Built on construction; ``close()``
-    (or leaving the ``with`` block, exiting, SIGTERM/SIGHUP) tears everything down.
+    (or leaving the ``with`` block, exiting, SIGTERM/SIGHUP) tears everything down. ``vpn="openvpn"``
+    joins the two nodes with an OpenVPN tunnel over their links (netem/vpn.py): their addresses are
+    then the tunnel's; one that is not up within ``vpn_timeout_s`` is a TopologyError.
     """
 
     emulated = True
@@ -321,9 +331,11 @@ class Topology:
         seed: int | None = None,
         user_profiles: dict[str, Any] | None = None,
         vpn: str = "none",
+        vpn_timeout_s: float = UP_TIMEOUT_S,
     ):
         self.profile = get_profile(profile, user_profiles)
         self.vpn_setting = self._check_vpn(vpn, nodes)
+        self.vpn_timeout_s = vpn_timeout_s
         self.wired_profile = get_profile(wired_profile, user_profiles) if wired_profile is not None else None
         if self.wired_profile is not None and self.wired_profile.wifi80211 is not None:
             raise TopologyError(
@@ -489,7 +501,7 @@ class Topology:
         ]
         try:
             self.vpn = OpenVpnTunnel(peers[0], peers[1], self.run)
-            self.vpn.wait_up()
+            self.vpn.wait_up(self.vpn_timeout_s)
         except VpnError as exc:
             raise TopologyError(str(exc)) from None
         for link, peer in zip((host, robot), peers, strict=True):
