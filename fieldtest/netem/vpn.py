@@ -16,6 +16,7 @@ topology in a temporary folder, deleted at teardown.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import ipaddress
 import shutil
@@ -26,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from fieldtest.errors import FieldtestError
-from fieldtest.security.keystore import Validity, build_cert
 
 VPN_SETTINGS = ("none", "openvpn")
 VPN_IFACE = "vpn0"
@@ -73,10 +75,18 @@ def tunnel_addresses() -> tuple[str, str]:
     return str(next(hosts)), str(next(hosts))
 
 
-def _der(cert_pem: bytes) -> bytes:
-    from cryptography import x509
-
-    return x509.load_pem_x509_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
+def _self_signed(node: str, key: ec.EllipticCurvePrivateKey) -> x509.Certificate:
+    """A certificate for one row's tunnel, valid from a day back (clock skew) for two days; the
+    peer checks its fingerprint, so no CA signs it (the netem layer holds no keystore)."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"fieldtest-vpn-{node}")])
+    now = dt.datetime.now(dt.timezone.utc)
+    return (
+        x509.CertificateBuilder(subject_name=name, issuer_name=name, public_key=key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(days=1))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
 
 
 def make_keys(folder: Path, nodes: list[str]) -> dict[str, str]:
@@ -84,9 +94,8 @@ def make_keys(folder: Path, nodes: list[str]) -> dict[str, str]:
     prints = {}
     for node in nodes:
         key = ec.generate_private_key(ec.SECP256R1())
-        cert = build_cert(f"fieldtest-vpn-{node}", key, Validity.from_days(1))
-        pem = cert.public_bytes(serialization.Encoding.PEM)
-        (folder / f"{node}.crt").write_bytes(pem)
+        cert = _self_signed(node, key)
+        (folder / f"{node}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path = folder / f"{node}.key"
         key_path.touch(mode=0o600)
         key_path.write_bytes(
@@ -94,7 +103,8 @@ def make_keys(folder: Path, nodes: list[str]) -> dict[str, str]:
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             )
         )
-        prints[node] = ":".join(f"{b:02X}" for b in hashlib.sha256(_der(pem)).digest())
+        der = cert.public_bytes(serialization.Encoding.DER)
+        prints[node] = ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
     return prints
 
 
