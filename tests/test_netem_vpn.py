@@ -13,7 +13,9 @@ from fieldtest.netem.topology import PREFIX, Topology, TopologyError, list_names
 from fieldtest.netem.vpn import DATA_CIPHER, OPENVPN_PORT
 from fieldtest.perf.case import PerfCase
 from fieldtest.perf.run import CombinationRefused, PerfInputError, check_case, run_row
+from fieldtest.record.reference import Conditions, VpnCompareRow
 from fieldtest.testkit import needs
+from fieldtest.testkit.docblocks import vpn_compare_findings
 
 RTPS_KINDS = ("spdp", "sedp", "user_data", "heartbeat_acknack", "rtps_protected", "rtps_other")
 
@@ -74,3 +76,28 @@ def test_a_vpn_whose_peer_is_unreachable_is_one_line_and_leaves_nothing(tmp_path
 def test_a_vpn_row_that_cannot_run_is_refused_before_anything_starts(case, refusal, says):
     with pytest.raises(refusal, match=says):
         check_case(case)
+
+
+def _compare_row(protection: str, size: int, latency_ms: float, throughput: float) -> VpnCompareRow:
+    idle = Conditions(load_1min=0.1, busy_percent=[1.0], steal_percent=0.0)
+    return VpnCompareRow(
+        network="ethernet", protection=protection, message=f"Array{size}", size_b=size, latency_ms=latency_ms,
+        latency_half95_ms=None, throughput_mb_s=throughput, throughput_half95_mb_s=None, runs_latency=2,
+        runs_throughput=2, conditions=idle,
+    )  # fmt: skip
+
+
+def test_kims_findings_are_checked_size_by_size_on_the_rows():
+    rows = [
+        _compare_row("none", 16, 1.0, 0.016),
+        _compare_row("sros2", 16, 1.2, 0.016),
+        _compare_row("openvpn", 16, 1.5, 0.012),  # more added latency than SROS2, less throughput
+        _compare_row("none", 12000, 1.0, 12.0),
+        _compare_row("sros2", 12000, 2.0, 6.0),
+        _compare_row("openvpn", 12000, 1.4, 11.0),  # less than half SROS2's added latency, faster
+    ]
+    (line,) = vpn_compare_findings(rows)
+    assert line == (
+        "ethernet: of 2 payload sizes, the VPN added less latency than sros2 at 12000 B, less than half of it "
+        "at 12000 B; its throughput was higher than sros2's at 12000 B."
+    )

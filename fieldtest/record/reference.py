@@ -195,6 +195,24 @@ class AnalysisSpeedRow(_Strict):
     conditions: Conditions
 
 
+class VpnCompareRow(_Strict):
+    """``benchmarks/bench_vpn.py``: DDS with one protection (none, SROS2, OpenVPN) on one link and one
+    payload size: Kim et al.'s latency (round trip / 2) and saturated throughput, over repetitions."""
+
+    network: str
+    protection: str  # "none", the SROS2 setting's name, or "openvpn"
+    message: str
+    size_b: int
+    latency_ms: float | None  # round trip / 2: the mean over the repetitions of each row's mean
+    latency_half95_ms: float | None  # half the 95 % interval of that mean (None: one repetition)
+    throughput_mb_s: float | None  # received per second, one-way at 1000 Hz: the mean over the repetitions
+    throughput_half95_mb_s: float | None
+    runs_latency: int  # the repetitions that counted (ok, and the link emulator kept up)
+    runs_throughput: int
+    errors: list[str] = []
+    conditions: Conditions  # the largest load, busy share and steal over the rows
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -244,6 +262,11 @@ class ForwardingSummary(_Summary):
     rows: list[ForwardingRow]
 
 
+class VpnCompareSummary(_Summary):
+    kind: Literal["vpn-compare"]
+    rows: list[VpnCompareRow]
+
+
 class AnalysisSpeedSummary(_Summary):
     kind: Literal["analysis-speed"]
     rows: list[AnalysisSpeedRow]
@@ -259,6 +282,7 @@ AnySummary = (
     | RobotTrafficSummary
     | AnalysisSpeedSummary
     | ForwardingSummary
+    | VpnCompareSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 
