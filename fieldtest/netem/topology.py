@@ -550,8 +550,8 @@ class Topology:
         # the switch port stops flooding multicast to it
         flood = "on" if profile.multicast else "off"
         _run(["bridge", "-n", self.switch_ns, "link", "set", "dev", link.port, "mcast_flood", flood])
-        if link.overlay_address is not None:
-            return  # the overlay carries multicast as unicast copies: its route stays
+        if link.overlay_address is not None or link.vpn_address is not None:
+            return  # the overlay or the tunnel carries the multicast: its route stays
         verb = "replace" if profile.multicast else "del"
         _ip("-n", link.namespace, "route", verb, MULTICAST_NET, "dev", IFACE, check=profile.multicast)
 
