@@ -12,13 +12,15 @@ VENV="$ROOT/.venv"
 CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
-              openssh-server openssh-client rsync iputils-ping nftables libfastrtps-dev fastdds-tools)
+              openssh-server openssh-client rsync iputils-ping nftables libfastrtps-dev fastdds-tools
+              openvpn)
 # openssh, rsync: the two-machine rehearsal reaches its robot over sshd and collects by rsync;
 # iputils-ping: the lab guide's link check, which that rehearsal runs;
 # libfastrtps-dev (Fast DDS 2.9 with its DDS Security plugins), fastdds-tools (the discovery
 # server): the fastdds middleware (fieldtest/middleware/fastdds);
 # chromium: the campaign page test; ns-3 3.37: the 802.11 link (fieldtest/netem/ns3/wifi_link.cc);
-# nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies
+# nftables: a cluster machine's firewall (docs/cluster.md), which tests/test_cluster.py applies;
+# openvpn: the VPN network setting (fieldtest/netem/vpn.py)
 
 # what the twin trial itself runs: the middlewares' libraries and the compilers of the C helpers
 DEMO_APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto tcpdump iproute2 openssl

@@ -36,6 +36,15 @@ from fieldtest.errors import FieldtestError
 from fieldtest.netem.forwarder import ForwarderError, LinkForwarder, build_forwarder
 from fieldtest.netem.overlay import OVERLAY_IFACE, Member, build_overlay, describe_overlay, overlay_addresses
 from fieldtest.netem.profiles import Direction, LinkProfile, get_profile
+from fieldtest.netem.vpn import (
+    UP_TIMEOUT_S,
+    VPN_IFACE,
+    OpenVpnTunnel,
+    Peer,
+    VpnError,
+    check_setting,
+    tunnel_addresses,
+)
 from fieldtest.netem.wifi80211 import Wifi80211Link
 
 log = logging.getLogger(__name__)
@@ -232,6 +241,7 @@ class NodeLink:
     forwarder: LinkForwarder | None = None
     down: bool = False
     overlay_address: str | None = None  # the node's address on the UDP overlay, when the trial has one
+    vpn_address: str | None = None  # the node's address in the VPN tunnel, when the trial has one
 
     @property
     def emulated(self) -> bool:
@@ -302,7 +312,9 @@ class Topology:
     ``profile`` applies to the ``wireless`` nodes' links (robot by default); other nodes are
     wired: a plain veth, or ``wired_profile`` if given. With an 802.11 profile (``wifi80211``) the
     wireless nodes are stations of one access point simulated by ns-3, bridged to the wired ones. Built on construction; ``close()``
-    (or leaving the ``with`` block, exiting, SIGTERM/SIGHUP) tears everything down.
+    (or leaving the ``with`` block, exiting, SIGTERM/SIGHUP) tears everything down. ``vpn="openvpn"``
+    joins the two nodes with an OpenVPN tunnel over their links (netem/vpn.py): their addresses are
+    then the tunnel's; one that is not up within ``vpn_timeout_s`` is a TopologyError.
     """
 
     emulated = True
@@ -318,8 +330,12 @@ class Topology:
         overlay_subnet: str = "10.78.0.0/24",
         seed: int | None = None,
         user_profiles: dict[str, Any] | None = None,
+        vpn: str = "none",
+        vpn_timeout_s: float = UP_TIMEOUT_S,
     ):
         self.profile = get_profile(profile, user_profiles)
+        self.vpn_setting = self._check_vpn(vpn, nodes)
+        self.vpn_timeout_s = vpn_timeout_s
         self.wired_profile = get_profile(wired_profile, user_profiles) if wired_profile is not None else None
         if self.wired_profile is not None and self.wired_profile.wifi80211 is not None:
             raise TopologyError(
@@ -347,6 +363,7 @@ class Topology:
         self.wifi_link: Wifi80211Link | None = None
         self.wifi_final: dict[str, Any] = {}
         self.overlay: dict[str, Member] = {}
+        self.vpn: OpenVpnTunnel | None = None
         hosts = ipaddress.ip_network(subnet).hosts()
         cleanup_stale()
         self._install_teardown_hooks()
@@ -359,6 +376,8 @@ class Topology:
             self._pin_neighbours()
             if self.profile.overlay:
                 self._build_overlay(overlay_subnet)
+            if self.vpn_setting != "none":
+                self._build_vpn()
         except BaseException:
             self.close()
             raise
@@ -375,6 +394,18 @@ class Topology:
         missing = [n for n in wireless if n not in nodes]
         if missing:
             raise TopologyError(f"wireless node(s) {missing} are not among nodes {list(nodes)}")
+
+    def _check_vpn(self, vpn: str, nodes) -> str:
+        try:
+            check_setting(vpn)
+        except VpnError as exc:
+            raise TopologyError(str(exc)) from None
+        if vpn != "none" and (len(nodes) != 2 or self.profile.overlay):
+            raise TopologyError(
+                f"vpn {vpn}: the tunnel joins two nodes (host and robot) over their own links, not "
+                f"{', '.join(nodes)}{' on an overlay' if self.profile.overlay else ''}"
+            )
+        return vpn
 
     def _add_namespace(self, ns: str) -> None:
         _ip("netns", "add", ns)
@@ -467,6 +498,26 @@ class Topology:
         for node, link in self.links.items():
             link.overlay_address = addresses[node]
 
+    def _build_vpn(self) -> None:
+        """An OpenVPN tunnel between the two nodes over their links (netem/vpn.py); the trial's
+        processes use its addresses from here on."""
+        (host, robot), addresses = self.links.values(), tunnel_addresses()
+        peers = [
+            Peer(ln.node, ln.namespace, ln.address, a) for ln, a in zip((host, robot), addresses, strict=True)
+        ]
+        try:
+            self.vpn = OpenVpnTunnel(peers[0], peers[1], self.run)
+            self.vpn.wait_up(self.vpn_timeout_s)
+        except VpnError as exc:
+            raise TopologyError(str(exc)) from None
+        for link, peer in zip((host, robot), peers, strict=True):
+            link.vpn_address = peer.address
+            ns = link.namespace
+            # no IPv6 link-local chatter of the emulator's own in the tunnel (as on the legs); the
+            # trial's multicast goes into the tunnel, never onto the leg in the clear
+            _run(["ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{VPN_IFACE}.disable_ipv6=1"])
+            _ip("-n", ns, "route", "replace", MULTICAST_NET, "dev", VPN_IFACE)
+
     def _link_seed(self, node: str) -> int | None:
         return None if self.seed is None else self.seed * 1000 + list(self.links).index(node)
 
@@ -505,8 +556,8 @@ class Topology:
         # the switch port stops flooding multicast to it
         flood = "on" if profile.multicast else "off"
         _run(["bridge", "-n", self.switch_ns, "link", "set", "dev", link.port, "mcast_flood", flood])
-        if link.overlay_address is not None:
-            return  # the overlay carries multicast as unicast copies: its route stays
+        if link.overlay_address is not None or link.vpn_address is not None:
+            return  # the overlay or the tunnel carries the multicast: its route stays
         verb = "replace" if profile.multicast else "del"
         _ip("-n", link.namespace, "route", verb, MULTICAST_NET, "dev", IFACE, check=profile.multicast)
 
@@ -609,11 +660,12 @@ class Topology:
     def address(self, node: str) -> str:
         """The address the trial's processes use to reach ``node`` (its overlay address if any)."""
         link = self._link(node)
-        return link.overlay_address or link.address
+        return link.vpn_address or link.overlay_address or link.address
 
     def interface(self, node: str) -> str:
         """The interface that carries ``node``'s trial traffic (the overlay's, if any)."""
-        return OVERLAY_IFACE if self._link(node).overlay_address else IFACE
+        link = self._link(node)
+        return VPN_IFACE if link.vpn_address else OVERLAY_IFACE if link.overlay_address else IFACE
 
     def namespace(self, node: str) -> str:
         return self._link(node).namespace
@@ -652,8 +704,8 @@ class Topology:
             "profile": self.profile.summary(),
             "nodes": {
                 n: {
-                    "address": ln.overlay_address or ln.address,
-                    **({"leg_address": ln.address} if ln.overlay_address else {}),
+                    "address": ln.vpn_address or ln.overlay_address or ln.address,
+                    **({"leg_address": ln.address} if ln.overlay_address or ln.vpn_address else {}),
                     "namespace": ln.namespace,
                     "link": ln.profile.name if ln.profile else "wired (no emulation)",
                     **({"wifi": "station"} if ln.station else {}),
@@ -664,6 +716,8 @@ class Topology:
         }
         if self.overlay:
             out["overlay"] = describe_overlay(self.overlay, self.profile.multicast)
+        if self.vpn is not None:
+            out["vpn"] = self.vpn.describe()
         if self.wifi_link is not None:
             out["wifi80211"] = {"simulator": "ns-3", "access_point_port": AP_PORT, "pid": self.wifi_link.pid}
         return out
@@ -713,6 +767,8 @@ class Topology:
                 link.forwarder.stop()
         if self.wifi_link is not None:
             self.wifi_final = self.wifi_link.stop()
+        if self.vpn is not None:
+            self.vpn.close()
         for ns in reversed(self._created):
             _kill_namespace_processes(ns)
             _ip("netns", "del", ns, check=False)
@@ -811,6 +867,8 @@ def open_topology(
         reason = str(exc)
     else:
         return Topology(profile, nodes=nodes, **kwargs)
+    if kwargs.get("vpn", "none") != "none":  # a tunnel needs the namespaces: never silently without
+        raise TopologyError(f"vpn {kwargs['vpn']}: needs network namespaces ({reason})")
     log.warning(
         "network emulation unavailable (%s): falling back to loopback; link profile %r is NOT applied",
         reason,

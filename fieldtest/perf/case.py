@@ -29,13 +29,16 @@ class PerfCase:
     # Zenoh rows: "direct" (the nodes on Zenoh) or "bridge" (DDS -> zenoh-bridge-ros2dds -> Zenoh ->
     # bridge -> DDS, as a twin trial's default); "" for the middlewares that do not read it
     zenoh_path: str = "direct"
+    # a VPN over the network ("openvpn": fieldtest.netem.vpn), or "none"
+    vpn: str = "none"
 
     @property
     def label(self) -> str:
         subs = f" x{self.subscribers}" if self.subscribers > 1 else ""
         path = f" {self.zenoh_path}" if self.zenoh_path else ""
+        vpn = f"+{self.vpn}" if self.vpn != "none" else ""
         return (
-            f"{self.middleware}{path}/{self.security}/{self.qos}/{self.network} {self.message} "
+            f"{self.middleware}{path}/{self.security}/{self.qos}/{self.network}{vpn} {self.message} "
             f"{rate_text(self.rate_hz)}{subs} {self.mode}"
         )
 

@@ -39,7 +39,7 @@ DEFAULT_OUT = Path("trials/perf")
 QUICK_DURATION_S = 2.0
 # The flags that describe the sweep; a campaign file (--campaign) describes it instead
 SWEEP_FLAGS = ("middleware", "security", "qos", "network", "message", "size", "rate", "duration",
-               "subscribers", "mode", "zenoh_path", "repetitions")  # fmt: skip
+               "subscribers", "mode", "zenoh_path", "repetitions", "vpn")  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--network", nargs="+", default=["loopback"], help="loopback or a link profile (wifi, 4g, ...)"
     )
+    p.add_argument(
+        "--vpn", nargs="+", default=["none"], help="none or openvpn: a VPN between host and robot over "
+        "the network (docs/networks.md, 'A VPN over the link')",
+    )  # fmt: skip
     p.add_argument("--profiles", type=Path, default=None, help="YAML file of link profiles of your own")
     p.add_argument("--message", nargs="+", default=None, help="Array1k ... Array2m, PointCloud512k ... PointCloud2m, "
                    "or Array<N>/PointCloud<N>[k|m] (default: Zhang's ten)")  # fmt: skip
@@ -145,14 +149,21 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
     cases: list[PerfCase] = []
-    for mw, path, security, qos, network, subs, message in itertools.product(
-        args.middleware, args.zenoh_path, args.security, args.qos, args.network, args.subscribers, messages
+    for mw, path, security, qos, network, vpn, subs, message in itertools.product(
+        args.middleware,
+        args.zenoh_path,
+        args.security,
+        args.qos,
+        args.network,
+        args.vpn,
+        args.subscribers,
+        messages,
     ):
         try:
             setting = registry.get(mw).secure_default if security == "on" else security
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
-        case = PerfCase(mw, setting, qos, network, message, rate, duration, subs, args.mode, path)
+        case = PerfCase(mw, setting, qos, network, message, rate, duration, subs, args.mode, path, vpn)
         if case.normalized() not in cases:  # a DDS row once, whatever the Zenoh paths
             cases.append(case.normalized())
     refused = []

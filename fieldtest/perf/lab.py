@@ -143,6 +143,8 @@ class LabLink:
             return f"mode {case.mode}: the host's and the robot's clocks are not shared; the lab measures round trips"
         if case.subscribers != 1:
             return f"subscribers {case.subscribers}: the lab has one robot"
+        if case.vpn != "none":
+            return f"vpn {case.vpn}: the lab's VPN is the lab's own; the kit sets one up on the twin only"
         if registry.get(case.middleware).bridged(case.transport()):
             return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
         module = registry.get(case.middleware).transport_library or ""

@@ -129,7 +129,8 @@ def _groups(summaries: list[dict]) -> dict[tuple, list[dict]]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for summary in summaries:
         c = summary["case"]
-        groups[(c.network, c.security, c.qos, c.mode, c.subscribers, c.rate_hz)].append(summary)
+        network = c.network if c.vpn == "none" else f"{c.network} + vpn {c.vpn}"
+        groups[(network, c.security, c.qos, c.mode, c.subscribers, c.rate_hz)].append(summary)
     return groups
 
 

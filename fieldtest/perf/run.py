@@ -115,8 +115,30 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
             "subscribers: the bridged path carries one robot's DDS; use zenoh_path direct for several"
         )
     _check_settings(case, profiles)
+    _check_vpn(case, middleware)
     _check_link_rate(case, message, profiles)
     return message
+
+
+def _check_vpn(case: PerfCase, middleware) -> None:
+    """A VPN row needs an emulated network and two nodes: the tunnel joins host and robot."""
+    from fieldtest.netem.vpn import VpnError, check_setting
+
+    try:
+        check_setting(case.vpn)
+    except VpnError as exc:
+        raise PerfInputError(str(exc), "vpn") from None
+    if case.vpn == "none":
+        return
+    if case.network == "loopback":
+        raise PerfInputError(
+            f"vpn {case.vpn}: needs an emulated network (the tunnel joins two namespaces)", "vpn"
+        )
+    if middleware.emulated_nodes() or case.subscribers > 1 or middleware.bridged(case.transport()):
+        raise CombinationRefused(
+            f"vpn {case.vpn}: the tunnel joins host and robot only; {case.middleware} here needs more "
+            "machines (a router, broker, bridge or several subscribers)"
+        )
 
 
 def _check_numbers(case: PerfCase) -> None:
@@ -237,7 +259,8 @@ class _Link:
         wireless = wireless_nodes("seed", profile, self.infra_node)
         if "robot" in wireless:
             wireless += self.robots[1:]
-        self.topo = open_topology(profile, nodes=["host", *self.robots, *extra], wireless=wireless)
+        nodes = ["host", *self.robots, *extra]
+        self.topo = open_topology(profile, nodes=nodes, wireless=wireless, vpn=case.vpn)
 
     def __enter__(self) -> _Link:
         return self
@@ -291,6 +314,8 @@ class _Link:
         described = self.topo.describe()
         out = {"profile": described.get("profile", {}).get("name", ""), "emulated": self.emulated,
                "backend": described.get("backend", "")}  # fmt: skip
+        if "vpn" in described:  # the tunnel the row's traffic crossed the link in
+            out["vpn"] = described["vpn"]
         simulator = getattr(self.topo, "simulator_record", lambda: None)()
         if simulator:  # the ns-3 802.11 link: frames, retries by size class, MAC drops, lag
             out["simulator"] = simulator

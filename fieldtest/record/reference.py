@@ -212,6 +212,24 @@ class NewcomerRow(_Strict):
     conditions: Conditions
 
 
+class VpnCompareRow(_Strict):
+    """``benchmarks/bench_vpn.py``: DDS with one protection (none, SROS2, OpenVPN) on one link and one
+    payload size: Kim et al.'s latency (round trip / 2) and saturated throughput, over repetitions."""
+
+    network: str
+    protection: str  # "none", the SROS2 setting's name, or "openvpn"
+    message: str
+    size_b: int
+    latency_ms: float | None  # round trip / 2: the mean over the repetitions of each row's mean
+    latency_half95_ms: float | None  # half the 95 % interval of that mean (None: one repetition)
+    throughput_mb_s: float | None  # received per second, one-way at 1000 Hz: the mean over the repetitions
+    throughput_half95_mb_s: float | None
+    runs_latency: int  # the repetitions that counted (ok, and the link emulator kept up)
+    runs_throughput: int
+    errors: list[str] = []
+    conditions: Conditions  # the largest load, busy share and steal over the rows
+
+
 Direction = Literal["up", "down", "none"]
 
 
@@ -319,6 +337,11 @@ class AnalysisSpeedSummary(_Summary):
     rows: list[AnalysisSpeedRow]
 
 
+class VpnCompareSummary(_Summary):
+    kind: Literal["vpn-compare"]
+    rows: list[VpnCompareRow]
+
+
 class NewcomerSummary(_Summary):
     kind: Literal["newcomer"]
     rows: list[NewcomerRow]
@@ -342,6 +365,7 @@ AnySummary = (
     | ReproductionSummary
     | NewcomerSummary
     | ChenSweepSummary
+    | VpnCompareSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

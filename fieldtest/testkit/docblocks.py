@@ -43,6 +43,8 @@ from fieldtest.record.reference import (
     SecurityCostSummary,
     TwinTrialRow,
     TwinTrialsSummary,
+    VpnCompareRow,
+    VpnCompareSummary,
     Wifi80211Row,
     Wifi80211Summary,
     ZenohBridgeRow,
@@ -650,6 +652,94 @@ def _chen_sweep(summary: ChenSweepSummary, path: str) -> list[str]:
     return [*chen_sweep_table(summary.rows), "", f"Crossover: {crossover}.", "", _source_line(summary, path)]
 
 
+# --- bench_vpn.py: SROS2 against a VPN, as Kim et al. compared them ---------------------------------
+
+
+def _versus(value: float | None, base: float | None, unit: str) -> str:
+    if value is None or base is None or not base:
+        return ""
+    return f"{100 * (value - base) / base:+.0f} % ({value - base:+.3f} {unit})"
+
+
+def vpn_compare_table(rows: list[VpnCompareRow]) -> list[str]:
+    lines = [
+        "| network | payload (B) | protection | latency = RTT/2 (ms) | vs none | throughput (MB/s) | vs none "
+        "| runs (latency / throughput) | conditions |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    plain = {(r.network, r.size_b): r for r in rows if r.protection == "none"}
+    for r in rows:
+        base = plain.get((r.network, r.size_b))
+        if r.latency_ms is None and r.throughput_mb_s is None:
+            # each kind of reason once, without its figures (the rows' folders keep them)
+            failed = f"FAILED: {'; '.join(dict.fromkeys(e.split(' (')[0] for e in r.errors))}"
+            lines.append(
+                f"| {r.network} | {r.size_b} | {r.protection} | {failed} | | | | | {r.conditions.text()} |"
+            )
+            continue
+        other = base is not None and base is not r
+        latency = f"{_fmt(r.latency_ms, 3)}" + (
+            f" +- {r.latency_half95_ms:.3f}" if r.latency_half95_ms else ""
+        )
+        throughput = f"{_fmt(r.throughput_mb_s, 2)}" + (
+            f" +- {r.throughput_half95_mb_s:.2f}" if r.throughput_half95_mb_s else ""
+        )
+        lines.append(
+            f"| {r.network} | {r.size_b} | {r.protection} | {latency} "
+            f"| {_versus(r.latency_ms, base.latency_ms, 'ms') if other and base else ''} | {throughput} "
+            f"| {_versus(r.throughput_mb_s, base.throughput_mb_s, 'MB/s') if other and base else ''} "
+            f"| {r.runs_latency} / {r.runs_throughput} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def vpn_compare_findings(rows: list[VpnCompareRow]) -> list[str]:
+    """Kim et al.'s findings checked on the rows, one sentence per network: at which payloads the VPN
+    added less latency than SROS2 (and less than half of it), and where its throughput was higher."""
+    out = []
+    for network in dict.fromkeys(r.network for r in rows):
+        by = {(r.protection, r.size_b): r for r in rows if r.network == network}
+        plain = {size: r for (protection, size), r in by.items() if protection == "none"}
+        sros2 = next((p for p, _ in by if p not in ("none", "openvpn")), "sros2")
+        less, half, faster, measured = [], [], [], []
+        for size, base in plain.items():
+            secure, vpn = by.get((sros2, size)), by.get(("openvpn", size))
+            if secure is None or vpn is None:
+                continue
+            plain_ms, sros2_ms, vpn_ms = base.latency_ms, secure.latency_ms, vpn.latency_ms
+            if plain_ms is not None and sros2_ms is not None and vpn_ms is not None:
+                measured.append(size)
+                added_sros2, added_vpn = sros2_ms - plain_ms, vpn_ms - plain_ms
+                less += [size] if added_vpn < added_sros2 else []
+                half += [size] if added_sros2 > 0 and added_vpn < added_sros2 / 2 else []
+            if secure.throughput_mb_s is not None and vpn.throughput_mb_s is not None:
+                faster += [size] if vpn.throughput_mb_s > secure.throughput_mb_s else []
+
+        def sizes(found: list[int]) -> str:
+            return ", ".join(f"{s} B" for s in found) if found else "no size"
+
+        if not measured:
+            out.append(f"{network}: no payload size has a counted latency with each protection.")
+            continue
+        out.append(
+            f"{network}: of {len(measured)} payload sizes, the VPN added less latency than {sros2} at {sizes(less)}, "
+            f"less than half of it at {sizes(half)}; its throughput was higher than {sros2}'s at {sizes(faster)}."
+        )
+    return out
+
+
+def _vpn_compare(summary: VpnCompareSummary, path: str) -> list[str]:
+    s = summary.settings
+    head = (
+        f"DDS (CycloneDDS) perf rows, {s.get('repetitions', '?')} repetitions of each, interleaved; round trips "
+        f"at {s.get('rate_hz', '?')} Hz for {s.get('duration_s', '?')} s, throughput one-way at "
+        f"{s.get('throughput_rate_hz', '?')} Hz for {s.get('throughput_duration_s', '?')} s. "
+    )
+    note = saturated_note([r.conditions for r in summary.rows])
+    findings = " ".join(vpn_compare_findings(summary.rows))
+    return [*vpn_compare_table(summary.rows), "", findings, "", head + note + _source_line(summary, path)]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -673,6 +763,7 @@ BLOCKS: dict[str, Block] = {
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
     "reproduction": Block("bench-reproduction.json", _reproduction),
     "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
+    "vpn-compare": Block("bench-vpn.json", _vpn_compare),
 }
 
 
