@@ -263,6 +263,50 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
             proc.wait()
 
 
+# ros2 launch as it stops (launch/actions/execute_local.py, __on_shutdown): after a SIGINT of its own
+# it sends its nodes no SIGINT (a terminal's Ctrl-C reached them), only SIGTERM after sigterm_timeout.
+LAUNCH_LIKE = """
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+node_code = (
+    "import signal, sys, time; from pathlib import Path; seen = Path(sys.argv[1])\\n"
+    "def got(n, _): seen.write_text(signal.Signals(n).name); sys.exit(0)\\n"
+    "signal.signal(signal.SIGINT, got); signal.signal(signal.SIGTERM, got); seen.write_text('ready')\\n"
+    "time.sleep(30)"
+)
+node = subprocess.Popen([sys.executable, "-c", node_code, str(out.with_suffix(".node"))])
+stopping = []
+signal.signal(signal.SIGINT, lambda *_: stopping.append(time.monotonic()))
+out.write_text(json.dumps({"args": sys.argv[2:], "pid": os.getpid()}))
+while node.poll() is None:
+    if stopping and time.monotonic() - stopping[0] > 5.0:
+        node.send_signal(signal.SIGTERM)
+        node.wait()
+    time.sleep(0.05)
+"""
+
+
+def test_the_stop_reaches_the_launchs_nodes_with_sigint_as_a_terminals_ctrl_c_does(tmp_path):
+    """ros2 launch does not pass on a SIGINT it got itself: the stop sends it to the launch's whole
+    group, so each node closes its bag and the relay sends its zeros now, not on a SIGTERM 5 s later."""
+    script = tmp_path / "launch_like.py"
+    script.write_text(LAUNCH_LIKE)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    node = out.with_suffix(".node")
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", {"namespace": ""}, log)
+    try:
+        assert _wait_for(lambda: out.exists() and node.exists() and node.read_text() == "ready", 10)
+        side.stop("t1")
+        assert proc.wait(10) == 0 and node.read_text() == "SIGINT"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
     """Its session's stdin closing (ssh gone: sshd sends a session without a tty no SIGHUP) stops
     the launch as the runner's stop does, SIGINT first, with nobody running the stop script."""

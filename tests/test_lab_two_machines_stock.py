@@ -129,14 +129,16 @@ def test_lab_run_refuses_a_trial_whose_prerequisite_the_robot_lacks(lab, case):
     assert lab.robot_login_processes() == []
 
 
-def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None):
+def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None, result=None):
+    """``condition``'s value once true; a failure with the runner's output if it ended first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and (running is None or running.is_alive()):
         value = condition()
         if value:
             return value
         time.sleep(0.05)
-    pytest.fail(f"{what} within {timeout_s:g} s", pytrace=False)
+    ended = f": the runner ended: {_output(result['done'])}" if result and "done" in result else ""
+    pytest.fail(f"{what} within {timeout_s:g} s{ended}", pytrace=False)
 
 
 CUT_S = 15.0  # longer than ssh's keepalive gives up (ServerAliveInterval 2 s x 3) and its reconnects
@@ -150,8 +152,10 @@ def test_a_lost_ssh_session_leaves_nothing_running_on_the_robot(lab):
         target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/lost-session"))
     )
     running.start()
-    _wait_for(lambda: list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the runner sent no go", 240, running)
-    _wait_for(lambda: lab.base_status().get("moving"), "the base did not move", 30, running)
+    _wait_for(
+        lambda: list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the runner sent no go", 240, running, result
+    )
+    _wait_for(lambda: lab.base_status().get("moving"), "the base did not move", 30, running, result)
     lab.topology.schedule_outage(0.0, CUT_S, node="robot")
     running.join(timeout=600)
     done = result["done"]

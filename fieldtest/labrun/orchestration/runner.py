@@ -368,7 +368,8 @@ class _Trial:
         if host.popen.poll() is None:
             self.stopped_by_runner = True
             (self.trial_dir / CONTROL_DIR / STOP_FILE).touch()
-            host.popen.send_signal(signal.SIGINT)
+            # to the launch's whole group (its own session), as Ctrl-C: launch passes none on
+            os.killpg(host.popen.pid, signal.SIGINT)
             try:
                 host.popen.wait(timeout=10.0)
             except subprocess.TimeoutExpired:
