@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -263,19 +264,20 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
             proc.wait()
 
 
+# A node that records the first stop signal it gets ("ready" once its handlers are in).
+SIGNAL_RECORDER = (
+    "import signal, sys, time; from pathlib import Path; seen = Path(sys.argv[1])\n"
+    "def got(n, _): seen.write_text(signal.Signals(n).name); sys.exit(0)\n"
+    "signal.signal(signal.SIGINT, got); signal.signal(signal.SIGTERM, got); seen.write_text('ready')\n"
+    "time.sleep(30)"
+)
 # ros2 launch as it stops (launch/actions/execute_local.py, __on_shutdown): after a SIGINT of its own
 # it sends its nodes no SIGINT (a terminal's Ctrl-C reached them), only SIGTERM after sigterm_timeout.
 LAUNCH_LIKE = """
 import json, os, signal, subprocess, sys, time
 from pathlib import Path
 out = Path(sys.argv[1])
-node_code = (
-    "import signal, sys, time; from pathlib import Path; seen = Path(sys.argv[1])\\n"
-    "def got(n, _): seen.write_text(signal.Signals(n).name); sys.exit(0)\\n"
-    "signal.signal(signal.SIGINT, got); signal.signal(signal.SIGTERM, got); seen.write_text('ready')\\n"
-    "time.sleep(30)"
-)
-node = subprocess.Popen([sys.executable, "-c", node_code, str(out.with_suffix(".node"))])
+node = subprocess.Popen([sys.executable, "-c", NODE_CODE, str(out.with_suffix(".node"))])
 stopping = []
 signal.signal(signal.SIGINT, lambda *_: stopping.append(time.monotonic()))
 out.write_text(json.dumps({"args": sys.argv[2:], "pid": os.getpid()}))
@@ -284,7 +286,29 @@ while node.poll() is None:
         node.send_signal(signal.SIGTERM)
         node.wait()
     time.sleep(0.05)
-"""
+""".replace("NODE_CODE", repr(SIGNAL_RECORDER))
+
+
+def _recorders(tmp_path: Path, n: int) -> list[tuple[subprocess.Popen, Path]]:
+    started = []
+    for i in range(n):
+        seen = tmp_path / f"node{i}.signal"
+        started.append((subprocess.Popen([sys.executable, "-c", SIGNAL_RECORDER, str(seen)]), seen))
+    assert _wait_for(lambda: all(s.exists() and s.read_text() == "ready" for _, s in started), 10)
+    return started
+
+
+@pytest.mark.parametrize(
+    "after, first", [([signal.SIGINT], "SIGTERM"), ([signal.SIGTERM], "SIGINT"), ([], "SIGINT")]
+)
+def test_the_launch_stand_in_stops_its_processes_as_launch_does(tmp_path, after, first):
+    """planrun after a SIGINT of its own sends none on (the group's reached the nodes), only SIGTERM
+    after the wait; after a SIGTERM, or a node's exit, SIGINT first."""
+    from fieldtest.labrun.orchestration.planrun import launch_sends_sigint, stop_processes
+
+    started = _recorders(tmp_path, 2)
+    stop_processes([p for p, _ in started], timeout_s=0.5, sigint=launch_sends_sigint(after))
+    assert [(p.poll(), s.read_text()) for p, s in started] == [(0, first)] * 2
 
 
 def test_the_stop_reaches_the_launchs_nodes_with_sigint_as_a_terminals_ctrl_c_does(tmp_path):

@@ -368,8 +368,9 @@ class _Trial:
         if host.popen.poll() is None:
             self.stopped_by_runner = True
             (self.trial_dir / CONTROL_DIR / STOP_FILE).touch()
-            # to the launch's whole group (its own session), as Ctrl-C: launch passes none on
-            os.killpg(host.popen.pid, signal.SIGINT)
+            # the launch alone: its driver stops on the stop file (burst first) while the bridge
+            # or broker it sends through still runs; launch SIGTERMs the rest after 5 s
+            host.popen.send_signal(signal.SIGINT)
             try:
                 host.popen.wait(timeout=10.0)
             except subprocess.TimeoutExpired:
