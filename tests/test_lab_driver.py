@@ -331,6 +331,16 @@ def test_the_stop_reaches_the_launchs_nodes_with_sigint_as_a_terminals_ctrl_c_do
             proc.wait()
 
 
+def test_a_status_read_that_times_out_is_no_status_yet(tmp_path):
+    """On a loaded robot an ssh read of a status file can outlast its timeout: the pre-flight polls
+    again (before, the RemoteError ended the whole campaign, exit 2, in a two-machine run)."""
+    side, _ = _fake_robot_side(tmp_path)
+    folder = tmp_path / "pi" / "t1"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "robot_status.json")  # no writer: cat blocks, as a stalled session would
+    assert side.read_json("t1", "robot_status.json", timeout_s=0.5) is None
+
+
 def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
     """Its session's stdin closing (ssh gone: sshd sends a session without a tty no SIGHUP) stops
     the launch as the runner's stop does, SIGINT first, with nobody running the stop script."""

@@ -9,11 +9,15 @@ namespace; fieldtest.labrun.configuration.stockrobot) and the simulated Create 3
   lacks, naming what is missing and the fix;
 - a ssh session lost mid-trial (the robot's Wi-Fi gone for longer than ssh's keepalive) leaves
   nothing running on the robot: its launch stops itself once sshd sees the session gone, the base
-  got its stop, and the runner says the session was lost.
+  got its stop, and the runner says the session was lost;
+- a Ctrl-C while the runner waits for its pre-flight leaves nothing running on the robot either.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
 from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE
+from fieldtest.labrun.orchestration.remote import PID_FILE
 from fieldtest.record import read_trial
 from fieldtest.testkit import needs
 
@@ -181,3 +186,44 @@ def _wait_for_nothing_left(lab, timeout_s: float) -> list[str]:
     while (left := lab.robot_login_processes(settle_s=0)) and time.monotonic() < deadline:
         time.sleep(1.0)
     return left
+
+
+def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
+    """SIGINT to the lab user's `fieldtest lab run` once the robot's launch has started (its pid file
+    written: its gate runs, the nodes that answer the pre-flight come after it): the runner stops,
+    says why, and stops the robot's launch over ssh; nothing of the robot login's is left and the
+    base never got a command."""
+    campaign = lab.campaign("trials/rehearsal.yaml")
+    runs = lab.host_user.home / "runs" / "ctrl-c"
+    commands_before = lab.base_status().get("commands", 0)
+    result = {}
+    running = threading.Thread(target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/ctrl-c")))
+    launch = f"fieldtest/trials/*/{PID_FILE}"
+    earlier = set(lab.robot_user.home.glob(launch))  # a pid file an earlier test left is not this launch's
+    running.start()
+    _wait_for(
+        lambda: set(lab.robot_user.home.glob(launch)) - earlier,
+        "the robot's launch did not start",
+        240,
+        running,
+        result,
+    )
+    assert not list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the go came before the signal"
+    os.kill(_runner_pid(lab, "runs/ctrl-c"), signal.SIGINT)
+    running.join(timeout=120)
+    report = _output(result["done"])
+    assert result["done"].returncode == 130 and "interrupted by the user (Ctrl-C)" in report, report
+    left = _wait_for_nothing_left(lab, timeout_s=30)
+    assert left == [], (left, report)
+    assert not set(lab.robot_user.home.glob(launch)) - earlier, report  # it ended and took its pid file
+    base = lab.base_status()
+    assert base.get("commands", 0) == commands_before and not base["moving"], base
+
+
+def _runner_pid(lab, runs_dir: str) -> int:
+    """The lab user's `fieldtest lab run` writing to ``runs_dir``."""
+    listed = subprocess.run(
+        ["ps", "-o", "pid=,args=", "-u", lab.host_user.name], capture_output=True, text=True
+    ).stdout.splitlines()
+    (pid,) = [int(line.split()[0]) for line in listed if " lab run " in line and runs_dir in line]
+    return pid

@@ -190,11 +190,16 @@ class RobotSide:
         done = self.shell.run(f"{setup}exec {estop} {args}", timeout_s=30.0)
         return (done.stdout.strip().splitlines() or ["(no output)"])[-1]
 
-    def read_json(self, trial_id: str, relative: str) -> dict[str, Any] | None:
-        """A JSON status file of the robot side, None if absent or half-written."""
-        done = self.shell.run(
-            f"cat {self._dir(trial_id)}/{shlex.quote(relative)}", timeout_s=10.0, check=False
-        )
+    def read_json(self, trial_id: str, relative: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+        """A JSON status file of the robot side, None if absent, half-written or not read within
+        ``timeout_s`` (an ssh session that slow is a pre-flight poll to retry, not the end of the
+        campaign)."""
+        try:
+            done = self.shell.run(
+                f"cat {self._dir(trial_id)}/{shlex.quote(relative)}", timeout_s=timeout_s, check=False
+            )
+        except RemoteError:
+            return None
         if done.returncode != 0:
             return None
         try:
