@@ -75,3 +75,10 @@ def test_a_finished_gate_leaves_the_link_first():
     link = check_robot_link({"probes_answered": 0, "last_probe_age_s": None}, None)
     _, checks = summarize(with_gate([link], report, gated=True))
     assert [c.check for c in checks] == ["robot-link", "create3"], checks
+
+
+def test_a_link_up_without_a_gate_report_keeps_the_link_first():
+    """A robot side with no gate (a stand-in) and a link that works: nothing to blame on a gate."""
+    link = check_robot_link(HOST, {**ROBOT, "command_publishers": 1})
+    _, checks = summarize(with_gate([link], None, gated=True), warn_only=["create3", "battery"])
+    assert [c.check for c in checks] == ["robot-link", "create3", "battery"], checks

@@ -367,9 +367,11 @@ def gate_unfinished(report: dict[str, Any] | None) -> bool:
 
 def with_gate(results: list[CheckResult], report: dict[str, Any] | None, gated: bool) -> list[CheckResult]:
     """The runner's checks and the Create 3 gate's, in the order their first failure is the cause:
-    while a gate (``gated``) has not finished, the robot's nodes are not up and the link cannot be."""
+    while a gate (``gated``) has not finished, the robot's nodes are not up and the link cannot be.
+    A link that is up came without a gate (a robot side that has none), so then the usual order."""
     gate = check_robot_preflight(report)
-    return [*gate, *results] if gated and gate_unfinished(report) else [*results, *gate]
+    link_down = any(r.check == "robot-link" and not r.ok for r in results)
+    return [*gate, *results] if gated and link_down and gate_unfinished(report) else [*results, *gate]
 
 
 def check_robot_preflight(report: dict[str, Any] | None) -> list[CheckResult]:
