@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
@@ -222,8 +222,12 @@ def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
 
 def _runner_pid(lab, runs_dir: str) -> int:
     """The lab user's `fieldtest lab run` writing to ``runs_dir``."""
-    listed = subprocess.run(
-        ["ps", "-o", "pid=,args=", "-u", lab.host_user.name], capture_output=True, text=True
-    ).stdout.splitlines()
-    (pid,) = [int(line.split()[0]) for line in listed if " lab run " in line and runs_dir in line]
-    return pid
+    found = [
+        proc.pid
+        for proc in psutil.process_iter(["username", "cmdline"])
+        if proc.info["username"] == lab.host_user.name
+        and " lab run " in " ".join(proc.info["cmdline"] or [])
+        and runs_dir in (proc.info["cmdline"] or [])
+    ]
+    assert len(found) == 1, found
+    return found[0]
