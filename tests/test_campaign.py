@@ -29,6 +29,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_seed_study_matrix_is_five_middlewares_by_security_by_repetitions():
     campaign, trials = load_trials(TRIALS / "seed-study.yaml")
     assert len(trials) == 5 * 2 * campaign.repetitions == 30
+    assert campaign.lab.ros_distro == "jazzy"  # a TurtleBot 4 as shipped: no edit for the usual robot
     cases = {(t.transport.middleware, t.transport.security) for t in trials}
     assert cases == {
         ("dds", "none"),

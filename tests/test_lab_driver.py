@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -261,6 +262,83 @@ def test_robot_side_scripts_pass_arguments_intact_and_stop_with_sigint(tmp_path)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# A node that records the first stop signal it gets ("ready" once its handlers are in).
+SIGNAL_RECORDER = (
+    "import signal, sys, time; from pathlib import Path; seen = Path(sys.argv[1])\n"
+    "def got(n, _): seen.write_text(signal.Signals(n).name); sys.exit(0)\n"
+    "signal.signal(signal.SIGINT, got); signal.signal(signal.SIGTERM, got); seen.write_text('ready')\n"
+    "time.sleep(30)"
+)
+# ros2 launch as it stops (launch/actions/execute_local.py, __on_shutdown): after a SIGINT of its own
+# it sends its nodes no SIGINT (a terminal's Ctrl-C reached them), only SIGTERM after sigterm_timeout.
+LAUNCH_LIKE = """
+import json, os, signal, subprocess, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+node = subprocess.Popen([sys.executable, "-c", NODE_CODE, str(out.with_suffix(".node"))])
+stopping = []
+signal.signal(signal.SIGINT, lambda *_: stopping.append(time.monotonic()))
+out.write_text(json.dumps({"args": sys.argv[2:], "pid": os.getpid()}))
+while node.poll() is None:
+    if stopping and time.monotonic() - stopping[0] > 5.0:
+        node.send_signal(signal.SIGTERM)
+        node.wait()
+    time.sleep(0.05)
+""".replace("NODE_CODE", repr(SIGNAL_RECORDER))
+
+
+def _recorders(tmp_path: Path, n: int) -> list[tuple[subprocess.Popen, Path]]:
+    started = []
+    for i in range(n):
+        seen = tmp_path / f"node{i}.signal"
+        started.append((subprocess.Popen([sys.executable, "-c", SIGNAL_RECORDER, str(seen)]), seen))
+    assert _wait_for(lambda: all(s.exists() and s.read_text() == "ready" for _, s in started), 10)
+    return started
+
+
+@pytest.mark.parametrize(
+    "after, first", [([signal.SIGINT], "SIGTERM"), ([signal.SIGTERM], "SIGINT"), ([], "SIGINT")]
+)
+def test_the_launch_stand_in_stops_its_processes_as_launch_does(tmp_path, after, first):
+    """planrun after a SIGINT of its own sends none on (the group's reached the nodes), only SIGTERM
+    after the wait; after a SIGTERM, or a node's exit, SIGINT first."""
+    from fieldtest.labrun.orchestration.planrun import launch_sends_sigint, stop_processes
+
+    started = _recorders(tmp_path, 2)
+    stop_processes([p for p, _ in started], timeout_s=0.5, sigint=launch_sends_sigint(after))
+    assert [(p.poll(), s.read_text()) for p, s in started] == [(0, first)] * 2
+
+
+def test_the_stop_reaches_the_launchs_nodes_with_sigint_as_a_terminals_ctrl_c_does(tmp_path):
+    """ros2 launch does not pass on a SIGINT it got itself: the stop sends it to the launch's whole
+    group, so each node closes its bag and the relay sends its zeros now, not on a SIGTERM 5 s later."""
+    script = tmp_path / "launch_like.py"
+    script.write_text(LAUNCH_LIKE)
+    out = tmp_path / "args.json"
+    side = local_robot_side(tmp_path / "pi", (sys.executable, str(script), str(out)))
+    node = out.with_suffix(".node")
+    with (tmp_path / "robot.log").open("w") as log:
+        proc = side.start("t1", {"namespace": ""}, log)
+    try:
+        assert _wait_for(lambda: out.exists() and node.exists() and node.read_text() == "ready", 10)
+        side.stop("t1")
+        assert proc.wait(10) == 0 and node.read_text() == "SIGINT"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_status_read_that_times_out_is_no_status_yet(tmp_path):
+    """On a loaded robot an ssh read of a status file can outlast its timeout: the pre-flight polls
+    again (before, the RemoteError ended the whole campaign, exit 2, in a two-machine run)."""
+    side, _ = _fake_robot_side(tmp_path)
+    folder = tmp_path / "pi" / "t1"
+    folder.mkdir(parents=True)
+    os.mkfifo(folder / "robot_status.json")  # no writer: cat blocks, as a stalled session would
+    assert side.read_json("t1", "robot_status.json", timeout_s=0.5) is None
 
 
 def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):

@@ -280,6 +280,21 @@ def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
 
 
+def test_a_base_that_never_answers_the_gate_is_reported_as_the_gate_with_its_fix(tmp_path):
+    """The base's parameter service is on the graph and takes the gate's requests without answering
+    (a Fast DDS base to a CycloneDDS client): the trial is refused naming the service, the RMW field
+    and the fix, within the pre-flight (the gate gives up after one unanswered request); before, each
+    of three reads waited 10 s and a 30 s pre-flight said "robot-link"."""
+    lab = SimulatedLab(extra_base_args=["--parameters", "unanswered"])
+    result, base, messages = _rehearse(tmp_path, lab)
+    assert result.end_reason == "error" and "robot-link" not in result.detail, (result.detail, messages)
+    unanswered = (
+        r"motion_control/get_parameters did not answer safety_override within 10 s.*RMW_IMPLEMENTATION"
+    )
+    assert re.search(unanswered, result.detail), result.detail
+    assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
+
+
 def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     """The robot's link monitor asks for transient-local commands (QoS fernandez-b) that the host's
     volatile publisher cannot offer: the base matches the host's publisher and the probes (their own

@@ -9,19 +9,24 @@ namespace; fieldtest.labrun.configuration.stockrobot) and the simulated Create 3
   lacks, naming what is missing and the fix;
 - a ssh session lost mid-trial (the robot's Wi-Fi gone for longer than ssh's keepalive) leaves
   nothing running on the robot: its launch stops itself once sshd sees the session gone, the base
-  got its stop, and the runner says the session was lost.
+  got its stop, and the runner says the session was lost;
+- a Ctrl-C while the runner waits for its pre-flight leaves nothing running on the robot either.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
 from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE
+from fieldtest.labrun.orchestration.remote import PID_FILE
 from fieldtest.record import read_trial
 from fieldtest.testkit import needs
 
@@ -129,14 +134,16 @@ def test_lab_run_refuses_a_trial_whose_prerequisite_the_robot_lacks(lab, case):
     assert lab.robot_login_processes() == []
 
 
-def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None):
+def _wait_for(condition, what: str, timeout_s: float, running: threading.Thread | None = None, result=None):
+    """``condition``'s value once true; a failure with the runner's output if it ended first."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and (running is None or running.is_alive()):
         value = condition()
         if value:
             return value
         time.sleep(0.05)
-    pytest.fail(f"{what} within {timeout_s:g} s", pytrace=False)
+    ended = f": the runner ended: {_output(result['done'])}" if result and "done" in result else ""
+    pytest.fail(f"{what} within {timeout_s:g} s{ended}", pytrace=False)
 
 
 CUT_S = 15.0  # longer than ssh's keepalive gives up (ServerAliveInterval 2 s x 3) and its reconnects
@@ -150,8 +157,10 @@ def test_a_lost_ssh_session_leaves_nothing_running_on_the_robot(lab):
         target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/lost-session"))
     )
     running.start()
-    _wait_for(lambda: list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the runner sent no go", 240, running)
-    _wait_for(lambda: lab.base_status().get("moving"), "the base did not move", 30, running)
+    _wait_for(
+        lambda: list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the runner sent no go", 240, running, result
+    )
+    _wait_for(lambda: lab.base_status().get("moving"), "the base did not move", 30, running, result)
     lab.topology.schedule_outage(0.0, CUT_S, node="robot")
     running.join(timeout=600)
     done = result["done"]
@@ -177,3 +186,48 @@ def _wait_for_nothing_left(lab, timeout_s: float) -> list[str]:
     while (left := lab.robot_login_processes(settle_s=0)) and time.monotonic() < deadline:
         time.sleep(1.0)
     return left
+
+
+def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
+    """SIGINT to the lab user's `fieldtest lab run` once the robot's launch has started (its pid file
+    written: its gate runs, the nodes that answer the pre-flight come after it): the runner stops,
+    says why, and stops the robot's launch over ssh; nothing of the robot login's is left and the
+    base never got a command."""
+    campaign = lab.campaign("trials/rehearsal.yaml")
+    runs = lab.host_user.home / "runs" / "ctrl-c"
+    commands_before = lab.base_status().get("commands", 0)
+    result = {}
+    running = threading.Thread(target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/ctrl-c")))
+    launch = f"fieldtest/trials/*/{PID_FILE}"
+    earlier = set(lab.robot_user.home.glob(launch))  # a pid file an earlier test left is not this launch's
+    running.start()
+    _wait_for(
+        lambda: set(lab.robot_user.home.glob(launch)) - earlier,
+        "the robot's launch did not start",
+        240,
+        running,
+        result,
+    )
+    assert not list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")), "the go came before the signal"
+    os.kill(_runner_pid(lab, "runs/ctrl-c"), signal.SIGINT)
+    running.join(timeout=120)
+    report = _output(result["done"])
+    assert result["done"].returncode == 130 and "interrupted by the user (Ctrl-C)" in report, report
+    left = _wait_for_nothing_left(lab, timeout_s=30)
+    assert left == [], (left, report)
+    assert not set(lab.robot_user.home.glob(launch)) - earlier, report  # it ended and took its pid file
+    base = lab.base_status()
+    assert base.get("commands", 0) == commands_before and not base["moving"], base
+
+
+def _runner_pid(lab, runs_dir: str) -> int:
+    """The lab user's `fieldtest lab run` writing to ``runs_dir``."""
+    found = [
+        proc.pid
+        for proc in psutil.process_iter(["username", "cmdline"])
+        if proc.info["username"] == lab.host_user.name
+        and " lab run " in " ".join(proc.info["cmdline"] or [])
+        and runs_dir in (proc.info["cmdline"] or [])
+    ]
+    assert len(found) == 1, found
+    return found[0]

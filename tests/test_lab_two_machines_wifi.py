@@ -30,14 +30,16 @@ def lab(two_machines_lab):
     return two_machines_lab
 
 
-def _wait_for_go(runs: Path, running: threading.Thread, timeout_s: float = 180.0) -> int:
+def _wait_for_go(runs: Path, running: threading.Thread, result: dict, timeout_s: float = 180.0) -> int:
     """When the runner sent the go (its file in the host's trial directory), monotonic ns."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and running.is_alive():
         if list(runs.glob(f"**/{CONTROL_DIR}/{GO_FILE}")):
             return time.monotonic_ns()
         time.sleep(0.05)
-    pytest.fail("the runner never sent the go", pytrace=False)
+    done = result.get("done")
+    ended = f": the runner ended: exit {done.returncode}\n{done.stdout[-2500:]}" if done is not None else ""
+    pytest.fail(f"the runner never sent the go{ended}", pytrace=False)
 
 
 def test_link_outages_do_not_end_a_dds_trial_early(lab):
@@ -49,7 +51,7 @@ def test_link_outages_do_not_end_a_dds_trial_early(lab):
     result = {}
     running = threading.Thread(target=lambda: result.update(done=lab.run(campaign, runs_dir="runs/outages")))
     running.start()
-    go_ns = _wait_for_go(lab.host_user.home / "runs" / "outages", running)
+    go_ns = _wait_for_go(lab.host_user.home / "runs" / "outages", running, result)
     for at_s in OUTAGES_AT_S:
         lab.topology.schedule_outage(at_s, OUTAGE_S, node="robot", t0_ns=go_ns)
     running.join(timeout=600)

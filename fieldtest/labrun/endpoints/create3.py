@@ -141,12 +141,28 @@ def parse_param_dump(text: str, source: str = "ros2 param dump") -> dict[str, An
     raise Create3ParamError(f"{source}: no motion_control parameters in it")
 
 
-def _speed_finding(params: dict[str, Any], plan: SquarePlan) -> Finding:
+def unfound_service(service: str, timeout_s: float) -> str:
+    """Why the gate read no parameters when the base's parameter service never appeared."""
+    return (
+        f"{service} not found in {timeout_s:g} s: the base is off or asleep, or on another "
+        "ROS_DOMAIN_ID than the robot's setup.bash"
+    )
+
+
+def unanswered_request(service: str, name: str, timeout_s: float) -> str:
+    """Why the gate read no parameters when the base's service took a request and never answered."""
+    return (
+        f"{service} did not answer {name} within {timeout_s:g} s: the gate and the base speak different "
+        "DDS vendors (RMW_IMPLEMENTATION in the robot's setup.bash must be the Create 3's, rmw_fastrtps_cpp "
+        "on a stock TurtleBot 4) or the base is busy: restart its application (web server)"
+    )
+
+
+def _speed_finding(params: dict[str, Any], plan: SquarePlan, unread: str = "") -> Finding:
     override = params.get("safety_override")
     if override is None:
-        return Finding(
-            "speed cap", "fail", "safety_override unknown: could not read /motion_control parameters"
-        )
+        why = unread or "could not read /motion_control parameters"
+        return Finding("speed cap", "fail", f"safety_override unknown: {why}")
     if override not in ("none", "backup_only", "full"):
         return Finding("speed cap", "fail", f"safety_override {override!r} is not a Create 3 value")
     cap = CREATE3_OVERRIDE_MAX_SPEED_MPS if override == "full" else CREATE3_DEFAULT_MAX_SPEED_MPS
@@ -205,10 +221,11 @@ def _turn_finding(plan: SquarePlan) -> Finding:
     return Finding("turn rate", "ok", f"turn rate {plan.turn_rate_dps:g} deg/s within the base's limit")
 
 
-def check_create3(params: dict[str, Any], plan: SquarePlan) -> list[Finding]:
-    """What the base's parameters mean for this plan: speed cap, reflexes, watchdog, turn rate."""
+def check_create3(params: dict[str, Any], plan: SquarePlan, unread: str = "") -> list[Finding]:
+    """What the base's parameters mean for this plan: speed cap, reflexes, watchdog, turn rate;
+    ``unread`` says why the parameters could not be read, if they could not."""
     return [
-        _speed_finding(params, plan),
+        _speed_finding(params, plan, unread),
         _reflex_finding(params),
         _watchdog_finding(params, plan),
         _turn_finding(plan),
@@ -241,9 +258,12 @@ def preflight_report(
     *,
     min_battery_percent: float,
     warn_only: bool = False,
+    unread: str = "",
 ) -> dict[str, Any]:
     """The robot pre-flight's result as written to ``lab/robot_preflight.json`` (and read by the runner)."""
-    findings = check_create3(params, plan) + [battery_finding(battery_percentage, min_battery_percent)]
+    findings = check_create3(params, plan, unread) + [
+        battery_finding(battery_percentage, min_battery_percent)
+    ]
     go, findings = verdict(findings, warn_only)
     return {
         "go": go,
@@ -252,6 +272,12 @@ def preflight_report(
         "parameters": {k: params.get(k) for k in CHECKED_PARAMETERS},
         "battery_percentage": battery_percentage,
     }
+
+
+def pending_report(what: str) -> dict[str, Any]:
+    """What the gate writes to its report file while it runs: what it is waiting for (no verdict
+    yet), so that a runner whose pre-flight ends first names the gate and not the link."""
+    return {"pending": what}
 
 
 def format_findings(findings: list[dict[str, str]]) -> list[str]:

@@ -8,8 +8,10 @@ host_ws/ and robot_ws/ run where launch / launch_ros cannot be installed (the RO
 environment set and unset, the generated config files, the side processes (bridges, routers,
 brokers), the robot's pre-flight gate first (the nodes start only if it exits 0), then the nodes
 with their parameters in a YAML file (as launch_ros passes them) and their ``--ros-args``.
-SIGINT/SIGTERM go to the nodes first (SIGINT, as launch does), then to the side processes; when a
-node exits, everything is stopped (the launch files' OnProcessExit -> Shutdown).
+Stopping is launch's (launch/actions/execute_local.py): after a SIGINT of its own it sends its
+processes no SIGINT (a terminal's Ctrl-C, or the runner's SIGINT to the group, reached them), only
+SIGTERM after 5 s; after a SIGTERM, or when a node exits (the launch files' OnProcessExit ->
+Shutdown), SIGINT first. Nodes first, then the side processes.
 
 Run it with the Python of a ROS 2 environment: the nodes are started with the same interpreter.
 
@@ -116,6 +118,7 @@ class PlanRunner:
         self.side: list[subprocess.Popen] = []
         self.nodes: list[subprocess.Popen] = []
         self.stop = threading.Event()
+        self.received: list[int] = []  # the stop signals, first first (signals_set)
 
     def _say(self, line: str) -> None:
         print(f"[planrun {self.plan.cfg.role}] {line}", flush=True)
@@ -138,7 +141,7 @@ class PlanRunner:
         self.nodes = [proc]
         while proc.poll() is None:
             if self.stop.wait(0.1):
-                _stop([proc])
+                self._stop([proc])
         self.nodes = []
         return proc.returncode
 
@@ -183,8 +186,11 @@ class PlanRunner:
                 time.sleep(0.1)
             return _first_exit(self.nodes)
         finally:
-            _stop(self.nodes)
-            _stop(self.side)
+            self._stop(self.nodes)
+            self._stop(self.side)
+
+    def _stop(self, procs: list[subprocess.Popen]) -> None:
+        stop_processes(procs, sigint=launch_sends_sigint(self.received))
 
 
 def _first_exit(procs: list[subprocess.Popen]) -> int:
@@ -195,12 +201,27 @@ def _first_exit(procs: list[subprocess.Popen]) -> int:
     return 128 - done[0] if done[0] < 0 else done[0]
 
 
-def _stop(procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S) -> None:
-    """SIGINT, then SIGTERM after ``timeout_s``, then SIGKILL: launch's order."""
-    for sig, wait_s in ((signal.SIGINT, timeout_s), (signal.SIGTERM, timeout_s), (signal.SIGKILL, None)):
+def launch_sends_sigint(received: list[int]) -> bool:
+    """Whether launch stopping after these stop signals sends its processes SIGINT: not when it
+    stops on a SIGINT of its own (execute_local.py: send_sigint = not due_to_sigint)."""
+    return received[:1] != [signal.SIGINT]
+
+
+def stop_processes(
+    procs: list[subprocess.Popen], timeout_s: float = STOP_TIMEOUT_S, sigint: bool = True
+) -> None:
+    """SIGINT, then SIGTERM after ``timeout_s``, then SIGKILL: launch's order; without ``sigint``
+    (launch stopping on a SIGINT of its own) the wait before SIGTERM, no SIGINT."""
+    steps = (
+        (signal.SIGINT if sigint else None, timeout_s),
+        (signal.SIGTERM, timeout_s),
+        (signal.SIGKILL, None),
+    )
+    for sig, wait_s in steps:
         live = [p for p in procs if p.poll() is None]
         for proc in live:
-            proc.send_signal(sig)
+            if sig is not None:
+                proc.send_signal(sig)
         deadline = time.monotonic() + (wait_s or 5.0)
         for proc in live:
             try:
@@ -238,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tag} {proc.name} is left out (a link that never comes up)", flush=True)
     plan.processes = [p for p in plan.processes if p.name not in without]
     runner = PlanRunner(plan)
-    with signals_set(runner.stop):
+    with signals_set(runner.stop) as received:
+        runner.received = received
         return runner.run()
 
 

@@ -10,7 +10,8 @@
 - mocap: the recorder receives frames at a sane rate with the rigid body tracked;
 - keystore: for a secure trial, the keystore checks out, holds the enclaves/TLS identities the
   trial uses, stays valid through the trial, and TLS certificates name the addresses the peers dial;
-- base: the robot's Create 3 pre-flight report (speed cap, reflexes, watchdog, battery).
+- base: the robot's Create 3 pre-flight report (speed cap, reflexes, watchdog, battery); while that
+  gate runs, the robot's nodes have not started, and a pre-flight that ends then names the gate.
 
 ``summarize`` turns failures of checks listed in ``warn_only`` into warnings.
 """
@@ -358,12 +359,41 @@ def refuse_before_start(
                 raise LaunchArgError(f"trial {request.name} ({role} side): {exc}") from None
 
 
+def gate_unfinished(report: dict[str, Any] | None) -> bool:
+    """The robot's Create 3 gate has not given its verdict yet (no report, or only what it waits for):
+    the robot's nodes start after it, so until then no probe can cross the link."""
+    return report is None or "pending" in report
+
+
+def with_gate(results: list[CheckResult], report: dict[str, Any] | None, gated: bool) -> list[CheckResult]:
+    """The runner's checks and the Create 3 gate's, in the order their first failure is the cause:
+    while a gate (``gated``) has not finished, the robot's nodes are not up and the link cannot be.
+    A link that is up came without a gate (a robot side that has none), so then the usual order."""
+    gate = check_robot_preflight(report)
+    link_down = any(r.check == "robot-link" and not r.ok for r in results)
+    return [*gate, *results] if gated and link_down and gate_unfinished(report) else [*results, *gate]
+
+
 def check_robot_preflight(report: dict[str, Any] | None) -> list[CheckResult]:
     """The robot's create3_preflight report, split into the runner's create3 and battery checks."""
     if report is None:
         return [
-            CheckResult("create3", "fail", "no robot pre-flight report (lab/robot_preflight.json)"),
+            CheckResult(
+                "create3",
+                "fail",
+                "no report from the Create 3 gate (create3_preflight, lab/robot_preflight.json) yet: "
+                "see the robot side's log",
+            ),
             CheckResult("battery", "fail", "no battery reading from the robot"),
+        ]
+    if "pending" in report:
+        return [
+            CheckResult(
+                "create3",
+                "fail",
+                f"the Create 3 gate (create3_preflight) is still {report['pending']}; the robot's nodes "
+                "start after it",
+            )
         ]
     results = []
     for finding in report.get("findings", []):

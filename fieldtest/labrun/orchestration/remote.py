@@ -1,7 +1,7 @@
 """Running things on the robot's Raspberry Pi from the host: ssh command lines, start/stop/collect.
 
 The lab runner starts the robot side once per trial (``ros2 launch fieldtest_robot robot.launch.py``
-with the trial's arguments, recording into ``<remote_root>/<trial_id>``), stops it with SIGINT
+with the trial's arguments, recording into ``<remote_root>/<trial_id>``), stops it with SIGINT to its process group
 (so the link monitor relays its final zeros and closes its bag), reads its status files for
 pre-flight and copies the recording back into the trial directory. ``RemoteShell(target=None)``
 runs the same scripts locally with bash: that is how the runner is tested here, and how it runs
@@ -151,8 +151,8 @@ class RobotSide:
         )
 
     def stop_script(self, trial_id: str, wait_s: float = STOP_WAIT_S) -> str:
-        """SIGINT the launch (nodes close their bags, the relay sends zeros); SIGTERM to its whole
-        process group if any of it lingers (a node the launch left behind included)."""
+        """SIGINT to the launch's process group (nodes close their bags, the relay sends zeros);
+        SIGTERM to it if any of it lingers (a node the launch left behind included)."""
         return f"{_stop_launch(f'{self._dir(trial_id)}/{PID_FILE}', wait_s)}; exit 0"
 
     def clear_script(self, wait_s: float = STOP_WAIT_S) -> str:
@@ -190,11 +190,16 @@ class RobotSide:
         done = self.shell.run(f"{setup}exec {estop} {args}", timeout_s=30.0)
         return (done.stdout.strip().splitlines() or ["(no output)"])[-1]
 
-    def read_json(self, trial_id: str, relative: str) -> dict[str, Any] | None:
-        """A JSON status file of the robot side, None if absent or half-written."""
-        done = self.shell.run(
-            f"cat {self._dir(trial_id)}/{shlex.quote(relative)}", timeout_s=10.0, check=False
-        )
+    def read_json(self, trial_id: str, relative: str, timeout_s: float = 10.0) -> dict[str, Any] | None:
+        """A JSON status file of the robot side, None if absent, half-written or not read within
+        ``timeout_s`` (an ssh session that slow is a pre-flight poll to retry, not the end of the
+        campaign)."""
+        try:
+            done = self.shell.run(
+                f"cat {self._dir(trial_id)}/{shlex.quote(relative)}", timeout_s=timeout_s, check=False
+            )
+        except RemoteError:
+            return None
         if done.returncode != 0:
             return None
         try:
@@ -224,13 +229,14 @@ class RobotSide:
 
 
 def _stop_launch(pid_file: str, wait_s: float) -> str:
-    """Shell: the launch whose pid ``pid_file`` holds gets SIGINT, then its group SIGTERM if any of
-    it is left after ``wait_s``; the pid file goes."""
+    """Shell: the group of the launch whose pid ``pid_file`` holds gets SIGINT, as a terminal's
+    Ctrl-C (ros2 launch passes no SIGINT of its own on: its nodes would get SIGTERM 5 s later),
+    then SIGTERM if any of it is left after ``wait_s``; the pid file goes."""
     polls = max(1, round(wait_s / 0.1))
     # "alive" = a process of the launch's group exists and is not a zombie
     alive = "ps -e -o pgid=,stat= | awk -v g=$pid '$1 == g && $2 !~ /^Z/ {f = 1} END {exit !f}'"
     return (
-        f"if pid=$(cat {pid_file} 2>/dev/null); then kill -INT $pid 2>/dev/null; "
+        f"if pid=$(cat {pid_file} 2>/dev/null); then kill -INT -- -$pid 2>/dev/null; "
         f"for i in $(seq {polls}); do {alive} || break; sleep 0.1; done; "
         f"if {alive}; then kill -TERM -- -$pid 2>/dev/null; fi; rm -f {pid_file}; fi"
     )

@@ -69,7 +69,9 @@ from fieldtest.labrun.orchestration.preflight import (
     check_robot_link,
     check_robot_preflight,
     format_results,
+    gate_unfinished,
     summarize,
+    with_gate,
 )
 from fieldtest.labrun.orchestration.remote import PID_FILE, RemoteError, RobotSide, json_file
 from fieldtest.lifecycle import (
@@ -371,6 +373,8 @@ class _Trial:
         if host.popen.poll() is None:
             self.stopped_by_runner = True
             (self.trial_dir / CONTROL_DIR / STOP_FILE).touch()
+            # the launch alone: its driver stops on the stop file (burst first) while the bridge
+            # or broker it sends through still runs; launch SIGTERMs the rest after 5 s
             host.popen.send_signal(signal.SIGINT)
             try:
                 host.popen.wait(timeout=10.0)
@@ -418,6 +422,9 @@ class _Trial:
     def _exited(self) -> str | None:
         host = self.procs.procs["host"].popen.poll()
         if host is not None:
+            gate = self._unfinished_gate()
+            if gate:  # the host gave up on a robot whose nodes had not started: the gate is the cause
+                return f"pre-flight failed: {gate.check}: {gate.detail} (the host side exited, code {host})"
             return f"the host side exited (code {host}) before the trial: {self.procs.tail('host')}"
         if self.robot_proc is not None and self.robot_proc.poll() is not None:
             refusal = preflight_refusal(self.options.robot.read_json(self.trial_id, ROBOT_PREFLIGHT))
@@ -425,6 +432,13 @@ class _Trial:
                 return f"the robot's Create 3 pre-flight refused the trial: {refusal}"
             return f"{self._robot_ended()}: see {self.trial_dir}/logs/robot.log"
         return None
+
+    def _unfinished_gate(self) -> CheckResult | None:
+        """The robot's Create 3 gate's check while that gate is still running, else None."""
+        if not _true(self.robot_args.get("preflight", "true")):
+            return None
+        report = self.options.robot.read_json(self.trial_id, ROBOT_PREFLIGHT)
+        return check_robot_preflight(report)[0] if gate_unfinished(report) else None
 
     def _robot_ended(self) -> str:
         """How the robot side's session ended, in words: ssh's own failure (exit 255) is a lost
@@ -450,8 +464,8 @@ class _Trial:
             ),
             check_keystore(self.request, trial_length_s=self.request.plan.total_s),
         ]
-        results += check_robot_preflight(robot_side.read_json(self.trial_id, ROBOT_PREFLIGHT))
-        return results
+        report = robot_side.read_json(self.trial_id, ROBOT_PREFLIGHT)
+        return with_gate(results, report, gated=_true(self.robot_args.get("preflight", "true")))
 
     def preflight(self) -> None:
         """The checks, until all pass or ``preflight_timeout_s`` after both sides' nodes are up

@@ -30,7 +30,7 @@ import dataclasses
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +76,15 @@ class SimulatedLab:
 
 @contextlib.contextmanager
 def simulated_hardware(
-    request: TrialRequest, distro: str, lab: SimulatedLab, log_dir: Path, python: str
+    request: TrialRequest,
+    distro: str,
+    lab: SimulatedLab,
+    log_dir: Path,
+    python: str,
+    host_args: Mapping[str, str] | None = None,
 ) -> Iterator[dict[str, int]]:
-    """The NatNet emulator and the simulated base for one trial; yields the NatNet ports."""
+    """The NatNet emulator and the simulated base for one trial (``host_args``: the host side's
+    extra launch arguments, which the trial's own machine is set up with); yields the NatNet ports."""
     procs = ProcessGroup(log_dir)
     ports = {"command": free_port(2), "data": free_port(2), "feed": free_port(2)}
     try:
@@ -113,7 +119,7 @@ def simulated_hardware(
             ],  # fmt: skip
         )
         procs.wait_ready("natnet", marker=NATNET_READY)
-        _start_middleware_machine(procs, request, distro, log_dir)
+        _start_middleware_machine(procs, request, distro, log_dir, host_args or {})
         if lab.base:
             base_python = python if lab.base_vendor == "fastdds" else sys.executable
             procs.start(
@@ -158,12 +164,14 @@ def lab_bridge(request: TrialRequest) -> str | None:
     return registry.get(request.transport.middleware).lab_bridge
 
 
-def _start_middleware_machine(procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path) -> None:
+def _start_middleware_machine(
+    procs: ProcessGroup, request: TrialRequest, distro: str, log_dir: Path, host_args: Mapping[str, str]
+) -> None:
     """The machine of its own the lab runs for the trial's middleware, if any (mqtt-broker's
     broker), as the middleware's ``rehearsal_machine_process`` says."""
     from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
 
-    args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir)
+    args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir, extra=dict(host_args))
     cfg = parse_launch_args(args, "host", environ={})
     machine = registry.get(cfg.middleware).rehearsal_machine_process(cfg, log_dir)
     if machine is None:
@@ -254,7 +262,9 @@ def rehearse(
                 options.say(f"  {note}")
             request = rehearsal_request(request)
             log_dir = options.runs_dir / "simulated-hardware" / f"{i + 1:02d}-{request.name}"
-            with simulated_hardware(request, options.ros_distro, lab, log_dir, python) as ports:
+            with simulated_hardware(
+                request, options.ros_distro, lab, log_dir, python, options.host_args
+            ) as ports:
                 trial_options = with_clock_port(side_options(local, request))
                 runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)), stop)
                 result = runner.run_trial(request)

@@ -21,6 +21,8 @@ It plays what the lab nodes meet on a real TurtleBot 4 (create3_docs, turtlebot4
   Create 3's own topics (``cmd_vel`` Twist, ``cmd_vel_stamped`` TwistStamped, ``odom``,
   ``battery_state``), as on a TurtleBot 4; ``fieldtest.labrun.rehearsal.republisher`` then plays
   create3_republisher in front of it.
+- ``--parameters unanswered``: motion_control's get_parameters service is on the graph, takes each
+  request and never answers, as a Fast DDS base does a CycloneDDS client's request.
 
 Fast DDS is what rclpy from the ROS 2 wheels links (and the Create 3's default firmware); CycloneDDS
 is the kit's own transport (the other Create 3 firmware), for a base on the other vendor.
@@ -57,6 +59,8 @@ ODOM_FRAME, BASE_FRAME = "odom", "base_link"
 # The Create 3's command topics and types (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml,
 # robot_subscriptions): what the base itself listens to under <ns>/_do_not_use.
 CREATE3_COMMAND_TOPICS = {CMD_VEL_TOPIC: "twist", "/cmd_vel_stamped": "twist_stamped"}
+# Set at exit: lets a held (--parameters unanswered) request go so its executor can stop.
+UNANSWERED_RELEASE = threading.Event()
 
 
 def motion_control_name(robot_namespace: str, distro: str) -> tuple[str, str]:
@@ -226,9 +230,18 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
     topics_ns = base_topics_namespace(args)
     node = rclpy.create_node("create3_base_sim", namespace=topics_ns or None)
     namespace, name = motion_control_name(args.namespace, args.distro)
-    params_node = rclpy.create_node(name, namespace=namespace)
+    answered = args.parameters == "answered"
+    params_node = rclpy.create_node(name, namespace=namespace, start_parameter_services=answered)
     for name, value in motion_control_parameters(args.safety_override, args.reflexes_enabled).items():
         params_node.declare_parameter(name, value)
+    if not answered:
+        from rcl_interfaces.srv import GetParameters
+
+        def hold(_request: Any, response: Any) -> Any:
+            UNANSWERED_RELEASE.wait()  # on this node's own executor thread: the topics keep going
+            return response
+
+        params_node.create_service(GetParameters, "~/get_parameters", hold)
     spun = [spin_in_background(n) for n in (node, params_node)]
     return RclpyTransport(node, topics_ns, "default"), [node, params_node, spun]
 
@@ -275,6 +288,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the Create 3's own topics under <ns>/_do_not_use (a republisher relays them)",
     )
+    p.add_argument(
+        "--parameters",
+        choices=("answered", "unanswered"),
+        default="answered",
+        help="unanswered: motion_control's get_parameters takes requests and never answers",
+    )
     p.add_argument("--status", type=Path, help="JSON status file, rewritten twice a second")
     p.add_argument("--record", type=Path, help="CSV of every command taken (fieldtest.record.basecommands)")
     return p
@@ -316,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if keep:
         import rclpy
 
+        UNANSWERED_RELEASE.set()
         for executor, _thread in keep[2]:
             executor.shutdown(timeout_sec=1.0)
         for node in keep[:2]:

@@ -2,7 +2,10 @@
 
 Refuses to start the trial (exit code 1) when the plan's 0.33 m/s would be clamped by the base
 (safety_override not "full"), the battery is below ``min_battery_percent`` or the parameters
-cannot be read; with ``warn_only`` the same findings are printed as warnings and it exits 0.
+cannot be read (the finding says why: service not found, or a request unanswered); with ``warn_only``
+the same findings are printed as warnings and it exits 0. While it reads, the report file says what
+it waits for (``pending``): the robot's nodes start after it, so a runner whose pre-flight ends
+first blames the gate, not the link.
 The checks themselves are ``fieldtest.labrun.endpoints.create3`` (tested without ROS); this is the glue
 that reads the values over the GetParameters service and the battery_state topic.
 
@@ -27,29 +30,39 @@ def _declare(node, name: str, default):
     return node.declare_parameter(name, default).value
 
 
-def read_motion_control(node, names: list[str], timeout_s: float, motion_control: str) -> dict:
-    """Values of ``names`` from <ns>/<motion_control>, {} when the service does not answer in time.
+def read_motion_control(
+    node, names: list[str], timeout_s: float, motion_control: str, progress=lambda what: None
+) -> tuple[dict, str]:
+    """(values of ``names`` from <ns>/<motion_control>, why they could not be read or '').
 
     One request per name: a parameter service answers a request naming any undeclared parameter with
-    no values at all (rclcpp and rclpy parameter_service), so one unknown name would hide the rest."""
+    no values at all (rclcpp and rclpy parameter_service), so one unknown name would hide the rest.
+    The first unanswered request ends the reading: the next would wait as long for nothing.
+    ``progress`` is told what the gate waits for before each wait."""
     from rcl_interfaces.srv import GetParameters
+
+    from fieldtest.labrun.endpoints.create3 import unanswered_request, unfound_service
 
     client = node.create_client(GetParameters, f"{motion_control}/get_parameters")
     try:
+        progress(f"waiting {timeout_s:g} s for {client.srv_name} to appear")
         if not client.wait_for_service(timeout_sec=timeout_s):
-            node.get_logger().error(f"{client.srv_name} not available: is the base up and on this DDS graph?")
-            return {}
+            return {}, unfound_service(client.srv_name, timeout_s)
         values = {}
         for name in names:
-            value = _get_parameter(node, client, name, timeout_s)
+            progress(f"waiting {timeout_s:g} s for {client.srv_name} to answer {name}")
+            answered, value = _get_parameter(node, client, name, timeout_s)
+            if not answered:
+                return values, unanswered_request(client.srv_name, name, timeout_s)
             if value is not None:
                 values[name] = value
-        return values
+        return values, ""
     finally:
         node.destroy_client(client)
 
 
-def _get_parameter(node, client, name: str, timeout_s: float):
+def _get_parameter(node, client, name: str, timeout_s: float) -> tuple[bool, object]:
+    """(whether the base answered, the value or None when it does not declare ``name``)."""
     import rclpy
     from rcl_interfaces.msg import ParameterType
     from rcl_interfaces.srv import GetParameters
@@ -57,10 +70,21 @@ def _get_parameter(node, client, name: str, timeout_s: float):
 
     future = client.call_async(GetParameters.Request(names=[name]))
     rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
-    if not future.done() or future.result() is None or not future.result().values:
-        return None
+    if not future.done() or future.result() is None:
+        return False, None
+    if not future.result().values:
+        return True, None
     value = future.result().values[0]
-    return None if value.type == ParameterType.PARAMETER_NOT_SET else parameter_value_to_python(value)
+    return True, None if value.type == ParameterType.PARAMETER_NOT_SET else parameter_value_to_python(value)
+
+
+def _write_report(out: str, report: dict) -> None:
+    """Whole or not at all: the runner reads the file while the gate runs."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    partial.replace(path)
 
 
 def read_battery(node, topic: str, timeout_s: float) -> float | None:
@@ -89,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         CHECKED_PARAMETERS,
         format_findings,
         motion_control_node,
+        pending_report,
         preflight_report,
     )
 
@@ -109,21 +134,28 @@ def main(argv: list[str] | None = None) -> int:
     motion_control = _declare(
         node, "motion_control", motion_control_node(os.environ.get("ROS_DISTRO", "jazzy"))
     )
+
+    def progress(what: str) -> None:
+        if out:
+            _write_report(out, pending_report(what))
+
     try:
-        params = read_motion_control(node, names, timeout_s, motion_control)
+        params, unread = read_motion_control(node, names, timeout_s, motion_control, progress)
+        progress(f"waiting {timeout_s:g} s for the base's {battery_topic}")
         battery = read_battery(node, battery_topic, timeout_s)
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
-    report = preflight_report(params, plan, battery, min_battery_percent=minimum, warn_only=warn_only)
+    report = preflight_report(
+        params, plan, battery, min_battery_percent=minimum, warn_only=warn_only, unread=unread
+    )
     for line in format_findings(report["findings"]):
         if line.startswith("[ok"):  # one severity per call site: rclpy refuses a change
             log.info(line)
         else:
             log.warning(line)
     if out:
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(report, indent=2) + "\n")
+        _write_report(out, report)
     if not report["go"]:
         print(
             "create3_preflight: refusing to start the trial (pass preflight_warn_only:=true to override)",
