@@ -19,6 +19,7 @@ import pytest
 from fieldtest.perf.node import PING_TOPIC, PONG_TOPIC
 from fieldtest.perf.results import write_all
 from fieldtest.perf.run import PerfCase, check_case, run_row
+from fieldtest.testkit.hangup import as_from_a_terminal
 
 TWIN = ("dds", "zenoh-peer", "zenoh-router", "mqtt-local-broker", "mqtt-broker", "fastdds")
 PERF_TEST_COLUMNS = [  # performance_test's AnalysisResult::csv_header, the ones a row has
@@ -278,7 +279,9 @@ def interrupt_after_first_row(out_dir: Path, *flags: str) -> tuple[int, str]:
     under way: its exit code and stderr."""
     argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--duration", "1", *flags,
             "--message", "Array1k", "Array4k", "Array16k", "Array64k", "--out", str(out_dir)]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal
+    )
     deadline = time.monotonic() + 90
     while not (out_dir / "rows" / "001").exists():  # row 0 finished, row 1 under way
         assert proc.poll() is None and time.monotonic() < deadline

@@ -1,8 +1,9 @@
-"""SIGHUP as a program started from a terminal has it, whatever the test run inherited.
+"""SIGHUP and SIGINT as a program started from a terminal has them, whatever the test run inherited.
 
 The kit keeps a stop signal its process was started ignoring (``procs.run_stop_event``: SIGHUP
-under nohup), so a test of the hang-up path run under nohup would see nothing happen. These give
-the program under test SIGHUP's default action, as a login shell's job has it."""
+under nohup, SIGINT in a shell's background job), so a test of the hang-up or Ctrl-C path run that
+way would see nothing happen. These give the program under test the signals' default actions, as
+a terminal's foreground job has them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from collections.abc import Iterator
 
 
 def as_from_a_terminal() -> None:
-    """``preexec_fn`` of a child that must react to SIGHUP."""
+    """``preexec_fn`` of a child that must react to SIGHUP or SIGINT (Ctrl-C)."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @contextlib.contextmanager

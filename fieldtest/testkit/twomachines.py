@@ -438,6 +438,10 @@ class Lab:
         wrapped = self.topology.command(
             "host", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *as_user]
         )
+        from fieldtest.testkit.hangup import as_from_a_terminal
+
+        # the lab user's commands start as from a terminal, Ctrl-C included, whatever this run inherited
+        kwargs.setdefault("preexec_fn", as_from_a_terminal)
         return subprocess.run(
             wrapped, capture_output=True, text=True, timeout=timeout_s, cwd=self.host_user.home, **kwargs
         )
