@@ -763,6 +763,7 @@ BLOCKS: dict[str, Block] = {
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
     "reproduction": Block("bench-reproduction.json", _reproduction),
     "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
+    "newcomer": Block("bench-newcomer.json", _newcomer),
     "vpn-compare": Block("bench-vpn.json", _vpn_compare),
 }
 
