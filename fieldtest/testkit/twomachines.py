@@ -59,6 +59,7 @@ from fieldtest.errors import FieldtestError
 from fieldtest.labrun.configuration.stockrobot import STOCK_ROBOTS
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.netem.topology import Topology
+from fieldtest.testkit.hangup import as_from_a_terminal
 
 SSHD = "/usr/sbin/sshd"
 # The rehearsal's nodes run on the ROS 2 wheels' Fast DDS (the lab guide's section 3.4, "Keep Fast
@@ -438,8 +439,6 @@ class Lab:
         wrapped = self.topology.command(
             "host", ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *as_user]
         )
-        from fieldtest.testkit.hangup import as_from_a_terminal
-
         # the lab user's commands start as from a terminal, Ctrl-C included, whatever this run inherited
         kwargs.setdefault("preexec_fn", as_from_a_terminal)
         return subprocess.run(
