@@ -347,12 +347,12 @@ BUILTIN: dict[str, dict[str, Any]] = {
         "line of sight.",
         "wifi80211": {"standard": "802.11n", "band_ghz": 5, "distance_m": 24.0, "nakagami_m": 1.0},
     },
-    # Chen 2019's radio (SEED-FIGURES.md, "Chen 2019 thesis"): 802.11a, ad hoc, constant-rate OFDM
+    # Chen 2019's radio (NPS thesis): 802.11a, ad hoc, constant-rate OFDM
     # 54 Mbit/s, constant positions, everything else ns-3's defaults
     "wifi-80211a-adhoc": {
         "description": "Chen 2019's radio: 802.11a ad hoc at a fixed 54 Mbit/s, the robot 24 m from the host "
         "(ns-3 model).",
-        "source": "Chen 2019 (NPS thesis, as quoted in SEED-FIGURES.md): 802.11a, ad hoc, constant-rate OFDM "
+        "source": "Chen 2019 (NPS thesis): 802.11a, ad hoc, constant-rate OFDM "
         "54 Mbps, constant-position mobility, subscribers at a distance from the publisher, other settings "
         "ns-3 defaults. So: ns-3 AdhocWifiMac, ConstantRateWifiManager DataMode OfdmRate54Mbps (its "
         "ControlMode left at ns-3's default), YansWifiChannelHelper's default propagation "

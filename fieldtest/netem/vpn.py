@@ -1,8 +1,8 @@
 """A VPN between the twin's host and robot: OpenVPN over a TUN device, tunnelled in UDP over
 whichever link the trial has (a network setting, ``vpn: openvpn``, beside the link profile).
 
-Kim et al. 2018 compared SROS2 with OpenVPN between two ROS 2 machines (CONTEXT.md section 2); the
-seed does not say how their OpenVPN was set up, so the kit runs OpenVPN 2.6 as its manual
+Kim et al. 2018 compared SROS2 with OpenVPN between two ROS 2 machines; the
+study does not say how their OpenVPN was set up, so the kit runs OpenVPN 2.6 as its manual
 recommends for two peers: TLS mode, each side with a key and a self-signed certificate the other
 pins by its SHA-256 fingerprint (``--peer-fingerprint``, openvpn(8) 2.6, "peer-fingerprint": it
 replaces a CA for a point-to-point set-up), the data channel in AES-256-GCM. Static-key mode

@@ -198,6 +198,21 @@ struct AirtimeStats {
 };
 std::map<std::string, AirtimeStats> g_airtime;  // by transmitting node: station name, "ap", "otherN"
 
+/* Channel access of the wireless nodes' own frames, in simulated time: from the frame's arrival at
+ * the station's MAC to the start of its first transmission (queueing, deferral to frames already on
+ * the air, backoff). It is what other stations cost a frame, free of the machine's own delays. */
+std::map<uint64_t, Time> g_access_pending;                 // packet uid -> handed to the MAC
+std::map<std::string, std::vector<uint32_t>> g_access_ns;  // by station name
+std::map<std::string, int64_t> g_aifs_ns;  // a frame that waited this long found the medium busy
+
+/* The station's AIFS for best-effort data (SIFS + AIFSN slots): a frame handed to an idle MAC on an
+ * idle medium goes at once, one that found the medium busy waits at least this after it. */
+int64_t aifs_ns(Ptr<WifiNetDevice> dev) {
+    Ptr<WifiMac> mac = dev->GetMac();
+    Ptr<Txop> txop = mac->GetQosSupported() ? Ptr<Txop>(mac->GetQosTxop(AC_BE)) : mac->GetTxop();
+    return (dev->GetPhy()->GetSifs() + dev->GetPhy()->GetSlot() * txop->GetAifsn()).GetNanoSeconds();
+}
+
 /* One transmitter's PHY and its name, bound to its PhyTxPsduBegin trace. */
 struct TxSource {
     Ptr<WifiPhy> phy;
@@ -225,6 +240,12 @@ void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, d
             k.retries += hdr.IsRetry() ? 1 : 0;
             by_station.frames++;
             by_station.retries += hdr.IsRetry() ? 1 : 0;
+            auto pending = g_access_pending.find((*it)->GetPacket()->GetUid());
+            if (pending != g_access_pending.end() && hdr.IsData()) {
+                int64_t ns = (Simulator::Now() - pending->second).GetNanoSeconds();
+                g_access_ns[src->name].push_back(static_cast<uint32_t>(std::min<int64_t>(ns, UINT32_MAX)));
+                g_access_pending.erase(pending);
+            }
             auto &bin = k.by_size[size_class((*it)->GetSize())];
             bin.first++;
             bin.second += hdr.IsRetry() ? 1 : 0;
@@ -522,7 +543,9 @@ struct StationGlue {
             return true;
         }
         ps_activity(Mac48Address::ConvertFrom(wifi->GetAddress()), true);  // a dozing station wakes to send
-        wifi->Send(p->Copy(), to, protocol);
+        Ptr<Packet> frame = p->Copy();
+        g_access_pending[frame->GetUid()] = Simulator::Now();
+        wifi->Send(frame, to, protocol);
         return true;
     }
 
@@ -625,6 +648,19 @@ void write_stats() {
     for (auto &[name, a] : g_airtime) {
         o << (first ? "" : ", ") << "\"" << json_escape(name) << "\": {\"frames\": " << a.frames
           << ", \"retries\": " << a.retries << ", \"airtime_s\": " << a.airtime_s << "}";
+        first = false;
+    }
+    o << "}, \"channel_access_ms\": {";
+    first = true;
+    for (auto &[name, samples] : g_access_ns) {
+        std::vector<uint32_t> v = samples;
+        double sum = 0;
+        size_t deferred = 0;
+        for (uint32_t ns : v) sum += ns, deferred += ns >= g_aifs_ns[name];
+        o << (first ? "" : ", ") << "\"" << json_escape(name) << "\": {\"frames\": " << v.size()
+          << ", \"aifs_us\": " << g_aifs_ns[name] / 1e3 << ", \"deferred\": " << deferred
+          << ", \"mean\": " << (v.empty() ? 0.0 : sum / v.size() / 1e6) << ", \"p50\": " << percentile(v, 0.5) / 1e3
+          << ", \"p90\": " << percentile(v, 0.9) / 1e3 << ", \"max\": " << percentile(v, 1.0) / 1e3 << "}";
         first = false;
     }
     o << "}, \"power_save\": {\"beacon_interval_tu\": " << g.cfg.beacon_interval_tu << ", \"dtim_period\": "
@@ -996,7 +1032,10 @@ int main(int argc, char **argv) {
 
     std::vector<std::pair<Ptr<WifiNetDevice>, std::string>> transmitters;
     if (g_ap_dev) transmitters.emplace_back(g_ap_dev, "ap");
-    for (auto *glue : glues) transmitters.emplace_back(glue->wifi, glue->name);
+    for (auto *glue : glues) {
+        transmitters.emplace_back(glue->wifi, glue->name);
+        g_aifs_ns[glue->name] = aifs_ns(glue->wifi);
+    }
     for (uint32_t i = 0; i < other_devs.GetN(); i++)
         transmitters.emplace_back(DynamicCast<WifiNetDevice>(other_devs.Get(i)),
                                   cfg.others_shared_radio ? "others" : "other" + std::to_string(i + 1));
