@@ -162,7 +162,7 @@ def demo_main(argv: list[str]) -> int:
         return 2
     requests, direct_note = direct_where_no_bridge([request_from_args(args, m) for m in middlewares])
     if direct_note:
-        print(direct_note, file=sys.stderr)
+        print(direct_note.replace(" ran without ", " run without ", 1), file=sys.stderr)
     parallel = choose_parallel(args.parallel, len(requests))
     stop = threading.Event()
     results, metrics, every, reruns = run_and_rerun(requests, args.out, parallel, args.rerun_invalid, stop)
