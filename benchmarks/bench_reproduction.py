@@ -1057,11 +1057,26 @@ def direction_word(value: int) -> str:
 MIDDLEWARE_LABELS = {"dds": "CycloneDDS", FASTDDS: "Fast DDS"}
 
 
+def no_link(rec: dict) -> bool:
+    """A row that failed because no relay answered a warm-up ping: nothing crossed its link."""
+    from fieldtest.perf.run import NO_LINK
+
+    return rec["status"] == "failed" and NO_LINK in (rec.get("error") or "")
+
+
 def verdict_text(finding: Finding, reps: Reps, rate_hz: float = 10.0) -> str:
-    """The verdict where it is not yes or no: "not measurable here: <why>" (``not_measurable``),
+    """The verdict where it is not yes or no: "not measurable here: <why>" (``not_measurable``, or
+    a row whose link carried nothing in any repetition, unless nothing delivered is the figure),
     "not run" where no row of the finding has a record yet; "" otherwise."""
     if reason := not_measurable(finding, rate_hz):
         return f"not measurable here: {reason}"
+    silent = [c for c in finding.cases if reps.get(c) and all(no_link(r) for r in reps[c])]
+    if silent and finding.kit not in REFUSAL_MEASURES:
+        networks = ", ".join(dict.fromkeys(CASES[c]["network"] for c in silent if c in CASES))
+        return (
+            f"not measurable here: no link, {', '.join(f'`{c}`' for c in silent)} never reached the "
+            f"robot on {networks} (no warm-up ping answered in any repetition)"
+        )
     return "" if any(reps.get(c) for c in finding.cases) else "not run"
 
 

@@ -371,3 +371,23 @@ def test_the_capture_shows_rtps_datagrams_by_kind_and_their_size(bench):
     text = bench.rtps_packets([_rec(kinds=kinds), _rec(kinds=kinds)])
     assert text == "capture per repetition: user_data 10 (300 B each), heartbeat_acknack 4 (100 B each)"
     assert bench.rtps_packets([_rec()]) == ""
+
+
+def test_a_row_whose_link_carried_nothing_leaves_a_loss_finding_not_measurable(bench):
+    """Chen's radio past its range: no relay answers, so the row has no loss to compare; where
+    nothing delivered is the figure (Z5) the same row counts as such."""
+    from fieldtest.perf.run import NO_LINK
+
+    silent = {**_rec("failed"), "error": f"relay(s) [1] {NO_LINK} in 20 s of warm-up pings: no link"}
+    by_key = {f.key: f for f in bench.FINDINGS}
+    c2 = by_key["C2-fastdds"]
+    reps = {c2.cases[0]: [silent], c2.cases[1]: [_rec(relative_loss=0.1)]}
+    verdict = bench.finding_row(c2, reps).verdict
+    assert verdict.startswith("not measurable here: no link, `chen-fastdds-default-27m` never reached")
+    assert "wifi-80211a-adhoc-27m" in verdict
+    crashed = {**silent, "error": "main exited with code 1"}
+    assert bench.finding_row(c2, {**reps, c2.cases[0]: [crashed]}).verdict == ""
+    z5 = by_key["Z5"]
+    assert (
+        bench.finding_row(z5, {z5.cases[0]: [_rec(relative_loss=0.0)], z5.cases[1]: [silent]}).verdict == ""
+    )
