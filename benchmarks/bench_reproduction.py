@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_reproduction.py --only RTI --reps 2 --duration 2   # a quick check
     .venv/bin/python benchmarks/bench_reproduction.py --json repro.json --md repro.md   # every finding
+    .venv/bin/python benchmarks/bench_reproduction.py --only fastdds   # the Fast RTPS findings on Fast DDS
 
 Every finding of Zhang et al., Fernandez et al., RTI perftest, Chen and Kim et al. that the kit can
 set a figure beside (the papers' values copied into ``FINDINGS``, each naming its table or figure) names the
@@ -14,6 +15,8 @@ ratio: the geometric mean, the interval from the logarithms), and
 the direction is computed from the figures: the seed's figure against its no-effect value, the
 kit's interval against the same value. No setting is taken from a seed figure: message sizes, rates,
 QoS profiles, security settings and link profiles are the kit's (docs/perf.md, docs/networks.md).
+The findings of the studies that measured Fast RTPS (Fernandez, Chen, Kim) stand twice: on CycloneDDS
+rows and, key ending ``-fastdds``, on Fast DDS rows set up as the seed was (``FASTDDS_OF``).
 
 A script, not a test: it never fails because a direction is not reproduced. ``--from FILE`` writes
 the table again from a ``--json`` file; ``--reference reference/bench-reproduction.json`` writes the
@@ -1165,7 +1168,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3, help="repetitions of every row (default 3)")
     parser.add_argument("--duration", type=float, default=10.0, help="s per row (default 10)")
     parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
-    parser.add_argument("--only", nargs="+", default=None, help="finding keys or prefixes (Z, F1, RTI ...)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="finding keys or prefixes (Z, F1, RTI ...), or a vendor ending (fastdds)",
+    )
     parser.add_argument("--until", default=None, help="HH:MM UTC: start no row after it")
     parser.add_argument("--json", type=Path, default=None, help="write every row's figures here")
     parser.add_argument("--md", type=Path, default=None, help="write the table here")
