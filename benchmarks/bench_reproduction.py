@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_reproduction.py --only RTI --reps 2 --duration 2   # a quick check
     .venv/bin/python benchmarks/bench_reproduction.py --json repro.json --md repro.md   # every finding
+    .venv/bin/python benchmarks/bench_reproduction.py --only fastdds   # the Fast RTPS findings on Fast DDS
 
 Every finding of Zhang et al., Fernandez et al., RTI perftest, Chen and Kim et al. that the kit can
 set a figure beside (the papers' values copied into ``FINDINGS``, each naming its table or figure) names the
@@ -14,6 +15,8 @@ ratio: the geometric mean, the interval from the logarithms), and
 the direction is computed from the figures: the seed's figure against its no-effect value, the
 kit's interval against the same value. No setting is taken from a seed figure: message sizes, rates,
 QoS profiles, security settings and link profiles are the kit's (docs/perf.md, docs/networks.md).
+The findings of the studies that measured Fast RTPS (Fernandez, Chen, Kim) stand twice: on CycloneDDS
+rows and, key ending ``-fastdds``, on Fast DDS rows set up as the seed was (``FASTDDS_OF``).
 
 A script, not a test: it never fails because a direction is not reproduced. ``--from FILE`` writes
 the table again from a ``--json`` file; ``--reference reference/bench-reproduction.json`` writes the
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import itertools
 import json
 import math
@@ -32,7 +36,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fieldtest.perf import stats
@@ -110,6 +114,12 @@ wifi-80211-40m:
 wifi-80211-52m:
   extends: wifi-80211-far
   wifi80211: {distance_m: 52}
+wifi-80211a-adhoc-10m:
+  extends: wifi-80211a-adhoc
+  wifi80211: {distance_m: 10}
+wifi-80211a-adhoc-27m:
+  extends: wifi-80211a-adhoc
+  wifi80211: {distance_m: 27}
 """
 
 
@@ -185,6 +195,34 @@ SATURATION_CASES: dict[str, dict] = {
     },
 }  # fmt: skip
 CASES.update(SATURATION_CASES)
+
+# The seeds' Fast RTPS findings on Fast DDS, like for like: Fernandez on loopback, as the seed ran
+# (the CycloneDDS rows use the ethernet profile); Chen on Chen's radio (wifi-80211a-adhoc: 802.11a
+# ad hoc at 54 Mbit/s) at 24 and 27 m, the two ends of the range Chen swept, and at 10 m; Kim wired.
+FASTDDS = "fastdds"
+FASTDDS_OF: dict[str, tuple[str, str | None]] = {  # Fast DDS row -> (CycloneDDS row, its network here)
+    **{f"fern-fastdds-{s}-{q}": (f"fern-{s}-{q}", "loopback") for s in "12" for q in "abcde"},
+    **{f"fern-sat-fastdds-{s}-d": (f"fern-sat-{s}-d", "loopback") for s in "12"},
+    **{f"kim-fastdds-{sec}-{msg}": (f"kim-{sec}-{msg}", None)
+       for sec in ("none", "sros2") for msg in ("Array16", "Array12000")},
+    **{f"kim-sat-fastdds-{sec}-{msg}": (f"kim-sat-{sec}-{msg}", None)
+       for sec in ("none", "sros2") for msg in ("Array1k", "Array64k", "Array256k")},
+    **{f"chen-fastdds-{qos}-{tag}": (f"chen-{qos}-{cyclone_tag}", net) for qos in ("default", "sensor")
+       for tag, cyclone_tag, net in (("24m", "24m", "wifi-80211a-adhoc"), ("27m", "40m", "wifi-80211a-adhoc-27m"))},
+    **{f"chen-fastdds-10m{tail}": (f"chen-dds-10m{tail}", "wifi-80211a-adhoc-10m") for tail in ("", "-x4", "-sros2")},
+}  # fmt: skip
+# Fernandez's overhead packets (F5) come from the capture of the emulated link, which loopback has
+# not: the plaintext cases a, c, d, e once more on the ethernet profile, as the CycloneDDS rows
+FASTDDS_CAPTURED = {f"fern-fastdds-eth-1-{q}": f"fern-1-{q}" for q in "acde"}
+FASTDDS_OF.update({name: (cyclone, None) for name, cyclone in FASTDDS_CAPTURED.items()})
+for _name, (_cyclone, _network) in FASTDDS_OF.items():
+    CASES[_name] = {
+        **CASES[_cyclone],
+        "middleware": FASTDDS,
+        "network": _network or CASES[_cyclone]["network"],
+    }
+    if _cyclone in SATURATION_CASES:
+        SATURATION_CASES[_name] = CASES[_name]
 SATURATED_RATE = 0.0  # fieldtest.perf.run.SATURATION
 
 
@@ -760,6 +798,91 @@ FINDINGS += [
 ]
 
 
+FASTDDS_NOTES = {
+    "F": "seed: Fast RTPS, both ends on one machine's loopback; kit: Fast DDS 2.9.1 (Debian's libfastrtps), "
+    "both ends on loopback; secure = sros2 (Fast DDS's builtin plugins)",
+    "K": "seed: Fast RTPS on a wired LAN; kit: Fast DDS 2.9.1 on the ethernet profile; secure = sros2",
+    "C": "seed: Fast RTPS on ns-3 802.11a ad hoc at 54 Mbit/s; kit: Fast DDS 2.9.1 on Chen's radio "
+    "(wifi-80211a-adhoc, the same set-up); RTPS packets by kind from the capture of the robot's link",
+}
+# Chen's radio: 24 and 27 m are the ends of the range Chen swept, either side of the seed's 25.7 m
+FASTDDS_CLAIMS = {"C2": "Default loses more than Sensor beyond 25.7 m (27 m): loss Default - Sensor",
+                  "C3": "more subscribers add latency: mean per node with 4 - with 1 (Default, 10 m)",
+                  "C4": "security's latency cost, Default, 0-24 m (10 m): sros2 / none one way"}  # fmt: skip
+FASTDDS_SUFFIX = "-fastdds"
+
+
+def fast_dds_finding(finding: Finding) -> Finding | None:
+    """``finding`` on the seed's own vendor: the same seed figure and metric over the Fast DDS rows
+    (FASTDDS_OF), or None where the kit has no Fast DDS row for one of its rows."""
+    cyclone_of = {cyclone: name for name, (cyclone, _) in FASTDDS_OF.items() if name not in FASTDDS_CAPTURED}
+    if not all(c in cyclone_of for c in finding.cases):
+        return None
+    return replace(
+        finding,
+        key=finding.key + FASTDDS_SUFFIX,
+        claim=FASTDDS_CLAIMS.get(finding.key, finding.claim),
+        cases=[cyclone_of[c] for c in finding.cases],
+        notes=FASTDDS_NOTES[finding.key[0]] + (f"; {SAT_NOTES}" if finding.key.endswith("s") else ""),
+    )
+
+
+FINDINGS = [
+    variant for finding in FINDINGS for variant in (finding, fast_dds_finding(finding)) if variant is not None
+]
+_f5 = next(i for i, f in enumerate(FINDINGS) if f.key == "F5" + FASTDDS_SUFFIX)
+FINDINGS.insert(
+    _f5 + 1,
+    replace(
+        FINDINGS[_f5],
+        key="F5e" + FASTDDS_SUFFIX,
+        claim=FINDINGS[_f5].claim + ", on the ethernet profile, where the link is captured",
+        cases=list(FASTDDS_CAPTURED),
+        notes="seed: Fast RTPS on loopback, counted with Wireshark; kit: Fast DDS 2.9.1 on the ethernet "
+        "profile (the capture needs the emulated link), counted as F5",
+    ),
+)
+
+# Metrics the kit takes from the capture of the emulated robot link (none on loopback)
+CAPTURED_METRICS: tuple[Callable, ...] = (reliable_overhead_gain,)
+# Metrics for which a refused row is a figure (nothing delivered), not a gap
+REFUSAL_MEASURES: tuple[Callable, ...] = (delivered_gain,)
+
+
+@functools.cache
+def script_profiles() -> dict:
+    """The built-in link profiles and the script's own (PROFILES_YAML)."""
+    import yaml
+
+    from fieldtest.netem.profiles import load_profiles
+
+    return load_profiles(yaml.safe_load(PROFILES_YAML), origin="bench_reproduction.PROFILES_YAML")
+
+
+def not_measurable(finding: Finding, rate_hz: float = 10.0, profiles: dict | None = None) -> str:
+    """Why the kit cannot take ``finding``'s metric on its rows ("" where it can), from the rows'
+    definitions alone: a figure from the link capture on rows over loopback, or a row that
+    ``fieldtest perf`` refuses for its middleware, settings or link."""
+    from fieldtest.perf.run import PerfInputError, check_case
+
+    profiles = profiles if profiles is not None else script_profiles()
+    rows = [c for c in finding.cases if c in CASES]
+    reasons = []
+    on_loopback = [c for c in rows if CASES[c]["network"] == "loopback"]
+    if finding.kit in CAPTURED_METRICS and on_loopback:
+        reasons.append(
+            "packets by kind come from the capture of the emulated robot link, and "
+            f"{', '.join(f'`{c}`' for c in on_loopback)} run on loopback, which has none"
+        )
+    if finding.kit not in REFUSAL_MEASURES:
+        for name in rows:
+            try:
+                check_case(perf_case(name, rate_hz, 1.0), profiles)
+            except PerfInputError as exc:
+                reasons.append(f"`{name}` refused: {exc}")
+    return "; ".join(reasons)
+
+
 # ---------------------------------------------------------------------------------------------
 # Running the rows
 
@@ -870,6 +993,8 @@ def judge(finding: Finding, reps: Reps) -> Verdict:
 def case_summary(rec_list: list[dict]) -> str:
     """One row's figures over its repetitions: status, latency, loss, overhead, 802.11 retries."""
     ok = [r for r in rec_list if counted(r)]
+    if not rec_list:
+        return "not run"
     if not ok:
         if invalid := [r for r in rec_list if r.get("valid") is False]:
             return f"invalid ({len(invalid)} of {len(rec_list)} rows): {invalid[0]['invalid_reasons'][0]}"
@@ -884,6 +1009,8 @@ def case_summary(rec_list: list[dict]) -> str:
     shares = [s for s in (overhead_share(r) for r in ok) if s is not None]
     if shares:
         parts.append(f"overhead pkts {100 * statistics.fmean(shares):.1f} %")
+    if captured := rtps_packets(ok):
+        parts.append(captured)
     sims = [r["simulator"] for r in ok if r.get("simulator")]
     if sims:
         retries = sum(s.get("retries") or 0 for s in sims) / max(1, sum(s.get("frames") or 0 for s in sims))
@@ -903,6 +1030,23 @@ def case_summary(rec_list: list[dict]) -> str:
     if len(ok) < len(rec_list):
         parts.append(f"{len(rec_list) - len(ok)} of {len(rec_list)} failed: {rec_list[0]['error'] or ''}")
     return ", ".join(parts)
+
+
+RTPS_KINDS = ("user_data", "heartbeat_acknack", "rtps_protected")
+
+
+def rtps_packets(recs: list[dict]) -> str:
+    """The capture's RTPS datagrams by kind per repetition, with their mean size: repairs sent
+    bundled (several DATA and a HEARTBEAT in one datagram, as Chen saw of Fast RTPS) show as
+    user-data datagrams larger than one sample's."""
+    kinds = [k for k in ((r.get("traffic") or {}).get("kinds") for r in recs) if k]
+    parts = []
+    for kind in RTPS_KINDS:
+        packets = sum(k.get(kind, {}).get("packets", 0) for k in kinds)
+        if packets:
+            size = sum(k[kind]["bytes"] for k in kinds) / packets
+            parts.append(f"{kind} {packets / len(kinds):.0f} ({size:.0f} B each)")
+    return "capture per repetition: " + ", ".join(parts) if parts else ""
 
 
 def saturation_summary(figures: list[dict]) -> str:
@@ -929,14 +1073,43 @@ def direction_word(value: int) -> str:
     return {1: "up", -1: "down", 0: "none"}[value]
 
 
-def finding_row(finding: Finding, reps: Reps) -> ReproductionRow:
-    """One finding beside the kit's figure over its repetitions, the verdict computed."""
+MIDDLEWARE_LABELS = {"dds": "CycloneDDS", FASTDDS: "Fast DDS"}
+
+
+def no_link(rec: dict) -> bool:
+    """A row that failed because no relay answered a warm-up ping: nothing crossed its link."""
+    from fieldtest.perf.run import NO_LINK
+
+    return rec["status"] == "failed" and NO_LINK in (rec.get("error") or "")
+
+
+def verdict_text(finding: Finding, reps: Reps, rate_hz: float = 10.0) -> str:
+    """The verdict where it is not yes or no: "not measurable here: <why>" (``not_measurable``, or
+    a row whose link carried nothing in any repetition, unless nothing delivered is the figure),
+    "not run" where no row of the finding has a record yet; "" otherwise."""
+    if reason := not_measurable(finding, rate_hz):
+        return f"not measurable here: {reason}"
+    silent = [c for c in finding.cases if reps.get(c) and all(no_link(r) for r in reps[c])]
+    if silent and finding.kit not in REFUSAL_MEASURES:
+        networks = ", ".join(dict.fromkeys(CASES[c]["network"] for c in silent if c in CASES))
+        return (
+            f"not measurable here: no link, {', '.join(f'`{c}`' for c in silent)} never reached the "
+            f"robot on {networks} (no warm-up ping answered in any repetition)"
+        )
+    return "" if any(reps.get(c) for c in finding.cases) else "not run"
+
+
+def finding_row(finding: Finding, reps: Reps, rate_hz: float = 10.0) -> ReproductionRow:
+    """One finding beside the kit's figure over its repetitions, the verdict computed. The
+    conditions name the rows' networks, then the machine's load over them."""
     v = judge(finding, reps)
     seed_fig = finding.seed_text
     if finding.seed_value is not None:
         seed_fig += f" = {finding.seed_value:.{finding.digits}f}{finding.unit}"
     kit_dir = direction(v.kit.low, v.kit.high, finding.no_effect, finding.tolerance) if v.kit else None
     recs = [r for c in finding.cases for r in reps.get(c, [])]
+    defined = [CASES[c] for c in finding.cases if c in CASES]
+    networks = ", ".join(dict.fromkeys(c["network"] for c in defined))
     return ReproductionRow(
         key=finding.key, claim=finding.claim, study=finding.study, source=finding.source,
         seed_figure=seed_fig, kit_mean=v.kit.mean if v.kit else None, kit_low=v.kit.low if v.kit else None,
@@ -946,7 +1119,9 @@ def finding_row(finding: Finding, reps: Reps) -> ReproductionRow:
         kit_direction=direction_word(kit_dir) if kit_dir is not None else None,
         reproduced=v.reproduced,
         rows_behind="; ".join(f"`{c}`: {case_summary(reps.get(c, []))}" for c in finding.cases),
-        conditions=conditions(recs), notes=finding.notes,
+        conditions="; ".join(x for x in (networks, conditions(recs)) if x), notes=finding.notes,
+        verdict=verdict_text(finding, reps, rate_hz),
+        kit_middleware=", ".join(dict.fromkeys(MIDDLEWARE_LABELS.get(c["middleware"], c["middleware"]) for c in defined)),
     )  # fmt: skip
 
 
@@ -993,7 +1168,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3, help="repetitions of every row (default 3)")
     parser.add_argument("--duration", type=float, default=10.0, help="s per row (default 10)")
     parser.add_argument("--rate", type=float, default=10.0, help="Hz (default 10, as Zhang et al.)")
-    parser.add_argument("--only", nargs="+", default=None, help="finding keys or prefixes (Z, F1, RTI ...)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        help="finding keys or prefixes (Z, F1, RTI ...), or a vendor ending (fastdds)",
+    )
     parser.add_argument("--until", default=None, help="HH:MM UTC: start no row after it")
     parser.add_argument("--json", type=Path, default=None, help="write every row's figures here")
     parser.add_argument("--md", type=Path, default=None, help="write the table here")
@@ -1023,7 +1203,7 @@ def main() -> int:
                                     work, args.json, args.rerun_invalid)  # fmt: skip
         if args.json:
             _write_json(args.json, results, meta)
-    rows = [finding_row(f, reps=results) for f in findings]
+    rows = [finding_row(f, reps=results, rate_hz=meta["rate_hz"]) for f in findings]
     lines = reproduction_lines(findings, results, meta)
     out = [f"Seed findings beside the kit: {meta['reps']} repetitions of every row, {rate_heading(findings, meta)}, "
            f"{meta['duration_s']:g} s per row, {meta['started']}" + (f" to {meta['ended']}" if meta.get("ended") else ""), "",
@@ -1095,7 +1275,11 @@ def _select(only: list[str] | None) -> list[Finding]:
         return FINDINGS
     aliases = {"RTI": "R", "ZHANG": "Z", "FERNANDEZ": "F", "CHEN": "C", "KIM": "K"}
     keys = [aliases.get(o.upper(), o.upper()) for o in only]
-    chosen = [f for f in FINDINGS if any(f.key.upper().startswith(k) for k in keys)]
+    chosen = [
+        f
+        for f in FINDINGS
+        if any(f.key.upper().startswith(k) or f.key.upper().endswith(f"-{k}") for k in keys)
+    ]
     if not chosen:
         raise SystemExit(
             f"--only: no finding matches {' '.join(only)} (keys: {' '.join(f.key for f in FINDINGS)})"

@@ -199,7 +199,8 @@ def test_the_saturation_rows_send_as_fast_as_accepted_and_only_they(bench):
     assert bench.SATURATED_RATE == SATURATION
     for name in bench.SATURATION_CASES:
         case = bench.perf_case(name, 10.0, 5.0)
-        assert case.saturated and case.mode == "one-way" and case.network == "ethernet", name
+        seed_network = "loopback" if name.startswith("fern-sat-fastdds") else "ethernet"
+        assert case.saturated and case.mode == "one-way" and case.network == seed_network, name
         check_case(case)  # runnable: not refused as a round trip or for the link's rate
     assert {bench.CASES[n]["security"] for n in bench.SATURATION_CASES} == {"none", "sros2"}
     assert bench.perf_case("fern-1-d", 10.0, 5.0).rate_hz == 10.0  # the other rows keep the script's rate
@@ -294,3 +295,104 @@ def test_the_reference_summary_renders_the_tables_rows_and_counts_the_verdicts(b
     assert reproduction_table(back.rows) == bench.table(reps, findings)
     assert [r.reproduced for r in back.rows] == [True, False]
     assert reproduction_counts(back.rows).startswith("Reproduced: 1 of 2 findings (seed 1 of 2): T.")
+
+
+def test_every_fast_dds_row_is_its_cyclonedds_row_on_fast_dds_and_the_seeds_network(bench):
+    """Fernandez's rows move to loopback, as the seed ran; Chen's to Chen's radio; nothing else
+    changes from the CycloneDDS row (size, QoS, security, mode, subscribers, saturation)."""
+    networks = {"fern": "loopback", "kim": "ethernet", "chen": "wifi-80211a-adhoc"}
+    for name, (cyclone, _) in bench.FASTDDS_OF.items():
+        if name in bench.FASTDDS_CAPTURED:  # F5's capture: on the CycloneDDS rows' ethernet
+            assert bench.CASES[name] == {**bench.CASES[cyclone], "middleware": "fastdds"}
+            continue
+        row, base = bench.CASES[name], bench.CASES[cyclone]
+        assert row["middleware"] == "fastdds" and base["middleware"] == "dds", name
+        assert {k: v for k, v in row.items() if k not in ("middleware", "network")} == {
+            k: v for k, v in base.items() if k not in ("middleware", "network")
+        }, name
+        assert row["network"].startswith(networks[name.split("-")[0]]), name
+        assert (name in bench.SATURATION_CASES) == (cyclone in bench.SATURATION_CASES), name
+    assert bench.CASES["fern-1-a"]["network"] == "ethernet"  # the CycloneDDS rows stay as they were
+
+
+def test_fast_dds_findings_keep_the_seeds_figures_and_metric(bench):
+    by_key = {f.key: f for f in bench.FINDINGS}
+    fast = [f for f in bench.FINDINGS if f.key.endswith("-fastdds")]
+    assert {f.key.removesuffix("-fastdds") for f in fast} == {
+        "F1", "F2", "F3", "F4", "F5", "F5e", "F6", "F2s", "F6s", "K1", "K2", "K2s", "K3s", "C1", "C2", "C3", "C4",
+    }  # fmt: skip
+    assert bench.not_measurable(by_key["F5e-fastdds"]) == ""  # the seed's metric, where it can be taken
+    for finding in fast:
+        seed = by_key[finding.key.removesuffix("-fastdds").replace("F5e", "F5")]
+        beside = 2 if finding.key.startswith("F5e") else 1  # after F5 and F5-fastdds
+        assert bench.FINDINGS.index(finding) == bench.FINDINGS.index(seed) + beside
+        assert (finding.seed_text, finding.seed_value, finding.kit, finding.unit, finding.expected) == (
+            seed.seed_text, seed.seed_value, seed.kit, seed.unit, seed.expected,
+        )  # fmt: skip
+        assert all(bench.CASES[c]["middleware"] == "fastdds" for c in finding.cases)
+        assert bench.finding_row(finding, {}).kit_middleware == "Fast DDS"
+    assert [f.key for f in bench._select(["fastdds"])] == [f.key for f in fast]
+
+
+def test_a_capture_figure_over_loopback_is_not_measurable_and_says_why(bench):
+    by_key = {f.key: f for f in bench.FINDINGS}
+    reason = bench.not_measurable(by_key["F5-fastdds"])
+    assert "capture" in reason and "`fern-fastdds-1-c` " in reason.replace(",", " ") and "loopback" in reason
+    assert bench.not_measurable(by_key["F5"]) == ""  # the ethernet rows are captured
+    assert bench.not_measurable(by_key["F1-fastdds"]) == ""  # latency needs no capture
+    row = bench.finding_row(by_key["F5-fastdds"], {"fern-fastdds-1-a": [_rec(relative_loss=0.0)]})
+    assert row.verdict == f"not measurable here: {reason}" and not row.reproduced
+
+
+def test_a_refused_row_leaves_its_finding_not_measurable_unless_refusal_is_the_figure(bench):
+    """Zhang's 256 KB on 4G is refused for the link's rate: for Z8 that is the figure (nothing
+    delivered); a latency over the same rows could not be taken."""
+    z8 = next(f for f in bench.FINDINGS if f.key == "Z8")
+    assert bench.not_measurable(z8) == ""
+    latency = bench.replace(z8, kit=bench.ratio(bench.RTT))
+    assert bench.not_measurable(latency).startswith("`4g-zenoh-256k` refused: rate: Array256k at 10 Hz")
+    assert bench.not_measurable(latency, rate_hz=1.0) == ""  # the rate decides, not the row's name
+
+
+def test_findings_without_data_render_as_not_run_in_the_scripts_order(bench):
+    from fieldtest.testkit.docblocks import reproduction_counts, with_pending_findings
+
+    findings = [f for f in bench.FINDINGS if f.key in ("F1", "F1-fastdds", "F5-fastdds")]
+    pending = [bench.finding_row(f, {}) for f in findings]
+    assert [r.verdict for r in pending[:2]] == ["not run", "not run"]
+    measured = bench.finding_row(findings[0], {c: [_rec(**{bench.OW: 1.0})] for c in findings[0].cases})
+    gone = bench.replace(findings[0], key="F0")  # a finding the script no longer has stays, last
+    merged = with_pending_findings([bench.finding_row(gone, {}), measured], pending)
+    assert [r.key for r in merged] == ["F1", "F1-fastdds", "F5-fastdds", "F0"]
+    assert merged[0] is measured and merged[0].verdict == ""
+    counts = reproduction_counts(merged)
+    assert "of 1 findings" in counts and "Not measurable here: F5-fastdds." in counts
+    assert "Not run yet: F1-fastdds, F0." in counts
+
+
+def test_the_capture_shows_rtps_datagrams_by_kind_and_their_size(bench):
+    kinds = {"user_data": {"packets": 10, "bytes": 3000}, "heartbeat_acknack": {"packets": 4, "bytes": 400},
+             "rtps_protected": {"packets": 0, "bytes": 0}}  # fmt: skip
+    text = bench.rtps_packets([_rec(kinds=kinds), _rec(kinds=kinds)])
+    assert text == "capture per repetition: user_data 10 (300 B each), heartbeat_acknack 4 (100 B each)"
+    assert bench.rtps_packets([_rec()]) == ""
+
+
+def test_a_row_whose_link_carried_nothing_leaves_a_loss_finding_not_measurable(bench):
+    """Chen's radio past its range: no relay answers, so the row has no loss to compare; where
+    nothing delivered is the figure (Z5) the same row counts as such."""
+    from fieldtest.perf.run import NO_LINK
+
+    silent = {**_rec("failed"), "error": f"relay(s) [1] {NO_LINK} in 20 s of warm-up pings: no link"}
+    by_key = {f.key: f for f in bench.FINDINGS}
+    c2 = by_key["C2-fastdds"]
+    reps = {c2.cases[0]: [silent], c2.cases[1]: [_rec(relative_loss=0.1)]}
+    verdict = bench.finding_row(c2, reps).verdict
+    assert verdict.startswith("not measurable here: no link, `chen-fastdds-default-27m` never reached")
+    assert "wifi-80211a-adhoc-27m" in verdict
+    crashed = {**silent, "error": "main exited with code 1"}
+    assert bench.finding_row(c2, {**reps, c2.cases[0]: [crashed]}).verdict == ""
+    z5 = by_key["Z5"]
+    assert (
+        bench.finding_row(z5, {z5.cases[0]: [_rec(relative_loss=0.0)], z5.cases[1]: [silent]}).verdict == ""
+    )

@@ -44,8 +44,9 @@ def test_summary_says_how_when_and_where(path):
 
 @pytest.fixture
 def copy(tmp_path):
-    """The docs and the reference data, in a tree of their own to spoil."""
-    for path in doc_paths(ROOT):
+    """The docs and the reference data (and what else a block renders from), in a tree of their own
+    to spoil."""
+    for path in [*doc_paths(ROOT), *(ROOT / f for block in BLOCKS.values() for f in block.reads)]:
         target = tmp_path / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, target)

@@ -39,6 +39,7 @@ START_TIMEOUT_S = 30.0
 # serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here.
 MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
 MODES = ("roundtrip", "one-way")
+NO_LINK = "never answered"  # in a row's error where no relay answered a warm-up ping: no link
 SATURATION_WORD = "max"  # how the command line and a campaign file ask for it
 ZENOH_PATHS = ("direct", "bridge")  # the zenoh settings' path (fieldtest.middleware.zenoh.settings)
 # The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
@@ -470,7 +471,7 @@ def _wait_main(
     if main.returncode == EXIT_NO_RELAY:
         record = json.loads((procs.log_dir.parent / "main.json").read_text())
         raise ProcessStartError(
-            f"relay(s) {record['silent_relays']} never answered in {record['discovery_s']:g} s of warm-up "
+            f"relay(s) {record['silent_relays']} {NO_LINK} in {record['discovery_s']:g} s of warm-up "
             "pings: no link between host and robot, or discovery on a lossy link needs a longer "
             "--discovery-timeout"
         )

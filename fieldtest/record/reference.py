@@ -251,8 +251,10 @@ class ReproductionRow(_Strict):
     kit_direction: Direction | None  # where the kit's interval lies against the no-effect value
     reproduced: bool  # the kit's interval on the seed's side (computed, never chosen)
     rows_behind: str  # each perf row's figures over its repetitions
-    conditions: str  # load, busy cores and steal over the finding's rows
+    conditions: str  # the rows' networks; load, busy cores and steal over them
     notes: str = ""
+    verdict: str = ""  # where not yes/no: "not measurable here: <why>" or "not run" (computed)
+    kit_middleware: str = ""  # the vendors of the kit's rows: CycloneDDS, Fast DDS, ...
 
 
 class ChenSweepRow(_Strict):

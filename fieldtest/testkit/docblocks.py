@@ -35,6 +35,7 @@ from fieldtest.record.reference import (
     NewcomerSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
+    ReferenceFormatError,
     ReproductionRow,
     ReproductionSummary,
     RobotTrafficRow,
@@ -531,38 +532,79 @@ def reproduction_table(rows: list[ReproductionRow]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        vendor = f" (kit: {r.kit_middleware})" if r.kit_middleware else ""
         lines.append(
-            f"| {r.key} {r.claim} | {r.study}, {r.source} | {r.seed_figure} | {_kit_figure(r)} | "
-            f"{r.seed_direction} / {r.kit_direction or '-'} | {'yes' if r.reproduced else 'no'} | "
+            f"| {r.key} {r.claim}{vendor} | {r.study}, {r.source} | {r.seed_figure} | {_kit_figure(r)} | "
+            f"{r.seed_direction} / {r.kit_direction or '-'} | {r.verdict or ('yes' if r.reproduced else 'no')} | "
             f"{r.rows_behind} | {r.conditions} | {r.notes} |"
         )
     return lines
 
 
 def reproduction_counts(rows: list[ReproductionRow]) -> str:
-    """How many findings the kit reproduced, computed from the rows, by study."""
-    studies = list(dict.fromkeys(r.study for r in rows))
+    """How many findings the kit reproduced, computed from the rows, by study; findings not
+    measurable here or not run yet are named apart and not counted."""
+    judged = [r for r in rows if not r.verdict]
+    studies = list(dict.fromkeys(r.study for r in judged))
     per_study = ", ".join(
-        f"{study} {sum(r.reproduced for r in rows if r.study == study)} of "
-        f"{sum(r.study == study for r in rows)}"
+        f"{study} {sum(r.reproduced for r in judged if r.study == study)} of "
+        f"{sum(r.study == study for r in judged)}"
         for study in studies
     )
-    reproduced = [r.key for r in rows if r.reproduced]
-    no_figure = [r.key for r in rows if r.kit_mean is None]
+    reproduced = [r.key for r in judged if r.reproduced]
+    no_figure = [r.key for r in judged if r.kit_mean is None]
+    apart = [
+        f" {label}: {', '.join(keys)}."
+        for label, keys in (
+            ("Not measurable here", [r.key for r in rows if r.verdict.startswith("not measurable")]),
+            ("Not run yet", [r.key for r in rows if r.verdict == "not run"]),
+        )
+        if keys
+    ]
     return (
-        f"Reproduced: {len(reproduced)} of {len(rows)} findings ({per_study}): {', '.join(reproduced) or 'none'}. "
-        f"Without a kit figure: {', '.join(no_figure) or 'none'}."
+        f"Reproduced: {len(reproduced)} of {len(judged)} findings ({per_study}): {', '.join(reproduced) or 'none'}. "
+        f"Without a kit figure: {', '.join(no_figure) or 'none'}." + "".join(apart)
     )
 
 
-def _reproduction(summary: ReproductionSummary, path: str) -> list[str]:
+def with_pending_findings(
+    rows: list[ReproductionRow], pending: list[ReproductionRow]
+) -> list[ReproductionRow]:
+    """The measured rows, and in their place in ``pending``'s order (every finding the script
+    defines, without data) the findings the measurement has no row for yet."""
+    measured = {r.key: r for r in rows}
+    merged = [measured.get(p.key, p) for p in pending]
+    return merged + [r for r in rows if r.key not in {p.key for p in pending}]
+
+
+REPRODUCTION_SCRIPT = "benchmarks/bench_reproduction.py"
+
+
+def script_findings(root: Path) -> list[ReproductionRow]:
+    """Every finding of benchmarks/bench_reproduction.py as a row without data: "not run", or
+    "not measurable here" with its reason."""
+    import importlib.util
+    import sys
+
+    path = root / REPRODUCTION_SCRIPT
+    spec = importlib.util.spec_from_file_location("bench_reproduction_findings", path)
+    if spec is None or spec.loader is None:
+        raise ReferenceFormatError(f"{path}: cannot load the findings")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return [module.finding_row(f, {}) for f in module.FINDINGS]
+
+
+def _reproduction(summary: ReproductionSummary, path: str, root: Path) -> list[str]:
     settings = summary.settings
     when = f"{settings['started']} to {settings['ended']}" if settings.get("ended") else settings["started"]
+    rows = with_pending_findings(summary.rows, script_findings(root))
     out = [
-        *reproduction_table(summary.rows),
+        *reproduction_table(rows),
         "",
         f"{settings['reps']} repetitions of every row at {settings['rate']}, {settings['duration_s']:g} s per "
-        f"row, run {when}. {reproduction_counts(summary.rows)}",
+        f"row, run {when}. {reproduction_counts(rows)}",
     ]
     for key in ("order_line", "missing_line", "invalid_line"):
         if settings.get(key):
@@ -747,6 +789,7 @@ def _vpn_compare(summary: VpnCompareSummary, path: str) -> list[str]:
 class Block:
     reference: str  # file name in reference/
     render: Callable[..., list[str]]
+    reads: tuple[str, ...] = ()  # more files of the repository it renders from: render(summary, path, root)
 
 
 BLOCKS: dict[str, Block] = {
@@ -761,7 +804,7 @@ BLOCKS: dict[str, Block] = {
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
     "forwarding": Block("bench-forwarding.json", _forwarding),
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
-    "reproduction": Block("bench-reproduction.json", _reproduction),
+    "reproduction": Block("bench-reproduction.json", _reproduction, reads=(REPRODUCTION_SCRIPT,)),
     "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
     "newcomer": Block("bench-newcomer.json", _newcomer),
     "vpn-compare": Block("bench-vpn.json", _vpn_compare),
@@ -771,7 +814,8 @@ BLOCKS: dict[str, Block] = {
 def render(name: str, root: Path) -> str:
     block = BLOCKS[name]
     path = f"{REFERENCE_DIR}/{block.reference}"
-    return "\n".join(block.render(read_reference(root / path), path)) + "\n"
+    extra = (root,) if block.reads else ()
+    return "\n".join(block.render(read_reference(root / path), path, *extra)) + "\n"
 
 
 def doc_paths(root: Path) -> list[Path]:
