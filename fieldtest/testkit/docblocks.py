@@ -941,3 +941,77 @@ BLOCKS["lab-latency"] = Block("bench-lab-latency.json", _lab_latency)
 BLOCKS["predict-against-twin"] = Block("bench-predict.json", _predict)
 BLOCKS["relay-steps"] = Block("bench-relay-steps.json", _relay_steps)
 
+
+# --- hand-quoted tables: measured figures outside any generated block -------------------------------
+
+# A table of inputs (configured values, a source's published figures, thresholds) says so in a
+# comment right above it; every other table holding a figure must be a generated block.
+NOT_MEASURED = re.compile(r"<!-- not measured: (?P<reason>\S.*?) -->")
+_TABLE_FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")  # 0.3, 16.7: integers are counts, sizes, ports
+_NOT_A_FIGURE = re.compile(r"`[^`]*`|802\.11\w*")  # code, and the standard's name
+
+# Tables still quoted by hand, by file and header; each is being replaced by a generated block.
+HAND_QUOTED_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # docs/networks.md's seed-findings and twin-roundtrips tables: bench_wireless_findings.py's summary replaces them.
+    (
+        "docs/networks.md",
+        "| network | middleware | Zhang mean round trip, Array1k (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+    (
+        "docs/networks.md",
+        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+    (
+        "docs/networks.md",
+        "| finding | network | seed RTT slower / faster (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+}
+
+
+def _tables(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, end) line indices of each Markdown table: a header row, its rule, its rows."""
+    spans, i = [], 0
+    while i < len(lines) - 1:
+        if lines[i].startswith("|") and _RULE.fullmatch(lines[i + 1].strip()):
+            end = i + 2
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            spans.append((i, end))
+            i = end
+        else:
+            i += 1
+    return spans
+
+
+def table_figures(row: str) -> list[str]:
+    """The figures a table row holds: decimal numbers outside code spans, past its first cell."""
+    cells = _NOT_A_FIGURE.sub("", row).strip().strip("|").split("|")[1:]
+    return [f for cell in cells for f in _TABLE_FIGURE.findall(cell)]
+
+
+def hand_quoted_tables(root: Path) -> list[str]:
+    """Tables outside the generated blocks that hold figures and are not marked as inputs: one line
+    each, naming the file, the line and a figure."""
+    found: list[str] = []
+    for path in doc_paths(root):
+        where = str(path.relative_to(root))
+        text = path.read_text()
+        for block in reversed(list(_BLOCK.finditer(text))):  # blank the blocks, keep the line numbers
+            text = text[: block.start()] + "\n" * block.group(0).count("\n") + text[block.end() :]
+        lines = text.splitlines()
+        for first, end in _tables(lines):
+            above = next((line for line in reversed(lines[:first]) if line.strip()), "")
+            if NOT_MEASURED.fullmatch(above.strip()):
+                continue
+            if any(
+                where == doc and lines[first].startswith(header) for doc, header in HAND_QUOTED_EXCEPTIONS
+            ):
+                continue
+            figures = [f for row in lines[first + 2 : end] for f in table_figures(row)]
+            if figures:
+                found.append(
+                    f"{where}:{first + 1}: a table quotes figures by hand ({', '.join(figures[:3])}, ...): "
+                    "render it from reference/ in a generated block, or mark a table of inputs "
+                    "<!-- not measured: why -->"
+                )
+    return found
