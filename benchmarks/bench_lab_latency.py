@@ -2,6 +2,7 @@
 """Lab-path latency: the real rclpy nodes beside the twin's C-stamped DDS path and ddsperf, one run.
 
     .venv/bin/python benchmarks/bench_lab_latency.py [--duration 32] [--rounds 2]
+    .venv/bin/python benchmarks/bench_lab_latency.py --reference reference/bench-lab-latency.json
 
 1. Lab path: a lab rehearsal trial (``fieldtest.labrun.rehearsal.rehearsal``): square_driver -> link_monitor,
    rclpy from the ROS 2 wheels on Fast DDS, started from the launch plan by planrun, with the
@@ -16,6 +17,7 @@ paths alike rather than one); each round's rows and the pooled rows are printed,
 the pooled one. Target on a quiet machine (issue: lab software in the loop): lab-path median within 0.2 ms of the
 twin's DDS path, p99 within 1 ms. The machine's conditions (load, busy cores, CPU steal) are
 printed beside every figure; figures from a loaded or stolen machine are not the link's.
+``--reference`` writes the summary docs/benchmarks.md's table is rendered from (``tools/render_docs.py``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from bench_twin import (  # noqa: E402
     Figures,
     Load,
     bench_plan,
+    load_conditions,
     loads_text,
     measure_latency,
     measured_load,
@@ -45,10 +48,12 @@ from fieldtest.labrun.orchestration.remote import RobotSide  # noqa: E402
 from fieldtest.labrun.orchestration.runner import LabOptions  # noqa: E402
 from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse  # noqa: E402
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRequest, read_bag  # noqa: E402
+from fieldtest.record.reference import LabLatencyRow, LabLatencySummary, run_summary, write_reference  # noqa: E402
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong  # noqa: E402
+from fieldtest.testkit.docblocks import LAB_MEDIAN_TARGET_MS, LAB_P99_TARGET_MS  # noqa: E402
 from fieldtest.transport.base import TransportConfig  # noqa: E402
 
-MEDIAN_TARGET_MS, P99_TARGET_MS = 0.2, 1.0
+MEDIAN_TARGET_MS, P99_TARGET_MS = LAB_MEDIAN_TARGET_MS, LAB_P99_TARGET_MS
 
 
 def lab_latency(duration_s: float, work_dir: Path) -> tuple[np.ndarray, Load]:
@@ -88,10 +93,20 @@ def row(name: str, f: Figures | None, conditions: str) -> str:
     return f"{name:<34} {f.count:>6} {f.p50_ms:>8.3f} {f.p90_ms:>8.3f} {f.p99_ms:>8.3f} {f.max_ms:>8.3f}  {conditions}"
 
 
+def reference_row(path: str, round_no: int | None, f: Figures, loads: list[Load]) -> LabLatencyRow:
+    return LabLatencyRow(
+        path=path, round=round_no, count=f.count, p50_ms=f.p50_ms, p90_ms=f.p90_ms, p99_ms=f.p99_ms,
+        max_ms=f.max_ms, conditions=load_conditions(loads),
+    )  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=32.0, help="seconds of commands per path and round")
     parser.add_argument("--rounds", type=int, default=2, help="lab and twin paths alternate this many times")
+    parser.add_argument(
+        "--reference", type=Path, help="write the summary here (reference/bench-lab-latency.json)"
+    )
     args = parser.parse_args(argv)
     paths = {"lab path (rclpy, Fast DDS)": lab_latency, "twin DDS path (C stamps)": twin_latency}
     series: dict[str, list[np.ndarray]] = {name: [] for name in paths}
@@ -114,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
             dds = Figures(
                 d.count, d.p50_us / 1e3, d.p90_us / 1e3, d.p99_us / 1e3, d.max_us / 1e3, d.mean_us / 1e3
             )
-            dds_load = load.text()
+            dds_load, dds_loads = load.text(), [load]
         except DdsperfError as exc:
-            dds, dds_load = None, str(exc)
+            dds, dds_load, dds_loads = None, str(exc), []
     print(
         f"\n{'one-way latency, ms (raw: received - sent)':<34} {'n':>6} {'p50':>8} {'p90':>8} {'p99':>8} {'max':>8}  conditions"
     )
@@ -132,6 +147,25 @@ def main(argv: list[str] | None = None) -> int:
         f"\nlab - twin, pooled: median {d50:+.3f} ms (target <= {MEDIAN_TARGET_MS}), p99 {d99:+.3f} ms "
         f"(target <= {P99_TARGET_MS}): {'MET' if ok else 'NOT MET'} under the conditions above"
     )
+    if args.reference:
+        if dds is None:
+            raise SystemExit(f"no summary written: ddsperf failed ({dds_load})")
+        short = dict(zip(paths, ("lab", "twin"), strict=True))
+        summary_rows = [
+            reference_row(short[name], round_no, Figures.of_ns(raw), [load])
+            for name in paths
+            for round_no, (raw, load) in enumerate(zip(series[name], loads[name], strict=True), start=1)
+        ]
+        summary_rows += [reference_row(short[name], None, pooled[name], loads[name]) for name in paths]
+        summary_rows.append(reference_row("ddsperf", None, dds, dds_loads))
+        settings = {"duration_s": args.duration, "rounds": args.rounds, "rate_hz": 20.0}
+        write_reference(
+            args.reference,
+            run_summary(
+                LabLatencySummary, args.reference, ".venv/bin/python benchmarks/bench_lab_latency.py",
+                argv, settings, summary_rows,
+            ),
+        )  # fmt: skip
     return 0
 
 

@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 
 from fieldtest.record.reference import ReferenceFormatError, read_reference
-from fieldtest.testkit.docblocks import BLOCKS, block_names, doc_paths, fill, problems, render
+from fieldtest.testkit.docblocks import (
+    BLOCKS,
+    HAND_QUOTED_EXCEPTIONS,
+    block_names,
+    doc_paths,
+    fill,
+    hand_quoted_tables,
+    problems,
+    render,
+    table_figures,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "reference"
@@ -115,3 +125,55 @@ def test_a_summary_off_its_schema_names_the_field(copy):
     path.write_text(json.dumps(data))
     with pytest.raises(ReferenceFormatError, match=r"rows\.0\.conditions: Field required"):
         read_reference(path)
+
+
+# --- tables quoted by hand (fieldtest.testkit.docblocks.hand_quoted_tables) --------------------------
+
+_MEASURED = "| case | p50 ms |\n|---|---|\n| dds | 0.42 |\n"
+
+
+def test_no_table_outside_a_block_quotes_figures_by_hand():
+    assert hand_quoted_tables(ROOT) == []
+
+
+def test_a_measured_table_pasted_into_a_doc_is_found(copy):
+    doc = copy / "docs" / "analysis.md"
+    lines = doc.read_text().splitlines(keepends=True)
+    doc.write_text("".join(lines[:3]) + "\nMeasured here:\n\n" + _MEASURED + "\n" + "".join(lines[3:]))
+    assert hand_quoted_tables(copy) == [
+        "docs/analysis.md:7: a table quotes figures by hand (0.42, ...): render it from reference/ in a "
+        "generated block, or mark a table of inputs <!-- not measured: why -->"
+    ]
+
+
+@pytest.mark.parametrize(
+    "marker, found",
+    [
+        ("<!-- not measured: the profile's configured values -->", False),
+        ("<!-- not measured: -->", True),  # a reason is required
+        ("<!-- not measured: the configured values -->\n\nSome text.", True),  # right above the table only
+    ],
+)
+def test_a_table_of_inputs_says_so_right_above_it(copy, marker, found):
+    doc = copy / "README.md"
+    doc.write_text(doc.read_text() + f"\n{marker}\n\n{_MEASURED}")
+    assert bool(hand_quoted_tables(copy)) is found
+
+
+def test_figures_in_code_and_the_standards_name_are_not_figures():
+    assert table_figures("| profile | `loss: 0.05` | 802.11n, 802.11a | 1.5 ms |") == ["1.5"]
+    assert table_figures("| 0.5 s | 12 | 3 |") == []  # the first cell names the row
+
+
+def test_each_known_exception_names_a_table_in_its_doc():
+    """So an exception goes once its table is rendered from data."""
+    for (doc, header), reason in HAND_QUOTED_EXCEPTIONS.items():
+        assert reason
+        assert any(line.startswith(header) for line in (ROOT / doc).read_text().splitlines()), (doc, header)
+
+
+def test_an_exception_holds_in_its_own_doc_only(copy):
+    (_, header), _ = next(iter(HAND_QUOTED_EXCEPTIONS.items()))
+    other = copy / "docs" / "security.md"
+    other.write_text(other.read_text() + f"\n{header} x |\n|---|---|---|---|\n| wifi | dds | 1.29 | 2 |\n")
+    assert [line.split(":")[0] for line in hand_quoted_tables(copy)] == ["docs/security.md"]

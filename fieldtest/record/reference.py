@@ -354,6 +354,57 @@ class ReproductionSummary(_Summary):
     rows: list[ReproductionRow]
 
 
+class LabLatencyRow(_Strict):
+    """``benchmarks/bench_lab_latency.py``: one path's raw one-way latency, one round or pooled."""
+
+    path: Literal["lab", "twin", "ddsperf"]  # lab rehearsal (rclpy), twin DDS (C stamps), ddsperf RTT/2
+    round: int | None  # None: pooled over the rounds
+    count: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    conditions: Conditions  # the round's, or the largest over the pooled rounds
+
+
+class LabLatencySummary(_Summary):
+    kind: Literal["lab-latency"]
+    rows: list[LabLatencyRow]
+
+
+class PredictCaseRow(_Strict):
+    """``benchmarks/bench_predict.py``: one twin trial with a link fault, its drift measured and predicted."""
+
+    case: str
+    middleware: str
+    network: str
+    longest_silence_s: float
+    predicted_drift_mm: float
+    measured_drift_mm: float | None  # None: the analysis found no lap drift
+    stops_predicted: int
+    stops_counted: int  # the twin robot's command watchdog stops, from trial.yaml's warnings
+    conditions: Conditions
+
+
+class PredictSummary(_Summary):
+    kind: Literal["predict"]
+    rows: list[PredictCaseRow]
+
+
+class RelayStepRow(_Strict):
+    """``benchmarks/bench_relay_steps.py``: one Python step of perf's relay, timed cold and warm."""
+
+    step: str
+    cold_us: float  # median, called after 100 ms asleep (as at 10 Hz)
+    warm_us: float  # median, called again at once
+    conditions: Conditions  # the largest load, busy share and steal over the step's rounds
+
+
+class RelayStepsSummary(_Summary):
+    kind: Literal["relay-steps"]
+    rows: list[RelayStepRow]
+
+
 AnySummary = (
     PerfOverheadSummary
     | Wifi80211Summary
@@ -368,6 +419,9 @@ AnySummary = (
     | NewcomerSummary
     | ChenSweepSummary
     | VpnCompareSummary
+    | LabLatencySummary
+    | PredictSummary
+    | RelayStepsSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 

@@ -31,11 +31,17 @@ from fieldtest.record.reference import (
     ForwarderCostSummary,
     ForwardingRow,
     ForwardingSummary,
+    LabLatencyRow,
+    LabLatencySummary,
     NewcomerRow,
     NewcomerSummary,
     PerfOverheadRow,
     PerfOverheadSummary,
+    PredictCaseRow,
+    PredictSummary,
     ReferenceFormatError,
+    RelayStepRow,
+    RelayStepsSummary,
     ReproductionRow,
     ReproductionSummary,
     RobotTrafficRow,
@@ -888,4 +894,168 @@ def _quoted_outside(text: str, match: re.Match[str], blocks: list[re.Match[str]]
         for line in outside.splitlines()
         if line in headers
     ]
+    return found
+
+
+# --- bench_lab_latency.py: the lab path beside the twin's DDS path and ddsperf -----------------------
+
+_LAB_PATHS = {
+    "lab": "lab path (rclpy, Fast DDS)",
+    "twin": "twin DDS path (C stamps)",
+    "ddsperf": "ddsperf (RTT / 2)",
+}
+LAB_MEDIAN_TARGET_MS, LAB_P99_TARGET_MS = 0.2, 1.0  # lab path against the twin's, on a quiet machine
+
+
+def lab_latency_table(rows: list[LabLatencyRow]) -> list[str]:
+    lines = [
+        "| path | round | samples | one-way p50 / p90 / p99 / max ms | conditions |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {_LAB_PATHS[r.path]} | {'pooled' if r.round is None else r.round} | {r.count} | "
+            f"{r.p50_ms:.3f} / {r.p90_ms:.3f} / {r.p99_ms:.3f} / {r.max_ms:.3f} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def lab_latency_verdict(rows: list[LabLatencyRow]) -> str:
+    """The pooled lab path against the pooled twin path, as the script judges it."""
+    pooled = {r.path: r for r in rows if r.round is None}
+    lab, twin = pooled["lab"], pooled["twin"]
+    d50, d99 = lab.p50_ms - twin.p50_ms, lab.p99_ms - twin.p99_ms
+    met = d50 <= LAB_MEDIAN_TARGET_MS and d99 <= LAB_P99_TARGET_MS
+    return (
+        f"Lab path minus twin path, pooled: median {d50:+.3f} ms (target <= {LAB_MEDIAN_TARGET_MS}), "
+        f"p99 {d99:+.3f} ms (target <= {LAB_P99_TARGET_MS}): **{'met' if met else 'not met'}** "
+        "under the conditions in the table."
+    )
+
+
+def _lab_latency(summary: LabLatencySummary, path: str) -> list[str]:
+    note = saturated_note([r.conditions for r in summary.rows])
+    return [
+        *lab_latency_table(summary.rows),
+        "",
+        lab_latency_verdict(summary.rows),
+        "",
+        note + _source_line(summary, path),
+    ]
+
+
+# --- bench_predict.py: fieldtest predict against twin trials with link faults -----------------------
+
+
+def predict_table(rows: list[PredictCaseRow]) -> list[str]:
+    lines = [
+        "| case | middleware, network | longest silence | predicted drift | measured drift | difference | "
+        "watchdog stops predicted / counted | conditions |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        measured = "-" if r.measured_drift_mm is None else f"{r.measured_drift_mm:.1f} mm"
+        diff = "-" if r.measured_drift_mm is None else f"{r.predicted_drift_mm - r.measured_drift_mm:+.1f} mm"
+        lines.append(
+            f"| {r.case} | {r.middleware}, {r.network} | {r.longest_silence_s:.2f} s | {r.predicted_drift_mm:.1f} mm | "
+            f"{measured} | {diff} | {r.stops_predicted} / {r.stops_counted} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _predict(summary: PredictSummary, path: str) -> list[str]:
+    return [*predict_table(summary.rows), "", _source_line(summary, path)]
+
+
+# --- bench_relay_steps.py: the perf relay's Python steps, cold and warm ------------------------------
+
+
+def relay_steps_table(rows: list[RelayStepRow]) -> list[str]:
+    lines = ["| step | cold us | warm us | conditions |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.step} | {r.cold_us:.1f} | {r.warm_us:.2f} | {r.conditions.text()} |")
+    return lines
+
+
+def _relay_steps(summary: RelayStepsSummary, path: str) -> list[str]:
+    return [*relay_steps_table(summary.rows), "", _source_line(summary, path)]
+
+
+BLOCKS["lab-latency"] = Block("bench-lab-latency.json", _lab_latency)
+BLOCKS["predict-against-twin"] = Block("bench-predict.json", _predict)
+BLOCKS["relay-steps"] = Block("bench-relay-steps.json", _relay_steps)
+
+
+# --- hand-quoted tables: measured figures outside any generated block -------------------------------
+
+# A table of inputs (configured values, a source's published figures, thresholds) says so in a
+# comment right above it; every other table holding a figure must be a generated block.
+NOT_MEASURED = re.compile(r"<!-- not measured: (?P<reason>\S.*?) -->")
+_TABLE_FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")  # 0.3, 16.7: integers are counts, sizes, ports
+_NOT_A_FIGURE = re.compile(r"`[^`]*`|802\.11\w*")  # code, and the standard's name
+
+# Tables still quoted by hand, by file and header; each is being replaced by a generated block.
+HAND_QUOTED_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # docs/networks.md's seed-findings and twin-roundtrips tables: bench_wireless_findings.py's summary replaces them.
+    (
+        "docs/networks.md",
+        "| network | middleware | Zhang mean round trip, Array1k (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+    (
+        "docs/networks.md",
+        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+    (
+        "docs/networks.md",
+        "| finding | network | seed RTT slower / faster (ms) |",
+    ): "being replaced by a block from bench_wireless_findings.py",
+}
+
+
+def _tables(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, end) line indices of each Markdown table: a header row, its rule, its rows."""
+    spans, i = [], 0
+    while i < len(lines) - 1:
+        if lines[i].startswith("|") and _RULE.fullmatch(lines[i + 1].strip()):
+            end = i + 2
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            spans.append((i, end))
+            i = end
+        else:
+            i += 1
+    return spans
+
+
+def table_figures(row: str) -> list[str]:
+    """The figures a table row holds: decimal numbers outside code spans, past its first cell."""
+    cells = _NOT_A_FIGURE.sub("", row).strip().strip("|").split("|")[1:]
+    return [f for cell in cells for f in _TABLE_FIGURE.findall(cell)]
+
+
+def hand_quoted_tables(root: Path) -> list[str]:
+    """Tables outside the generated blocks that hold figures and are not marked as inputs: one line
+    each, naming the file, the line and a figure."""
+    found: list[str] = []
+    for path in doc_paths(root):
+        where = str(path.relative_to(root))
+        text = path.read_text()
+        for block in reversed(list(_BLOCK.finditer(text))):  # blank the blocks, keep the line numbers
+            text = text[: block.start()] + "\n" * block.group(0).count("\n") + text[block.end() :]
+        lines = text.splitlines()
+        for first, end in _tables(lines):
+            above = next((line for line in reversed(lines[:first]) if line.strip()), "")
+            if NOT_MEASURED.fullmatch(above.strip()):
+                continue
+            if any(
+                where == doc and lines[first].startswith(header) for doc, header in HAND_QUOTED_EXCEPTIONS
+            ):
+                continue
+            figures = [f for row in lines[first + 2 : end] for f in table_figures(row)]
+            if figures:
+                found.append(
+                    f"{where}:{first + 1}: a table quotes figures by hand ({', '.join(figures[:3])}, ...): "
+                    "render it from reference/ in a generated block, or mark a table of inputs "
+                    "<!-- not measured: why -->"
+                )
     return found
