@@ -157,6 +157,9 @@ def test_invalid_trials_count_but_carry_no_figure(bench, tmp_path):
     (row,) = rows
     assert (row.valid, row.invalid) == (2, 1)
     assert row.invalid_reasons == ["the ns-3 link fell behind real time"]
+    assert "Set aside by the stack check: 4g dds: the ns-3 link fell behind real time." in bench.markdown(
+        rows
+    )
     assert row.rtt_ms == 51
     assert row.drift_each_mm == pytest.approx([40.0, 60.0])
     assert row.drift_mm == pytest.approx(50.0)

@@ -951,8 +951,8 @@ def wireless_drift_lines(rows: list[WirelessFindingsRow]) -> list[str]:
             out.append(text + "; too few repetitions for a spread.")
             continue
         text += (
-            f"; pooled standard deviation {sd:.2f} mm ({dof} degrees of freedom). Two-sided t test, alpha "
-            f"{ALPHA:g}, power {POWER:.0%}: "
+            f"; pooled standard deviation {sd:.2f} mm ({dof} degree{'' if dof == 1 else 's'} of freedom). "
+            f"Two-sided t test, alpha {ALPHA:g}, power {POWER:.0%}: "
         )
         smallest = smallest_difference(sd, n)
         text += f"{n} repetitions each resolve {smallest:.2f} mm" if smallest is not None else ""
