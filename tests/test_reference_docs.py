@@ -12,7 +12,6 @@ import pytest
 from fieldtest.record.reference import ReferenceFormatError, read_reference
 from fieldtest.testkit.docblocks import (
     BLOCKS,
-    HAND_QUOTED_EXCEPTIONS,
     block_names,
     doc_paths,
     fill,
@@ -163,17 +162,3 @@ def test_a_table_of_inputs_says_so_right_above_it(copy, marker, found):
 def test_figures_in_code_and_the_standards_name_are_not_figures():
     assert table_figures("| profile | `loss: 0.05` | 802.11n, 802.11a | 1.5 ms |") == ["1.5"]
     assert table_figures("| 0.5 s | 12 | 3 |") == []  # the first cell names the row
-
-
-def test_each_known_exception_names_a_table_in_its_doc():
-    """So an exception goes once its table is rendered from data."""
-    for (doc, header), reason in HAND_QUOTED_EXCEPTIONS.items():
-        assert reason
-        assert any(line.startswith(header) for line in (ROOT / doc).read_text().splitlines()), (doc, header)
-
-
-def test_an_exception_holds_in_its_own_doc_only(copy):
-    (_, header), _ = next(iter(HAND_QUOTED_EXCEPTIONS.items()))
-    other = copy / "docs" / "security.md"
-    other.write_text(other.read_text() + f"\n{header} x |\n|---|---|---|---|\n| wifi | dds | 1.29 | 2 |\n")
-    assert [line.split(":")[0] for line in hand_quoted_tables(copy)] == ["docs/security.md"]

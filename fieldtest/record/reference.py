@@ -280,6 +280,44 @@ class ChenSweepRow(_Strict):
     conditions: Conditions
 
 
+class WirelessFindingsRow(_Strict):
+    """``benchmarks/bench_wireless_findings.py``: one network and middleware of a twin campaign, over
+    its valid repetitions (the stack check); the 802.11 mechanisms from ns-3's counts in each record."""
+
+    network: str
+    middleware: str
+    valid: int
+    invalid: int  # trials the stack check set aside (kept, not counted)
+    invalid_reasons: list[str] = []  # each set-aside trial's reasons, one entry per trial
+    seed_rtt_ms: float | None  # Zhang et al. Table 2, Array1k mean round trip on the seed's network
+    rtt_ms: float | None  # the clock probes' mean round trip: the median over the repetitions
+    rtt_low_ms: float | None  # its distribution-free interval (fieldtest.analysis.campaign.intervals)
+    rtt_high_ms: float | None
+    rtt_coverage: float | None
+    one_way_median_ms: float | None  # the commands' (shared clock), medians over the repetitions
+    one_way_p99_ms: float | None
+    loss_pct: float | None
+    drift_mm: float | None  # lap drift (drift.mean_m): the mean over the repetitions
+    drift_low_mm: float | None  # its Student-t 95 % interval
+    drift_high_mm: float | None
+    drift_each_mm: list[float] = []  # each valid repetition's, in run order
+    rtt_excess_ms: float | None = None  # the round trip beyond two one-way medians
+    discovery_per_s: float | None = None  # DDS discovery packets on the robot's link, both ways
+    # the ns-3 802.11 link (None elsewhere): medians over the repetitions
+    group_per_s: float | None = None  # the access point's group frames
+    group_airtime_share: float | None = None
+    unicast_retries_per_frame: float | None = None
+    others_airtime_share: float | None = None  # the other stations' frames
+    group_frames_held: float | None = None  # group frames held to a DTIM beacon (power save)
+    frames_held: dict[str, float] = {}  # station -> unicast frames the access point held while it dozed
+    doze_share: dict[str, float] = {}  # station -> share of the run it dozed
+    channel_access_mean_ms: dict[str, float] = {}  # station -> arrival at its MAC to first transmission
+    channel_access_deferred: dict[str, float] = {}  # station -> share of its frames that waited an AIFS
+    lag_p99_ms: float | None = None  # ns-3 behind real time
+    load_range: list[float] = []  # the 1-minute load over the repetitions: lowest, highest
+    conditions: Conditions  # the largest load, busy share and steal over the repetitions
+
+
 class _Summary(_Strict):
     name: str  # the file's stem
     command: str  # reproduces it, from the repository's root
@@ -405,6 +443,11 @@ class RelayStepsSummary(_Summary):
     rows: list[RelayStepRow]
 
 
+class WirelessFindingsSummary(_Summary):
+    kind: Literal["wireless-findings"]
+    rows: list[WirelessFindingsRow]
+
+
 AnySummary = (
     PerfOverheadSummary
     | Wifi80211Summary
@@ -422,6 +465,7 @@ AnySummary = (
     | LabLatencySummary
     | PredictSummary
     | RelayStepsSummary
+    | WirelessFindingsSummary
 )
 _ADAPTER: TypeAdapter[AnySummary] = TypeAdapter(Annotated[AnySummary, Field(discriminator="kind")])
 
@@ -471,10 +515,17 @@ SummaryT = TypeVar("SummaryT", bound=_Summary)
 
 
 def run_summary(
-    summary_type: type[SummaryT], path: Path, script: str, argv: list[str] | None, settings: dict, rows: list
+    summary_type: type[SummaryT],
+    path: Path,
+    script: str,
+    argv: list[str] | None,
+    settings: dict,
+    rows: list,
+    versions: dict[str, str] | None = None,
 ) -> SummaryT:
     """A benchmark run's summary: its command (``script`` with the run's arguments), now, this machine
-    and the software versions."""
+    and the software versions (``versions``: those its data was measured with, when a benchmark reads
+    records made before it; by default this process's)."""
     import sys
 
     from fieldtest.record.trial import software_versions
@@ -483,5 +534,6 @@ def run_summary(
     (kind,) = get_args(summary_type.model_fields["kind"].annotation)
     return summary_type.model_validate(
         {"kind": kind, "name": path.stem, "command": " ".join([script, *given]), "measured_utc": utc_now(),
-         "machine": machine_text(), "versions": software_versions(), "settings": settings, "rows": rows}
+         "machine": machine_text(), "versions": software_versions() if versions is None else versions,
+         "settings": settings, "rows": rows}
     )  # fmt: skip

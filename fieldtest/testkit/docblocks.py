@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fieldtest.analysis.campaign.intervals import differ
+from fieldtest.analysis.campaign.power import ALPHA, POWER, pooled_sd, repetitions_needed, smallest_difference
 from fieldtest.record.reference import (
     REFERENCE_DIR,
     AnalysisSpeedRow,
@@ -54,6 +56,8 @@ from fieldtest.record.reference import (
     VpnCompareSummary,
     Wifi80211Row,
     Wifi80211Summary,
+    WirelessFindingsRow,
+    WirelessFindingsSummary,
     ZenohBridgeRow,
     ZenohBridgeSummary,
     read_reference,
@@ -788,6 +792,258 @@ def _vpn_compare(summary: VpnCompareSummary, path: str) -> list[str]:
     return [*vpn_compare_table(summary.rows), "", findings, "", head + note + _source_line(summary, path)]
 
 
+# --- bench_wireless_findings.py: the seed's wireless findings beside a twin campaign ----------------
+
+# The seed's network each twin network stands for: the seed's Wi-Fi figures apply to the ideal 802.11
+# link and to the lab's Wi-Fi alike.
+SEED_MEDIUM = {"wifi-80211": "Wi-Fi", "wifi-lab": "Wi-Fi", "4g": "4G"}
+
+
+@dataclass(frozen=True)
+class SeedFinding:
+    name: str
+    medium: str  # a value of SEED_MEDIUM
+    slower: str  # the middleware the seed found slower (Zhang et al., Array1k mean round trips)
+    faster: str
+
+
+SEED_FINDINGS = (
+    SeedFinding("DDS behind Zenoh", "Wi-Fi", "dds", "zenoh-peer"),
+    SeedFinding("DDS behind the Zenoh router", "Wi-Fi", "dds", "zenoh-router"),
+    SeedFinding("MQTT broker hop", "Wi-Fi", "mqtt-broker", "mqtt-local-broker"),
+    SeedFinding("MQTT behind Zenoh", "Wi-Fi", "mqtt-local-broker", "zenoh-peer"),
+    SeedFinding("DDS ahead of Zenoh", "4G", "zenoh-peer", "dds"),
+    SeedFinding("Zenoh router hop", "4G", "zenoh-router", "zenoh-peer"),
+    SeedFinding("MQTT broker hop", "4G", "mqtt-broker", "mqtt-local-broker"),
+    SeedFinding("MQTT behind Zenoh", "4G", "mqtt-local-broker", "zenoh-peer"),
+    SeedFinding("MQTT behind DDS", "4G", "mqtt-local-broker", "dds"),
+)
+
+
+@dataclass(frozen=True)
+class FindingVerdict:
+    finding: SeedFinding
+    network: str
+    seed: tuple[float, float] | None  # slower, faster (ms)
+    twin: tuple[float, float] | None
+    reproduced: str
+
+
+def _rtt_interval(row: WirelessFindingsRow) -> dict[str, float | None]:
+    return {"low": row.rtt_low_ms, "high": row.rtt_high_ms}
+
+
+def wireless_verdict(finding: SeedFinding, network: str, rows: list[WirelessFindingsRow]) -> FindingVerdict:
+    """The seed's pair, the twin's pair on ``network``, and whether the twin has the seed's direction:
+    "yes" when the difference has the seed's sign and the two intervals do not overlap."""
+    by = {r.middleware: r for r in rows if r.network == network}
+    slow, fast = by.get(finding.slower), by.get(finding.faster)
+    seed = None
+    if (
+        slow is not None
+        and fast is not None
+        and slow.seed_rtt_ms is not None
+        and fast.seed_rtt_ms is not None
+    ):
+        seed = (slow.seed_rtt_ms, fast.seed_rtt_ms)
+    if slow is None or fast is None or slow.rtt_ms is None or fast.rtt_ms is None:
+        return FindingVerdict(finding, network, seed, None, "no valid trials")
+    twin = (slow.rtt_ms, fast.rtt_ms)
+    if seed is None:
+        return FindingVerdict(finding, network, None, twin, "no seed figure")
+    if (twin[0] > twin[1]) != (seed[0] > seed[1]) or twin[0] == twin[1]:
+        reproduced = "no: opposite or no difference"
+    elif differ(_rtt_interval(slow), _rtt_interval(fast)):
+        reproduced = "yes"
+    else:
+        reproduced = "same sign, intervals overlap"
+    return FindingVerdict(finding, network, seed, twin, reproduced)
+
+
+def wireless_verdicts(rows: list[WirelessFindingsRow]) -> list[FindingVerdict]:
+    """Every finding of the seed on every network of the rows that stands for the finding's network."""
+    networks = list(dict.fromkeys(r.network for r in rows))
+    return [
+        wireless_verdict(f, n, rows)
+        for n in networks
+        for f in SEED_FINDINGS
+        if SEED_MEDIUM.get(n) == f.medium
+    ]
+
+
+def _drift_text(row: WirelessFindingsRow) -> str:
+    if row.drift_mm is None:
+        return "-"
+    if row.drift_low_mm is None or row.drift_high_mm is None:
+        return f"{row.drift_mm:.2f} (n={len(row.drift_each_mm)})"
+    return f"{row.drift_mm:.2f} [{row.drift_low_mm:.2f}, {row.drift_high_mm:.2f}]"
+
+
+def _spread(rows: list[WirelessFindingsRow]) -> tuple[float | None, int, int]:
+    """The lap drift's pooled standard deviation over the rows' repetitions (mm), its degrees of
+    freedom, and the most repetitions of one row."""
+    sd, dof = pooled_sd([r.drift_each_mm for r in rows])
+    return sd, dof, max((len(r.drift_each_mm) for r in rows), default=0)
+
+
+def drift_repetitions_needed(row: WirelessFindingsRow, rows: list[WirelessFindingsRow]) -> int | None:
+    """Repetitions per middleware that resolve ``row``'s mean lap drift from the least one's on its
+    network (fieldtest.analysis.campaign.power, from the network's pooled spread); None for the least
+    itself, or without a spread."""
+    same = [r for r in rows if r.network == row.network and r.drift_mm is not None]
+    sd, _, _ = _spread(same)
+    least = min(same, key=lambda r: r.drift_mm or 0.0, default=None)
+    if sd is None or least is None or row.drift_mm is None or least.drift_mm is None:
+        return None
+    difference = row.drift_mm - least.drift_mm
+    return repetitions_needed(sd, difference) if difference > 0 else None
+
+
+def wireless_findings_table(rows: list[WirelessFindingsRow]) -> list[str]:
+    lines = [
+        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) | twin probe RTT mean, median over "
+        "reps (ms) | interval (coverage) | one-way median / p99 (ms) | loss (%) | lap drift mean [95 % interval] (mm) "
+        "| lap drift each rep (mm) | reps to resolve the drift from the least | load | conditions (highest) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        interval = "-"
+        if r.rtt_low_ms is not None and r.rtt_high_ms is not None and r.rtt_coverage is not None:
+            interval = f"{r.rtt_low_ms:.1f}-{r.rtt_high_ms:.1f} ({100 * r.rtt_coverage:.0f} %)"
+        needed = drift_repetitions_needed(r, rows)
+        load = f"{r.load_range[0]:.1f}-{r.load_range[1]:.1f}" if len(r.load_range) == 2 else "-"
+        lines.append(
+            f"| {r.network} | {r.middleware} | {r.valid} / {r.invalid} | {_fmt(r.seed_rtt_ms)} | {_fmt(r.rtt_ms, 1)} "
+            f"| {interval} | {_fmt(r.one_way_median_ms)} / {_fmt(r.one_way_p99_ms)} | {_fmt(r.loss_pct)} "
+            f"| {_drift_text(r)} | {' / '.join(f'{d:.2f}' for d in r.drift_each_mm) or '-'} "
+            f"| {'-' if needed is None else needed} | {load} | {r.conditions.text()} |"
+        )
+    return lines
+
+
+def _per_station(values: dict[str, float], digits: int, scale: float = 1.0, unit: str = "") -> str:
+    return " / ".join(
+        "-" if values.get(s) is None else f"{scale * values[s]:.{digits}f}{unit}" for s in ("host", "robot")
+    )
+
+
+def wireless_mechanisms_table(rows: list[WirelessFindingsRow]) -> list[str]:
+    """The 802.11 link's mechanisms per row (rows of other links left out)."""
+    lines = [
+        "| network | middleware | AP group frames/s, airtime share | group frames held to a DTIM | unicast retries "
+        "per frame | other stations' airtime | host / robot dozing | host / robot unicast frames held | "
+        "host / robot channel access mean (ms) | host / robot frames deferred | discovery pkt/s | "
+        "RTT beyond 2 x one-way (ms) | ns-3 lag p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.group_per_s is None and r.unicast_retries_per_frame is None:
+            continue
+        group = "-"
+        if r.group_per_s is not None and r.group_airtime_share is not None:
+            group = f"{r.group_per_s:.2f}, {100 * r.group_airtime_share:.1f} %"
+        others = "-" if r.others_airtime_share is None else f"{100 * r.others_airtime_share:.1f} %"
+        power_save = bool(r.doze_share)
+        lines.append(
+            f"| {r.network} | {r.middleware} | {group} | {_fmt(r.group_frames_held, 1)} "
+            f"| {_fmt(r.unicast_retries_per_frame, 3)} | {others} "
+            f"| {_per_station(r.doze_share, 1, 100.0, ' %') if power_save else '-'} "
+            f"| {_per_station(r.frames_held, 1) if power_save else '-'} "
+            f"| {_per_station(r.channel_access_mean_ms, 3) if r.channel_access_mean_ms else '-'} "
+            f"| {_per_station(r.channel_access_deferred, 1, 100.0, ' %') if r.channel_access_deferred else '-'} "
+            f"| {_fmt(r.discovery_per_s)} | {_fmt(r.rtt_excess_ms, 1)} | {_fmt(r.lag_p99_ms)} |"
+        )
+    return lines if len(lines) > 2 else []
+
+
+def wireless_set_aside_lines(rows: list[WirelessFindingsRow]) -> list[str]:
+    """Why the stack check set trials aside, per row (nothing when it set none aside)."""
+    reasons = [
+        f"{r.network} {r.middleware}: {' | '.join(r.invalid_reasons)}" for r in rows if r.invalid_reasons
+    ]
+    return [f"Set aside by the stack check: {'; '.join(reasons)}.", ""] if reasons else []
+
+
+def wireless_verdict_table(verdicts: list[FindingVerdict]) -> list[str]:
+    lines = [
+        "| finding | network | seed RTT slower / faster (ms) | twin RTT slower / faster (ms) | direction reproduced |",
+        "|---|---|---|---|---|",
+    ]
+    for v in verdicts:
+        seed = "-" if v.seed is None else f"{v.seed[0]:.2f} / {v.seed[1]:.2f}"
+        twin = "-" if v.twin is None else f"{v.twin[0]:.1f} / {v.twin[1]:.1f}"
+        lines.append(
+            f"| {v.finding.name} ({v.finding.slower} slower than {v.finding.faster}) | {v.network} | {seed} "
+            f"| {twin} | {v.reproduced} |"
+        )
+    return lines
+
+
+def wireless_drift_lines(rows: list[WirelessFindingsRow]) -> list[str]:
+    """Per network, computed from the rows: the lap drift's range over the middlewares, its pooled
+    spread, the difference the repetitions resolve, and the repetitions the largest difference needs."""
+    out = []
+    for network in dict.fromkeys(r.network for r in rows):
+        same = [r for r in rows if r.network == network and r.drift_mm is not None]
+        if not same:
+            out.append(f"{network}: no valid trial has a lap drift.")
+            continue
+        least = min(same, key=lambda r: r.drift_mm or 0.0)
+        most = max(same, key=lambda r: r.drift_mm or 0.0)
+        text = (
+            f"{network}: mean lap drift from {least.drift_mm:.2f} mm ({least.middleware}) to {most.drift_mm:.2f} mm "
+            f"({most.middleware})"
+        )
+        sd, dof, n = _spread(same)
+        if sd is None:
+            out.append(text + "; too few repetitions for a spread.")
+            continue
+        text += (
+            f"; pooled standard deviation {sd:.2f} mm ({dof} degree{'' if dof == 1 else 's'} of freedom). "
+            f"Two-sided t test, alpha {ALPHA:g}, power {POWER:.0%}: "
+        )
+        smallest = smallest_difference(sd, n)
+        text += f"{n} repetitions each resolve {smallest:.2f} mm" if smallest is not None else ""
+        difference = (most.drift_mm or 0.0) - (least.drift_mm or 0.0)
+        if difference > 0:
+            text += (
+                f"; the largest difference ({difference:.2f} mm) needs {repetitions_needed(sd, difference)} "
+                "repetitions of each"
+            )
+        out.append(text + ".")
+    return out
+
+
+def _wireless_findings(summary: WirelessFindingsSummary, path: str) -> list[str]:
+    s = summary.settings
+    head = (
+        f"Campaign {_listed(s.get('campaigns', '?'))}: {s.get('trials', '?')} trials, plan of "
+        f"{s.get('plan_laps', '?')} laps ({s.get('plan_s', '?')} s), topology {s.get('topology', '?')}. "
+    )
+    verdicts = wireless_verdicts(summary.rows)
+    reproduced = [v for v in verdicts if v.reproduced == "yes"]
+    unmeasured = [v for v in verdicts if v.twin is None]
+    count = f"Direction reproduced: {len(reproduced)} of {len(verdicts)} findings" + (
+        f" ({len(unmeasured)} without valid trials of both middlewares)." if unmeasured else "."
+    )
+    return [
+        *wireless_findings_table(summary.rows),
+        "",
+        *wireless_set_aside_lines(summary.rows),
+        *(mechanisms + [""] if (mechanisms := wireless_mechanisms_table(summary.rows)) else []),
+        *wireless_verdict_table(verdicts),
+        "",
+        count,
+        "",
+        "Lap drift per network, and the repetitions that resolve it (the power analysis of `compare`, "
+        "docs/analysis.md):",
+        "",
+        *(f"- {line}" for line in wireless_drift_lines(summary.rows)),
+        "",
+        head + saturated_note([r.conditions for r in summary.rows]) + _source_line(summary, path),
+    ]
+
+
 # --- the blocks -------------------------------------------------------------------------------------
 
 
@@ -814,6 +1070,7 @@ BLOCKS: dict[str, Block] = {
     "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
     "newcomer": Block("bench-newcomer.json", _newcomer),
     "vpn-compare": Block("bench-vpn.json", _vpn_compare),
+    "wireless-findings": Block("bench-wireless-findings.json", _wireless_findings),
 }
 
 
@@ -994,23 +1251,6 @@ NOT_MEASURED = re.compile(r"<!-- not measured: (?P<reason>\S.*?) -->")
 _TABLE_FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")  # 0.3, 16.7: integers are counts, sizes, ports
 _NOT_A_FIGURE = re.compile(r"`[^`]*`|802\.11\w*")  # code, and the standard's name
 
-# Tables still quoted by hand, by file and header; each is being replaced by a generated block.
-HAND_QUOTED_EXCEPTIONS: dict[tuple[str, str], str] = {
-    # docs/networks.md's seed-findings and twin-roundtrips tables: bench_wireless_findings.py's summary replaces them.
-    (
-        "docs/networks.md",
-        "| network | middleware | Zhang mean round trip, Array1k (ms) |",
-    ): "being replaced by a block from bench_wireless_findings.py",
-    (
-        "docs/networks.md",
-        "| network | middleware | valid / invalid | seed Array1k RTT mean (ms) |",
-    ): "being replaced by a block from bench_wireless_findings.py",
-    (
-        "docs/networks.md",
-        "| finding | network | seed RTT slower / faster (ms) |",
-    ): "being replaced by a block from bench_wireless_findings.py",
-}
-
 
 def _tables(lines: list[str]) -> list[tuple[int, int]]:
     """(first, end) line indices of each Markdown table: a header row, its rule, its rows."""
@@ -1046,10 +1286,6 @@ def hand_quoted_tables(root: Path) -> list[str]:
         for first, end in _tables(lines):
             above = next((line for line in reversed(lines[:first]) if line.strip()), "")
             if NOT_MEASURED.fullmatch(above.strip()):
-                continue
-            if any(
-                where == doc and lines[first].startswith(header) for doc, header in HAND_QUOTED_EXCEPTIONS
-            ):
                 continue
             figures = [f for row in lines[first + 2 : end] for f in table_figures(row)]
             if figures:
