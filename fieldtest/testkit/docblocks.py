@@ -930,8 +930,8 @@ def _per_station(values: dict[str, float], digits: int, scale: float = 1.0, unit
 def wireless_mechanisms_table(rows: list[WirelessFindingsRow]) -> list[str]:
     """The 802.11 link's mechanisms per row (rows of other links left out)."""
     lines = [
-        "| network | middleware | AP group frames/s, airtime share | group frames held to a DTIM | unicast retries "
-        "per frame | other stations' airtime | host / robot dozing | host / robot unicast frames held | "
+        "| network | middleware | AP group frames/s, share of all airtime | group frames held to a DTIM | unicast retries "
+        "per frame | other stations' share of all airtime | host / robot share of the run dozing | host / robot unicast frames held | "
         "host / robot channel access mean (ms) | host / robot frames deferred | discovery pkt/s | "
         "RTT beyond 2 x one-way (ms) | ns-3 lag p99 (ms) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
