@@ -96,6 +96,19 @@ def test_a_figure_transcribed_beside_its_block_is_found(copy, name):
     assert f"quotes {figure} outside the block" in "\n".join(problems(copy))
 
 
+def test_a_figure_in_code_beside_its_block_is_not_a_quote(copy):
+    """A command's default in a usage line or a code span may equal a figure of the block."""
+    name = "predict-against-twin"
+    doc, figure = _first_row_figure(copy, name)
+    text = doc.read_text()
+    end = text.index(f"<!-- end: {name} -->") + len(f"<!-- end: {name} -->")
+    code = f"\n\n    fieldtest predict TRACE --bound-m {figure}\n\nRun it with `--offset-s {figure}`.\n"
+    doc.write_text(text[:end] + code + text[end:])
+    assert problems(copy) == []
+    doc.write_text(text[:end] + code + f"\nThe figure was {figure}.\n" + text[end:])
+    assert f"quotes {figure} outside the block" in "\n".join(problems(copy))
+
+
 @pytest.mark.parametrize("name", sorted(BLOCKS))
 def test_a_table_copied_out_of_its_block_is_found(copy, name):
     doc = _blocks_in_docs(copy)[name]

@@ -73,6 +73,8 @@ _OPEN = re.compile(r"<!-- (?:generated|end): [a-z0-9-]+ -->")
 _RULE = re.compile(r"\|(?: ?:?-+:? ?\|)+")  # a table's rule under its header
 # A quoted figure: a decimal number of three digits or more (0.24, 16.7), not a threshold like 1.5.
 _FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+# code (spans, indented or fenced blocks) holds commands and their defaults, not quoted results
+_CODE = re.compile(r"^```(?s:.*?)^```|`[^`\n]*`|^(?: {4}|\t).*$", re.M)
 
 
 def _is_figure(text: str) -> bool:
@@ -1141,9 +1143,8 @@ def _quoted_outside(text: str, match: re.Match[str], blocks: list[re.Match[str]]
         outside = outside[: other.start() - begin] + outside[other.end() - begin :]
     body = match["body"]
     figures = {f for f in _FIGURE.findall(body) if _is_figure(f)}
-    found = [
-        f"{where}: quotes {f} outside the block" for f in sorted(set(_FIGURE.findall(outside)) & figures)
-    ]
+    prose = _CODE.sub("", outside)
+    found = [f"{where}: quotes {f} outside the block" for f in sorted(set(_FIGURE.findall(prose)) & figures)]
     lines = body.splitlines()
     headers = {line for line, below in zip(lines, lines[1:], strict=False) if _RULE.fullmatch(below)}
     found += [
