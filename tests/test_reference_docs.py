@@ -105,7 +105,7 @@ def test_a_figure_in_code_beside_its_block_is_not_a_quote(copy):
     code = f"\n\n    fieldtest predict TRACE --bound-m {figure}\n\nRun it with `--offset-s {figure}`.\n"
     doc.write_text(text[:end] + code + text[end:])
     assert problems(copy) == []
-    doc.write_text(text[:end] + code + f"\nThe figure was {figure}.\n" + text[end:])
+    doc.write_text(text[:end] + code + f"\nThe figure was {figure} s.\n" + text[end:])
     assert f"quotes {figure} outside the block" in "\n".join(problems(copy))
 
 
