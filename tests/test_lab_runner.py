@@ -82,7 +82,8 @@ def test_a_completed_trial_has_every_recording_and_its_outcome(tmp_path, natnet)
     trial = result.trial_dir
     record = read_trial(trial)
     assert record.outcome.stream_start_ns and record.outcome.clock_offset_s is not None
-    assert abs(record.outcome.clock_offset_s) < 0.005
+    # one machine's clock on both ends: the best probe's half round trip bounds the estimate's error
+    assert abs(record.outcome.clock_offset_s) <= record.outcome.clock_round_trip_s / 2 + 1e-6, record.outcome
     assert any("pre-flight create3" in w for w in record.outcome.warnings)
     n = PLAN.n_ticks()
     assert len(read_bag(trial / "host").messages("/cmd_vel")) == n + 5

@@ -32,7 +32,8 @@ from fieldtest.transport.rosgraph import ROS_DISCOVERY_TOPIC, participant_info_c
 from fieldtest.twin.robottraffic import TURTLEBOT4_GRAPH, RobotTrafficSink, RobotTrafficSource
 
 RUN_S = 3.0
-SETTLE_S = 2.0  # discovery before the counted window
+SETTLE_S = 2.0  # the bridges' routes before the robot's end publishes
+DISCOVERY_TIMEOUT_S = 30.0  # every topic's first message, however long a loaded machine's discovery takes
 
 
 # ------------------------------------------------------------------------------ the presets
@@ -153,7 +154,11 @@ def _run(request: TrialRequest, robot, host) -> tuple[dict, dict]:
     sink = RobotTrafficSink(request, host, clock)
     source = RobotTrafficSource(request, robot, clock)
     try:
-        time.sleep(SETTLE_S + RUN_S)
+        # the counted window starts once every topic arrived (readiness, not a discovery sleep)
+        deadline = time.monotonic() + DISCOVERY_TIMEOUT_S
+        while any(c.received == 0 for c in sink.counts.values()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(RUN_S)
     finally:
         sent = source.close()
         received = sink.close()

@@ -31,7 +31,7 @@ from fieldtest.record import (
     write_trial,
 )
 from fieldtest.twin.create3 import Create3Model, Imperfections, drive
-from fieldtest.twin.robot import PHYSICS_HZ, model_for
+from fieldtest.twin.robot import PHYSICS_HZ, TRUTH_LOG_HZ, model_for
 
 # One lap of short sides: 6.5 s of stream (PlanError needs side >= 2 x ramp time)
 SHORT_PLAN = SquarePlan(
@@ -212,7 +212,9 @@ def test_every_command_arrives_and_the_robot_drives_the_on_time_path(
         f"(round trip {outcome.clock_round_trip_s * 1e3:.3f} ms); latency ms p50 "
         f"{np.median(latency) * 1e3:.3f} p99 {np.percentile(latency, 99) * 1e3:.3f} max {latency.max() * 1e3:.3f}"
     )
-    assert outcome.clock_offset_s == pytest.approx(-clock_shift_s, abs=0.002)
+    # the probe the offset came from bounds its error by half its round trip (same machine, one clock)
+    bound_s = outcome.clock_round_trip_s / 2 + 1e-6  # and the stamps' microsecond rounding
+    assert outcome.clock_offset_s == pytest.approx(-clock_shift_s, abs=bound_s), outcome.clock_round_trip_s
     assert 0 <= sent_ns[0] - outcome.stream_start_ns < 50_000_000  # tick 0 goes out at the stream start
     assert np.isfinite(latency).all()
     assert -0.002 < np.median(latency) < 0.05  # seconds-off raw latency would be +-clock_shift_s
@@ -300,9 +302,11 @@ def test_host_killed_robot_stops_by_watchdog_and_records_stay_readable(twin_fact
     stopped_at = truth[moving[-1] + 1, 0]
     decel_s = LONG_SIDE_PLAN.linear_speed_mps / 0.9
     print(f"robot stopped {(stopped_at - last_rx) / 1e9:.3f} s after the last command")
-    # the model is event-exact (trip checked to 5 ms above); the margin covers 50 Hz truth logging and
-    # a physics loop delayed on a busy machine
-    assert (stopped_at - last_rx) / 1e9 <= 0.5 + decel_s + 0.25
+    # the model is event-exact (trip checked to 5 ms above); the truth shows the stop at its next
+    # logged pose, one logging period later at most, and later by what the machine delayed the physics
+    # loop, which the robot measured over this run
+    late_s = status["step_late"]["max_ms"] / 1e3
+    assert (stopped_at - last_rx) / 1e9 <= 0.5 + decel_s + 1 / TRUTH_LOG_HZ + late_s, status["step_late"]
     assert status["final_velocity"] == [0.0, 0.0]
 
 

@@ -259,6 +259,12 @@ void on_mac_drop(WifiMacDropReason reason, Ptr<const WifiMpdu> mpdu) {
     g.mac_drops[frame_kind(mpdu->GetHeader()) + ":" + names[reason < 4 ? reason : 0]]++;
 }
 
+// frames a radio began to receive, over every radio: most of the simulator's work, one per radio
+// that hears a frame (a shared radio for the other stations hears each frame once, not per station)
+uint64_t g_phy_rx_begun = 0;
+
+void on_rx_begin(Ptr<const Packet>, RxPowerWattPerChannelBand) { g_phy_rx_begun++; }
+
 void on_rx_drop(Ptr<const Packet>, WifiPhyRxfailureReason reason) {
     std::ostringstream name;
     name << reason;
@@ -629,7 +635,7 @@ void write_stats() {
         o << (first ? "" : ", ") << "\"" << reason << "\": " << n;
         first = false;
     }
-    o << "}, \"phy_rx_failures\": {";
+    o << "}, \"phy_rx_begun\": " << g_phy_rx_begun << ", \"phy_rx_failures\": {";
     first = true;
     for (auto &[reason, n] : g.phy_rx_failures) {
         o << (first ? "" : ", ") << "\"" << json_escape(reason) << "\": " << n;
@@ -1043,6 +1049,7 @@ int main(int argc, char **argv) {
         auto *source = new TxSource{dev->GetPhy(), name};
         dev->GetPhy()->TraceConnectWithoutContext("PhyTxPsduBegin", MakeBoundCallback(&on_tx_psdu, source));
         dev->GetPhy()->TraceConnectWithoutContext("PhyRxDrop", MakeCallback(&on_rx_drop));
+        dev->GetPhy()->TraceConnectWithoutContext("PhyRxBegin", MakeCallback(&on_rx_begin));
         dev->GetMac()->TraceConnectWithoutContext("DroppedMpdu", MakeCallback(&on_mac_drop));
     }
     // the rate control as ns-3 runs it, read back from the station's manager (the AP's is the same)
