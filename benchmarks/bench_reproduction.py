@@ -740,9 +740,9 @@ FINDINGS: list[Finding] = [
 ]
 
 
-SAT_NOTES = (
-    "saturation (--rate max), one way, ethernet profile; both ends share 2 cores, so the rate is CPU-bound"
-)
+SAT_MODE = "saturation (--rate max), one way"
+SAT_CPU_BOUND = "both ends share 2 cores, so the rate is CPU-bound"
+SAT_NOTES = f"{SAT_MODE}, ethernet profile; {SAT_CPU_BOUND}"
 FINDINGS += [
     Finding(
         "F2s",
@@ -812,18 +812,28 @@ FASTDDS_CLAIMS = {"C2": "Default loses more than Sensor beyond 25.7 m (27 m): lo
 FASTDDS_SUFFIX = "-fastdds"
 
 
+# CycloneDDS row -> its Fast DDS twin (the captured ethernet rows stand for F5e alone)
+FASTDDS_TWIN = {cyclone: name for name, (cyclone, _) in FASTDDS_OF.items() if name not in FASTDDS_CAPTURED}
+
+
 def fast_dds_finding(finding: Finding) -> Finding | None:
     """``finding`` on the seed's own vendor: the same seed figure and metric over the Fast DDS rows
-    (FASTDDS_OF), or None where the kit has no Fast DDS row for one of its rows."""
-    cyclone_of = {cyclone: name for name, (cyclone, _) in FASTDDS_OF.items() if name not in FASTDDS_CAPTURED}
-    if not all(c in cyclone_of for c in finding.cases):
+    (FASTDDS_OF), or None where the kit has no Fast DDS row for one of its rows. A saturation
+    finding's note names the Fast DDS rows' own network."""
+    if not all(c in FASTDDS_TWIN for c in finding.cases):
         return None
+    cases = [FASTDDS_TWIN[c] for c in finding.cases]
+    notes = FASTDDS_NOTES[finding.key[0]]
+    if finding.key.endswith("s"):
+        networks = dict.fromkeys(CASES[c]["network"] for c in cases)
+        where = ", ".join(f"{n} profile" if n != "loopback" else n for n in networks)
+        notes += f"; {SAT_MODE}, {where}; {SAT_CPU_BOUND}"
     return replace(
         finding,
         key=finding.key + FASTDDS_SUFFIX,
         claim=FASTDDS_CLAIMS.get(finding.key, finding.claim),
-        cases=[cyclone_of[c] for c in finding.cases],
-        notes=FASTDDS_NOTES[finding.key[0]] + (f"; {SAT_NOTES}" if finding.key.endswith("s") else ""),
+        cases=cases,
+        notes=notes,
     )
 
 
