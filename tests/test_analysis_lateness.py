@@ -180,9 +180,10 @@ def test_one_way_latency_is_exact_to_the_nanosecond(tmp_path):
 @pytest.mark.parametrize("qos", ("default", "sensor", "parameters"))
 @pytest.mark.parametrize("rate_hz", (10, 20, 50))
 def test_loss_while_the_path_held_more_than_the_history_is_told_apart(tmp_path, rate_hz, qos):
-    """A lost command is put down to the QoS history only where the commands received around it were
-    delayed by more than the time the host took to send ``depth`` newer ones (a KEEP_LAST history can
-    then have overwritten it); one microsecond less, or a KEEP_ALL history, or a fast path: not."""
+    """A lost command k is put down to the QoS history only where the first command received after
+    it was still on the path when the host sent k+depth (a KEEP_LAST history can then have
+    overwritten k): held that long, or exactly that long, it is; one microsecond less, a path late
+    only before k, a fast path, or a KEEP_ALL history: not."""
     from fieldtest.qos import get_qos
 
     profile = get_qos(qos)
@@ -191,23 +192,24 @@ def test_loss_while_the_path_held_more_than_the_history_is_told_apart(tmp_path, 
     n = spec.plan.n_ticks()
     latency_us = dict.fromkeys(range(n + STOP_BURST_COUNT), 1000)
     keep_last = profile.history == "keep_last"
-    # the host's time to send depth newer commands (KEEP_ALL: held as long as KEEP_LAST 10 would need)
-    span_us = (profile.depth if keep_last else 10) * period_us
-    held, short, fast = (30, 31), (70,), (110,)
+    depth = profile.depth if keep_last else 10  # KEEP_ALL: held as long as KEEP_LAST 10 would need
+    held, exactly, short, late_before, fast = (30, 31), (70,), (110,), (150,), (190,)
     for seq in range(25, 37):
-        latency_us[seq] = span_us + 1000 + 2 * period_us  # held beyond the history
-    for seq in range(65, 76):
-        latency_us[seq] = span_us - 1  # one microsecond short of it
+        latency_us[seq] = (depth + 2) * period_us + 1000  # held beyond the history
+    latency_us[71] = (depth - 1) * period_us  # 71 still on the path when 70+depth was sent
+    latency_us[111] = (depth - 1) * period_us - 1  # one microsecond less
+    for seq in range(140, 150):
+        latency_us[seq] = (depth + 2) * period_us  # held, but only the commands before 150
     spec.latency_of = {seq: v / 1e6 for seq, v in latency_us.items()}
-    spec.lost_seqs = (*held, *short, *fast)
-    assert n > 110 + span_us // period_us, "the plan is long enough for every case"
+    spec.lost_seqs = (*held, *exactly, *short, *late_before, *fast)
+    assert n > 190 + depth, "the plan is long enough for every case"
     synthesize(tmp_path / "trial", spec)
     latency = analyze_trial(tmp_path / "trial", plots=False)["latency"]
-    assert latency["lost"] == 4
+    assert latency["lost"] == 6
     if not keep_last:
         assert (latency["lost_to_history_overflow"], latency["lost_to_history_overflow_spans"]) == (0, [])
     else:
-        assert latency["lost_to_history_overflow"] == 2
-        assert latency["lost_to_history_overflow_spans"] == [list(held)]
+        assert latency["lost_to_history_overflow"] == 3
+        assert latency["lost_to_history_overflow_spans"] == [list(held), [70, 70]]
         lines = report_lines(read_metrics(tmp_path / "trial" / "analysis" / "metrics.json"))
         assert any("overwrote them" in line for line in lines)

@@ -110,6 +110,16 @@ def _before(lab) -> tuple[int, dict]:
     return _link_packets(lab), lab.base_status()
 
 
+def _delays_around(trial: Path, missing: list[int]) -> dict[int, list[tuple[int, str]]]:
+    """The one-way delays (ms) of the commands around each missing one, from the trial's latency.csv:
+    what tells a history overflow from a drop."""
+    import csv
+
+    with (trial / ANALYSIS_DIR / "latency.csv").open() as f:
+        delay = {int(r["seq"]): r["one_way_ms"] for r in csv.DictReader(f)}
+    return {k: [(j, delay.get(j, "?")) for j in range(k - 2, k + 12)] for k in missing[:5]}
+
+
 def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     """One trial of `fieldtest lab run` on the two machines, from the start to the analysis."""
     packets_before, base_before = before
@@ -143,7 +153,11 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     receipts = [m for _, m in read_bag(trial / "robot").messages(RECEIPTS_TOPIC)]
     missing = sorted(set(range(sent)) - {r.seq for r in receipts})
     expected = [s for s in range(sent) if s not in overwritten]
-    assert [r.seq for r in receipts] == expected, (missing, metrics.latency, lab.topology.link_stats())
+    assert [r.seq for r in receipts] == expected, (
+        missing,
+        sorted(overwritten),
+        _delays_around(trial, missing),
+    )
     assert len(read_bag(trial / "mocap").messages(MOCAP_POSE_TOPIC)) > 100
     assert (metrics.latency.commands_sent, metrics.latency.lost) == (sent, len(overwritten)), metrics.latency
     assert metrics.progress.laps_completed == record.request.plan.laps, metrics.progress

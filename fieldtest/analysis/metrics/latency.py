@@ -198,23 +198,27 @@ def lost_to_history_overflow(
     lost: np.ndarray, seq: np.ndarray, one_way_s: np.ndarray, sent_ns: dict[int, int], depth: int | None
 ) -> np.ndarray:
     """The lost commands a KEEP_LAST history of ``depth`` (a writer's or a reader's on the path) can
-    have overwritten: command k is dropped there only once ``depth`` newer commands were written
-    before k was taken, so the path's delay then exceeded the time the host took to send them
-    (k+1 .. k+depth). The path's delay around k is the largest one-way delay of the commands received
-    within ``depth`` of it. Loss without such a delay (a real drop, a fault) stays unexplained."""
+    have overwritten. It drops command k only when k+depth enters it before k was taken; the history
+    then holds k+1 .. k+depth, taken in order after that, so the first command received after k was
+    still on the path when the host sent k+depth: its one-way delay is at least the time between
+    its own send and k+depth's. A loss without that hold (a real drop, a fault, a path that was
+    late only before k) stays unexplained."""
     if depth is None or len(lost) == 0 or len(seq) == 0:
         return np.zeros(0, dtype=np.int64)
     order = np.argsort(seq)
     seq_sorted, delay_sorted = seq[order], one_way_s[order]
     explained = []
     for k in lost.tolist():
-        newest = sent_ns.get(k + depth)
-        if newest is None or k not in sent_ns:
+        overwriter = sent_ns.get(k + depth)
+        after = int(np.searchsorted(seq_sorted, k, side="right"))
+        if overwriter is None or after == len(seq_sorted):
             continue
-        lo, hi = np.searchsorted(seq_sorted, [k - depth, k + depth + 1])
-        around = delay_sorted[lo:hi]
-        around = around[np.isfinite(around)]
-        if len(around) and around.max() * 1e9 > newest - sent_ns[k]:
+        first_after, held_s = int(seq_sorted[after]), delay_sorted[after]
+        if (
+            first_after in sent_ns
+            and np.isfinite(held_s)
+            and held_s * 1e9 >= overwriter - sent_ns[first_after]
+        ):
             explained.append(k)
     return np.asarray(explained, dtype=np.int64)
 
