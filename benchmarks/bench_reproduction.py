@@ -1229,7 +1229,9 @@ def main() -> int:
         command = meta.get("command") or MEASURE_COMMAND.format(
             reps=meta["reps"], duration=meta["duration_s"]
         )
-        write_reference(args.reference, summary.model_copy(update={"command": command}))
+        # the data's own end, not this write's: a table from --from files is not a new measurement
+        ended = {"measured_utc": meta["measured_utc"]} if meta.get("measured_utc") else {}
+        write_reference(args.reference, summary.model_copy(update={"command": command, **ended}))
     return 0
 
 
@@ -1276,8 +1278,18 @@ def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:
     meta = dict(metas[0])
     meta["started"] = "; ".join(f"{m['started']} to {m.get('ended', '?')}" for m in metas)
     meta["ended"] = None
+    ends = [_iso_utc(m["ended"], path) for path, m in zip(paths, metas, strict=True) if m.get("ended")]
+    meta["measured_utc"] = max(ends) if ends else None
     meta["missing"] = [m for one in metas for m in one.get("missing", [])]
     return results, meta
+
+
+def _iso_utc(stamp: str, path: Path) -> str:
+    """A run's "YYYY-MM-DD HH:MM UTC" as a summary's ISO 8601 measured_utc."""
+    try:
+        return dt.datetime.strptime(stamp, "%Y-%m-%d %H:%M UTC").strftime("%Y-%m-%dT%H:%M:00Z")
+    except ValueError:
+        raise SystemExit(f"{path}: meta.ended {stamp!r} is not 'YYYY-MM-DD HH:MM UTC'") from None
 
 
 def _select(only: list[str] | None) -> list[Finding]:

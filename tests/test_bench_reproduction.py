@@ -181,16 +181,25 @@ def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
         "reps": 3,
         "rate_hz": 10.0,
         "duration_s": 10.0,
-        "started": "s1",
-        "ended": "e1",
+        "started": "2026-11-29 05:34 UTC",
+        "ended": "2026-11-29 06:04 UTC",
         "missing": ["x rep 2"],
     }
     first.write_text(json.dumps({"meta": meta, "results": {"a": [_rec(**{bench.RTT: 1.0})], "b": []}}))
-    meta2 = {**meta, "started": "s2", "ended": "e2", "missing": []}
+    meta2 = {**meta, "started": "2026-11-29 01:36 UTC", "ended": "2026-11-29 02:34 UTC", "missing": []}
     second.write_text(json.dumps({"meta": meta2, "results": {"b": [_rec(**{bench.RTT: 2.0})]}}))
     results, merged = bench.merged_runs([first, second])
     assert set(results) == {"a", "b"} and results["b"][0]["figures"][bench.RTT] == 2.0
-    assert merged["started"] == "s1 to e1; s2 to e2" and merged["missing"] == ["x rep 2"]
+    assert merged["missing"] == ["x rep 2"]
+    assert (
+        merged["started"]
+        == "2026-11-29 05:34 UTC to 2026-11-29 06:04 UTC; 2026-11-29 01:36 UTC to 2026-11-29 02:34 UTC"
+    )
+    # measured when the latest run ended, not when the table was written again
+    assert merged["measured_utc"] == "2026-11-29T06:04:00Z"
+    second.write_text(json.dumps({"meta": {**meta2, "ended": "late"}, "results": {}}))
+    with pytest.raises(SystemExit, match=f"{second}: meta.ended 'late'"):
+        bench.merged_runs([first, second])
 
 
 def test_the_saturation_rows_send_as_fast_as_accepted_and_only_they(bench):
