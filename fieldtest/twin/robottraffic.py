@@ -229,6 +229,9 @@ class _Counts:
     bytes_received: int = 0
     span: _Span | None = None  # from the first message received to the last
     ages_ms: list[float] = field(default_factory=list)
+    stamps_ns: list[int] = field(
+        default_factory=list
+    )  # each message's capture stamp, in send or arrival order
 
 
 class RobotTrafficSource:
@@ -265,14 +268,17 @@ class RobotTrafficSource:
             self.clock.sleep_until(at, self._stop, spin_ns=0)
             if self._stop.is_set():
                 break
-            self._send(self.topics[i])
+            self._send(self.topics[i], at)
             heapq.heappush(due, (at + periods[i], i))  # absolute deadlines: late sends do not accumulate
 
-    def _send(self, topic: RobotTopic) -> None:
+    def _send(self, topic: RobotTopic, stamp_ns: int) -> None:
+        """Publish one message stamped with its scheduled capture time, as a sensor stamps its
+        sample: a publish made late by a loaded machine shows in the age, not in the schedule."""
         counts = self.counts[topic.topic]
         try:
-            self._publish[topic.topic](topic.stamped(self.clock.now_ns()))
+            self._publish[topic.topic](topic.stamped(stamp_ns))
             counts.sent += 1
+            counts.stamps_ns.append(stamp_ns)
         except Exception as exc:  # a closed or failing link: counted, the command path goes on
             counts.send_failures += 1
             if counts.send_failures == 1:
@@ -308,7 +314,7 @@ class RobotTrafficSource:
 
 class RobotTrafficSink:
     """The host side: subscribes to the preset's topics as the operator's tool would and counts
-    what arrives (messages, bytes, the span of send stamps and arrivals, age on arrival)."""
+    what arrives (messages, bytes, the span of capture stamps and arrivals, age on arrival)."""
 
     def __init__(self, request: TrialRequest, transport: Transport, clock: Clock):
         from fieldtest.transport.base import timed_subscribe
@@ -343,6 +349,7 @@ class RobotTrafficSink:
                 else:
                     counts.span.last_stamp_ns, counts.span.last_arrival_ns = stamp, arrival_ns
                 counts.ages_ms.append((arrival_ns - stamp) / 1e6)
+                counts.stamps_ns.append(stamp)
 
         return receive
 
@@ -359,8 +366,8 @@ class RobotTrafficSink:
 
 def received_figures(topic: RobotTopic, counts: _Counts) -> dict[str, Any]:
     """What the host saw of one topic: count, bytes, rate over its arrivals, and the loss against
-    the robot's schedule between the first and last send stamps it received (within one message:
-    the stamps are send times, which jitter around the schedule's deadlines)."""
+    the robot's schedule between the first and last capture stamps it received (the stamps are the
+    schedule's own times, so the count is exact)."""
     import numpy as np
 
     out: dict[str, Any] = {"received": counts.received, "bytes_received": counts.bytes_received}
@@ -372,7 +379,7 @@ def received_figures(topic: RobotTopic, counts: _Counts) -> dict[str, Any]:
         out["received_hz"] = (counts.received - 1) / span_s if span_s > 0 else None
         out["expected_in_span"] = expected
         out["lost_in_span"] = max(0, expected - counts.received)
-    if counts.ages_ms:  # send stamp to arrival (robot clock to host clock; shared in the twin)
+    if counts.ages_ms:  # capture stamp to arrival (robot clock to host clock; shared in the twin)
         ages = np.asarray(counts.ages_ms)
         out["age_ms"] = {"median": float(np.median(ages)), "p95": float(np.percentile(ages, 95))}
     return out
