@@ -361,13 +361,18 @@ def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
 
 
 # The seed study's trial with two of its four laps (48 s of commands, not 96 s): the run, collect and
-# analyse steps are what is tested, and two laps still count laps past the first.
+# analyse steps are what is tested, and two laps still count laps past the first. No countdown: no one
+# is at the robot to hear it (the run's --yes).
 GUIDE_RUN_LAPS = 2
 
 
 def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     campaign = lab.campaign(
-        "trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy", laps=str(GUIDE_RUN_LAPS)
+        "trials/seed-study.yaml",
+        "fieldtest/trials",
+        ros_distro="jazzy",
+        laps=str(GUIDE_RUN_LAPS),
+        countdown_s="0",
     )
     assert campaign == "fieldtest/trials/seed-study.yaml"
     before = _before(lab)
