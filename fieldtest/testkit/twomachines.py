@@ -451,18 +451,11 @@ class Lab:
         ssh = ["ssh", "-o", "BatchMode=yes", self.robot_login, "bash -e -s"]
         return self.host(ssh, timeout_s=timeout_s, input=script)
 
-    def campaign(
-        self,
-        source: str | Path,
-        folder: str = "campaigns",
-        plan: dict[str, str] | None = None,
-        **settings: str,
-    ) -> str:
+    def campaign(self, source: str | Path, folder: str = "campaigns", **settings: str) -> str:
         """A shipped campaign copied to the lab user's ``folder`` with its addresses changed (those
         of the four it sets) and its namespace the robot's ROBOT_NAMESPACE, as the guide's
         checklist says, comments kept, and ``settings`` (e.g. ros_distro, keystore: the
-        checklist's other edits) set where the file sets them; ``plan``: fields the file's plan
-        leaves at their defaults, added to it. Returns its path in that home."""
+        checklist's other edits) set where the file sets them; returns its path in that home."""
         addresses = {
             "host_address": self.host_address,
             "robot_address": self.robot_address,
@@ -476,14 +469,6 @@ class Lab:
             text, n = re.subn(rf"^(\s*{key}:\s*)\S+", rf"\g<1>{value}", text, flags=re.MULTILINE)
             if n > 1 or (n == 0 and key not in ("router_address", "broker_address")):
                 raise TwoMachinesError(f"{source}: {key} is set {n} times, expected once")
-        for key, value in (plan or {}).items():
-            if re.search(rf"^[ \t]*{key}:", text, flags=re.MULTILINE):
-                raise TwoMachinesError(f"{source}: sets {key} already: give it as a setting")
-            # right after the plan's own line, at the indentation of its first field
-            plan_line = r"^([ \t]*plan:\n)([ \t]*)"
-            text, n = re.subn(plan_line, rf"\g<1>\g<2>{key}: {value}\n\g<2>", text, flags=re.MULTILINE)
-            if n != 1:
-                raise TwoMachinesError(f"{source}: plan is set {n} times, expected once")
         self.host_user.write(f"{folder}/{path.name}", text)
         return f"{folder}/{path.name}"
 
