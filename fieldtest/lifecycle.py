@@ -184,14 +184,15 @@ def finish_record(
     write_trial(trial_dir, record)
 
 
-def analyse(trial_dir: Path, say: Callable[[str], None]) -> Metrics | None:
-    """metrics.json, report.md and plots; the metrics read back through the schema. A trial that
-    cannot be analysed gets one line and None: the recording is safe, ``fieldtest analyze`` re-runs."""
+def analyse(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> Metrics | None:
+    """metrics.json, report.md and (``plots``) the PNG plots; the metrics read back through the
+    schema. A trial that cannot be analysed gets one line and None: the recording is safe,
+    ``fieldtest analyze`` re-runs."""
     from fieldtest.analysis import analyze_trial, read_metrics
     from fieldtest.analysis.metrics.schema import METRICS_FILE
 
     try:
-        analyze_trial(trial_dir)
+        analyze_trial(trial_dir, plots=plots)
         return read_metrics(trial_dir / ANALYSIS_DIR / METRICS_FILE)
     except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
         say(f"{trial_dir.name}: not analysed: {str(exc).splitlines()[0]}")

@@ -101,9 +101,12 @@ def test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi(lab, case):
     source, only, settings = CASES[case]
     campaign = lab.campaign(source, **settings)
     before = _before(lab)
-    done = lab.run(campaign, *(["--only", only] if only else []), runs_dir=f"runs/{case}")
+    # the metrics are what is checked here: no plots (the guide's run below draws them)
+    only_args = ["--only", only] if only else []
+    done = lab.run(campaign, *only_args, "--no-plots", runs_dir=f"runs/{case}")
     (trial,) = _trial_dirs(lab, f"runs/{case}", Path(source).stem)
     _check_trial(lab, done, trial, before)
+    assert not list((trial / ANALYSIS_DIR).glob("*.png")), "--no-plots drew plots"
 
 
 def _before(lab) -> tuple[int, dict]:
@@ -367,13 +370,18 @@ def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
 
 
 # The seed study's trial with two of its four laps (48 s of commands, not 96 s): the run, collect and
-# analyse steps are what is tested, and two laps still count laps past the first.
+# analyse steps are what is tested, and two laps still count laps past the first. No countdown: no one
+# is at the robot to hear it (the run's --yes).
 GUIDE_RUN_LAPS = 2
 
 
 def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     campaign = lab.campaign(
-        "trials/seed-study.yaml", "fieldtest/trials", ros_distro="jazzy", laps=str(GUIDE_RUN_LAPS)
+        "trials/seed-study.yaml",
+        "fieldtest/trials",
+        ros_distro="jazzy",
+        laps=str(GUIDE_RUN_LAPS),
+        countdown_s="0",
     )
     assert campaign == "fieldtest/trials/seed-study.yaml"
     before = _before(lab)
@@ -383,6 +391,8 @@ def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     record = read_trial(trial)
     assert record.request.transport.middleware == "dds" and record.request.plan.laps == GUIDE_RUN_LAPS
     assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == ""
+    # the run's analysis drew its plots (the cases above run without them)
+    assert {p.name for p in (trial / ANALYSIS_DIR).glob("*.png")} >= {"latency.png", "trajectory.png"}
     # the guide's collect and analyse commands on what the run left
     metrics = trial / ANALYSIS_DIR / "metrics.json"
     by_the_run = read_metrics(metrics)

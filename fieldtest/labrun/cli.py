@@ -154,6 +154,7 @@ def run_main(args: argparse.Namespace) -> int:
         mocap=mocap,
         confirm=confirm if campaign.lab.confirm_each_trial else None,
         analyse=not args.no_analyse,
+        plots=not args.no_plots,
         emergency_stop=estop,
     )
     runner = LabRunner(options)
@@ -325,6 +326,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default="trials/runs")
     p.add_argument("--yes", action="store_true", help="do not ask before each trial")
     p.add_argument("--no-analyse", action="store_true")
+    p.add_argument(
+        "--no-plots", action="store_true", help="analyse without the PNG plots (fieldtest analyze draws them)"
+    )
     p.add_argument(
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
     )

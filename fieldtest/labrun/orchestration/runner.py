@@ -127,6 +127,7 @@ class LabOptions:
     confirm: Callable[[str], bool] | None = None  # asked before each trial; None = no question
     say: Callable[[str], None] = print
     analyse: bool = True
+    plots: bool = True  # the analysis's PNG plots (``fieldtest analyze`` draws them later too)
     emergency_stop: Callable[[TrialRequest], object] | None = None  # what it returns is not used
 
 
@@ -591,7 +592,7 @@ class _Trial:
         outcome.warnings += self.notes
 
     def analyse(self) -> None:
-        analyse(self.trial_dir, lambda line: self.runner.say(f"  {line}"))
+        analyse(self.trial_dir, lambda line: self.runner.say(f"  {line}"), plots=self.options.plots)
 
 
 # Launch arguments that must be the same on both sides: with relay on the robot only, the host would
