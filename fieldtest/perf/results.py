@@ -230,7 +230,8 @@ def _throughput_plot(rows: list[PerfRow], out_dir: Path, plt) -> list[Path]:
     return [path]
 
 
-def write_all(rows: list[PerfRow], out_dir: Path, meta: dict) -> list[Path]:
+def write_all(rows: list[PerfRow], out_dir: Path, meta: dict, plots: bool = True) -> list[Path]:
+    """The sweep's files, and its PNG plots unless ``plots`` is False."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, out_dir / "perf.csv")
     write_subscribers_csv(rows, out_dir / "subscribers.csv")
@@ -239,4 +240,4 @@ def write_all(rows: list[PerfRow], out_dir: Path, meta: dict) -> list[Path]:
     (out_dir / "table2.md").write_text(table2_markdown(rows))
     names = ("perf.csv", "subscribers.csv", "cases.csv", "perf.json", "table2.md")
     paths = [out_dir / name for name in names]
-    return paths + write_plots(rows, out_dir)
+    return paths + (write_plots(rows, out_dir) if plots else [])

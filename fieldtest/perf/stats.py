@@ -242,8 +242,6 @@ def mean_interval(values: list[float | None]) -> dict[str, float | int | None]:
     """{"n", "mean", "low", "high"} of the valid repetitions: the mean and its 95 % interval
     (Student's t, n - 1 degrees of freedom: the repetitions are few, their spread unknown); no
     interval below 2 repetitions."""
-    from scipy import stats  # evo's dependency
-
     v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
     n = len(v)
     if n == 0:
@@ -251,5 +249,7 @@ def mean_interval(values: list[float | None]) -> dict[str, float | int | None]:
     mean = float(v.mean())
     if n < 2:
         return {"n": 1, "mean": mean, "low": None, "high": None}
+    from scipy import stats  # evo's dependency; seconds to import, so only for an interval
+
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
     return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
