@@ -31,9 +31,11 @@ CAMPAIGN_S = 600
 WORKER_TTL_S = 10
 START_TO_STREAM_S = 90  # a trial's set-up on a loaded machine, until its host streams
 HOOKS = Path(__file__).parent / "clusterhooks"
-# One 8 s lap where only placement, re-runs and records are judged (a --quick trial's two laps at
-# 30 deg/s take 32 s); the tests that act on a running trial keep --quick's, so trials overlap
+# One 8 s lap where the plan's length is not judged (a --quick trial's two laps at 30 deg/s take
+# 32 s); Ctrl-C keeps --quick's, to stop two trials running at once
 ONE_LAP = "  plan: {side_duration_s: 1.0, turn_rate_dps: 90.0, laps: 1, start_delay_s: 0.5}\n"
+# Where a lost worker's re-run is judged: a trial the machine's load made invalid is not re-run too
+NO_INVALID_RERUN = ["--rerun-invalid", "0"]
 
 
 @pytest.fixture(scope="module")
@@ -137,9 +139,11 @@ def test_a_trial_no_worker_of_this_kit_can_run_stops_the_campaign_before_it_star
 
 
 def test_a_worker_killed_mid_trial_costs_only_that_trials_rerun(cluster, tmp_path):
-    campaign = _campaign_file(tmp_path, "crash", "matrix:\n  middleware: [dds, zenoh-peer]\n")
-    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
-    _wait_streaming(cluster, ["a", "b"], proc)
+    campaign = _campaign_file(
+        tmp_path, "crash", f"base:\n{ONE_LAP}matrix:\n  middleware: [dds, zenoh-peer]\n"
+    )
+    proc = cluster.campaign(campaign, [*NO_INVALID_RERUN, "--out", str(tmp_path / "runs")])
+    _wait_streaming(cluster, ["a"], proc)  # killed as soon as its trial runs; b runs the other
     (lost,) = cluster.streaming_trials("a")
     cluster.kill_worker("a")
     out = _finish(proc)
@@ -164,8 +168,8 @@ def test_a_worker_cut_off_mid_trial_costs_only_that_trials_rerun_and_its_late_re
     up after its worker TTL and re-runs the trial on the other; the cut one runs its attempt to the
     end meanwhile, and when the cable is back what it sends is dropped (it learns it was given up
     and closes): the trial comes home once, from the other worker."""
-    campaign = _campaign_file(tmp_path, "cut", "matrix:\n  middleware: [dds]\n")
-    proc = cluster.campaign(campaign, ["--quick", "--out", str(tmp_path / "runs")])
+    campaign = _campaign_file(tmp_path, "cut", f"base:\n{ONE_LAP}matrix:\n  middleware: [dds]\n")
+    proc = cluster.campaign(campaign, [*NO_INVALID_RERUN, "--out", str(tmp_path / "runs")])
     _wait_until(lambda: any(cluster.streaming_trials(n) for n in ("a", "b")), "no trial streamed", proc)
     (cut_off,) = [n for n in ("a", "b") if cluster.streaming_trials(n)]
     other = "b" if cut_off == "a" else "a"
@@ -250,8 +254,7 @@ def test_a_lost_scheduler_keeps_what_came_home_and_each_worker_stops_its_trial(c
     campaign = _campaign_file(
         tmp_path,
         "orphan",
-        "base:\n  plan: {side_duration_s: 1.0, laps: 1, start_delay_s: 0.5}\n"
-        f"matrix:\n  plan.laps: [{long_laps}, 1]\norder: grouped\n",
+        f"base:\n{ONE_LAP}matrix:\n  plan.laps: [{long_laps}, 1]\norder: grouped\n",
     )
     proc = cluster.campaign(campaign, ["--out", str(tmp_path / "runs")])
     home = tmp_path / "runs" / "orphan"

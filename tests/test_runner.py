@@ -245,7 +245,8 @@ def test_a_ground_truth_lagging_the_host_is_recorded_until_the_rest_after_the_ru
     closes on the rest pose with the replay's closing beside it."""
     request = TrialRequest(
         name="mocap-lag",
-        plan=QUICK_PLAN,
+        # two laps at 90 deg/s (the drift needs two), 16 s of commands instead of --quick's 32 s
+        plan=SHORT_PLAN.model_copy(update={"laps": 2}),
         transport={"middleware": "zenoh-peer"},
         twin={"mocap_latency_s": MOCAP_LAG_S},
     )
@@ -265,7 +266,7 @@ def test_trial_over_emulated_wifi_with_an_outage(tmp_path, middleware):
     needs.netns()
     request = TrialRequest(
         name="e2e-wifi",
-        plan=SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5),
+        plan=SHORT_PLAN,  # its 8 s hold the outage and the watchdog's stops after it
         network="wifi",
         transport={"middleware": middleware},
         faults=[{"kind": "outage", "at_s": 5.0, "duration_s": 1.5}],
