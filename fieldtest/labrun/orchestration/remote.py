@@ -24,6 +24,9 @@ from fieldtest.labrun.configuration.stockrobot import TURTLEBOT4_SETUP
 SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "ServerAliveInterval=2")
 PID_FILE = "launch.pid"
 STOP_WAIT_S = 8.0
+# The e-stop program's start before base_stop runs: the robot's setup, its imports, the launch plan's
+# files (base_stop's own limit is estop.ESTOP_TIMEOUT_S)
+ESTOP_START_S = 30.0
 
 
 class RemoteError(FieldtestError, RuntimeError):
@@ -184,10 +187,14 @@ class RobotSide:
     def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
         """Zero commands to the base from the robot's own graph (``fieldtest.labrun.endpoints.estop``, with the
         trial's robot launch arguments); its report line, or a RemoteError."""
+        from fieldtest.labrun.endpoints.estop import ESTOP_TIMEOUT_S
+
         args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
         estop = " ".join(shlex.quote(part) for part in self.estop)
         setup = f"{self.setup} && " if self.setup else ""
-        done = self.shell.run(f"{setup}exec {estop} {args}", timeout_s=30.0)
+        # base_stop's own limit and the e-stop program's start before it: cut at base_stop's limit
+        # alone, an e-stop whose zeros had reached the base was reported failed on a loaded machine
+        done = self.shell.run(f"{setup}exec {estop} {args}", timeout_s=ESTOP_TIMEOUT_S + ESTOP_START_S)
         return (done.stdout.strip().splitlines() or ["(no output)"])[-1]
 
     def read_json(self, trial_id: str, relative: str, timeout_s: float = 10.0) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import subprocess
 import sys
 import threading
@@ -37,7 +38,8 @@ from typing import Any
 
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
-from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner, LabTrialResult
+from fieldtest.labrun.orchestration.runner import ANALYSED_END_REASONS, LabOptions, LabRunner, LabTrialResult
+from fieldtest.lifecycle import analyse
 from fieldtest.middleware import registry
 from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
@@ -266,19 +268,30 @@ def rehearse(
                 request, options.ros_distro, lab, log_dir, python, options.host_args
             ) as ports:
                 trial_options = with_clock_port(side_options(local, request))
-                runner = LabRunner(dataclasses.replace(trial_options, mocap=emulator_recorder(ports)), stop)
-                result = runner.run_trial(request)
-            # here, not at import: the analysis pipeline loads the twin's base model, which no lab
-            # module may load (tests/test_endpoints_layers.py)
-            from fieldtest.analysis.pipeline import add_base_record
-
-            if add_base_record(result.trial_dir, log_dir / BASE_RECORD):  # the base has stopped: complete
+                # analysed below, once the base's record is complete (the base stops on leaving)
+                trial_options = dataclasses.replace(
+                    trial_options, mocap=emulator_recorder(ports), analyse=False
+                )
+                result = LabRunner(trial_options, stop).run_trial(request)
+            if _add_base_record(result.trial_dir, log_dir / BASE_RECORD):
                 options.say(f"  base record: {result.trial_dir / 'base'}")
+            if options.analyse and result.end_reason in ANALYSED_END_REASONS:
+                analyse(result.trial_dir, lambda line: options.say(f"  {line}"))
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
             results.append(result)
     return results
 
 
+def _add_base_record(trial_dir: Path, record: Path) -> bool:
+    """The simulated base's record copied into the trial (False: none). Imported here, not at
+    import: the analysis pipeline loads the twin's base model, which no lab module may load
+    (tests/test_endpoints_layers.py)."""
+    from fieldtest.analysis.pipeline import add_base_record
+
+    return add_base_record(trial_dir, record)
+
+
+@functools.cache  # once per interpreter and process: a test session rehearses many campaigns
 def _check_ros_environment(python: str) -> str:
     """The ROS 2 environment imports what the nodes need; returns its rclpy's distro ('' if unknown)."""
     imports = "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"
