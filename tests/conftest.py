@@ -93,10 +93,11 @@ SHARED_GROUPS = {
     "test_lab_base_record.py": "lab-rehearsal",
 }
 
-# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`), for a
-# group that cannot share it. None today: the lab rehearsals' go waits for the link monitor's
-# subscription, and what a loaded machine's pauses overwrite is judged against the pauses measured.
-ALONE_GROUPS: frozenset[str] = frozenset()
+# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`): the real
+# rclpy nodes' rehearsals start a dozen Python processes each; beside another group's trials their
+# link monitor lost 6 of 340 commands with no pause of the machine measured longer than its history
+# holds (where they were lost is not yet known).
+ALONE_GROUPS: frozenset[str] = frozenset({"lab-rehearsal"})
 
 # Longer than the suite's 600 s per test (pyproject.toml) where a test's own commands may take longer;
 # a test's time includes the set-ups it is the first to use.

@@ -210,10 +210,17 @@ def test_other_stations_share_the_airtime_and_the_trials_frames_defer_to_theirs(
         deferred[count] = sum(a["deferred"] for a in access)
         assert frames[count] >= 2 * 140, access  # every probe and echo went on the air once
         share, busy = deferred[count] / frames[count], _others_busy_fraction(stats)
-        # a Poisson stream's frame is found in progress for the share of time it is on the air;
-        # four binomial standard deviations either side, and the AIFS after each busy spell above
+        # The others' frames are Poisson, so a frame sent on a schedule of its own finds one on the
+        # air for the share of time the medium carries them: the host's probes (every 20 ms). The
+        # robot's echoes are not on their own schedule: each follows the probe's exchange, while the
+        # stations that deferred to it still count their backoff down, so they defer less; only the
+        # upper bound (the AIFS after each busy spell above) holds for them. Four binomial
+        # standard deviations.
+        host = stats["channel_access_ms"]["host"]
+        host_spread = 4 * (max(busy, 0.01) * (1 - busy) / host["frames"]) ** 0.5
+        assert busy - host_spread <= host["deferred"] / host["frames"], (count, busy, access)
         spread = 4 * (max(busy, 0.01) * (1 - busy) / frames[count]) ** 0.5
-        assert busy - spread <= share <= 1.5 * busy + spread, (count, share, busy, access)
+        assert share <= 1.5 * busy + spread, (count, share, busy, access)
         others = {name: a for name, a in stats["airtime_by_station"].items() if name.startswith("other")}
         assert len(others) == count and stats["other_stations"]["count"] == count
         if count:
