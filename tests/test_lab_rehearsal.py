@@ -17,11 +17,13 @@ import subprocess
 import threading
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import yaml
 
 from fieldtest.analysis.metrics.latency import history_depth
+from fieldtest.analysis.metrics.stats import spans
 from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launchplan import launch_plan
@@ -171,14 +173,10 @@ def _lost_to_machine_pauses(
     return lost
 
 
-def _not_logged_spans(trial_dir: Path, plan) -> list[tuple[int, int]]:
+def _not_logged_spans(trial_dir: Path, plan) -> list[list[int]]:
     """The plan's commands the link monitor did not log, as inclusive seq spans."""
-    logged = {r.seq for r in _receipts(trial_dir)}
-    spans: list[tuple[int, int]] = []
-    for seq in range(plan.n_ticks()):
-        if seq not in logged:
-            spans.append((spans.pop()[0], seq) if spans and spans[-1][1] == seq - 1 else (seq, seq))
-    return spans
+    logged = [r.seq for r in _receipts(trial_dir)]
+    return spans(np.setdiff1d(np.arange(plan.n_ticks()), logged))
 
 
 def _segment_changes(trial_dir: Path) -> list[tuple[float, float]]:

@@ -229,9 +229,8 @@ class _Counts:
     bytes_received: int = 0
     span: _Span | None = None  # from the first message received to the last
     ages_ms: list[float] = field(default_factory=list)
-    stamps_ns: list[int] = field(
-        default_factory=list
-    )  # each message's capture stamp, in send or arrival order
+    # each message's capture stamp, in send or arrival order
+    stamps_ns: list[int] = field(default_factory=list)
 
 
 class RobotTrafficSource:

@@ -276,7 +276,7 @@ def rehearse(
             if _add_base_record(result.trial_dir, log_dir / BASE_RECORD):
                 options.say(f"  base record: {result.trial_dir / 'base'}")
             if options.analyse and result.end_reason in ANALYSED_END_REASONS:
-                analyse(result.trial_dir, lambda line: options.say(f"  {line}"))
+                analyse(result.trial_dir, lambda line: options.say(f"  {line}"), plots=options.plots)
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
             results.append(result)
     return results
