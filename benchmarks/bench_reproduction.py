@@ -1184,6 +1184,12 @@ def main() -> int:
         default=None,
         help="finding keys or prefixes (Z, F1, RTI ...), or a vendor ending (fastdds)",
     )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=None,
+        help="leave these out, named as for --only (e.g. --skip fastdds: the CycloneDDS findings only)",
+    )
     parser.add_argument("--until", default=None, help="HH:MM UTC: start no row after it")
     parser.add_argument("--json", type=Path, default=None, help="write every row's figures here")
     parser.add_argument("--md", type=Path, default=None, help="write the table here")
@@ -1202,6 +1208,9 @@ def main() -> int:
     )  # fmt: skip
     args = parser.parse_args()
     findings = _select(args.only)
+    if args.skip:
+        skipped = {f.key for f in _select(args.skip)}
+        findings = [f for f in findings if f.key not in skipped]
     if args.source:
         results, meta = merged_runs(args.source)
     else:
@@ -1293,6 +1302,7 @@ def _iso_utc(stamp: str, path: Path) -> str:
 
 
 def _select(only: list[str] | None) -> list[Finding]:
+    """The findings named: a key's prefix (Z, F1, RTI ...) or a vendor ending (fastdds)."""
     if not only:
         return FINDINGS
     aliases = {"RTI": "R", "ZHANG": "Z", "FERNANDEZ": "F", "CHEN": "C", "KIM": "K"}
@@ -1304,7 +1314,7 @@ def _select(only: list[str] | None) -> list[Finding]:
     ]
     if not chosen:
         raise SystemExit(
-            f"--only: no finding matches {' '.join(only)} (keys: {' '.join(f.key for f in FINDINGS)})"
+            f"--only/--skip: no finding matches {' '.join(only)} (keys: {' '.join(f.key for f in FINDINGS)})"
         )
     return chosen
 

@@ -47,6 +47,7 @@ FAST_FILES = frozenset(
         "test_bench_twin.py",
         "test_bench_wireless_findings.py",
         "test_campaign.py",
+        "test_campaign_resume.py",
         "test_cbuild.py",
         "test_cluster_placement.py",
         "test_clocksync.py",

@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.lifecycle import exit_code, not_run
 from fieldtest.middleware import registry
@@ -22,6 +23,10 @@ from fieldtest.runner.batches import (
 )
 from fieldtest.runner.twintrial import DEFAULT_RUNS_DIR, QUICK_PLAN
 from fieldtest.runner.verdict import print_stack_check, verdict_lines
+
+if TYPE_CHECKING:
+    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.runner.resume import KeptTrial
 
 
 def request_from_args(args: argparse.Namespace, middleware: str) -> TrialRequest:
@@ -214,6 +219,12 @@ def campaign_main(argv: list[str]) -> int:
 
     parser.add_argument("--out", type=Path, default=DEFAULT_RUNS_DIR, help="where trial directories go")
     parser.add_argument("--list", action="store_true", help="only list the trials")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the trials that already have a completed, valid record under --out and run the rest "
+        "(an interrupted campaign, or one whose repetitions were raised)",
+    )
     add_scheduling_args(parser, parallel_default="1")
     parser.add_argument(
         "--cluster",
@@ -238,6 +249,12 @@ def campaign_main(argv: list[str]) -> int:
     out = args.out / campaign.campaign
     stop = threading.Event()
     planned = len(requests)
+    kept: list[KeptTrial] = []
+    if args.resume:
+        from fieldtest.runner.resume import kept_trials
+
+        requests, kept = kept_trials(requests, out)
+        say_on_stderr(f"resume: {len(kept)} of {planned} trials kept from {out}, {len(requests)} to run")
     if args.cluster:
         from fieldtest.runner.cluster import run_on_cluster
 
@@ -255,13 +272,16 @@ def campaign_main(argv: list[str]) -> int:
         requests = not_run(requests, len(results), stop, say_on_stderr)
     from fieldtest.analysis import compare_trials
 
-    compare_trials([r.trial_dir for r in every], out / "compare")
+    compare_trials([k.trial_dir for k in kept] + [r.trial_dir for r in every], out / "compare")
     failed = [r for r in results if r.end_reason != "completed"]
     for result in failed:
         print(f"{result.end_reason:>12}  {result.trial_dir}  {result.detail}")
-    print(
-        f"{len(results) - len(failed)}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}"
-    )
-    print("\n".join(verdict_lines(requests, metrics, reruns)))
+    completed = len(kept) + len(results) - len(failed)
+    print(f"{completed}/{planned} trials completed; comparison: {out / 'compare' / 'compare.md'}")
+    kept_metrics: list[Metrics | None] = [k.metrics for k in kept]
+    verdict = verdict_lines([k.request for k in kept] + requests, kept_metrics + metrics, reruns)
+    print("\n".join(verdict))
+    if not results and kept and not stop.is_set():
+        return 0  # every trial kept: nothing left to run
     # 1 when planned trials never came home (the cluster lost them, or its scheduler)
-    return exit_code(results, stop) or int(len(results) < planned)
+    return exit_code(results, stop) or int(len(kept) + len(results) < planned)

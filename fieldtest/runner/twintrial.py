@@ -92,6 +92,38 @@ def _assign_ports(request: TrialRequest, domain_id: int) -> TrialRequest:
     return request.model_copy(update={"transport": transport, "twin": twin})
 
 
+# What the runner chooses for a trial as it starts (_assign_ports, _lease_domain, _Network.apply),
+# not what the trial measures: a resumed campaign matches its records without them
+RUNNER_CHOSEN_TRANSPORT = (
+    "domain_id",
+    "host_address",
+    "robot_address",
+    "router_address",
+    "broker_address",
+    "wifi_roles",
+)
+RUNNER_CHOSEN_TWIN = (
+    "natnet_address",
+    "natnet_command_port",
+    "natnet_data_port",
+    "truth_port",
+    "truth_socket",
+)
+
+
+def as_asked(request: TrialRequest) -> TrialRequest:
+    """``request`` as it runs (the family's twin defaults), with what the runner chooses as the
+    trial starts put back to the defaults."""
+    request = _with_twin_defaults(request)
+    transport = request.transport.with_ports(lambda: 0)
+    transport = transport.model_copy(
+        update={name: type(transport).model_fields[name].default for name in RUNNER_CHOSEN_TRANSPORT}
+    )
+    twin_fields = type(request.twin).model_fields
+    twin = request.twin.model_copy(update={name: twin_fields[name].default for name in RUNNER_CHOSEN_TWIN})
+    return request.model_copy(update={"transport": transport, "twin": twin})
+
+
 class _Network:
     """Where each process runs: all on loopback, or each in its own namespace on emulated links."""
 
