@@ -15,8 +15,10 @@ from fieldtest.testkit.docblocks import (
     block_names,
     doc_paths,
     fill,
+    hand_quoted_figures,
     hand_quoted_tables,
     problems,
+    prose_figures,
     render,
     table_figures,
 )
@@ -175,3 +177,52 @@ def test_a_table_of_inputs_says_so_right_above_it(copy, marker, found):
 def test_figures_in_code_and_the_standards_name_are_not_figures():
     assert table_figures("| profile | `loss: 0.05` | 802.11n, 802.11a | 1.5 ms |") == ["1.5"]
     assert table_figures("| 0.5 s | 12 | 3 |") == []  # the first cell names the row
+
+
+# --- figures quoted by hand in prose and code blocks (hand_quoted_figures) ------------------------------
+
+_CONSOLE = "```\nmiddleware  p50     p99\ndds         0.181   0.305\n```\n"
+
+
+def test_no_paragraph_outside_a_block_quotes_figures_by_hand():
+    assert hand_quoted_figures(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    "pasted, figure",
+    [
+        ("On this machine the DDS median was 0.181 ms.\n", "0.181"),  # a sentence
+        ("- a list item: measured 0.04-1.1 mm\n", "0.04"),
+        (_CONSOLE, "0.181"),  # a console excerpt
+    ],
+)
+def test_a_measured_figure_pasted_into_a_doc_is_found(copy, pasted, figure):
+    doc = copy / "docs" / "lab-guide.md"
+    lines = doc.read_text().splitlines(keepends=True)
+    doc.write_text("".join(lines[:3]) + "\n" + pasted + "\n" + "".join(lines[3:]))
+    (found,) = hand_quoted_figures(copy)
+    assert found.startswith(f"docs/lab-guide.md:5: quotes figures by hand ({figure}, "), found
+
+
+@pytest.mark.parametrize(
+    "marker, found",
+    [
+        ("<!-- not measured: the seed's figures -->\n", False),
+        ("<!-- not measured: the seed's figures -->\n\n", False),  # right above, a blank line between
+        ("<!-- not measured: -->\n", True),  # a reason is required
+        ("<!-- not measured: the seed's figures -->\n\nOther text.\n\n", True),  # that paragraph only
+    ],
+)
+def test_a_paragraph_of_inputs_says_so_right_above_it(copy, marker, found):
+    doc = copy / "README.md"
+    doc.write_text(doc.read_text() + f"\n{marker}Zhang et al. measured 14.8 ms.\n")
+    assert bool(hand_quoted_figures(copy)) is found
+
+
+def test_versions_options_code_and_the_plan_are_not_prose_figures():
+    text = (
+        "Ubuntu 24.04 (or 22.04) with Python 3.12, ns-3 3.37, Fast DDS\n2.14, Rust 1.89 on 802.11a; "
+        "`--bound 0.05` and fieldtest predict --bound-m 0.05 -i 0.25; the plan's 0.33 m/s on 0.99 m sides"
+    )
+    assert prose_figures(text) == []
+    assert prose_figures("measured 0.181 ms\n| row | 0.42 |") == ["0.181"]  # a table row: the table check

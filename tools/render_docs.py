@@ -4,8 +4,8 @@
     .venv/bin/python tools/render_docs.py --check   # exit 1 and name what is out of step
 
 A benchmark writes its summary with ``--reference reference/<name>.json``; this then puts its
-tables into the docs. The check also names any table outside the blocks that quotes figures
-(``hand_quoted_tables``). tests/test_reference_docs.py runs the check.
+tables into the docs. The check also names any table, paragraph or code block outside the blocks
+that quotes figures and is not marked as inputs (``hand_quoted_tables``, ``hand_quoted_figures``). tests/test_reference_docs.py runs the check.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from fieldtest.record.reference import ReferenceFormatError
-from fieldtest.testkit.docblocks import doc_paths, fill, hand_quoted_tables, problems
+from fieldtest.testkit.docblocks import doc_paths, fill, hand_quoted_figures, hand_quoted_tables, problems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def main() -> int:
                 if (new := fill(text, ROOT)) != text:
                     path.write_text(new)
                     print(f"rendered {path.relative_to(ROOT)}")
-        found = problems(ROOT) + hand_quoted_tables(ROOT)
+        found = problems(ROOT) + hand_quoted_tables(ROOT) + hand_quoted_figures(ROOT)
     except ReferenceFormatError as exc:
         print(exc, file=sys.stderr)
         return 2

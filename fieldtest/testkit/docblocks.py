@@ -1274,25 +1274,101 @@ def table_figures(row: str) -> list[str]:
     return [f for cell in cells for f in _TABLE_FIGURE.findall(cell)]
 
 
+def _outside_blocks(text: str) -> list[str]:
+    """The document's lines with every generated block blanked (the line numbers kept)."""
+    for block in reversed(list(_BLOCK.finditer(text))):
+        text = text[: block.start()] + "\n" * block.group(0).count("\n") + text[block.end() :]
+    return text.splitlines()
+
+
+def _marked_as_inputs(lines: list[str], first: int) -> bool:
+    """The nearest non-blank line above ``first`` says what is not measured there."""
+    above = next((line for line in reversed(lines[:first]) if line.strip()), "")
+    return NOT_MEASURED.fullmatch(above.strip()) is not None
+
+
 def hand_quoted_tables(root: Path) -> list[str]:
     """Tables outside the generated blocks that hold figures and are not marked as inputs: one line
     each, naming the file, the line and a figure."""
     found: list[str] = []
     for path in doc_paths(root):
         where = str(path.relative_to(root))
-        text = path.read_text()
-        for block in reversed(list(_BLOCK.finditer(text))):  # blank the blocks, keep the line numbers
-            text = text[: block.start()] + "\n" * block.group(0).count("\n") + text[block.end() :]
-        lines = text.splitlines()
+        lines = _outside_blocks(path.read_text())
         for first, end in _tables(lines):
-            above = next((line for line in reversed(lines[:first]) if line.strip()), "")
-            if NOT_MEASURED.fullmatch(above.strip()):
+            if _marked_as_inputs(lines, first):
                 continue
             figures = [f for row in lines[first + 2 : end] for f in table_figures(row)]
             if figures:
                 found.append(
                     f"{where}:{first + 1}: a table quotes figures by hand ({', '.join(figures[:3])}, ...): "
                     "render it from reference/ in a generated block, or mark a table of inputs "
+                    "<!-- not measured: why -->"
+                )
+    return found
+
+
+# --- figures quoted by hand in prose and code blocks ----------------------------------------------
+
+# Not figures: code spans and a command's option values (arguments, a field's default), the
+# standard's name, and versions (Ubuntu 24.04, Python 3.12, ns-3 3.37, Fast DDS 2.14, Rust 1.89)
+_NOT_A_PROSE_FIGURE = re.compile(
+    r"`[^`\n]*`|(?<!\w)--?[a-zA-Z][\w-]*[ =]-?\d+(?:\.\d+)?|802\.11\w*|\b\d{2}\.(?:04|10)\b"
+    r"|(?i:Ubuntu|Debian|C?Python|glibc|ns-3|numpy|Fast DDS|Fast RTPS|CycloneDDS|Rust|kernel)"
+    r"[\s-]+\d+(?:\.\d+)+"
+)
+
+
+def _paragraphs(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, end) line indices of each paragraph: a fenced code block, or non-blank lines."""
+    spans, i = [], 0
+    while i < len(lines):
+        if not lines[i].strip():
+            i += 1
+            continue
+        end = i + 1
+        if lines[i].lstrip().startswith("```"):
+            while end < len(lines) and not lines[end].lstrip().startswith("```"):
+                end += 1
+            end += 1
+        else:
+            while end < len(lines) and lines[end].strip() and not lines[end].lstrip().startswith("```"):
+                end += 1
+        spans.append((i, min(end, len(lines))))
+        i = end
+    return spans
+
+
+def _plan_figures() -> frozenset[str]:
+    """The seed study's square as the kit's plan holds it (speed, side): inputs wherever quoted."""
+    from fieldtest.plan import SquarePlan
+
+    plan = SquarePlan()
+    return frozenset({f"{plan.linear_speed_mps:.2f}", f"{plan.side_m:.2f}"})
+
+
+def prose_figures(text: str) -> list[str]:
+    """The figures a paragraph quotes (decimals of three digits or more, the plan's own aside), its
+    table rows left out (``hand_quoted_tables`` reads those)."""
+    prose = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("|"))
+    figures = _FIGURE.findall(_NOT_A_PROSE_FIGURE.sub("", prose))
+    return [f for f in figures if _is_figure(f) and f not in _plan_figures()]
+
+
+def hand_quoted_figures(root: Path) -> list[str]:
+    """Paragraphs and code blocks outside the generated blocks that quote figures and are not marked
+    as inputs (settings, a source's or a seed's published figures, arithmetic on them): one line
+    each, naming the file, the line and a figure. A measured figure belongs in a generated block."""
+    found: list[str] = []
+    for path in doc_paths(root):
+        where = str(path.relative_to(root))
+        lines = _outside_blocks(path.read_text())
+        for first, end in _paragraphs(lines):
+            marked = _marked_as_inputs(lines, first) or NOT_MEASURED.fullmatch(lines[first].strip())
+            figures = prose_figures("\n".join(lines[first:end]))
+            if figures and not marked:
+                found.append(
+                    f"{where}:{first + 1}: quotes figures by hand ({', '.join(figures[:3])}, ...): render "
+                    "them from reference/ in a generated block, or mark a paragraph of inputs "
                     "<!-- not measured: why -->"
                 )
     return found
