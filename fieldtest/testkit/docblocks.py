@@ -624,6 +624,18 @@ def _reproduction(summary: ReproductionSummary, path: str, root: Path) -> list[s
     return [*out, "", _source_line(summary, path)]
 
 
+def _reproduction_counts(summary: ReproductionSummary, path: str, root: Path) -> list[str]:
+    """The reproduction table's counts alone, for the pages that discuss the seeds' findings."""
+    rows = with_pending_findings(summary.rows, script_findings(root))
+    return [
+        f"Of the seed studies' findings the kit sets its own figures beside (every finding with its "
+        f'figures, rows and reasons: docs/benchmarks.md, "The seed findings beside the kit"): '
+        f"{reproduction_counts(rows)}",
+        "",
+        _source_line(summary, path),
+    ]
+
+
 # --- bench_newcomer.py: `make demo` from nothing ----------------------------------------------------
 
 
@@ -1054,6 +1066,7 @@ class Block:
     reference: str  # file name in reference/
     render: Callable[..., list[str]]
     reads: tuple[str, ...] = ()  # more files of the repository it renders from: render(summary, path, root)
+    counts_only: bool = False  # renders counts of its rows' verdicts, no table of their figures
 
 
 BLOCKS: dict[str, Block] = {
@@ -1069,6 +1082,9 @@ BLOCKS: dict[str, Block] = {
     "forwarding": Block("bench-forwarding.json", _forwarding),
     "security-cost-sensor": Block("bench-security-sensor.json", _security_cost),
     "reproduction": Block("bench-reproduction.json", _reproduction, reads=(REPRODUCTION_SCRIPT,)),
+    "reproduction-counts": Block(
+        "bench-reproduction.json", _reproduction_counts, reads=(REPRODUCTION_SCRIPT,), counts_only=True
+    ),
     "chen-sweep": Block("bench-chen-sweep.json", _chen_sweep),
     "newcomer": Block("bench-newcomer.json", _newcomer),
     "vpn-compare": Block("bench-vpn.json", _vpn_compare),
