@@ -355,6 +355,52 @@ def test_lab_perf_refuses_dds_security_where_the_robots_binding_has_no_security_
     assert not remote_root.exists(), "a refused row started something on the robot"
 
 
+def test_a_fast_dds_lab_perf_row_builds_the_helper_on_the_robot_and_runs_its_relay(lab):
+    """The robot's login builds the kit's Fast DDS helper into its own cache as the probe loads it,
+    and the row's pings cross the emulated link to its relay and back, one-way figures included."""
+    campaign = lab.campaign("trials/rehearsal.yaml")
+    for built in (lab.robot_user.home / ".cache" / "fieldtest").glob("fastddsstamp-*"):
+        built.unlink()  # built by the robot's login in this test, not found from an earlier one
+    done = lab.host(
+        _lab_perf(lab, campaign, "--middleware", "fastdds", *ROW, "--out", "perf"),
+        timeout_s=400,
+        env=OWN_CACHE,
+    )
+    report = _output(done)
+    assert done.returncode == 0, report
+    (row,) = json.loads((lab.host_user.home / "perf" / "perf.json").read_text())["rows"]
+    assert (row["status"], row["case"]["middleware"]) == ("ok", "fastdds"), row
+    assert row["figures"]["sent"] == 20 and row["figures"]["received"] == 20, row["figures"]
+    (helper,) = (lab.robot_user.home / ".cache" / "fieldtest").glob("fastddsstamp-*.so")
+    assert helper.stat().st_uid == lab.robot_user.uid, "the helper was not built by the robot's login"
+    _check_one_way(row, "link", lab.host_user.home / "perf" / "rows" / "000")
+    assert lab.robot_login_processes() == []
+
+
+def test_lab_perf_refuses_fast_dds_where_the_robot_cannot_build_its_helper(tmp_path):
+    """The probe builds and loads the Fast DDS helper on the robot and says why it could not; the row
+    is then refused with that reason before anything starts on the robot."""
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.run import PerfCase
+
+    remote_root = tmp_path / "robot"
+    no_compiler = f"export FIELDTEST_CACHE={tmp_path / 'cache'} PATH={tmp_path / 'empty'}"
+    robot = RobotSide(shell=RemoteShell(None), setup=no_compiler, remote_root=str(remote_root))
+    lab = LabLink(TransportConfig(namespace="/tb4"), robot, KIT_PYTHON)
+    lab.probe()
+    (problem,) = lab.helper_problems.values()
+    assert "g++" in problem, lab.helper_problems
+    case = PerfCase(middleware="fastdds", network="lab", duration_s=1)
+    row = run_lab_row(case, tmp_path / "out" / "rows" / "000", lab)
+    assert row.status == "refused" and row.error == (
+        f"middleware fastdds: the robot's {KIT_PYTHON} cannot build or load the kit's fastdds helper "
+        f"(fieldtest.middleware.fastdds.stamp): {problem}"
+    ), row
+    assert not remote_root.exists(), "a refused row started something on the robot"
+
+
 # ------------------------------------------------------------------------------ security on two machines
 GUIDE_KEYSTORE = "~/fieldtest/keystore"  # the lab guide's keys step makes it and copies it to the Pi
 

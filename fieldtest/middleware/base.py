@@ -53,6 +53,9 @@ class Middleware:
     # The Python library its twin transport imports (None: no twin transport), e.g. for a lab perf
     # relay's check that the robot's Python has it.
     transport_library: ClassVar[str | None] = None
+    # A module whose ``library()`` builds and loads the compiled helper its twin transport drives
+    # (None: none), e.g. for a lab perf relay's check that the robot can build and load it.
+    transport_helper: ClassVar[str | None] = None
     # How many receivers of one topic its twin transport links (None: any number).
     max_receivers: ClassVar[int | None] = None
 

@@ -23,7 +23,8 @@ the channel the middleware's lab trials use (``Middleware.lab_clock_source``): o
 each ping and its echo are such a probe, or over UDP (``fieldtest.labrun.endpoints.udpclock``), the
 relay probing the host for the whole row. Without an estimate the row keeps round trips only and
 says why. Rows the lab cannot run are refused with a one-line reason: another mode than roundtrip,
-more than one subscriber, or a middleware whose library the robot's Python lacks.
+more than one subscriber, or a middleware whose library the robot's Python lacks (Fast DDS: whose
+helper, ``fastddsstamp.cpp``, it cannot build against a libfastrtps with its headers and load).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ CLOCKS_NOTE = (
 )
 # What the twin transports import on the relay's side (each middleware's transport_library).
 TRANSPORT_LIBRARIES = sorted({m.transport_library for m in registry.REGISTRY.values() if m.transport_library})
+# The compiled helpers some build on first use (each middleware's transport_helper): built and loaded
+# on the robot by the probe, which answers what kept each from loading ("" where it loaded)
+TRANSPORT_HELPERS = sorted({m.transport_helper for m in registry.REGISTRY.values() if m.transport_helper})
+HELPER_PROBLEMS = "transport_helpers"
 SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Security libraries it lacks
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
@@ -102,6 +107,13 @@ _PROBE = (
     "    except ModuleNotFoundError:\n"
     "        return False\n"
     f"found = {{m: has(m) for m in {TRANSPORT_LIBRARIES!r}}}\n"
+    "def loads(m):\n"
+    "    try:\n"
+    "        __import__(m, fromlist=['library']).library()\n"
+    "        return ''\n"
+    "    except Exception as e:\n"
+    "        return (str(e).splitlines() or [type(e).__name__])[0]\n"
+    f"found[{HELPER_PROBLEMS!r}] = {{m: loads(m) for m in {TRANSPORT_HELPERS!r}}}\n"
     "from fieldtest.middleware.dds.security import missing_security_plugins\n"
     f"found[{SECURITY_PLUGINS!r}] = missing_security_plugins()\n"
     "print(json.dumps(found))"
@@ -121,15 +133,17 @@ class LabLink:
     python: str = "python3"  # the robot's Python with the kit (``fieldtest lab bundle`` installs it)
     robot_modules: dict[str, bool] = field(default_factory=dict)
     missing_plugins: list[str] = field(default_factory=list)  # DDS Security plugins the robot's binding lacks
+    helper_problems: dict[str, str] = field(default_factory=dict)  # transport_helper -> why it did not load
     robot_keystores: dict[str, str] = field(default_factory=dict)  # campaign path -> the robot's, "" if none
 
     def probe(self) -> None:
         """Which middleware libraries the robot's Python has (and that it has the kit's perf node)."""
         script = f"{self._setup()}exec {shell_word(self.python)} -c {shlex.quote(_PROBE)}"
         try:
-            done = self.robot.shell.run(script, timeout_s=60.0)
+            done = self.robot.shell.run(script, timeout_s=180.0)  # a first Fast DDS helper build included
             found = json.loads(done.stdout.strip().splitlines()[-1])
             self.missing_plugins = list(found.pop(SECURITY_PLUGINS))
+            self.helper_problems = dict(found.pop(HELPER_PROBLEMS))
             self.robot_modules = found
         except (RemoteError, ValueError, IndexError) as exc:
             raise LabPerfError(
@@ -147,8 +161,15 @@ class LabLink:
             return f"vpn {case.vpn}: the lab's VPN is the lab's own; the kit sets one up on the twin only"
         if registry.get(case.middleware).bridged(case.transport()):
             return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
-        module = registry.get(case.middleware).transport_library or ""
-        if not self.robot_modules.get(module, False):
+        family = registry.get(case.middleware)
+        if family.transport_helper:
+            problem = self.helper_problems.get(family.transport_helper, "not probed")
+            if problem:
+                return (
+                    f"middleware {case.middleware}: the robot's {self.python} cannot build or load the kit's "
+                    f"{case.middleware} helper ({family.transport_helper}): {problem}"
+                )
+        elif not self.robot_modules.get(module := family.transport_library or "", False):
             return (
                 f"middleware {case.middleware}: the robot's {self.python} has no {module} "
                 f"(its side of the row runs the kit's {module} transport)"
@@ -162,7 +183,8 @@ class LabLink:
         if case.security == "none":
             return ""
         setting = registry.get(case.middleware).security_setting(case.security)
-        if setting.kind == "dds-security" and self.missing_plugins:
+        cyclonedds = registry.get(case.middleware).transport_library == "cyclonedds"
+        if setting.kind == "dds-security" and cyclonedds and self.missing_plugins:
             return (
                 f"security {case.security}: the robot's {self.python} CycloneDDS binding cannot load the DDS "
                 f"Security plugins ({', '.join(f'lib{n}.so' for n in self.missing_plugins)}): build it against "

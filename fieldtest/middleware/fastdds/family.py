@@ -23,6 +23,7 @@ class FastDds(Middleware):
     secure_default = "sros2"
     security_settings = security.SETTINGS
     lab_rmw = "fastrtps"
+    transport_helper = "fieldtest.middleware.fastdds.stamp"  # fastddsstamp.cpp, against libfastrtps
 
     def open_transport(self, config: TransportConfig, role: Role):
         return open_side(self, config, role)
