@@ -389,7 +389,7 @@ def test_lab_perf_refuses_fast_dds_where_the_robot_cannot_build_its_helper(tmp_p
     no_compiler = f"export FIELDTEST_CACHE={tmp_path / 'cache'} PATH={tmp_path / 'empty'}"
     robot = RobotSide(shell=RemoteShell(None), setup=no_compiler, remote_root=str(remote_root))
     lab = LabLink(TransportConfig(namespace="/tb4"), robot, KIT_PYTHON)
-    lab.probe()
+    lab.probe(["dds", "fastdds"])
     (problem,) = lab.helper_problems.values()
     assert "g++" in problem, lab.helper_problems
     case = PerfCase(middleware="fastdds", network="lab", duration_s=1)

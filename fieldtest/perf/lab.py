@@ -37,6 +37,7 @@ import shlex
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -88,8 +89,8 @@ CLOCKS_NOTE = (
 # What the twin transports import on the relay's side (each middleware's transport_library).
 TRANSPORT_LIBRARIES = sorted({m.transport_library for m in registry.REGISTRY.values() if m.transport_library})
 # The compiled helpers some build on first use (each middleware's transport_helper): built and loaded
-# on the robot by the probe, which answers what kept each from loading ("" where it loaded)
-TRANSPORT_HELPERS = sorted({m.transport_helper for m in registry.REGISTRY.values() if m.transport_helper})
+# on the robot by the probe for the run's middlewares, which answers what kept each from loading
+# ("" where it loaded)
 HELPER_PROBLEMS = "transport_helpers"
 SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Security libraries it lacks
 RELAY = "relay1"
@@ -97,7 +98,7 @@ RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output
 SCHEDULING = "relay scheduling:"
 # Run from the login's home, where ``python -c`` puts "" first on sys.path: the relay's own
 # ~/fieldtest/perf folder would then shadow fieldtest.perf of an editable install (a namespace portion).
-_PROBE = (
+_PROBE_TEMPLATE = (
     "import sys\n"
     "sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
     "import importlib.util as u, json, fieldtest.perf.node\n"
@@ -113,7 +114,7 @@ _PROBE = (
     "        return ''\n"
     "    except Exception as e:\n"
     "        return (str(e).splitlines() or [type(e).__name__])[0]\n"
-    f"found[{HELPER_PROBLEMS!r}] = {{m: loads(m) for m in {TRANSPORT_HELPERS!r}}}\n"
+    f"found[{HELPER_PROBLEMS!r}] = {{m: loads(m) for m in HELPERS}}\n"
     "from fieldtest.middleware.dds.security import missing_security_plugins\n"
     f"found[{SECURITY_PLUGINS!r}] = missing_security_plugins()\n"
     "print(json.dumps(found))"
@@ -136,9 +137,12 @@ class LabLink:
     helper_problems: dict[str, str] = field(default_factory=dict)  # transport_helper -> why it did not load
     robot_keystores: dict[str, str] = field(default_factory=dict)  # campaign path -> the robot's, "" if none
 
-    def probe(self) -> None:
-        """Which middleware libraries the robot's Python has (and that it has the kit's perf node)."""
-        script = f"{self._setup()}exec {shell_word(self.python)} -c {shlex.quote(_PROBE)}"
+    def probe(self, middlewares: Iterable[str] = ()) -> None:
+        """Which middleware libraries the robot's Python has (and that it has the kit's perf node);
+        the compiled helpers of ``middlewares`` built and loaded there."""
+        helpers = sorted({h for m in middlewares if (h := registry.get(m).transport_helper)})
+        probe = f"HELPERS = {helpers!r}\n{_PROBE_TEMPLATE}"
+        script = f"{self._setup()}exec {shell_word(self.python)} -c {shlex.quote(probe)}"
         try:
             done = self.robot.shell.run(script, timeout_s=180.0)  # a first Fast DDS helper build included
             found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -576,7 +580,7 @@ def lab_perf_main(argv: list[str]) -> int:
     if not any(a.startswith("--middleware") for a in rest):
         args.middleware = middlewares
     cases = [replace(c, network=LAB_NETWORK) for c in build_cases(args)]
-    lab.probe()
+    lab.probe(c.middleware for c in cases)
     out = args.out or Path("trials/perf") / f"lab-{time.strftime('%Y%m%d-%H%M%S')}"
     rows: list[PerfRow] = []
     with run_stop_event() as stop:
