@@ -17,6 +17,7 @@ from fieldtest.testkit.docblocks import (
     fill,
     hand_quoted_figures,
     hand_quoted_tables,
+    perf_verdict,
     problems,
     prose_figures,
     render,
@@ -239,3 +240,23 @@ def test_versions_options_code_and_the_plan_are_not_prose_figures():
     )
     assert prose_figures(text) == []
     assert prose_figures("measured 0.181 ms\n| row | 0.42 |") == ["0.181"]  # a table row: the table check
+
+
+def test_the_perf_verdict_says_by_how_much_each_missed_size_misses():
+    from fieldtest.record.reference import PerfOverheadRow
+
+    def row(tool: str, message: str, size_b: int, native: float, perf: float) -> PerfOverheadRow:
+        return PerfOverheadRow(
+            tool=tool, message=message, size_b=size_b, native_rtt_mean_ms=native, native_rtt_p50_ms=native,
+            perf_rtt_mean_ms=perf, perf_rtt_p50_ms=perf, throughput_ratio=1.0, stages_ms={}, conditions=None,
+        )  # fmt: skip
+
+    rows = [
+        row("dds", "Array1k", 1024, 0.20, 0.34),  # 1.70x against 1.5x
+        row("fastdds", "Array64k", 65536, 0.50, 0.75),  # 1.5x: met
+        row("dds", "Array2m", 2 * 1024 * 1024, 7.0, 15.4),  # 2.2x against 2x
+    ]
+    assert perf_verdict(rows) == (
+        "Target met at 1 of 3 sizes; missed at dds Array1k (1.70x against 1.5x, 13 % over), "
+        "dds Array2m (2.20x against 2x, 10 % over)."
+    )

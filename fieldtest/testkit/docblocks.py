@@ -150,9 +150,16 @@ def perf_stages_table(rows: list[PerfOverheadRow]) -> list[str]:
     return lines
 
 
+def _missed_by(row: PerfOverheadRow) -> str:
+    """A missed size, with its median ratio beside the target and how far over it that is."""
+    ratio, target = _ratio(row.perf_rtt_p50_ms, row.native_rtt_p50_ms) or 0.0, perf_target(row.size_b)
+    return f"{row.tool} {row.message} ({ratio:.2f}x against {target:g}x, {100 * (ratio / target - 1):.0f} % over)"
+
+
 def perf_verdict(rows: list[PerfOverheadRow]) -> str:
+    """How many sizes met the round-trip target, and by how much each of the others missed it."""
     judged = [r for r in rows if perf_met(r) is not None]
-    missed = [f"{r.tool} {r.message}" for r in judged if not perf_met(r)]
+    missed = [_missed_by(r) for r in judged if not perf_met(r)]
     failed = [f"{r.tool} {r.message}" for r in rows if r.error]
     text = f"Target met at {len(judged) - len(missed)} of {len(rows)} sizes"
     text += f"; missed at {', '.join(missed)}" if missed else ""
