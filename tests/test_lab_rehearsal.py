@@ -355,6 +355,11 @@ def test_preflight_refuses_when_the_base_is_missing(tmp_path):
     result, base, messages = _rehearse(tmp_path, SimulatedLab(base=False))
     assert result.end_reason == "error"
     assert "pre-flight failed" in result.detail or "pre-flight refused" in result.detail, result.detail
+    # refused by the robot's Create 3 pre-flight for the missing base, not for anything else slow
+    checks = json.loads((result.trial_dir / "lab" / "robot_preflight.json").read_text())["findings"]
+    failed = {c["check"]: c["detail"] for c in checks if c["severity"] == "fail"}
+    assert set(failed) == {"speed cap", "battery"}, checks
+    assert "get_parameters not found" in failed["speed cap"] and "no battery state" in failed["battery"]
     assert not base
 
 
