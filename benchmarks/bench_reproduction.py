@@ -1285,6 +1285,8 @@ def merged_runs(paths: list[Path]) -> tuple[Reps, dict]:
         results.update(data["results"])
         metas.append(data["meta"])
     meta = dict(metas[0])
+    # a merged table is the whole run's (MEASURE_COMMAND), not what one part of it was run with
+    meta.pop("command", None)
     meta["started"] = "; ".join(f"{m['started']} to {m.get('ended', '?')}" for m in metas)
     meta["ended"] = None
     ends = [_iso_utc(m["ended"], path) for path, m in zip(paths, metas, strict=True) if m.get("ended")]

@@ -184,6 +184,7 @@ def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
         "started": "2026-11-29 05:34 UTC",
         "ended": "2026-11-29 06:04 UTC",
         "missing": ["x rep 2"],
+        "command": "bench_reproduction.py --only fastdds --json a.json",
     }
     first.write_text(json.dumps({"meta": meta, "results": {"a": [_rec(**{bench.RTT: 1.0})], "b": []}}))
     meta2 = {**meta, "started": "2026-11-29 01:36 UTC", "ended": "2026-11-29 02:34 UTC", "missing": []}
@@ -197,6 +198,7 @@ def test_runs_merge_with_the_later_file_winning(bench, tmp_path):
     )
     # measured when the latest run ended, not when the table was written again
     assert merged["measured_utc"] == "2026-11-29T06:04:00Z"
+    assert "command" not in merged  # the whole run's command reproduces it, not one part's
     second.write_text(json.dumps({"meta": {**meta2, "ended": "late"}, "results": {}}))
     with pytest.raises(SystemExit, match=f"{second}: meta.ended 'late'"):
         bench.merged_runs([first, second])
