@@ -125,6 +125,15 @@ def test_a_table_copied_out_of_its_block_is_found(copy, name):
     assert "repeats the block's table outside it" in "\n".join(problems(copy))
 
 
+def test_the_standards_name_beside_a_block_that_names_it_is_not_a_quote(copy):
+    doc = _blocks_in_docs(copy)["wireless-findings"]
+    text = doc.read_text()
+    assert "802.11" in render("wireless-findings", copy)
+    end = text.index("<!-- end: wireless-findings -->") + len("<!-- end: wireless-findings -->")
+    doc.write_text(text[:end] + "\n\nOn the 802.11 link, and on 802.11n.\n" + text[end:])
+    assert problems(copy) == []
+
+
 def test_a_changed_verdict_puts_the_counts_out_of_step(copy):
     path = copy / "reference" / BLOCKS["reproduction-counts"].reference
     data = json.loads(path.read_text())

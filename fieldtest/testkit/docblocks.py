@@ -73,6 +73,7 @@ _OPEN = re.compile(r"<!-- (?:generated|end): [a-z0-9-]+ -->")
 _RULE = re.compile(r"\|(?: ?:?-+:? ?\|)+")  # a table's rule under its header
 # A quoted figure: a decimal number of three digits or more (0.24, 16.7), not a threshold like 1.5.
 _FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+_STANDARD = re.compile(r"802\.11\w*")  # the standard's name, not a figure
 # code (spans, indented or fenced blocks) holds commands and their defaults, not quoted results
 _CODE = re.compile(r"^```(?s:.*?)^```|`[^`\n]*`|^(?: {4}|\t).*$", re.M)
 
@@ -1165,7 +1166,7 @@ def _quoted_outside(text: str, match: re.Match[str], blocks: list[re.Match[str]]
     ):
         outside = outside[: other.start() - begin] + outside[other.end() - begin :]
     body = match["body"]
-    figures = {f for f in _FIGURE.findall(body) if _is_figure(f)}
+    figures = {f for f in _FIGURE.findall(_STANDARD.sub("", body)) if _is_figure(f)}
     prose = _CODE.sub("", outside)
     found = [f"{where}: quotes {f} outside the block" for f in sorted(set(_FIGURE.findall(prose)) & figures)]
     lines = body.splitlines()
@@ -1273,7 +1274,7 @@ BLOCKS["relay-steps"] = Block("bench-relay-steps.json", _relay_steps)
 # comment right above it; every other table holding a figure must be a generated block.
 NOT_MEASURED = re.compile(r"<!-- not measured: (?P<reason>\S.*?) -->")
 _TABLE_FIGURE = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")  # 0.3, 16.7: integers are counts, sizes, ports
-_NOT_A_FIGURE = re.compile(r"`[^`]*`|802\.11\w*")  # code, and the standard's name
+_NOT_A_FIGURE = re.compile(rf"`[^`]*`|{_STANDARD.pattern}")  # code, and the standard's name
 
 
 def _tables(lines: list[str]) -> list[tuple[int, int]]:
