@@ -187,8 +187,10 @@ class LabLink:
         if case.security == "none":
             return ""
         setting = registry.get(case.middleware).security_setting(case.security)
-        cyclonedds = registry.get(case.middleware).transport_library == "cyclonedds"
-        if setting.kind == "dds-security" and cyclonedds and self.missing_plugins:
+        # the probe's missing plugins are the Python binding's (CycloneDDS); a family on a compiled
+        # helper (Fast DDS) loads the plugins its own library has
+        on_binding = registry.get(case.middleware).transport_helper is None
+        if setting.kind == "dds-security" and on_binding and self.missing_plugins:
             return (
                 f"security {case.security}: the robot's {self.python} CycloneDDS binding cannot load the DDS "
                 f"Security plugins ({', '.join(f'lib{n}.so' for n in self.missing_plugins)}): build it against "
