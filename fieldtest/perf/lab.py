@@ -163,9 +163,9 @@ class LabLink:
             return f"subscribers {case.subscribers}: the lab has one robot"
         if case.vpn != "none":
             return f"vpn {case.vpn}: the lab's VPN is the lab's own; the kit sets one up on the twin only"
-        if registry.get(case.middleware).bridged(case.transport()):
-            return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
         family = registry.get(case.middleware)
+        if family.bridged(case.transport()):
+            return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
         if family.transport_helper:
             problem = self.helper_problems.get(family.transport_helper, "not probed")
             if problem:
@@ -186,10 +186,11 @@ class LabLink:
         pre-flight check here and be at its path on the robot."""
         if case.security == "none":
             return ""
-        setting = registry.get(case.middleware).security_setting(case.security)
+        family = registry.get(case.middleware)
+        setting = family.security_setting(case.security)
         # the probe's missing plugins are the Python binding's (CycloneDDS); a family on a compiled
         # helper (Fast DDS) loads the plugins its own library has
-        on_binding = registry.get(case.middleware).transport_helper is None
+        on_binding = family.transport_helper is None
         if setting.kind == "dds-security" and on_binding and self.missing_plugins:
             return (
                 f"security {case.security}: the robot's {self.python} CycloneDDS binding cannot load the DDS "

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fieldtest.lifecycle import exit_code, not_run
+from fieldtest.lifecycle import TrialResult, exit_code, not_run
 from fieldtest.middleware import registry
 from fieldtest.names import ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
@@ -281,7 +281,7 @@ def campaign_main(argv: list[str]) -> int:
     kept_metrics: list[Metrics | None] = [k.metrics for k in kept]
     verdict = verdict_lines([k.request for k in kept] + requests, kept_metrics + metrics, reruns)
     print("\n".join(verdict))
-    if not results and kept and not stop.is_set():
-        return 0  # every trial kept: nothing left to run
+    # the kept trials count as the completed trials they are
+    every_result = [TrialResult(k.trial_dir, "completed") for k in kept] + results
     # 1 when planned trials never came home (the cluster lost them, or its scheduler)
-    return exit_code(results, stop) or int(len(kept) + len(results) < planned)
+    return exit_code(every_result, stop) or int(len(every_result) < planned)

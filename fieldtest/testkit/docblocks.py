@@ -14,6 +14,7 @@ The benchmark scripts print the same tables from the rows they just measured.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1336,7 +1337,7 @@ def hand_quoted_tables(root: Path) -> list[str]:
 # Not figures: code spans and a command's option values (arguments, a field's default), the
 # standard's name, and versions (Ubuntu 24.04, Python 3.12, ns-3 3.37, Fast DDS 2.14, Rust 1.89)
 _NOT_A_PROSE_FIGURE = re.compile(
-    r"`[^`\n]*`|(?<!\w)--?[a-zA-Z][\w-]*[ =]-?\d+(?:\.\d+)?|802\.11\w*|\b\d{2}\.(?:04|10)\b"
+    rf"`[^`\n]*`|(?<!\w)--?[a-zA-Z][\w-]*[ =]-?\d+(?:\.\d+)?|{_STANDARD.pattern}|\b\d{{2}}\.(?:04|10)\b"
     r"|(?i:Ubuntu|Debian|C?Python|glibc|ns-3|numpy|Fast DDS|Fast RTPS|CycloneDDS|Rust|kernel)"
     r"[\s-]+\d+(?:\.\d+)+"
 )
@@ -1362,6 +1363,7 @@ def _paragraphs(lines: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
+@functools.cache
 def _plan_figures() -> frozenset[str]:
     """The seed study's square as the kit's plan holds it (speed, side): inputs wherever quoted."""
     from fieldtest.plan import SquarePlan
