@@ -269,3 +269,27 @@ def test_the_perf_verdict_says_by_how_much_each_missed_size_misses():
         "Target met at 1 of 3 sizes; missed at dds Array1k (1.70x against 1.5x, 13 % over), "
         "dds Array2m (2.20x against 2x, 10 % over)."
     )
+
+
+def test_every_lab_step_marker_in_the_guide_marks_a_bash_block():
+    """A marker the steps' parser misses drops that step from the two-machine tests unnoticed."""
+    from fieldtest.testkit.guide import MARKER, guide_steps
+
+    guide = ROOT / "docs" / "lab-guide.md"
+    assert set(guide_steps(guide)) == set(MARKER.findall(guide.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("between", "parsed"),
+    [("", True), ("<!-- not measured: commands -->\n", True), ("Then:\n", False)],
+)
+def test_a_lab_step_parses_through_comment_lines_and_no_further(tmp_path, between, parsed):
+    from fieldtest.testkit.guide import GuideError, guide_steps
+
+    guide = tmp_path / "guide.md"
+    guide.write_text(f"<!-- lab-step: ping -->\n{between}```bash\nping -c 1 192.168.1.20\n```\n")
+    if parsed:
+        assert guide_steps(guide) == {"ping": "ping -c 1 192.168.1.20\n"}
+    else:
+        with pytest.raises(GuideError, match="'ping' is not followed by"):
+            guide_steps(guide)

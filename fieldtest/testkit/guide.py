@@ -14,8 +14,13 @@ from pathlib import Path
 from fieldtest.errors import FieldtestError
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "lab-guide.md"
-# A marked block may be indented (inside a list item): its lines lose that indentation.
-STEP = re.compile(r"^( *)<!-- lab-step: ([a-z0-9-]+) -->\n\1```bash\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
+# A marked block may be indented (inside a list item): its lines lose that indentation. Other
+# comment lines may stand between the marker and the block (the docs check's not-measured mark).
+STEP = re.compile(
+    r"^( *)<!-- lab-step: ([a-z0-9-]+) -->\n(?:\1<!-- [^\n]* -->\n)*\1```bash\n(.*?)^\1```",
+    re.MULTILINE | re.DOTALL,
+)
+MARKER = re.compile(r"<!-- lab-step: ([a-z0-9-]+) -->")
 # The guide's example values (section 2's fixed addresses, section 7's run command), longest first
 # so that a login is replaced before the address inside it.
 EXAMPLE_LOGIN = "ubuntu@192.168.1.20"
@@ -41,6 +46,9 @@ def guide_steps(path: Path = GUIDE) -> dict[str, str]:
         if name in steps:
             raise GuideError(f"{path}: lab-step {name!r} is marked twice")
         steps[name] = script
+    unplaced = [name for name in MARKER.findall(path.read_text()) if name not in steps]
+    if unplaced:
+        raise GuideError(f"{path}: lab-step {unplaced[0]!r} is not followed by a ```bash block")
     return steps
 
 

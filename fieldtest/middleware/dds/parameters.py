@@ -110,11 +110,12 @@ class _Endpoint:
 class ParameterClient(_Endpoint):
     """Asks ``node``'s get_parameters as an rmw_cyclonedds client does."""
 
-    def __init__(self, participant: DomainParticipant, node: str):
+    def __init__(self, participant: DomainParticipant, node: str, client_guid: int | None = None):
         super().__init__(participant, node)
         self.writer = DataWriter(participant, self.request_topic, qos=SERVICE_QOS)
         self.reader = DataReader(participant, self.reply_topic, qos=SERVICE_QOS)
-        self.client_guid = random.getrandbits(64)
+        # rmw_cyclonedds sends part of the client's writer GUID: random from one client to the next
+        self.client_guid = random.getrandbits(64) if client_guid is None else client_guid
         self._sequence = 0
 
     def servers_matched(self) -> int:
@@ -177,8 +178,10 @@ class ParameterServer(_Endpoint):
 NAMES = ("safety_override", "reflexes_enabled")  # what the Create 3 pre-flight reads first
 
 
-def _read(participant: DomainParticipant, node: str, seconds: float) -> dict[str, Any]:
-    client = ParameterClient(participant, node)
+def _read(
+    participant: DomainParticipant, node: str, seconds: float, client_guid: int | None
+) -> dict[str, Any]:
+    client = ParameterClient(participant, node, client_guid)
     deadline = time.monotonic() + seconds
     while not client.servers_matched() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -187,8 +190,9 @@ def _read(participant: DomainParticipant, node: str, seconds: float) -> dict[str
 
 
 def main(argv: list[str]) -> int:
-    """``get SECONDS NODE...``: ask each NODE's get_parameters for NAMES, print JSON {NODE:
-    {"server": servers matched, "values": [...] or null (no reply within SECONDS)}}. ``serve NODE``:
+    """``get [--client-guid N] SECONDS NODE...``: ask each NODE's get_parameters for NAMES, print
+    JSON {NODE: {"server": servers matched, "values": [...] or null (no reply within SECONDS)}}; the
+    requests' header carries N (default: random, as rmw_cyclonedds' does). ``serve NODE``:
     serve NAMES as a Create 3 with safety_override "full" until stdin closes, then print JSON
     {"answered": n, "unreadable": n}. On domain ROS_DOMAIN_ID, with CycloneDDS's own configuration."""
     import json
@@ -197,8 +201,11 @@ def main(argv: list[str]) -> int:
 
     participant = DomainParticipant(int(os.environ.get("ROS_DOMAIN_ID", "0")))
     if argv[0] == "get":
-        seconds = float(argv[1])
-        print(json.dumps({node: _read(participant, node, seconds) for node in argv[2:]}), flush=True)
+        args, guid = argv[1:], None
+        if args[:1] == ["--client-guid"]:
+            args, guid = args[2:], int(args[1], 0)
+        seconds, nodes = float(args[0]), args[1:]
+        print(json.dumps({node: _read(participant, node, seconds, guid) for node in nodes}), flush=True)
         return 0
     server = ParameterServer(participant, argv[1], {"safety_override": "full", "reflexes_enabled": False})
     print("READY", flush=True)
