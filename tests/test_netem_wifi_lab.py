@@ -179,9 +179,33 @@ def _with_other_stations(count: int, load_kbit: float, radio: str = "own") -> tu
     """Round trips host -> robot beside ``count`` other stations; the link's stats."""
     profile = _radio(other_stations=count, other_load_kbit=load_kbit, other_stations_radio=radio)
     with Topology(profile, nodes=NODES, wireless=STATIONS, seed=4) as topo:
-        trip = measure_link(topo, "host", "robot", count=150, interval_s=0.02, size=200)
+        trip = measure_link(topo, "host", "robot", count=150, interval_s=0.02, size=200, samples=True)
         stats = topo.wifi_link.stats()
     return trip, stats
+
+
+def _kept_real_time(count: int, load_kbit: float, tries: int = 3) -> tuple[dict, dict]:
+    """``_with_other_stations`` run again while the simulator fell behind real time past the bound
+    that makes a trial invalid: behind, it gives the frames the machine handed it late simulated
+    times closer together than they were sent, and they defer to each other."""
+    bound_ms = get_profile("wifi-80211").wifi80211.lag_bound_ms
+    lags = []
+    for _ in range(tries):
+        trip, stats = _with_other_stations(count, load_kbit)
+        lags.append(stats["lag_ms"]["p99"])
+        if lags[-1] <= bound_ms:
+            return trip, stats
+    pytest.fail(f"ns-3 stayed behind real time in {tries} runs (lag p99 {lags} ms > {bound_ms} ms)")
+
+
+def _sent_into_the_previous_exchange(trip: dict) -> int:
+    """Probes the machine sent late, less than a millisecond (the ACK and an AIFS) after the previous
+    probe's echo came back or before it did: on the air they meet their own exchange's frames, not
+    the others' on the schedule the bound assumes."""
+    echoes = trip["samples"]["echoes"]
+    return sum(
+        1 for seq, e in echoes.items() if seq - 1 in echoes and e["tx"] < echoes[seq - 1]["rx"] + 1_000_000
+    )
 
 
 def _others_airtime_s(stats: dict) -> float:
@@ -200,11 +224,13 @@ def test_other_stations_share_the_airtime_and_the_trials_frames_defer_to_theirs(
     """In simulated time, so the machine's own delays do not enter: a frame of the host or the robot
     that finds the medium busy waits at least an AIFS after it. The share of frames that waited is
     judged against the share of the run the medium was busy with others' frames, both measured in
-    the same run."""
+    the same run, in a run the simulator kept up with real time; a probe the machine held back and
+    sent into its predecessor's exchange (measured too) may defer, with its echo, to that exchange's
+    frames."""
     load_kbit = 1600.0
-    runs = {count: _with_other_stations(count, load_kbit) for count in (0, 2, 5)}
+    runs = {count: _kept_real_time(count, load_kbit) for count in (0, 2, 5)}
     deferred, frames = {}, {}
-    for count, (_, stats) in runs.items():
+    for count, (trip, stats) in runs.items():
         access = [stats["channel_access_ms"][name] for name in STATIONS]
         frames[count] = sum(a["frames"] for a in access)
         deferred[count] = sum(a["deferred"] for a in access)
@@ -220,7 +246,14 @@ def test_other_stations_share_the_airtime_and_the_trials_frames_defer_to_theirs(
         host_spread = 4 * (max(busy, 0.01) * (1 - busy) / host["frames"]) ** 0.5
         assert busy - host_spread <= host["deferred"] / host["frames"], (count, busy, access)
         spread = 4 * (max(busy, 0.01) * (1 - busy) / frames[count]) ** 0.5
-        assert share <= 1.5 * busy + spread, (count, share, busy, access)
+        bunched = _sent_into_the_previous_exchange(trip)
+        assert share <= 1.5 * busy + spread + 2 * bunched / frames[count], (
+            count,
+            share,
+            busy,
+            bunched,
+            access,
+        )
         others = {name: a for name, a in stats["airtime_by_station"].items() if name.startswith("other")}
         assert len(others) == count and stats["other_stations"]["count"] == count
         if count:
