@@ -60,6 +60,7 @@ FAST_FILES = frozenset(
         "test_link_settings.py",
         "test_machine.py",
         "test_middleware_names_stay_home.py",
+        "test_mqtt_arrival_stamp.py",
         "test_middleware_registry.py",
         "test_mocap_capture_time.py",
         "test_names.py",

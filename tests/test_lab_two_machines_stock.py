@@ -194,7 +194,8 @@ def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
     """SIGINT to the lab user's `fieldtest lab run` once the robot's launch has started (its pid file
     written: its gate runs, the nodes that answer the pre-flight come after it): the runner stops,
     says why, and stops the robot's launch over ssh; nothing of the robot login's is left and the
-    base never got a command."""
+    base never got a motion command (the host's stop burst reaches it when its node was already up
+    when the signal came)."""
     campaign = lab.campaign("trials/rehearsal.yaml")
     runs = lab.host_user.home / "runs" / "ctrl-c"
     commands_before = lab.base_status().get("commands", 0)
@@ -223,7 +224,8 @@ def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
     assert left == [], (left, report)
     assert not set(lab.robot_user.home.glob(launch)) - earlier, report  # it ended and took its pid file
     base = lab.base_status()
-    assert base.get("commands", 0) == commands_before and not base["moving"], base
+    since = base.get("commands", 0) - commands_before
+    assert base.get("trailing_zero_commands", 0) >= since and not base["moving"], (since, base)
 
 
 def _runner_pid(lab, runs_dir: str) -> int:

@@ -104,12 +104,11 @@ def test_a_twin_trial_with_the_robot_on_the_other_vendor(tmp_path, middleware, r
     metrics = analyze_trial(result.trial_dir, plots=False)
     assert metrics["trial"]["variant"] == f"robot on {robot_vendor}"  # compare keeps it apart
     latency = metrics["latency"]
-    # Every command crossed but some of the first ten at most, as measured with the host on Fast DDS: the
-    # writer saw the CycloneDDS reader and sent before that reader had matched it. The end of the
-    # stream (the stop burst) always arrives: the Fast DDS host waits for its acknowledgments
-    sent, edges = latency["commands_sent"], latency["lost_spans"]
-    assert sent > 0 and latency["commands_received"] >= sent - 10, latency
-    assert all(last < 10 for _first, last in edges), edges  # among the first ten sent, as counted
+    # Every command crossed: a writer can match the other vendor's reader before that reader has
+    # matched it, and the reader drops what comes before; the robot's probes, which the host's go
+    # waits for, start only once its command reader has matched the host's writer
+    sent = latency["commands_sent"]
+    assert sent > 0 and latency["commands_received"] == sent and latency["lost_spans"] == [], latency
     assert latency["round_trip_ms"]["count"] > 0  # the clock probes went and came back
 
 

@@ -143,9 +143,14 @@ class CommandReceiver:
         transport: Transport,
         clock: Clock,
         on_command: CommandFn | None = None,
+        probe_once_matched: bool = False,
     ):
         self.clock = clock
         self.on_command = on_command
+        # the twin's host goes once the robot's probes arrive: holding them until the command
+        # subscription has matched a publisher makes that go wait for it (the lab's pre-flight
+        # reads the match from the robot's status instead)
+        self._probe_once_matched = probe_once_matched
         self.probes = ProbeInitiator()
         # where the latency's clock offset comes from: the link's own probes unless another channel
         # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.endpoints.udpclock)
@@ -210,8 +215,14 @@ class CommandReceiver:
     # Clock probes -------------------------------------------------------------------------
     def poll(self, now_ns: int) -> None:
         """Send a clock probe if one is due (call it from the robot's periodic loop)."""
-        if self.probes.due(now_ns):
+        if self.probes.due(now_ns) and self._may_probe():
             self._send_probe()
+
+    def _may_probe(self) -> bool:
+        if self._probe_once_matched and self.command_publishers() == 0:  # None: cannot tell, go on
+            return False
+        self._probe_once_matched = False  # matched once: a later loss of the match is the link's
+        return True
 
     def _send_probe(self, follow_up: bool = False) -> None:
         def send(probe_id: int) -> int:

@@ -92,6 +92,7 @@ class TwinRobot:
             transport or open_transport(request.transport, "robot"),
             self.clock,
             on_command=self._apply,
+            probe_once_matched=True,
         )
         self.traffic = RobotTrafficSource(request, self.receiver.transport, self.clock)
         port, path = request.twin.truth_port, request.twin.truth_socket

@@ -205,8 +205,15 @@ class QueuedReaders:
     _readers: list[tuple[str, Any, str, Any, Any]]
     error: type[Exception] = RuntimeError  # what the transport raises
 
-    def matched(self, topic: str) -> list[int]:
+    def matched(self, topic: str, readers_only: bool = False) -> list[int]:
         raise NotImplementedError
+
+    def matched_publishers(self, topic: str) -> int | None:
+        """Publishers matched by this transport's least-matched reader of ``topic`` (None: no reader).
+        A writer can match a reader before that reader matches it: the reader drops what it sends
+        until then, so only the reader's own count says a command would be taken in."""
+        counts = self.matched(topic, readers_only=True)
+        return min(counts) if counts else None
 
     def wait_for_match(self, topic: str, *, count: int = 1, timeout_s: float = 5.0) -> bool:
         """True once every writer and reader on ``topic`` matches ``count`` endpoints (discovery

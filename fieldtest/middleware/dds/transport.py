@@ -312,12 +312,12 @@ class DdsTransport(QueuedReaders):
 
     # -- extras for tests and benchmarks --
 
-    def matched(self, topic: str) -> list[int]:
+    def matched(self, topic: str, readers_only: bool = False) -> list[int]:
         """Remote endpoints matched by each writer and reader this transport opened on ``topic``."""
         name = dds_topic_name(self.config.namespace, topic)
         with self._lock:
             self._check_open()
-            counts = [matched_count(w, True) for n, w in self._writers if n == name]
+            counts = [] if readers_only else [matched_count(w, True) for n, w in self._writers if n == name]
             counts += [matched_count(r, False) for n, r, *_ in self._readers if n == name]
         return counts
 

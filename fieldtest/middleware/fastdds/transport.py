@@ -190,13 +190,13 @@ class FastDdsTransport(QueuedReaders):
 
     # -- extras for tests and benchmarks --
 
-    def matched(self, topic: str) -> list[int]:
+    def matched(self, topic: str, readers_only: bool = False) -> list[int]:
         """Remote endpoints matched by each writer and reader this transport opened on ``topic``."""
         name = fastdds_topic_name(self.config.namespace, topic)
         with self._lock:
             if self._closed:
                 raise FastDdsError("Fast DDS transport is closed")
-            endpoints = [e for n, e in self._writers if n == name]
+            endpoints = [] if readers_only else [e for n, e in self._writers if n == name]
             endpoints += [e for n, e, *_ in self._readers if n == name]
             return [self._lib.ft_matched(e) for e in endpoints]
 

@@ -272,14 +272,14 @@ class NetworkLoop:
             self._woke_ns = woke_ns
         return bool(conn & pollstamp.READABLE)
 
-    def take_arrival(self, now_ns: int) -> int:
-        """Arrival stamp, on the clock that read ``now_ns``, of a message read in this turn: when the
-        socket woke the thread (stamped in C), for the first message since that wake-up; ``now_ns``
-        for later ones, which may have come in while the first was being read."""
+    def take_arrival(self, now_ns: Callable[[], int]) -> int:
+        """Arrival stamp, on ``now_ns``'s clock, of a message read in this turn: when the socket woke
+        the thread (stamped in C), for the first message since that wake-up; now for later ones,
+        which may have come in while the first was being read."""
         woke_ns, self._woke_ns = self._woke_ns, None
         if woke_ns is None:
-            return now_ns
-        return now_ns - max(0, time.monotonic_ns() - woke_ns)
+            return now_ns()
+        return woke_ns + _offset_from_monotonic(now_ns)
 
     def _reconnect(self, failures: int) -> int:
         """After a lost connection: wait (1, 2, 4, 4 ... s), then try again; the failure count."""
@@ -291,6 +291,20 @@ class NetworkLoop:
         except OSError as exc:
             log.info("MQTT broker not reachable yet: %s", exc)
         return failures + 1
+
+
+def _offset_from_monotonic(now_ns: Callable[[], int], reads: int = 3) -> int:
+    """``now_ns()`` minus CLOCK_MONOTONIC, read between two monotonic reads, the narrowest of
+    ``reads`` tries: a thread switch between two reads (the GIL's, 5 ms) would shift a stamp moved
+    from one clock to the other by that switch's length."""
+    best_window, offset = None, 0
+    for _ in range(reads):
+        before = time.monotonic_ns()
+        reading = now_ns()
+        after = time.monotonic_ns()
+        if best_window is None or after - before < best_window:
+            best_window, offset = after - before, reading - (before + after) // 2
+    return offset
 
 
 class MqttTransport(CallbackSubscriber):
@@ -415,7 +429,7 @@ class MqttTransport(CallbackSubscriber):
             decode(payload, arrival_ns)
 
         def on_message(client, userdata, message: paho.MQTTMessage) -> None:
-            arrival_ns = self.loop.take_arrival(now_ns())  # before the read; deliver may run later
+            arrival_ns = self.loop.take_arrival(now_ns)  # before the read; deliver may run later
             payload = message.payload
             self.loop.deliver(lambda: handle(payload, arrival_ns))
 
