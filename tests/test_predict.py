@@ -269,6 +269,15 @@ TWIN_TOLERANCE_M = 0.005
 TWIN_TOLERANCE_REL = 0.1
 
 
+def _applied_outage_s(trial_dir) -> float:
+    """How long the trial's one outage was applied, from the record's fault log."""
+    from fieldtest.record import read_trial
+
+    log = read_trial(trial_dir).outcome.link["description"]["faults"]
+    done = {event["event"].split(" (")[0]: event["done_monotonic_ns"] for event in log}
+    return (done["outage end"] - done["outage start"]) / 1e9
+
+
 @pytest.mark.parametrize(
     ("fault_at_s", "duration_s"),
     [(13.0, 1.2), (14.3, 0.4)],  # lap 2 (12.5-24.5 s): inside side 1 (a watchdog stop), across its corner
@@ -294,8 +303,11 @@ def test_prediction_from_a_twin_trials_trace_matches_its_measured_drift(tmp_path
     measured = read_metrics(result.trial_dir / "analysis" / "metrics.json").drift.mean_m
     got = pr.predict(TWIN_PLAN, read_trace(result.trial_dir))
     predicted = got["predicted"]["drift_mean_m"]
-    # the outage shows in the trace (lost, or held back and delivered late by a reliable QoS)
-    assert got["trace"]["longest_outage_s"] > 0.75 * duration_s and measured > 0.02
+    # the outage shows in the trace (lost, or held back and delivered late by a reliable QoS), as
+    # long as it was applied: a loaded machine may apply its start late (the fault log says when)
+    applied_s = _applied_outage_s(result.trial_dir)
+    assert 0 < applied_s <= duration_s + 0.1, applied_s
+    assert got["trace"]["longest_outage_s"] > 0.75 * applied_s and measured > 0.02, (got["trace"], applied_s)
     print(f"predicted {predicted * 1e3:.1f} mm, measured {measured * 1e3:.1f} mm")
     assert predicted == pytest.approx(measured, abs=TWIN_TOLERANCE_M, rel=TWIN_TOLERANCE_REL)
     assert got["ideal_link"]["drift_mean_m"] < measured / 5  # the link, not the plan, made the drift

@@ -512,6 +512,14 @@ def _mocap_stack_faults(procs: ProcessGroup) -> dict:
     return {"frames_generated": generated, "frames_sent": sent, "frames_skipped_late": skipped}
 
 
+def _log_applied_faults(link: dict, net: _Network) -> None:
+    """The faults as applied (each event when due and when done, monotonic ns), into the link's
+    description, measured before the trial: a loaded machine may apply an outage late."""
+    topo = net.emulated_topo
+    if topo is not None and isinstance(link.get("description"), dict):
+        link["description"]["faults"] = list(topo.fault_log)
+
+
 def _finish_record(
     trial_dir: Path,
     procs: ProcessGroup,
@@ -649,6 +657,7 @@ def _run_in_network(
         machine = monitor.stop() if monitor.started else None
         traffic = net.stop_capture(request.transport)
         forwarder = net.link_forwarder()
+        _log_applied_faults(link, net)
         _finish_record(
             trial_dir, procs, reason, detail, link, machine, net.link_simulator(), traffic, forwarder, notes
         )
