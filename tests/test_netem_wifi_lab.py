@@ -104,7 +104,10 @@ def test_unicast_to_a_robot_idle_longer_than_its_timeout_waits_for_the_next_beac
     awake = [p for p in probes if p["idle"] < TIMEOUT_MS - 5]
     assert sum(p["delay"] <= settle_ms for p in awake) >= 0.8 * len(awake), (awake, stats["machine"])
     if gap_ms < TIMEOUT_MS:
-        assert not dozing and robot["wakes_tim"] <= 2
+        # the cadence keeps it awake: it dozes only after a probe the machine sent late (its measured
+        # idle past the timeout), and such a probe waits for the beacon like any held one
+        assert robot["wakes_tim"] <= 2 + len(dozing), (robot, dozing, stats["machine"])
+        assert all(p["delay"] >= p["wait"] - 1.0 for p in dozing), dozing
         return
     assert len(dozing) >= 0.4 * len(probes)
     # never delivered before the next beacon, and right after it
