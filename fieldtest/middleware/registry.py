@@ -151,9 +151,9 @@ def infrastructure(
 
 def lab_launch_problem(cfg: LabLaunch) -> str:
     """Why one lab side's checked launch settings would not work on their middleware (one line
-    naming the argument and the fix), or "": the security setting it takes, the static DDS peers
-    only a crossing DDS uses (a family's lab setting on another family's middleware), SROS2's relay,
-    and the middleware's own ``lab_launch_problem``."""
+    naming the argument and the fix), or "": the security setting it takes, a family's lab-only
+    setting set on another family's middleware (``LabLaunch.foreign_lab_setting``: DDS's static
+    peers), SROS2's relay, and the middleware's own ``lab_launch_problem``."""
     entry = get(cfg.middleware)
     if cfg.security != "none" and not entry.own_security:
         from fieldtest.security.settings import SecuritySettingError
