@@ -309,14 +309,15 @@ def check_keystore(
 def shared_broker_port(requests: list[TrialRequest]) -> str:
     """A separate broker (mqtt-broker) serving plain and TLS trials on one port: one Mosquitto
     listener is either plain or TLS, so half of the campaign's trials would fail to connect."""
-    from fieldtest.labrun.configuration.settings import lab_mqtt_port
+    from fieldtest.labrun.configuration.settings import with_lab_defaults
     from fieldtest.middleware import registry
+    from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 
     kinds: dict[tuple[str, int], set[str]] = {}
     for request in requests:
         t = request.transport
         if registry.get(t.middleware).infra_node == "broker":  # Mosquitto on a machine of its own
-            port = lab_mqtt_port(request)
+            port = with_lab_defaults(request).transport.settings(MqttSettings).port
             kinds.setdefault((t.broker_address, port), set()).add("plain" if t.security == "none" else "TLS")
     for (address, port), found in kinds.items():
         if len(found) > 1:
