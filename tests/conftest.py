@@ -37,7 +37,7 @@ FAST_FILES = frozenset(
         "test_analysis_metrics_schema.py",
         "test_analysis_power.py",
         "test_analysis_restsplit.py",
-        "test_analysis_stats.py",
+        "test_analysis_summarystats.py",
         "test_analysis_sweep.py",
         "test_analysis_synthetic.py",
         "test_analysis_timingclasses.py",

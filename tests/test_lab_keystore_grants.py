@@ -114,7 +114,7 @@ def test_the_keystore_preflight_passes_on_the_robots_own_share(keystores, tmp_pa
     """The robot's copy (`fieldtest keys export --for robot`: no CA key, no host key) passes the
     trial's keystore pre-flight for what the robot runs: its DDS enclave and grants, its TLS
     identity (which zenoh-peer's host dials); a namespace its grants do not cover still fails."""
-    from fieldtest.security.machine import export_machine
+    from fieldtest.security.machineshare import export_machine
 
     share = export_machine(keystores[("/tb4", 0)], "robot", tmp_path / "robot")
     assert not (share / "private").exists() and not (share / "enclaves/fieldtest/host").exists()

@@ -13,7 +13,7 @@ import pytest
 
 from fieldtest.campaign import load_trials
 from fieldtest.labrun.cli import lab_main
-from fieldtest.labrun.configuration.settings import (
+from fieldtest.labrun.configuration.launchsettings import (
     LaunchArgError,
     launch_args_for_trial,
     parse_launch_args,

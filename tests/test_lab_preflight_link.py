@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fieldtest.labrun.endpoints.create3 import pending_report
+from fieldtest.labrun.nodelogic.create3params import pending_report
 from fieldtest.labrun.orchestration.preflight import check_robot_link, summarize, with_gate
 from fieldtest.labrun.orchestration.runner import command_publisher_expected
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.endpoints.rclpy_transport import (
+from fieldtest.labrun.nodelogic.rclpy_transport import (
     arrival_ns,
     arrival_stamp_source,
     executor_needs_realtime,

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from fieldtest.analysis.metrics.latency import history_depth
-from fieldtest.analysis.metrics.stats import spans
+from fieldtest.analysis.metrics.summarystats import spans
 from fieldtest.campaign import CampaignError, load_trials
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.orchestration.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.orchestration.remote import RobotSide
@@ -587,7 +587,7 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
-    from fieldtest.middleware.lab import received_by, sent_by, topic_qos, wire_name
+    from fieldtest.middleware.labshared import received_by, sent_by, topic_qos, wire_name
     from fieldtest.middleware.mqtt.lab import mqtt_client_params, to_yaml
     from fieldtest.qos import get_qos, mqtt_qos
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from fieldtest.campaign import load_trials
-from fieldtest.labrun.configuration.settings import parse_launch_args, with_lab_defaults
+from fieldtest.labrun.configuration.launchsettings import parse_launch_args, with_lab_defaults
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
 from fieldtest.labrun.orchestration.robotsetup import (
     RobotSetupError,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.campaign import LabSettings
-from fieldtest.labrun.endpoints.estop import zero_commands_over_transport
+from fieldtest.labrun.nodelogic.estop import zero_commands_over_transport
 from fieldtest.labrun.orchestration.remote import local_robot_side
 from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
 from fieldtest.natnet.recorder import RecorderConfig

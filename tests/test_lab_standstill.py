@@ -13,7 +13,7 @@ import pytest
 
 from fieldtest.campaign import load_trials
 from fieldtest.cli import main as fieldtest_main
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware import registry
 

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE
+from fieldtest.labrun.nodelogic.driver import CONTROL_DIR, GO_FILE
 from fieldtest.labrun.orchestration.remote import PID_FILE
 from fieldtest.record import read_trial
 from fieldtest.testkit import needs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE, ROBOT_LOST_S
+from fieldtest.labrun.nodelogic.driver import CONTROL_DIR, GO_FILE, ROBOT_LOST_S
 from fieldtest.record import CLOCK_OFFSET_TOPIC, read_bag, read_trial
 from fieldtest.rosmsg import ns_of
 

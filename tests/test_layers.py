@@ -53,7 +53,7 @@ FORBIDDEN = {
     RUNNER: (LABRUN, "fieldtest.cli"),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).
-ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
+ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3model")}
 
 
 REACHES = import_graph(PACKAGE_ROOT, with_parents=True)
@@ -180,7 +180,7 @@ def test_the_private_import_check_sees_one(tmp_path):
     files = {
         "dds/lab.py": "def _local_only(): ...\ndef public(): ...\n",
         "zenoh/lab.py": "from fieldtest.middleware.dds.lab import _local_only, public\n"
-        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.lab import _shared\n",
+        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.labshared import _shared\n",
         "zenoh/infra.py": "def _own(): ...\n",
         "lab.py": "def _shared(): ...\n",
     }

@@ -29,7 +29,7 @@ FAMILY_FILES = {
 
         from __future__ import annotations
 
-        from fieldtest.middleware.base import Middleware
+        from fieldtest.middleware.declaration import Middleware
 
 
         class QuicPeer(Middleware):
@@ -78,9 +78,9 @@ FAMILY_FILES = {
 PROBE = textwrap.dedent(
     """\
     import json
-    from fieldtest.labrun.configuration.settings import parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import parse_launch_args
     from fieldtest.middleware import registry
-    from fieldtest.middleware.lab import side_processes
+    from fieldtest.middleware.labshared import side_processes
 
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.middleware.quic.settings import Settings

@@ -1,4 +1,4 @@
-"""Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/names.py, a
+"""Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/recordnames.py, a
 middleware's ports in its family's settings.py)."""
 
 import ast
@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 from fieldtest import names
-from fieldtest.record import names as record_names
+from fieldtest.record import recordnames as record_names
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY_SETTINGS = sorted((ROOT / "fieldtest/middleware").glob("*/settings.py"))
-HOMES = {ROOT / "fieldtest/names.py", ROOT / "fieldtest/record/names.py", *FAMILY_SETTINGS}
+HOMES = {ROOT / "fieldtest/names.py", ROOT / "fieldtest/record/recordnames.py", *FAMILY_SETTINGS}
 SOURCES = [
     p
     for d in ("fieldtest", "host_ws", "robot_ws", "tests", "benchmarks", "analysis")
@@ -39,7 +39,7 @@ def test_enclave_paths_and_relay_topic_are_written_only_in_the_names_modules():
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if SHARED_STRINGS.search(line)
     ]
-    assert not found, "use fieldtest.names / fieldtest.record.names:\n" + "\n".join(found)
+    assert not found, "use fieldtest.names / fieldtest.record.recordnames:\n" + "\n".join(found)
 
 
 def test_stop_burst_and_ports_are_not_redefined():

@@ -165,7 +165,7 @@ def analyze_main(argv: list[str]) -> int:
     with _one_analysis():
         worker = None if args.no_plots else PlotWorker.start()
         try:
-            from fieldtest.analysis.loading.robot import load_calibration
+            from fieldtest.analysis.loading.trialrobot import load_calibration
             from fieldtest.analysis.pipeline import analyze_trial
 
             calibration = (

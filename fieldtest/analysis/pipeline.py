@@ -40,8 +40,8 @@ from fieldtest.analysis.causes.restsplit import REST_CSV, write_rest_curve
 from fieldtest.analysis.causes.stackfaults import stack_metrics
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.analysis.loading.mocaptime import CAPTURE
-from fieldtest.analysis.loading.robot import BaseCalibration, robot_label
-from fieldtest.analysis.loading.trial import AnalysisError, TrialData, load_trial
+from fieldtest.analysis.loading.trialdata import AnalysisError, TrialData, load_trial
+from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics import ape as ape_mod
 from fieldtest.analysis.metrics import relativeerror as relative
 from fieldtest.analysis.metrics.basereceived import base_check
@@ -63,7 +63,7 @@ from fieldtest.analysis.metrics.schema import (
     MetricsError,
     metrics_from,
 )
-from fieldtest.analysis.metrics.wire import wire_metrics
+from fieldtest.analysis.metrics.wiretraffic import wire_metrics
 from fieldtest.analysis.rendering.campaignpage import write_campaign_page
 from fieldtest.analysis.rendering.campaignplot import drift_plot
 from fieldtest.analysis.rendering.figuredata import PlotData

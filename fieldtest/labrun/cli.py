@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan, with_lab_defaults
-from fieldtest.labrun.endpoints.create3 import (
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, load_plan, with_lab_defaults
+from fieldtest.labrun.nodelogic.create3params import (
     check_create3,
     create3_param_file,
     parse_param_dump,
@@ -95,7 +95,7 @@ def _selected_trials(args: argparse.Namespace) -> tuple:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.endpoints.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.nodelogic.estop import ros2_zero_commands, zero_commands_over_transport
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide, robot_setup_script
     from fieldtest.labrun.orchestration.runner import HOST_LAUNCH, LabOptions, LabRunner
 
@@ -226,7 +226,7 @@ def launch_plan_main(args: argparse.Namespace) -> int:
 
 def broker_config_main(args: argparse.Namespace) -> int:
     """The separate broker machine's Mosquitto for a campaign with security off and on."""
-    from fieldtest.labrun.configuration.settings import parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import parse_launch_args
     from fieldtest.middleware.mqtt.lab import broker_user, mosquitto_acl, two_listener_mosquitto_conf
 
     values = {"middleware": "mqtt-broker", "security": "mtls-acl", **_launch_values(args.arguments)}
@@ -259,7 +259,7 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     """Read a ``ros2 bag record`` of cmd_vel and odom (one recorder, one clock: the receive times)."""
     from rosbags.highlevel import AnyReader
 
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
     cmd_topic, odom_topic = f"{ns}/{args.cmd_topic}", f"{ns}/{args.odom_topic}"
@@ -395,7 +395,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--odom-topic", default="odom")
     p.set_defaults(func=measure_stop_main)
 
-    sub.add_parser(  # parsed by fieldtest.perf.lab (lab_main hands it over): listed here for --help
+    sub.add_parser(  # parsed by fieldtest.perf.labperf (lab_main hands it over): listed here for --help
         "perf", add_help=False, help="perf rows between this machine and the robot (docs/perf.md, the lab)"
     )
 
@@ -415,7 +415,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def lab_main(argv: list[str]) -> int:
     if argv[:1] == ["perf"]:  # its options are fieldtest perf's, parsed there
-        from fieldtest.perf.lab import lab_perf_main
+        from fieldtest.perf.labperf import lab_perf_main
 
         return lab_perf_main(argv[1:])
     args = _parser().parse_args(argv)

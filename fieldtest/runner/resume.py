@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fieldtest.analysis.metrics.schema import METRICS_FILE, Metrics, read_metrics
 from fieldtest.record import TrialRequest
-from fieldtest.record.names import ANALYSIS_DIR
+from fieldtest.record.recordnames import ANALYSIS_DIR
 from fieldtest.record.trial import read_trial
 from fieldtest.runner.twintrial import as_asked
 from fieldtest.runner.verdict import invalid_trials

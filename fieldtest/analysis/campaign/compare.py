@@ -20,10 +20,10 @@ from fieldtest.analysis.campaign.power import drift_groups, power_lines, power_t
 from fieldtest.analysis.campaign.robotcalibration import base_lines, campaign_split
 from fieldtest.analysis.campaign.trialvalues import lateness_values, relative_values
 from fieldtest.analysis.campaign.umbmark import umbmark, umbmark_lines
-from fieldtest.analysis.loading.robot import CALIBRATION_FILE, requests_of
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
+from fieldtest.analysis.loading.trialrobot import CALIBRATION_FILE, requests_of
 from fieldtest.analysis.metrics.schema import METRICS_FILE, Metrics, MetricsError, read_metrics
-from fieldtest.analysis.metrics.wire import wire_values
+from fieldtest.analysis.metrics.wiretraffic import wire_values
 from fieldtest.catalog import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import TrialData
+from fieldtest.analysis.loading.trialdata import TrialData
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.machine import lateness_summary
 

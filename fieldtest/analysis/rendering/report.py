@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fieldtest.analysis.loading.mocaptime import time_axis_line
 from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Closing, Metrics, Stats
-from fieldtest.analysis.metrics.wire import wire_lines
+from fieldtest.analysis.metrics.wiretraffic import wire_lines
 from fieldtest.analysis.rendering.foxglove import foxglove_line
 from fieldtest.analysis.rendering.reportcauses import causes_lines, stack_lines, validity_lines
 from fieldtest.analysis.rendering.reportmeasures import base_lines, lateness_lines, link_line, relative_lines

@@ -48,8 +48,12 @@ from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
-from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial, parse_launch_args
-from fieldtest.labrun.endpoints.driver import (
+from fieldtest.labrun.configuration.launchsettings import (
+    LaunchArgError,
+    launch_args_for_trial,
+    parse_launch_args,
+)
+from fieldtest.labrun.nodelogic.driver import (
     CONTROL_DIR,
     EXIT_NO_GO,
     EXIT_ROBOT_LOST,
@@ -57,7 +61,7 @@ from fieldtest.labrun.endpoints.driver import (
     HOST_STATUS,
     STOP_FILE,
 )
-from fieldtest.labrun.endpoints.geofence import MAX_UNTRACKED_S, Geofence
+from fieldtest.labrun.nodelogic.geofence import MAX_UNTRACKED_S, Geofence
 from fieldtest.labrun.orchestration.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
 from fieldtest.labrun.orchestration.clockstate import summary as clock_summary
 from fieldtest.labrun.orchestration.preflight import (

@@ -171,7 +171,7 @@ def _start_middleware_machine(
 ) -> None:
     """The machine of its own the lab runs for the trial's middleware, if any (mqtt-broker's
     broker), as the middleware's ``rehearsal_machine_process`` says."""
-    from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import launch_args_for_trial, parse_launch_args
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir, extra=dict(host_args))
     cfg = parse_launch_args(args, "host", environ={})
@@ -215,7 +215,7 @@ def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None
         robot=local_robot_side(
             options.runs_dir / "robot-side",
             (python, *PLANRUN, *robot_without, "robot"),
-            estop=(python, "-m", "fieldtest.labrun.endpoints.estop"),
+            estop=(python, "-m", "fieldtest.labrun.nodelogic.estop"),
         ),
     )
 
@@ -295,7 +295,9 @@ def _add_base_record(trial_dir: Path, record: Path) -> bool:
 def _check_ros_environment(python: str) -> str:
     """The ROS 2 environment imports what the nodes need; returns its rclpy's distro ('' if unknown)."""
     imports = "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"
-    distro = "from fieldtest.labrun.configuration.settings import installed_rclpy_distro as d; print(d())"
+    distro = (
+        "from fieldtest.labrun.configuration.launchsettings import installed_rclpy_distro as d; print(d())"
+    )
     done = subprocess.run(
         [python, "-c", f"{imports}; {distro}"],
         capture_output=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.zenoh.security import SETTINGS, config_overrides
 from fieldtest.middleware.zenoh.settings import Settings
 
