@@ -1,5 +1,5 @@
 """One trial's lifecycle, the same for the twin runner (``fieldtest.runner``) and the lab runner
-(``fieldtest.labrun.orchestration.runner``); each supplies its own processes and outcome fields.
+(``fieldtest.labrun.orchestration.labrunner``); each supplies its own processes and outcome fields.
 
 1. ``open_record``: ``trial.yaml`` with the request, software versions and plan warnings;
 2. ``start_in_order``: the processes, the robot before the host; once a stop signal has arrived

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from fieldtest.analysis.pipeline import analyze_trial
-from fieldtest.campaign import load_trials
 from fieldtest.record import TrialRequest
 from fieldtest.record.trial import read_trial, write_trial
 from fieldtest.runner.cli import campaign_main
 from fieldtest.runner.resume import kept_trials
 from fieldtest.runner.twintrial import _assign_ports, _with_twin_defaults
 from fieldtest.testkit.synth import SynthSpec, synthesize
+from fieldtest.trialcampaign import load_trials
 
 CAMPAIGN = """\
 campaign: resumed

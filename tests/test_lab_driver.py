@@ -28,8 +28,8 @@ from fieldtest.labrun.nodelogic.driver import (
 )
 from fieldtest.labrun.nodelogic.estop import ros2_zero_command_argv, zero_commands_over_transport
 from fieldtest.labrun.nodelogic.monitor import LabLinkMonitor
+from fieldtest.labrun.orchestration.labrunner import host_end_reason
 from fieldtest.labrun.orchestration.remote import RemoteShell, local_robot_side
-from fieldtest.labrun.orchestration.runner import host_end_reason
 from fieldtest.middleware.registry import open_transport
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan

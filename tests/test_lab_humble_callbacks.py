@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_lab_rehearsal import _metrics, _rehearse
 
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 from fieldtest.record import read_trial
 
 HUMBLE_CONVENTION = Path(__file__).parent / "ros" / "humble_calling_convention"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
 from fieldtest.labrun.cli import lab_main
 from fieldtest.labrun.configuration.launchsettings import (
     LaunchArgError,
@@ -29,6 +28,7 @@ from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.testkit import needs
 from fieldtest.testkit.mqttacked import AckedClient
 from fieldtest.testkit.refusal import tls_alert
+from fieldtest.trialcampaign import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "trials" / "seed-study.yaml"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.labrun.configuration.launchsettings import parse_launch_args
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 from fieldtest.middleware import registry
 from fieldtest.middleware.labshared import link_topics, ros_topic, topic_qos
 from fieldtest.middleware.mqtt.lab import mqtt_client_params

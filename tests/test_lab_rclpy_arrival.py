@@ -16,7 +16,7 @@ from fieldtest.labrun.nodelogic.rclpy_transport import (
     arrival_stamp_source,
     executor_needs_realtime,
 )
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 
 PROBE = Path(__file__).parent / "ros" / "rclpy_arrival_probe.py"
 

@@ -24,19 +24,12 @@ import yaml
 
 from fieldtest.analysis.metrics.latency import history_depth
 from fieldtest.analysis.metrics.summarystats import spans
-from fieldtest.campaign import CampaignError, load_trials
 from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.orchestration.labrunner import LabOptions
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.orchestration.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.orchestration.remote import RobotSide
-from fieldtest.labrun.orchestration.runner import LabOptions
-from fieldtest.labrun.rehearsal.mqtt_standin import (
-    KEEP_NAGLE_ENV,
-    STANDIN_BANNER,
-    StandinConfigError,
-    load_config,
-)
-from fieldtest.labrun.rehearsal.rehearsal import (
+from fieldtest.labrun.rehearsal.labrehearsal import (
     NODE_ARGS,
     ROS_VENV,
     RehearsalError,
@@ -44,12 +37,19 @@ from fieldtest.labrun.rehearsal.rehearsal import (
     rehearse,
     ros_python,
 )
+from fieldtest.labrun.rehearsal.mqtt_standin import (
+    KEEP_NAGLE_ENV,
+    STANDIN_BANNER,
+    StandinConfigError,
+    load_config,
+)
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit.hangup import as_from_a_terminal
+from fieldtest.trialcampaign import CampaignError, load_trials
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
 from fieldtest.labrun.configuration.launchsettings import with_lab_defaults
 from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
 from fieldtest.labrun.orchestration.robotsetup import (
@@ -24,6 +23,7 @@ from fieldtest.security.keystore import create_keystore
 from fieldtest.security.machineshare import export_machine
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import KIT_ROOT
+from fieldtest.trialcampaign import load_trials
 
 ROBOT_KEYSTORE = "~/fieldtest/keystore"  # as a campaign names it: the robot's home on the robot
 

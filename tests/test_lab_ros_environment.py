@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 
 
 @pytest.fixture(scope="module")

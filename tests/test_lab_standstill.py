@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
 from fieldtest.cli import main as fieldtest_main
 from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware import registry
+from fieldtest.trialcampaign import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "trials"

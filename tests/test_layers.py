@@ -24,7 +24,15 @@ PLAIN = (
 RECORD, TRANSPORT, SECURITY = "fieldtest.record", "fieldtest.transport", "fieldtest.security"
 MIDDLEWARE, ANALYSIS, ENDPOINTS = "fieldtest.middleware", "fieldtest.analysis", "fieldtest.endpoints"
 TWIN, LABRUN, RUNNER = "fieldtest.twin", "fieldtest.labrun", "fieldtest.runner"
-UPPER = (TWIN, LABRUN, RUNNER, "fieldtest.lifecycle", "fieldtest.campaign", "fieldtest.perf", "fieldtest.cli")
+UPPER = (
+    TWIN,
+    LABRUN,
+    RUNNER,
+    "fieldtest.lifecycle",
+    "fieldtest.trialcampaign",
+    "fieldtest.perf",
+    "fieldtest.cli",
+)
 FAMILY_LINKS = tuple(
     f"{MIDDLEWARE}.{family}.{part}"
     for family in ("dds", "zenoh", "mqtt")
@@ -49,7 +57,7 @@ FORBIDDEN = {
     # a family's transport and infrastructure take their security fragment, never compute it
     **{module: (SECURITY, f"{MIDDLEWARE}.registry", ANALYSIS, ENDPOINTS, *UPPER) for module in FAMILY_LINKS},
     ENDPOINTS: (SECURITY, MIDDLEWARE, ANALYSIS, *UPPER),
-    TWIN: (LABRUN, RUNNER, "fieldtest.campaign", "fieldtest.cli"),
+    TWIN: (LABRUN, RUNNER, "fieldtest.trialcampaign", "fieldtest.cli"),
     RUNNER: (LABRUN, "fieldtest.cli"),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).

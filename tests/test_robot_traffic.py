@@ -101,7 +101,7 @@ def test_the_command_line_option_reaches_the_request_and_its_name():
 
 
 def test_a_campaign_varies_robot_traffic(tmp_path):
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     path = tmp_path / "c.yaml"
     path.write_text("campaign: rt\nmatrix:\n  robot_traffic: [none, rviz]\n  zenoh_express: [false, true]\n")

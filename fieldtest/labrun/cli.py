@@ -22,7 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.configuration.launchsettings import LaunchArgError, load_plan, with_lab_defaults
 from fieldtest.labrun.nodelogic.create3params import (
@@ -34,6 +33,7 @@ from fieldtest.labrun.nodelogic.create3params import (
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
 from fieldtest.middleware.mqtt.settings import MQTT_PORT
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.trialcampaign import load_trials
 
 if TYPE_CHECKING:
     from fieldtest.record import TrialRequest
@@ -96,8 +96,8 @@ def _selected_trials(args: argparse.Namespace) -> tuple:
 
 def run_main(args: argparse.Namespace) -> int:
     from fieldtest.labrun.nodelogic.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.orchestration.labrunner import HOST_LAUNCH, LabOptions, LabRunner
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide, robot_setup_script
-    from fieldtest.labrun.orchestration.runner import HOST_LAUNCH, LabOptions, LabRunner
 
     campaign, trials = _selected_trials(args)
     if not trials:
@@ -172,9 +172,9 @@ def _campaign_exit(results: list, stop: threading.Event, what: str) -> int:
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.orchestration.labrunner import LabOptions
     from fieldtest.labrun.orchestration.remote import RobotSide
-    from fieldtest.labrun.orchestration.runner import LabOptions
-    from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse
+    from fieldtest.labrun.rehearsal.labrehearsal import SimulatedLab, rehearse
 
     campaign, trials = _selected_trials(args)
     if not trials:

@@ -561,7 +561,7 @@ def _lab_parser() -> argparse.ArgumentParser:
 
 def lab_link(args: argparse.Namespace) -> tuple[LabLink, list[str]]:
     """The lab link from the campaign and the login; the campaign's middlewares."""
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     campaign, trials = load_trials(args.campaign)
     if not trials:

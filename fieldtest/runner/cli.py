@@ -233,7 +233,7 @@ def campaign_main(argv: list[str]) -> int:
         "(docs/cluster.md); each worker then runs as many at once as it declared (--parallel is not used)",
     )
     args = parser.parse_args(argv)
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     try:
         campaign, requests = load_trials(args.campaign_yaml)

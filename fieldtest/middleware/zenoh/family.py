@@ -67,7 +67,7 @@ class _Zenoh(Middleware):
 
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         """zenohd with the ros2dds plugin must be built. (The nodes' distro is the trial's: the
-        rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.rehearsal``.)"""
+        rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.labrehearsal``.)"""
         return self.bridge_missing()
 
     def open_transport(self, config: TransportConfig, role: Role):

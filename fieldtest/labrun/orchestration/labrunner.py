@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
@@ -93,6 +92,7 @@ from fieldtest.lifecycle import (
 from fieldtest.procs import ProcessGroup, ignored_stop_signals, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, read_trial, write_trial
+from fieldtest.trialcampaign import LabSettings
 
 if TYPE_CHECKING:
     from fieldtest.record.trial import EndReason

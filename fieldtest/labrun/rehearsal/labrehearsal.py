@@ -2,7 +2,7 @@
 
     fieldtest lab rehearse trials/rehearsal.yaml [--base-vendor fastdds|cyclonedds] [--no-base] ...
 
-Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.runner.LabRunner``
+Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.labrunner.LabRunner``
 (pre-flight, countdown, go, stop path, analysis), the rclpy nodes of host_ws/ and robot_ws/ started
 from the launch plan's command lines (``fieldtest.labrun.orchestration.planrun``; ``ros2 launch`` cannot be
 installed from the ROS 2 wheels), the robot's Create 3 pre-flight, the kit's NatNet recorder. Only
@@ -36,9 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.labrun.orchestration.labrunner import (
+    ANALYSED_END_REASONS,
+    LabOptions,
+    LabRunner,
+    LabTrialResult,
+)
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
-from fieldtest.labrun.orchestration.runner import ANALYSED_END_REASONS, LabOptions, LabRunner, LabTrialResult
 from fieldtest.lifecycle import analyse
 from fieldtest.middleware import registry
 from fieldtest.middleware.zenoh.bridge import side_domain
@@ -244,7 +249,7 @@ def rehearse(
     """Each trial with fresh simulated hardware (the robot back at the start, as in the lab). A
     stop signal during a trial (``LabRunner.stop``, shared as ``stop``) ends the rehearsal."""
     stop = threading.Event() if stop is None else stop
-    from fieldtest.labrun.orchestration.runner import check_side_args
+    from fieldtest.labrun.orchestration.labrunner import check_side_args
 
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
