@@ -6,7 +6,7 @@ every middleware x ``--reps`` valid repetitions through the trial runner, re-run
 trial alone (each re-run counted), and prints per middleware the median stack-induced drift
 (metrics ``stack.stack_drift_m``: the lap drift the machine's own timing explains,
 docs/analysis.md), the wall time per valid trial, the CPU steal and busy share measured over the
-same campaign, and the targets of issue #16:
+same campaign, and whether it meets the stack's targets:
 
 - every campaign completes with ``--reps`` valid trials per middleware;
 - every kept trial has stack-induced drift <= 1 mm;
@@ -38,7 +38,7 @@ from fieldtest.runner import QUICK_PLAN
 from fieldtest.runner.batches import any_interrupted, run_and_rerun
 from fieldtest.trialcampaign import Campaign, expand, parse_campaign
 
-MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
+MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians
 
 
 def _spin() -> None:

@@ -1,4 +1,4 @@
-"""What the base received against what the host sent (issue 24, deliver 3): counts, missing,
+"""What the base received against what the host sent: counts, missing,
 reordered, changed values, lateness, and the warning when the base got fewer commands or none, in
 metrics.json and the report; "not available" in a lab trial without a base record."""
 

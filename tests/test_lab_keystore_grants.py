@@ -1,8 +1,8 @@
-"""The pre-flight's keystore check against the trial's namespace and ROS_DOMAIN_ID (issue 24,
-breaker 7): keys made with ``--namespace /tb4`` grant rt/tb4/cmd_vel, so a trial with namespace ""
-is denied under Enforce; keys made for one domain start no participant in another. The check's
-verdict is compared with what real CycloneDDS security does with the same keystore: the host's
-participant and cmd_vel writer, the robot's cmd_vel reader."""
+"""The pre-flight's keystore check against the trial's namespace and ROS_DOMAIN_ID: keys made with
+``--namespace /tb4`` grant rt/tb4/cmd_vel, so a trial with namespace "" is denied under Enforce;
+keys made for one domain start no participant in another. The check's verdict is compared with what
+real CycloneDDS security does with the same keystore: the host's participant and cmd_vel writer, the
+robot's cmd_vel reader."""
 
 from __future__ import annotations
 

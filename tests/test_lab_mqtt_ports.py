@@ -1,4 +1,4 @@
-"""MQTT ports of lab trials and the separate broker machine (issue 24, breaker 6): a TLS trial
+"""MQTT ports of lab trials and the separate broker machine: a TLS trial
 dials the TLS port unless the campaign names a port, so a campaign with security off and on
 reaches one broker machine whose Mosquitto (``fieldtest lab broker-config``) has a plain and a
 TLS listener; a campaign that names one port for both is refused before anything starts."""

@@ -173,7 +173,7 @@ def test_failed_preflight_never_moves_the_robot(tmp_path):
 
 
 def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path, natnet):
-    """The emulator streams NatNet 4.1; a recorder told to read 3.1 refuses it and stops (issue 14):
+    """The emulator streams NatNet 4.1; a recorder told to read 3.1 refuses it and stops:
     the runner must say so and never send the go, not wait out the pre-flight."""
     import dataclasses
 
@@ -188,7 +188,7 @@ def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path,
         assert all(r.twist.linear.x == 0.0 for r in receipts)
 
 
-# ------------------------------------------------------------------ stop signals (issue 24)
+# ------------------------------------------------------------------ stop signals
 
 
 def _standin_campaign(tmp_path: Path) -> Path:

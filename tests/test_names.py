@@ -1,8 +1,10 @@
 """Each shared name is defined once (fieldtest/names.py, topics in fieldtest/record/recordnames.py, a
-middleware's ports in its family's settings.py)."""
+middleware's ports in its family's settings.py); each module's name is used once; comments cite no
+issue numbers of this project."""
 
 import ast
 import re
+from collections import defaultdict
 from pathlib import Path
 
 from fieldtest import names
@@ -75,3 +77,107 @@ def test_the_port_check_knows_every_default_port():
         names.NATNET_COMMAND_PORT,
         names.NATNET_DATA_PORT,
     } <= PORT_VALUES
+
+
+# Module names. A name may repeat only among the middleware family packages
+# (fieldtest/middleware/<family>/), where each family's module of one name has the same role, as
+# rosbags' per-storage modules do; and a family's transport.py and security.py share the name of
+# the kit package whose interface they fill (fieldtest.transport, fieldtest.security). __init__,
+# __main__ and cli (a subcommand's command line) repeat everywhere. Every other module or package
+# name is used once in fieldtest/, so a name says which module it is.
+REPEATED_EVERYWHERE = frozenset({"__init__", "__main__", "cli"})
+FAMILY_ROLES_OF_KIT_PACKAGES = frozenset({"transport", "security"})
+
+
+def repeated_module_names(package: Path) -> list[str]:
+    """Each name of a module (file) or package under ``package`` used more than once outside the rule."""
+    modules = [path for path in package.rglob("*.py") if path.stem not in REPEATED_EVERYWHERE]
+    packages = [path.parent for path in package.rglob("__init__.py") if path.parent != package]
+    by_name: dict[str, list[Path]] = defaultdict(list)
+    for path in modules:
+        by_name[path.stem].append(path)
+    for path in packages:
+        by_name[path.name].append(path)
+    families = {path.parent for path in (package / "middleware").glob("*/__init__.py")}
+
+    def in_family(path: Path) -> bool:
+        return path.is_file() and path.parent in families
+
+    def allowed(name: str, paths: list[Path]) -> bool:
+        others = [path for path in paths if not in_family(path)]
+        kit_package = name in FAMILY_ROLES_OF_KIT_PACKAGES and others == [package / name]
+        return not others or kit_package
+
+    return [
+        f"{name}: " + ", ".join(sorted(str(path.relative_to(package.parent)) for path in paths))
+        for name, paths in sorted(by_name.items())
+        if len(paths) > 1 and not allowed(name, paths)
+    ]
+
+
+def test_every_module_name_outside_the_middleware_families_is_used_once():
+    repeated = repeated_module_names(ROOT / "fieldtest")
+    assert not repeated, "rename to say what each holds:\n" + "\n".join(repeated)
+
+
+def test_the_module_name_check_sees_a_repeat(tmp_path):
+    package = tmp_path / "fieldtest"
+    for name in (
+        "__init__.py", "cli.py", "lab.py", "names.py", "transport/__init__.py", "transport/base.py",
+        "record/__init__.py", "record/names.py", "record/cli.py", "twin/__init__.py", "twin/lab/__init__.py",
+        "middleware/__init__.py", "middleware/lab.py",
+        *(f"middleware/{family}/{module}" for family in ("dds", "mqtt")
+          for module in ("__init__.py", "lab.py", "settings.py", "transport.py")),
+    ):  # fmt: skip
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
+    assert repeated_module_names(package) == [
+        "lab: fieldtest/lab.py, fieldtest/middleware/dds/lab.py, fieldtest/middleware/lab.py, "
+        "fieldtest/middleware/mqtt/lab.py, fieldtest/twin/lab",
+        "names: fieldtest/names.py, fieldtest/record/names.py",
+    ]
+
+
+# Issue numbers. A comment, docstring or string says what it means, not which of this project's
+# issues asked for it: a line may not hold the word issue followed by a number (``#`` optional),
+# unless another project's ``owner/repo`` comes right before the word, as in
+# ``ros2/rmw_cyclonedds issue 184`` (a citation of that project's tracker).
+ISSUE_NUMBER = re.compile(r"(?<![\w/.-])(?:[Ii]ssues?) #?\d", re.ASCII)
+OTHER_PROJECTS_ISSUE = re.compile(r"[\w.-]+/[\w.-]+ [Ii]ssues? #?\d", re.ASCII)
+CHECKED_DIRS = ("fieldtest", "tests", "benchmarks", "tools")
+CHECKED_SUFFIXES = frozenset({".py", ".sh", ".c", ".cpp", ".h", ".md", ".txt", ".yaml", ".json5"})
+
+
+def project_issue_numbers(root: Path) -> list[str]:
+    found = []
+    for directory in CHECKED_DIRS:
+        for path in sorted((root / directory).rglob("*")):
+            if path.suffix not in CHECKED_SUFFIXES or not path.is_file():
+                continue
+            for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                if len(ISSUE_NUMBER.findall(line)) > len(OTHER_PROJECTS_ISSUE.findall(line)):
+                    found.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    return found
+
+
+def test_no_comment_cites_this_projects_issue_numbers():
+    found = project_issue_numbers(ROOT)
+    assert not found, "say what it means instead of the issue number:\n" + "\n".join(found)
+
+
+def test_the_issue_number_check_tells_this_project_from_others(tmp_path):
+    number = 24
+    lines = {
+        "fieldtest/a.py": f"# stop signals (issue {number})\nx = 1  # see ros2/rmw_cyclonedds issue 184\n",
+        "tests/b.py": f'"""Refused first (Issue #{number})."""\n',
+        "benchmarks/c.sh": "# pytest-dev/pytest-xdist issue 1386; github.com/o/r/issues/9\n",
+        "tools/d.py": f"# create3_sim/x issue 35, and ours: issues {number}\n",
+    }
+    for name, text in lines.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert project_issue_numbers(tmp_path) == [
+        f"fieldtest/a.py:1: # stop signals (issue {number})",
+        f'tests/b.py:1: """Refused first (Issue #{number})."""',
+        f"tools/d.py:1: # create3_sim/x issue 35, and ours: issues {number}",
+    ]
