@@ -234,7 +234,7 @@ def keystore(tmp_path_factory) -> Path:
 def real_nodes_rehearsal(tmp_path_factory):
     """``rehearsal(distro, cmd_type)``: test_lab_rehearsal's lab trial with the real nodes for that
     distro (its result, the simulated base's status, the runner's messages), run once a session:
-    test_lab_base_record analyses the same trial's base record."""
+    test_lab_base_record analyzes the same trial's base record."""
     done: dict[tuple[str, str], tuple] = {}
 
     def rehearsal(distro: str, cmd_type: str) -> tuple:

@@ -280,7 +280,7 @@ def test_a_late_duplicate_counts_as_duplicate_and_as_out_of_order(tmp_path):
 
 
 @pytest.mark.parametrize("world_yaw_deg", [0.0, 45.0, 90.0])
-def test_a_y_up_bag_read_as_z_up_is_flagged_not_analysed_silently(tmp_path, world_yaw_deg):
+def test_a_y_up_bag_read_as_z_up_is_flagged_not_analyzed_silently(tmp_path, world_yaw_deg):
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, mocap_up_axis="y", world_yaw_deg=world_yaw_deg))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
     assert m["partial"] is True

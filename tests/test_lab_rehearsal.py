@@ -432,9 +432,9 @@ def test_the_emergency_stop_reaches_the_base_whatever_the_middleware(tmp_path, m
     assert not base["moving"]
 
 
-def test_a_killed_link_monitor_is_analysed_and_its_unflushed_commands_are_not_lost(tmp_path):
+def test_a_killed_link_monitor_is_analyzed_and_its_unflushed_commands_are_not_lost(tmp_path):
     """SIGKILL of link_monitor mid-trial: the robot side ends, the runner stops the host and the
-    trial is analysed as far as the robot's recording goes; what the dead logger never wrote is
+    trial is analyzed as far as the robot's recording goes; what the dead logger never wrote is
     unrecorded, not loss on the link (loopback loses nothing)."""
     messages: list[str] = []
     say = _kill_after_go(tmp_path, "fieldtest_robot.link_monitor", 4.0, messages)
@@ -726,7 +726,7 @@ def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, 
 def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signals):
     """``fieldtest lab rehearse`` of two trials, signalled mid-square (SIGHUP: the terminal closed; a
     second Ctrl-C while the runner stops the robot): the base stopped by the host's stop burst,
-    the robot launch stopped, the trial analysed, no second trial, exit 130, nothing left running."""
+    the robot launch stopped, the trial analyzed, no second trial, exit 130, nothing left running."""
     import sys
     import time
 
@@ -768,7 +768,7 @@ def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signa
     receipts = _receipts(trial_dir)
     assert 0 < len({r.seq for r in receipts if r.seq < plan.n_ticks()}) < plan.n_ticks()
     assert max(r.seq for r in receipts) == plan.n_ticks() + 4  # the stop burst reached the robot
-    assert _metrics(trial_dir)["progress"]["laps_completed"] < plan.laps  # analysed
+    assert _metrics(trial_dir)["progress"]["laps_completed"] < plan.laps  # analyzed
     [base] = _base_statuses(tmp_path / "runs" / "rehearsal")
     assert not base["moving"] and base["trailing_zero_commands"] >= 1
     assert not _processes_under(tmp_path, "fieldtest")  # robot launch, nodes, simulated hardware
@@ -813,7 +813,7 @@ def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     receipts = _receipts(result.trial_dir)
     n = record.request.plan.n_ticks()
     assert max(r.seq for r in receipts) == n + 4 and len([r for r in receipts if r.seq < n]) < n
-    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analysed
+    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analyzed
 
 
 @pytest.mark.beside_others

@@ -75,7 +75,7 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
         lab=LabSettings(countdown_s=0, warn_only=["create3", "battery", "mocap"], preflight_timeout_s=15),
         robot=robot,
         host_launch=(*standin, "host"),
-        analyse=False,
+        analyze=False,
         say=lambda _line: None,
     )
     plan = SquarePlan(

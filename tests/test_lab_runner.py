@@ -54,7 +54,7 @@ def _options(tmp_path: Path, mocap, messages: list[str], **lab) -> LabOptions:
         host_launch=(*STANDIN, "host"),
         mocap=mocap,
         say=messages.append,
-        analyse=False,
+        analyze=False,
         emergency_stop=zero_commands_over_transport,
     )
 
@@ -228,7 +228,7 @@ def _run_until_go(tmp_path: Path, signals: list[int]) -> tuple[int, str]:
     import time
 
     argv = [sys.executable, "-m", "fieldtest.cli", "lab", "run", str(_standin_campaign(tmp_path)),
-            "--standin", "--yes", "--no-analyse", "--remote-root", str(tmp_path / "pi"),
+            "--standin", "--yes", "--no-analyze", "--remote-root", str(tmp_path / "pi"),
             "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
     out = tmp_path / "runner.out"
     with out.open("w") as log:

@@ -153,7 +153,7 @@ def run_main(args: argparse.Namespace) -> int:
         robot_args=robot_args,
         mocap=mocap,
         confirm=confirm if campaign.lab.confirm_each_trial else None,
-        analyse=not args.no_analyse,
+        analyze=not args.no_analyze,
         plots=not args.no_plots,
         emergency_stop=estop,
     )
@@ -187,7 +187,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
         robot=RobotSide(),
         host_args=host_args,
         robot_args=robot_args,
-        analyse=not args.no_analyse,
+        analyze=not args.no_analyze,
     )
     lab = SimulatedLab(
         base=not args.no_base,
@@ -325,9 +325,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--runs-dir", default="trials/runs")
     p.add_argument("--yes", action="store_true", help="do not ask before each trial")
-    p.add_argument("--no-analyse", action="store_true")
     p.add_argument(
-        "--no-plots", action="store_true", help="analyse without the PNG plots (fieldtest analyze draws them)"
+        "--no-analyze", action="store_true", help="record only (fieldtest analyze can analyze later)"
+    )
+    # the earlier spelling, still accepted so existing scripts run
+    p.add_argument("--no-analyse", dest="no_analyze", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-plots", action="store_true", help="analyze without the PNG plots (fieldtest analyze draws them)"
     )
     p.add_argument(
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
@@ -355,7 +359,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--runs-dir", default="trials/runs")
-    p.add_argument("--no-analyse", action="store_true")
+    p.add_argument(
+        "--no-analyze", action="store_true", help="record only (fieldtest analyze can analyze later)"
+    )
+    # the earlier spelling, still accepted so existing scripts run
+    p.add_argument("--no-analyse", dest="no_analyze", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=rehearse_main)
 

@@ -45,7 +45,7 @@ def stack_drift_check(requests: list[TrialRequest], metrics: list[Metrics | None
 
 
 def _validity(m: Metrics | None) -> bool | None:
-    """stack.valid: True, False, or None (not analysed, or no stack figures to judge by)."""
+    """stack.valid: True, False, or None (not analyzed, or no stack figures to judge by)."""
     return m.stack.valid if m is not None and m.stack is not None else None
 
 

@@ -1,7 +1,7 @@
 """Compare many trials: one row per middleware x security x network, median and spread over repetitions.
 
 The rows and tables of ``fieldtest compare`` (fieldtest.analysis.pipeline.compare_trials, which
-analyses the trials first): compare.md, compare.csv and compare.json in the output directory.
+analyzes the trials first): compare.md, compare.csv and compare.json in the output directory.
 """
 
 from __future__ import annotations
@@ -170,14 +170,14 @@ def current_metrics(trial_dir: Path) -> Metrics | None:
     try:
         return read_metrics(path)
     except MetricsError:
-        return None  # another metrics version or damaged: analyse again
+        return None  # another metrics version or damaged: analyze again
 
 
 def write_comparison(
     trials: list[Metrics], found: list[Path], skipped: list[str], out_dir: Path, resolve_m: tuple[float, ...]
 ) -> tuple[dict, dict[str, dict]]:
     """compare.md, compare.csv, compare.json (and base_calibration.json) in ``out_dir`` for the
-    analysed ``trials`` of the ``found`` trial directories; returns (the result compare_trials
+    analyzed ``trials`` of the ``found`` trial directories; returns (the result compare_trials
     returns, without its files; each split trial's ``drift_causes.base`` section by its directory)."""
     groups: dict[tuple[str, str, str], list[Metrics]] = {}
     for m in trials:

@@ -37,14 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from fieldtest.labrun.orchestration.labrunner import (
-    ANALYSED_END_REASONS,
+    ANALYZED_END_REASONS,
     LabOptions,
     LabRunner,
     LabTrialResult,
 )
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
-from fieldtest.lifecycle import analyse
+from fieldtest.lifecycle import analyze
 from fieldtest.middleware import registry
 from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
@@ -273,15 +273,15 @@ def rehearse(
                 request, options.ros_distro, lab, log_dir, python, options.host_args
             ) as ports:
                 trial_options = with_clock_port(side_options(local, request))
-                # analysed below, once the base's record is complete (the base stops on leaving)
+                # analyzed below, once the base's record is complete (the base stops on leaving)
                 trial_options = dataclasses.replace(
-                    trial_options, mocap=emulator_recorder(ports), analyse=False
+                    trial_options, mocap=emulator_recorder(ports), analyze=False
                 )
                 result = LabRunner(trial_options, stop).run_trial(request)
             if _add_base_record(result.trial_dir, log_dir / BASE_RECORD):
                 options.say(f"  base record: {result.trial_dir / 'base'}")
-            if options.analyse and result.end_reason in ANALYSED_END_REASONS:
-                analyse(result.trial_dir, lambda line: options.say(f"  {line}"), plots=options.plots)
+            if options.analyze and result.end_reason in ANALYZED_END_REASONS:
+                analyze(result.trial_dir, lambda line: options.say(f"  {line}"), plots=options.plots)
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
             results.append(result)
     return results
