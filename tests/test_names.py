@@ -2,10 +2,13 @@
 middleware's ports in its family's settings.py); each module's name is used once; comments cite no
 issue numbers of this project."""
 
+import argparse
 import ast
 import re
 from collections import defaultdict
 from pathlib import Path
+
+import pytest
 
 from fieldtest import names
 from fieldtest.record import recordnames as record_names
@@ -181,3 +184,74 @@ def test_the_issue_number_check_tells_this_project_from_others(tmp_path):
         f'tests/b.py:1: """Refused first (Issue #{number})."""',
         f"tools/d.py:1: # create3_sim/x issue 35, and ours: issues {number}",
     ]
+
+
+# Options. The commands spell an option one way: ``analyze`` as the command is spelled, and
+# ``--no-plots`` for every command that can leave its plots out. An earlier spelling may stay as a
+# hidden alias (help=argparse.SUPPRESS) of the same option, so existing scripts still run.
+OLD_SPELLINGS = re.compile(r"analyse|^--no-plot$")
+
+
+class _Built(Exception):
+    """Raised by the stand-in ``parse_known_args`` with the parser a command has built."""
+
+
+def _command_parser(main, argv: list[str]) -> argparse.ArgumentParser:
+    def built(parser, args=None, namespace=None):
+        raise _Built(parser)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_known_args", built)
+        with pytest.raises(_Built) as caught:
+            main(argv)
+    return caught.value.args[0]
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every ``fieldtest`` command's parser, with its sub-commands', keyed by the words that call it."""
+    from fieldtest import cli
+
+    found: dict[str, argparse.ArgumentParser] = {}
+
+    def add(words: str, parser: argparse.ArgumentParser) -> None:
+        found[words] = parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    add(f"{words} {name}", sub)
+
+    # cluster builds its parser after the word worker; lab perf is fieldtest perf's parser
+    entries = [[name] for name in cli.SUBCOMMANDS if name != "cluster"] + [
+        ["cluster", "worker"],
+        ["lab", "perf"],
+    ]
+    for words in entries:
+        add(" ".join(words), _command_parser(cli._load(words[0]), words[1:]))
+    return found
+
+
+def test_the_commands_spell_their_options_one_way():
+    old = [
+        f"fieldtest {words} {option}"
+        for words, parser in command_parsers().items()
+        for action in parser._actions
+        if action.help != argparse.SUPPRESS
+        for option in action.option_strings
+        if OLD_SPELLINGS.search(option)
+    ]
+    assert not old, "spell it as the other commands do (the old spelling may stay hidden):\n" + "\n".join(old)
+
+
+@pytest.mark.parametrize(
+    ("words", "argv", "dest"),
+    [
+        ("predict", ["trace.csv", "--no-plot"], "no_plots"),
+        ("lab run", ["campaign.yaml", "--no-analyse"], "no_analyze"),
+        ("lab rehearse", ["campaign.yaml", "--no-analyse"], "no_analyze"),
+    ],
+)
+def test_an_earlier_spelling_still_sets_the_option_without_being_shown(words, argv, dest):
+    parser = command_parsers()[words]
+    assert getattr(parser.parse_args(argv), dest) is True
+    assert getattr(parser.parse_args(argv[:1]), dest) is False
+    assert argv[1] not in parser.format_help()
