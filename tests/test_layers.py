@@ -24,7 +24,15 @@ PLAIN = (
 RECORD, TRANSPORT, SECURITY = "fieldtest.record", "fieldtest.transport", "fieldtest.security"
 MIDDLEWARE, ANALYSIS, ENDPOINTS = "fieldtest.middleware", "fieldtest.analysis", "fieldtest.endpoints"
 TWIN, LABRUN, RUNNER = "fieldtest.twin", "fieldtest.labrun", "fieldtest.runner"
-UPPER = (TWIN, LABRUN, RUNNER, "fieldtest.lifecycle", "fieldtest.campaign", "fieldtest.perf", "fieldtest.cli")
+UPPER = (
+    TWIN,
+    LABRUN,
+    RUNNER,
+    "fieldtest.lifecycle",
+    "fieldtest.trialcampaign",
+    "fieldtest.perf",
+    "fieldtest.cli",
+)
 FAMILY_LINKS = tuple(
     f"{MIDDLEWARE}.{family}.{part}"
     for family in ("dds", "zenoh", "mqtt")
@@ -49,11 +57,11 @@ FORBIDDEN = {
     # a family's transport and infrastructure take their security fragment, never compute it
     **{module: (SECURITY, f"{MIDDLEWARE}.registry", ANALYSIS, ENDPOINTS, *UPPER) for module in FAMILY_LINKS},
     ENDPOINTS: (SECURITY, MIDDLEWARE, ANALYSIS, *UPPER),
-    TWIN: (LABRUN, RUNNER, "fieldtest.campaign", "fieldtest.cli"),
+    TWIN: (LABRUN, RUNNER, "fieldtest.trialcampaign", "fieldtest.cli"),
     RUNNER: (LABRUN, "fieldtest.cli"),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).
-ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
+ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3model")}
 
 
 REACHES = import_graph(PACKAGE_ROOT, with_parents=True)
@@ -217,11 +225,11 @@ def test_the_private_import_check_sees_one(tmp_path):
     files = {
         "middleware/dds/lab.py": "def _local_only(): ...\ndef public(): ...\n",
         "middleware/zenoh/lab.py": "from fieldtest.middleware.dds.lab import _local_only, public\n"
-        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.lab import _shared\n"
+        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.labshared import _shared\n"
         "from .infra import _own\n",
         "middleware/zenoh/infra.py": "def _own(): ...\n",
-        "middleware/lab.py": "def _shared(): ...\n",
-        "middleware/registry.py": "from .lab import _shared\nfrom .dds.lab import _local_only\n",
+        "middleware/labshared.py": "def _shared(): ...\n",
+        "middleware/registry.py": "from .labshared import _shared\nfrom .dds.lab import _local_only\n",
         "labrun/standin.py": "from fieldtest.middleware.mqtt import transport\n"
         "from fieldtest.middleware.mqtt.transport import _disable_nagle, open_mqtt\n",
         "middleware/mqtt/transport.py": "def _disable_nagle(): ...\n",

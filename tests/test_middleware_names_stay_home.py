@@ -31,7 +31,7 @@ MIDDLEWARE_WORDS = frozenset(
 # (``--vendor``, as the real base's firmware), not the trial's middleware.
 NOT_A_MIDDLEWARE = {
     ("fieldtest/labrun/rehearsal/simbase.py", "fastdds"),
-    ("fieldtest/labrun/rehearsal/rehearsal.py", "fastdds"),
+    ("fieldtest/labrun/rehearsal/labrehearsal.py", "fastdds"),
     # the stand-in's own ROS node name, as a key of the parameter file it reads
     ("fieldtest/labrun/rehearsal/mqtt_standin.py", "mqtt_client"),
 }

@@ -31,7 +31,7 @@ FAMILY_FILES = {
 
         from __future__ import annotations
 
-        from fieldtest.middleware.base import Middleware
+        from fieldtest.middleware.declaration import Middleware
 
 
         class QuicPeer(Middleware):
@@ -118,9 +118,9 @@ PROBE = textwrap.dedent(
     import tempfile
     from pathlib import Path
 
-    from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args, with_lab_defaults
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args, with_lab_defaults
     from fieldtest.middleware import registry
-    from fieldtest.middleware.lab import side_processes
+    from fieldtest.middleware.labshared import side_processes
     from fieldtest.netem import wire
     from fieldtest.record import TrialRequest
 

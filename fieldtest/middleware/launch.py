@@ -2,7 +2,7 @@
 (``fieldtest.labrun``), each family's lab side (``fieldtest.middleware.<family>.lab``) and the twin's
 bridged path read, and ``SideProcess``, one process a launch starts besides the kit's node.
 
-``fieldtest.labrun.configuration.settings`` turns launch arguments into a ``LabLaunch`` and then asks
+``fieldtest.labrun.configuration.launchsettings`` turns launch arguments into a ``LabLaunch`` and then asks
 the middleware (``fieldtest.middleware.registry.lab_launch_problem``) what it refuses: ``LabLaunch``
 checks only what holds for every middleware, so the family packages, which read it, are not below it.
 """
@@ -22,7 +22,7 @@ from fieldtest.linkconfig import FamilySettingsHolder, Role, family_modules
 from fieldtest.names import BASE_CMD_TYPE, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
-from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 
 CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
 

@@ -10,7 +10,7 @@ A family is found by its name in the catalog (``fieldtest.catalog.CATALOG``), ne
 package holds (``fieldtest.catalog.family_package``)
 
 - ``family.py`` (required): one ``Middleware`` subclass per catalog name of the family
-  (``fieldtest.middleware.base``) and ``MIDDLEWARES``, a tuple of one instance of each;
+  (``fieldtest.middleware.declaration``) and ``MIDDLEWARES``, a tuple of one instance of each;
 - ``settings.py`` (only if the family has link settings of its own): ``Settings``, a frozen pydantic
   model with a default for every field, plain data (it imports no middleware library: every layer
   reads it). ``fieldtest.linkconfig.TransportConfig`` holds it under the family's name (YAML
@@ -44,12 +44,12 @@ from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.record import TrialRequest
 
-from .base import Middleware
+from .declaration import Middleware
 
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch
     from fieldtest.security.keystore import KeystoreMaterial
-    from fieldtest.security.machine import ShareMaterial
+    from fieldtest.security.machineshare import ShareMaterial
 
 
 def _declaring_packages() -> dict[str, str]:
@@ -135,9 +135,9 @@ def keystore_shares() -> tuple[ShareMaterial, ...]:
 
 
 def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> TrialRequest:
-    """``request`` with its keystore checked or made (``fieldtest.security.trial``), for the
+    """``request`` with its keystore checked or made (``fieldtest.security.trialsecurity``), for the
     settings and listeners its middleware declares."""
-    from fieldtest.security.trial import prepare_trial_security as prepare
+    from fieldtest.security.trialsecurity import prepare_trial_security as prepare
 
     return prepare(request, Path(trial_dir), get(request.transport.middleware), keystore_material())
 
@@ -156,7 +156,7 @@ def lab_launch_problem(cfg: LabLaunch) -> str:
     peers), SROS2's relay, and the middleware's own ``lab_launch_problem``."""
     entry = get(cfg.middleware)
     if cfg.security != "none" and not entry.own_security:
-        from fieldtest.security.settings import SecuritySettingError
+        from fieldtest.security.securitysettings import SecuritySettingError
 
         try:
             entry.security_setting(cfg.security)

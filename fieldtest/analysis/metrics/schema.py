@@ -66,7 +66,7 @@ class TrialInfo(Section):
     repetition: int
     seed: int | None = None
     robot_model: str
-    robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.robot.robot_label)
+    robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.trialrobot.robot_label)
     cmd_type: str
     stream_start_ns: int | None = None
     plan: dict[str, Any]
@@ -310,7 +310,7 @@ class Metrics(Section):
     latency: Latency
     mocap: dict[str, Any] = {}
     faults: list[dict[str, Any]] = []
-    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wire); None without a
+    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic); None without a
     # capture (an optional key: files with and without it read alike, so the version stays)
     wire: dict[str, Any] | None = None
     stack: Stack | None = None

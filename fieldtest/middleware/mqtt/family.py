@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.mqtt.security import SETTINGS
 from fieldtest.middleware.mqtt.settings import LabSettings, Settings
 

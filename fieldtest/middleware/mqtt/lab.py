@@ -20,7 +20,7 @@ import yaml
 
 from fieldtest.catalog import catalog_entry
 from fieldtest.middleware import registry
-from fieldtest.middleware.lab import (
+from fieldtest.middleware.labshared import (
     BridgeConfigError,
     link_topics,
     received_by,

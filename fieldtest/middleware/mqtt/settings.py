@@ -32,7 +32,7 @@ class LabSettings(BaseModel):
     inject_timestamp: bool = False
 
 
-# The fields a lab launch takes as arguments ``mqtt_<field>:=`` (fieldtest.labrun.configuration.settings)
+# The fields a lab launch takes as arguments ``mqtt_<field>:=`` (fieldtest.labrun.configuration.launchsettings)
 LAUNCH_FIELDS = ("port",)
 
 

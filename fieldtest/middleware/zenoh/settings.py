@@ -27,5 +27,5 @@ class Settings(BaseModel):
     express: bool = False
 
 
-# The fields a lab launch takes as arguments ``zenoh_<field>:=`` (fieldtest.labrun.configuration.settings)
+# The fields a lab launch takes as arguments ``zenoh_<field>:=`` (fieldtest.labrun.configuration.launchsettings)
 LAUNCH_FIELDS = ("port", "express")

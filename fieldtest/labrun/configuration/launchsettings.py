@@ -292,7 +292,7 @@ def _base_namespace(values: dict[str, Any], deferred: dict[str, str], environ: M
     """``base_namespace:=auto``: where the TurtleBot 4 puts the Create 3 for this distro; a
     TurtleBot 4 in discovery-server mode exports ROS_DISCOVERY_SERVER (turtlebot4_setup
     etc/turtlebot4/setup.bash) and hides the base on Humble too."""
-    from fieldtest.labrun.endpoints.create3 import create3_base_namespace
+    from fieldtest.labrun.nodelogic.create3params import create3_base_namespace
 
     given = deferred.get("base_namespace", AUTO)
     if given not in ("", AUTO):

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
 from fieldtest.record import TrialFormatError, TrialRequest, read_trial
 
 CALIBRATION_FILE = "base_calibration.json"

@@ -21,8 +21,8 @@ import pytest
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
-from fieldtest.analysis.loading.robot import BaseCalibration
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
+from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
