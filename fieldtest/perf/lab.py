@@ -293,15 +293,21 @@ class LabLink:
         }  # fmt: skip
 
 
+# The relay is running: its pid exists and is no zombie. A relay that has exited stays a zombie
+# until its parent reaps it, and the runner's stop script waits for the guard (in the relay's
+# process group) to end: a guard that took the zombie for a relay held each stop for its whole wait.
+RELAY_RUNNING = 'ps -o stat= -p $$ 2>/dev/null | grep -qv "^Z"'
+
+
 def relay_guard(limit_s: float) -> str:
     """Shell, to run in the background: a watcher of this shell's pid (the relay once exec'd)
     that sends it SIGINT after ``limit_s`` (SIGKILL if it lingers, as the runner's stop script)
     and ends with it; it polls, so a recycled pid is never signalled long after the relay is gone."""
     polls = max(1, round(STOP_WAIT_S / 0.1))
     return (
-        f"( end=$((SECONDS + {math.ceil(limit_s)})); while kill -0 $$ 2>/dev/null; do "
+        f"( end=$((SECONDS + {math.ceil(limit_s)})); while {RELAY_RUNNING}; do "
         f"if [ $SECONDS -ge $end ]; then kill -INT $$; "
-        f"for i in $(seq {polls}); do kill -0 $$ 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
+        f"for i in $(seq {polls}); do {RELAY_RUNNING} || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
         "sleep 1; done ) </dev/null >/dev/null 2>&1"
     )
 
