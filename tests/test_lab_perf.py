@@ -310,6 +310,47 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
     assert left() == []
 
 
+def test_the_relays_guard_ends_with_the_relay_before_its_parent_reaps_it(tmp_path):
+    """With the robot's side on this machine (no --robot) the relay is the runner's child: once it
+    has stopped it stays a zombie until the runner reaps it, after the stop script. The guard, in
+    the relay's process group that the stop script waits for, must end then: one that took the
+    zombie for a running relay held every such row's stop for the script's whole wait."""
+    import psutil
+
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.lab import LabLink
+    from fieldtest.procs import free_port
+
+    remote_root = tmp_path / "robot"
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
+    config = TransportConfig(
+        middleware="zenoh-peer", host_address="127.0.0.1", robot_address="127.0.0.1", zenoh_port=free_port()
+    )
+    lab = LabLink(config, robot, KIT_PYTHON)
+    spec = {"transport": config.model_dump(), "message": "Array1k", "rate_hz": 10.0, "duration_s": 1.0,
+            "mode": "roundtrip", "relays": 1, "discovery_s": 1.0, "drain_s": 1.0, "relay_addresses": {}}  # fmt: skip
+    lab.send_spec("zombie", spec)
+    log = tmp_path / "relay.log"
+    with log.open("w") as out:
+        relay = subprocess.Popen(lab.relay_argv("zombie", limit_s=600), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "PERF READY" not in log.read_text():
+            assert relay.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        relay.send_signal(signal.SIGINT)  # as the stop script; the relay is not reaped yet
+        deadline = time.monotonic() + 30
+        while processes_under(remote_root, wait_s=0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert psutil.Process(relay.pid).status() == psutil.STATUS_ZOMBIE
+        assert processes_under(remote_root, wait_s=0) == []  # the guard ended with the relay
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+        relay.wait()
+
+
 def test_lab_perf_says_in_one_line_when_the_robots_python_cannot_run_the_relay(tmp_path):
     argv = ["lab", "perf", str(KIT_ROOT / "trials" / "rehearsal.yaml"), "--robot-setup", "true"]
     argv += ["--robot-python", str(tmp_path / "no-python"), "--out", str(tmp_path / "out"), *ROW]
