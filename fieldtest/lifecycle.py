@@ -1,29 +1,41 @@
-"""One trial's lifecycle, the same for the twin runner (``fieldtest.runner``) and the lab runner
-(``fieldtest.labrun.orchestration.labrunner``); each supplies its own processes and outcome fields.
+"""The lifecycle every runner shares: the twin runner (``fieldtest.runner``: ``fieldtest trial``,
+``demo``, ``campaign``), the lab runner (``fieldtest.labrun.orchestration.labrunner``: ``fieldtest lab
+run``, ``lab rehearse``) and the two perf runners (``fieldtest.perf.cli``: ``fieldtest perf``;
+``fieldtest.perf.labperf``: ``fieldtest lab perf``). Each supplies its own processes and results.
 
-1. ``open_record``: ``trial.yaml`` with the request, software versions and plan warnings;
-2. ``start_in_order``: the processes, the robot before the host; once a stop signal has arrived
-   (the run's stop event, ``procs.run_stop_event``: SIGINT, SIGTERM, SIGHUP) no further one starts;
-3. the run: the caller's loop raises ``Interrupted`` when the stop event is set;
-4. stop (the caller's: host first, so its stop burst reaches a robot that still listens); after a
-   completed run ``record_rest_after_run`` keeps the recording going until it holds the rest after
-   the planned end that the drift's closing reads (bounded: a lagging or dead source cannot hang it);
-5. ``finish_record``: end reason, CPU, the caller's outcome fields, cut-off bags repaired;
-6. ``analyze``: metrics.json and the report, one line if the trial cannot be analyzed.
+A run: the stop signals (SIGINT, SIGTERM, SIGHUP) set one stop event (``procs.run_stop_event``)
+that spans the trials or rows and the write of their results (a trial's analysis, a perf run's
+files), so a signal while they are written lets the write finish. Each trial or row:
 
-A run ends with ``not_run`` (the trials a stop signal left unrun) and ``exit_code`` (130 after a
-stop signal, as for Ctrl-C, whatever the trials' end reasons).
+1. ``open_record`` (trials): ``trial.yaml`` with the request, software versions and plan warnings;
+2. ``start_in_order``: the processes (a trial's robot before its host; a perf row's relays before
+   its main side); once the stop event is set no further one starts (``Interrupted``);
+3. the run: the caller's loop raises ``Interrupted`` when the stop event is set
+   (``raise_if_stopped``);
+4. stop, on every way out (the caller's: a trial's host first, so its stop burst reaches a robot
+   that still listens; a perf row's main side, relays, then bridges); after a completed trial run
+   ``record_rest_after_run`` keeps the recording going until it holds the rest after the planned
+   end that the drift's closing reads (bounded: a lagging or dead source cannot hang it);
+5. ``finish_record`` (trials): end reason, CPU, the caller's outcome fields, cut-off bags repaired;
+6. ``analyze`` (trials): metrics.json and the report, one line if the trial cannot be analyzed.
+   A perf run writes its rows' files instead (``fieldtest.perf.results``): the finished rows; a
+   row a stop signal cut short is left out of them, its records stay in its folder.
+
+A run ends with ``not_run`` (the trials or rows a stop signal left unrun, announced) and
+``exit_code``/``run_exit_code`` (130 after a stop signal, as for Ctrl-C, whichever signal it was
+and whatever the trials' or rows' outcomes).
 """
 
 from __future__ import annotations
 
+import operator
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from fieldtest.plan import REST_AFTER_S, SquarePlan
 from fieldtest.procs import interruption
@@ -64,7 +76,7 @@ class TrialResult:
 
 
 class Interrupted(Exception):
-    """A stop signal arrived (the run's stop event): end the trial as an interruption."""
+    """A stop signal arrived (the run's stop event): end the trial or row as an interruption."""
 
 
 def open_record(trial_dir: Path, request: TrialRequest) -> TrialRecord:
@@ -75,12 +87,23 @@ def open_record(trial_dir: Path, request: TrialRequest) -> TrialRecord:
     return record
 
 
+def stopped(stop: threading.Event | None) -> bool:
+    """Has a stop signal (the run's stop event) arrived."""
+    return stop is not None and stop.is_set()
+
+
+def raise_if_stopped(stop: threading.Event | None) -> None:
+    """Raise ``Interrupted`` once ``stop`` is set."""
+    if stopped(stop):
+        raise Interrupted
+
+
 def start_in_order(steps: Iterable[Callable[[], None]], stop: threading.Event | None) -> None:
     """Run the start steps in order; raise ``Interrupted`` instead of the next one once ``stop``
-    is set, so a signal during the start-up starts neither the robot nor the host."""
+    is set, so a signal during the start-up starts no further process (neither a trial's robot
+    nor its host, no perf row's main side)."""
     for step in steps:
-        if stop is not None and stop.is_set():
-            raise Interrupted
+        raise_if_stopped(stop)
         step()
 
 
@@ -202,19 +225,36 @@ def analyze(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> 
     return None
 
 
+Planned = TypeVar("Planned")
+
+
 def not_run(
-    requests: list[TrialRequest], done: int, stop: threading.Event | None, say: Callable[[str], None]
-) -> list[TrialRequest]:
-    """The requests that ran (the first ``done``); the rest, which a stop signal left, announced."""
-    left = requests[done:]
+    planned: Sequence[Planned],
+    done: int,
+    stop: threading.Event | None,
+    say: Callable[[str], None],
+    name: Callable[[Planned], str] | None = None,
+) -> list[Planned]:
+    """The trials or rows that ran (the first ``done``); the rest, which a stop signal left,
+    announced by ``name`` (default: a trial request's name)."""
+    left = planned[done:]
     if left:
-        say(f"not run ({interruption(stop)}): {', '.join(r.name for r in left)}")
-    return requests[:done]
+        named = name or operator.attrgetter("name")
+        say(f"not run ({interruption(stop)}): {', '.join(named(p) for p in left)}")
+    return list(planned[:done])
+
+
+def run_exit_code(succeeded: bool, stop: threading.Event | None) -> int:
+    """130 (as for SIGINT) after a stop signal, whichever signal and whatever else happened;
+    else 0 if the run ``succeeded``, 1 if not."""
+    if stopped(stop):
+        return EXIT_INTERRUPTED
+    return 0 if succeeded else 1
 
 
 def exit_code(results: list[TrialResult], stop: threading.Event | None) -> int:
     """0 if every trial completed, 130 (as for SIGINT) after a stop signal or an interrupted
     trial, else 1."""
-    if (stop is not None and stop.is_set()) or any(r.end_reason == "interrupted" for r in results):
+    if any(r.end_reason == "interrupted" for r in results):
         return EXIT_INTERRUPTED
-    return 0 if results and all(r.end_reason == "completed" for r in results) else 1
+    return run_exit_code(bool(results) and all(r.end_reason == "completed" for r in results), stop)

@@ -8,8 +8,8 @@ and the signal handling inside each of them.
 - ``lease_dds_domain``: a DDS domain id no other run on this machine uses while the lease is held.
 - ``stop_on_signals``, ``signals_set``, ``signal_exit_code``, ``watch_parent``: inside a trial
   process, stop cleanly on SIGTERM/SIGINT or when the parent is gone.
-- ``run_stop_event``, ``interruption``: a runner (twin or lab) stops its trials on SIGINT, SIGTERM
-  or SIGHUP alike.
+- ``run_stop_event``, ``interruption``: a runner (twin, lab, perf, lab perf) stops its trials or
+  rows on SIGINT, SIGTERM or SIGHUP alike.
 
 Standard library only at import (psutil on first CPU sample): the ROS nodes on the robot import
 this module without the kit's full dependency set.
@@ -501,7 +501,7 @@ def dump_stacks(popen: subprocess.Popen, wait_s: float = 1.0) -> None:
 
 
 # Ctrl-C, and what else ends a run from outside (`kill`, `timeout`, a closed terminal, a cancelled
-# CI job): the twin runner and the lab runner stop every trial the same way on each of them.
+# CI job): every runner (twin, lab, perf, lab perf) stops its trials or rows the same way on each.
 RUN_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 

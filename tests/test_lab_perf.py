@@ -11,17 +11,21 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from test_perf import processes_under, said
 
 from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
 from fieldtest.netem.profiles import load_profiles
 from fieldtest.testkit import needs
+from fieldtest.testkit.hangup import as_from_a_terminal
 from fieldtest.testkit.twomachines import KIT_ROOT, ROS_VENV
 
 WIFI = {"name": "wifi-no-loss", "extends": "wifi", "loss_pct": 0.0}  # as tests/test_lab_two_machines.py
@@ -306,6 +310,47 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
     assert left() == []
 
 
+def test_the_relays_guard_ends_with_the_relay_before_its_parent_reaps_it(tmp_path):
+    """With the robot's side on this machine (no --robot) the relay is the runner's child: once it
+    has stopped it stays a zombie until the runner reaps it, after the stop script. The guard, in
+    the relay's process group that the stop script waits for, must end then: one that took the
+    zombie for a running relay held every such row's stop for the script's whole wait."""
+    import psutil
+
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.labperf import LabLink
+    from fieldtest.procs import free_port
+
+    remote_root = tmp_path / "robot"
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
+    config = TransportConfig(
+        middleware="zenoh-peer", host_address="127.0.0.1", robot_address="127.0.0.1", zenoh_port=free_port()
+    )
+    lab = LabLink(config, robot, KIT_PYTHON)
+    spec = {"transport": config.model_dump(), "message": "Array1k", "rate_hz": 10.0, "duration_s": 1.0,
+            "mode": "roundtrip", "relays": 1, "discovery_s": 1.0, "drain_s": 1.0, "relay_addresses": {}}  # fmt: skip
+    lab.send_spec("zombie", spec)
+    log = tmp_path / "relay.log"
+    with log.open("w") as out:
+        relay = subprocess.Popen(lab.relay_argv("zombie", limit_s=600), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "PERF READY" not in log.read_text():
+            assert relay.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        relay.send_signal(signal.SIGINT)  # as the stop script; the relay is not reaped yet
+        deadline = time.monotonic() + 30
+        while processes_under(remote_root, wait_s=0) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert psutil.Process(relay.pid).status() == psutil.STATUS_ZOMBIE
+        assert processes_under(remote_root, wait_s=0) == []  # the guard ended with the relay
+    finally:
+        if relay.poll() is None:
+            relay.kill()
+        relay.wait()
+
+
 def test_lab_perf_says_in_one_line_when_the_robots_python_cannot_run_the_relay(tmp_path):
     argv = ["lab", "perf", str(KIT_ROOT / "trials" / "rehearsal.yaml"), "--robot-setup", "true"]
     argv += ["--robot-python", str(tmp_path / "no-python"), "--out", str(tmp_path / "out"), *ROW]
@@ -555,3 +600,100 @@ def test_a_lab_perf_row_without_a_clock_offset_keeps_round_trips_and_says_why(tm
     assert row.link["clocks"].startswith(
         f"one-way latency not measured: the UDP clock channel's port {CLOCK_UDP_PORT} on this host: "
     ), row.link
+
+
+# ------------------------------------------------------------------------------ stop signals (lifecycle)
+def _local_lab_perf(tmp_path: Path, robot_setup: str, *extra: str) -> list[str]:
+    """``fieldtest lab perf`` with this machine's shell as the robot (no --robot), one zenoh-peer
+    campaign on a free port."""
+    import yaml
+
+    from fieldtest.procs import free_port
+
+    campaign = tmp_path / "lab.yaml"
+    addresses = {f"{side}_address": "127.0.0.1" for side in ("host", "robot", "router", "broker")}
+    campaign.write_text(
+        yaml.safe_dump(
+            {
+                "campaign": "stop",
+                "base": {"transport": {"namespace": "/tb4", **addresses, "zenoh": {"port": free_port()}}},
+                "matrix": {"middleware": ["zenoh-peer"]},
+                "lab": {"ros_distro": "jazzy"},
+            }
+        )
+    )
+    return [sys.executable, "-m", "fieldtest.cli", "lab", "perf", str(campaign), "--robot-setup", robot_setup,
+            "--robot-python", KIT_PYTHON, "--remote-root", str(tmp_path / "robot"), "--out", str(tmp_path / "out"),
+            *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["int", "term", "hup"])
+def test_a_stop_signal_ends_a_lab_perf_run_as_it_ends_a_trial_run(tmp_path, sig):
+    """Ctrl-C, kill and a closed terminal alike, while row 0's relay answers on the robot and its
+    main side runs: the relay is stopped and its record collected, no further row starts (those
+    left are listed), the files are written, nothing of the run is left running, exit 130. The old
+    runner exited 143 after SIGTERM and 129 after SIGHUP, and listed no row it left."""
+    argv = _local_lab_perf(tmp_path, "true", "--message", "Array1k", "Array4k", "--duration", "30")
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal
+    )
+    row = tmp_path / "out" / "rows" / "000"
+    deadline = time.monotonic() + 90
+    while not (row / "logs" / "main.log").exists():  # the relay answered; the main side runs
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"not run ({said(sig)}): zenoh-peer direct/none/default/lab Array4k 10 Hz roundtrip" in err, err
+    assert not (tmp_path / "out" / "rows" / "001").exists()  # no row started after the signal
+    written = json.loads((tmp_path / "out" / "perf.json").read_text())
+    assert written["interrupted"] is True and written["rows"] == []
+    assert "arrivals" in json.loads((row / "robot" / "relay1.json").read_text())  # written as it stopped
+    assert processes_under(tmp_path) == []
+
+
+def test_a_stop_signal_while_the_robot_is_probed_starts_no_row(tmp_path):
+    """SIGTERM while the robot's Python is probed (here its setup sends it): the probe ends, then
+    no row starts and nothing runs on the robot; the (empty) files are written, exit 130. The old
+    runner probed outside its stop signals: SIGTERM killed it with no files."""
+    argv = _local_lab_perf(tmp_path, "kill -TERM $PPID", "--message", "Array1k", "--duration", "1")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, preexec_fn=as_from_a_terminal)
+    assert done.returncode == 130, _output(done)
+    expected = "not run (interrupted by SIGTERM): zenoh-peer direct/none/default/lab Array1k 10 Hz roundtrip"
+    assert expected in done.stderr, _output(done)
+    written = json.loads((tmp_path / "out" / "perf.json").read_text())
+    assert written["interrupted"] is True and written["rows"] == []
+    assert not (tmp_path / "robot").exists() and not (tmp_path / "out" / "rows").exists()
+
+
+def test_a_stop_signal_during_a_lab_perf_rows_start_up_starts_no_further_process(tmp_path, monkeypatch):
+    """A stop signal that lands as the relay starts on the robot: the main side never starts, the
+    relay is stopped (its record collected), the row comes back interrupted. The old runner
+    started the main side regardless and only then saw the signal."""
+    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
+    from fieldtest.linkconfig import TransportConfig
+    from fieldtest.perf.labperf import LabLink, run_lab_row
+    from fieldtest.perf.run import PerfCase
+    from fieldtest.procs import free_port
+
+    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(tmp_path / "robot"))
+    config = TransportConfig(
+        middleware="zenoh-peer", host_address="127.0.0.1", robot_address="127.0.0.1", zenoh_port=free_port()
+    )
+    lab = LabLink(config, robot, KIT_PYTHON)
+    lab.probe()
+    stop = threading.Event()
+    real_argv = lab.relay_argv
+
+    def relay_argv_then_signal(*args, **kwargs):
+        stop.set()  # as the stop signals do (procs.run_stop_event), as the relay starts
+        return real_argv(*args, **kwargs)
+
+    monkeypatch.setattr(lab, "relay_argv", relay_argv_then_signal)
+    row_dir = tmp_path / "out" / "rows" / "000"
+    row = run_lab_row(PerfCase(middleware="zenoh-peer", network="lab", duration_s=1), row_dir, lab, stop=stop)
+    assert (row.status, row.error) == ("interrupted", "interrupted by the user (Ctrl-C)"), row
+    assert (row_dir / "logs" / "ssh-relay1.log").exists() and not (row_dir / "logs" / "main.log").exists()
+    assert "arrivals" in json.loads((row_dir / "robot" / "relay1.json").read_text())
+    assert processes_under(tmp_path) == []

@@ -278,31 +278,127 @@ def test_rate_the_link_cannot_hold_is_a_refused_row():
     assert row.status == "refused" and "kbit/s" in row.error and "\n" not in row.error
 
 
-def interrupt_after_first_row(out_dir: Path, *flags: str) -> tuple[int, str]:
-    """``fieldtest perf`` over four sizes into ``out_dir``, Ctrl-C once row 0 is done and row 1
-    under way: its exit code and stderr."""
+MESSAGES = ["Array1k", "Array4k", "Array16k", "Array64k"]
+
+
+def interrupt_after_first_row(out_dir: Path, *flags: str, sig: int = signal.SIGINT) -> tuple[int, str]:
+    """``fieldtest perf`` over four sizes into ``out_dir``, ``sig`` (Ctrl-C by default) once row 0
+    is done and row 1's main side runs: its exit code and stderr."""
     argv = [sys.executable, "-m", "fieldtest.cli", "perf", "--middleware", "dds", "--duration", "1", *flags,
-            "--message", "Array1k", "Array4k", "Array16k", "Array64k", "--out", str(out_dir)]  # fmt: skip
+            "--message", *MESSAGES, "--out", str(out_dir)]  # fmt: skip
     proc = subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=as_from_a_terminal
     )
     deadline = time.monotonic() + 90
-    while not (out_dir / "rows" / "001").exists():  # row 0 finished, row 1 under way
+    while not (out_dir / "rows" / "001" / "logs" / "main.log").exists():  # row 0 finished, row 1 under way
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _out, err = proc.communicate(timeout=60)
     return proc.returncode, err
 
 
-def test_ctrl_c_keeps_the_finished_rows(tmp_path):
-    returncode, err = interrupt_after_first_row(tmp_path)
+def processes_under(path: Path, wait_s: float = 5.0) -> list[str]:
+    """The command lines of the processes that name ``path`` or run in it, still there after up to
+    ``wait_s`` (a stopped process may take a moment to go)."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            line = " ".join(proc.info["cmdline"] or [])
+            if str(path) in line or str(path) in (proc.info["cwd"] or ""):
+                found.append(line)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def said(sig: int) -> str:
+    """How the runners name what stopped them (``procs.interruption``)."""
+    return (
+        "interrupted by the user (Ctrl-C)"
+        if sig == signal.SIGINT
+        else f"interrupted by {signal.Signals(sig).name}"
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["int", "term", "hup"])
+def test_a_stop_signal_keeps_the_finished_rows_and_starts_no_further_row(tmp_path, sig):
+    """Ctrl-C, kill and a closed terminal alike end a sweep as the lifecycle ends a run: the row
+    under way stops, no further row starts (those left are listed), the finished rows are written
+    and readable, nothing of the run is left running, exit 130. The old runner exited 143 after
+    SIGTERM and 129 after SIGHUP, and listed no row it left."""
+    returncode, err = interrupt_after_first_row(tmp_path, sig=sig)
     assert returncode == 130, err
     assert "kept the" in err
+    assert f"not run ({said(sig)}): dds/none/default/loopback Array16k 10 Hz roundtrip, " in err, err
+    assert not (tmp_path / "rows" / "002").exists()  # no row started after the signal
     with (tmp_path / "perf.csv").open() as f:
         lines = list(csv.DictReader(f))
-    assert 1 <= len(lines) < 4 and all(line["status"] == "ok" for line in lines)
-    assert json.loads((tmp_path / "perf.json").read_text())["interrupted"] is True
+    assert [(line["message"], line["status"]) for line in lines] == [("Array1k", "ok")]  # row 1 cut short
+    written = json.loads((tmp_path / "perf.json").read_text())
+    assert written["interrupted"] is True and len(written["rows"]) == 1
+    assert processes_under(tmp_path) == []
+
+
+def test_a_stop_signal_during_a_rows_start_up_starts_no_further_process(tmp_path, monkeypatch):
+    """A stop signal that lands while a row starts (its relay is up, its main side not yet): the
+    main side never starts, the relay is stopped, the row comes back interrupted. The old runner
+    started the main side regardless and only then saw the signal."""
+    import threading
+
+    import fieldtest.perf.run as run
+
+    stop = threading.Event()
+    real_start = run._start_node
+
+    def start_then_signal(procs, name, *args):
+        real_start(procs, name, *args)
+        if name == "relay1":
+            stop.set()  # as the stop signals do (procs.run_stop_event)
+
+    monkeypatch.setattr(run, "_start_node", start_then_signal)
+    row = run_row(PerfCase(middleware="dds", duration_s=1), tmp_path / "row", stop=stop)
+    assert (row.status, row.error) == ("interrupted", "interrupted by the user (Ctrl-C)"), row
+    logs = tmp_path / "row" / "logs"
+    assert (logs / "relay1.log").exists() and not (logs / "main.log").exists()
+    assert processes_under(tmp_path) == []
+
+
+WRITE_UNDER_A_SIGNAL = """
+import os, signal, sys, time
+import fieldtest.perf.cli as cli
+real = cli.write_all
+def write_under_a_signal(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIG{name})
+    time.sleep(0.5)  # the signal lands while the files are written
+    return real(*args, **kwargs)
+cli.write_all = write_under_a_signal
+from fieldtest.cli import main
+sys.exit(main(["perf", *sys.argv[1:]]))
+"""
+
+
+@pytest.mark.parametrize("name", ["TERM", "INT"])
+def test_a_signal_while_the_files_are_written_lets_the_write_finish(tmp_path, name):
+    """SIGTERM or Ctrl-C as the finished sweep writes its files: they are written whole and the
+    exit code is 130, as the trial runners do with their analysis. The old runner wrote outside
+    its stop signals: SIGTERM killed it with no files, Ctrl-C ended it before writing them."""
+    done = subprocess.run(
+        [sys.executable, "-c", WRITE_UNDER_A_SIGNAL.replace("{name}", name), "--middleware", "dds"]
+        + ["--duration", "0.5", "--message", "Array1k", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=as_from_a_terminal,
+    )
+    assert done.returncode == 130, done.stdout[-2000:] + done.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "perf.json").read_text())["rows"]
+    assert row["status"] == "ok", row
+    assert len(list(csv.DictReader((tmp_path / "perf.csv").open()))) == 1
+    assert "Traceback" not in done.stderr
 
 
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-router", "mqtt-broker", "fastdds"])

@@ -72,7 +72,9 @@ def rate_text(rate_hz: float) -> str:
 class PerfRow:
     case: PerfCase
     repetition: int = 0
-    status: str = "ok"  # "ok", "failed" (ran, no figures), "refused" (bad input, not run)
+    # "ok", "failed" (ran, no figures), "refused" (bad input, not run), "interrupted" (a stop signal
+    # cut it short: no figures, and a sweep keeps it out of its files)
+    status: str = "ok"
     error: str = ""
     figures: dict = field(default_factory=dict)
     subscribers: list[dict] = field(default_factory=list)

@@ -5,8 +5,11 @@ of ``fieldtest.perf.results``.
 
 Names are checked before anything runs (one line and exit 2 for an unknown message, middleware,
 QoS, security setting or network); a combination that cannot run (a size the middleware cannot
-carry, a rate the link cannot hold) is recorded as a refused row and the sweep goes on. Ctrl-C (or
-SIGTERM, SIGHUP) ends the row under way, keeps every finished row, writes the files and exits 130.
+carry, a rate the link cannot hold) is recorded as a refused row and the sweep goes on. A stop
+signal, Ctrl-C, SIGTERM or SIGHUP, ends the sweep as the lifecycle ends a run (``fieldtest.lifecycle``):
+the row under way stops (no further process of it starts), no further row starts and those left are
+listed, every finished row is kept and the files are written (a signal while they are written lets
+the write finish), exit 130.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import threading
 import time
 from pathlib import Path
 
+from fieldtest.lifecycle import not_run, run_exit_code
 from fieldtest.middleware import registry
-from fieldtest.procs import interruption, run_stop_event, signal_exit_code
+from fieldtest.procs import interruption, run_stop_event
 
 from .messages import QUICK_MESSAGES, SEED_MESSAGES, parse_message
 from .results import table2_markdown, write_all
@@ -188,16 +192,19 @@ def run_sweep(
     first_index: int = 0,
 ) -> tuple[list[PerfRow], bool]:
     """Run the (row, repetition) pairs in order with a progress bar, in ``out/rows/<first_index +
-    i>``; (rows finished, interrupted)."""
+    i>``; (rows finished, interrupted). After a stop signal no further row starts; those left are
+    listed (``lifecycle.not_run``)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     rows: list[PerfRow] = []
+    started = 0
     columns = (TextColumn("{task.description:<48}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, disable=not show, transient=False) as progress:
         task = progress.add_task("perf", total=len(planned))
         for i, (case, repetition) in enumerate(planned):
             if stop.is_set():
                 break
+            started += 1
             progress.update(task, description=case.label[:48])
             row = run_row(
                 case,
@@ -211,7 +218,12 @@ def run_sweep(
                 break  # the row under way is cut short: not kept
             rows.append(row)
             progress.advance(task)
+    not_run(planned, started, stop, say_on_stderr, name=lambda p: p[0].label)
     return rows, stop.is_set()
+
+
+def say_on_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def rerun_invalid(
@@ -244,7 +256,7 @@ def perf_main(argv: list[str]) -> int:
     profiles = user_profiles(args)
     planned = planned_rows(args, profiles, parser)
     out = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
-    with run_stop_event() as stop:
+    with run_stop_event() as stop:  # the write of the files too: a signal then lets it finish
         rows, interrupted = run_sweep(
             planned,
             out,
@@ -259,8 +271,8 @@ def perf_main(argv: list[str]) -> int:
                 show=sys.stderr.isatty(), profiles=profiles,
             )  # fmt: skip
             rows += again
-    meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(planned)}
-    paths = write_all(rows, out, meta)
+        meta = {"argv": argv, "interrupted": interrupted, "rows_planned": len(planned)}
+        paths = write_all(rows, out, meta)
     print(table2_markdown(rows))
     for row in rows:
         if row.status != "ok":
@@ -268,7 +280,6 @@ def perf_main(argv: list[str]) -> int:
         elif row.valid is False:
             print(f"invalid: {row.case.label}: {'; '.join(row.invalid_reasons)}")
     print(f"{len(rows)} of {len(planned)} rows: " + ", ".join(str(p) for p in paths))
-    if interrupted:
+    if stop.is_set():
         print(f"fieldtest perf: {interruption(stop)}; kept the {len(rows)} finished rows", file=sys.stderr)
-        return signal_exit_code(stop) or 130
-    return 0 if all(r.status == "ok" for r in rows) else 1
+    return run_exit_code(all(r.status == "ok" for r in rows), stop)

@@ -5,8 +5,11 @@ namespace, DDS domain and ROS distro, ``--robot`` the ssh login (as ``fieldtest 
 relay runs the kit's perf node on the robot, started over ssh as the lab runner starts the robot
 launch (``RobotSide``: the robot's setup script, a pid file under the remote root) and stopped by
 the runner's own stop script (SIGINT, then SIGTERM) on every way out of a row: its end, a failure,
-Ctrl-C. Should the ssh session drop, the relay sees its parent go and stops itself
+a stop signal. Should the ssh session drop, the relay sees its parent go and stops itself
 (``procs.watch_parent``). Its record is copied back as the runner collects a trial's recording.
+Stop signals (Ctrl-C, SIGTERM, SIGHUP) end the run as the lifecycle ends one
+(``fieldtest.lifecycle``, as ``fieldtest perf``): from the probe of the robot to the written files,
+no further process starts, the rows left are listed, the finished ones written, exit 130.
 
 Security: a secured row runs on the lab trial's own keystore, the campaign's ``keystore`` path: on
 this machine as ``fieldtest lab run``'s keystore pre-flight checks it (``check_keystore``), on the
@@ -56,10 +59,11 @@ from fieldtest.labrun.orchestration.remote import (
     robot_setup_script,
     shell_word,
 )
+from fieldtest.lifecycle import Interrupted, not_run, raise_if_stopped, run_exit_code, start_in_order
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import CLOCK_UDP_PORT
-from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event, signal_exit_code
+from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import TrialRequest
 
@@ -76,6 +80,7 @@ from .run import (
     _Sampler,
     _wait_main,
     check_case,
+    interrupted_row,
 )
 from .stats import reduce_row
 
@@ -288,15 +293,21 @@ class LabLink:
         }  # fmt: skip
 
 
+# The relay is running: its pid exists and is no zombie. A relay that has exited stays a zombie
+# until its parent reaps it, and the runner's stop script waits for the guard (in the relay's
+# process group) to end: a guard that took the zombie for a relay held each stop for its whole wait.
+RELAY_RUNNING = 'ps -o stat= -p $$ 2>/dev/null | grep -qv "^Z"'
+
+
 def relay_guard(limit_s: float) -> str:
     """Shell, to run in the background: a watcher of this shell's pid (the relay once exec'd)
     that sends it SIGINT after ``limit_s`` (SIGKILL if it lingers, as the runner's stop script)
     and ends with it; it polls, so a recycled pid is never signalled long after the relay is gone."""
     polls = max(1, round(STOP_WAIT_S / 0.1))
     return (
-        f"( end=$((SECONDS + {math.ceil(limit_s)})); while kill -0 $$ 2>/dev/null; do "
+        f"( end=$((SECONDS + {math.ceil(limit_s)})); while {RELAY_RUNNING}; do "
         f"if [ $SECONDS -ge $end ]; then kill -INT $$; "
-        f"for i in $(seq {polls}); do kill -0 $$ 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
+        f"for i in $(seq {polls}); do {RELAY_RUNNING} || exit 0; sleep 0.1; done; kill -KILL $$; exit 0; fi; "
         "sleep 1; done ) </dev/null >/dev/null 2>&1"
     )
 
@@ -316,8 +327,10 @@ def run_lab_row(
     drain_s: float = 3.0,
     stop: threading.Event | None = None,
 ) -> PerfRow:
-    """``case`` between this machine and the robot: a PerfRow, refused or failed with its reason
-    rather than raising."""
+    """``case`` between this machine and the robot: a PerfRow, refused, failed or (``stop`` cut it
+    short) interrupted with its reason rather than raising."""
+    if stop is not None and stop.is_set():
+        return interrupted_row(case, stop)  # the refusal may ask the robot: nothing starts now
     try:
         message = check_case(replace(case, network="loopback"))  # names, numbers and sizes as any row
         refused = lab.refusal(case)
@@ -346,6 +359,8 @@ def run_lab_row(
         clock = estimate_offset(source, records, channel_problems)
         offset_s = clock.offset_s
         row = reduce_row(case, message, on_host_clock(records, offset_s) if offset_s is not None else records)
+    except Interrupted:
+        return interrupted_row(case, stop)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)), link=lab.describe(config))
     if not clock.ok:
@@ -472,19 +487,28 @@ def _run_lab_processes(
     stop: threading.Event | None,
     tail_s: float,
 ) -> tuple[dict, dict]:
-    """The relay on the robot (READY), the main side here; wait; stop both, the relay by the
-    runner's stop script whatever happened; its record copied back."""
+    """The relay on the robot (READY), the main side here, none after a stop signal
+    (``lifecycle.start_in_order``); wait; stop both, the relay by the runner's stop script whatever
+    happened; its record copied back (``Interrupted`` then, after a stop signal)."""
     procs = ProcessGroup(row_dir / "logs")
     sampler = _Sampler(procs, infra)
     keystore = lab.robot_keystore(lab.base.keystore) if case.security != "none" else ""
-    try:
+
+    def relay() -> None:
         lab.send_spec(run_id, spec)
         limit_s = relay_limit_s(case, spec["discovery_s"], spec["drain_s"])
         procs.start(RELAY_SSH, lab.relay_argv(run_id, limit_s, keystore))
         procs.wait_ready(RELAY_SSH, marker=READY, timeout_s=START_TIMEOUT_S)
+
+    def main() -> None:
         args = [str(row_dir / "spec.json"), "--role", "main", "--out", str(row_dir / "main.json")]
         procs.start("main", [sys.executable, "-m", "fieldtest.perf.node", *args], realtime=True)
+
+    try:
+        start_in_order((relay, main), stop)
         _wait_main(procs, case, stop, sampler, tail_s)
+    except Interrupted:
+        pass  # all stopped below, and what the relay wrote collected, as at a row's end
     finally:
         sampler.sample()
         if "main" in procs.procs:
@@ -493,10 +517,12 @@ def _run_lab_processes(
         if RELAY_SSH in procs.procs:
             procs.stop(RELAY_SSH)
     robot_dir = row_dir / "robot"
-    try:
-        lab.robot.collect(run_id, robot_dir)
-    except RemoteError as exc:
-        raise ProcessStartError(f"the relay's record was not collected: {exc}{stopped}") from None
+    if RELAY_SSH in procs.procs:  # else a stop signal came before it: nothing ran on the robot
+        try:
+            lab.robot.collect(run_id, robot_dir)
+        except RemoteError as exc:
+            raise ProcessStartError(f"the relay's record was not collected: {exc}{stopped}") from None
+    raise_if_stopped(stop)  # cut short: the records are partial (kept in the row's folder)
     records = {"main": _record(row_dir / "main.json", procs.tail("main")),
                RELAY: _record(robot_dir / f"{RELAY}.json", procs.tail(RELAY_SSH))}  # fmt: skip
     summary = sampler.summary()
@@ -583,22 +609,13 @@ def lab_perf_main(argv: list[str]) -> int:
     if not any(a.startswith("--middleware") for a in rest):
         args.middleware = middlewares
     cases = [replace(c, network=LAB_NETWORK) for c in build_cases(args)]
-    lab.probe(c.middleware for c in cases)
     out = args.out or Path("trials/perf") / f"lab-{time.strftime('%Y%m%d-%H%M%S')}"
-    rows: list[PerfRow] = []
-    with run_stop_event() as stop:
-        for i, case in enumerate(cases):
-            if stop.is_set():
-                break
-            print(f"{i + 1}/{len(cases)} {case.label}", file=sys.stderr)
-            row = run_lab_row(
-                case, out / "rows" / f"{i:03d}", lab, discovery_s=args.discovery_timeout, stop=stop
-            )
-            if not stop.is_set():
-                rows.append(row)
-    meta = {"argv": ["lab", "perf", *argv], "interrupted": stop.is_set(), "rows_planned": len(cases),
-            "lab": {"robot": lab.robot.shell.where(), "clocks": CLOCKS_NOTE}}  # fmt: skip
-    paths = write_all(rows, out, meta)
+    with run_stop_event() as stop:  # the probe, the rows and the write of the files
+        probe_unless_stopped(lab, [c.middleware for c in cases], stop)
+        rows = run_lab_rows(cases, out, lab, args.discovery_timeout, stop)
+        meta = {"argv": ["lab", "perf", *argv], "interrupted": stop.is_set(), "rows_planned": len(cases),
+                "lab": {"robot": lab.robot.shell.where(), "clocks": CLOCKS_NOTE}}  # fmt: skip
+        paths = write_all(rows, out, meta)
     print(table2_markdown(rows))
     for row in rows:
         if row.status != "ok":
@@ -610,5 +627,33 @@ def lab_perf_main(argv: list[str]) -> int:
         print(
             f"fieldtest lab perf: {interruption(stop)}; the relay was stopped on the robot", file=sys.stderr
         )
-        return signal_exit_code(stop) or 130
-    return 0 if rows and all(r.status == "ok" for r in rows) else 1
+    return run_exit_code(bool(rows) and all(r.status == "ok" for r in rows), stop)
+
+
+def probe_unless_stopped(lab: LabLink, middlewares: list[str], stop: threading.Event) -> None:
+    """``lab.probe``; a probe that fails once a stop signal has come is no error (no row will start):
+    Ctrl-C at a terminal reaches its ssh client too."""
+    try:
+        lab.probe(middlewares)
+    except LabPerfError:
+        if not stop.is_set():
+            raise
+
+
+def run_lab_rows(
+    cases: list[PerfCase], out: Path, lab: LabLink, discovery_s: float, stop: threading.Event
+) -> list[PerfRow]:
+    """The rows in order, in ``out/rows/NNN``; after a stop signal no further row starts (those
+    left are listed, ``lifecycle.not_run``) and the row it cut short is not kept."""
+    rows: list[PerfRow] = []
+    started = 0
+    for i, case in enumerate(cases):
+        if stop.is_set():
+            break
+        started += 1
+        print(f"{i + 1}/{len(cases)} {case.label}", file=sys.stderr)
+        row = run_lab_row(case, out / "rows" / f"{i:03d}", lab, discovery_s=discovery_s, stop=stop)
+        if not stop.is_set():
+            rows.append(row)
+    not_run(cases, started, stop, lambda line: print(line, file=sys.stderr), name=lambda c: c.label)
+    return rows

@@ -4,7 +4,9 @@ its own process (in its own network namespace on an emulated link), and reduce t
 A row never hangs: every process start has a timeout, the main side gives up on a relay that does
 not answer within ``discovery_s`` (the row is then recorded as failed), and the whole row is cut
 off ``ROW_MARGIN_S`` after its planned end. Bad input is refused before anything starts, with one
-line naming the field (``PerfInputError``).
+line naming the field (``PerfInputError``). A stop signal (the run's stop event) ends the row as the
+lifecycle ends a trial (``fieldtest.lifecycle``): no further process starts, every started one is
+stopped, and the row comes back ``interrupted``.
 """
 
 from __future__ import annotations
@@ -15,13 +17,15 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fieldtest.errors import FieldtestError
+from fieldtest.lifecycle import Interrupted, raise_if_stopped, start_in_order
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
-from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, lease_dds_domain
+from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, interruption, lease_dds_domain
 
 from .case import SATURATION, PerfCase, PerfRow, judge_row
 from .messages import MessageError, PerfMessage, parse_message
@@ -202,9 +206,10 @@ def run_row(
     late_grace_s: float = LATE_GRACE_S,
 ) -> PerfRow:
     """Run ``case`` in ``row_dir``: a PerfRow, failed with its reason rather than raising (bad input
-    is recorded as refused). ``relay_work_s``: time each relay spends on every message (a slow
-    subscriber, to see a middleware's loss and flow control under load); ``late_grace_s``: how long
-    after its planned end the row still receives, counting what comes then as late."""
+    is recorded as refused; a row ``stop`` cut short, interrupted). ``relay_work_s``: time each
+    relay spends on every message (a slow subscriber, to see a middleware's loss and flow control
+    under load); ``late_grace_s``: how long after its planned end the row still receives, counting
+    what comes then as late."""
     try:
         message = check_case(case, profiles)
     except PerfInputError as exc:
@@ -212,6 +217,7 @@ def run_row(
     row_dir.mkdir(parents=True, exist_ok=True)
     offsets = registry.get(case.middleware).dds_domain_offsets(case.transport())  # bridged: both sides'
     try:
+        raise_if_stopped(stop)
         with lease_dds_domain(domain_id, offsets=offsets) as lease, _Link(case, profiles) as link:
             config = link.config(case, lease.domain_id, row_dir)
             spec = {
@@ -232,8 +238,15 @@ def run_row(
             row.processes = processes
             row.link = {**link.describe(), "traffic": traffic}
             return judge_row(row)
+    except Interrupted:
+        return interrupted_row(case, stop)
     except (FieldtestError, OSError) as exc:
         return PerfRow(case, status="failed", error=_one_line(str(exc)))
+
+
+def interrupted_row(case: PerfCase, stop: threading.Event | None) -> PerfRow:
+    """A row a stop signal cut short: no figures (its partial records stay in its folder)."""
+    return PerfRow(case, status="interrupted", error=interruption(stop))
 
 
 def _one_line(text: str) -> str:
@@ -395,28 +408,41 @@ def _run_processes(
     stop: threading.Event | None,
     tail_s: float,
 ) -> tuple[dict, dict]:
-    """The middleware's side processes (bridges), relays (each READY), then the main side; wait for
-    it; stop the relays and the side processes; their records."""
+    """The middleware's side processes (bridges), relays (each READY), then the main side, none
+    after a stop signal (``lifecycle.start_in_order``); wait for it; stop the relays and the side
+    processes on every way out; their records (``Interrupted`` instead after a stop signal)."""
     procs = ProcessGroup(row_dir / "logs")
     sampler = _Sampler(procs, infra)
     spec = str(row_dir / "spec.json")
     names = [f"relay{i}" for i in range(1, case.subscribers + 1)]
-    side: list[str] = []
-    try:
-        side, env = _start_side_processes(config, row_dir, procs, link)
-        for i, (name, node) in enumerate(zip(names, link.robots, strict=True), start=1):
-            args = [spec, "--role", "relay", "--index", str(i), "--out", str(row_dir / f"{name}.json")]
-            _start_node(procs, name, args, link.prefix(node), env)
+    env: dict[str, str] = {}
+
+    def side_processes() -> None:
+        env.update(_start_side_processes(config, row_dir, procs, link)[1])
+
+    def relay(index: int, name: str, node: str) -> Callable[[], None]:
+        args = [spec, "--role", "relay", "--index", str(index), "--out", str(row_dir / f"{name}.json")]
+        return lambda: _start_node(procs, name, args, link.prefix(node), env)
+
+    def relays_ready() -> None:
         for name in names:
             procs.wait_ready(name, marker=READY, timeout_s=START_TIMEOUT_S)
+
+    def main() -> None:
         args = [spec, "--role", "main", "--out", str(row_dir / "main.json")]
         _start_node(procs, "main", args, link.prefix("host"), env)
+
+    relays = [relay(i, name, node) for i, (name, node) in enumerate(zip(names, link.robots, strict=True), 1)]
+    try:
+        start_in_order((side_processes, *relays, relays_ready, main), stop)
         _wait_main(procs, case, stop, sampler, tail_s)
     finally:
         sampler.sample()
-        for name in ["main", *names, *side]:  # the bridges last: the nodes' last messages cross them
+        # every process started, the side processes (bridges) last: the nodes' last messages cross them
+        for name in dict.fromkeys(["main", *names, *procs.procs]):
             if name in procs.procs:
                 procs.stop(name)
+    raise_if_stopped(stop)  # cut short: the records are partial
     summary = sampler.summary()
     for name, realtime in procs.realtime().items():
         summary.setdefault(name, {})["realtime"] = realtime
@@ -454,7 +480,7 @@ def _wait_main(
     deadline = time.monotonic() + case.duration_s + tail_s + ROW_MARGIN_S
     while main.poll() is None:
         if stop is not None and stop.is_set():
-            procs.stop("main")  # it writes what it has; the row is recorded as interrupted
+            procs.stop("main")  # it writes what it has; the row is an interrupted one
             return
         if time.monotonic() > deadline:
             procs.stop("main")

@@ -1,6 +1,6 @@
 """The twin runner: one trial (``twintrial``), batches and re-runs (``batches``), the stack
-verdict (``verdict``), the command lines (``cli``). The trial lifecycle it shares with the lab
-runner is ``fieldtest.lifecycle``."""
+verdict (``verdict``), the command lines (``cli``). The lifecycle it shares with the lab runner
+and the perf runners is ``fieldtest.lifecycle``."""
 
 from fieldtest.lifecycle import TrialResult
 from fieldtest.runner.batches import parallel_from_headroom
