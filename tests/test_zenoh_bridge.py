@@ -330,9 +330,12 @@ def test_every_generated_config_runs_under_the_real_bridge(
                     folder / f"{side}.log"
                 )
             assert all(p.poll() is None for p in running.values())
-        for log in folder.glob("*.log"):  # a plugin task that panics or gives up leaves zenohd up
-            text = _log_text(log)
-            assert "panicked" not in text and " ERROR " not in text, f"{log.name}: {text[-800:]}"
+            for log in folder.glob("*.log"):  # a plugin task that panics or gives up leaves zenohd up
+                text = _log_text(log)
+                assert "panicked" not in text and " ERROR " not in text, f"{log.name}: {text[-800:]}"
+        # the stop: zenoh may log an error for a token undeclared as its bridge leaves, not a panic
+        for log in folder.glob("*.log"):
+            assert "panicked" not in _log_text(log), f"{log.name}: {_tail(log)}"
     except BridgeConfigError as exc:
         pytest.fail(f"a generated config was refused: {exc}")
 
