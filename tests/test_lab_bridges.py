@@ -219,7 +219,22 @@ def test_plugin_check_refuses_malformed_entries():
         check_ros2dds_plugin({"pub_priorities": ["(=1"]})
     with pytest.raises(BridgeConfigError, match=r"frequency 'fast'"):
         check_ros2dds_plugin({"pub_max_frequencies": ["^/a$=fast"]})
-    check_ros2dds_plugin({"pub_max_frequencies": ["^/a$=10.5"]})
+
+
+def test_plugin_check_accepts_the_frequencies_the_plugin_parses_and_no_other():
+    """Judged over both sides: the plugin parses a frequency as Rust's f32 does, which takes neither
+    spaces nor underscores (Python's float() takes both)."""
+
+    def accepted(value: str) -> bool:
+        try:
+            check_ros2dds_plugin({"pub_max_frequencies": [f"^/a$={value}"]})
+        except BridgeConfigError:
+            return False
+        return True
+
+    numbers = ["10.5", "10", "+2", "-1", ".5", "5.", "1e3", "2E-1", "inf", "NaN"]
+    others = ["fast", "", " 10", "10 ", "1_0", "10hz", ".", "e3", "1e", "0x10", "\u0661\u0660"]
+    assert [v for v in numbers + others if accepted(v)] == numbers
 
 
 def _session_part(config: dict) -> dict:

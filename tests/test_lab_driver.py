@@ -3,12 +3,15 @@ the relay watchdog, the emergency stop, and the ssh scripts of the robot side (r
 
 from __future__ import annotations
 
+import array
+import fcntl
 import json
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -62,6 +65,9 @@ class Robot:
         self.thread.start()
         self.status: dict | None = None
 
+    def received(self) -> int:
+        return self.monitor.receiver.stats.received
+
     def close(self) -> dict:
         if self.status is None:
             self.stop.set()
@@ -111,7 +117,8 @@ def test_full_stream_with_relay_twist_mode_and_go_file(tmp_path):
         assert result["code"] == 0
     finally:
         host_status = driver.close()
-        time.sleep(0.5)
+        sent = host_status["plan_sent"] + host_status["stop_burst_sent"]
+        _wait_for(lambda: robot.received() >= sent, 10)  # the last commands in, before the robot goes
         status = robot.close()
     n = SHORT.n_ticks()
     assert host_status["plan_sent"] == n and host_status["stop_burst_sent"] == STOP_BURST_COUNT
@@ -158,7 +165,7 @@ def test_stop_file_aborts_before_the_go_and_sends_zeros(tmp_path):
         thread.join(10)
     finally:
         status = driver.close()
-        time.sleep(0.3)
+        _wait_for(lambda: robot.received() >= status["stop_burst_sent"], 10)
         robot_status = robot.close()
     assert result["code"] != 0 and status["plan_sent"] == 0 and status["stop_burst_sent"] == STOP_BURST_COUNT
     receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
@@ -167,11 +174,10 @@ def test_stop_file_aborts_before_the_go_and_sends_zeros(tmp_path):
 
 def test_emergency_stop_reaches_the_robot(tmp_path):
     request = _request(cmd_type="twist_stamped")
-    robot = Robot(request, tmp_path / "pi", relay=False)
+    robot = Robot(request, tmp_path / "pi", relay=False)  # listening and subscribed once it returns
     try:
-        time.sleep(0.3)
         zero_commands_over_transport(request)
-        assert _wait_for(lambda: robot.monitor.receiver.stats.received >= 1, 5)
+        assert _wait_for(lambda: robot.received() >= 1, 5)
     finally:
         status = robot.close()
     receipts = [m for _, m in read_bag(tmp_path / "pi" / "robot").messages(RECEIPTS_TOPIC)]
@@ -341,6 +347,13 @@ def test_a_status_read_that_times_out_is_no_status_yet(tmp_path):
     assert side.read_json("t1", "robot_status.json", timeout_s=0.5) is None
 
 
+def _unread_bytes(pipe) -> int:
+    """Bytes written to a pipe that its reader has not taken yet (FIONREAD, either end)."""
+    count = array.array("i", [0])
+    fcntl.ioctl(pipe.fileno(), termios.FIONREAD, count)
+    return count[0]
+
+
 def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
     """Its session's stdin closing (ssh gone: sshd sends a session without a tty no SIGHUP) stops
     the launch as the runner's stop does, SIGINT first, with nobody running the stop script."""
@@ -349,8 +362,15 @@ def test_the_robot_side_stops_itself_when_its_session_ends(tmp_path):
         proc = side.start("t1", {"namespace": ""}, log)
     try:
         assert _wait_for(out.exists, 10)
-        time.sleep(0.5)
-        assert proc.poll() is None, "the robot side ended before its session did"
+        # Two lines on the session's stdin, each taken by the watcher: it reads that stdin and a
+        # line does not end it (it took the second after the first); only then does the session end.
+        for line in ("one", "two"):
+            proc.stdin.write(f"{line}\n".encode())
+            proc.stdin.flush()
+            assert _wait_for(lambda: _unread_bytes(proc.stdin) == 0, 10), f"the watcher never read {line!r}"
+        assert proc.poll() is None and not out.with_suffix(".sigint").exists(), (
+            "the robot side ended before its session did"
+        )
         proc.stdin.close()  # the session's end, as the robot's shell sees it
         assert proc.wait(10) == 0 and out.with_suffix(".sigint").exists()
     finally:

@@ -202,6 +202,29 @@ def _metrics(trial_dir: Path) -> dict:
     return json.loads((trial_dir / "analysis" / "metrics.json").read_text())
 
 
+def _replay_bound_m(trial_dir: Path, plan) -> float:
+    """How far the ground truth may end from the base's model replayed on the link monitor's arrival
+    times: the emulator's position noise (0.2 mm per axis: two noisy poses differ by 0.2 mm *
+    sqrt(pi) on average) and what the base hearing each segment change later or sooner than the
+    link monitor moves it (measured in this run: base/commands.csv against the receipts), at most
+    (v + omega * side) for each second of difference."""
+    heard_apart_s = sum(abs(base_s - monitor_s) for base_s, monitor_s in _segment_changes(trial_dir))
+    side_m = plan.linear_speed_mps * plan.side_duration_s
+    speed = plan.linear_speed_mps + math.radians(plan.turn_rate_dps) * side_m
+    return 0.0002 * math.sqrt(math.pi) + speed * heard_apart_s
+
+
+def _closing_is_the_replays(drift: dict, causes: dict, bound_m: float) -> None:
+    """The ground truth's lap closing (dx, dy) is the replay's, within ``bound_m``."""
+    assert causes["replay_closing_m"] is not None, causes
+    closing = (drift["closing"]["dx_m"], drift["closing"]["dy_m"])
+    assert math.dist(closing, causes["replay_closing_m"]) <= bound_m, (
+        closing,
+        causes["replay_closing_m"],
+        bound_m,
+    )
+
+
 @pytest.mark.parametrize("relay", [False, True], ids=["jazzy", "jazzy-relay"])
 def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay, real_nodes_rehearsal):
     if relay:
@@ -228,24 +251,13 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay
     assert metrics["mocap"]["valid_poses"] > 0.9 * 120 * plan.total_s
     # The simulated base drives the square it is told: the ground truth's lap drift and closing are
     # what the base's model replayed on the commands' arrival times at the link monitor gives
-    # (drift_causes), within the emulator's position noise (0.2 mm per axis: two noisy poses differ
-    # by 0.2 mm * sqrt(pi) on average) and what the base hearing each segment change later or
-    # sooner than the link monitor moves it (measured here: base/commands.csv against the
-    # receipts), at most (v + omega * side) for each second of difference.
+    # (drift_causes), within the bound this run measures (_replay_bound_m).
     drift, causes = metrics["drift"], metrics["drift_causes"]
     assert drift["available"] and causes["available"], (drift, causes)
-    heard_apart_s = sum(abs(base_s - monitor_s) for base_s, monitor_s in _segment_changes(result.trial_dir))
-    side_m = plan.linear_speed_mps * plan.side_duration_s
-    speed = plan.linear_speed_mps + math.radians(plan.turn_rate_dps) * side_m
-    bound_m = 0.0002 * math.sqrt(math.pi) + speed * heard_apart_s
+    bound_m = _replay_bound_m(result.trial_dir, plan)
     replayed = causes["replay_drift_m"]["arrival"]
     assert abs(drift["mean_m"] - replayed) <= bound_m, (drift["mean_m"], replayed, bound_m)
-    closing = (drift["closing"]["dx_m"], drift["closing"]["dy_m"])
-    assert math.dist(closing, causes["replay_closing_m"]) <= bound_m, (
-        closing,
-        causes["replay_closing_m"],
-        bound_m,
-    )
+    _closing_is_the_replays(drift, causes, bound_m)
     # both nodes and the simulated hardware ran real-time, as the twin's processes do (tests run with the right)
     host_status = json.loads((result.trial_dir / "lab" / "host_status.json").read_text())
     robot_status = json.loads((result.trial_dir / "robot_status.json").read_text())
@@ -282,7 +294,7 @@ def test_a_ground_truth_lagging_the_host_is_recorded_until_the_rest_after_the_ru
     metrics = _metrics(result.trial_dir)
     drift = metrics["drift"]
     assert drift.get("closing", {}).get("end_pose") == "rest after the run", (drift, record.outcome.warnings)
-    assert metrics["drift_causes"]["replay_closing_m"] is not None
+    _closing_is_the_replays(drift, metrics["drift_causes"], _replay_bound_m(result.trial_dir, plan))
     assert not [w for w in record.outcome.warnings if "without the rest after the run" in w]
     # the ground truth did lag: its last tracked frame arrived after the host's stream had ended
     # by more than the lag and the rest window together

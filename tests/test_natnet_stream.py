@@ -423,17 +423,29 @@ def test_frames_are_stamped_on_arrival_not_when_read():
         pytest.fail("kernel receive stamps are needed: only on x86-64/arm64 Linux", pytrace=False)
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+
+    def send_and_read(busy_s: float = 0.0) -> tuple[int, int, int, int]:
+        """(sent, seen queued, read begun, stamp) of one datagram, all on the wall clock."""
+        sent_ns = time.time_ns()
+        tx.sendto(b"frame", rx.getsockname())
+        assert select.select([rx], [], [], 5.0)[0], "the datagram never arrived"
+        seen_ns = time.time_ns()
+        time.sleep(busy_s)  # the recorder is busy elsewhere
+        read_ns = time.time_ns()
+        _, ancillary, _, _ = rx.recvmsg(100, recorder_module._ANCILLARY_BYTES)
+        return sent_ns, seen_ns, read_ns, recorder_module._arrival_ns(ancillary)
+
     try:
         rx.bind(("127.0.0.1", 0))
         recorder_module._enable_kernel_stamps(rx)
-        time.sleep(0.1)  # Linux switches receive stamping on in deferred work; the recorder connects first
-        sent_ns = time.time_ns()
-        tx.sendto(b"frame", rx.getsockname())
-        time.sleep(0.3)  # the recorder is busy elsewhere
-        _, ancillary, _, _ = rx.recvmsg(100, recorder_module._ANCILLARY_BYTES)
-        read_ns = time.time_ns()
-        stamp = recorder_module._arrival_ns(ancillary)
+        # Linux switches receive stamping on in deferred work (the recorder connects first); until
+        # then a datagram is stamped when read: wait for one stamped before it was seen queued
+        deadline = time.monotonic() + 5.0
+        while (warm := send_and_read())[3] >= warm[1] and time.monotonic() < deadline:
+            pass
+        sent_ns, seen_ns, read_ns, stamp = send_and_read(busy_s=0.3)
     finally:
         rx.close()
         tx.close()
-    assert sent_ns <= stamp < read_ns - 200_000_000
+    # stamped between its send and the moment it was seen queued, before the late read began
+    assert sent_ns <= stamp <= seen_ns < read_ns, (stamp - sent_ns, seen_ns - stamp, read_ns - stamp)

@@ -363,6 +363,18 @@ def trial_request(scenario: Scenario, index: int) -> TrialRequest:
     return TrialRequest(name=scenario.id, plan=PROOF_PLAN, transport=transport, seed=index)
 
 
+def robot_took_every_command(work: Path, robot: LoggedProcess, timeout_s: float = 15.0) -> bool:
+    """Until the robot's bag (read while it records) holds every command the host sends; False at
+    the timeout or once the robot ended, for the assertions to say what is missing."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and robot.popen.poll() is None:
+        receipts = read_bag(work / ROBOT_BAG, topics={RECEIPTS_TOPIC}).messages(RECEIPTS_TOPIC)
+        if {int(msg.seq) for _, msg in receipts} >= set(range(HOST_COMMANDS)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def run_scenario(scenario: Scenario, index: int, base: Path) -> ScenarioResult:
     result = ScenarioResult(scenario)
     work = base / scenario.id
@@ -393,7 +405,7 @@ def run_scenario(scenario: Scenario, index: int, base: Path) -> ScenarioResult:
             procs.append(host)
             stack.enter_context(running(host))
             result.host_exit = host.wait()
-            time.sleep(0.3)  # the last commands reach the robot and any rogue
+            robot_took_every_command(work, robot)  # the rogues keep listening until the host's last is in
             for rogue in rogues:
                 rogue.send("STOP")
             for rogue in rogues:

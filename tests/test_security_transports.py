@@ -55,7 +55,7 @@ try:
             got.append(rosmsg.seq_of(msg.header.frame_id))
             if len(got) >= 3: done.set()
         t.subscribe("/cmd_vel", rosmsg.TWIST_STAMPED, on_cmd)
-        done.wait(15)
+        done.wait(15)  # the host stays up until this side has reported (the test tells it)
         try:
             t.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
             denied = False
@@ -67,8 +67,8 @@ try:
         matched = t.wait_for_match("/cmd_vel", timeout_s=15)
         for seq in range(10):
             pub(rosmsg.command(seq, time.time_ns(), 0.33, 0.0)); time.sleep(0.03)
-        time.sleep(0.5)
         print(json.dumps({"matched": matched}), flush=True)
+        sys.stdin.readline()  # closed once the robot has reported what it received
 finally:
     t.close()
 """
@@ -77,6 +77,7 @@ finally:
 def run_role(role: str, config: TransportConfig) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-c", DDS_ROLE, role, config.model_dump_json()],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -84,6 +85,7 @@ def run_role(role: str, config: TransportConfig) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen) -> tuple[int, dict, str]:
+    """Close the role's stdin (the host then leaves) and collect its report."""
     try:
         out, err = proc.communicate(timeout=40)
     except subprocess.TimeoutExpired:
@@ -98,8 +100,8 @@ def test_dds_transport_with_security(keystore, setting):
     config = TransportConfig(middleware="dds", security=setting, keystore=str(keystore))
     robot = run_role("robot", config)
     host = run_role("host", config)
+    robot_rc, robot_out, robot_err = finish(robot)  # the host's commands in, before it leaves
     host_rc, host_out, host_err = finish(host)
-    robot_rc, robot_out, robot_err = finish(robot)
     assert host_rc == 0 and host_out == {"matched": True}, host_err[-2000:]
     assert robot_rc == 0, robot_err[-2000:]
     assert len(robot_out["received"]) >= 3
@@ -235,8 +237,8 @@ def test_mqtt_tls_callbacks_never_run_under_the_connections_lock(keystore, tmp_p
         )
         host = open_mqtt(config, "host", configure_client=mqtt_configure_client(config, "host"))
         try:
+            # READY comes after the subscribe returned, which waits for the broker's SUBACK
             assert robot.stdout.readline().strip() == "READY"
-            time.sleep(0.3)  # let the subscription reach the broker
             publish = host.publisher("/cmd_vel", rosmsg.TWIST_STAMPED)
             for seq in range(count):
                 publish(rosmsg.command(seq, time.time_ns(), 0.33, 0.0))

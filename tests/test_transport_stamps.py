@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 import time
 import uuid
@@ -159,13 +160,29 @@ def test_probe_reply_stamp_is_t3_and_leaves_the_rest(host_and_robot):
     assert t3 <= t4
 
 
+def _queued(queue_fd: int, timeout_s: float) -> bool:
+    """True once the arrival queue's eventfd says the listener queued a sample (it does not consume
+    the count: the reader thread still finds the sample)."""
+    return bool(select.select([queue_fd], [], [], timeout_s)[0])
+
+
+def _clear_queued(queue_fd: int) -> None:
+    """Take the count of samples already queued (the reader thread, busy in a callback, then pops
+    them without waiting on the eventfd)."""
+    if _queued(queue_fd, 0):
+        os.read(queue_fd, 8)
+
+
 def test_dds_arrival_is_stamped_when_cyclone_delivers_not_when_python_gets_to_it():
-    """A callback that blocks delays the next callback, not the next sample's arrival stamp."""
+    """A callback that blocks delays the next callback, not the next sample's arrival stamp: the
+    second sample is stamped when Cyclone's listener queues it, while Python is still held in the
+    first callback."""
     config = _dds_config()
     host, robot = open_transport(config, "host"), open_transport(config, "robot")
     clock = Clock()
     got: list[tuple[int, int, int]] = []
     release = threading.Event()
+    released_ns = 0
 
     def slow_first(msg, arrival_ns: int) -> None:
         got.append((rosmsg.seq_of(msg.header.frame_id), arrival_ns, clock.now_ns()))
@@ -177,9 +194,12 @@ def test_dds_arrival_is_stamped_when_cyclone_delivers_not_when_python_gets_to_it
         publish = stamped_publisher(host, "/cmd_vel", rosmsg.TWIST_STAMPED, rosmsg.COMMAND_SENT, clock)
         assert host.wait_for_match("/cmd_vel", timeout_s=WAIT_S)
         publish(prepare(rosmsg.command(0, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED))
-        assert wait_until(lambda: len(got) == 1)
+        assert wait_until(lambda: len(got) == 1)  # Python is held in the first callback from here
+        queue_fd = robot._arrivals.fd
+        _clear_queued(queue_fd)
         second_sent = publish(prepare(rosmsg.command(1, 0, 0.0, 0.0), rosmsg.TWIST_STAMPED))
-        time.sleep(0.3)
+        assert _queued(queue_fd, WAIT_S), "the second sample never reached the arrival queue"
+        released_ns = clock.now_ns()
         release.set()
         assert wait_until(lambda: len(got) == 2)
     finally:
@@ -188,8 +208,8 @@ def test_dds_arrival_is_stamped_when_cyclone_delivers_not_when_python_gets_to_it
         robot.close()
     seq, arrival, callback = got[1]
     assert seq == 1
-    assert callback - second_sent >= 250_000_000  # Python saw it only after the first callback
-    assert arrival - second_sent < 100_000_000, "arrival stamped by Python, not by the listener"
+    assert callback >= released_ns  # Python saw it only after the first callback
+    assert second_sent < arrival < released_ns, "arrival stamped by Python, not by the listener"
 
 
 def test_dds_stamping_helper_writes_what_the_binding_reads():

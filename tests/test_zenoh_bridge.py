@@ -8,10 +8,12 @@ that message (BridgeMissingError), they are not skipped.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +46,10 @@ from fieldtest.transport import TransportConfig
 
 WAIT_S = 20.0  # discovery through two bridges on a busy 2-core machine
 COUNT = 40
+# Markers around the counted exchange: what arrives between them (each way, in order along the
+# path) is what is counted; a late warm-up copy arrives before the start, a duplicate of a counted
+# command before the end.
+START, END = 10_000, 10_001
 
 # A DDS domain of this test process's own, leased until it exits: a parallel run on this machine
 # (another test worker, a demo) never shares it.
@@ -102,9 +108,16 @@ def test_report_explains_duplicates_only_for_bridged_zenoh():
 # ------------------------------------------------------------------------- with the bridge
 
 
+def _between_markers(got: list[int]) -> list[int]:
+    """What arrived after the first START and before the first END, markers left out."""
+    start = got.index(START) + 1
+    end = got.index(END, start)
+    return [seq for seq in got[start:end] if seq != START]
+
+
 def _exchange(transport: TransportConfig, cmd_type: str, count: int = COUNT) -> tuple[list[int], list[int]]:
     """Commands host -> robot and probes robot -> host through the bridges: the sequence numbers
-    each side received after the path was up."""
+    each side received between the markers sent around them, once the path was up."""
     typename = rosmsg.TWIST if cmd_type == "twist" else rosmsg.TWIST_STAMPED
     host, robot = open_transport(transport, "host"), open_transport(transport, "robot")
     got_cmd: list[int] = []
@@ -132,28 +145,25 @@ def _exchange(transport: TransportConfig, cmd_type: str, count: int = COUNT) -> 
                 return rosmsg.twist(seq / 1000, 0.0)
             return rosmsg.command(seq, time.time_ns(), 0.1, 0.0)
 
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and not (got_cmd and got_probe):  # path up, both ways
-            send_cmd(command(0))
-            send_probe(_probe(probe, 0))
-            time.sleep(0.1)
-        assert got_cmd and got_probe, (
-            f"nothing through the bridges in {WAIT_S:g} s (cmd {got_cmd}, probe {got_probe})"
-        )
-        time.sleep(0.3)
-        with lock:
-            got_cmd.clear()
-            got_probe.clear()
+        def until_both_sides_have(seq: int, what: str) -> None:
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline and not (seq in got_cmd and seq in got_probe):
+                send_cmd(command(seq))
+                send_probe(_probe(probe, seq))
+                time.sleep(0.1)
+            assert seq in got_cmd and seq in got_probe, (
+                f"{what} did not cross the bridges in {WAIT_S:g} s (cmd {got_cmd}, probe {got_probe})"
+            )
+
+        until_both_sides_have(0, "a warm-up message")  # the path is up, both ways
+        until_both_sides_have(START, "the start marker")
         for seq in range(1, count + 1):
             send_cmd(command(seq))
             send_probe(_probe(probe, seq))
             time.sleep(0.005)
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline and (len(got_cmd) < count or len(got_probe) < count):
-            time.sleep(0.05)
-        time.sleep(0.3)  # duplicates would arrive now
+        until_both_sides_have(END, "the end marker")
         with lock:
-            return list(got_cmd), list(got_probe)
+            return _between_markers(got_cmd), _between_markers(got_probe)
     finally:
         host.close()
         robot.close()
@@ -214,6 +224,7 @@ def test_client_bridge_waits_for_a_late_router(tmp_path, monkeypatch, bridge):
     transport = trial_transport("zenoh-router")
     host, robot = twin_side_launches(transport, "twist_stamped")
     monkeypatch.setenv("ROS_DISTRO", host.ros_distro)
+    monkeypatch.setenv("RUST_LOG", f"info,{CONNECT_ATTEMPTS_LOGGER}=debug")  # each failed connection
     folder = tmp_path / "bridges"
     processes = {p.name: p for p in trial_bridge_processes(host, robot, folder, bridge)}
     write_config_files(list(processes.values()), folder)
@@ -223,11 +234,12 @@ def test_client_bridge_waits_for_a_late_router(tmp_path, monkeypatch, bridge):
             proc = processes[name]
             log = (folder / f"{name}.log").open("w")
             started.append(subprocess.Popen(proc.argv, env={**_env(), **proc.env}, stdout=log, stderr=log))
-            if name == "bridge_host":
-                time.sleep(3.0)  # the router is not up yet
-                assert all(p.poll() is None for p in started), (folder / "bridge_robot.log").read_text()[
-                    -500:
-                ]
+            if name == "bridge_host":  # the router is not up yet: each bridge fails, and tries again
+                for side in ("bridge_robot", "bridge_host"):
+                    assert _until_logged(folder / f"{side}.log", CONNECT_FAILED, 2, started), _tail(
+                        folder / f"{side}.log"
+                    )
+                assert all(p.poll() is None for p in started), _tail(folder / "bridge_robot.log")
         got_cmd, _ = _exchange(transport, "twist_stamped", count=10)
         assert got_cmd == list(range(1, 11))
     finally:
@@ -239,12 +251,42 @@ def _env() -> dict[str, str]:
     return dict(os.environ)
 
 
+# zenohd's log of its connection attempts (debug), and the line of one that failed
+CONNECT_ATTEMPTS_LOGGER = "zenoh::net::runtime::orchestrator"
+CONNECT_FAILED = "Unable to connect to configured peer"
+# The ros2dds plugin logs through a subscriber of its own, set up only from RUST_LOG: without it,
+# its errors (a refused namespace, a session it cannot open) reach no log. Once each bridge's
+# plugin sees the other's, both run and the Zenoh link between them is up.
+PLUGIN_RUNNING = "New ROS 2 bridge detected"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # zenohd colours its log, in a file too
+
+
+def _log_text(path: Path) -> str:
+    return _ANSI.sub("", path.read_text(errors="replace")) if path.exists() else ""
+
+
+def _tail(path: Path) -> str:
+    return _log_text(path)[-800:]
+
+
+def _until_logged(path: Path, text: str, times: int, procs, timeout_s: float = WAIT_S) -> bool:
+    """True once ``path`` holds ``text`` ``times`` times; False at the timeout or once one of
+    ``procs`` has ended."""
+    deadline = time.monotonic() + timeout_s
+    while _log_text(path).count(text) < times:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
         ("shm_enabled", False, "shm_enabled"),
         ("pub_priorities", ["^/a$=8"], "priority"),
         ("not_a_key", 1, "not_a_key"),
+        ("pub_max_frequencies", ["^/a$=1_0"], "Invalid float value"),
     ],
 )
 def test_real_plugin_refuses_what_the_kit_check_refuses(tmp_path, bridge, key, value, said):
@@ -275,17 +317,25 @@ def test_real_plugin_refuses_what_the_kit_check_refuses(tmp_path, bridge, key, v
 @pytest.mark.parametrize("cmd_type", ["twist", "twist_stamped"])
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 def test_every_generated_config_runs_under_the_real_bridge(
-    tmp_path, bridge, keystore, middleware, cmd_type, security
+    tmp_path, monkeypatch, bridge, keystore, middleware, cmd_type, security
 ):
     extra = {"security": security, "keystore": str(keystore)} if security != "none" else {}
     host, robot = twin_side_launches(trial_transport(middleware, **extra), cmd_type)
+    monkeypatch.setenv("RUST_LOG", "info")  # the plugin's own log too (PLUGIN_RUNNING)
+    folder = tmp_path / "bridges"
     try:
-        with run_trial_bridges(host, robot, tmp_path / "bridges", bridge=bridge) as running:
-            time.sleep(2.0)
+        with run_trial_bridges(host, robot, folder, bridge=bridge) as running:
+            for side in ("bridge_host", "bridge_robot"):
+                assert _until_logged(folder / f"{side}.log", PLUGIN_RUNNING, 1, running.values()), _tail(
+                    folder / f"{side}.log"
+                )
             assert all(p.poll() is None for p in running.values())
-        for log in (tmp_path / "bridges").glob("*.log"):  # a plugin task that panics leaves zenohd up
-            text = log.read_text(errors="replace")
-            assert "panicked" not in text and " ERROR " not in text, f"{log.name}: {text[-800:]}"
+            for log in folder.glob("*.log"):  # a plugin task that panics or gives up leaves zenohd up
+                text = _log_text(log)
+                assert "panicked" not in text and " ERROR " not in text, f"{log.name}: {text[-800:]}"
+        # the stop: zenoh may log an error for a token undeclared as its bridge leaves, not a panic
+        for log in folder.glob("*.log"):
+            assert "panicked" not in _log_text(log), f"{log.name}: {_tail(log)}"
     except BridgeConfigError as exc:
         pytest.fail(f"a generated config was refused: {exc}")
 

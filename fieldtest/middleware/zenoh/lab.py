@@ -258,12 +258,17 @@ def _check_priority(entry: Any, source: str) -> None:
         )
 
 
+# What the plugin's Rust ``str::parse::<f32>`` takes (src/config.rs): no spaces, underscores or
+# non-ASCII digits, which Python's float() would accept
+_RUST_FLOAT = re.compile(
+    r"[+-]?(?:inf|infinity|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?)", re.IGNORECASE
+)
+
+
 def _check_frequency(entry: Any, source: str) -> None:
     _, value = _regex_and_value(entry, source, '"<regex>=<frequency>"')
-    try:
-        float(value)
-    except ValueError:
-        raise BridgeConfigError(f"{source}: frequency {value!r} in {entry!r} is not a number") from None
+    if not _RUST_FLOAT.fullmatch(value):
+        raise BridgeConfigError(f"{source}: frequency {value!r} in {entry!r} is not a number")
 
 
 def to_json5(config: dict[str, Any], comment: str = "") -> str:
