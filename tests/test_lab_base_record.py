@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from test_lab_rehearsal import _metrics
 
-from fieldtest.analysis.loading.trial import load_trial
+from fieldtest.analysis.loading.trialdata import load_trial
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.record import read_trial
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR, read_base_commands
