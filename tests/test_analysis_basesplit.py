@@ -18,10 +18,11 @@ import json
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
-from fieldtest.analysis.loading.robot import BaseCalibration
+from fieldtest.analysis.loading.robot import BaseCalibration, load_calibration
 from fieldtest.analysis.loading.trial import AnalysisError
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -121,3 +122,15 @@ def test_analyze_takes_compare_s_calibration_file(tmp_path):
     # a FieldtestError: the command line prints its one line (fieldtest.cli)
     with pytest.raises(AnalysisError, match="other.json: no calibration for robot 'twin-create3 E_d 1.002"):
         analyze_main([str(trial), "--no-plots", "--base-calibration", str(other)])
+
+
+def test_a_calibration_with_a_wrong_key_or_value_is_refused_in_one_line(tmp_path):
+    """The calibration validates itself: a ratio far from 1 fails where it is built, and a file
+    with a misspelt key names the missing field in one line."""
+    with pytest.raises(ValidationError, match="wheelbase_factor"):
+        BaseCalibration(robot="x", wheel_diameter_ratio=1.0, wheelbase_factor=3.0)
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"wheel_diameter_ratio": 1.001, "wheelbase_factr": 0.99}))
+    with pytest.raises(AnalysisError) as err:
+        load_calibration(path, tmp_path)
+    assert str(err.value) == f"{path}: not a calibration (wheelbase_factor: Field required)"
