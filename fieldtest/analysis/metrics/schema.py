@@ -1,7 +1,8 @@
 """The schema of metrics.json: what ``analyze_trial`` writes and every reader reads through it.
 
 ``read_metrics(path)`` gives a validated ``Metrics`` (or raises ``MetricsError``, one line naming the
-file); ``Metrics.model_validate(dict)`` checks the dict ``analyze_trial`` returns. Sections keep the
+file); ``analyze_trial`` builds the same ``Metrics`` from typed sections and writes it with
+``as_json``. Sections keep the
 keys the schema does not name (``extra="allow"``): the schema types what the readers use, the rest
 travels unchanged. Field list and units: docs/analysis.md, "metrics.json".
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -78,6 +79,10 @@ class Outcome(Section):
     warnings: list[str] = []
     link: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
+    clock_offset_s: float | None = None
+    clock_round_trip_s: float | None = None
+    nodes: dict[str, str] = {}
+    software: dict[str, str] = {}
 
 
 class Progress(Section):
@@ -94,6 +99,23 @@ class Progress(Section):
     def complete(self) -> bool:
         """Every planned lap completed: only then is a drift between lap 1 and the last comparable."""
         return self.laps_completed == self.laps_planned
+
+
+class BagState(Section):
+    """How a trial's bag read (fieldtest.analysis.loading.trial.BagStatus)."""
+
+    name: str
+    path: str
+    present: bool = False
+    truncated: bool = False
+    problem: str = ""
+    topics: dict[str, int] = {}  # topic -> messages read
+
+
+class Inputs(Section):
+    bags: dict[str, BagState] = {}
+    up_axis: str = "z"
+    max_bridged_gap_s: float | None = None
 
 
 class LapDrift(Section):
@@ -186,6 +208,7 @@ class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
     drift_ppm: float | None = None
+    min_delay_s: float | None = None  # the fastest probe's round trip: twice the offset's error bound
 
 
 class Lateness(Section):
@@ -211,6 +234,8 @@ class Latency(Section):
     expected_from: str = ""
     commands_sent: int | None = None
     commands_received: int | None = None
+    last_seq_sent: int | None = None
+    last_seq_received: int | None = None
     lost: int | None = None
     loss_ratio: float | None = None
     unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
@@ -235,12 +260,23 @@ class Latency(Section):
     ntp_estimate: dict[str, Any] | None = None
 
 
+class LapWindow(Section):
+    lap: int
+    start_s: float
+    end_s: float
+
+
 class MotionStart(Section):
     start_s: float | None = None
     first_command_s: float | None = None
     first_received_s: float | None = None
     start_lag_s: float | None = None
+    start_after_receipt_s: float | None = None
+    noise_floor_m: float | None = None
     body_yaw_offset_deg: float | None = None
+    start_heading_deg: float | None = None
+    start_xy_m: list[float] | None = None
+    laps: list[LapWindow] = []
 
 
 class Stack(Section):
@@ -268,6 +304,40 @@ class Stack(Section):
     link_forwarder: dict[str, Any] | None = None
     machine: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
+    # on an emulated link the path's timing is the link's, not counted as the machine's
+    link_emulated: bool | None = None
+
+
+class BaseLateness(Section):
+    median: float
+    p99: float
+    max: float
+
+
+class BaseReceived(Section):
+    """What the base received against what the host sent (fieldtest.analysis.metrics.basereceived);
+    the counts are None where the base's messages carry no sequence number to tell."""
+
+    available: bool
+    reason: str = ""
+    instead: str = ""  # lab: what stands in for the record a real Create 3 does not keep
+    source: str = ""
+    note: str = ""
+    sent: int | None = None
+    received: int | None = None
+    received_types: list[str] = []
+    moving_sent: int | None = None
+    moving_received: int | None = None
+    matched_by: str = ""
+    missing: int | None = None
+    missing_seq_first: list[int] = []
+    reordered: int | None = None
+    duplicates: int | None = None
+    unknown_seq: int | None = None
+    values_changed: int | None = None
+    zeroed: int | None = None
+    lateness_ms: BaseLateness | None = None
+    warnings: list[str] = []
 
 
 class DriftCauses(Section):
@@ -296,6 +366,7 @@ class DriftCauses(Section):
 
 
 class Metrics(Section):
+    # in the order metrics.json writes them
     metrics_version: int
     trial: TrialInfo
     partial: bool
@@ -303,25 +374,26 @@ class Metrics(Section):
     warnings: list[str]
     outcome: Outcome
     progress: Progress
+    inputs: Inputs | None = None
     motion: MotionStart
     drift: Drift
     ape: Ape
-    relative: Relative | None = None  # absent in files written before the relative error
     latency: Latency
     mocap: dict[str, Any] = {}
     faults: list[dict[str, Any]] = []
-    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wire); None without a
-    # capture (an optional key: files with and without it read alike, so the version stays)
-    wire: dict[str, Any] | None = None
-    stack: Stack | None = None
-    drift_causes: DriftCauses | None = None
     # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
     # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
     robot_traffic: dict[str, Any] | None = None
-    base: dict[str, Any] | None = None  # what the base received against what the host sent
-    plots: list[str] = []
-    files: list[str] = []
+    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wire); None without a
+    # capture (an optional key: files with and without it read alike, so the version stays)
+    wire: dict[str, Any] | None = None
+    drift_causes: DriftCauses | None = None
+    stack: Stack | None = None
+    base: BaseReceived | None = None  # what the base received against what the host sent
+    relative: Relative | None = None  # absent in files written before the relative error
     analysis_s: float | None = None
+    files: list[str] = []
+    plots: list[str] = []
 
     @property
     def valid(self) -> bool:
@@ -348,6 +420,23 @@ def metrics_from(data: Any, source: str | Path) -> Metrics:
         return Metrics.model_validate(data)
     except ValidationError as exc:
         raise MetricsError(f"{source}: {validation_message(exc)}") from None
+
+
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def section_from(kind: type[SectionT], data: dict[str, Any], source: str | Path) -> SectionT:
+    """One section from what its stage computed (JSON values); ``MetricsError`` (one line naming
+    ``source`` and the section) if it does not fit."""
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        raise MetricsError(f"{source}: {kind.__name__} section: {validation_message(exc)}") from None
+
+
+def as_json(section: BaseModel) -> dict[str, Any]:
+    """A section or the whole metrics as metrics.json holds it: the keys it was given, JSON values."""
+    return section.model_dump(mode="json", exclude_unset=True)
 
 
 def read_metrics(path: str | Path) -> Metrics:
