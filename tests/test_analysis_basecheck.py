@@ -120,7 +120,7 @@ def test_a_base_that_received_nothing_is_the_robot_standing_still(trial):
         f"the base received none of the {len(sent_commands(trial))} commands the host sent: the robot stood still"
     ]
     metrics = yaml.safe_load((trial / "analysis" / "metrics.json").read_text())
-    assert base.warnings[0] in metrics.warnings and base.warnings[0] in report
+    assert base.warnings[0] in metrics["warnings"] and base.warnings[0] in report
 
 
 def test_a_lab_trial_without_a_base_record_says_not_available_and_what_stands_in(trial):
@@ -143,7 +143,7 @@ def test_a_rehearsal_adds_the_base_record_and_the_analysis_follows(trial, tmp_pa
     (trial / BASE_DIR / BASE_COMMANDS_FILE).rename(record)
     assert add_base_record(trial, record)
     metrics = yaml.safe_load((trial / "analysis" / "metrics.json").read_text())
-    assert metrics.base.received == 0 and metrics.base.warnings
+    assert metrics["base"]["received"] == 0 and metrics["base"]["warnings"]
     assert not add_base_record(tmp_path / "no-trial", record)
 
 

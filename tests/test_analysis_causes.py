@@ -13,6 +13,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.drift import phase_grid
+from fieldtest.analysis.metrics.schema import as_json
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -69,7 +70,7 @@ def test_drift_causes_recover_the_injected_ones(tmp_path, case):
     spec = SynthSpec(plan=PLAN, truth_from_commands=True, mocap_rate_hz=240.0, world_yaw_deg=-70.0, **fields)
     synthesize(tmp_path / "t", spec)
     causes = analyze_trial(tmp_path / "t", plots=False).drift_causes
-    print(case, {k: v for k, v in causes.items() if k.endswith("_m")})
+    print(case, {k: v for k, v in as_json(causes).items() if k.endswith("_m")})
     assert causes.available
     assert causes.replay_drift_m["plan"] < 1e-4  # the model itself adds no lap-to-lap drift
     # geometry vs model: corner rounding by the acceleration limit differs by a few per cent
