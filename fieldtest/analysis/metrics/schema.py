@@ -127,6 +127,7 @@ class LapDrift(Section):
 
 
 class Closing(Section):
+    end_pose: str = ""  # what the last lap's end is compared as ("rest after the run", ...)
     distance_m: float | None = None
     dx_m: float | None = None
     dy_m: float | None = None
@@ -141,8 +142,10 @@ class Corner(Section):
 
 
 class Drift(Section):
+    # in the order the analysis writes them (metrics.json keeps it)
     available: bool
     reason: str = ""
+    first_lap: int | None = None
     last_lap: int | None = None
     grid_step_s: float | None = None
     grid_points: int | None = None
@@ -164,11 +167,15 @@ class Ape(Section):
     tool: str = ""
     relation: str = ""
     alignment: str = ""
+    poses: int | None = None
+    window_s: list[float] | None = None  # the stream seconds compared: motion start, end
     rmse_m: float | None = None
     mean_m: float | None = None
     median_m: float | None = None
+    std_m: float | None = None
+    min_m: float | None = None
     max_m: float | None = None
-    poses: int | None = None
+    sse_m2: float | None = None
     tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
 
 
@@ -194,8 +201,12 @@ class Relative(Section):
     available: bool
     reason: str = ""
     tool: str = ""
+    relation: str = ""
+    pairs: str = ""  # how the pairs are chosen
     rel_delta_tol: float | None = None  # pairs' path within this fraction of the distance
     pose_step_s: float | None = None  # poses resampled to this step
+    poses: int | None = None
+    path_m: float | None = None
     distances: list[RelativeAt] = []
     tum_files: list[str] = []
 
@@ -208,7 +219,11 @@ class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
     drift_ppm: float | None = None
-    min_delay_s: float | None = None  # the fastest probe's round trip: twice the offset's error bound
+    reference_robot_ns: int | None = None
+    probes: int | None = None
+    used: int | None = None
+    window_s: float | None = None
+    min_delay_s: float | None = None  # the fastest probe's delay: twice the offset's error bound
 
 
 class Lateness(Section):
@@ -229,35 +244,41 @@ class Lateness(Section):
 
 
 class Latency(Section):
-    available: bool = False
+    # in the order the analysis writes them (metrics.json keeps it)
     clock: ClockCorrection | None = None
     expected_from: str = ""
+    send_interval_ms: Stats | None = None
     commands_sent: int | None = None
-    commands_received: int | None = None
     last_seq_sent: int | None = None
-    last_seq_received: int | None = None
-    lost: int | None = None
-    loss_ratio: float | None = None
-    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    available: bool = False
     arrival_stamp: dict[str, Any] = {}  # lab: which arrival stamp the robot used, what it includes
     clock_offset_source: str = ""  # lab: the channel of the clock probes (link, udp); "" = the link
+    receipts: int | None = None
+    duplicates: int = 0
+    out_of_order: int = 0
+    commands_received: int | None = None
+    last_seq_received: int | None = None
+    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    lost: int | None = None
+    loss_ratio: float | None = None
     lost_spans: list[tuple[int, int]] = []
+    received_not_sent: int | None = None
+    sent_stamp_mismatches: int | None = None
+    one_way_ms: Stats | None = None
+    lateness: Lateness | None = None  # absent in files written before the classes
     # lost while the path's delay exceeded what the QoS's KEEP_LAST history holds (latency.py
     # lost_to_history_overflow): the history overwrote them; None: no host bag to tell
     lost_to_history_overflow: int | None = None
     lost_to_history_overflow_spans: list[tuple[int, int]] = []
-    duplicates: int = 0
-    out_of_order: int = 0
-    jitter_ms: float | None = None
-    ipdv_ms: float | None = None
-    one_way_ms: Stats | None = None
     one_way_live_ms: Stats | None = None
     interarrival_ms: Stats | None = None
+    jitter_ms: float | None = None
+    ipdv_ms: float | None = None
     round_trip_ms: Stats | None = None
-    lateness: Lateness | None = None  # absent in files written before the classes
-    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
     # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
     ntp_estimate: dict[str, Any] | None = None
+    live_offset_error_ms: Stats | None = None
+    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
 
 
 class LapWindow(Section):
@@ -283,15 +304,10 @@ class Stack(Section):
     """The stack's own timing faults; ``valid`` None when there are no figures to judge by. The
     per-part figures stay mappings (docs/analysis.md, "Stack faults in every twin trial")."""
 
-    valid: bool | None = None
-    invalid_reasons: list[str] = []
-    advice: str = ""
-    # what the machine did that validity does not judge (CPU steal); optional as link_simulator
-    cautions: list[str] = []
-    stack_drift_m: float | None = None
+    # in the order the analysis writes them (metrics.json keeps it)
     bound: dict[str, float] = {}
+    machine: dict[str, Any] | None = None
     # None where the trial has no such part (a synthetic or lab trial has no twin robot, no emulator)
-    host_emission_late: dict[str, Any] | None = None
     robot: dict[str, Any] | None = None
     mocap: dict[str, Any] | None = None
     # the router's or broker's forwarding probe (fieldtest.twin.fwdprobe); None where there is none
@@ -302,10 +318,16 @@ class Stack(Section):
     # the userspace link forwarders' frames and lateness per node and direction, and the bound
     # (optional as link_simulator)
     link_forwarder: dict[str, Any] | None = None
-    machine: dict[str, Any] | None = None
-    timing_error: dict[str, Any] | None = None
     # on an emulated link the path's timing is the link's, not counted as the machine's
     link_emulated: bool | None = None
+    host_emission_late: dict[str, Any] | None = None
+    timing_error: dict[str, Any] | None = None
+    stack_drift_m: float | None = None
+    valid: bool | None = None
+    invalid_reasons: list[str] = []
+    advice: str = ""
+    # what the machine did that validity does not judge (CPU steal); optional as link_simulator
+    cautions: list[str] = []
 
 
 class BaseLateness(Section):
@@ -321,8 +343,6 @@ class BaseReceived(Section):
     available: bool
     reason: str = ""
     instead: str = ""  # lab: what stands in for the record a real Create 3 does not keep
-    source: str = ""
-    note: str = ""
     sent: int | None = None
     received: int | None = None
     received_types: list[str] = []
@@ -338,20 +358,24 @@ class BaseReceived(Section):
     zeroed: int | None = None
     lateness_ms: BaseLateness | None = None
     warnings: list[str] = []
+    source: str = ""
+    note: str = ""
 
 
 class DriftCauses(Section):
     """The lap drift split into causes by replaying the Create 3 model (docs/analysis.md)."""
 
+    # in the order the analysis writes them (metrics.json keeps it)
     available: bool
     reason: str = ""
+    first_lap: int | None = None
     last_lap: int | None = None
     replay_drift_m: dict[str, float | None] = {}
+    measured_drift_m: float | None = None
     host_emission_m: float | None = None
     link_m: float | None = None
     rest_m: float | None = None
     stack_m: float | None = None
-    measured_drift_m: float | None = None
     stack_includes_link: bool = False
     # the rest split into the base's systematic part and what is left (fieldtest.analysis.causes.restsplit):
     # calibration, systematic_m, residual_m; None without the robot's calibration
