@@ -3,7 +3,7 @@
     .venv/bin/python analysis/lap_drift.py TRIAL_OR_FOLDER... [--reanalyze]
 
 Trials are found below the given folders as ``fieldtest compare`` finds them; a trial without a
-current ``analysis/metrics.json`` is analysed first (no plots), so running this twice is fast.
+current ``analysis/metrics.json`` is analyzed first (no plots), so running this twice is fast.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def trial_line(metrics: Metrics) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", help="trial directories or folders holding them")
-    parser.add_argument("--reanalyze", action="store_true", help="analyse every trial again")
+    parser.add_argument("--reanalyze", action="store_true", help="analyze every trial again")
     args = parser.parse_args(argv)
     try:
         trials = find_trials(args.dirs)

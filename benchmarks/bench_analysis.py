@@ -193,11 +193,11 @@ def bench_compare(root: Path, n: int, measured: Measured) -> None:
     print(
         f"\ncompare {len(result['trials'])} trials ({len(result['rows'])} configurations; made in {t_make:.1f} s)"
     )
-    print(f"  no metrics.json yet (analyses every trial, no plots) {t_scratch:6.2f} s")
-    print(f"  every trial already analysed (reads metrics.json)    {t_cached:6.2f} s")
+    print(f"  no metrics.json yet (analyzes every trial, no plots) {t_scratch:6.2f} s")
+    print(f"  every trial already analyzed (reads metrics.json)    {t_cached:6.2f} s")
     print(f"  fieldtest compare (new process, metrics.json read)   {t_process:6.2f} s")
     print(
-        f"  -> target 100 trials under 20 s: {'met' if t_process < 20 else 'MISSED'} for a campaign whose trials were analysed after each run, "
+        f"  -> target 100 trials under 20 s: {'met' if t_process < 20 else 'MISSED'} for a campaign whose trials were analyzed after each run, "
         f"{'met' if t_scratch < 20 else 'missed'} from scratch"
     )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An arrival stamp that waits for rclpy's executor (rmw_cyclonedds: take time on Jazzy, the
 callback's reading on Humble) under CPU load: the link monitor's executor at normal priority
-against SCHED_FIFO 10 (what link_monitor does on such an RMW, fieldtest.labrun.endpoints.rclpy_transport).
+against SCHED_FIFO 10 (what link_monitor does on such an RMW, fieldtest.labrun.nodelogic.rclpy_transport).
 
     .venv-ros/bin/python benchmarks/bench_executor_priority.py [--count 400] [--hogs 4]
 
@@ -30,7 +30,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
 from fieldtest.realtime import leave_thread_realtime, try_realtime
 from fieldtest.transport.base import timed_subscribe
 
@@ -70,7 +70,7 @@ import sys, time
 import rclpy
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
 from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher
 

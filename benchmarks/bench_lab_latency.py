@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_lab_latency.py [--duration 32] [--rounds 2]
     .venv/bin/python benchmarks/bench_lab_latency.py --reference reference/bench-lab-latency.json
 
-1. Lab path: a lab rehearsal trial (``fieldtest.labrun.rehearsal.rehearsal``): square_driver -> link_monitor,
+1. Lab path: a lab rehearsal trial (``fieldtest.labrun.rehearsal.labrehearsal``): square_driver -> link_monitor,
    rclpy from the ROS 2 wheels on Fast DDS, started from the launch plan by planrun, with the
    simulated base and the NatNet emulator running. The robot bag's CommandReceipt latency: send
    stamp right before rclpy publishes, arrival from the RMW's reception timestamp.
@@ -43,15 +43,15 @@ from bench_twin import (  # noqa: E402
 )
 
 from fieldtest import rosmsg  # noqa: E402
-from fieldtest.campaign import LabSettings  # noqa: E402
+from fieldtest.labrun.orchestration.labrunner import LabOptions  # noqa: E402
 from fieldtest.labrun.orchestration.remote import RobotSide  # noqa: E402
-from fieldtest.labrun.orchestration.runner import LabOptions  # noqa: E402
-from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse  # noqa: E402
+from fieldtest.labrun.rehearsal.labrehearsal import SimulatedLab, rehearse  # noqa: E402
 from fieldtest.record import RECEIPTS_TOPIC, ROBOT_BAG, TrialRequest, read_bag  # noqa: E402
 from fieldtest.record.reference import LabLatencyRow, LabLatencySummary, run_summary, write_reference  # noqa: E402
 from fieldtest.testkit.ddsperf import DdsperfError, run_pingpong  # noqa: E402
 from fieldtest.testkit.docblocks import LAB_MEDIAN_TARGET_MS, LAB_P99_TARGET_MS  # noqa: E402
 from fieldtest.transport.base import TransportConfig  # noqa: E402
+from fieldtest.trialcampaign import LabSettings  # noqa: E402
 
 MEDIAN_TARGET_MS, P99_TARGET_MS = LAB_MEDIAN_TARGET_MS, LAB_P99_TARGET_MS
 

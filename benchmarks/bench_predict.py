@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/bench_predict.py --reference reference/bench-predict.json
 
 Each case is a real twin trial (``run_twin_trial``: host, robot, NatNet emulator and recorder over
-the middleware on an emulated link) with a link fault, analysed as ``fieldtest analyze`` does; its
+the middleware on an emulated link) with a link fault, analyzed as ``fieldtest analyze`` does; its
 recorded trial directory is then the trace for ``predict`` with the same plan. Prints a markdown
 table: the trace's longest silence, predicted and measured lap drift (mean over the lap grid),
 their difference, and the predicted and counted watchdog stops (the twin robot's, from trial.yaml's warnings).

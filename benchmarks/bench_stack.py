@@ -6,7 +6,7 @@ every middleware x ``--reps`` valid repetitions through the trial runner, re-run
 trial alone (each re-run counted), and prints per middleware the median stack-induced drift
 (metrics ``stack.stack_drift_m``: the lap drift the machine's own timing explains,
 docs/analysis.md), the wall time per valid trial, the CPU steal and busy share measured over the
-same campaign, and the targets of issue #16:
+same campaign, and whether it meets the stack's targets:
 
 - every campaign completes with ``--reps`` valid trials per middleware;
 - every kept trial has stack-induced drift <= 1 mm;
@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import get_args
 
 from fieldtest.analysis.causes.stackfaults import STACK_DRIFT_BOUND_M
-from fieldtest.campaign import Campaign, expand, parse_campaign
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.runner import QUICK_PLAN
 from fieldtest.runner.batches import any_interrupted, run_and_rerun
+from fieldtest.trialcampaign import Campaign, expand, parse_campaign
 
-MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians (issue #16)
+MEDIAN_AGREEMENT_M = 0.0003  # two campaigns' per-middleware medians
 
 
 def _spin() -> None:
@@ -62,7 +62,7 @@ class BusyCore:
 def _requests(
     middlewares: list[str], reps: int, plan: SquarePlan, tag: str, order: str
 ) -> list[TrialRequest]:
-    """The campaign's trials through the kit's own campaign expansion (fieldtest.campaign).
+    """The campaign's trials through the kit's own campaign expansion (fieldtest.trialcampaign).
 
     Interleaved by default, as in every campaign: the hypervisor steals CPU in episodes of a few
     minutes, and run back to back one middleware's three repetitions could all fall in one."""

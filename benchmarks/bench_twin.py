@@ -18,7 +18,7 @@
    configuration, at the command rate and TwistStamped's size; its figures are round trip / 2.
 4. Drift: the full 96 s trial over every middleware at once, as ``fieldtest demo`` runs it
    (trial runner: NatNet emulator, mocap recorder, twin robot and host, router or broker), each
-   analysed: lap-N vs lap-1 drift from the mocap ground truth, latency, CPU per process.
+   analyzed: lap-N vs lap-1 drift from the mocap ground truth, latency, CPU per process.
 
 Targets: emission lateness p99 <= 0.2 ms at both rates; the kit's DDS one-way latency (p50) at
 most 2x ddsperf's (round trip / 2, p50); lap drift at most 1 mm per middleware (loopback, ideal
@@ -193,7 +193,7 @@ class LatencyRow:
 
 @dataclass
 class DriftRow:
-    """One full twin trial of the drift part, as analysed."""
+    """One full twin trial of the drift part, as analyzed."""
 
     middleware: str
     end_reason: str
@@ -843,7 +843,7 @@ def run(args: argparse.Namespace) -> Report:
 
 
 def run_drift(report: Report, work_dir: Path) -> None:
-    """Every middleware's full trial at once, through the trial runner, then each one analysed."""
+    """Every middleware's full trial at once, through the trial runner, then each one analyzed."""
     from concurrent.futures import ThreadPoolExecutor
 
     from fieldtest.analysis import analyze_trial

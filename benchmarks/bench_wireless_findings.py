@@ -345,10 +345,10 @@ def main(argv: list[str] | None = None) -> int:
     dirs = sorted(p.parent for p in args.campaign_dir.rglob("trial.yaml"))
     trials = [t for t in (trial_figures(d) for d in dirs) if t is not None]
     if not trials:
-        print(f"{args.campaign_dir}: no analysed trials (run the campaign first)", file=sys.stderr)
+        print(f"{args.campaign_dir}: no analyzed trials (run the campaign first)", file=sys.stderr)
         return 2
     if len(trials) < len(dirs):
-        print(f"{len(dirs) - len(trials)} of {len(dirs)} trials not analysed: left out", file=sys.stderr)
+        print(f"{len(dirs) - len(trials)} of {len(dirs)} trials not analyzed: left out", file=sys.stderr)
     rows = summarise(trials)
     text = markdown(rows)
     print(text)

@@ -55,10 +55,10 @@ from fieldtest.testkit.docblocks import zenoh_bridge_table
 from fieldtest.transport import TransportConfig
 
 PATHS = ("dds", "zenoh-peer direct", "zenoh-peer bridged", "zenoh-router bridged")
-# Measured when the bridge was first built here (issue 15): the bridges added about 0.4-0.65 ms at
+# Measured when the bridge was first built here: the bridges added about 0.4-0.65 ms at
 # the minimum and 1.2-2.5 ms at the median over direct DDS on a busy machine; p50 0.79 ms one-way
 # DDS -> bridge -> Zenoh peer -> bridge -> DDS.
-REFERENCE = "issue 15: bridges add ~0.4-0.65 ms (min) and ~1.2-2.5 ms (median) over direct DDS"
+REFERENCE = "first measured here: bridges add ~0.4-0.65 ms (min) and ~1.2-2.5 ms (median) over direct DDS"
 WARMUP_S = 20.0
 
 

@@ -33,7 +33,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "analyze": (
         "fieldtest.analysis.cli",
         "analyze_main",
-        "analyse one trial directory: drift, latency, plots, report",
+        "analyze one trial directory: drift, latency, plots, report",
     ),
     "compare": (
         "fieldtest.analysis.cli",
@@ -77,7 +77,7 @@ Start here:
   fieldtest demo                 the twin trial over all five middlewares (about 2 minutes), then the report
   fieldtest demo --quick         a one-lap version of the same (about 20 s)
   fieldtest trial --middleware zenoh-peer --security none --network wifi
-  fieldtest analyze trials/runs/<trial>      re-analyse a recorded trial
+  fieldtest analyze trials/runs/<trial>      re-analyze a recorded trial
   fieldtest compare trials/runs/* --out trials/compare
 Each subcommand has its own --help.
 """

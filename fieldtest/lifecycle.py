@@ -1,5 +1,5 @@
 """One trial's lifecycle, the same for the twin runner (``fieldtest.runner``) and the lab runner
-(``fieldtest.labrun.orchestration.runner``); each supplies its own processes and outcome fields.
+(``fieldtest.labrun.orchestration.labrunner``); each supplies its own processes and outcome fields.
 
 1. ``open_record``: ``trial.yaml`` with the request, software versions and plan warnings;
 2. ``start_in_order``: the processes, the robot before the host; once a stop signal has arrived
@@ -9,7 +9,7 @@
    completed run ``record_rest_after_run`` keeps the recording going until it holds the rest after
    the planned end that the drift's closing reads (bounded: a lagging or dead source cannot hang it);
 5. ``finish_record``: end reason, CPU, the caller's outcome fields, cut-off bags repaired;
-6. ``analyse``: metrics.json and the report, one line if the trial cannot be analysed.
+6. ``analyze``: metrics.json and the report, one line if the trial cannot be analyzed.
 
 A run ends with ``not_run`` (the trials a stop signal left unrun) and ``exit_code`` (130 after a
 stop signal, as for Ctrl-C, whatever the trials' end reasons).
@@ -184,9 +184,9 @@ def finish_record(
     write_trial(trial_dir, record)
 
 
-def analyse(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> Metrics | None:
+def analyze(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> Metrics | None:
     """metrics.json, report.md and (``plots``) the PNG plots; the metrics read back through the
-    schema. A trial that cannot be analysed gets one line and None: the recording is safe,
+    schema. A trial that cannot be analyzed gets one line and None: the recording is safe,
     ``fieldtest analyze`` re-runs."""
     from fieldtest.analysis import analyze_trial, read_metrics
     from fieldtest.analysis.metrics.schema import METRICS_FILE
@@ -195,7 +195,7 @@ def analyse(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> 
         analyze_trial(trial_dir, plots=plots)
         return read_metrics(trial_dir / ANALYSIS_DIR / METRICS_FILE)
     except ValueError as exc:  # AnalysisError, TrialFormatError, BagError: one line naming the file
-        say(f"{trial_dir.name}: not analysed: {str(exc).splitlines()[0]}")
+        say(f"{trial_dir.name}: not analyzed: {str(exc).splitlines()[0]}")
     except Exception as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         say(f"{trial_dir.name}: analysis failed ({why}); re-run: fieldtest analyze {trial_dir}")

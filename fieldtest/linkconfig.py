@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_serializer, model_validator
@@ -34,17 +35,22 @@ SettingsModel = TypeVar("SettingsModel", bound=BaseModel)
 Holder = TypeVar("Holder", bound="FamilySettingsHolder")
 
 
-def _settings_models() -> dict[str, type[BaseModel]]:
-    """Family name -> its ``Settings`` model, for every catalog family whose package has settings.py."""
-    models = {}
+def family_modules(part: str) -> dict[str, ModuleType]:
+    """Family name -> its module ``part`` (``fieldtest.middleware.<family>.<part>``), in catalog order,
+    for every catalog family whose package has one: how the generic layers find what a family declares
+    (its ``settings``, its ``wire`` form) without naming it."""
+    modules = {}
     for name in dict.fromkeys(entry.family for entry in CATALOG):
-        module = family_package(name) + ".settings"
+        module = family_package(name) + "." + part
         if importlib.util.find_spec(module) is not None:
-            models[name] = importlib.import_module(module).Settings
-    return models
+            modules[name] = importlib.import_module(module)
+    return modules
 
 
-SETTINGS_MODELS: dict[str, type[BaseModel]] = _settings_models()
+# Family name -> its ``Settings`` model, for every catalog family whose package has settings.py.
+SETTINGS_MODELS: dict[str, type[BaseModel]] = {
+    name: module.Settings for name, module in family_modules("settings").items()
+}
 
 
 def settings_family(model: type[BaseModel]) -> str:

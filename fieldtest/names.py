@@ -2,7 +2,7 @@
 
 Plain constants with no imports, so any layer may use them (the record, transports, security, twin,
 lab runner, ROS nodes). The trial record's own names (files, bag folders, topics, including the
-relay topic) are in ``fieldtest.record.names``.
+relay topic) are in ``fieldtest.record.recordnames``.
 """
 
 # SROS2 enclave paths of the kit's nodes (fieldtest.security.policy.KIT_ENCLAVES grants each one);

@@ -116,7 +116,7 @@ QOS_NAMES: tuple[str, ...] = tuple(_PROFILES)
 # offset estimate takes many). On a RELIABLE writer a lost probe is repaired only at the writer's
 # next heartbeat (Fast DDS: every 3 s, WriterTimes.heartbeatPeriod in
 # include/fastdds/rtps/attributes/WriterAttributes.h) and the later probes wait behind it, longer
-# than the host's 2 s lost-robot watchdog (fieldtest.labrun.endpoints.driver.ROBOT_LOST_S).
+# than the host's 2 s lost-robot watchdog (fieldtest.labrun.nodelogic.driver.ROBOT_LOST_S).
 CLOCK_PROBE_QOS = "sensor"
 
 

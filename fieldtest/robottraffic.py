@@ -7,7 +7,7 @@ TurtleBot 4 Standard as upstream's Jazzy bringup starts it (sources beside each 
 those of the messages built here, serialized (``RobotTopic.size_bytes``), so they are what
 crosses the link.
 
-Plain data (rosbags messages only): the twin's publishing and pulling is ``fieldtest.twin.robottraffic``.
+Plain data (rosbags messages only): the twin's publishing and pulling is ``fieldtest.twin.trafficpubsub``.
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ class RobotTopic:
     topic: str
     typename: str
     rate_hz: float
-    node: str  # the upstream node that publishes it (fieldtest.twin.robottraffic's graph)
+    node: str  # the upstream node that publishes it (fieldtest.twin.trafficpubsub's graph)
     build: Callable[[], Any]
     stamp: tuple[str, ...]  # path of the header stamp the robot sets to the send time
 

@@ -29,18 +29,18 @@ pytest_plugins = ["pytester", "fieldtest.testkit.noskip"]
 # `pytest -m fast` would pass with it listed.
 FAST_FILES = frozenset(
     {
-        "test_analysis_basecheck.py",
-        "test_analysis_basesplit.py",
-        "test_analysis_causes.py",
+        "test_analysis_attribution.py",
+        "test_analysis_basereceived.py",
         "test_analysis_compare.py",
         "test_analysis_fastbag.py",
-        "test_analysis_lateness.py",
+        "test_analysis_linkstalls.py",
         "test_analysis_metrics_schema.py",
         "test_analysis_power.py",
-        "test_analysis_stalls.py",
-        "test_analysis_stats.py",
+        "test_analysis_restsplit.py",
+        "test_analysis_summarystats.py",
         "test_analysis_sweep.py",
         "test_analysis_synthetic.py",
+        "test_analysis_timingclasses.py",
         "test_analysis_umbmark.py",
         "test_bench_reproduction.py",
         "test_bench_stack.py",
@@ -49,8 +49,8 @@ FAST_FILES = frozenset(
         "test_campaign.py",
         "test_campaign_resume.py",
         "test_cbuild.py",
-        "test_cluster_placement.py",
         "test_clocksync.py",
+        "test_cluster_placement.py",
         "test_compare_validity.py",
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
@@ -60,9 +60,9 @@ FAST_FILES = frozenset(
         "test_link_settings.py",
         "test_machine.py",
         "test_middleware_names_stay_home.py",
-        "test_mqtt_arrival_stamp.py",
         "test_middleware_registry.py",
         "test_mocap_capture_time.py",
+        "test_mqtt_arrival_stamp.py",
         "test_names.py",
         "test_natnet_protocol.py",
         "test_natnet_recorder.py",
@@ -234,7 +234,7 @@ def keystore(tmp_path_factory) -> Path:
 def real_nodes_rehearsal(tmp_path_factory):
     """``rehearsal(distro, cmd_type)``: test_lab_rehearsal's lab trial with the real nodes for that
     distro (its result, the simulated base's status, the runner's messages), run once a session:
-    test_lab_base_record analyses the same trial's base record."""
+    test_lab_base_record analyzes the same trial's base record."""
     done: dict[tuple[str, str], tuple] = {}
 
     def rehearsal(distro: str, cmd_type: str) -> tuple:

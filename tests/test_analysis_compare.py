@@ -87,7 +87,7 @@ def test_outputs_markdown_csv_json_and_plot(runs, tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
-def test_compare_reads_existing_metrics_without_analysing_again(runs, tmp_path):
+def test_compare_reads_existing_metrics_without_analyzing_again(runs, tmp_path):
     compare_trials([runs], tmp_path / "a")
     metrics = next(runs.glob("dds-none-r0/analysis/metrics.json"))
     before = metrics.stat().st_mtime_ns

@@ -21,7 +21,7 @@ VARIANTS = {
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory):
+def analyzed(tmp_path_factory):
     out = {}
     for name, spec in VARIANTS.items():
         trial = tmp_path_factory.mktemp(name)
@@ -31,8 +31,8 @@ def analysed(tmp_path_factory):
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_what_analyze_writes_reads_back_through_the_schema_unchanged(analysed, variant):
-    path, written = analysed[variant]
+def test_what_analyze_writes_reads_back_through_the_schema_unchanged(analyzed, variant):
+    path, written = analyzed[variant]
     metrics = read_metrics(path)
     assert isinstance(metrics, Metrics) and metrics.metrics_version == METRICS_VERSION
     # nothing lost or renamed: the model dumps to exactly the file's content
@@ -41,15 +41,15 @@ def test_what_analyze_writes_reads_back_through_the_schema_unchanged(analysed, v
     assert isinstance(written, Metrics) and written == metrics
 
 
-def test_typed_fields_carry_the_figures(analysed):
-    metrics = read_metrics(analysed["complete"][0])
+def test_typed_fields_carry_the_figures(analyzed):
+    metrics = read_metrics(analyzed["complete"][0])
     assert metrics.drift.per_lap[-1].mean_m == pytest.approx(0.01, abs=1e-4)
     assert metrics.latency.one_way_ms.count > 0 and metrics.progress.complete and metrics.valid
     assert metrics.config == ("dds", "none", "loopback")
 
 
-def _broken(tmp_path, analysed, change) -> str:
-    data = json.loads(analysed["complete"][0].read_text())
+def _broken(tmp_path, analyzed, change) -> str:
+    data = json.loads(analyzed["complete"][0].read_text())
     change(data)
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(data) if not isinstance(data, str) else data)
@@ -60,11 +60,11 @@ def _broken(tmp_path, analysed, change) -> str:
     return message
 
 
-def test_unknown_or_missing_version_is_refused(tmp_path, analysed):
+def test_unknown_or_missing_version_is_refused(tmp_path, analyzed):
     assert "metrics_version 99, this kit reads 1, 2" in _broken(
-        tmp_path, analysed, lambda d: d.update(metrics_version=99)
+        tmp_path, analyzed, lambda d: d.update(metrics_version=99)
     )
-    assert "metrics_version None" in _broken(tmp_path, analysed, lambda d: d.pop("metrics_version"))
+    assert "metrics_version None" in _broken(tmp_path, analyzed, lambda d: d.pop("metrics_version"))
 
 
 @pytest.mark.parametrize(
@@ -77,8 +77,8 @@ def test_unknown_or_missing_version_is_refused(tmp_path, analysed):
         (lambda d: d.update(stack=[1, 2]), "stack"),
     ],
 )
-def test_a_malformed_section_names_the_field(tmp_path, analysed, change, where):
-    assert where in _broken(tmp_path, analysed, change)
+def test_a_malformed_section_names_the_field(tmp_path, analyzed, change, where):
+    assert where in _broken(tmp_path, analyzed, change)
 
 
 def test_not_json_or_missing_is_one_line(tmp_path):
@@ -93,8 +93,8 @@ def test_not_json_or_missing_is_one_line(tmp_path):
         read_metrics(tmp_path / "missing.json")
 
 
-def test_version_1_files_are_still_read(tmp_path, analysed):
-    data = json.loads(analysed["complete"][0].read_text())
+def test_version_1_files_are_still_read(tmp_path, analyzed):
+    data = json.loads(analyzed["complete"][0].read_text())
     data["metrics_version"] = 1
     (data.get("stack") or {}).pop("forwarding", None)  # version 1 had no forwarding probe
     path = tmp_path / "metrics.json"

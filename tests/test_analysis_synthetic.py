@@ -239,7 +239,7 @@ def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_command
 def test_synthetic_trial_ends_with_the_twin_hosts_stop_burst(tmp_path, stop_after_s):
     """The host bag ends as the twin host's does: STOP_BURST_COUNT zero commands, numbered from the
     plan's tick count, STOP_BURST_SPACING_S apart (fieldtest.names, used by fieldtest.endpoints.streamer)."""
-    from fieldtest.analysis.loading.trial import load_trial
+    from fieldtest.analysis.loading.trialdata import load_trial
     from fieldtest.names import STOP_BURST_COUNT, STOP_BURST_SPACING_S
 
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, stop_after_s=stop_after_s))
@@ -280,7 +280,7 @@ def test_a_late_duplicate_counts_as_duplicate_and_as_out_of_order(tmp_path):
 
 
 @pytest.mark.parametrize("world_yaw_deg", [0.0, 45.0, 90.0])
-def test_a_y_up_bag_read_as_z_up_is_flagged_not_analysed_silently(tmp_path, world_yaw_deg):
+def test_a_y_up_bag_read_as_z_up_is_flagged_not_analyzed_silently(tmp_path, world_yaw_deg):
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, mocap_up_axis="y", world_yaw_deg=world_yaw_deg))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
     assert m.partial is True

@@ -122,7 +122,7 @@ def _judged(bench, rep: int, rtt_ms: float, lag_p99_ms: float) -> dict:
 
 
 def test_a_row_whose_simulator_fell_behind_is_kept_but_left_out_of_the_verdict(bench):
-    """414 ms at p99: the lag behind rows the table once called reproduced (issue 34)."""
+    """414 ms at p99: the simulator's lag behind rows a table once called reproduced."""
     reps = {"a": [_judged(bench, i, 4.0, 0.3) for i in range(3)] + [_judged(bench, 3, 400.0, 414.0)],
             "b": [_rec(rep=i, **{bench.RTT: 10.0}) for i in range(4)]}  # fmt: skip
     assert [r["valid"] for r in reps["a"]] == [True, True, True, False]

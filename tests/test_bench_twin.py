@@ -1,5 +1,5 @@
 """The benchmark's verdict on lap drift (benchmarks/bench_twin.py, drift part): the table and the
-target line it prints from analysed trials."""
+target line it prints from analyzed trials."""
 
 import importlib.util
 import sys

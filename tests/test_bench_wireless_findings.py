@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from fieldtest.analysis.campaign.power import pooled_sd, repetitions_needed
-from fieldtest.campaign import load_trials
 from fieldtest.record.reference import WirelessFindingsSummary, read_reference
 from fieldtest.testkit.docblocks import (
     SEED_FINDINGS,
@@ -23,6 +22,7 @@ from fieldtest.testkit.docblocks import (
     wireless_mechanisms_table,
     wireless_verdicts,
 )
+from fieldtest.trialcampaign import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks" / "bench_wireless_findings.py"

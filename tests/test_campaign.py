@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import (
+from fieldtest.trialcampaign import (
     CampaignError,
     campaign_json_schema,
     expand,
@@ -160,7 +160,7 @@ def test_security_on_picks_each_middlewares_standard_protection(tmp_path):
 def test_committed_schema_is_current():
     committed = json.loads((TRIALS / "campaign.schema.json").read_text())
     assert committed == json.loads(json.dumps(campaign_json_schema(), sort_keys=True)), (
-        "regenerate trials/campaign.schema.json from fieldtest.campaign.campaign_json_schema()"
+        "regenerate trials/campaign.schema.json from fieldtest.trialcampaign.campaign_json_schema()"
     )
     # refs resolve at the top level
     text = json.dumps(committed)

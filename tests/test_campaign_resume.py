@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from fieldtest.analysis.pipeline import analyze_trial
-from fieldtest.campaign import load_trials
 from fieldtest.record import TrialRequest
 from fieldtest.record.trial import read_trial, write_trial
 from fieldtest.runner.cli import campaign_main
 from fieldtest.runner.resume import kept_trials
 from fieldtest.runner.twintrial import _assign_ports, _with_twin_defaults
 from fieldtest.testkit.synth import SynthSpec, synthesize
+from fieldtest.trialcampaign import load_trials
 
 CAMPAIGN = """\
 campaign: resumed
@@ -36,14 +36,14 @@ def _as_the_runner_placed(request: TrialRequest, domain_id: int) -> TrialRequest
     return placed.model_copy(update={"transport": transport, "twin": twin})
 
 
-def _record(folder: Path, request: TrialRequest, stamp: str, analysed: bool = True, **spec) -> Path:
-    """A synthetic trial of ``request`` under ``folder`` (analysed, unless not ``analysed``)."""
+def _record(folder: Path, request: TrialRequest, stamp: str, analyzed: bool = True, **spec) -> Path:
+    """A synthetic trial of ``request`` under ``folder`` (analyzed, unless not ``analyzed``)."""
     trial_dir = folder / f"{stamp}-{request.name}"
     fields = {"plan": request.plan, "middleware": request.transport.middleware, "truth_from_commands": True}
     synthesize(trial_dir, SynthSpec(name=request.name, seed=request.seed, **{**fields, **spec}))
     record = read_trial(trial_dir)
     write_trial(trial_dir, record.model_copy(update={"request": _as_the_runner_placed(request, 7)}))
-    if analysed:
+    if analyzed:
         analyze_trial(trial_dir, plots=False)
     return trial_dir
 
@@ -67,7 +67,7 @@ def test_only_completed_valid_records_of_the_same_trial_are_kept(campaign):
     _record(folder, dds0, "20260101-000000")  # older: the newer one is kept
     late = ((dds1.plan.lap_start_s(1), dds1.plan.total_s + 5, 0.02),)  # the host 20 ms late: invalid
     _record(folder, dds1, "20260101-000002", send_late=late)
-    _record(folder, zenoh0, "20260101-000003", analysed=False)
+    _record(folder, zenoh0, "20260101-000003", analyzed=False)
     _record(folder, zenoh1, "20260101-000004", end_reason="host-stopped")
     other_plan = zenoh1.model_copy(update={"plan": zenoh1.plan.model_copy(update={"laps": 3})})
     _record(folder, other_plan, "20260101-000005")  # same name, another trial

@@ -75,7 +75,7 @@ def test_every_error_class_of_the_kit_derives_from_fieldtest_error():
     package = Path(__file__).resolve().parents[1] / "fieldtest"
     exceptions = {name for name in dir(builtins) if name.endswith(("Error", "Exception"))}
     # control flow inside the lab runner (caught there, never reaches the command line)
-    internal = {"fieldtest.labrun.orchestration.runner.AbortTrial", "fieldtest.lifecycle.Interrupted"}
+    internal = {"fieldtest.labrun.orchestration.labrunner.AbortTrial", "fieldtest.lifecycle.Interrupted"}
     found, outside = 0, []
     for path in sorted(package.rglob("*.py")):
         module = ".".join(path.relative_to(package.parent).with_suffix("").parts).removesuffix(".__init__")

@@ -120,7 +120,7 @@ def test_a_campaign_spreads_over_the_workers_that_can_run_each_trial(cluster, tm
         assert {"hostname", "cores", "platform", "capabilities", "trials_at_once"} <= set(worker)
         assert worker["address"].startswith("tcp://10.77.0.")  # a worker's namespace, not this one's
     assert "netns" not in trials["loopback"].outcome.worker["capabilities"]
-    # as a local campaign leaves them: analysed, compared; nothing half unpacked
+    # as a local campaign leaves them: analyzed, compared; nothing half unpacked
     assert all((d / "analysis" / "metrics.json").is_file() for d in _trial_dirs(home))
     assert (home / "compare" / "compare.md").is_file()
     assert not (home / INCOMING).exists()

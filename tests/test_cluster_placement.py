@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import expand, parse_campaign
 from fieldtest.record import TrialRequest
 from fieldtest.runner.cluster import (
     INCOMING,
@@ -22,6 +21,7 @@ from fieldtest.runner.cluster import (
     unpack_home,
 )
 from fieldtest.runner.clusterworker import KIT_DIR, kit_digest, kit_resource, kit_version, trial_needs
+from fieldtest.trialcampaign import expand, parse_campaign
 
 VERSION = "0.1.0+0123456789ab"
 

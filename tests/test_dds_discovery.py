@@ -205,8 +205,8 @@ def test_a_file_that_is_not_a_pcap_is_named(tmp_path):
 def test_discovery_is_a_campaign_axis_and_a_command_line_option():
     import argparse
 
-    from fieldtest.campaign import expand, parse_campaign
     from fieldtest.runner.cli import add_common_args, request_from_args
+    from fieldtest.trialcampaign import expand, parse_campaign
 
     campaign = parse_campaign({"campaign": "disc", "matrix": {"dds_discovery": ["spdp", "all", "none"]}})
     assert [t.transport.settings(DdsSettings).discovery for t in expand(campaign)] == ["spdp", "all", "none"]
@@ -223,7 +223,7 @@ def test_discovery_is_a_campaign_axis_and_a_command_line_option():
 def test_multicast_discovery_on_a_link_that_drops_multicast_is_refused_before_the_trial(discovery):
     """The participants would never meet (or lose each other when a fault turns multicast off and
     their leases run out): the campaign names the field and the fix on one line; none passes."""
-    from fieldtest.campaign import CampaignError, expand, parse_campaign
+    from fieldtest.trialcampaign import CampaignError, expand, parse_campaign
 
     no_multicast = {"name": "no-multicast", "extends": "wifi", "multicast": False}
     base = {

@@ -10,11 +10,11 @@ from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.rendering.foxglove import LAYOUT_FILE, build_layout, layout_text
 from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.plan import SquarePlan
-from fieldtest.record import names, read_bag
+from fieldtest.record import read_bag, recordnames
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
 SHORT = SquarePlan(laps=1, side_duration_s=1.5, turn_rate_dps=90.0)
-KIT_TOPICS = {value for key, value in vars(names).items() if key.endswith("_TOPIC")}
+KIT_TOPICS = {value for key, value in vars(recordnames).items() if key.endswith("_TOPIC")}
 
 
 def _message_paths(layout: dict) -> list[str]:
@@ -54,17 +54,17 @@ def test_the_shipped_file_is_the_layout_the_kit_builds():
 
 def test_every_topic_and_field_the_layout_names_is_in_the_trial_bags(trial):
     types = {}
-    for bag in (names.HOST_BAG, names.ROBOT_BAG, names.MOCAP_BAG):
+    for bag in (recordnames.HOST_BAG, recordnames.ROBOT_BAG, recordnames.MOCAP_BAG):
         types.update(read_bag(trial / bag).topics)
     paths = _message_paths(build_layout())
     assert {path.split(".")[0] for path in paths} == {
-        names.MOCAP_POSE_TOPIC,
-        names.RECEIPTS_TOPIC,
-        names.CMD_VEL_TOPIC,
+        recordnames.MOCAP_POSE_TOPIC,
+        recordnames.RECEIPTS_TOPIC,
+        recordnames.CMD_VEL_TOPIC,
     }
     for path in paths:
         topic, *fields = path.split(".")
-        assert topic in KIT_TOPICS, f"{path}: not a topic of fieldtest/record/names.py"
+        assert topic in KIT_TOPICS, f"{path}: not a topic of fieldtest/record/recordnames.py"
         assert topic in types, f"{path}: no such topic in the trial's bags"
         leaf = _field_type(types[topic], fields)
         if fields:

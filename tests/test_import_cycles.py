@@ -68,11 +68,11 @@ def test_the_stage_check_sees_a_backward_import():
     """An earlier stage importing a later one, the pipeline or the package, or a module outside every
     stage: each is named."""
     graph = {
-        f"{ANALYSIS}.loading.trial": frozenset(
+        f"{ANALYSIS}.loading.trialdata": frozenset(
             {f"{ANALYSIS}.rendering.report", f"{ANALYSIS}.metrics.schema"}
         ),
         f"{ANALYSIS}.metrics.schema": frozenset({f"{ANALYSIS}.pipeline"}),
-        f"{ANALYSIS}.causes.replay": frozenset({ANALYSIS, f"{ANALYSIS}.loading.trial"}),
+        f"{ANALYSIS}.causes.replay": frozenset({ANALYSIS, f"{ANALYSIS}.loading.trialdata"}),
         f"{ANALYSIS}.rendering.report": frozenset({f"{ANALYSIS}.metrics.schema"}),
         f"{ANALYSIS}.pipeline": frozenset({f"{ANALYSIS}.rendering.report"}),
         f"{ANALYSIS}.flat": frozenset(),
@@ -80,8 +80,8 @@ def test_the_stage_check_sees_a_backward_import():
     assert stage_violations(graph) == [
         f"{ANALYSIS}.causes.replay (causes) imports {ANALYSIS}, whose names load the pipeline",
         f"{ANALYSIS}.flat is in no stage ({', '.join(STAGES)})",
-        f"{ANALYSIS}.loading.trial (loading) imports {ANALYSIS}.metrics.schema (metrics)",
-        f"{ANALYSIS}.loading.trial (loading) imports {ANALYSIS}.rendering.report (rendering)",
+        f"{ANALYSIS}.loading.trialdata (loading) imports {ANALYSIS}.metrics.schema (metrics)",
+        f"{ANALYSIS}.loading.trialdata (loading) imports {ANALYSIS}.rendering.report (rendering)",
         f"{ANALYSIS}.metrics.schema (metrics) imports {ANALYSIS}.pipeline (pipeline)",
     ]
 

@@ -1,7 +1,7 @@
 """A rehearsal's trial holds what the simulated base received, and its analysis compares it with what
-the host sent (issue 24, deliver 3): every command, by sequence number (TwistStamped keeps the
+the host sent: every command, by sequence number (TwistStamped keeps the
 host's frame_id through the republisher stand-in). Humble's Twist commands, matched in arrival
-order, are not rehearsed (the rehearsal runs Jazzy's rclpy only); tests/test_analysis_basecheck.py
+order, are not rehearsed (the rehearsal runs Jazzy's rclpy only); tests/test_analysis_basereceived.py
 covers that matching.
 
 Needs the ROS 2 environment of tools/install_ros.sh, as tests/test_lab_rehearsal.py does."""

@@ -16,8 +16,13 @@ import pytest
 import yaml
 import zenoh
 
-from fieldtest.labrun.configuration.settings import parse_launch_args
-from fieldtest.middleware.lab import BridgeConfigError, link_topics, ros2bag_record_command, side_processes
+from fieldtest.labrun.configuration.launchsettings import parse_launch_args
+from fieldtest.middleware.labshared import (
+    BridgeConfigError,
+    link_topics,
+    ros2bag_record_command,
+    side_processes,
+)
 from fieldtest.middleware.mqtt.lab import (
     check_mqtt_client_pair,
     mosquitto_acl,

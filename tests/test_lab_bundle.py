@@ -137,7 +137,7 @@ def test_bundle_for_this_machine_installs_offline_and_the_robot_side_imports(loc
         modules = robot_side_kit_modules(local_bundle / "robot_ws" / "src")
         assert (
             "fieldtest.labrun.orchestration.launch_actions" in modules
-            and "fieldtest.labrun.endpoints.monitor" in modules
+            and "fieldtest.labrun.nodelogic.monitor" in modules
         ), modules
         nodes = ["fieldtest_robot.link_monitor", "fieldtest_robot.create3_preflight"]
         nodes += ["fieldtest.perf.node", "zenoh", "paho.mqtt.client"]  # lab perf's relay (docs/perf.md)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from fieldtest.labrun.cli import lab_main
-from fieldtest.labrun.endpoints.create3 import (
+from fieldtest.labrun.nodelogic.create3params import (
     Create3ParamError,
     battery_finding,
     check_create3,
@@ -152,7 +152,7 @@ def test_cli_check_create3(tmp_path, capsys):
 
 def _drive_then_silence(watchdog_s: float, cmd_hz: float, odom_hz: float, phase: float, speed: float = 0.2):
     """The kit's Create 3 model with a given timeout: commands for 2 s, then none; odometry sampled."""
-    from fieldtest.twin.create3 import Create3Model
+    from fieldtest.twin.create3model import Create3Model
 
     model = Create3Model("full", watchdog_s=watchdog_s)
     commands = [(i / cmd_hz, speed) for i in range(int(2.0 * cmd_hz))]
@@ -172,7 +172,7 @@ def _drive_then_silence(watchdog_s: float, cmd_hz: float, odom_hz: float, phase:
 @pytest.mark.parametrize(("cmd_hz", "odom_hz"), [(20.0, 20.0), (10.0, 20.0), (30.0, 62.5)])
 @pytest.mark.parametrize("phase", [0.0, 0.37, 0.81])
 def test_measured_stop_brackets_the_bases_timeout(watchdog_s, cmd_hz, odom_hz, phase):
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     m = measure_stop_after_silence(*_drive_then_silence(watchdog_s, cmd_hz, odom_hz, phase))
     assert m.timeout_from_s - 1e-9 <= watchdog_s <= m.timeout_to_s
@@ -182,7 +182,7 @@ def test_measured_stop_brackets_the_bases_timeout(watchdog_s, cmd_hz, odom_hz, p
 
 
 def test_stop_measurement_refuses_recordings_it_cannot_read():
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     commands, odom = _drive_then_silence(0.5, 20.0, 20.0, 0.0)
     with pytest.raises(Create3ParamError, match="end with zeros"):
@@ -239,7 +239,7 @@ def test_cli_measure_stop_reads_a_ros2_bag(tmp_path, capsys):
 def test_a_recording_that_ends_before_the_base_stood_still_is_refused(watchdog_s, noise):
     """The guide's old procedure stopped the recorder right after `ros2 topic pub --times` exited
     (0.1 s after the last command); one odometry dip there made a figure of it."""
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     commands, odom = _drive_then_silence(watchdog_s, 20.0, 20.0, 0.3)
     last = commands[-1][0]
@@ -261,7 +261,7 @@ def _with_dip(odom: list[tuple[float, float]], at: float) -> list[tuple[float, f
 @pytest.mark.parametrize("watchdog_s", [0.5, 1.0])
 @pytest.mark.parametrize("dip_after_s", [0.05, 0.2])
 def test_an_odometry_dip_that_recovers_is_not_the_stop(watchdog_s, dip_after_s):
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     commands, odom = _drive_then_silence(watchdog_s, 20.0, 20.0, 0.3)
     m = measure_stop_after_silence(commands, _with_dip(odom, commands[-1][0] + dip_after_s))
@@ -274,7 +274,7 @@ def test_the_guides_stop_measurement_keeps_recording_until_the_base_stopped():
     import re
     from pathlib import Path
 
-    from fieldtest.labrun.endpoints.create3 import CREATE3_WHEEL_ACCEL_MPS2
+    from fieldtest.labrun.nodelogic.create3params import CREATE3_WHEEL_ACCEL_MPS2
 
     guide = (Path(__file__).resolve().parents[1] / "docs" / "lab-guide.md").read_text()
     block = next(b for b in re.findall(r"```bash\n(.*?)```", guide, re.S) if "measure-stop" in b)

@@ -16,7 +16,7 @@ import textwrap
 import cyclonedds  # noqa: F401  (a missing binding fails this module, it is not skipped)
 import pytest
 
-from fieldtest.labrun.configuration.settings import parse_launch_args
+from fieldtest.labrun.configuration.launchsettings import parse_launch_args
 from fieldtest.middleware.dds.lab import cyclonedds_xml, ros_environment
 
 MACHINES = {"host": ("198.18.12.1", "fth"), "robot": ("198.18.12.2", "ftr")}  # RFC 2544 test range

@@ -18,7 +18,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.stop import ESTOP_SEQ, RelayWatchdog
-from fieldtest.labrun.endpoints.driver import (
+from fieldtest.labrun.nodelogic.driver import (
     CONTROL_DIR,
     EXIT_ROBOT_LOST,
     GO_FILE,
@@ -26,16 +26,16 @@ from fieldtest.labrun.endpoints.driver import (
     STOP_FILE,
     LabDriver,
 )
-from fieldtest.labrun.endpoints.estop import ros2_zero_command_argv, zero_commands_over_transport
-from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
+from fieldtest.labrun.nodelogic.estop import ros2_zero_command_argv, zero_commands_over_transport
+from fieldtest.labrun.nodelogic.monitor import LabLinkMonitor
+from fieldtest.labrun.orchestration.labrunner import host_end_reason
 from fieldtest.labrun.orchestration.remote import RemoteShell, local_robot_side
-from fieldtest.labrun.orchestration.runner import host_end_reason
 from fieldtest.middleware.registry import open_transport
 from fieldtest.names import STOP_BURST_COUNT
 from fieldtest.plan import SquarePlan
 from fieldtest.procs import free_port
 from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
-from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import RELAY_CMD_VEL_TOPIC
 from fieldtest.transport.base import TransportConfig
 
 # 0.1 m/s sides of 0.5 s and 0.5 s turns: 2.2 s per lap including the start delay.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_lab_rehearsal import _metrics, _rehearse
 
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 from fieldtest.record import read_trial
 
 HUMBLE_CONVENTION = Path(__file__).parent / "ros" / "humble_calling_convention"
@@ -26,7 +26,7 @@ HUMBLE_CONVENTION = Path(__file__).parent / "ros" / "humble_calling_convention"
 CONVENTION_PROBE = r"""
 import rclpy
 from rclpy.subscription import Subscription
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
 rclpy.init()
 node = rclpy.create_node("convention_probe")
 RclpyTransport(node, "/convention_probe").subscribe("cmd_vel", "geometry_msgs/msg/TwistStamped", lambda msg: None)

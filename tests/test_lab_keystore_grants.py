@@ -1,8 +1,8 @@
-"""The pre-flight's keystore check against the trial's namespace and ROS_DOMAIN_ID (issue 24,
-breaker 7): keys made with ``--namespace /tb4`` grant rt/tb4/cmd_vel, so a trial with namespace ""
-is denied under Enforce; keys made for one domain start no participant in another. The check's
-verdict is compared with what real CycloneDDS security does with the same keystore: the host's
-participant and cmd_vel writer, the robot's cmd_vel reader."""
+"""The pre-flight's keystore check against the trial's namespace and ROS_DOMAIN_ID: keys made with
+``--namespace /tb4`` grant rt/tb4/cmd_vel, so a trial with namespace "" is denied under Enforce;
+keys made for one domain start no participant in another. The check's verdict is compared with what
+real CycloneDDS security does with the same keystore: the host's participant and cmd_vel writer, the
+robot's cmd_vel reader."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_the_keystore_preflight_passes_on_the_robots_own_share(keystores, tmp_pa
     """The robot's copy (`fieldtest keys export --for robot`: no CA key, no host key) passes the
     trial's keystore pre-flight for what the robot runs: its DDS enclave and grants, its TLS
     identity (which zenoh-peer's host dials); a namespace its grants do not cover still fails."""
-    from fieldtest.security.machine import export_machine
+    from fieldtest.security.machineshare import export_machine
 
     share = export_machine(keystores[("/tb4", 0)], "robot", tmp_path / "robot")
     assert not (share / "private").exists() and not (share / "enclaves/fieldtest/host").exists()

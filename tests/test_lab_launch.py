@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from fieldtest.catalog import LAB_MIDDLEWARES
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.launch_actions import ARGUMENT_HELP, argument_names
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.middleware import registry
@@ -132,7 +132,7 @@ def test_security_gives_nodes_their_enclave_only_with_dds(tmp_path):
 def test_each_secure_lab_process_is_granted_the_topics_it_uses(tmp_path, distro, cmd_type):
     """The enclaves' DDS permissions cover what each lab process publishes, takes and records
     (secure DDS always relays: the Create 3 is outside the SROS2 domain)."""
-    from fieldtest.middleware.lab import link_topics, recorded_topics
+    from fieldtest.middleware.labshared import link_topics, recorded_topics
     from fieldtest.security.policy import dds_grants, kit_enclave
 
     relay = "true"

@@ -12,7 +12,7 @@ import yaml
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from fieldtest import rosmsg
-from fieldtest.labrun.endpoints.mocap import MocapRelay
+from fieldtest.labrun.nodelogic.mocap import MocapRelay
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.record import MOCAP_FRAMES_TOPIC, MOCAP_POSE_TOPIC, read_bag
 

@@ -1,4 +1,4 @@
-"""MQTT ports of lab trials and the separate broker machine (issue 24, breaker 6): a TLS trial
+"""MQTT ports of lab trials and the separate broker machine: a TLS trial
 dials the TLS port unless the campaign names a port, so a campaign with security off and on
 reaches one broker machine whose Mosquitto (``fieldtest lab broker-config``) has a plain and a
 TLS listener; a campaign that names one port for both is refused before anything starts."""
@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
 from fieldtest.labrun.cli import lab_main
-from fieldtest.labrun.configuration.settings import (
+from fieldtest.labrun.configuration.launchsettings import (
     LaunchArgError,
     launch_args_for_trial,
     parse_launch_args,
@@ -29,6 +28,7 @@ from fieldtest.procs import ProcessGroup, free_port
 from fieldtest.testkit import needs
 from fieldtest.testkit.mqttacked import AckedClient
 from fieldtest.testkit.refusal import tls_alert
+from fieldtest.trialcampaign import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "trials" / "seed-study.yaml"

@@ -97,7 +97,7 @@ ROBOT_CLOCK_AHEAD_NS = 86_400_123_456_789  # a robot whose clock reads a day and
 
 
 def _robot_clock_off(row: dict, source: str, row_dir: Path) -> None:
-    from fieldtest.perf.lab import RELAY, estimate_offset, on_host_clock
+    from fieldtest.perf.labperf import RELAY, estimate_offset, on_host_clock
     from fieldtest.perf.messages import parse_message
     from fieldtest.perf.run import PerfCase
     from fieldtest.perf.stats import reduce_row
@@ -246,7 +246,7 @@ def test_lab_perf_refuses_rows_the_lab_cannot_run_with_one_line(tmp_path, extra,
 
 
 def test_the_lab_perf_campaign_gives_the_addresses(tmp_path):
-    from fieldtest.perf.lab import _lab_parser, lab_link
+    from fieldtest.perf.labperf import _lab_parser, lab_link
 
     args = _lab_parser().parse_args(
         [str(KIT_ROOT / "trials" / "rehearsal.yaml"), "--robot", "ubuntu@10.0.0.2"]
@@ -270,7 +270,7 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
 
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
     from fieldtest.linkconfig import TransportConfig
-    from fieldtest.perf.lab import LabLink
+    from fieldtest.perf.labperf import LabLink
     from fieldtest.procs import free_port
 
     remote_root = tmp_path / "robot"
@@ -325,7 +325,7 @@ def test_lab_perf_refuses_dds_security_where_the_robots_binding_has_no_security_
     libddsc, tools/install.sh) has all three, so a DDS Security row is refused only on the keystore."""
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
     from fieldtest.linkconfig import TransportConfig
-    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.labperf import LabLink, run_lab_row
     from fieldtest.perf.run import PerfCase
 
     remote_root = tmp_path / "robot"
@@ -382,7 +382,7 @@ def test_lab_perf_refuses_fast_dds_where_the_robot_cannot_build_its_helper(tmp_p
     is then refused with that reason before anything starts on the robot."""
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
     from fieldtest.linkconfig import TransportConfig
-    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.labperf import LabLink, run_lab_row
     from fieldtest.perf.run import PerfCase
 
     remote_root = tmp_path / "robot"
@@ -525,7 +525,7 @@ def test_a_lab_perf_row_without_a_clock_offset_keeps_round_trips_and_says_why(tm
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.middleware.launch import CLOCK_UDP_PORT
-    from fieldtest.perf.lab import LabLink, run_lab_row
+    from fieldtest.perf.labperf import LabLink, run_lab_row
     from fieldtest.perf.run import PerfCase
     from fieldtest.procs import free_port
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fieldtest.labrun.endpoints.create3 import pending_report
+from fieldtest.labrun.nodelogic.create3params import pending_report
+from fieldtest.labrun.orchestration.labrunner import command_publisher_expected
 from fieldtest.labrun.orchestration.preflight import check_robot_link, summarize, with_gate
-from fieldtest.labrun.orchestration.runner import command_publisher_expected
 
 HOST = {"probes_answered": 4, "last_probe_age_s": 0.3}
 ROBOT = {"probes_completed": 3}

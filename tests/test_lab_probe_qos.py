@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.configuration.settings import parse_launch_args
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.configuration.launchsettings import parse_launch_args
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 from fieldtest.middleware import registry
-from fieldtest.middleware.lab import link_topics, ros_topic, topic_qos
+from fieldtest.middleware.labshared import link_topics, ros_topic, topic_qos
 from fieldtest.middleware.mqtt.lab import mqtt_client_params
 from fieldtest.qos import CLOCK_PROBE_QOS, QOS_NAMES, get_qos, mqtt_qos
-from fieldtest.record.names import CLOCK_PROBE_REPLY_TOPIC, CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
+from fieldtest.record.recordnames import CLOCK_PROBE_REPLY_TOPIC, CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
 
 PROBES = (CLOCK_PROBE_TOPIC, CLOCK_PROBE_REPLY_TOPIC)
 MQTT_MIDDLEWARES = [m for m in registry.names(lab=True) if registry.get(m).lab_bridge == "mqtt_client"]

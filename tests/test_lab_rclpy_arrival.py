@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.endpoints.rclpy_transport import (
+from fieldtest.labrun.nodelogic.rclpy_transport import (
     arrival_ns,
     arrival_stamp_source,
     executor_needs_realtime,
 )
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 
 PROBE = Path(__file__).parent / "ros" / "rclpy_arrival_probe.py"
 

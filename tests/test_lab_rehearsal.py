@@ -23,20 +23,13 @@ import pytest
 import yaml
 
 from fieldtest.analysis.metrics.latency import history_depth
-from fieldtest.analysis.metrics.stats import spans
-from fieldtest.campaign import CampaignError, load_trials
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
+from fieldtest.analysis.metrics.summarystats import spans
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.orchestration.labrunner import LabOptions
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.labrun.orchestration.planrun import EXIT_SIDE_PROCESS, rehearsal_processes
 from fieldtest.labrun.orchestration.remote import RobotSide
-from fieldtest.labrun.orchestration.runner import LabOptions
-from fieldtest.labrun.rehearsal.mqtt_standin import (
-    KEEP_NAGLE_ENV,
-    STANDIN_BANNER,
-    StandinConfigError,
-    load_config,
-)
-from fieldtest.labrun.rehearsal.rehearsal import (
+from fieldtest.labrun.rehearsal.labrehearsal import (
     NODE_ARGS,
     ROS_VENV,
     RehearsalError,
@@ -44,12 +37,19 @@ from fieldtest.labrun.rehearsal.rehearsal import (
     rehearse,
     ros_python,
 )
+from fieldtest.labrun.rehearsal.mqtt_standin import (
+    KEEP_NAGLE_ENV,
+    STANDIN_BANNER,
+    StandinConfigError,
+    load_config,
+)
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
 from fieldtest.record import MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
 from fieldtest.testkit.hangup import as_from_a_terminal
+from fieldtest.trialcampaign import CampaignError, load_trials
 
 # Two short laps (8 s each): enough for lap drift, short enough for CI.
 SHORT_PLAN = {"side_duration_s": 1.0, "turn_rate_dps": 90.0, "laps": 2, "start_delay_s": 1.0}
@@ -432,9 +432,9 @@ def test_the_emergency_stop_reaches_the_base_whatever_the_middleware(tmp_path, m
     assert not base["moving"]
 
 
-def test_a_killed_link_monitor_is_analysed_and_its_unflushed_commands_are_not_lost(tmp_path):
+def test_a_killed_link_monitor_is_analyzed_and_its_unflushed_commands_are_not_lost(tmp_path):
     """SIGKILL of link_monitor mid-trial: the robot side ends, the runner stops the host and the
-    trial is analysed as far as the robot's recording goes; what the dead logger never wrote is
+    trial is analyzed as far as the robot's recording goes; what the dead logger never wrote is
     unrecorded, not loss on the link (loopback loses nothing)."""
     messages: list[str] = []
     say = _kill_after_go(tmp_path, "fieldtest_robot.link_monitor", 4.0, messages)
@@ -587,7 +587,7 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
-    from fieldtest.middleware.lab import received_by, sent_by, topic_qos, wire_name
+    from fieldtest.middleware.labshared import received_by, sent_by, topic_qos, wire_name
     from fieldtest.middleware.mqtt.lab import mqtt_client_params, to_yaml
     from fieldtest.qos import get_qos, mqtt_qos
 
@@ -726,7 +726,7 @@ def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, 
 def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signals):
     """``fieldtest lab rehearse`` of two trials, signalled mid-square (SIGHUP: the terminal closed; a
     second Ctrl-C while the runner stops the robot): the base stopped by the host's stop burst,
-    the robot launch stopped, the trial analysed, no second trial, exit 130, nothing left running."""
+    the robot launch stopped, the trial analyzed, no second trial, exit 130, nothing left running."""
     import sys
     import time
 
@@ -768,7 +768,7 @@ def test_a_stop_signal_ends_the_rehearsal_with_the_robot_stopped(tmp_path, signa
     receipts = _receipts(trial_dir)
     assert 0 < len({r.seq for r in receipts if r.seq < plan.n_ticks()}) < plan.n_ticks()
     assert max(r.seq for r in receipts) == plan.n_ticks() + 4  # the stop burst reached the robot
-    assert _metrics(trial_dir)["progress"]["laps_completed"] < plan.laps  # analysed
+    assert _metrics(trial_dir)["progress"]["laps_completed"] < plan.laps  # analyzed
     [base] = _base_statuses(tmp_path / "runs" / "rehearsal")
     assert not base["moving"] and base["trailing_zero_commands"] >= 1
     assert not _processes_under(tmp_path, "fieldtest")  # robot launch, nodes, simulated hardware
@@ -813,7 +813,7 @@ def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     receipts = _receipts(result.trial_dir)
     n = record.request.plan.n_ticks()
     assert max(r.seq for r in receipts) == n + 4 and len([r for r in receipts if r.seq < n]) < n
-    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analysed
+    assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analyzed
 
 
 @pytest.mark.beside_others

@@ -53,13 +53,13 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
     directory. A real bash with a HOME of its own runs the scripts and the stand-in launch."""
     import sys
 
-    from fieldtest.campaign import LabSettings
+    from fieldtest.labrun.orchestration.labrunner import LabOptions, LabRunner
     from fieldtest.labrun.orchestration.remote import RemoteShell
-    from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
     from fieldtest.plan import SquarePlan
     from fieldtest.procs import free_port
     from fieldtest.record import RECEIPTS_TOPIC, TrialRequest, read_bag
     from fieldtest.transport.base import TransportConfig
+    from fieldtest.trialcampaign import LabSettings
 
     robot_home, elsewhere = tmp_path / "home-ubuntu", tmp_path / "cwd"
     robot_home.mkdir()
@@ -75,7 +75,7 @@ def test_the_default_remote_root_is_the_robots_home_for_launch_and_scripts_alike
         lab=LabSettings(countdown_s=0, warn_only=["create3", "battery", "mocap"], preflight_timeout_s=15),
         robot=robot,
         host_launch=(*standin, "host"),
-        analyse=False,
+        analyze=False,
         say=lambda _line: None,
     )
     plan = SquarePlan(

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
-from fieldtest.labrun.configuration.settings import with_lab_defaults
+from fieldtest.labrun.configuration.launchsettings import with_lab_defaults
 from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
 from fieldtest.labrun.orchestration.robotsetup import (
     RobotSetupError,
@@ -21,9 +20,10 @@ from fieldtest.labrun.orchestration.robotsetup import (
     robot_probes,
 )
 from fieldtest.security.keystore import create_keystore
-from fieldtest.security.machine import export_machine
+from fieldtest.security.machineshare import export_machine
 from fieldtest.testkit import needs
 from fieldtest.testkit.twomachines import KIT_ROOT
+from fieldtest.trialcampaign import load_trials
 
 ROBOT_KEYSTORE = "~/fieldtest/keystore"  # as a campaign names it: the robot's home on the robot
 

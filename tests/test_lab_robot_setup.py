@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from fieldtest.campaign import load_trials
-from fieldtest.labrun.configuration.settings import parse_launch_args, with_lab_defaults
+from fieldtest.labrun.configuration.launchsettings import parse_launch_args, with_lab_defaults
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
 from fieldtest.labrun.orchestration.robotsetup import (
     RobotSetupError,
@@ -18,6 +17,7 @@ from fieldtest.labrun.orchestration.robotsetup import (
     vendor_note,
 )
 from fieldtest.testkit.twomachines import KIT_ROOT
+from fieldtest.trialcampaign import load_trials
 
 STOCK = {name: STOCK_ROBOTS["jazzy"].setup[name] for name in SETUP_VARIABLES}
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def test_what_the_lab_nodes_and_planrun_import_loads_in_the_ros_environment(pyth
 
 
 def test_launch_plans_find_the_distro_without_ros_distro_set(python):
-    code = "import os; os.environ.pop('ROS_DISTRO', None); from fieldtest.labrun.configuration.settings import detect_distro; print(detect_distro())"
+    code = "import os; os.environ.pop('ROS_DISTRO', None); from fieldtest.labrun.configuration.launchsettings import detect_distro; print(detect_distro())"
     assert _run(python, code) == "jazzy"
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import LabSettings
-from fieldtest.labrun.endpoints.estop import zero_commands_over_transport
+from fieldtest.labrun.nodelogic.estop import zero_commands_over_transport
+from fieldtest.labrun.orchestration.labrunner import LabOptions, LabRunner
 from fieldtest.labrun.orchestration.remote import local_robot_side
-from fieldtest.labrun.orchestration.runner import LabOptions, LabRunner
 from fieldtest.natnet.recorder import RecorderConfig
 from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
 from fieldtest.plan import SquarePlan
@@ -24,6 +23,7 @@ from fieldtest.procs import free_port
 from fieldtest.record import MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, TrialRequest, read_bag, read_trial
 from fieldtest.testkit.hangup import as_from_a_terminal
 from fieldtest.transport.base import TransportConfig
+from fieldtest.trialcampaign import LabSettings
 
 STANDIN = (sys.executable, "-m", "fieldtest.labrun.rehearsal.standin")
 PLAN = SquarePlan(linear_speed_mps=0.1, side_duration_s=0.5, turn_rate_dps=180.0, laps=1, start_delay_s=0.2)
@@ -54,7 +54,7 @@ def _options(tmp_path: Path, mocap, messages: list[str], **lab) -> LabOptions:
         host_launch=(*STANDIN, "host"),
         mocap=mocap,
         say=messages.append,
-        analyse=False,
+        analyze=False,
         emergency_stop=zero_commands_over_transport,
     )
 
@@ -173,7 +173,7 @@ def test_failed_preflight_never_moves_the_robot(tmp_path):
 
 
 def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path, natnet):
-    """The emulator streams NatNet 4.1; a recorder told to read 3.1 refuses it and stops (issue 14):
+    """The emulator streams NatNet 4.1; a recorder told to read 3.1 refuses it and stops:
     the runner must say so and never send the go, not wait out the pre-flight."""
     import dataclasses
 
@@ -188,7 +188,7 @@ def test_a_mocap_recorder_that_refuses_the_stream_aborts_before_the_go(tmp_path,
         assert all(r.twist.linear.x == 0.0 for r in receipts)
 
 
-# ------------------------------------------------------------------ stop signals (issue 24)
+# ------------------------------------------------------------------ stop signals
 
 
 def _standin_campaign(tmp_path: Path) -> Path:
@@ -228,7 +228,7 @@ def _run_until_go(tmp_path: Path, signals: list[int]) -> tuple[int, str]:
     import time
 
     argv = [sys.executable, "-m", "fieldtest.cli", "lab", "run", str(_standin_campaign(tmp_path)),
-            "--standin", "--yes", "--no-analyse", "--remote-root", str(tmp_path / "pi"),
+            "--standin", "--yes", "--no-analyze", "--remote-root", str(tmp_path / "pi"),
             "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
     out = tmp_path / "runner.out"
     with out.open("w") as log:
@@ -337,7 +337,7 @@ def test_a_failed_emergency_stop_names_what_stops_the_base_without_an_unsourced_
     the Create 3's stop-on-silence timeout, whose length no upstream document gives: no note, code
     comment or doc asserts the twin's assumed 0.5 s as the base's."""
     from fieldtest.endpoints.stop import RELAY_SILENCE_S
-    from fieldtest.labrun.orchestration.runner import last_stop
+    from fieldtest.labrun.orchestration.labrunner import last_stop
 
     relayed, direct = last_stop({"relay": "true"}), last_stop({"relay": "false"})
     assert f"relay sends a zero after {RELAY_SILENCE_S} s" in relayed and "0.5" not in relayed

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fieldtest.catalog import TWIN_MIDDLEWARES as MIDDLEWARES
-from fieldtest.labrun.configuration.settings import (
+from fieldtest.labrun.configuration.launchsettings import (
     LAUNCH_ARGUMENTS,
     LaunchArgError,
     launch_args_for_trial,

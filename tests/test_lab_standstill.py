@@ -1,5 +1,5 @@
 """Configurations that would leave the robot standing still while the trial "completes" are
-refused before anything starts, with one line naming the field and the fix (issue 24, breakers 2-4):
+refused before anything starts, with one line naming the field and the fix:
 a command type the base's cmd_vel does not take, secure DDS without the relay, a robot whose
 CycloneDDS is pinned to the USB link to the base only. Swept over distros, middlewares, roles and
 security; the shipped campaigns pass on both distros with the guide's run arguments."""
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.campaign import load_trials
 from fieldtest.cli import main as fieldtest_main
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.preflight import refuse_before_start
 from fieldtest.middleware import registry
+from fieldtest.trialcampaign import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "trials"

@@ -144,7 +144,7 @@ def _check_trial(lab, done, trial: Path, before: tuple[int, dict]) -> None:
     assert failed == {}, checks
     ok = {c["check"] for c in checks if c["severity"] == "ok"}
     assert ok >= {"robot-link", "clock", "mocap", "create3", "battery"}, checks
-    # analysed as the lab user: this trial's metrics (schema-checked), every command counted, the laps seen
+    # analyzed as the lab user: this trial's metrics (schema-checked), every command counted, the laps seen
     metrics = read_metrics(trial / ANALYSIS_DIR / "metrics.json")
     assert metrics.trial.name == record.request.name and not metrics.partial, metrics.partial_reasons
     # every command and the stop burst reached the robot's link monitor (collected over rsync/ssh),
@@ -370,12 +370,12 @@ def test_the_guides_preflight_checks_pass_against_the_two_machines(lab):
 
 
 # The seed study's trial with two of its four laps (48 s of commands, not 96 s): the run, collect and
-# analyse steps are what is tested, and two laps still count laps past the first. No countdown: no one
+# analyze steps are what is tested, and two laps still count laps past the first. No countdown: no one
 # is at the robot to hear it (the run's --yes).
 GUIDE_RUN_LAPS = 2
 
 
-def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
+def test_the_guides_run_collect_and_analyze_one_seed_study_trial(lab):
     campaign = lab.campaign(
         "trials/seed-study.yaml",
         "fieldtest/trials",
@@ -393,22 +393,22 @@ def test_the_guides_run_collect_and_analyse_one_seed_study_trial(lab):
     assert record.request.name == "seed-study-dds-none-r0" and record.request.transport.namespace == ""
     # the run's analysis drew its plots (the cases above run without them)
     assert {p.name for p in (trial / ANALYSIS_DIR).glob("*.png")} >= {"latency.png", "trajectory.png"}
-    # the guide's collect and analyse commands on what the run left
+    # the guide's collect and analyze commands on what the run left
     metrics = trial / ANALYSIS_DIR / "metrics.json"
     by_the_run = read_metrics(metrics)
     metrics.unlink()
-    again = _guide_step(lab, "collect-analyse")
+    again = _guide_step(lab, "collect-analyze")
     assert again.returncode == 0, _output(again)
     # the same trial's full analysis again, from what collect left: what the run's own analysis
     # said (_check_trial checked that one against the trial)
-    reanalysed = read_metrics(metrics)
-    assert (reanalysed.trial.name, reanalysed.partial) == (record.request.name, False), (
-        reanalysed.partial_reasons
+    reanalyzed = read_metrics(metrics)
+    assert (reanalyzed.trial.name, reanalyzed.partial) == (record.request.name, False), (
+        reanalyzed.partial_reasons
     )
     assert (
-        reanalysed.latency.commands_sent,
-        reanalysed.latency.lost,
-        reanalysed.progress.laps_completed,
+        reanalyzed.latency.commands_sent,
+        reanalyzed.latency.lost,
+        reanalyzed.progress.laps_completed,
     ) == (by_the_run.latency.commands_sent, by_the_run.latency.lost, by_the_run.progress.laps_completed)
     assert any((lab.host_user.home / "fieldtest" / "trials" / "compare").iterdir())
 
@@ -420,8 +420,8 @@ STEPS_RUN = {
     "robot-install": "test_the_robot_runs_the_kit_the_guide_installed_from_the_bundle_with_no_registry",
     "keys": "test_lab_run_drives_the_robot_over_ssh_across_the_emulated_wifi",
     "preflight": "test_the_guides_preflight_checks_pass_against_the_two_machines",
-    "run": "test_the_guides_run_collect_and_analyse_one_seed_study_trial",
-    "collect-analyse": "test_the_guides_run_collect_and_analyse_one_seed_study_trial",
+    "run": "test_the_guides_run_collect_and_analyze_one_seed_study_trial",
+    "collect-analyze": "test_the_guides_run_collect_and_analyze_one_seed_study_trial",
 }
 
 

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, STOCK_ROBOTS
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE
+from fieldtest.labrun.nodelogic.driver import CONTROL_DIR, GO_FILE
 from fieldtest.labrun.orchestration.remote import PID_FILE
 from fieldtest.record import read_trial
 from fieldtest.testkit import needs
@@ -155,7 +155,7 @@ def test_a_lost_ssh_session_leaves_nothing_running_on_the_robot(lab):
     result = {}
 
     def run() -> None:  # what the runner says and leaves behind is checked, not the analysis
-        result["done"] = lab.run(campaign, "--no-analyse", runs_dir="runs/lost-session")
+        result["done"] = lab.run(campaign, "--no-analyze", runs_dir="runs/lost-session")
 
     running = threading.Thread(target=run)
     running.start()
@@ -201,8 +201,8 @@ def test_a_ctrl_c_during_the_preflight_leaves_nothing_running_on_the_robot(lab):
     commands_before = lab.base_status().get("commands", 0)
     result = {}
 
-    def run() -> None:  # stopped before the go: there is nothing to analyse
-        result["done"] = lab.run(campaign, "--no-analyse", runs_dir="runs/ctrl-c")
+    def run() -> None:  # stopped before the go: there is nothing to analyze
+        result["done"] = lab.run(campaign, "--no-analyze", runs_dir="runs/ctrl-c")
 
     running = threading.Thread(target=run)
     launch = f"fieldtest/trials/*/{PID_FILE}"

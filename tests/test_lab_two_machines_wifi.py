@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR, GO_FILE, ROBOT_LOST_S
+from fieldtest.labrun.nodelogic.driver import CONTROL_DIR, GO_FILE, ROBOT_LOST_S
 from fieldtest.record import CLOCK_OFFSET_TOPIC, read_bag, read_trial
 from fieldtest.rosmsg import ns_of
 
@@ -51,7 +51,7 @@ def test_link_outages_do_not_end_a_dds_trial_early(lab):
     result = {}
 
     def run() -> None:  # the trial's own record is checked here, not its analysis
-        result["done"] = lab.run(campaign, "--no-analyse", runs_dir="runs/outages")
+        result["done"] = lab.run(campaign, "--no-analyze", runs_dir="runs/outages")
 
     running = threading.Thread(target=run)
     running.start()

@@ -24,7 +24,15 @@ PLAIN = (
 RECORD, TRANSPORT, SECURITY = "fieldtest.record", "fieldtest.transport", "fieldtest.security"
 MIDDLEWARE, ANALYSIS, ENDPOINTS = "fieldtest.middleware", "fieldtest.analysis", "fieldtest.endpoints"
 TWIN, LABRUN, RUNNER = "fieldtest.twin", "fieldtest.labrun", "fieldtest.runner"
-UPPER = (TWIN, LABRUN, RUNNER, "fieldtest.lifecycle", "fieldtest.campaign", "fieldtest.perf", "fieldtest.cli")
+UPPER = (
+    TWIN,
+    LABRUN,
+    RUNNER,
+    "fieldtest.lifecycle",
+    "fieldtest.trialcampaign",
+    "fieldtest.perf",
+    "fieldtest.cli",
+)
 FAMILY_LINKS = tuple(
     f"{MIDDLEWARE}.{family}.{part}"
     for family in ("dds", "zenoh", "mqtt")
@@ -49,11 +57,11 @@ FORBIDDEN = {
     # a family's transport and infrastructure take their security fragment, never compute it
     **{module: (SECURITY, f"{MIDDLEWARE}.registry", ANALYSIS, ENDPOINTS, *UPPER) for module in FAMILY_LINKS},
     ENDPOINTS: (SECURITY, MIDDLEWARE, ANALYSIS, *UPPER),
-    TWIN: (LABRUN, RUNNER, "fieldtest.campaign", "fieldtest.cli"),
+    TWIN: (LABRUN, RUNNER, "fieldtest.trialcampaign", "fieldtest.cli"),
     RUNNER: (LABRUN, "fieldtest.cli"),
 }  # fmt: skip
 # Known exceptions: the analysis replays the Create 3 model (pure kinematics, no middleware).
-ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3")}
+ALLOWED = {"fieldtest.analysis": ("fieldtest.twin", "fieldtest.twin.create3model")}
 
 
 REACHES = import_graph(PACKAGE_ROOT, with_parents=True)
@@ -107,6 +115,19 @@ def test_the_plain_data_modules_reach_only_each_other(module):
     assert set(reachable(module)) <= {*PLAIN, *FAMILY_SETTINGS, *SETTINGS_PACKAGES, "fieldtest"}
 
 
+# A family's wire form (its kinds in a capture's accounting) is loaded by fieldtest.netem.wire for
+# any capture: plain like its settings.
+FAMILY_WIRE = tuple(
+    f"{MIDDLEWARE}.{path.parent.name}.wire"
+    for path in sorted((PACKAGE_ROOT / "middleware").glob("*/wire.py"))
+)
+
+
+@pytest.mark.parametrize("module", FAMILY_WIRE)
+def test_a_familys_wire_form_reaches_only_the_plain_data_modules(module):
+    assert set(reachable(module)) <= {*PLAIN, *FAMILY_SETTINGS, *SETTINGS_PACKAGES, "fieldtest"}
+
+
 @pytest.mark.parametrize("package", sorted(SETTINGS_PACKAGES))
 def test_the_packages_above_a_family_settings_module_import_nothing(package):
     """Reading a family's settings loads its package's __init__ first: it must stay empty of imports."""
@@ -146,47 +167,80 @@ def test_the_checker_sees_imports_inside_functions():
     assert not _forbidden("fieldtest.record", "fieldtest.linkconfig")
 
 
-def private_imports_across_families(middleware_dir: Path) -> list[str]:
-    """``file: line: name`` for every ``_private`` name one family package imports from another's
-    (fieldtest/middleware/<family>/): what two families share is public or lives in
-    fieldtest/middleware itself."""
-    families = {p.name for p in middleware_dir.iterdir() if (p / "__init__.py").is_file()}
-    prefix = f"{middleware_dir.parent.name}.{middleware_dir.name}."
+def _module_name(path: Path, package_root: Path) -> list[str]:
+    parts = [package_root.name, *path.relative_to(package_root).with_suffix("").parts]
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def _imported_module(node: ast.ImportFrom, path: Path, package_root: Path) -> str:
+    """The absolute name of the module ``node`` imports from (a relative import resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = _module_name(path, package_root)
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def private_family_imports(package_root: Path, *others: Path) -> list[str]:
+    """``file: line: name`` for every ``_private`` name imported from a family package
+    (fieldtest/middleware/<family>/) by a module outside it: another family, the shared
+    fieldtest/middleware modules, any other part of the kit (``package_root``) or the ``others``
+    folders (tools, benchmarks). What two families share, or what the kit uses of one, is public or
+    lives in fieldtest/middleware itself. The tests are left out: they may test a private helper."""
+    middleware = package_root / "middleware"
+    families = {p.name for p in middleware.iterdir() if (p / "__init__.py").is_file()}
+    prefix = f"{package_root.name}.middleware."
     found = []
-    for family in sorted(families):
-        for path in sorted((middleware_dir / family).rglob("*.py")):
+    for root in (package_root, *others):
+        for path in sorted(root.rglob("*.py")):
+            inside = path.relative_to(middleware).parts[0] if path.is_relative_to(middleware) else None
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                if not isinstance(node, ast.ImportFrom):
                     continue
-                other = node.module.removeprefix(prefix).split(".")[0]
-                if not node.module.startswith(prefix) or other == family or other not in families:
+                module = _imported_module(node, path, package_root)
+                owner = module.removeprefix(prefix).split(".")[0]
+                if not module.startswith(prefix) or owner not in families or owner == inside:
                     continue
                 found += [
-                    f"{path.relative_to(middleware_dir.parent)}:{node.lineno}: {node.module}.{alias.name}"
+                    f"{path.relative_to(package_root.parent)}:{node.lineno}: {module}.{alias.name}"
                     for alias in node.names
                     if alias.name.startswith("_")
                 ]
     return found
 
 
-def test_no_family_imports_another_familys_private_names():
-    assert private_imports_across_families(PACKAGE_ROOT / "middleware") == []
+def test_no_module_outside_a_family_imports_its_private_names():
+    repository = PACKAGE_ROOT.parent
+    assert private_family_imports(PACKAGE_ROOT, repository / "tools", repository / "benchmarks") == []
 
 
 def test_the_private_import_check_sees_one(tmp_path):
-    """zenoh/lab.py importing dds.lab's ``_local_only`` (as it once did) is named; a public name, a
-    private name of its own family, and the shared fieldtest/middleware modules are not."""
-    middleware = tmp_path / "fieldtest" / "middleware"
+    """zenoh/lab.py importing dds.lab's ``_local_only`` (as it once did), the lab's MQTT stand-in
+    importing the MQTT transport's ``_disable_nagle`` (as it once did) and a shared middleware
+    module importing a family's private name relatively are named; a public name, a private name of
+    its own family, and the shared fieldtest/middleware modules' own are not."""
+    package = tmp_path / "fieldtest"
     files = {
-        "dds/lab.py": "def _local_only(): ...\ndef public(): ...\n",
-        "zenoh/lab.py": "from fieldtest.middleware.dds.lab import _local_only, public\n"
-        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.lab import _shared\n",
-        "zenoh/infra.py": "def _own(): ...\n",
-        "lab.py": "def _shared(): ...\n",
+        "middleware/dds/lab.py": "def _local_only(): ...\ndef public(): ...\n",
+        "middleware/zenoh/lab.py": "from fieldtest.middleware.dds.lab import _local_only, public\n"
+        "from fieldtest.middleware.zenoh.infra import _own\nfrom fieldtest.middleware.labshared import _shared\n"
+        "from .infra import _own\n",
+        "middleware/zenoh/infra.py": "def _own(): ...\n",
+        "middleware/labshared.py": "def _shared(): ...\n",
+        "middleware/registry.py": "from .labshared import _shared\nfrom .dds.lab import _local_only\n",
+        "labrun/standin.py": "from fieldtest.middleware.mqtt import transport\n"
+        "from fieldtest.middleware.mqtt.transport import _disable_nagle, open_mqtt\n",
+        "middleware/mqtt/transport.py": "def _disable_nagle(): ...\n",
     }
-    for name, text in {**files, "dds/__init__.py": "", "zenoh/__init__.py": "", "__init__.py": ""}.items():
-        (middleware / name).parent.mkdir(parents=True, exist_ok=True)
-        (middleware / name).write_text(text)
-    assert private_imports_across_families(middleware) == [
-        "middleware/zenoh/lab.py:1: fieldtest.middleware.dds.lab._local_only"
+    for name in ("", "middleware/", "middleware/dds/", "middleware/zenoh/", "middleware/mqtt/", "labrun/"):
+        files[name + "__init__.py"] = ""
+    for name, text in files.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    assert private_family_imports(package) == [
+        "fieldtest/labrun/standin.py:2: fieldtest.middleware.mqtt.transport._disable_nagle",
+        "fieldtest/middleware/registry.py:2: fieldtest.middleware.dds.lab._local_only",
+        "fieldtest/middleware/zenoh/lab.py:1: fieldtest.middleware.dds.lab._local_only",
     ]

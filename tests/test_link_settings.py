@@ -8,14 +8,14 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from fieldtest.campaign import expand, parse_campaign
 from fieldtest.linkconfig import SETTINGS_MODELS, TransportConfig
 from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
-from fieldtest.record.names import TRIAL_FILE
+from fieldtest.record.recordnames import TRIAL_FILE
 from fieldtest.record.trial import read_trial
 from fieldtest.testkit.synth import SynthSpec, synthesize
+from fieldtest.trialcampaign import expand, parse_campaign
 
 # A transport block as trial.yaml held it before the families held their settings (flat keys).
 FLAT_TRANSPORT = """\

@@ -31,7 +31,7 @@ MIDDLEWARE_WORDS = frozenset(
 # (``--vendor``, as the real base's firmware), not the trial's middleware.
 NOT_A_MIDDLEWARE = {
     ("fieldtest/labrun/rehearsal/simbase.py", "fastdds"),
-    ("fieldtest/labrun/rehearsal/rehearsal.py", "fastdds"),
+    ("fieldtest/labrun/rehearsal/labrehearsal.py", "fastdds"),
     # the stand-in's own ROS node name, as a key of the parameter file it reads
     ("fieldtest/labrun/rehearsal/mqtt_standin.py", "mqtt_client"),
 }
@@ -231,3 +231,15 @@ ZenohRouter.start
     assert family_identifiers("", "fieldtest/security/rmw_zenoh.py") == [
         "fieldtest/security/rmw_zenoh.py:0: rmw_zenoh"
     ]
+
+
+# Generic modules whose family parts live in the family packages (a family's wire form: its
+# wire.py): like the security layer they name no middleware or family, in values or in names.
+FAMILY_FREE = (PACKAGE_ROOT / "netem" / "wire.py",)
+
+
+@pytest.mark.parametrize("path", FAMILY_FREE, ids=lambda p: str(p.relative_to(PACKAGE_ROOT)))
+def test_the_generic_modules_name_no_family(path):
+    filename = str(path.relative_to(PACKAGE_ROOT.parent))
+    found = named_middlewares(path.read_text(), filename) + family_identifiers(path.read_text(), filename)
+    assert not found, "a family's part belongs in fieldtest/middleware/<family>/: " + "; ".join(found)

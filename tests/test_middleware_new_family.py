@@ -4,7 +4,9 @@ Proven on a scratch copy of the package: a family the kit has never seen (``quic
 its folder ``fieldtest/middleware/quic/`` and one ``MiddlewareName`` line in ``fieldtest/catalog.py``,
 nothing else; a fresh interpreter on that copy then finds it through the registry, checks a lab
 side's launch arguments for it, asks its hooks, reads and writes its link settings (its
-settings.py) under its name in a ``TransportConfig``, and the copy's import graph has no cycle.
+settings.py) under its name in a ``TransportConfig``, takes its own launch arguments (a link
+setting with its lab default, a lab-only setting another family's launch refuses), accounts its
+traffic in a capture by its own kinds (its wire.py), and the copy's import graph has no cycle.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ FAMILY_FILES = {
 
         from __future__ import annotations
 
-        from fieldtest.middleware.base import Middleware
+        from fieldtest.middleware.declaration import Middleware
 
 
         class QuicPeer(Middleware):
@@ -58,6 +60,40 @@ FAMILY_FILES = {
 
             port: int = 4433
             zero_rtt: bool = False
+
+
+        LAUNCH_FIELDS = ("port",)  # quic_port:=
+
+
+        def lab_defaults(security):
+            return {"port": 4443}  # the lab's relays listen apart from the twin's default
+
+
+        class LabSettings(BaseModel):
+            model_config = ConfigDict(extra="forbid", frozen=True)
+
+            congestion: str = "cubic"  # quic_congestion:=, the relays' congestion control
+
+
+        LAB_OWN_FAMILY_ONLY = {"congestion": "only the QUIC relays read it"}
+        '''
+    ),
+    "wire.py": textwrap.dedent(
+        '''\
+        """QUIC on the wire: datagrams on its UDP port, the relays' control channel on its TCP port."""
+
+        from fieldtest.middleware.quic.settings import Settings
+
+        KINDS = {"quic_datagram": "user_data", "quic_control": "protocol"}
+        UDP_PORTS = {4433: "quic_datagram"}
+
+
+        def tcp_ports(config):
+            return (config.settings(Settings).port,)
+
+
+        def classify(payload):
+            return "quic_control"
         '''
     ),
     "lab.py": textwrap.dedent(
@@ -78,17 +114,55 @@ FAMILY_FILES = {
 PROBE = textwrap.dedent(
     """\
     import json
-    from fieldtest.labrun.configuration.settings import parse_launch_args
+    import struct
+    import tempfile
+    from pathlib import Path
+
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args, with_lab_defaults
     from fieldtest.middleware import registry
-    from fieldtest.middleware.lab import side_processes
+    from fieldtest.middleware.labshared import side_processes
+    from fieldtest.netem import wire
+    from fieldtest.record import TrialRequest
 
     from fieldtest.linkconfig import TransportConfig
-    from fieldtest.middleware.quic.settings import Settings
+    from fieldtest.middleware.quic.settings import LabSettings, Settings
+
+
+    def frame(proto, ports, payload):  # Ethernet + IPv4 from 10.0.0.1 to the robot, 10.0.0.2
+        header = struct.pack(">HH", *ports) + (bytes(4) if proto == 17 else bytes(16))
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(header) + len(payload), 1, 0, 64, proto, 0,
+                         bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+        if proto == 6:  # TCP: data offset 5 words, ACK
+            header = header[:12] + bytes([5 << 4, 0x10]) + header[14:]
+        return bytes(6) + bytes([2, 1, 1, 1, 1, 1]) + b"\\x08\\x00" + ip + header + payload
+
+
+    def kinds_seen(config):
+        frames = [frame(17, (50000, 4433), b"q" * 20), frame(6, (50001, 40001), b"hello")]
+        pcap = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1) + b"".join(
+            struct.pack("<IIII", i, 0, len(f), len(f)) + f for i, f in enumerate(frames))
+        path = Path(tempfile.mkdtemp()) / "q.pcap"
+        path.write_bytes(pcap)
+        directions = wire.trial_wire_record(path, "10.0.0.2", 1.0, config)["wire"]["directions"]
+        kinds = directions[wire.HOST_TO_ROBOT]["kinds"]
+        return {kind: row["packets"] for kind, row in kinds.items() if row["packets"]}
+
+
+    def refusal(args):
+        try:
+            parse_launch_args({"ros_distro": "jazzy", **args}, "host")
+        except LaunchArgError as exc:
+            return str(exc)
+        return ""
+
 
     entry = registry.get("quic-peer")
     nested = TransportConfig.model_validate({"quic": {"zero_rtt": True}})
     flat = TransportConfig.model_validate({"quic_zero_rtt": True})  # the older flat form is read too
     cfg = parse_launch_args({"middleware": "quic-peer", "ros_distro": "jazzy", "record_ros2bag": "false"}, "host")
+    tuned = parse_launch_args(
+        {"middleware": "quic-peer", "ros_distro": "jazzy", "quic_port": "5000", "quic_congestion": "bbr"}, "host"
+    )
     print(json.dumps({
         "file": registry.REGISTRY["quic-peer"].__module__,
         "family": entry.family,
@@ -100,6 +174,12 @@ PROBE = textwrap.dedent(
         "settings": nested.model_dump(mode="json")["quic"],
         "flat_read": flat == nested and flat.settings(Settings).zero_rtt,
         "free_port": nested.with_ports(lambda: 40001).settings(Settings).port,
+        "lab_port": cfg.settings(Settings).port,
+        "lab_trial_port": with_lab_defaults(TrialRequest(name="t")).transport.settings(Settings).port,
+        "launch_tuned": [tuned.settings(Settings).port, tuned.lab_settings(LabSettings).congestion],
+        "other_family": [refusal({"middleware": "dds"}), refusal({"middleware": "dds", "quic_congestion": "bbr"})],
+        "wire_groups": [wire.GROUPS["user_data"][-1], wire.GROUPS["protocol"][-1]],
+        "wire": kinds_seen(TransportConfig.model_validate({"quic": {"port": 40001}})),
     }))
     """
 )
@@ -156,6 +236,15 @@ def test_a_new_family_is_its_folder_plus_its_catalog_line(tmp_path):
         "settings": {"port": 4433, "zero_rtt": True},
         "flat_read": True,
         "free_port": 40001,
+        "lab_port": 4443,
+        "lab_trial_port": 4443,
+        "launch_tuned": [5000, "bbr"],
+        "other_family": [
+            "",
+            "launch argument quic_congestion: only used with middleware quic-peer (only the QUIC relays read it)",
+        ],
+        "wire_groups": ["quic_datagram", "quic_control"],
+        "wire": {"quic_datagram": 1, "quic_control": 1},
     }
     assert cycles(import_graph(package)) == []
 

@@ -7,7 +7,7 @@ import pytest
 from fieldtest.catalog import CATALOG, LAB_MIDDLEWARES, TWIN_MIDDLEWARES
 from fieldtest.middleware import registry
 from fieldtest.security.governance import GOVERNANCE_PROFILES
-from fieldtest.security.settings import SECURITY_SETTINGS, SecuritySettingError
+from fieldtest.security.securitysettings import SECURITY_SETTINGS, SecuritySettingError
 
 
 def test_registry_and_catalog_list_the_same_names():

@@ -8,7 +8,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.loading.mocaptime import retime_poses
-from fieldtest.analysis.loading.trial import load_trial
+from fieldtest.analysis.loading.trialdata import load_trial
 from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.plan import SquarePlan

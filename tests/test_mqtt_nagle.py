@@ -117,9 +117,9 @@ def test_nagle_holds_small_writes_behind_an_unacknowledged_segment(tmp_path):
 def test_the_variant_is_named_in_the_record_the_report_and_compare(tmp_path):
     from fieldtest.analysis import compare_trials, read_metrics
     from fieldtest.analysis.pipeline import analyze_trial
-    from fieldtest.campaign import expand, parse_campaign
     from fieldtest.record import read_trial, write_trial
     from fieldtest.testkit.synth import SynthSpec, synthesize
+    from fieldtest.trialcampaign import expand, parse_campaign
 
     campaign = parse_campaign(
         {"campaign": "nagle", "matrix": {"middleware": ["mqtt-broker"], "mqtt_nagle": [True, False]}}

@@ -227,7 +227,7 @@ def test_capture_stamps_are_recorded_and_map_the_receipt_jitter_away(tmp_path, s
 
     import numpy as np
 
-    from fieldtest.analysis.loading.trial import load_trial
+    from fieldtest.analysis.loading.trialdata import load_trial
     from fieldtest.plan import SquarePlan
     from fieldtest.testkit.synth import SynthSpec, synthesize
 

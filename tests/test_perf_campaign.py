@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fieldtest.perf.campaign import expand_rows, load_perf_campaign, perf_campaign_json_schema
 from fieldtest.perf.cli import _parser, planned_rows
+from fieldtest.perf.perfcampaign import expand_rows, load_perf_campaign, perf_campaign_json_schema
 from fieldtest.perf.stats import mean_interval
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,5 +143,5 @@ def test_repetitions_give_each_case_its_mean_and_interval(tmp_path):
 def test_committed_schema_is_current():
     committed = json.loads((TRIALS / "perf-campaign.schema.json").read_text())
     assert committed == json.loads(json.dumps(perf_campaign_json_schema(), sort_keys=True)), (
-        "regenerate trials/perf-campaign.schema.json from fieldtest.perf.campaign.perf_campaign_json_schema()"
+        "regenerate trials/perf-campaign.schema.json from fieldtest.perf.perfcampaign.perf_campaign_json_schema()"
     )

@@ -108,7 +108,7 @@ def test_bad_rate_input_is_one_line(argv, says, tmp_path):
 
 
 def test_a_campaign_asks_for_saturation_with_max(tmp_path):
-    from fieldtest.perf.campaign import expand_rows, parse_perf_campaign
+    from fieldtest.perf.perfcampaign import expand_rows, parse_perf_campaign
 
     sweep = parse_perf_campaign(
         {"perf": "sat", "base": {"middleware": "dds", "mode": "one-way"}, "matrix": {"rate_hz": ["max", 10]}}

@@ -14,7 +14,7 @@ from fieldtest.analysis.prediction import predict as pr
 from fieldtest.analysis.prediction.linktrace import TraceError, make_trace, read_trace
 from fieldtest.cli import main
 from fieldtest.plan import CREATE3_WHEEL_ACCEL_MPS2, SquarePlan
-from fieldtest.twin.create3 import WATCHDOG_S, WHEEL_SEPARATION_M
+from fieldtest.twin.create3model import WATCHDOG_S, WHEEL_SEPARATION_M
 
 PLAN = SquarePlan(laps=2)  # 3 s sides at 0.33 m/s, 3 s turns at 30 deg/s, lap 24 s
 SHORT = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5)

@@ -1,4 +1,4 @@
-"""The robot's own traffic (fieldtest.robottraffic, fieldtest.twin.robottraffic): the preset's
+"""The robot's own traffic (fieldtest.robottraffic, fieldtest.twin.trafficpubsub): the preset's
 topics published by the robot side reach the host side at the preset's rates over the real
 transports (CycloneDDS, Zenoh, Mosquitto, and the real Zenoh bridges), the DDS robot announces a
 TurtleBot-4-sized ROS graph that a participant on the other end discovers, the record names the
@@ -20,7 +20,7 @@ from cyclonedds.topic import Topic
 from fieldtest import robottraffic, rosmsg
 from fieldtest.endpoints.clock import Clock
 from fieldtest.middleware import registry
-from fieldtest.middleware.lab import link_topics
+from fieldtest.middleware.labshared import link_topics
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.middleware.zenoh.lab import ros2dds_plugin, run_trial_bridges, twin_side_launches
@@ -29,7 +29,7 @@ from fieldtest.procs import free_port, lease_dds_domain
 from fieldtest.record import TrialRequest
 from fieldtest.transport import TransportConfig
 from fieldtest.transport.rosgraph import ROS_DISCOVERY_TOPIC, participant_info_class
-from fieldtest.twin.robottraffic import TURTLEBOT4_GRAPH, RobotTrafficSink, RobotTrafficSource
+from fieldtest.twin.trafficpubsub import TURTLEBOT4_GRAPH, RobotTrafficSink, RobotTrafficSource
 
 RUN_S = 3.0
 SETTLE_S = 2.0  # the bridges' routes before the robot's end publishes
@@ -101,7 +101,7 @@ def test_the_command_line_option_reaches_the_request_and_its_name():
 
 
 def test_a_campaign_varies_robot_traffic(tmp_path):
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     path = tmp_path / "c.yaml"
     path.write_text("campaign: rt\nmatrix:\n  robot_traffic: [none, rviz]\n  zenoh_express: [false, true]\n")

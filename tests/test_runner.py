@@ -69,7 +69,7 @@ sys.exit(main(sys.argv[1:]))
 
 @pytest.fixture(scope="module")
 def quick_demo(tmp_path_factory):
-    """The main command's quick variant, as a user runs it: every middleware at once, analysed, compared."""
+    """The main command's quick variant, as a user runs it: every middleware at once, analyzed, compared."""
     out = tmp_path_factory.mktemp("runs")
     done = subprocess.run(
         # as many at once as the machine has room for (auto); no re-runs, to bound the time
@@ -303,18 +303,18 @@ def _wifi_rtt_median_bounds_ms(record) -> tuple[float, float]:
 
 
 @pytest.fixture(scope="module")
-def analysed(tmp_path_factory) -> Metrics:
-    """A real metrics.json (a synthetic trial, analysed) as the readers get it."""
-    trial = tmp_path_factory.mktemp("analysed")
+def analyzed(tmp_path_factory) -> Metrics:
+    """A real metrics.json (a synthetic trial, analyzed) as the readers get it."""
+    trial = tmp_path_factory.mktemp("analyzed")
     synthesize(trial, SynthSpec(plan=SHORT_PLAN))
     analyze_trial(trial, plots=False)
     return read_metrics(trial / "analysis" / "metrics.json")
 
 
 @pytest.fixture
-def _drift(analysed):
+def _drift(analyzed):
     def drift(mean_m: float | None) -> Metrics:
-        return analysed.model_copy(update={"drift": Drift(available=mean_m is not None, mean_m=mean_m)})
+        return analyzed.model_copy(update={"drift": Drift(available=mean_m is not None, mean_m=mean_m)})
 
     return drift
 
@@ -416,13 +416,13 @@ def test_a_hangup_mid_campaign_ends_the_campaign_not_just_the_trial(tmp_path):
     assert "0/2 trials completed" in stdout
 
 
-def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analysed):
+def test_no_batch_or_re_run_starts_after_an_interruption(tmp_path, monkeypatch, analyzed):
     """The runner's loop over batches and re-runs, with the trials faked: after the batch that was
     interrupted nothing more runs, whatever the parallelism or the re-runs allowed."""
     import fieldtest.runner.batches as runner
 
-    invalid = analysed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
-    monkeypatch.setattr(runner, "analyse_all", lambda results: [invalid] * len(results))
+    invalid = analyzed.model_copy(update={"stack": Stack(valid=False)})  # each would be re-run
+    monkeypatch.setattr(runner, "analyze_all", lambda results: [invalid] * len(results))
     requests = [_request("dds").model_copy(update={"name": f"t{i}"}) for i in range(6)]
 
     def run(parallel, interrupted_at, reruns):
@@ -478,9 +478,9 @@ def test_parallel_trials_follow_the_cores_left_free():
     assert parallel_from_headroom(5, {"busy_pct": 100.0, "steal_pct": 20.0}, cores=2) == 1  # at least one
 
 
-def test_verdict_names_invalid_trials_why_and_what_to_do(analysed):
+def test_verdict_names_invalid_trials_why_and_what_to_do(analyzed):
     def _metrics(valid, reasons=(), advice=""):
-        return analysed.model_copy(
+        return analyzed.model_copy(
             update={"stack": Stack(valid=valid, invalid_reasons=list(reasons), advice=advice)}
         )
 
@@ -502,8 +502,8 @@ def test_verdict_names_invalid_trials_why_and_what_to_do(analysed):
     assert lines[3].startswith("verdict: validity unknown for e2e-mqtt-broker")
     assert verdict_lines(requests[:1], [None])[0].startswith(
         "verdict: validity unknown for e2e-dds"
-    )  # not analysed
-    stolen = analysed.model_copy(update={"stack": Stack(valid=True, cautions=["the hypervisor took 3.0 %"])})
+    )  # not analyzed
+    stolen = analyzed.model_copy(update={"stack": Stack(valid=True, cautions=["the hypervisor took 3.0 %"])})
     lines = verdict_lines(requests, [ok[0], stolen, ok[0]])
     assert lines[0].startswith("verdict: VALID") and len(lines) == 2
     assert lines[1].startswith("  caution: e2e-zenoh-peer ran under CPU steal")
@@ -555,15 +555,15 @@ def test_a_signal_after_a_trial_completed_still_ends_the_campaign_with_130(tmp_p
     assert code == 130
 
 
-ANALYSE_THEN_SIGNAL = """
+ANALYZE_THEN_SIGNAL = """
 import os, signal, sys, time
 import fieldtest.analysis
 real = fieldtest.analysis.analyze_trial
-def analyse_under_a_signal(trial_dir, **kwargs):
+def analyze_under_a_signal(trial_dir, **kwargs):
     os.kill(os.getpid(), signal.SIG{name})
     time.sleep(0.5)  # the signal lands while the analysis runs
     return real(trial_dir, **kwargs)
-fieldtest.analysis.analyze_trial = analyse_under_a_signal
+fieldtest.analysis.analyze_trial = analyze_under_a_signal
 import fieldtest.runner.cli
 from fieldtest.plan import SquarePlan
 # one short lap: the plan's length is not what is tested
@@ -575,11 +575,11 @@ sys.exit(trial_main(sys.argv[1:]))
 
 @pytest.mark.parametrize("name", ["TERM", "INT"])
 def test_a_signal_during_the_analysis_of_a_trial_lets_it_finish(tmp_path, name):
-    """``fieldtest trial``: SIGTERM or Ctrl-C while the completed trial is analysed: the report is
-    written and the exit code is 130, as in a demo or campaign. The old runner analysed outside its
+    """``fieldtest trial``: SIGTERM or Ctrl-C while the completed trial is analyzed: the report is
+    written and the exit code is 130, as in a demo or campaign. The old runner analyzed outside its
     stop signals: SIGTERM killed it with no report, Ctrl-C ended it with a traceback."""
     done = subprocess.run(
-        [sys.executable, "-c", ANALYSE_THEN_SIGNAL.replace("{name}", name), "--middleware", "dds"]
+        [sys.executable, "-c", ANALYZE_THEN_SIGNAL.replace("{name}", name), "--middleware", "dds"]
         + ["--quick", "--out", str(tmp_path)],
         capture_output=True,
         text=True,

@@ -24,7 +24,7 @@ from fieldtest.middleware.dds.security import (
 from fieldtest.security.governance import GOVERNANCE_PROFILES
 from fieldtest.security.keystore import KeystoreError, KeystoreOptions, create_keystore
 from fieldtest.security.policy import kit_enclave
-from fieldtest.security.settings import SecuritySettingError
+from fieldtest.security.securitysettings import SecuritySettingError
 from fieldtest.testkit import needs
 from fieldtest.testkit.loopns import loopback_namespace
 

@@ -29,8 +29,8 @@ from fieldtest.security.keystore import (
     load_cert,
     verify_smime,
 )
-from fieldtest.security.machine import check_keystore as check_any_keystore
-from fieldtest.security.machine import export_machine
+from fieldtest.security.machineshare import check_keystore as check_any_keystore
+from fieldtest.security.machineshare import export_machine
 from fieldtest.security.policy import KIT_ENCLAVES, kit_enclave
 from fieldtest.testkit import needs
 
@@ -67,7 +67,7 @@ def test_created_keystore_has_sros2_layout_and_passes_check(keystore):
         assert os.readlink(public / f"{name}.cert.pem") == "ca.cert.pem"
         assert os.readlink(private / f"{name}.key.pem") == "ca.key.pem"
     assert (keystore / "enclaves/governance.xml").is_file()
-    from fieldtest.middleware.rmw_zenoh.keystore import RMW_ZENOH_ENCLAVE, ROUTER_NODE, policy_names
+    from fieldtest.middleware.rmw_zenoh.keystorematerial import RMW_ZENOH_ENCLAVE, ROUTER_NODE, policy_names
 
     rmw_zenoh = [f"{RMW_ZENOH_ENCLAVE}/{node}" for node in [*policy_names(""), ROUTER_NODE]]
     assert list_enclaves(keystore) == sorted([spec.path for spec in KIT_ENCLAVES] + rmw_zenoh)

@@ -58,7 +58,7 @@ from fieldtest.security.keystore import (
     load_key,
 )
 from fieldtest.security.policy import LINK_TOPICS, EnclaveSpec
-from fieldtest.security.settings import SECURITY_SETTINGS
+from fieldtest.security.securitysettings import SECURITY_SETTINGS
 from fieldtest.testkit import needs
 from fieldtest.transport import TransportConfig
 

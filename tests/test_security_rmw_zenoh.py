@@ -14,7 +14,7 @@ from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.registry import prepare_trial_security
-from fieldtest.middleware.rmw_zenoh.keystore import (
+from fieldtest.middleware.rmw_zenoh.keystorematerial import (
     RMW_ZENOH_ROLES,
     ROUTER_NODE,
     allowed_key_exprs,

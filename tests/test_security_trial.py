@@ -21,7 +21,7 @@ from fieldtest.security import (
     create_keystore,
 )
 from fieldtest.security.keystore import ENCLAVES, governance_variant_path, load_cert
-from fieldtest.security.trial import TrialSecurityError
+from fieldtest.security.trialsecurity import TrialSecurityError
 from fieldtest.transport import TransportConfig
 
 PLAN = SquarePlan(side_duration_s=1.0, laps=1)

@@ -20,7 +20,7 @@ from fieldtest.middleware.zenoh.security import (
 from fieldtest.names import HOST_ENCLAVE, ROBOT_ENCLAVE, ROUTER_IDENTITY
 from fieldtest.procs import free_port
 from fieldtest.security.keystore import create_rogue_tls, tls_files
-from fieldtest.security.settings import SecuritySettingError
+from fieldtest.security.securitysettings import SecuritySettingError
 from fieldtest.testkit.refusal import tls_alert
 
 NO_SCOUTING = {"multicast": {"enabled": False}, "gossip": {"enabled": False}}

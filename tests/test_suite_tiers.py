@@ -40,8 +40,8 @@ def test_a_fast_test_that_starts_a_program_is_refused_and_fails(request):
 
 
 def test_under_loadgroup_a_process_files_tests_carry_its_group(request):
-    """pytest-xdist groups by a suffix of the node id; a pytest that drops it (9.2, pytest-xdist
-    issue 1386) would spread a file's tests over both workers without a word."""
+    """pytest-xdist groups by a suffix of the node id; a pytest that drops it (9.2,
+    pytest-dev/pytest-xdist issue 1386) would spread a file's tests over both workers without a word."""
     if not request.config.getoption("loadgroup", default=False):
         return  # a run without xdist groups (plain pytest): nothing is grouped
     grouped = [item.nodeid for item in request.session.items if item.get_closest_marker("processes")]

@@ -106,7 +106,7 @@ def test_seed_topology_is_the_default_honoured_and_recorded_in_a_trial(legs, tmp
 
 
 def test_topology_is_a_campaign_axis():
-    from fieldtest.campaign import expand, parse_campaign
+    from fieldtest.trialcampaign import expand, parse_campaign
 
     campaign = parse_campaign(
         {

@@ -15,7 +15,7 @@ import pytest
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.rehearsal.rehearsal import ROS_VENV, ros_python
+from fieldtest.labrun.rehearsal.labrehearsal import ROS_VENV, ros_python
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.transport import DdsError

@@ -15,7 +15,7 @@ import pytest
 from fieldtest import basevariation
 from fieldtest.record import TrialRequest
 from fieldtest.record.trial import TwinSettings
-from fieldtest.twin.create3 import WHEEL_SEPARATION_M, Create3Model, Imperfections, drive
+from fieldtest.twin.create3model import WHEEL_SEPARATION_M, Create3Model, Imperfections, drive
 from fieldtest.twin.robot import model_for
 
 B = WHEEL_SEPARATION_M

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import (
+from fieldtest.twin.create3model import (
     MAX_ANGULAR_RPS,
     REPLAY_WINDOW_S,
     WHEEL_SEPARATION_M,

@@ -30,7 +30,7 @@ from fieldtest.record import (
     read_trial,
     write_trial,
 )
-from fieldtest.twin.create3 import Create3Model, Imperfections, drive
+from fieldtest.twin.create3model import Create3Model, Imperfections, drive
 from fieldtest.twin.robot import PHYSICS_HZ, TRUTH_LOG_HZ, model_for
 
 # One lap of short sides: 6.5 s of stream (PlanError needs side >= 2 x ramp time)

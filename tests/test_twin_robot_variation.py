@@ -10,7 +10,7 @@ within 10 %), and what the base does not explain stays under 10 % of it.
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.loading.robot import BaseCalibration
+from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest, read_trial
 from fieldtest.runner import run_twin_trial

@@ -18,7 +18,7 @@ import pytest
 from fieldtest import rosmsg
 from fieldtest.analysis.metrics.schema import Latency, Metrics, TrialInfo
 from fieldtest.analysis.rendering.report import _duplicates_note
-from fieldtest.middleware.lab import BridgeConfigError
+from fieldtest.middleware.labshared import BridgeConfigError
 from fieldtest.middleware.launch import write_config_files
 from fieldtest.middleware.registry import open_transport
 from fieldtest.middleware.zenoh.bridge import (

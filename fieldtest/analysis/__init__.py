@@ -25,14 +25,14 @@ _LAZY = {
     "MetricsError": ".metrics.schema",
     "read_metrics": ".metrics.schema",
     "analyze_trial": ".pipeline",
-    "AnalysisError": ".loading.trial",
+    "AnalysisError": ".loading.trialdata",
     "compare_trials": ".pipeline",
 }
 __all__ = ["DEFAULT_MAX_GAP_S", *_LAZY]
 __getattr__ = lazy_attributes(__name__, _LAZY, globals())
 
 if TYPE_CHECKING:
-    from .loading.trial import AnalysisError as AnalysisError
+    from .loading.trialdata import AnalysisError as AnalysisError
     from .metrics.schema import METRICS_VERSION as METRICS_VERSION
     from .metrics.schema import Metrics as Metrics
     from .metrics.schema import MetricsError as MetricsError

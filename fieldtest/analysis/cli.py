@@ -144,7 +144,7 @@ def summary_line(m: Metrics) -> str:
 def analyze_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="fieldtest analyze",
-        description="Analyse one trial directory: drift between laps, APE against the ideal square (evo), "
+        description="Analyze one trial directory: drift between laps, APE against the ideal square (evo), "
         "link latency and loss. Writes <trial>/analysis/metrics.json, report.md and PNG plots.",
     )
     parser.add_argument("trial_dir", help="a trial directory (with trial.yaml)")
@@ -166,7 +166,7 @@ def analyze_main(argv: list[str]) -> int:
     with _one_analysis():
         worker = None if args.no_plots else PlotWorker.start()
         try:
-            from fieldtest.analysis.loading.robot import load_calibration
+            from fieldtest.analysis.loading.trialrobot import load_calibration
             from fieldtest.analysis.pipeline import analyze_trial
 
             calibration = (
@@ -228,10 +228,10 @@ def compare_main(argv: list[str]) -> int:
     parser.add_argument("dirs", nargs="+", help="trial directories, or directories holding trial directories")
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument(
-        "--reanalyze", action="store_true", help="analyse every trial again instead of reading metrics.json"
+        "--reanalyze", action="store_true", help="analyze every trial again instead of reading metrics.json"
     )
     parser.add_argument(
-        "--jobs", type=int, help="processes analysing trials that need it (default: one per core)"
+        "--jobs", type=int, help="processes analyzing trials that need it (default: one per core)"
     )
     parser.add_argument(
         "--no-page", action="store_true", help="skip campaign.html and its figures and tables (faster)"

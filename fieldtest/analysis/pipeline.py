@@ -2,7 +2,7 @@
 
 ``analyze_trial``: one trial directory in (loading), its metrics and the drift's causes computed,
 metrics.json, report.md, CSV files and PNG plots out (rendering). ``compare_trials``: many trials,
-each analysed first where its metrics.json is not current, then the campaign's tables (campaign),
+each analyzed first where its metrics.json is not current, then the campaign's tables (campaign),
 figure and page (rendering). ``record_split`` and ``add_base_record`` rewrite a trial's analysis
 after the fact.
 """
@@ -41,8 +41,8 @@ from fieldtest.analysis.causes.restsplit import REST_CSV, write_rest_curve
 from fieldtest.analysis.causes.stackfaults import stack_metrics
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.analysis.loading.mocaptime import CAPTURE
-from fieldtest.analysis.loading.robot import BaseCalibration, robot_label
-from fieldtest.analysis.loading.trial import AnalysisError, BagStatus, TrialData, load_trial
+from fieldtest.analysis.loading.trialdata import AnalysisError, BagStatus, TrialData, load_trial
+from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics import ape as ape_mod
 from fieldtest.analysis.metrics import relativeerror as relative_mod
 from fieldtest.analysis.metrics.basereceived import base_check
@@ -81,7 +81,7 @@ from fieldtest.analysis.metrics.schema import (
     section_from,
 )
 from fieldtest.analysis.metrics.series import DriftSeries, LatencySeries
-from fieldtest.analysis.metrics.wire import wire_metrics
+from fieldtest.analysis.metrics.wiretraffic import wire_metrics
 from fieldtest.analysis.rendering.campaignpage import write_campaign_page
 from fieldtest.analysis.rendering.campaignplot import drift_plot
 from fieldtest.analysis.rendering.figuredata import PlotData
@@ -117,9 +117,9 @@ def analyze_trial(
     plot_worker: PlotWorker | None = None,
     base_calibration: BaseCalibration | None = None,
 ) -> Metrics:
-    """Analyse a trial; returns its metrics (also written to ``<out_dir>/metrics.json``).
+    """Analyze a trial; returns its metrics (also written to ``<out_dir>/metrics.json``).
 
-    Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analysed;
+    Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analyzed;
     anything less is a result with ``partial: true`` and the reasons. ``plot_worker``: one the
     caller started earlier (and closes); by default the plots get a worker of their own.
     ``base_calibration``: the robot's wheel-diameter ratio and wheelbase factor (compare's
@@ -604,7 +604,7 @@ def record_split(trial_dir: str | Path, section: dict) -> bool:
 
 def add_base_record(trial_dir: Path, record: Path) -> bool:
     """Put a simulated base's record into a trial (``base/commands.csv``) and, if the trial was
-    analysed already, analyse it again so metrics.json and the report compare it. False if there is
+    analyzed already, analyze it again so metrics.json and the report compare it. False if there is
     no record or no trial."""
     if not record.is_file() or not (trial_dir / "trial.yaml").is_file():
         return False
@@ -628,7 +628,7 @@ def _analyze_one(job: tuple[Path, dict[str, Any]]) -> tuple[Path, Metrics | None
 def _analyze_all(
     dirs: list[Path], jobs: int | None, kwargs: dict[str, Any]
 ) -> list[tuple[Path, Metrics | None, str]]:
-    """Analyse trials, in parallel processes when there are several and fork is available."""
+    """Analyze trials, in parallel processes when there are several and fork is available."""
     workers = min(jobs or os.cpu_count() or 1, len(dirs))
     work = [(d, kwargs) for d in dirs]
     if workers < 2 or len(dirs) < 4 or "fork" not in multiprocessing.get_all_start_methods():
@@ -652,7 +652,7 @@ def compare_trials(
 
     ``page``: also write the campaign page (campaign.html with its figures and tables).
 
-    Trials without a current metrics.json (all with ``reanalyze``) are analysed first, without
+    Trials without a current metrics.json (all with ``reanalyze``) are analyzed first, without
     plots, in up to ``jobs`` processes (default: one per core). ``resolve_m``: the differences of
     lap drift the power table gives repetitions for.
     """
@@ -666,7 +666,7 @@ def compare_trials(
     trials = [m for m in (known[d] for d in found) if m is not None]
     skipped = [problems[d] for d in found if known[d] is None]
     if not trials:
-        raise AnalysisError("no trial could be analysed: " + "; ".join(skipped))
+        raise AnalysisError("no trial could be analyzed: " + "; ".join(skipped))
     result, base = write_comparison(trials, found, skipped, out_dir, resolve_m)
     for split_dir, section in base.items():  # the trial's own metrics.json and report.md carry it too
         record_split(split_dir, section)

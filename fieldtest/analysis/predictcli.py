@@ -32,7 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--safety-override", default="full", choices=("none", "backup_only", "full"))
     p.add_argument("--no-envelope", action="store_true", help="skip the envelope search")
     p.add_argument("--out", type=Path, help="folder for prediction.json and prediction.png")
-    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--no-plots", action="store_true", help="no prediction.png")
+    # the earlier spelling, still accepted so existing scripts run
+    p.add_argument("--no-plot", dest="no_plots", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -74,7 +76,7 @@ def predict_main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "prediction.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out / 'prediction.json'}")
-    if not args.no_plot and "envelope" in result:
+    if not args.no_plots and "envelope" in result:
         plot(result, out / "prediction.png")
         print(f"wrote {out / 'prediction.png'}")
     return 0

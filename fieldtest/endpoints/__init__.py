@@ -1,8 +1,8 @@
 """The two ends of a trial's command link, shared by the digital twin and the lab.
 
 Pure logic over a ``fieldtest.transport.base.Transport``: no simulated physics, no rclpy. The twin
-(``fieldtest.twin.host`` / ``fieldtest.twin.robot``) and the lab (``fieldtest.labrun.endpoints.driver`` /
-``fieldtest.labrun.endpoints.monitor``, run by the rclpy nodes and the ROS-free stand-ins) compose them:
+(``fieldtest.twin.host`` / ``fieldtest.twin.robot``) and the lab (``fieldtest.labrun.nodelogic.driver`` /
+``fieldtest.labrun.nodelogic.monitor``, run by the rclpy nodes and the ROS-free stand-ins) compose them:
 
 - ``streamer.CommandStreamer``: the host end. Plan -> ticks on absolute deadlines -> send, the
   clock-probe answers, the host bag, the stop burst on every way out, ``host_status.json``.

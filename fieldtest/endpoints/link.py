@@ -8,7 +8,7 @@ from typing import Any
 
 from fieldtest import rosmsg
 from fieldtest.record import CMD_VEL_TOPIC
-from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import RELAY_CMD_VEL_TOPIC
 from fieldtest.rosmsg import TimeField
 from fieldtest.transport.base import TimedCallback, TimeSource, Transport, stamped_publisher, timed_subscribe
 

@@ -153,7 +153,7 @@ class CommandReceiver:
         self._probe_once_matched = probe_once_matched
         self.probes = ProbeInitiator()
         # where the latency's clock offset comes from: the link's own probes unless another channel
-        # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.endpoints.udpclock)
+        # is given (use_offset_source: the lab's UDP probes, fieldtest.labrun.nodelogic.udpclock)
         self.offset_probes, self.offset_source = self.probes, "link"
         self.stats = RobotStats(plan_ticks=request.plan.n_ticks())
         self.pairer = ArrivalPairer()

@@ -4,7 +4,7 @@ The lab's rclpy nodes (``host_ws``, ``robot_ws``) and launch files are thin glue
 
 - ``configuration``: launch arguments (``middleware:=``, ``security:=``, ``qos:=``, ``namespace:=``,
   ``plan:=`` ...) parsed and checked into ``LabLaunch``, and built from a ``TrialRequest``.
-- ``endpoints``: the square driver and link monitor over any ``Transport``, the e-stop, the
+- ``nodelogic``: the square driver and link monitor over any ``Transport``, the e-stop, the
   geofence, the mocap bridge, the Create 3 parameter file and check, the UDP clock.
 - ``orchestration``: the lab runner, the robot side over ssh, the pre-flight, the launch plans and
   their runner, the bundle for the Pi, the clock sync state.

@@ -31,7 +31,7 @@ fi
 pip=("$PYTHON" "$pip_wheel/pip" --disable-pip-version-check install --no-index --find-links "$HERE/wheels" "${where[@]}")
 "${pip[@]}" -r "$HERE/robot-requirements.txt" -c "$HERE/robot-constraints.txt"
 "${pip[@]}" --no-deps --force-reinstall "$kit_wheel"
-"$PYTHON" -c 'import fieldtest.labrun.orchestration.launch_actions, fieldtest.labrun.endpoints.monitor'
+"$PYTHON" -c 'import fieldtest.labrun.orchestration.launch_actions, fieldtest.labrun.nodelogic.monitor'
 echo "fieldtest installed for $PYTHON (${where[*]:-venv})"
 
 if [ "$COLCON" = 1 ]; then

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fieldtest.campaign import load_trials
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan, with_lab_defaults
-from fieldtest.labrun.endpoints.create3 import (
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, load_plan, with_lab_defaults
+from fieldtest.labrun.nodelogic.create3params import (
     check_create3,
     create3_param_file,
     parse_param_dump,
@@ -34,6 +33,7 @@ from fieldtest.labrun.endpoints.create3 import (
 from fieldtest.labrun.orchestration.bundle import PLATFORMS
 from fieldtest.middleware.mqtt.settings import MQTT_PORT
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
+from fieldtest.trialcampaign import load_trials
 
 if TYPE_CHECKING:
     from fieldtest.record import TrialRequest
@@ -95,9 +95,9 @@ def _selected_trials(args: argparse.Namespace) -> tuple:
 
 
 def run_main(args: argparse.Namespace) -> int:
-    from fieldtest.labrun.endpoints.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.nodelogic.estop import ros2_zero_commands, zero_commands_over_transport
+    from fieldtest.labrun.orchestration.labrunner import HOST_LAUNCH, LabOptions, LabRunner
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide, robot_setup_script
-    from fieldtest.labrun.orchestration.runner import HOST_LAUNCH, LabOptions, LabRunner
 
     campaign, trials = _selected_trials(args)
     if not trials:
@@ -153,7 +153,7 @@ def run_main(args: argparse.Namespace) -> int:
         robot_args=robot_args,
         mocap=mocap,
         confirm=confirm if campaign.lab.confirm_each_trial else None,
-        analyse=not args.no_analyse,
+        analyze=not args.no_analyze,
         plots=not args.no_plots,
         emergency_stop=estop,
     )
@@ -172,9 +172,9 @@ def _campaign_exit(results: list, stop: threading.Event, what: str) -> int:
 
 
 def rehearse_main(args: argparse.Namespace) -> int:
+    from fieldtest.labrun.orchestration.labrunner import LabOptions
     from fieldtest.labrun.orchestration.remote import RobotSide
-    from fieldtest.labrun.orchestration.runner import LabOptions
-    from fieldtest.labrun.rehearsal.rehearsal import SimulatedLab, rehearse
+    from fieldtest.labrun.rehearsal.labrehearsal import SimulatedLab, rehearse
 
     campaign, trials = _selected_trials(args)
     if not trials:
@@ -187,7 +187,7 @@ def rehearse_main(args: argparse.Namespace) -> int:
         robot=RobotSide(),
         host_args=host_args,
         robot_args=robot_args,
-        analyse=not args.no_analyse,
+        analyze=not args.no_analyze,
     )
     lab = SimulatedLab(
         base=not args.no_base,
@@ -226,7 +226,7 @@ def launch_plan_main(args: argparse.Namespace) -> int:
 
 def broker_config_main(args: argparse.Namespace) -> int:
     """The separate broker machine's Mosquitto for a campaign with security off and on."""
-    from fieldtest.labrun.configuration.settings import parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import parse_launch_args
     from fieldtest.middleware.mqtt.lab import broker_user, mosquitto_acl, two_listener_mosquitto_conf
 
     values = {"middleware": "mqtt-broker", "security": "mtls-acl", **_launch_values(args.arguments)}
@@ -259,7 +259,7 @@ def measure_stop_main(args: argparse.Namespace) -> int:
     """Read a ``ros2 bag record`` of cmd_vel and odom (one recorder, one clock: the receive times)."""
     from rosbags.highlevel import AnyReader
 
-    from fieldtest.labrun.endpoints.create3 import measure_stop_after_silence
+    from fieldtest.labrun.nodelogic.create3params import measure_stop_after_silence
 
     ns = "/" + args.namespace.strip("/") if args.namespace.strip("/") else ""
     cmd_topic, odom_topic = f"{ns}/{args.cmd_topic}", f"{ns}/{args.odom_topic}"
@@ -325,9 +325,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--runs-dir", default="trials/runs")
     p.add_argument("--yes", action="store_true", help="do not ask before each trial")
-    p.add_argument("--no-analyse", action="store_true")
     p.add_argument(
-        "--no-plots", action="store_true", help="analyse without the PNG plots (fieldtest analyze draws them)"
+        "--no-analyze", action="store_true", help="record only (fieldtest analyze can analyze later)"
+    )
+    # the earlier spelling, still accepted so existing scripts run
+    p.add_argument("--no-analyse", dest="no_analyze", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-plots", action="store_true", help="analyze without the PNG plots (fieldtest analyze draws them)"
     )
     p.add_argument(
         "--standin", action="store_true", help="ROS-free stand-ins instead of ros2 launch (link check)"
@@ -355,7 +359,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--robot-arg", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("--runs-dir", default="trials/runs")
-    p.add_argument("--no-analyse", action="store_true")
+    p.add_argument(
+        "--no-analyze", action="store_true", help="record only (fieldtest analyze can analyze later)"
+    )
+    # the earlier spelling, still accepted so existing scripts run
+    p.add_argument("--no-analyse", dest="no_analyze", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--dry-run", action="store_true", help=DRY_RUN_HELP)
     p.set_defaults(func=rehearse_main)
 
@@ -395,7 +403,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--odom-topic", default="odom")
     p.set_defaults(func=measure_stop_main)
 
-    sub.add_parser(  # parsed by fieldtest.perf.lab (lab_main hands it over): listed here for --help
+    sub.add_parser(  # parsed by fieldtest.perf.labperf (lab_main hands it over): listed here for --help
         "perf", add_help=False, help="perf rows between this machine and the robot (docs/perf.md, the lab)"
     )
 
@@ -415,7 +423,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def lab_main(argv: list[str]) -> int:
     if argv[:1] == ["perf"]:  # its options are fieldtest perf's, parsed there
-        from fieldtest.perf.lab import lab_perf_main
+        from fieldtest.perf.labperf import lab_perf_main
 
         return lab_perf_main(argv[1:])
     args = _parser().parse_args(argv)

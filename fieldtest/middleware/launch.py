@@ -2,7 +2,7 @@
 (``fieldtest.labrun``), each family's lab side (``fieldtest.middleware.<family>.lab``) and the twin's
 bridged path read, and ``SideProcess``, one process a launch starts besides the kit's node.
 
-``fieldtest.labrun.configuration.settings`` turns launch arguments into a ``LabLaunch`` and then asks
+``fieldtest.labrun.configuration.launchsettings`` turns launch arguments into a ``LabLaunch`` and then asks
 the middleware (``fieldtest.middleware.registry.lab_launch_problem``) what it refuses: ``LabLaunch``
 checks only what holds for every middleware, so the family packages, which read it, are not below it.
 """
@@ -12,17 +12,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar, cast
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
 
-from fieldtest.catalog import LAB_MIDDLEWARES
+from fieldtest.catalog import LAB_MIDDLEWARES, family, in_family
 from fieldtest.errors import FieldtestError
-from fieldtest.linkconfig import FamilySettingsHolder, Role
+from fieldtest.linkconfig import FamilySettingsHolder, Role, family_modules
 from fieldtest.names import BASE_CMD_TYPE, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan
 from fieldtest.qos import QosError, get_qos
-from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 
 CLOCK_UDP_PORT = 15131  # the host's UDP clock responder (clock_source:=udp); open it in a firewall
 
@@ -32,6 +32,29 @@ _ROS_NAME = re.compile(r"^(/[A-Za-z_][A-Za-z0-9_]*)*/?$")  # a leading _ marks h
 
 class LaunchArgError(FieldtestError, ValueError):
     """A launch argument that cannot be used; the message is one line naming the argument."""
+
+
+# Family name -> its ``LabSettings``: what only its lab side reads from a launch (no link setting,
+# not in trial.yaml), for every family whose settings module declares one. The launch arguments
+# are ``<family>_<field>`` (``mqtt_inject_timestamp:=``).
+LAB_SETTINGS_MODELS: dict[str, type[BaseModel]] = {
+    name: module.LabSettings
+    for name, module in family_modules("settings").items()
+    if hasattr(module, "LabSettings")
+}
+# Family name -> the fields of its LabSettings that a launch of another family's middleware
+# refuses when set, with the reason (its settings module's ``LAB_OWN_FAMILY_ONLY``).
+LAB_OWN_FAMILY_ONLY: dict[str, dict[str, str]] = {
+    name: module.LAB_OWN_FAMILY_ONLY
+    for name, module in family_modules("settings").items()
+    if hasattr(module, "LAB_OWN_FAMILY_ONLY")
+}
+LabSettingsModel = TypeVar("LabSettingsModel", bound=BaseModel)
+
+
+def lab_argument(family_name: str, field: str) -> str:
+    """The launch argument of a family's setting: ``<family>_<field>``."""
+    return f"{family_name.replace('-', '_')}_{field}"
 
 
 class LabLaunch(FamilySettingsHolder):
@@ -59,7 +82,6 @@ class LabLaunch(FamilySettingsHolder):
     trial_dir: str = ""  # where this side records; empty = do not record
     network_interface: str = ""  # the Wi-Fi/Ethernet interface DDS uses between machines (e.g. wlan0)
     base_interface: str = ""  # robot only: the Pi's link to the Create 3 (usb0 on a TurtleBot 4)
-    dds_peers: list[str] = Field(default_factory=list)  # static unicast discovery peers
     relay: bool = (
         False  # robot link monitor relays commands to the base (host then sends on fieldtest/cmd_vel)
     )
@@ -69,7 +91,6 @@ class LabLaunch(FamilySettingsHolder):
     start_router: bool = False  # host: run the Zenoh router (zenoh-router) / rmw_zenohd here
     start_broker: bool = False  # host: run Mosquitto here (mqtt-local-broker)
     record_ros2bag: bool = True  # also run `ros2 bag record` of this side's topics
-    mqtt_inject_timestamp: bool = False  # mqtt_client's own latency measurement (both sides must agree)
     base_namespace: str = ""  # robot: the Create 3's own namespace (create3_base_namespace)
     # where the latency's clock offset is measured: over the trial's link, or plain UDP (labrun.udpclock)
     clock_source: Literal["link", "udp"] = "link"
@@ -77,6 +98,52 @@ class LabLaunch(FamilySettingsHolder):
     # the base is not driven: the host streams on the relay's topic, the link monitor logs and does
     # not forward (a rehearsal of the whole command path on the lab day; implies relay's topics)
     dry_run: bool = False
+    # Every family's LabSettings by family name, read from the flat ``<family>_<field>`` arguments.
+    lab_families: dict[str, SerializeAsAny[BaseModel]] = Field(default_factory=dict, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _family_lab_settings(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "lab_families" in data:
+            return data
+        data = dict(data)
+        lab_families = {}
+        for name, model in LAB_SETTINGS_MODELS.items():
+            given = {
+                field: data.pop(lab_argument(name, field))
+                for field in model.model_fields
+                if lab_argument(name, field) in data
+            }
+            try:
+                lab_families[name] = model.model_validate(given)
+            except ValueError as exc:  # pydantic's ValidationError: one line naming the argument
+                first = exc.errors()[0] if hasattr(exc, "errors") else {"loc": (), "msg": str(exc)}
+                field = str(first["loc"][0]) if first["loc"] else "?"
+                raise ValueError(f"{lab_argument(name, field)}: {first['msg']}") from None
+        data["lab_families"] = lab_families
+        return data
+
+    def lab_settings(self, model: type[LabSettingsModel]) -> LabSettingsModel:
+        """The lab settings of the family whose ``LabSettings`` is ``model``
+        (``cfg.lab_settings(mqtt.LabSettings).inject_timestamp``)."""
+        for name, known in LAB_SETTINGS_MODELS.items():
+            if known is model:
+                return cast(LabSettingsModel, self.lab_families[name])
+        raise KeyError(f"{model.__module__}.{model.__qualname__} is no family's LabSettings")
+
+    def foreign_lab_setting(self) -> str:
+        """Why a family's lab setting that only its own middlewares use is set away from its
+        default for this launch's middleware of another family (one line naming the argument), or ""."""
+        for name, fields in LAB_OWN_FAMILY_ONLY.items():
+            if family(self.middleware) == name:
+                continue
+            settings = self.lab_families[name]
+            for field, why in fields.items():
+                default = type(settings).model_fields[field].get_default(call_default_factory=True)
+                if getattr(settings, field) != default:
+                    names = ", ".join(in_family(name))
+                    return f"{lab_argument(name, field)}: only used with middleware {names} ({why})"
+        return ""
 
     @model_validator(mode="after")
     def _check(self) -> LabLaunch:

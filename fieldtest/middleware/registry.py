@@ -10,22 +10,26 @@ A family is found by its name in the catalog (``fieldtest.catalog.CATALOG``), ne
 package holds (``fieldtest.catalog.family_package``)
 
 - ``family.py`` (required): one ``Middleware`` subclass per catalog name of the family
-  (``fieldtest.middleware.base``) and ``MIDDLEWARES``, a tuple of one instance of each;
+  (``fieldtest.middleware.declaration``) and ``MIDDLEWARES``, a tuple of one instance of each;
 - ``settings.py`` (only if the family has link settings of its own): ``Settings``, a frozen pydantic
   model with a default for every field, plain data (it imports no middleware library: every layer
   reads it). ``fieldtest.linkconfig.TransportConfig`` holds it under the family's name (YAML
   ``<family>: {field: value}``; the flat ``<family>_<field>`` of older configs is read too), and
   callers read it as ``config.settings(Settings)``. A field named ``port`` is a port the family's
-  processes listen on: trials beside each other get a free one each (``with_ports``);
+  processes listen on: trials beside each other get a free one each (``with_ports``). It may also
+  name the fields a lab launch takes (``LAUNCH_FIELDS``: ``zenoh_port:=``) and their lab defaults
+  (``lab_defaults``), and declare ``LabSettings``, what only its lab launch takes
+  (``mqtt_inject_timestamp:=``, read as ``cfg.lab_settings(LabSettings)``: middleware.launch);
+- ``wire.py`` (only if its processes talk over TCP or on UDP ports of their own): its kinds in a
+  capture's accounting (fieldtest.netem.wire), plain data like its settings;
 - whatever its hooks import when called (``transport.py``, ``infra.py``, ``security.py``, ``lab.py``,
-  ``wire.py``, ...), named after what they hold.
+  ...), named after what they hold.
 
 A member of a family may have a package of its own, named after it, holding its ``family.py``
 (``fastdds``: the dds family's settings and security, another DDS library). So adding a family is its
-folder plus its lines in the catalog. A family imports no other family's
-private (``_``) names; what two families share lives in ``fieldtest.middleware`` itself (docs/architecture.md,
-"How to add a middleware").
-"""
+folder plus its lines in the catalog. No module outside a family (another family, or any other
+part of the kit) imports its private (``_``) names; what two families share lives in
+``fieldtest.middleware`` itself (docs/architecture.md, "How to add a middleware")."""
 
 from __future__ import annotations
 
@@ -40,12 +44,12 @@ from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.record import TrialRequest
 
-from .base import Middleware
+from .declaration import Middleware
 
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch
     from fieldtest.security.keystore import KeystoreMaterial
-    from fieldtest.security.machine import ShareMaterial
+    from fieldtest.security.machineshare import ShareMaterial
 
 
 def _declaring_packages() -> dict[str, str]:
@@ -131,9 +135,9 @@ def keystore_shares() -> tuple[ShareMaterial, ...]:
 
 
 def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> TrialRequest:
-    """``request`` with its keystore checked or made (``fieldtest.security.trial``), for the
+    """``request`` with its keystore checked or made (``fieldtest.security.trialsecurity``), for the
     settings and listeners its middleware declares."""
-    from fieldtest.security.trial import prepare_trial_security as prepare
+    from fieldtest.security.trialsecurity import prepare_trial_security as prepare
 
     return prepare(request, Path(trial_dir), get(request.transport.middleware), keystore_material())
 
@@ -147,18 +151,20 @@ def infrastructure(
 
 def lab_launch_problem(cfg: LabLaunch) -> str:
     """Why one lab side's checked launch settings would not work on their middleware (one line
-    naming the argument and the fix), or "": the security setting it takes, the static DDS peers
-    only a crossing DDS uses, SROS2's relay, and the middleware's own ``lab_launch_problem``."""
+    naming the argument and the fix), or "": the security setting it takes, a family's lab-only
+    setting set on another family's middleware (``LabLaunch.foreign_lab_setting``: DDS's static
+    peers), SROS2's relay, and the middleware's own ``lab_launch_problem``."""
     entry = get(cfg.middleware)
     if cfg.security != "none" and not entry.own_security:
-        from fieldtest.security.settings import SecuritySettingError
+        from fieldtest.security.securitysettings import SecuritySettingError
 
         try:
             entry.security_setting(cfg.security)
         except SecuritySettingError as exc:
             return f"security: {exc}"
-    if cfg.dds_peers and not entry.lab_dds_crosses():
-        return "dds_peers: only used with middleware dds (bridged cases keep DDS on each machine)"
+    foreign = cfg.foreign_lab_setting()
+    if foreign:
+        return foreign
     if cfg.security != "none" and entry.lab_dds_crosses() and not cfg.relay:
         # SROS2 on plain DDS: the Create 3 (on Jazzy its republisher too) is outside the secure
         # domain, so only the link monitor's relay (publishing from a plain context) reaches it.

@@ -7,19 +7,27 @@ kind belongs to one group, so the overhead of a middleware is read from the reco
 
 - discovery: ``spdp``, ``sedp``, ``liveliness`` (DDS participant messages), ``security_handshake``
   (DDS Security's stateless and volatile builtin endpoints), ``discovery_reliability`` (HEARTBEAT,
-  ACKNACK, GAP of builtin endpoints), ``zenoh_scouting``;
-- user_data: ``user_data`` (RTPS DATA/DATA_FRAG of an application writer), ``mqtt_publish``,
-  ``zenoh_data`` (a FRAME or FRAGMENT whose first network message is PUSH, REQUEST or RESPONSE);
+  ACKNACK, GAP of builtin endpoints);
+- user_data: ``user_data`` (RTPS DATA/DATA_FRAG of an application writer);
 - reliability: ``heartbeat_acknack`` (HEARTBEAT, ACKNACK, GAP, NACK_FRAG, HEARTBEAT_FRAG of
   application endpoints, with or without INFO_TS/INFO_DST);
 - protected: ``rtps_protected`` (DDS Security hides the submessage: SEC_BODY);
-- protocol: ``mqtt_control`` (CONNECT, PUBACK, PINGREQ, ...), ``zenoh_control`` (INIT, OPEN, CLOSE,
-  KEEP_ALIVE, JOIN, DECLARE, INTEREST), ``rtps_other`` (INFO submessages alone);
+- protocol: ``rtps_other`` (INFO submessages alone);
 - transport: ``tcp_ack`` (a TCP segment without payload and without SYN/FIN/RST), ``tcp_control``
   (SYN, FIN, RST without payload), ``tcp_data`` (payload on a flow nothing above identifies);
 - tls: ``tls`` (TLS records; record counts by content type kept apart);
 - other: ``udp_other``, ``ip_fragment`` (a later fragment whose first one was not captured; others
   count as their first fragment's kind), ``other`` (ARP, IGMP, ...).
+
+A middleware family whose processes talk over TCP (or on UDP ports of their own) adds its kinds:
+its package's ``wire.py`` (``fieldtest.middleware.<family>.wire``, found by the family's name in
+the catalog, plain data like its settings) declares
+
+- ``KINDS``: each kind its traffic is sorted into -> its group above (the module says what
+  each kind holds);
+- ``classify(payload) -> kind``: the kind of a TCP segment on one of its ports;
+- ``tcp_ports(config) -> ports``: the ports its flows use in a trial (``TransportConfig``);
+- ``UDP_PORTS`` (optional): UDP port -> the kind of a datagram to or from it.
 
 RTPS is parsed submessage by submessage (DDS-RTPS 2.5, section 9.4.5.1.1 for the ids; DDS
 Security 1.1, section 7.3.6 for the protected forms), as far as the capture's snap length kept
@@ -36,10 +44,10 @@ import ipaddress
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
-from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+from fieldtest.linkconfig import TransportConfig, family_modules
 
 from .linktraffic import read_pcap
 
@@ -91,32 +99,34 @@ TLS_CONTENT_TYPES = {
     24: "heartbeat",
 }
 
-# MQTT 3.1.1 / 5 fixed header packet type (the high nibble of the first byte)
-MQTT_PUBLISH = 3
-
-# Zenoh 1.x transport and network message ids (the low 5 bits of a header; zenoh-pico
-# include/zenoh-pico/protocol/definitions/{transport,network}.h)
-ZENOH_FRAME, ZENOH_FRAGMENT = 0x05, 0x06
-ZENOH_NETWORK_DATA = {0x1D, 0x1C, 0x1B, 0x1A}  # PUSH, REQUEST, RESPONSE, RESPONSE_FINAL
-ZENOH_SCOUTING_PORT = 7446  # zenoh scouting (multicast) default
-
-GROUPS = {
-    "discovery": (
-        "spdp",
-        "sedp",
-        "liveliness",
-        "security_handshake",
-        "discovery_reliability",
-        "zenoh_scouting",
-    ),
-    "user_data": ("user_data", "mqtt_publish", "zenoh_data"),
+# The kinds of RTPS, TCP, TLS and IP by group; each family's wire form adds its own (_with_families)
+PROTOCOL_GROUPS = {
+    "discovery": ("spdp", "sedp", "liveliness", "security_handshake", "discovery_reliability"),
+    "user_data": ("user_data",),
     "reliability": ("heartbeat_acknack",),
     "protected": ("rtps_protected",),
-    "protocol": ("mqtt_control", "zenoh_control", "rtps_other"),
+    "protocol": ("rtps_other",),
     "transport": ("tcp_ack", "tcp_control", "tcp_data"),
     "tls": ("tls",),
     "other": ("udp_other", "ip_fragment", "other"),
 }
+# family name -> its wire form (fieldtest.middleware.<family>.wire), for the families that have one
+FAMILY_WIRE: dict[str, ModuleType] = family_modules("wire")
+
+
+def _with_families(groups: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """``groups`` with each family's kinds added to the groups it names (a group it names that
+    ``groups`` lacks is an error: the record's groups are fixed)."""
+    out = {group: list(kinds) for group, kinds in groups.items()}
+    for form in FAMILY_WIRE.values():
+        for kind, group in form.KINDS.items():
+            if group not in out:
+                raise ValueError(f"{form.__name__}: kind {kind!r} in unknown group {group!r}")
+            out[group].append(kind)
+    return {group: tuple(kinds) for group, kinds in out.items()}
+
+
+GROUPS = _with_families(PROTOCOL_GROUPS)
 KINDS = tuple(kind for kinds in GROUPS.values() for kind in kinds)
 GROUP_OF = {kind: group for group, kinds in GROUPS.items() for kind in kinds}
 
@@ -239,55 +249,14 @@ def tls_records(payload: bytes) -> list[str] | None:
     return found or None
 
 
-def zenoh_kind(payload: bytes) -> str:
-    """A Zenoh TCP segment: 2-byte little-endian batch length, then transport messages."""
-    if len(payload) < 3:
-        return "zenoh_control"
-    header = payload[2]
-    if header & 0x1F not in (ZENOH_FRAME, ZENOH_FRAGMENT):
-        return "zenoh_control"  # INIT, OPEN, CLOSE, KEEP_ALIVE, JOIN, OAM
-    if header & 0x1F == ZENOH_FRAGMENT:
-        return "zenoh_data"  # only payloads too large for one batch are fragmented
-    offset = 3
-    while offset < len(payload) and payload[offset] & 0x80:  # the sequence number (LEB128)
-        offset += 1
-    offset += 1
-    if header & 0x80:  # extensions follow (Z flag): skip each, as its encoding says
-        offset = _skip_zenoh_extensions(payload, offset)
-    if offset >= len(payload):
-        return "zenoh_data"
-    return "zenoh_data" if payload[offset] & 0x1F in ZENOH_NETWORK_DATA else "zenoh_control"
-
-
-def _skip_zenoh_extensions(payload: bytes, offset: int) -> int:
-    more = True
-    while more and offset < len(payload):
-        ext = payload[offset]
-        more, encoding = bool(ext & 0x80), ext & 0x60
-        offset += 1
-        if encoding == 0x20:  # a varint
-            while offset < len(payload) and payload[offset] & 0x80:
-                offset += 1
-            offset += 1
-        elif encoding == 0x40:  # a length-prefixed buffer
-            length, shift = 0, 0
-            while offset < len(payload):
-                byte = payload[offset]
-                length |= (byte & 0x7F) << shift
-                offset, shift = offset + 1, shift + 7
-                if not byte & 0x80:
-                    break
-            offset += length
-    return offset
-
-
-def mqtt_kind(payload: bytes) -> str:
-    """An MQTT segment's kind, by its first packet's type (MQTT 3.1.1 section 2.2.1)."""
-    return "mqtt_publish" if payload[0] >> 4 == MQTT_PUBLISH else "mqtt_control"
-
-
-# the protocol a service port speaks -> the classifier of its TCP payload
-SERVICE_CLASSIFIERS: dict[str, Callable[[bytes], str]] = {"mqtt": mqtt_kind, "zenoh": zenoh_kind}
+# the protocol a service port speaks (a family's name) -> the classifier of its TCP payload
+SERVICE_CLASSIFIERS: dict[str, Callable[[bytes], str]] = {
+    name: form.classify for name, form in FAMILY_WIRE.items()
+}
+# UDP port -> the kind of a datagram to or from it (the ports a family reserves for itself)
+UDP_PORT_KINDS: dict[int, str] = {
+    port: kind for form in FAMILY_WIRE.values() for port, kind in getattr(form, "UDP_PORTS", {}).items()
+}
 
 
 class _Flows:
@@ -324,10 +293,8 @@ def _ip_packet(ip: bytes, flows: _Flows, fragments: dict[tuple, str]) -> _Packet
         ports = (int.from_bytes(segment[0:2], "big"), int.from_bytes(segment[2:4], "big"))
         if payload[:4] == b"RTPS":
             packet = rtps_packet(payload)
-        elif ZENOH_SCOUTING_PORT in ports:
-            packet = _Packet("zenoh_scouting")
         else:
-            packet = _Packet("udp_other")
+            packet = _Packet(_udp_port_kind(ports))
     elif proto == 6 and len(segment) >= 20:
         ports = (int.from_bytes(segment[0:2], "big"), int.from_bytes(segment[2:4], "big"))
         data_offset = (segment[12] >> 4) * 4
@@ -338,6 +305,13 @@ def _ip_packet(ip: bytes, flows: _Flows, fragments: dict[tuple, str]) -> _Packet
     if int.from_bytes(ip[6:8], "big") & 0x2000:  # more fragments follow
         fragments[key] = packet.kind
     return packet
+
+
+def _udp_port_kind(ports: tuple[int, int]) -> str:
+    for port in ports:
+        if port in UDP_PORT_KINDS:
+            return UDP_PORT_KINDS[port]
+    return "udp_other"
 
 
 def _new_direction() -> dict[str, Any]:
@@ -359,8 +333,9 @@ def account(
 ) -> dict[str, Any]:
     """Packets and bytes (on the wire, Ethernet header included) and their rates per second, by
     kind and group, for each direction of the link ``path`` was captured on. ``local_addresses``
-    are the capturing node's IPv4 addresses; ``service_ports`` names TCP ports ("mqtt", "zenoh");
-    ``direction_names`` name (what the node received, what it sent) in the result."""
+    are the capturing node's IPv4 addresses; ``service_ports`` names TCP ports by the family whose
+    protocol they carry (a key of ``SERVICE_CLASSIFIERS``); ``direction_names`` name (what the
+    node received, what it sent) in the result."""
     local = {ipaddress.ip_address(a).packed for a in local_addresses}
     flows, local_macs = _Flows(service_ports or {}), set()
     fragments: dict[tuple, str] = {}
@@ -453,15 +428,18 @@ def _summary(direction: dict[str, Any], per_s: float) -> dict[str, Any]:
 HOST_TO_ROBOT, ROBOT_TO_HOST = "host_to_robot", "robot_to_host"
 
 
+def trial_service_ports(transport: TransportConfig) -> dict[int, str]:
+    """TCP port -> the family whose flows use it in the trial ``transport`` describes (every family
+    with a wire form names its ports, whatever the trial's middleware)."""
+    return {port: name for name, form in FAMILY_WIRE.items() for port in form.tcp_ports(transport)}
+
+
 def trial_wire_record(
-    path: str | Path, robot_address: str, duration_s: float, transport: Any
+    path: str | Path, robot_address: str, duration_s: float, transport: TransportConfig
 ) -> dict[str, Any]:
     """A trial's capture on the robot's link, per direction (``wire`` in ``outcome.link_traffic``):
     what the robot received is host -> robot, what it sent robot -> host. ``transport`` is the
-    trial's TransportConfig, whose ports name the MQTT and Zenoh flows."""
-    ports = {
-        transport.settings(MqttSettings).port: "mqtt",
-        transport.settings(ZenohSettings).port: "zenoh",
-    }
+    trial's TransportConfig, whose family settings name the TCP flows (``trial_service_ports``)."""
+    ports = trial_service_ports(transport)
     wire = account(path, [robot_address], duration_s, ports, (HOST_TO_ROBOT, ROBOT_TO_HOST))
     return {"wire": wire}

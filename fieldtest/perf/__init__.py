@@ -7,5 +7,5 @@ mqtt_client bridge's topics); the round
 trip is measured as performance_test's ``--roundtrip-mode Main``/``Relay`` does it. Every row runs
 the kit's own transports (``fieldtest.middleware.registry``) in separate processes, on loopback or on
 the twin's emulated links; bridged Zenoh rows add the lab's bridges as a twin trial does. A sweep
-comes from the command line or a perf campaign file (``fieldtest.perf.campaign``). See docs/perf.md.
+comes from the command line or a perf campaign file (``fieldtest.perf.perfcampaign``). See docs/perf.md.
 """

@@ -1,6 +1,6 @@
 """``fieldtest perf``: a sweep of perf rows (middleware x security x QoS x network x message x
 subscribers x Zenoh path), from the command line or a perf campaign file (``--campaign``,
-``fieldtest.perf.campaign``), each case ``--repetitions`` times; a progress bar per sweep, the files
+``fieldtest.perf.perfcampaign``), each case ``--repetitions`` times; a progress bar per sweep, the files
 of ``fieldtest.perf.results``.
 
 Names are checked before anything runs (one line and exit 2 for an unknown message, middleware,
@@ -126,7 +126,7 @@ def planned_rows(
             raise PerfInputError(f"--repetitions: {args.repetitions}, must be at least 1")
         cases = build_cases(args, profiles)
         return [(case, r) for r in range(args.repetitions) for case in cases]
-    from .campaign import expand_rows, load_perf_campaign
+    from .perfcampaign import expand_rows, load_perf_campaign
 
     parser = parser or _parser()
     for dest in SWEEP_FLAGS:

@@ -32,7 +32,7 @@ without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side
 
 In the lab (``fieldtest lab perf``) the relay's spec may name a UDP clock channel (``clock``: the
 host's address and port): the relay then probes the host's ``UdpClockResponder`` with the lab's
-``UdpClockProber`` (``fieldtest.labrun.endpoints.udpclock``) for the whole row and keeps the four
+``UdpClockProber`` (``fieldtest.labrun.nodelogic.udpclock``) for the whole row and keeps the four
 stamps of every probe in its record (``clock_probes``), so the host can put the two clocks side by side.
 """
 
@@ -51,7 +51,7 @@ from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import stop_on_signals, watch_parent
-from fieldtest.record.names import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
+from fieldtest.record.recordnames import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
 from fieldtest.transport.base import Undecoded, stamped_publisher, timed_subscribe
 
 from .messages import build, copy_seq, ids_of, parse_message, seq_of_cdr, set_ids
@@ -142,7 +142,7 @@ def _probe_clock_until(stop: threading.Event, channel: dict | None, clock, probe
     if not channel:
         stop.wait()
         return
-    from fieldtest.labrun.endpoints.udpclock import UdpClockProber
+    from fieldtest.labrun.nodelogic.udpclock import UdpClockProber
 
     def keep(sample) -> None:
         probes.append((sample.t1_ns, sample.t2_ns, sample.t3_ns, sample.t4_ns))

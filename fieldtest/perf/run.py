@@ -43,7 +43,7 @@ NO_LINK = "never answered"  # in a row's error where no relay answered a warm-up
 SATURATION_WORD = "max"  # how the command line and a campaign file ask for it
 ZENOH_PATHS = ("direct", "bridge")  # the zenoh settings' path (fieldtest.middleware.zenoh.settings)
 # The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
-# (fieldtest.middleware.lab.link_topics): a bridged row's sides are set up as a Humble trial's.
+# (fieldtest.middleware.labshared.link_topics): a bridged row's sides are set up as a Humble trial's.
 BRIDGED_CMD_TYPE = "twist"
 
 
@@ -161,7 +161,7 @@ def _check_numbers(case: PerfCase) -> None:
 def _check_settings(case: PerfCase, profiles: dict | None) -> None:
     from fieldtest.netem import ProfileError
     from fieldtest.qos import QosError, get_qos
-    from fieldtest.security.settings import SecuritySettingError
+    from fieldtest.security.securitysettings import SecuritySettingError
 
     checks = (
         ("qos", lambda: get_qos(case.qos)),
@@ -332,7 +332,7 @@ class _Link:
 
 
 def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> TransportConfig:
-    """The row's keystore, made and checked as a trial's (``fieldtest.security.trial``)."""
+    """The row's keystore, made and checked as a trial's (``fieldtest.security.trialsecurity``)."""
     if case.security == "none":
         return config
     from fieldtest.middleware.registry import prepare_trial_security

@@ -8,7 +8,7 @@ mode (Main/Relay), the one-way latency in ``one-way`` mode. Both are also given 
 names (``round_trip_*``, ``one_way_*``: main to relay, ``one_way_back_*``: the echo, relay to
 main). One-way figures subtract one machine's stamp from another's: they exist where every process
 shares a clock (the twin), and in the lab once the relay's stamps are put on the host's clock with an
-estimated offset (``fieldtest.perf.lab``). Unlike performance_test, which prints one line per
+estimated offset (``fieldtest.perf.labperf``). Unlike performance_test, which prints one line per
 second, a row is the whole run.
 """
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from fieldtest.lazy import lazy_attributes
 
-from .names import (
+from .recordnames import (
     ANALYSIS_DIR,
     CLOCK_OFFSET_TOPIC,
     CLOCK_PROBE_REPLY_TOPIC,

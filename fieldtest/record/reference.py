@@ -99,7 +99,7 @@ class ZenohBridgeRow(_Strict):
 
 
 class TwinTrialRow(_Strict):
-    """One twin trial as analysed (``benchmarks/bench_twin.py``'s drift part: loopback, ideal robot)."""
+    """One twin trial as analyzed (``benchmarks/bench_twin.py``'s drift part: loopback, ideal robot)."""
 
     middleware: str
     network: str

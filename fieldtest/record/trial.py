@@ -23,7 +23,7 @@ from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT, ROBOT_TRAFFIC_PRESETS
 from fieldtest.plan import SquarePlan, validation_message
 
-from .names import TRIAL_FILE, TRIAL_FORMAT_VERSION
+from .recordnames import TRIAL_FILE, TRIAL_FORMAT_VERSION
 
 EndReason = Literal[
     "completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted", "error", "running"
@@ -210,7 +210,7 @@ class TrialOutcome(BaseModel):
     # capture (fieldtest.netem.linktraffic; docs/trial-format.md)
     link_traffic: dict[str, Any] = Field(default_factory=dict)
     # twin, robot_traffic other than none: the preset, per topic what the robot sent and the host
-    # received (fieldtest.twin.robottraffic), and on DDS the ROS graph the robot announced
+    # received (fieldtest.twin.trafficpubsub), and on DDS the ROS graph the robot announced
     robot_traffic: dict[str, Any] = Field(default_factory=dict)
     # the stack's own timing faults, apart from the link: machine (steal, pressure, reference timer),
     # robot (receive-to-apply, physics steps), mocap (emulator frames skipped late)

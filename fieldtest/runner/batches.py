@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fieldtest.lifecycle import TrialResult, analyse
+from fieldtest.lifecycle import TrialResult, analyze
 from fieldtest.machine import MachineMonitor
 from fieldtest.procs import interruption, run_stop_event
 from fieldtest.record import TrialRequest
@@ -62,11 +62,11 @@ def run_with_progress(requests: list[TrialRequest], out: Path, stop: threading.E
         return [f.result() for f in futures]
 
 
-def analyse_all(results: list[TrialResult]) -> list[Metrics | None]:
-    """Analyse each trial (metrics.json, report.md, plots); the metrics of each, in order, read
-    back through the schema. A trial with nothing to analyse (stopped before it streamed) gets its
+def analyze_all(results: list[TrialResult]) -> list[Metrics | None]:
+    """Analyze each trial (metrics.json, report.md, plots); the metrics of each, in order, read
+    back through the schema. A trial with nothing to analyze (stopped before it streamed) gets its
     one-line reason and None."""
-    return [analyse(result.trial_dir, say_on_stderr) for result in results]
+    return [analyze(result.trial_dir, say_on_stderr) for result in results]
 
 
 def say_on_stderr(line: str) -> None:
@@ -116,13 +116,13 @@ def run_batches(
 def run_and_rerun(
     requests: list[TrialRequest], out: Path, parallel: int, reruns: int, stop: threading.Event | None = None
 ) -> tuple[list[TrialResult], list[Metrics | None], list[TrialResult], int]:
-    """Run, analyse, and re-run each invalid trial up to ``reruns`` times, one at a time (the
+    """Run, analyze, and re-run each invalid trial up to ``reruns`` times, one at a time (the
     machine was too busy for it). Returns (kept results, their metrics, every result, re-runs).
     An interruption (``stop``: the stop signals set it) ends the run: the results then cover only
     the first requests, and nothing is re-run. A stop signal during the analysis lets it finish."""
     with run_stop_event(stop) as stop:
         results = run_batches(requests, out, parallel, stop)
-        metrics = analyse_all(results)
+        metrics = analyze_all(results)
         every, count = list(results), 0
         for _ in range(reruns):
             todo = invalid_trials(metrics)
@@ -133,7 +133,7 @@ def run_and_rerun(
                 if stop.is_set():
                     break
                 (again,) = run_with_progress([requests[i]], out, stop)
-                (again_metrics,) = analyse_all([again])
+                (again_metrics,) = analyze_all([again])
                 every.append(again)
                 count += 1
                 if any_interrupted([again]):

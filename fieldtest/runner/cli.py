@@ -15,7 +15,7 @@ from fieldtest.plan import SquarePlan
 from fieldtest.procs import interruption, run_stop_event
 from fieldtest.record import TrialRequest
 from fieldtest.runner.batches import (
-    analyse_all,
+    analyze_all,
     choose_parallel,
     run_and_rerun,
     run_with_progress,
@@ -140,7 +140,7 @@ def trial_main(argv: list[str]) -> int:
         except ValueError as exc:
             print(f"fieldtest trial: {exc}".splitlines()[0], file=sys.stderr)
             return 2
-        metrics = analyse_all(results)
+        metrics = analyze_all(results)
     for result in results:
         print(f"{result.end_reason}: {result.trial_dir}  report: {result.trial_dir}/analysis/report.md")
     print_stack_check(requests, metrics=metrics, results=results)
@@ -212,7 +212,7 @@ def direct_where_no_bridge(requests: list[TrialRequest]) -> tuple[list[TrialRequ
 def campaign_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="fieldtest campaign",
-        description="Run every trial of a campaign YAML in the twin, analyse each, then compare them.",
+        description="Run every trial of a campaign YAML in the twin, analyze each, then compare them.",
     )
     parser.add_argument("campaign_yaml", type=Path, help="e.g. trials/twin-networks.yaml")
     parser.add_argument("--quick", action="store_true", help="two short laps per trial instead of the plan")
@@ -233,7 +233,7 @@ def campaign_main(argv: list[str]) -> int:
         "(docs/cluster.md); each worker then runs as many at once as it declared (--parallel is not used)",
     )
     args = parser.parse_args(argv)
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     try:
         campaign, requests = load_trials(args.campaign_yaml)

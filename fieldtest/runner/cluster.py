@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fieldtest.errors import FieldtestError
-from fieldtest.lifecycle import TrialResult, analyse
+from fieldtest.lifecycle import TrialResult, analyze
 from fieldtest.procs import interruption, run_stop_event
 from fieldtest.record import ANALYSIS_DIR, TrialRequest, read_trial, write_trial
 from fieldtest.runner.clusterworker import (
@@ -81,7 +81,7 @@ class KitVersionRefused(ClusterError):
 def run_trial_on_worker(
     request_json: str, home_kit: str, run_id: str, domain_id: int, attempt_tag: str
 ) -> dict[str, Any]:
-    """One trial, run and analysed on this worker; returns its directory as a tar archive with
+    """One trial, run and analyzed on this worker; returns its directory as a tar archive with
     how it ended. A stop (``run_id``'s Dask Event) before it starts: ``{"not_run": True}``."""
     from distributed import Event, get_client, get_worker
 
@@ -119,7 +119,7 @@ def run_trial_on_worker(
             _keep_unshipped(result.trial_dir, worker)
             return {"not_run": True, "name": request.name, "worker": str(worker.name)}  # no one to receive it
         said: list[str] = []
-        analyse(result.trial_dir, said.append)
+        analyze(result.trial_dir, said.append)
         finished.set()
         return {
             "not_run": False,
@@ -156,7 +156,7 @@ def _keep_unshipped(trial_dir: Path, worker: Worker) -> None:
     shutil.move(trial_dir, kept)
     print(
         f"worker {worker.name}: {record.request.name} ({record.outcome.end_reason}) not shipped, "
-        f"the worker having lost its scheduler; kept, not analysed, in {kept}",
+        f"the worker having lost its scheduler; kept, not analyzed, in {kept}",
         flush=True,
     )
 

@@ -3,7 +3,7 @@ in its folder are not run again (a campaign that was interrupted, or whose repet
 
 A record is kept for a planned trial when it asked for the same trial (``twintrial.as_asked``: the
 same name, seed, plan, network, middleware, settings and twin, whatever addresses and ports the
-runner chose), completed, and was analysed and not found invalid by the machine's own timing. Of
+runner chose), completed, and was analyzed and not found invalid by the machine's own timing. Of
 several such records the newest is kept.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from fieldtest.analysis.metrics.schema import METRICS_FILE, Metrics, read_metrics
 from fieldtest.record import TrialRequest
-from fieldtest.record.names import ANALYSIS_DIR
+from fieldtest.record.recordnames import ANALYSIS_DIR
 from fieldtest.record.trial import read_trial
 from fieldtest.runner.twintrial import as_asked
 from fieldtest.runner.verdict import invalid_trials
@@ -32,7 +32,7 @@ def _worth_keeping(trial_dir: Path) -> tuple[TrialRequest, Metrics] | None:
         record = read_trial(trial_dir)
         metrics = read_metrics(trial_dir / ANALYSIS_DIR / METRICS_FILE)
     except (OSError, ValueError):
-        return None  # not analysed, or not a record this kit reads: run the trial again
+        return None  # not analyzed, or not a record this kit reads: run the trial again
     if record.outcome.end_reason != "completed" or invalid_trials([metrics]):
         return None
     return record.request, metrics

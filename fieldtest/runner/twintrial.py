@@ -6,7 +6,7 @@ twin robot -> host streamer. The host ends the trial; after a completed run the 
 go on until the ground truth holds the rest after the planned end (``lifecycle.record_rest_after_run``);
 everything else is then stopped with SIGTERM,
 cut-off bags are repaired and ``trial.yaml`` gets its outcome (``fieldtest.lifecycle``, shared
-with the lab runner); ``batches`` analyses it.
+with the lab runner); ``batches`` analyzes it.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from fieldtest.record import TrialRequest
 if TYPE_CHECKING:
     from fieldtest.analysis.metrics.schema import Metrics
 
-# On loopback with no imperfections the stack itself must add no drift (issue #3): lap N vs lap 1.
+# On loopback with no imperfections the stack itself must add no drift: lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001
 
 
@@ -45,7 +45,7 @@ def stack_drift_check(requests: list[TrialRequest], metrics: list[Metrics | None
 
 
 def _validity(m: Metrics | None) -> bool | None:
-    """stack.valid: True, False, or None (not analysed, or no stack figures to judge by)."""
+    """stack.valid: True, False, or None (not analyzed, or no stack figures to judge by)."""
     return m.stack.valid if m is not None and m.stack is not None else None
 
 

@@ -21,7 +21,7 @@ from .keystore import (
     create_tls_material,
     list_enclaves,
 )
-from .machine import MACHINES, ShareMaterial, check_keystore, export_machine, keystore_machine
+from .machineshare import MACHINES, ShareMaterial, check_keystore, export_machine, keystore_machine
 
 
 def _parser() -> argparse.ArgumentParser:

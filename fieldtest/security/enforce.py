@@ -7,7 +7,7 @@ the setting) whenever ``config.security`` is not
 file, instead of starting and silently never matching its peers.
 
 What is checked for the process' own identity (not the whole keystore, which ``check_keystore``
-does once per trial in ``fieldtest.security.trial``):
+does once per trial in ``fieldtest.security.trialsecurity``):
 
 - DDS enclave: the six files, certificate dates, certificate signed by the identity CA, key
   matching the certificate, permissions signed by the permissions CA and within their dates.
@@ -34,7 +34,7 @@ from .keystore import (
     tls_files,
 )
 from .policy import kit_enclave
-from .settings import get_setting
+from .securitysettings import get_setting
 
 
 def _first_problem(problems: list[str], what: str) -> None:

@@ -14,7 +14,7 @@ from cryptography import x509
 
 from .governance import DEFAULT_GOVERNANCE, governance_domains
 from .keystore import KeystoreError, governance_variant_path, load_cert, tls_files
-from .settings import get_setting
+from .securitysettings import get_setting
 
 
 def keystore_of(config: Any) -> Path:

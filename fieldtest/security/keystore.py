@@ -618,7 +618,7 @@ def signed_governance_domains(governance_p7s: Path | str, keystore: Path | str) 
 
 def check_keystore(path: Path | str, now: dt.datetime | None = None) -> list[str]:
     """Every problem found in a whole keystore (empty list = usable), each naming the file at fault
-    (``fieldtest.security.machine.check_keystore`` also takes a machine's share).
+    (``fieldtest.security.machineshare.check_keystore`` also takes a machine's share).
 
     Checks the CA files, that governance and every enclave's permissions are signed by the
     permissions CA, that enclave certificates chain to the identity CA and match their keys, the

@@ -27,15 +27,15 @@ from fieldtest.names import (
     RECORDER_ENCLAVE,
     ROBOT_ENCLAVE,
 )
-from fieldtest.record.names import CLOCK_OFFSET_TOPIC as CLOCK_OFFSET
-from fieldtest.record.names import CLOCK_PROBE_REPLY_TOPIC as CLOCK_PROBE_REPLY
-from fieldtest.record.names import CLOCK_PROBE_TOPIC as CLOCK_PROBE
-from fieldtest.record.names import CMD_STAMP_TOPIC as CMD_STAMP
-from fieldtest.record.names import CMD_VEL_TOPIC as CMD_VEL
-from fieldtest.record.names import MOCAP_FRAMES_TOPIC as MOCAP_FRAMES
-from fieldtest.record.names import MOCAP_POSE_TOPIC as MOCAP_POSE
-from fieldtest.record.names import RECEIPTS_TOPIC as CMD_RECEIPTS
-from fieldtest.record.names import RELAY_CMD_VEL_TOPIC as RELAY_CMD_VEL
+from fieldtest.record.recordnames import CLOCK_OFFSET_TOPIC as CLOCK_OFFSET
+from fieldtest.record.recordnames import CLOCK_PROBE_REPLY_TOPIC as CLOCK_PROBE_REPLY
+from fieldtest.record.recordnames import CLOCK_PROBE_TOPIC as CLOCK_PROBE
+from fieldtest.record.recordnames import CMD_STAMP_TOPIC as CMD_STAMP
+from fieldtest.record.recordnames import CMD_VEL_TOPIC as CMD_VEL
+from fieldtest.record.recordnames import MOCAP_FRAMES_TOPIC as MOCAP_FRAMES
+from fieldtest.record.recordnames import MOCAP_POSE_TOPIC as MOCAP_POSE
+from fieldtest.record.recordnames import RECEIPTS_TOPIC as CMD_RECEIPTS
+from fieldtest.record.recordnames import RELAY_CMD_VEL_TOPIC as RELAY_CMD_VEL
 
 # Topics of a trial (ROS names, before the robot namespace is applied): the record's, plus these.
 # The Create 3's own topics that the robot-side recorder takes (the base itself stays outside a

@@ -425,9 +425,9 @@ _SINGLE = (
     ("evo-ape", "cpu_s", "its CPU time"),
 )
 _COMPARE = {
-    "compare-process": "`fieldtest compare --no-page` (new process; every trial already analysed)",
-    "compare-cached": "`compare_trials` in this process (every trial already analysed; campaign page included)",
-    "compare-scratch": "`compare_trials` from scratch (analyses every trial without plots; campaign page included)",
+    "compare-process": "`fieldtest compare --no-page` (new process; every trial already analyzed)",
+    "compare-cached": "`compare_trials` in this process (every trial already analyzed; campaign page included)",
+    "compare-scratch": "`compare_trials` from scratch (analyzes every trial without plots; campaign page included)",
 }
 
 

@@ -165,7 +165,7 @@ def true_pose(spec: SynthSpec, stream_s: np.ndarray) -> tuple[np.ndarray, np.nda
 def model_pose(spec: SynthSpec, arrivals: list, stream_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """World (x, y, z) and yaw of the Create 3 model (nominal unless ``base_errors``) driven by
     ``arrivals`` (stream s, v, w), then moved by the last-lap transform like ``true_pose``."""
-    from fieldtest.twin.create3 import Create3Model, Imperfections, drive
+    from fieldtest.twin.create3model import Create3Model, Imperfections, drive
 
     t, v, w = (np.array(c, dtype=float) for c in zip(*sorted(arrivals), strict=True))
     model = Create3Model("full", Imperfections(**spec.base_errors))

@@ -25,7 +25,7 @@ from fieldtest.realtime import settle_heap, try_realtime
 from fieldtest.record import TrialFormatError, TrialRequest
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
-from fieldtest.twin.robottraffic import RobotTrafficSink, close_sink
+from fieldtest.twin.trafficpubsub import RobotTrafficSink, close_sink
 
 
 def open_host(request: TrialRequest, trial_dir: Path, *, realtime: bool = False) -> CommandStreamer:

@@ -36,8 +36,8 @@ from fieldtest.record import TWIN_TRUTH_TOPIC, TrialFormatError, TrialOutcome, T
 from fieldtest.security.keystore import KeystoreError
 from fieldtest.transport import Transport
 from fieldtest.twin.common import GIL_SWITCH_S, TwinConfigError, load_request
-from fieldtest.twin.create3 import Create3Model, Imperfections
-from fieldtest.twin.robottraffic import RobotTrafficSource, close_source
+from fieldtest.twin.create3model import Create3Model, Imperfections
+from fieldtest.twin.trafficpubsub import RobotTrafficSource, close_source
 
 TRUTH_FRAME = "twin_world"
 PHYSICS_HZ = 250.0

@@ -10,9 +10,9 @@ JUDGED_INVALID = "judged-invalid"
 REASON = "judged invalid by the test cluster's worker"
 
 
-def _judging_invalid(analyse):
-    def analyse_then_judge(trial_dir, say):
-        analyse(trial_dir, say)
+def _judging_invalid(analyze):
+    def analyze_then_judge(trial_dir, say):
+        analyze(trial_dir, say)
         from fieldtest.analysis.metrics.schema import METRICS_FILE
         from fieldtest.record import ANALYSIS_DIR, read_trial
 
@@ -23,10 +23,10 @@ def _judging_invalid(analyse):
         metrics["stack"] = {**(metrics.get("stack") or {}), "valid": False, "invalid_reasons": [REASON]}
         path.write_text(json.dumps(metrics))
 
-    return analyse_then_judge
+    return analyze_then_judge
 
 
 if "distributed.cli.dask_worker" in sys.orig_argv:  # not the trial's own processes
     import fieldtest.runner.cluster as cluster
 
-    cluster.analyse = _judging_invalid(cluster.analyse)
+    cluster.analyze = _judging_invalid(cluster.analyze)

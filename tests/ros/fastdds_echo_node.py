@@ -13,7 +13,7 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
 from fieldtest import rosmsg
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
 
 
 def main(namespace: str, seconds: float) -> dict:

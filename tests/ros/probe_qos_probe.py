@@ -11,8 +11,8 @@ import rclpy
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
-from fieldtest.record.names import CLOCK_PROBE_REPLY_TOPIC, CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
+from fieldtest.record.recordnames import CLOCK_PROBE_REPLY_TOPIC, CLOCK_PROBE_TOPIC, CMD_VEL_TOPIC
 from fieldtest.transport.base import stamped_publisher, timed_subscribe
 
 TOPICS = {  # topic: (type, the stamp the sender writes)

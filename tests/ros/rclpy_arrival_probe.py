@@ -15,7 +15,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 
 

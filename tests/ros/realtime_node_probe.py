@@ -17,7 +17,7 @@ import rclpy
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
-from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport, spin_in_background
+from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport, spin_in_background
 from fieldtest.realtime import try_realtime
 from fieldtest.transport.base import prepare, stamped_publisher, timed_subscribe
 

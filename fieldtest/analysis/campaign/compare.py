@@ -1,7 +1,7 @@
 """Compare many trials: one row per middleware x security x network, median and spread over repetitions.
 
 The rows and tables of ``fieldtest compare`` (fieldtest.analysis.pipeline.compare_trials, which
-analyses the trials first): compare.md, compare.csv and compare.json in the output directory.
+analyzes the trials first): compare.md, compare.csv and compare.json in the output directory.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from fieldtest.analysis.campaign.power import drift_groups, power_lines, power_t
 from fieldtest.analysis.campaign.robotcalibration import base_lines, campaign_split
 from fieldtest.analysis.campaign.trialvalues import lateness_values, relative_values
 from fieldtest.analysis.campaign.umbmark import umbmark, umbmark_lines
-from fieldtest.analysis.loading.robot import CALIBRATION_FILE, requests_of
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
+from fieldtest.analysis.loading.trialrobot import CALIBRATION_FILE, requests_of
 from fieldtest.analysis.metrics.schema import METRICS_FILE, DriftCauses, Metrics, MetricsError, read_metrics
-from fieldtest.analysis.metrics.wire import wire_values
+from fieldtest.analysis.metrics.wiretraffic import wire_values
 from fieldtest.catalog import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE
 
@@ -170,14 +170,14 @@ def current_metrics(trial_dir: Path) -> Metrics | None:
     try:
         return read_metrics(path)
     except MetricsError:
-        return None  # another metrics version or damaged: analyse again
+        return None  # another metrics version or damaged: analyze again
 
 
 def write_comparison(
     trials: list[Metrics], found: list[Path], skipped: list[str], out_dir: Path, resolve_m: tuple[float, ...]
 ) -> tuple[dict, dict[str, dict]]:
     """compare.md, compare.csv, compare.json (and base_calibration.json) in ``out_dir`` for the
-    analysed ``trials`` of the ``found`` trial directories; returns (the result compare_trials
+    analyzed ``trials`` of the ``found`` trial directories; returns (the result compare_trials
     returns, without its files; each split trial's ``drift_causes.base`` section by its directory)."""
     groups: dict[tuple[str, str, str], list[Metrics]] = {}
     for m in trials:

@@ -10,7 +10,7 @@ import numpy as np
 
 from fieldtest.analysis.campaign.umbmark import Umbmark, return_error_per_lap, umbmark
 from fieldtest.analysis.causes.restsplit import REST_CSV, read_rest_curve, split_rest, systematic_displacement
-from fieldtest.analysis.loading.robot import BaseCalibration, robot_label
+from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.record import ANALYSIS_DIR, TrialRequest
 

@@ -73,10 +73,10 @@ def umbmark(
     error_of: Callable[[Metrics], tuple[float, float] | None] = return_error_per_lap,
 ) -> Umbmark | None:
     """UMBmark's figures from one configuration's trials, or None unless both directions have one.
-    ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3); ``error_of``: a trial's
+    ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3model); ``error_of``: a trial's
     return error per lap (default the measured one)."""
     if wheel_separation_m is None:
-        from fieldtest.twin.create3 import WHEEL_SEPARATION_M
+        from fieldtest.twin.create3model import WHEEL_SEPARATION_M
 
         wheel_separation_m = WHEEL_SEPARATION_M
     errors: dict[str, list[tuple[float, float]]] = {"cw": [], "ccw": []}

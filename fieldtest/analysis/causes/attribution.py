@@ -1,6 +1,6 @@
 """Lap drift split into its causes along the chain plan -> send -> arrival -> motion.
 
-The Create 3 model (fieldtest.twin.create3) is driven three times with the same commands: at their
+The Create 3 model (fieldtest.twin.create3model) is driven three times with the same commands: at their
 planned times, at the times the host sent them, and at the times the robot logged their arrival
 (on the host clock). Each replay gives a lap-to-lap displacement d(tau) at every phase tau of the
 lap grid; the measured ground truth gives one more. The differences between consecutive links of
@@ -18,15 +18,15 @@ import numpy as np
 from fieldtest.analysis.causes.lapreplay import closing_displacement, lap_displacement, planned_timeline
 from fieldtest.analysis.causes.linkstalls import Arrivals, phase_spread, segment_changes
 from fieldtest.analysis.causes.restsplit import base_section
-from fieldtest.analysis.loading.robot import BaseCalibration
-from fieldtest.analysis.loading.trial import TrialData
+from fieldtest.analysis.loading.trialdata import TrialData
+from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.analysis.metrics.motion import Motion, Track
-from fieldtest.analysis.metrics.stats import interp_with_gaps
+from fieldtest.analysis.metrics.summarystats import interp_with_gaps
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
-from fieldtest.twin.create3 import SafetyOverride
+from fieldtest.twin.create3model import SafetyOverride
 
 # The nominal model integrates piecewise exactly (wheel speeds linear within a piece), so the stall
 # replays, twenty-odd per trial, step at 20 ms: their drift moved by under 1e-6 mm on 4g trials.

@@ -8,7 +8,7 @@ import numpy as np
 
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.plan import REST_AFTER_S, SquarePlan
-from fieldtest.twin.create3 import MAX_SUBSTEP_S, Create3Model, Imperfections, SafetyOverride, drive
+from fieldtest.twin.create3model import MAX_SUBSTEP_S, Create3Model, Imperfections, SafetyOverride, drive
 
 MOVING_EPS = 1e-9
 

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.causes.lapreplay import lap_displacement, planned_timeline
-from fieldtest.analysis.loading.robot import BaseCalibration
+from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Imperfections, SafetyOverride
+from fieldtest.twin.create3model import Imperfections, SafetyOverride
 
 REST_CSV = "drift_causes.csv"
 

@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import TrialData
+from fieldtest.analysis.loading.trialdata import TrialData
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.analysis.metrics.schema import DriftCauses, Stack
 from fieldtest.machine import lateness_summary
 
 # A trial is invalid when the machine running the stack explains more lap drift than this (the
-# loopback stack target of issue #3, fieldtest.runner.STACK_DRIFT_LIMIT_M) ...
+# loopback stack target, fieldtest.runner.STACK_DRIFT_LIMIT_M) ...
 STACK_DRIFT_BOUND_M = 0.001
 # ... or when the mocap emulator could not send this share of its frames on time (the ground
 # truth then has holes that are the machine's, not the lab's)

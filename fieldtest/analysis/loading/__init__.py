@@ -1,4 +1,4 @@
-"""Stage 1, loading: a trial's record, bags and mocap read into arrays (``trial.TrialData``), and
+"""Stage 1, loading: a trial's record, bags and mocap read into arrays (``trialdata.TrialData``), and
 which robot drove it. Imports no other stage.
 
 Only plain constants here: ``fieldtest analyze`` reads them before it forks its plot worker.

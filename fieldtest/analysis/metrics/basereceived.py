@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import Commands, TrialData
+from fieldtest.analysis.loading.trialdata import Commands, TrialData
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.analysis.metrics.schema import BaseLateness, BaseReceived
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR, BaseCommands, read_base_commands

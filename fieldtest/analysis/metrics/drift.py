@@ -9,7 +9,7 @@ import numpy as np
 
 from fieldtest.analysis.metrics.motion import Motion, Track
 from fieldtest.analysis.metrics.series import DriftSeries
-from fieldtest.analysis.metrics.stats import (
+from fieldtest.analysis.metrics.summarystats import (
     circular_mean,
     finite_or_none,
     interp_with_gaps,

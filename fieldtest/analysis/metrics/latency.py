@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import Probes, TrialData
+from fieldtest.analysis.loading.trialdata import Probes, TrialData
 from fieldtest.analysis.metrics.schema import SHARED_CLOCK
 from fieldtest.analysis.metrics.series import LatencySeries
-from fieldtest.analysis.metrics.stats import finite_or_none, perftest_stats, spans
+from fieldtest.analysis.metrics.summarystats import finite_or_none, perftest_stats, spans
 from fieldtest.analysis.metrics.timingclasses import lateness_classes
 from fieldtest.qos import get_qos
 

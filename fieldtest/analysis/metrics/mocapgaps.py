@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import Frames
+from fieldtest.analysis.loading.trialdata import Frames
 from fieldtest.analysis.metrics.motion import Track
-from fieldtest.analysis.metrics.stats import spans
+from fieldtest.analysis.metrics.summarystats import spans
 
 # The recorder's frame-number rule (fieldtest/natnet/protocol.py, not imported: the natnet package
 # costs 0.15 s to import); tests/test_analysis_synthetic.py checks they agree.

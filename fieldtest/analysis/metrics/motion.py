@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fieldtest.analysis.loading.trial import Poses, TrialData, quat_multiply, quat_yaw
+from fieldtest.analysis.loading.trialdata import Poses, TrialData, quat_multiply, quat_yaw
 from fieldtest.analysis.metrics.latency import ClockModel
-from fieldtest.analysis.metrics.stats import circular_mean, interp_with_gaps, wrap_angle
+from fieldtest.analysis.metrics.summarystats import circular_mean, interp_with_gaps, wrap_angle
 from fieldtest.plan import MOTION_START_MIN_M, MOTION_START_SUSTAIN_S, SquarePlan
 
 REST_WINDOW_S = 1.0  # rest pose: ground truth in the last second before the first moving command

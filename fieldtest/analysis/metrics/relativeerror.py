@@ -7,7 +7,7 @@ an RPE with that delta in metres over all pairs whose *reference* path between t
 (within 2 %), each pair's error pose as evo's RPE forms it (for all pairs at once), its translation
 and its rotation angle. Per metre as rpg_trajectory_evaluation gives relative error against
 distance travelled: each pair's error divided by the nominal distance (translation in %, rotation
-in deg/m). tests/test_analysis_relative.py checks the figures against evo's RPE and evo_rpe.
+in deg/m). tests/test_analysis_relativeerror.py checks the figures against evo's RPE and evo_rpe.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class TrialInfo(Section):
     repetition: int
     seed: int | None = None
     robot_model: str
-    robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.robot.robot_label)
+    robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.trialrobot.robot_label)
     cmd_type: str
     stream_start_ns: int | None = None
     plan: dict[str, Any]
@@ -102,7 +102,7 @@ class Progress(Section):
 
 
 class BagState(Section):
-    """How a trial's bag read (fieldtest.analysis.loading.trial.BagStatus)."""
+    """How a trial's bag read (fieldtest.analysis.loading.trialdata.BagStatus)."""
 
     name: str
     path: str
@@ -408,7 +408,7 @@ class Metrics(Section):
     # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
     # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
     robot_traffic: dict[str, Any] | None = None
-    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wire); None without a
+    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic); None without a
     # capture (an optional key: files with and without it read alike, so the version stays)
     wire: dict[str, Any] | None = None
     drift_causes: DriftCauses | None = None

@@ -145,7 +145,7 @@ def read_trace(path: str | Path, ping_interval_s: float | None = None) -> LinkTr
 
 def trial_trace(trial_dir: Path) -> LinkTrace:
     """The commands' one-way latency of a recorded trial (host clock, seconds from stream start)."""
-    from fieldtest.analysis.loading.trial import AnalysisError, load_trial
+    from fieldtest.analysis.loading.trialdata import AnalysisError, load_trial
     from fieldtest.analysis.metrics.latency import estimate_clock, latency_metrics
     from fieldtest.record import TrialFormatError
 

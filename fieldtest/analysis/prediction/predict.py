@@ -3,7 +3,7 @@ times the trace would deliver them (docs/analysis.md, "Predicting drift from a l
 
 Each plan command (tick ``k`` at ``k / rate``, and the stop one tick after the motion) takes the
 trace sample nearest its send time: it arrives that sample's latency later, or never if the sample
-was lost. The nominal model (``fieldtest.twin.create3``, as the drift-by-cause replay uses it)
+was lost. The nominal model (``fieldtest.twin.create3model``, as the drift-by-cause replay uses it)
 drives that timeline; the lap drift, the closing error and the watchdog stops come from its path.
 
 The envelope searches synthetic traces for the largest single outage and the largest p99 latency
@@ -21,7 +21,7 @@ from fieldtest.analysis.causes.lapreplay import lap_displacement
 from fieldtest.analysis.causes.linkstalls import in_delivery_order
 from fieldtest.analysis.prediction.linktrace import LinkTrace
 from fieldtest.plan import SquarePlan
-from fieldtest.twin.create3 import Create3Model, SafetyOverride, drive
+from fieldtest.twin.create3model import Create3Model, SafetyOverride, drive
 
 SETTLE_S = 3.0  # after the last arrival: the base has stopped (watchdog 0.5 s plus the ramp down)
 OUTAGE_STEP_S = 0.1  # the outage envelope's grid, refined by bisection to ENVELOPE_RESOLUTION

@@ -3,7 +3,7 @@
 The analysis builds a PlotData (``PlotData.of``); the plot worker gets it pickled. The worker is
 forked before the analysis imports anything heavy (fieldtest/analysis/rendering/plotprocess.py), and
 what it unpickles comes from numpy, this module and fieldtest.analysis.metrics.series only, so it
-imports matplotlib and nothing else of the analysis (pydantic, the bag readers) while the analysing
+imports matplotlib and nothing else of the analysis (pydantic, the bag readers) while the analyzing
 process reads the bags and imports evo.
 """
 

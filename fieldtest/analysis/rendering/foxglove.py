@@ -1,6 +1,6 @@
 """The Foxglove layout shipped for a trial's bags (``fieldtest/data/foxglove-layout.json``).
 
-Built here from the kit's topic names (``fieldtest.record.names``), so a renamed topic changes the
+Built here from the kit's topic names (``fieldtest.record.recordnames``), so a renamed topic changes the
 layout too; ``tests/test_foxglove_layout.py`` checks the shipped file is what this builds and that
 every topic and field it names exists in a trial's bags. Regenerate the file with
 ``python -m fieldtest.analysis.rendering.foxglove``. Panel settings follow Foxglove's layout JSON
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fieldtest.record.names import CMD_VEL_TOPIC, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC
+from fieldtest.record.recordnames import CMD_VEL_TOPIC, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC
 
 LAYOUT_FILE = Path(__file__).resolve().parents[2] / "data" / "foxglove-layout.json"
 MOCAP_FRAME = "mocap"  # the recorder's PoseStamped frame_id (fieldtest/natnet/recorder.py)

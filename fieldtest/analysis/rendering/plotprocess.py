@@ -124,7 +124,7 @@ class PlotWorker:
             return None
         global _started
         if _started and "matplotlib.figure" not in sys.modules:
-            # a process analysing many trials: import matplotlib once here so every child inherits it
+            # a process analyzing many trials: import matplotlib once here so every child inherits it
             from fieldtest.analysis.rendering import trialplots  # noqa: F401
         _started += 1
         try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fieldtest.analysis.loading.mocaptime import time_axis_line
 from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Closing, Latency, Metrics, Stats
-from fieldtest.analysis.metrics.wire import wire_lines
+from fieldtest.analysis.metrics.wiretraffic import wire_lines
 from fieldtest.analysis.rendering.foxglove import foxglove_line
 from fieldtest.analysis.rendering.reportcauses import causes_lines, stack_lines, validity_lines
 from fieldtest.analysis.rendering.reportmeasures import base_lines, lateness_lines, link_line, relative_lines
@@ -342,7 +342,7 @@ def _mocap(m: Metrics) -> list[str]:
         )
     if "in_analysis_gaps" in mc:
         out.append(
-            f"In the analysed window: {mc['in_analysis_gaps']} gaps ({mc['in_analysis_missing_samples']} samples missing), "
+            f"In the analyzed window: {mc['in_analysis_gaps']} gaps ({mc['in_analysis_missing_samples']} samples missing), "
             f"{mc['in_analysis_bridged_gaps']} bridged by interpolation (<= {mc['max_bridged_gap_s']} s), "
             f"{mc['in_analysis_excluded_gaps']} excluded ({mc['in_analysis_excluded_s']:.3f} s); longest {mc['in_analysis_longest_gap_s']:.3f} s."
         )

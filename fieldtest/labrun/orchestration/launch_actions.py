@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fieldtest.labrun.configuration.settings import LAUNCH_ARGUMENTS
+from fieldtest.labrun.configuration.launchsettings import LAUNCH_ARGUMENTS
 from fieldtest.labrun.orchestration.launchplan import PREFLIGHT_ARGUMENTS, LaunchPlan, NodeSpec, launch_plan
 from fieldtest.linkconfig import Role
 from fieldtest.middleware import registry

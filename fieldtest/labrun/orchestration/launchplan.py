@@ -19,15 +19,15 @@ from typing import Any
 
 import yaml
 
-from fieldtest.labrun.configuration.settings import (
+from fieldtest.labrun.configuration.launchsettings import (
     PREFLIGHT_ARGUMENTS,
     LabLaunch,
     LaunchArgError,
     Role,
     parse_launch_args,
 )
-from fieldtest.labrun.endpoints.create3 import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
-from fieldtest.labrun.endpoints.driver import CONTROL_DIR
+from fieldtest.labrun.nodelogic.create3params import CHECKED_PARAMETERS, MOTION_CONTROL_NODE
+from fieldtest.labrun.nodelogic.driver import CONTROL_DIR
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import (
     RMW_IMPLEMENTATIONS,
@@ -36,7 +36,7 @@ from fieldtest.middleware.dds.lab import (
     rmw_implementation,
     ros_environment,
 )
-from fieldtest.middleware.lab import side_processes
+from fieldtest.middleware.labshared import side_processes
 from fieldtest.middleware.launch import SideProcess, write_config_files
 
 HOST_PACKAGE, ROBOT_PACKAGE = "fieldtest_host", "fieldtest_robot"
@@ -203,7 +203,7 @@ def split_preflight_args(args: Mapping[str, str]) -> tuple[dict[str, str], dict[
 
 def launch_plan(args: Mapping[str, str], role: Role, environ: Mapping[str, str] | None = None) -> LaunchPlan:
     """Everything one side's launch file does, from its string arguments."""
-    from fieldtest.labrun.configuration.settings import _bool
+    from fieldtest.labrun.configuration.launchsettings import _bool
 
     common, pre = split_preflight_args(args) if role == "robot" else (dict(args), {})
     cfg = parse_launch_args(common, role, environ=environ)

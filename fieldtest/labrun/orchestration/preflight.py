@@ -28,7 +28,7 @@ from fieldtest.catalog import catalog_entry
 from fieldtest.linkconfig import Role
 from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
-from fieldtest.record.names import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
 
 Severity = Literal["ok", "warn", "fail"]
 
@@ -205,7 +205,7 @@ def dds_grant_problem(request: TrialRequest, roles: tuple[str, ...] = ("host", "
     each link topic, under the trial's namespace, against the host's and robot's signed permissions."""
     from fieldtest.security.keystore import enclave_allow_rules, signed_governance_domains
     from fieldtest.security.policy import LINK_FLOWS, trial_topic
-    from fieldtest.security.settings import governance_path
+    from fieldtest.security.securitysettings import governance_path
 
     t = request.transport
     ns, domain = "/" + t.namespace.strip("/") if t.namespace.strip("/") else "", t.domain_id
@@ -235,7 +235,7 @@ def dds_grant_problem(request: TrialRequest, roles: tuple[str, ...] = ("host", "
 
 def _keystore_share(keystore: str):
     """The machine's share a keystore is (``fieldtest keys export``), None for a whole keystore."""
-    from fieldtest.security.machine import keystore_machine, machine_share
+    from fieldtest.security.machineshare import keystore_machine, machine_share
 
     machine = keystore_machine(keystore)
     return None if machine is None else machine_share(machine)
@@ -250,8 +250,8 @@ def check_keystore(
     from fieldtest.middleware import registry
     from fieldtest.middleware.dds.security import dds_security_files
     from fieldtest.security.keystore import KeystoreError, tls_files
-    from fieldtest.security.machine import check_keystore as keystore_problems
-    from fieldtest.security.settings import SecuritySettingError
+    from fieldtest.security.machineshare import check_keystore as keystore_problems
+    from fieldtest.security.securitysettings import SecuritySettingError
 
     now = now or dt.datetime.now(dt.timezone.utc)
     if not t.keystore:
@@ -309,14 +309,15 @@ def check_keystore(
 def shared_broker_port(requests: list[TrialRequest]) -> str:
     """A separate broker (mqtt-broker) serving plain and TLS trials on one port: one Mosquitto
     listener is either plain or TLS, so half of the campaign's trials would fail to connect."""
-    from fieldtest.labrun.configuration.settings import lab_mqtt_port
+    from fieldtest.labrun.configuration.launchsettings import with_lab_defaults
     from fieldtest.middleware import registry
+    from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 
     kinds: dict[tuple[str, int], set[str]] = {}
     for request in requests:
         t = request.transport
         if registry.get(t.middleware).infra_node == "broker":  # Mosquitto on a machine of its own
-            port = lab_mqtt_port(request)
+            port = with_lab_defaults(request).transport.settings(MqttSettings).port
             kinds.setdefault((t.broker_address, port), set()).add("plain" if t.security == "none" else "TLS")
     for (address, port), found in kinds.items():
         if len(found) > 1:
@@ -335,9 +336,9 @@ def refuse_before_start(
     requests: list[TrialRequest], ros_distro: str, host_args: dict[str, str], robot_args: dict[str, str]
 ) -> None:
     """Both sides' launch arguments of every trial, checked before the first one starts: a
-    combination that would leave the robot standing still (fieldtest.labrun.configuration.settings) is a
+    combination that would leave the robot standing still (fieldtest.labrun.configuration.launchsettings) is a
     LaunchArgError naming the trial, the side and the field."""
-    from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, launch_args_for_trial
 
     shared = shared_broker_port(requests)
     if shared:

@@ -121,8 +121,8 @@ class RobotSide:
     setup: str = field(default_factory=lambda: robot_setup_script("jazzy"))  # see robot_setup_script
     remote_root: str = "~/fieldtest/trials"
     launch: tuple[str, ...] = ("ros2", "launch", "fieldtest_robot", "robot.launch.py")
-    # the robot's own emergency stop (fieldtest.labrun.endpoints.estop); () when the robot side has no base
-    estop: tuple[str, ...] = ("python3", "-m", "fieldtest.labrun.endpoints.estop")
+    # the robot's own emergency stop (fieldtest.labrun.nodelogic.estop); () when the robot side has no base
+    estop: tuple[str, ...] = ("python3", "-m", "fieldtest.labrun.nodelogic.estop")
 
     def trial_dir(self, trial_id: str) -> str:
         return f"{self.remote_root.rstrip('/')}/{trial_id}"
@@ -185,9 +185,9 @@ class RobotSide:
         return done.stdout.split() if done.returncode == 0 else []
 
     def emergency_stop(self, trial_id: str, launch_args: dict[str, str]) -> str:
-        """Zero commands to the base from the robot's own graph (``fieldtest.labrun.endpoints.estop``, with the
+        """Zero commands to the base from the robot's own graph (``fieldtest.labrun.nodelogic.estop``, with the
         trial's robot launch arguments); its report line, or a RemoteError."""
-        from fieldtest.labrun.endpoints.estop import ESTOP_TIMEOUT_S
+        from fieldtest.labrun.nodelogic.estop import ESTOP_TIMEOUT_S
 
         args = " ".join(shlex.quote(f"{k}:={v}") for k, v in launch_args.items())
         estop = " ".join(shlex.quote(part) for part in self.estop)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.configuration.settings import PREFLIGHT_ARGUMENTS
+from fieldtest.labrun.configuration.launchsettings import PREFLIGHT_ARGUMENTS
 from fieldtest.labrun.configuration.stockrobot import SETUP_VARIABLES, TURTLEBOT4_SETUP
 from fieldtest.labrun.orchestration.launchplan import DDS_RMWS
 from fieldtest.labrun.orchestration.remote import RemoteError, RobotSide, shell_word
@@ -218,7 +218,7 @@ def robot_prerequisites(cfg: LabLaunch, keystore: str) -> list[Prerequisite]:
 def _robot_sides(
     requests: list[TrialRequest], ros_distro: str, robot_args: Mapping[str, str], robot: Mapping[str, str]
 ) -> Iterator[tuple[TrialRequest, LabLaunch, list[Prerequisite]]]:
-    from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import launch_args_for_trial, parse_launch_args
     from fieldtest.labrun.orchestration.preflight import STATIC_TRIAL_DIR
 
     for request in requests:

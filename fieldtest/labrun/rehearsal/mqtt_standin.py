@@ -234,10 +234,10 @@ class MqttClientStandin:
         # Paho C, under mqtt_client, sets no TCP_NODELAY (paho.mqtt.c src/Socket.c); with Nagle on
         # here, the clock probes' round trip had a median of 55-79 ms and over TLS the clock
         # pre-flight failed (offset error 14-19 ms). docs/lab-guide.md says what that means in the lab.
-        from fieldtest.middleware.mqtt.transport import _disable_nagle
+        from fieldtest.middleware.mqtt.transport import disable_nagle
 
         if os.environ.get(KEEP_NAGLE_ENV) != "1":  # "1": send as Paho C does (rehearsals of clock_source)
-            self.client.on_socket_open = _disable_nagle
+            self.client.on_socket_open = disable_nagle
         self.log.info(f"Connecting to broker at '{self.config.host}:{self.config.port}'")
         self.client.connect_async(self.config.host, self.config.port, keepalive=KEEPALIVE_S)
         self.client.loop_start()  # retries the first connection and reconnects, as automatic_reconnect

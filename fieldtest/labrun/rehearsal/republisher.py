@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass
 
 from fieldtest.endpoints.status import say
-from fieldtest.labrun.endpoints.create3 import create3_base_namespace
+from fieldtest.labrun.nodelogic.create3params import create3_base_namespace
 from fieldtest.procs import stop_on_signals, watch_parent
 
 ODOMETRY, BATTERY_STATE = "nav_msgs/msg/Odometry", "sensor_msgs/msg/BatteryState"
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import rclpy
 
-    from fieldtest.labrun.endpoints.rclpy_transport import (
+    from fieldtest.labrun.nodelogic.rclpy_transport import (
         init_without_signal_handlers,
         message_class,
         spin_in_background,

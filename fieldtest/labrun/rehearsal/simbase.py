@@ -6,7 +6,7 @@
 It plays what the lab nodes meet on a real TurtleBot 4 (create3_docs, turtlebot4_setup):
 
 - ``<ns>/cmd_vel``: TwistStamped on Jazzy (the user-facing topic create3_republisher relays to the
-  base), Twist on Humble. Each command drives ``fieldtest.twin.create3.Create3Model`` the moment it
+  base), Twist on Humble. Each command drives ``fieldtest.twin.create3model.Create3Model`` the moment it
   arrives: speed cap 0.306 m/s unless ``safety_override`` is ``full`` (0.46 m/s), wheel acceleration
   0.9 m/s^2, and the stop when commands stop (the model's watchdog).
 - ``motion_control`` parameters (``safety_override``, ``reflexes_enabled``, ...) served by a node
@@ -40,14 +40,14 @@ from typing import Any
 from fieldtest import rosmsg
 from fieldtest.endpoints.clock import Clock
 from fieldtest.endpoints.status import say, write_status
-from fieldtest.labrun.endpoints.create3 import create3_base_namespace, motion_control_node
+from fieldtest.labrun.nodelogic.create3params import create3_base_namespace, motion_control_node
 from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedSender
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.realtime import is_realtime, try_realtime
 from fieldtest.record import CMD_VEL_TOPIC
 from fieldtest.record.basecommands import BaseCommandLog
 from fieldtest.transport.base import Transport, timed_subscribe
-from fieldtest.twin.create3 import Create3Model, SafetyOverride
+from fieldtest.twin.create3model import Create3Model, SafetyOverride
 
 BATTERY_STATE = "sensor_msgs/msg/BatteryState"
 ODOM_TOPIC, BATTERY_TOPIC = "odom", "battery_state"
@@ -220,7 +220,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
     """Fast DDS through rclpy: the topics on one node, motion_control's parameters on another."""
     import rclpy
 
-    from fieldtest.labrun.endpoints.rclpy_transport import (
+    from fieldtest.labrun.nodelogic.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,
         spin_in_background,

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.status import say
-from fieldtest.labrun.configuration.settings import LaunchArgError, parse_launch_args
-from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
-from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
+from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
+from fieldtest.labrun.nodelogic.driver import LabDriver, request_for_side
+from fieldtest.labrun.nodelogic.monitor import LabLinkMonitor
 from fieldtest.labrun.orchestration.launchplan import split_preflight_args
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware import registry

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from fieldtest.errors import FieldtestError
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
 from fieldtest.middleware.dds import security
 from fieldtest.middleware.dds.settings import mixed_vendor_problem, side_middleware
+from fieldtest.middleware.declaration import Middleware
 
 
 class Dds(Middleware):

@@ -37,6 +37,7 @@ from xml.sax.saxutils import escape
 
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.cyclonedds_config import cyclonedds_config_xml
+from fieldtest.middleware.dds.settings import LabSettings
 from fieldtest.middleware.launch import LabLaunch
 from fieldtest.names import ROLE_ENCLAVES
 
@@ -196,9 +197,9 @@ def _discovery_scope(cfg: LabLaunch, env: RosEnvironment) -> None:
         return  # discovery is the router's business; the variables would be ignored
     if local:
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-    elif cfg.dds_peers:
+    elif _peers(cfg):
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
-        env.set["ROS_STATIC_PEERS"] = ";".join(cfg.dds_peers)
+        env.set["ROS_STATIC_PEERS"] = ";".join(_peers(cfg))
         env.unset.remove("ROS_STATIC_PEERS")
     else:
         env.set["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
@@ -220,21 +221,26 @@ def _interface_choice(cfg: LabLaunch) -> list[str]:
     return names
 
 
+def _peers(cfg: LabLaunch) -> list[str]:
+    """The static unicast discovery peers of ``dds_peers:=``."""
+    return cfg.lab_settings(LabSettings).peers
+
+
 def unicast_peers(cfg: LabLaunch) -> list[str]:
     """The given peers plus this machine's loopback: with multicast off, two processes on one
     machine (recorder and driver, bridge and node) otherwise never discover each other."""
-    return list(dict.fromkeys([*cfg.dds_peers, LOCAL_PEER]))
+    return list(dict.fromkeys([*_peers(cfg), LOCAL_PEER]))
 
 
 def _cyclonedds_body(cfg: LabLaunch) -> str | None:
     interfaces = _interfaces(cfg)
-    if not interfaces and not cfg.dds_peers:
+    if not interfaces and not _peers(cfg):
         return None
     # Multicast for discovery only, unless static peers replace it; loopback has no multicast.
     return cyclonedds_config_xml(
         interface_names=interfaces,
-        allow_multicast="false" if cfg.dds_peers else "spdp",
-        peers=unicast_peers(cfg) if cfg.dds_peers else (),
+        allow_multicast="false" if _peers(cfg) else "spdp",
+        peers=unicast_peers(cfg) if _peers(cfg) else (),
         max_participant_index=MAX_AUTO_PARTICIPANT_INDEX,
     )
 

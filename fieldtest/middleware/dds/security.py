@@ -15,7 +15,7 @@ from fieldtest.security.enforce import require_credentials
 from fieldtest.security.glue import check_governance_domain, keystore_of
 from fieldtest.security.governance import DEFAULT_GOVERNANCE
 from fieldtest.security.keystore import require_enclave_files
-from fieldtest.security.settings import (
+from fieldtest.security.securitysettings import (
     DDS_SECURITY_SETTINGS,
     SecuritySetting,
     enclave_path,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from fieldtest.linkconfig import Role, TransportConfig
@@ -41,6 +41,18 @@ class Settings(BaseModel):
     # discovers by unicast whatever is asked (discovery_used)
     discovery: DdsDiscovery = "spdp"
     robot_vendor: DdsVendor = "same"
+
+
+class LabSettings(BaseModel):
+    """What a lab launch takes for DDS beyond the link settings (launch arguments ``dds_<field>:=``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    peers: list[str] = Field(default_factory=list)  # static unicast discovery peers
+
+
+# a launch of another family's middleware refuses these (the reason, for the message)
+LAB_OWN_FAMILY_ONLY = {"peers": "bridged cases keep DDS on each machine"}
 
 
 def side_middleware(config: TransportConfig, role: Role) -> str:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
 from fieldtest.middleware.dds.family import open_side
 from fieldtest.middleware.dds.settings import Settings as DdsSettings
+from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.fastdds import security
 
 

@@ -10,7 +10,7 @@ from fieldtest.middleware.dds.security import SETTINGS as DDS_SETTINGS
 from fieldtest.middleware.dds.security import dds_security_files
 from fieldtest.security.enforce import require_credentials
 from fieldtest.security.glue import check_governance_domain, keystore_of
-from fieldtest.security.settings import require_setting
+from fieldtest.security.securitysettings import require_setting
 
 SETTINGS = DDS_SETTINGS
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.mqtt.security import SETTINGS
-from fieldtest.middleware.mqtt.settings import Settings
+from fieldtest.middleware.mqtt.settings import LabSettings, Settings
 
 
 def broker_address(config: TransportConfig) -> str:
@@ -60,7 +60,7 @@ class _Mqtt(Middleware):
     def lab_command_publisher_before_commands(self, cfg) -> bool:
         # with the sender's timestamp the robot's mqtt_client has no fixed ros_type: it creates its
         # ROS publisher on the type announcement, which comes with the first command (mqtt/lab.py)
-        return not cfg.mqtt_inject_timestamp
+        return not cfg.lab_settings(LabSettings).inject_timestamp
 
     def open_transport(self, config: TransportConfig, role: Role):
         from fieldtest.middleware.mqtt.security import configure_client

@@ -20,7 +20,7 @@ import yaml
 
 from fieldtest.catalog import catalog_entry
 from fieldtest.middleware import registry
-from fieldtest.middleware.lab import (
+from fieldtest.middleware.labshared import (
     BridgeConfigError,
     link_topics,
     received_by,
@@ -34,6 +34,7 @@ from fieldtest.middleware.mqtt.infra import mosquitto_conf as broker_conf
 from fieldtest.middleware.mqtt.infra import plain_listener_lines
 from fieldtest.middleware.mqtt.security import mosquitto_acl as acl_for_flows
 from fieldtest.middleware.mqtt.security import mosquitto_tls_lines
+from fieldtest.middleware.mqtt.settings import LabSettings
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.qos import get_qos, mqtt_qos
 
@@ -78,6 +79,7 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
             "certificate": str(Path(files.cert).absolute()),
             "key": str(Path(files.key).absolute()),
         }
+    inject_timestamp = cfg.lab_settings(LabSettings).inject_timestamp
     ros2mqtt: dict[str, Any] = {"ros_topics": [ros_topic(cfg, t.topic) for t in sent_by(cfg)]}
     for t in sent_by(cfg):
         # as the node's publisher: a reliable subscription never matches a best-effort publisher
@@ -85,13 +87,13 @@ def mqtt_client_params(cfg: LabLaunch) -> dict[str, Any]:
         ros2mqtt[ros_topic(cfg, t.topic)] = {
             "mqtt_topic": wire_name(cfg, t.topic),
             "primitive": False,
-            "inject_timestamp": cfg.mqtt_inject_timestamp,
+            "inject_timestamp": inject_timestamp,
             "advanced": {"ros": _ros_qos_params(qos), "mqtt": {"qos": mqtt_qos(qos), "retained": False}},
         }
     mqtt2ros: dict[str, Any] = {"mqtt_topics": [wire_name(cfg, t.topic) for t in received_by(cfg)]}
     for t in received_by(cfg):
         block: dict[str, Any] = {"ros_topic": ros_topic(cfg, t.topic), "primitive": False}
-        if not cfg.mqtt_inject_timestamp:  # else the type (and the stamp flag) come from the sender
+        if not inject_timestamp:  # else the type (and the stamp flag) come from the sender
             block["ros_type"] = t.typename
         qos = topic_qos(t.topic, cfg.qos)
         block["advanced"] = {

@@ -15,7 +15,7 @@ from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
 from fieldtest.security.enforce import require_credentials
 from fieldtest.security.glue import keystore_of, require_tls_name
 from fieldtest.security.policy import LINK_FLOWS, wire_key
-from fieldtest.security.settings import (
+from fieldtest.security.securitysettings import (
     TLS_SETTINGS,
     SecuritySettingError,
     present_tls_files,

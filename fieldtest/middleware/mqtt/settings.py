@@ -5,6 +5,8 @@ Plain data like the catalog: every layer may read it, so it imports no middlewar
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 MQTT_PORT = 1883  # MQTT, IANA
@@ -19,3 +21,23 @@ class Settings(BaseModel):
     # sets no TCP_NODELAY (paho.mqtt.c src/Socket.c, before 1.3.16); false sets TCP_NODELAY, the
     # variant without Nagle's delay
     nagle: bool = True
+
+
+class LabSettings(BaseModel):
+    """What a lab launch takes for MQTT beyond the link settings (launch arguments ``mqtt_<field>:=``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # mqtt_client's own latency measurement (both sides must agree)
+    inject_timestamp: bool = False
+
+
+# The fields a lab launch takes as arguments ``mqtt_<field>:=`` (fieldtest.labrun.configuration.launchsettings)
+LAUNCH_FIELDS = ("port",)
+
+
+def lab_defaults(security: str) -> dict[str, Any]:
+    """What a lab trial or launch that leaves them open runs with: the standard port for its
+    security, 1883 plain and 8883 TLS, so one broker machine serves a campaign with security off
+    and on on two listeners (``fieldtest lab broker-config``)."""
+    return {"port": MQTT_TLS_PORT if security != "none" else MQTT_PORT}

@@ -456,9 +456,10 @@ class MqttTransport(CallbackSubscriber):
         self.loop.stop()
 
 
-def _disable_nagle(client, userdata, sock) -> None:
-    """Send each small message at once (``mqtt_nagle: false``; the kit's broker sets
-    set_tcp_nodelay). Otherwise a small write waits while an earlier segment is unacknowledged."""
+def disable_nagle(client, userdata, sock) -> None:
+    """Paho's ``on_socket_open``: send each small message at once (``mqtt: {nagle: false}``, and
+    the lab's mqtt_client stand-in; the kit's broker sets set_tcp_nodelay). Otherwise a small write
+    waits while an earlier segment is unacknowledged."""
     with contextlib.suppress(OSError, AttributeError):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
@@ -508,7 +509,7 @@ def open_mqtt(
         on_latency=on_latency,
     )
     if not config.settings(Settings).nagle:
-        client.on_socket_open = _disable_nagle
+        client.on_socket_open = disable_nagle
     if configure_client is not None:
         configure_client(client)
     _connect_with_retries(client, address, config.settings(Settings).port, connect_timeout_s)

@@ -4,7 +4,7 @@ keystore (``fieldtest.middleware.rmw_zenoh.security``), not by a kit security se
 
 from __future__ import annotations
 
-from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.declaration import Middleware
 
 
 class RmwZenoh(Middleware):
@@ -15,12 +15,12 @@ class RmwZenoh(Middleware):
     own_security = True
 
     def keystore_material(self, root, options, validity) -> None:
-        from fieldtest.middleware.rmw_zenoh.keystore import write_keystore_material
+        from fieldtest.middleware.rmw_zenoh.keystorematerial import write_keystore_material
 
         write_keystore_material(root, options, validity)
 
     def keystore_share(self, keystore, enclaves) -> list[str]:
-        from fieldtest.middleware.rmw_zenoh.keystore import machine_share_paths
+        from fieldtest.middleware.rmw_zenoh.keystorematerial import machine_share_paths
 
         return machine_share_paths(keystore, enclaves)
 

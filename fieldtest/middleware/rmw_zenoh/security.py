@@ -1,6 +1,6 @@
 """rmw_zenoh's security: the per-node Zenoh session configs and the router config that
 ``ros2 run zenoh_security_tools generate_configs`` derives from the keystore's rmw_zenoh policy
-(written into the keystore by ``fieldtest.middleware.rmw_zenoh.keystore``), and the command that
+(written into the keystore by ``fieldtest.middleware.rmw_zenoh.keystorematerial``), and the command that
 generates them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.errors import FieldtestError
-from fieldtest.middleware.rmw_zenoh.keystore import ROUTER_NODE, generated_dir
+from fieldtest.middleware.rmw_zenoh.keystorematerial import ROUTER_NODE, generated_dir
 from fieldtest.names import RMW_ZENOH_ENCLAVE
 
 

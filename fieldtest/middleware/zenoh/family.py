@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.linkconfig import Role, TransportConfig
-from fieldtest.middleware.base import Middleware
+from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.zenoh.security import SETTINGS, config_overrides
 from fieldtest.middleware.zenoh.settings import Settings
 
@@ -67,7 +67,7 @@ class _Zenoh(Middleware):
 
     def rehearsal_problem(self, distro: str, nodes_distro: str, python: str) -> str:
         """zenohd with the ros2dds plugin must be built. (The nodes' distro is the trial's: the
-        rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.rehearsal``.)"""
+        rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.labrehearsal``.)"""
         return self.bridge_missing()
 
     def open_transport(self, config: TransportConfig, role: Role):

@@ -28,7 +28,7 @@ from typing import Any
 
 from fieldtest.middleware import registry
 from fieldtest.middleware.dds.lab import bridge_cyclonedds_uri, dds_stays_on_machine
-from fieldtest.middleware.lab import (
+from fieldtest.middleware.labshared import (
     BridgeConfigError,
     received_by,
     ros_topic,

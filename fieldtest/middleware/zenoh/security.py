@@ -12,7 +12,12 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.security.enforce import require_credentials
 from fieldtest.security.glue import keystore_of, require_tls_name
 from fieldtest.security.policy import LINK_FLOWS, wire_key
-from fieldtest.security.settings import TLS_SETTINGS, present_tls_files, require_setting, tls_common_name
+from fieldtest.security.securitysettings import (
+    TLS_SETTINGS,
+    present_tls_files,
+    require_setting,
+    tls_common_name,
+)
 
 SETTINGS = ("none", *TLS_SETTINGS)
 

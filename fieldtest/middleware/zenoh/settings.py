@@ -25,3 +25,7 @@ class Settings(BaseModel):
     # (zenoh-plugin-ros2dds pub_priorities "<topic>=1:express"); other topics keep the default
     # priority 5 (data). Off by default, as in the seed study.
     express: bool = False
+
+
+# The fields a lab launch takes as arguments ``zenoh_<field>:=`` (fieldtest.labrun.configuration.launchsettings)
+LAUNCH_FIELDS = ("port", "express")

@@ -192,9 +192,14 @@ std::string frame_kind(const WifiMacHeader &hdr) {
     return "unicast";
 }
 
+/* A retry may go out at another rate than the first transmission (rate control's fallback), so the
+ * first transmissions' own airtime is kept apart: on a medium without collisions it is fixed by the
+ * frames and the rates alone. */
 struct AirtimeStats {
     uint64_t frames = 0, retries = 0;
     double airtime_s = 0;
+    uint64_t first_ppdus = 0;  // PPDUs with no retried MPDU
+    double first_airtime_s = 0;
 };
 std::map<std::string, AirtimeStats> g_airtime;  // by transmitting node: station name, "ap", "otherN"
 
@@ -227,6 +232,13 @@ void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, d
     Time airtime = WifiPhy::CalculateTxDuration(psdus, txv, src->phy->GetPhyBand());
     AirtimeStats &by_station = g_airtime[src->name];
     by_station.airtime_s += airtime.GetSeconds();
+    bool retried = false;
+    for (auto &[sta, psdu] : psdus)
+        for (auto it = psdu->begin(); it != psdu->end(); ++it) retried = retried || (*it)->GetHeader().IsRetry();
+    if (!retried) {
+        by_station.first_ppdus++;
+        by_station.first_airtime_s += airtime.GetSeconds();
+    }
     bool first = true;
     for (auto &[sta, psdu] : psdus) {
         for (auto it = psdu->begin(); it != psdu->end(); ++it) {
@@ -653,7 +665,8 @@ void write_stats() {
     first = true;
     for (auto &[name, a] : g_airtime) {
         o << (first ? "" : ", ") << "\"" << json_escape(name) << "\": {\"frames\": " << a.frames
-          << ", \"retries\": " << a.retries << ", \"airtime_s\": " << a.airtime_s << "}";
+          << ", \"retries\": " << a.retries << ", \"airtime_s\": " << a.airtime_s
+          << ", \"first_ppdus\": " << a.first_ppdus << ", \"first_airtime_s\": " << a.first_airtime_s << "}";
         first = false;
     }
     o << "}, \"channel_access_ms\": {";

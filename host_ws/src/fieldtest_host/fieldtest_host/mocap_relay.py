@@ -1,5 +1,5 @@
 """mocap_relay: a ROS 2 mocap driver's output written as the kit's mocap bag (rclpy glue over
-fieldtest.labrun.endpoints.mocap.MocapRelay).
+fieldtest.labrun.nodelogic.mocap.MocapRelay).
 
 The ROS-free NatNet recorder is the default; use this node when the lab runs a ROS 2 driver anyway.
 
@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     from rcl_interfaces.msg import ParameterDescriptor
     from rclpy.qos import qos_profile_sensor_data
 
-    from fieldtest.labrun.endpoints.mocap import MocapRelay
-    from fieldtest.labrun.endpoints.rclpy_transport import init_without_signal_handlers, spin_in_background
+    from fieldtest.labrun.nodelogic.mocap import MocapRelay
+    from fieldtest.labrun.nodelogic.rclpy_transport import init_without_signal_handlers, spin_in_background
     from fieldtest.procs import stop_on_signals
 
     init_without_signal_handlers(list(sys.argv if argv is None else argv))

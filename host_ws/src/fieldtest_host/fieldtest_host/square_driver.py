@@ -1,4 +1,4 @@
-"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.endpoints.driver, which
+"""square_driver: streams the square plan on /cmd_vel (rclpy glue over fieldtest.labrun.nodelogic.driver, which
 composes fieldtest.endpoints' command streamer).
 
 Parameters (set by host.launch.py):
@@ -35,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from fieldtest.catalog import TWIN_MIDDLEWARES
     from fieldtest.endpoints.link import RemappedTransport, command_remap
-    from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan
-    from fieldtest.labrun.endpoints.driver import LabDriver, request_for_side
-    from fieldtest.labrun.endpoints.rclpy_transport import (
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, load_plan
+    from fieldtest.labrun.nodelogic.driver import LabDriver, request_for_side
+    from fieldtest.labrun.nodelogic.rclpy_transport import (
         RclpyTransport,
         init_without_signal_handlers,
         spin_in_background,

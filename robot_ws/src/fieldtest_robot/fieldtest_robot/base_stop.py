@@ -2,7 +2,7 @@
 robot's own ROS graph (the one link_monitor's relay and create3_preflight use), so it needs
 neither the link between the machines nor the host's bridge, router or broker.
 
-The lab runner starts it over ssh (``fieldtest.labrun.endpoints.estop``, ``RobotSide.emergency_stop``) when the
+The lab runner starts it over ssh (``fieldtest.labrun.nodelogic.estop``, ``RobotSide.emergency_stop``) when the
 host side did not confirm its stop burst. It is started with the robot launch's environment and
 the namespace of the trial; it prints one line: how many zero commands went to which topic and how
 many subscribers (the base, a relay) had matched.
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fieldtest import rosmsg
     from fieldtest.endpoints.stop import zero_commands
-    from fieldtest.labrun.endpoints.rclpy_transport import RclpyTransport, init_without_signal_handlers
+    from fieldtest.labrun.nodelogic.rclpy_transport import RclpyTransport, init_without_signal_handlers
     from fieldtest.record import CMD_VEL_TOPIC
 
     init_without_signal_handlers(list(sys.argv if argv is None else argv))

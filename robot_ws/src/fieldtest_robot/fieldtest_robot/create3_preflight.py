@@ -6,7 +6,7 @@ cannot be read (the finding says why: service not found, or a request unanswered
 the same findings are printed as warnings and it exits 0. While it reads, the report file says what
 it waits for (``pending``): the robot's nodes start after it, so a runner whose pre-flight ends
 first blames the gate, not the link.
-The checks themselves are ``fieldtest.labrun.endpoints.create3`` (tested without ROS); this is the glue
+The checks themselves are ``fieldtest.labrun.nodelogic.create3params`` (tested without ROS); this is the glue
 that reads the values over the GetParameters service and the battery_state topic.
 
 Parameters: plan (str, YAML of SquarePlan fields), warn_only (bool), min_battery_percent (float),
@@ -41,7 +41,7 @@ def read_motion_control(
     ``progress`` is told what the gate waits for before each wait."""
     from rcl_interfaces.srv import GetParameters
 
-    from fieldtest.labrun.endpoints.create3 import unanswered_request, unfound_service
+    from fieldtest.labrun.nodelogic.create3params import unanswered_request, unfound_service
 
     client = node.create_client(GetParameters, f"{motion_control}/get_parameters")
     try:
@@ -108,8 +108,8 @@ def read_battery(node, topic: str, timeout_s: float) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     import rclpy
 
-    from fieldtest.labrun.configuration.settings import LaunchArgError, load_plan
-    from fieldtest.labrun.endpoints.create3 import (
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, load_plan
+    from fieldtest.labrun.nodelogic.create3params import (
         CHECKED_PARAMETERS,
         format_findings,
         motion_control_node,

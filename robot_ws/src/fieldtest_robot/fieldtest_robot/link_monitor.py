@@ -1,5 +1,5 @@
 """link_monitor: logs every received command with its latency on the robot's Pi (rclpy glue over
-fieldtest.labrun.endpoints.monitor, which composes fieldtest.endpoints' command receiver: the receipt and
+fieldtest.labrun.nodelogic.monitor, which composes fieldtest.endpoints' command receiver: the receipt and
 clock-probe code the twin robot runs too).
 
 Parameters (set by robot.launch.py):
@@ -15,7 +15,7 @@ Parameters (set by robot.launch.py):
   relay_domain_id (int)    domain of that context; -1 = ROS_DOMAIN_ID
   battery_topic (str)      sensor_msgs/BatteryState topic, reported in robot_status.json for pre-flight
   clock_source (str)       link: the latency's clock offset from the probes over the trial's link;
-                           udp: from plain UDP probes to the host's square_driver (fieldtest.labrun.endpoints.udpclock)
+                           udp: from plain UDP probes to the host's square_driver (fieldtest.labrun.nodelogic.udpclock)
   clock_host (str), clock_udp_port (int)   where those UDP probes go
   dry_run (bool)           listen on fieldtest/cmd_vel as with the relay, but forward nothing: the
                            base is not driven
@@ -42,7 +42,7 @@ def _plain_base_node(namespace: str, domain_id: int):
     import rclpy
     from rclpy.context import Context
 
-    from fieldtest.labrun.endpoints.rclpy_transport import init_without_signal_handlers
+    from fieldtest.labrun.nodelogic.rclpy_transport import init_without_signal_handlers
 
     context = Context()
     saved = os.environ.get("ROS_SECURITY_ENABLE")
@@ -59,7 +59,7 @@ def _plain_base_node(namespace: str, domain_id: int):
 
 def _distro() -> str:
     """The ROS 2 distro running this node ($ROS_DISTRO, or rclpy's version for the wheels)."""
-    from fieldtest.labrun.configuration.settings import LaunchArgError, detect_distro
+    from fieldtest.labrun.configuration.launchsettings import LaunchArgError, detect_distro
 
     try:
         return detect_distro()
@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     from rclpy.qos import qos_profile_sensor_data
 
     from fieldtest.endpoints.link import RemappedTransport, command_remap
-    from fieldtest.labrun.configuration.settings import load_plan
-    from fieldtest.labrun.endpoints.driver import request_for_side
-    from fieldtest.labrun.endpoints.monitor import LabLinkMonitor
-    from fieldtest.labrun.endpoints.rclpy_transport import (
+    from fieldtest.labrun.configuration.launchsettings import load_plan
+    from fieldtest.labrun.nodelogic.driver import request_for_side
+    from fieldtest.labrun.nodelogic.monitor import LabLinkMonitor
+    from fieldtest.labrun.nodelogic.rclpy_transport import (
         RclpyTransport,
         arrival_stamp_source,
         executor_needs_realtime,
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.procs import stop_on_signals
     from fieldtest.realtime import scheduling_note, settle_heap, try_realtime
-    from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
+    from fieldtest.record.recordnames import RELAY_CMD_VEL_TOPIC
 
     argv = list(sys.argv if argv is None else argv)
     realtime = try_realtime()  # before the middleware starts: its receive threads inherit SCHED_FIFO

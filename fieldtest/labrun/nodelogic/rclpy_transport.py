@@ -100,7 +100,7 @@ class MessageInfoIfGiven:
 class RclpyTransport(CallbackSubscriber):
     """Transport over ``node``; topics are placed under ``namespace`` (absolute names). Each topic
     gets the QoS ``qos`` names, except those with their own (the clock probes, best effort:
-    ``fieldtest.middleware.lab.topic_qos``)."""
+    ``fieldtest.middleware.labshared.topic_qos``)."""
 
     def __init__(self, node: Any, namespace: str = "", qos: str = "default"):
         self.node = node
@@ -117,7 +117,7 @@ class RclpyTransport(CallbackSubscriber):
 
     def qos_for(self, topic: str):
         """The rclpy QoS profile of ``topic`` (a name under the namespace)."""
-        from fieldtest.middleware.lab import topic_qos
+        from fieldtest.middleware.labshared import topic_qos
 
         return rclpy_qos(topic_qos(topic, self.qos_name))
 

@@ -29,7 +29,7 @@ from fieldtest.endpoints.clock import Clock
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.realtime import leave_thread_realtime
 from fieldtest.record import TrialOutcome, TrialRequest
-from fieldtest.record.names import CMD_VEL_TOPIC
+from fieldtest.record.recordnames import CMD_VEL_TOPIC
 from fieldtest.robottraffic import RobotTopic
 from fieldtest.transport import Transport
 

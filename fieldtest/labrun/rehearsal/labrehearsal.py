@@ -2,7 +2,7 @@
 
     fieldtest lab rehearse trials/rehearsal.yaml [--base-vendor fastdds|cyclonedds] [--no-base] ...
 
-Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.runner.LabRunner``
+Everything the lab runner does on a lab day runs for real: ``fieldtest.labrun.orchestration.labrunner.LabRunner``
 (pre-flight, countdown, go, stop path, analysis), the rclpy nodes of host_ws/ and robot_ws/ started
 from the launch plan's command lines (``fieldtest.labrun.orchestration.planrun``; ``ros2 launch`` cannot be
 installed from the ROS 2 wheels), the robot's Create 3 pre-flight, the kit's NatNet recorder. Only
@@ -36,10 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fieldtest.labrun.orchestration.labrunner import (
+    ANALYZED_END_REASONS,
+    LabOptions,
+    LabRunner,
+    LabTrialResult,
+)
 from fieldtest.labrun.orchestration.planrun import RehearsalError
 from fieldtest.labrun.orchestration.remote import local_robot_side
-from fieldtest.labrun.orchestration.runner import ANALYSED_END_REASONS, LabOptions, LabRunner, LabTrialResult
-from fieldtest.lifecycle import analyse
+from fieldtest.lifecycle import analyze
 from fieldtest.middleware import registry
 from fieldtest.middleware.zenoh.bridge import side_domain
 from fieldtest.procs import ProcessGroup, free_port, interruption, run_stop_event
@@ -171,7 +176,7 @@ def _start_middleware_machine(
 ) -> None:
     """The machine of its own the lab runs for the trial's middleware, if any (mqtt-broker's
     broker), as the middleware's ``rehearsal_machine_process`` says."""
-    from fieldtest.labrun.configuration.settings import launch_args_for_trial, parse_launch_args
+    from fieldtest.labrun.configuration.launchsettings import launch_args_for_trial, parse_launch_args
 
     args = launch_args_for_trial(request, "host", ros_distro=distro, trial_dir=log_dir, extra=dict(host_args))
     cfg = parse_launch_args(args, "host", environ={})
@@ -215,7 +220,7 @@ def rehearsal_options(options: LabOptions, python: str, lab: SimulatedLab | None
         robot=local_robot_side(
             options.runs_dir / "robot-side",
             (python, *PLANRUN, *robot_without, "robot"),
-            estop=(python, "-m", "fieldtest.labrun.endpoints.estop"),
+            estop=(python, "-m", "fieldtest.labrun.nodelogic.estop"),
         ),
     )
 
@@ -244,7 +249,7 @@ def rehearse(
     """Each trial with fresh simulated hardware (the robot back at the start, as in the lab). A
     stop signal during a trial (``LabRunner.stop``, shared as ``stop``) ends the rehearsal."""
     stop = threading.Event() if stop is None else stop
-    from fieldtest.labrun.orchestration.runner import check_side_args
+    from fieldtest.labrun.orchestration.labrunner import check_side_args
 
     check_side_args(options.host_args, options.robot_args)
     python = ros_python(venv)
@@ -268,15 +273,15 @@ def rehearse(
                 request, options.ros_distro, lab, log_dir, python, options.host_args
             ) as ports:
                 trial_options = with_clock_port(side_options(local, request))
-                # analysed below, once the base's record is complete (the base stops on leaving)
+                # analyzed below, once the base's record is complete (the base stops on leaving)
                 trial_options = dataclasses.replace(
-                    trial_options, mocap=emulator_recorder(ports), analyse=False
+                    trial_options, mocap=emulator_recorder(ports), analyze=False
                 )
                 result = LabRunner(trial_options, stop).run_trial(request)
             if _add_base_record(result.trial_dir, log_dir / BASE_RECORD):
                 options.say(f"  base record: {result.trial_dir / 'base'}")
-            if options.analyse and result.end_reason in ANALYSED_END_REASONS:
-                analyse(result.trial_dir, lambda line: options.say(f"  {line}"), plots=options.plots)
+            if options.analyze and result.end_reason in ANALYZED_END_REASONS:
+                analyze(result.trial_dir, lambda line: options.say(f"  {line}"), plots=options.plots)
             options.say(f"  {result.end_reason}: {result.trial_dir} {result.detail}")
             results.append(result)
     return results
@@ -295,7 +300,9 @@ def _add_base_record(trial_dir: Path, record: Path) -> bool:
 def _check_ros_environment(python: str) -> str:
     """The ROS 2 environment imports what the nodes need; returns its rclpy's distro ('' if unknown)."""
     imports = "import rclpy, fieldtest_msgs.msg, fieldtest_host, fieldtest_robot"
-    distro = "from fieldtest.labrun.configuration.settings import installed_rclpy_distro as d; print(d())"
+    distro = (
+        "from fieldtest.labrun.configuration.launchsettings import installed_rclpy_distro as d; print(d())"
+    )
     done = subprocess.run(
         [python, "-c", f"{imports}; {distro}"],
         capture_output=True,

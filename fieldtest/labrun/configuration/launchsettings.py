@@ -12,18 +12,22 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from fieldtest.linkconfig import Role
+from fieldtest.linkconfig import SETTINGS_MODELS, Role, TransportConfig, family_modules
 from fieldtest.middleware import registry
-from fieldtest.middleware.launch import ROS_DISTROS, LabLaunch, LaunchArgError
-from fieldtest.middleware.mqtt.settings import MQTT_PORT, MQTT_TLS_PORT
-from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
-from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+from fieldtest.middleware.launch import (
+    LAB_SETTINGS_MODELS,
+    ROS_DISTROS,
+    LabLaunch,
+    LaunchArgError,
+    lab_argument,
+)
 from fieldtest.names import BASE_CMD_TYPE
 from fieldtest.plan import PlanError, SquarePlan, plan_from_mapping
 from fieldtest.record.trial import TrialRequest
@@ -32,7 +36,45 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
 
 
-# Launch argument name -> (field, kind). Kinds: str, int, bool, list, plan, auto-distro, auto-cmd.
+# family name -> its settings module (fieldtest.middleware.<family>.settings)
+FAMILY_SETTINGS = family_modules("settings")
+
+
+@dataclass(frozen=True)
+class FamilyArgument:
+    """A launch argument a family declares: ``<family>_<field>:=`` (``zenoh_port``), one field of
+    its link ``Settings`` (listed in its settings module's ``LAUNCH_FIELDS``) or of its
+    ``LabSettings`` (every field), the flat form in which ``LabLaunch`` reads both."""
+
+    family: str
+    field: str
+    model: type[BaseModel]
+
+    @property
+    def annotation(self) -> Any:
+        return self.model.model_fields[self.field].annotation
+
+    @property
+    def link_setting(self) -> bool:
+        """Whether it is one of the family's link settings (else a lab-only one)."""
+        return self.model is SETTINGS_MODELS.get(self.family)
+
+
+def _family_arguments_declared() -> dict[str, FamilyArgument]:
+    found = {}
+    for name, module in FAMILY_SETTINGS.items():
+        for field in getattr(module, "LAUNCH_FIELDS", ()):
+            found[lab_argument(name, field)] = FamilyArgument(name, field, module.Settings)
+        if name in LAB_SETTINGS_MODELS:
+            for field in LAB_SETTINGS_MODELS[name].model_fields:
+                found[lab_argument(name, field)] = FamilyArgument(name, field, LAB_SETTINGS_MODELS[name])
+    return found
+
+
+FAMILY_LAUNCH_ARGUMENTS: dict[str, FamilyArgument] = _family_arguments_declared()
+
+# Launch argument name -> kind. Kinds: str, int, bool, list, plan, family (a family's own argument,
+# typed by its settings model: FAMILY_LAUNCH_ARGUMENTS) and the ones resolved later (distro, ...).
 LAUNCH_ARGUMENTS: dict[str, str] = {
     "middleware": "str",
     "security": "str",
@@ -47,24 +89,20 @@ LAUNCH_ARGUMENTS: dict[str, str] = {
     "robot_address": "str",
     "router_address": "str",
     "broker_address": "str",
-    "zenoh_port": "int",
-    "mqtt_port": "mqtt_port",
     "keystore": "str",
     "trial_dir": "str",
     "network_interface": "str",
     "base_interface": "str",
-    "dds_peers": "list",
     "relay": "bool",
-    "zenoh_express": "bool",
     "robot_traffic": "str",
     "start_router": "start_router",
     "start_broker": "start_broker",
     "record_ros2bag": "bool",
-    "mqtt_inject_timestamp": "bool",
     "base_namespace": "base_namespace",
     "clock_source": "clock_source",
     "dry_run": "bool",
     "clock_port": "int",
+    **dict.fromkeys(FAMILY_LAUNCH_ARGUMENTS, "family"),
 }
 AUTO = "auto"
 
@@ -197,11 +235,7 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
     middleware = values.get("middleware", "dds")
     cmd = deferred.get("cmd_type", AUTO)
     values["cmd_type"] = BASE_CMD_TYPE[values["ros_distro"]] if cmd in ("", AUTO) else cmd
-    port = deferred.get("mqtt_port", AUTO)
-    secure = values.get("security", "none") != "none"
-    values["mqtt_port"] = (
-        (MQTT_TLS_PORT if secure else MQTT_PORT) if port in ("", AUTO) else _int("mqtt_port", port)
-    )
+    _family_arguments(values, deferred)
     same = values.get("router_address", "127.0.0.1") == values.get("host_address", "127.0.0.1")
     starts = registry.get(middleware).lab_host_starts(same) if middleware in registry.REGISTRY else None
     router = deferred.get("start_router", AUTO)
@@ -221,11 +255,44 @@ def _resolve_auto(values: dict[str, Any], deferred: dict[str, str], role: Role) 
         values["clock_source"] = clock
 
 
+def _family_arguments(values: dict[str, Any], deferred: dict[str, str]) -> None:
+    """The families' launch arguments, typed by their settings models. One that has a lab default
+    for the launch's security (its family's ``lab_defaults``: MQTT's port) takes it when left out
+    or ``auto``; the others keep their settings' own default when left out."""
+    security = values.get("security", "none")
+    for name, argument in FAMILY_LAUNCH_ARGUMENTS.items():
+        text = deferred.get(name)
+        defaults = _lab_defaults(argument.family, security) if argument.link_setting else {}
+        if argument.field in defaults and text in (None, "", AUTO):
+            values[name] = defaults[argument.field]
+        elif text is not None:
+            values[name] = _typed(name, text, argument.annotation)
+
+
+def _typed(name: str, text: str, annotation: Any) -> Any:
+    """A launch argument's text as its settings field's type: a bool, a whole number, a list
+    (comma or semicolon separated) or the text itself."""
+    if annotation is bool:
+        return _bool(name, text)
+    if annotation is int:
+        return _int(name, text)
+    if get_origin(annotation) is list:
+        return [item.strip() for item in text.replace(";", ",").split(",") if item.strip()]
+    return text
+
+
+def _lab_defaults(family: str, security: str) -> dict[str, Any]:
+    """What family ``family``'s settings default to in the lab with ``security`` where they differ
+    from the twin's (its settings module's ``lab_defaults``)."""
+    lab_defaults = getattr(FAMILY_SETTINGS[family], "lab_defaults", None)
+    return lab_defaults(security) if lab_defaults else {}
+
+
 def _base_namespace(values: dict[str, Any], deferred: dict[str, str], environ: Mapping[str, str]) -> str:
     """``base_namespace:=auto``: where the TurtleBot 4 puts the Create 3 for this distro; a
     TurtleBot 4 in discovery-server mode exports ROS_DISCOVERY_SERVER (turtlebot4_setup
     etc/turtlebot4/setup.bash) and hides the base on Humble too."""
-    from fieldtest.labrun.endpoints.create3 import create3_base_namespace
+    from fieldtest.labrun.nodelogic.create3params import create3_base_namespace
 
     given = deferred.get("base_namespace", AUTO)
     if given not in ("", AUTO):
@@ -243,25 +310,29 @@ def inline_plan(plan: SquarePlan) -> str:
 PREFLIGHT_ARGUMENTS = {"preflight": "true", "preflight_warn_only": "false", "min_battery_percent": "30"}
 
 
-def lab_mqtt_port(request: TrialRequest) -> int:
-    """The MQTT port of a lab trial: the one its transport names, else the standard one for its
-    security, 1883 plain and 8883 TLS, so one broker machine serves a campaign with security off
-    and on on two listeners (``fieldtest lab broker-config``)."""
-    t = request.transport
-    mqtt = t.settings(MqttSettings)
-    if "port" in mqtt.model_fields_set:
-        return mqtt.port
-    return MQTT_TLS_PORT if t.security != "none" else MQTT_PORT
-
-
 def with_lab_defaults(request: TrialRequest) -> TrialRequest:
-    """``request`` with the lab's defaults for what it leaves open (the MQTT port), so trial.yaml
-    records what ran."""
-    t = request.transport
-    if "port" in t.settings(MqttSettings).model_fields_set:
+    """``request`` with the families' lab defaults for the link settings it leaves open (MQTT's
+    port by security: ``_lab_defaults``), so trial.yaml records what ran."""
+    transport = request.transport
+    for family, model in SETTINGS_MODELS.items():
+        given = transport.settings(model).model_fields_set
+        open_ = {k: v for k, v in _lab_defaults(family, transport.security).items() if k not in given}
+        if open_:
+            transport = transport.with_settings(model, **open_)
+    if transport is request.transport:
         return request
-    transport = t.with_settings(MqttSettings, port=lab_mqtt_port(request))
     return request.model_copy(update={"transport": transport})
+
+
+def family_launch_values(transport: TransportConfig) -> dict[str, str]:
+    """The families' launch arguments of their link settings (``LAUNCH_FIELDS``) as ``transport``
+    sets them (a trial's lab-only settings, ``LabSettings``, come from the sides' extra arguments)."""
+    values = {}
+    for name, argument in FAMILY_LAUNCH_ARGUMENTS.items():
+        if argument.link_setting:
+            value = getattr(transport.settings(argument.model), argument.field)
+            values[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return values
 
 
 def launch_args_for_trial(
@@ -274,7 +345,7 @@ def launch_args_for_trial(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The ``ros2 launch`` arguments that run ``request`` on one side (lab runner -> launch file)."""
-    t = request.transport
+    t = with_lab_defaults(request).transport
     if request.cmd_type not in ("twist", "twist_stamped"):
         raise LaunchArgError(f"cmd_type {request.cmd_type!r} is not a lab command type")
     args = {
@@ -290,13 +361,11 @@ def launch_args_for_trial(
         "robot_address": t.robot_address,
         "router_address": t.router_address,
         "broker_address": t.broker_address,
-        "zenoh_port": str(t.settings(ZenohSettings).port),
-        "mqtt_port": str(lab_mqtt_port(request)),
+        **family_launch_values(t),  # zenoh_port, mqtt_port, ...: each family's link settings
         "keystore": t.keystore,
         "trial_dir": str(trial_dir),
-        # what the bridges carry besides the kit's topics, and how they route cmd_vel
+        # what the bridges carry besides the kit's topics
         "robot_traffic": request.robot_traffic,
-        "zenoh_express": str(t.settings(ZenohSettings).express).lower(),
     }
     args.update(extra or {})
     checked = {k: v for k, v in args.items() if role != "robot" or k not in PREFLIGHT_ARGUMENTS}

@@ -277,7 +277,7 @@ def _check_names(request: TrialRequest, case: CaseSpec, campaign: Campaign, sour
     """Free-text fields that must name something the kit knows: QoS profile, security setting."""
     from fieldtest.middleware import registry
     from fieldtest.qos import QosError, get_qos
-    from fieldtest.security.settings import SecuritySettingError
+    from fieldtest.security.securitysettings import SecuritySettingError
 
     t = request.transport
     try:

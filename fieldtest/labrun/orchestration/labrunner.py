@@ -26,7 +26,7 @@ Per trial:
 Stop signals: SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed terminal) stop the trial as the twin
 runner does (``procs.run_stop_event``): the handler only sets an event, the trial's loops see it
 and end the trial the normal way (host stop burst, robot launch stopped over ssh, recording
-collected and analysed); no further trial of the campaign starts, and ``fieldtest lab run`` exits
+collected and analyzed); no further trial of the campaign starts, and ``fieldtest lab run`` exits
 130. A second signal while the runner stops the robot changes nothing: the stop runs to its end.
 """
 
@@ -44,12 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fieldtest.campaign import LabSettings
 from fieldtest.endpoints.receiver import STATUS_FILE as ROBOT_STATUS
 from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.endpoints.streamer import EXIT_NO_ROBOT
-from fieldtest.labrun.configuration.settings import LaunchArgError, launch_args_for_trial, parse_launch_args
-from fieldtest.labrun.endpoints.driver import (
+from fieldtest.labrun.configuration.launchsettings import (
+    LaunchArgError,
+    launch_args_for_trial,
+    parse_launch_args,
+)
+from fieldtest.labrun.nodelogic.driver import (
     CONTROL_DIR,
     EXIT_NO_GO,
     EXIT_ROBOT_LOST,
@@ -57,7 +60,7 @@ from fieldtest.labrun.endpoints.driver import (
     HOST_STATUS,
     STOP_FILE,
 )
-from fieldtest.labrun.endpoints.geofence import MAX_UNTRACKED_S, Geofence
+from fieldtest.labrun.nodelogic.geofence import MAX_UNTRACKED_S, Geofence
 from fieldtest.labrun.orchestration.clockstate import CLOCK_STATE_SCRIPT, local_clock_state, parse_clock_state
 from fieldtest.labrun.orchestration.clockstate import summary as clock_summary
 from fieldtest.labrun.orchestration.preflight import (
@@ -78,7 +81,7 @@ from fieldtest.lifecycle import (
     Interrupted,
     RecordingProgress,
     TrialResult,
-    analyse,
+    analyze,
     finish_record,
     host_exit_kind,
     not_run,
@@ -89,6 +92,7 @@ from fieldtest.lifecycle import (
 from fieldtest.procs import ProcessGroup, ignored_stop_signals, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_HELP
 from fieldtest.record import MOCAP_BAG, TrialRecord, TrialRequest, new_trial_id, read_trial, write_trial
+from fieldtest.trialcampaign import LabSettings
 
 if TYPE_CHECKING:
     from fieldtest.record.trial import EndReason
@@ -103,8 +107,8 @@ HOST_MARGIN_S = 30.0  # beyond the plan: robot wait, stop burst, shutdown
 # How long the sides' nodes may take to write their first status before the pre-flight window
 # starts anyway: a loaded machine's robot side took over 30 s for its imports alone
 NODES_START_LIMIT_S = 120.0
-# Trials with a recording worth analysing: the analysis says how far a stopped or killed one got.
-ANALYSED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
+# Trials with a recording worth analyzing: the analysis says how far a stopped or killed one got.
+ANALYZED_END_REASONS = ("completed", "host-stopped", "host-killed", "robot-exited", "geofence", "interrupted")
 
 
 SSH_FAILED = 255  # ssh's exit code for its own errors (a lost connection among them), ssh(1)
@@ -126,7 +130,7 @@ class LabOptions:
     mocap: Any = None  # fieldtest.natnet.recorder.RecorderConfig, or None (mocap check then fails/warns)
     confirm: Callable[[str], bool] | None = None  # asked before each trial; None = no question
     say: Callable[[str], None] = print
-    analyse: bool = True
+    analyze: bool = True
     plots: bool = True  # the analysis's PNG plots (``fieldtest analyze`` draws them later too)
     emergency_stop: Callable[[TrialRequest], object] | None = None  # what it returns is not used
 
@@ -224,8 +228,8 @@ class LabRunner:
             self.stop.set()  # KeyboardInterrupt: Ctrl-C where no handler of ours was installed
             reason, detail = "interrupted", f"{interruption(self.stop)}: robot stopped"
         trial.finish(reason, detail)
-        if self.options.analyse and reason in ANALYSED_END_REASONS:
-            trial.analyse()
+        if self.options.analyze and reason in ANALYZED_END_REASONS:
+            trial.analyze()
         record = read_trial(trial_dir)
         return LabTrialResult(trial_dir, record.outcome.end_reason, record.outcome.end_detail, trial.checks)
 
@@ -591,8 +595,8 @@ class _Trial:
         ]
         outcome.warnings += self.notes
 
-    def analyse(self) -> None:
-        analyse(self.trial_dir, lambda line: self.runner.say(f"  {line}"), plots=self.options.plots)
+    def analyze(self) -> None:
+        analyze(self.trial_dir, lambda line: self.runner.say(f"  {line}"), plots=self.options.plots)
 
 
 # Launch arguments that must be the same on both sides: with relay on the robot only, the host would

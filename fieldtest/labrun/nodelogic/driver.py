@@ -34,7 +34,7 @@ from fieldtest.endpoints.streamer import (
     Phase,
     StreamResult,
 )
-from fieldtest.labrun.endpoints.udpclock import UdpClockResponder
+from fieldtest.labrun.nodelogic.udpclock import UdpClockResponder
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import Transport, TransportConfig
 

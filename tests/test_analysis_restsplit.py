@@ -22,8 +22,8 @@ from pydantic import ValidationError
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
-from fieldtest.analysis.loading.robot import BaseCalibration, load_calibration
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
+from fieldtest.analysis.loading.trialrobot import BaseCalibration, load_calibration
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 

@@ -20,7 +20,7 @@ throughput, loss and each side's CPU and memory, and one-way figures on the host
 host - robot offset is estimated as a lab trial estimates it (``fieldtest.clocksync``: four stamps
 per probe, the minimum-delay probe's offset, its error at most half that probe's round trip), on
 the channel the middleware's lab trials use (``Middleware.lab_clock_source``): over the link, where
-each ping and its echo are such a probe, or over UDP (``fieldtest.labrun.endpoints.udpclock``), the
+each ping and its echo are such a probe, or over UDP (``fieldtest.labrun.nodelogic.udpclock``), the
 relay probing the host for the whole row. Without an estimate the row keeps round trips only and
 says why. Rows the lab cannot run are refused with a one-line reason: another mode than roundtrip,
 more than one subscriber, or a middleware whose library the robot's Python lacks (Fast DDS: whose
@@ -44,8 +44,8 @@ from pathlib import Path
 from fieldtest.clocksync import ProbeSample, best_offset
 from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.errors import FieldtestError
-from fieldtest.labrun.configuration.settings import with_lab_defaults
-from fieldtest.labrun.endpoints.udpclock import UdpClockResponder
+from fieldtest.labrun.configuration.launchsettings import with_lab_defaults
+from fieldtest.labrun.nodelogic.udpclock import UdpClockResponder
 from fieldtest.labrun.orchestration.preflight import check_keystore
 from fieldtest.labrun.orchestration.remote import (
     PID_FILE,
@@ -561,7 +561,7 @@ def _lab_parser() -> argparse.ArgumentParser:
 
 def lab_link(args: argparse.Namespace) -> tuple[LabLink, list[str]]:
     """The lab link from the campaign and the login; the campaign's middlewares."""
-    from fieldtest.campaign import load_trials
+    from fieldtest.trialcampaign import load_trials
 
     campaign, trials = load_trials(args.campaign)
     if not trials:

@@ -28,7 +28,7 @@ from fieldtest.endpoints.loop import PeriodicLoop
 from fieldtest.endpoints.receiver import STATUS_FILE, CommandReceiver
 from fieldtest.endpoints.status import write_status
 from fieldtest.endpoints.stop import RELAY_SILENCE_S, RelayWatchdog
-from fieldtest.labrun.endpoints.udpclock import UdpClockProber
+from fieldtest.labrun.nodelogic.udpclock import UdpClockProber
 from fieldtest.machine import lateness_summary
 from fieldtest.realtime import leave_realtime
 from fieldtest.record import TrialRequest

@@ -1,6 +1,6 @@
 """A perf campaign file (``fieldtest perf --campaign FILE``): a sweep of perf rows as a YAML matrix.
 
-The same conventions as a trial campaign (``fieldtest.campaign``, whose ``Sweep`` model and matrix
+The same conventions as a trial campaign (``fieldtest.trialcampaign``, whose ``Sweep`` model and matrix
 machinery it shares): ``base`` (row fields every row shares), ``matrix`` (row fields to vary),
 ``exclude``, ``repetitions``, ``order`` and ``seed``. The row fields are ``PerfCase``'s, their one
 source of truth: ``middleware``, ``security`` (``on``: each middleware's secure default), ``qos``,
@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import Field, TypeAdapter, ValidationError, field_validator
 
-from fieldtest.campaign import (
+from fieldtest.trialcampaign import (
     SECURITY_ON,
     CampaignError,
     CaseSpec,

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fieldtest.analysis.loading.trial import AnalysisError
+from fieldtest.analysis.loading.trialdata import AnalysisError
 from fieldtest.plan import validation_message
 from fieldtest.record import TrialFormatError, TrialRequest, read_trial
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fieldtest.analysis.metrics.stats import interp_with_gaps, perftest_stats, spans
+from fieldtest.analysis.metrics.summarystats import interp_with_gaps, perftest_stats, spans
 
 
 def test_perftest_percentiles_use_floor_of_n_times_p():

@@ -147,7 +147,7 @@ def test_the_figures_are_evo_rpe_class_figures_at_every_distance(tmp_path):
     evo's RPE class computes pair by pair (translation and rotation angle), with mocap noise."""
     from evo.core import metrics
 
-    from fieldtest.analysis.loading.trial import load_trial
+    from fieldtest.analysis.loading.trialdata import load_trial
     from fieldtest.analysis.metrics.ape import evo_trajectories
     from fieldtest.analysis.metrics.latency import estimate_clock
     from fieldtest.analysis.metrics.motion import build_track, detect_motion, motion_end_s

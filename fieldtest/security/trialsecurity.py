@@ -39,7 +39,7 @@ from .keystore import (
     create_keystore,
     governance_variant_path,
 )
-from .settings import SecuritySetting, SecuritySettingError, get_setting, governance_path
+from .securitysettings import SecuritySetting, SecuritySettingError, get_setting, governance_path
 
 TRIAL_KEYSTORE_DIR = "keystore"
 
@@ -55,7 +55,7 @@ def trial_addresses(config: TransportConfig) -> tuple[str, ...]:
 
 
 class TrialMiddleware(Protocol):
-    """What a trial's security asks of its middleware (``fieldtest.middleware.base.Middleware``)."""
+    """What a trial's security asks of its middleware (``fieldtest.middleware.declaration.Middleware``)."""
 
     def security_setting(self, name: str) -> SecuritySetting:
         """The setting ``name``; SecuritySettingError unless the middleware takes it."""

@@ -36,7 +36,7 @@ BAG_NAMES = (HOST_BAG, ROBOT_BAG, MOCAP_BAG)
 
 
 class AnalysisError(FieldtestError, ValueError):
-    """A trial that cannot be analysed at all; the message names the file and the problem."""
+    """A trial that cannot be analyzed at all; the message names the file and the problem."""
 
 
 @dataclass

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch, SideProcess
     from fieldtest.procs import ManagedProcess
     from fieldtest.security.keystore import KeystoreOptions, Validity
-    from fieldtest.security.settings import SecuritySetting
+    from fieldtest.security.securitysettings import SecuritySetting
     from fieldtest.transport.base import Transport
 
 
@@ -41,14 +41,14 @@ class Middleware:
     # Whether the lab RMW is a DDS one (a node that talks to the Create 3 needs DDS; rmw_zenoh is not)
     lab_rmw_speaks_dds: ClassVar[bool] = True
     # Where a lab trial's clock-offset probes travel by default: over the middleware ("link"), or
-    # in plain UDP ("udp") where the link distorts the offset (fieldtest.labrun.endpoints.udpclock)
+    # in plain UDP ("udp") where the link distorts the offset (fieldtest.labrun.nodelogic.udpclock)
     lab_clock_source: ClassVar[str] = "link"
     lab_bridge_mode: ClassVar[str] = ""  # zenoh-bridge-ros2dds: "peer" or "client" (of the router)
     # What a one-machine rehearsal runs instead of the lab's program (rehearsal_side_process), if anything
     rehearsal_note: ClassVar[str] = ""
     # Secured by its own means (any setting but "none" turns it on) instead of a kit setting.
     own_security: ClassVar[bool] = False
-    # The kit security settings it takes (fieldtest.security.settings), from its family's security.py.
+    # The kit security settings it takes (fieldtest.security.securitysettings), from its family's security.py.
     security_settings: ClassVar[tuple[str, ...]] = ()
     # The Python library its twin transport imports (None: no twin transport), e.g. for a lab perf
     # relay's check that the robot's Python has it.
@@ -78,7 +78,7 @@ class Middleware:
 
     def security_setting(self, name: str) -> SecuritySetting:
         """The kit setting ``name``; SecuritySettingError (one line) unless this middleware takes it."""
-        from fieldtest.security.settings import require_setting
+        from fieldtest.security.securitysettings import require_setting
 
         return require_setting(name, self.name, self.security_settings)
 
@@ -96,7 +96,7 @@ class Middleware:
     def keystore_share(self, keystore: Path, enclaves: tuple[str, ...]) -> list[str]:
         """What of this middleware's own keystore material a machine whose processes run as the kit
         ``enclaves`` needs (paths relative to the keystore, files or folders), for its share
-        (``fieldtest.security.machine.export_machine``): nothing by default."""
+        (``fieldtest.security.machineshare.export_machine``): nothing by default."""
         return []
 
     # ---- twin

@@ -7,7 +7,7 @@ zero commands themselves are ``fieldtest.endpoints.stop.zero_commands``.
 
 The runner's emergency stop runs on the robot (``RobotSide.emergency_stop`` over ssh):
 
-    python3 -m fieldtest.labrun.endpoints.estop name:=value ...     (the trial's robot launch arguments)
+    python3 -m fieldtest.labrun.nodelogic.estop name:=value ...     (the trial's robot launch arguments)
 
 starts robot_ws's ``base_stop`` node in the robot launch's environment (its RMW, DDS config,
 domain, discovery range; outside the SROS2 domain, as the relay), so the zeros reach the base
@@ -26,11 +26,11 @@ from pathlib import Path
 
 from fieldtest.endpoints.link import RemappedTransport, command_remap
 from fieldtest.endpoints.stop import ZERO_COUNT, zero_commands
-from fieldtest.labrun.configuration.settings import launch_args_for_trial
+from fieldtest.labrun.configuration.launchsettings import launch_args_for_trial
 from fieldtest.labrun.orchestration.launchplan import launch_plan
 from fieldtest.middleware.registry import open_transport
 from fieldtest.record import CMD_VEL_TOPIC, TrialRequest
-from fieldtest.record.names import RELAY_CMD_VEL_TOPIC
+from fieldtest.record.recordnames import RELAY_CMD_VEL_TOPIC
 
 
 def zero_commands_over_transport(request: TrialRequest, relay: bool = False) -> int:

@@ -1,4 +1,4 @@
-"""What the base received against what the host sent (issue 24, deliver 3): counts, missing,
+"""What the base received against what the host sent: counts, missing,
 reordered, changed values, lateness, and the warning when the base got fewer commands or none, in
 metrics.json and the report; "not available" in a lab trial without a base record."""
 
@@ -15,6 +15,7 @@ import yaml
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.basereceived import MISSING_WARNING_SHARE
+from fieldtest.analysis.metrics.schema import BaseReceived
 from fieldtest.analysis.pipeline import add_base_record
 from fieldtest.middleware.registry import open_transport
 from fieldtest.plan import SquarePlan
@@ -60,7 +61,7 @@ def trial(tmp_path):
     return tmp_path / "t"
 
 
-def analysed(trial) -> tuple[dict, str]:
+def analyzed(trial) -> tuple[BaseReceived | None, str]:
     metrics = analyze_trial(trial, plots=False)
     return metrics.base, (trial / "analysis" / "report.md").read_text()
 
@@ -72,7 +73,7 @@ def as_received(trial, delay_s: float = 0.007):
 @pytest.mark.parametrize("delay_s", [0.002, 0.02, 0.15])
 def test_every_command_received_unchanged_gives_counts_and_lateness(trial, delay_s):
     write_record(trial, as_received(trial, delay_s))
-    base, report = analysed(trial)
+    base, report = analyzed(trial)
     n = len(sent_commands(trial))
     assert base.available and base.source.startswith("simulated base's record")
     assert (base.sent, base.received, base.missing, base.reordered) == (n, n, 0, 0)
@@ -92,7 +93,7 @@ def test_missing_reordered_changed_and_zeroed_commands_are_counted(trial):
     rows[moving[30]] = (seq, t, v * 0.5, w * 0.5)  # another value
     rows = [r for i, r in enumerate(rows) if i not in lost]
     write_record(trial, rows)
-    base, report = analysed(trial)
+    base, report = analyzed(trial)
     assert base.missing == 3 and base.reordered == 1
     assert base.values_changed == 2 and base.zeroed == 1
     assert "2 commands reached the base with other values than sent" in base.warnings
@@ -104,7 +105,7 @@ def test_a_base_that_got_fewer_than_sent_is_a_warning(trial, share):
     rows = as_received(trial)
     keep = rows[: int(len(rows) * (1 - share))]
     write_record(trial, keep, stamped=False)  # a Twist: no sequence number, compared in order
-    base, report = analysed(trial)
+    base, report = analyzed(trial)
     assert base.matched_by.startswith("arrival order") and base.missing is None
     assert share > MISSING_WARNING_SHARE
     (warning,) = [w for w in base.warnings if "missing" in w]
@@ -114,7 +115,7 @@ def test_a_base_that_got_fewer_than_sent_is_a_warning(trial, share):
 
 def test_a_base_that_received_nothing_is_the_robot_standing_still(trial):
     write_record(trial, [])
-    base, report = analysed(trial)
+    base, report = analyzed(trial)
     assert base.received == 0
     assert base.warnings == [
         f"the base received none of the {len(sent_commands(trial))} commands the host sent: the robot stood still"
@@ -125,13 +126,13 @@ def test_a_base_that_received_nothing_is_the_robot_standing_still(trial):
 
 def test_a_lab_trial_without_a_base_record_says_not_available_and_what_stands_in(trial):
     mark_lab(trial)
-    base, report = analysed(trial)
+    base, report = analyzed(trial)
     assert not base.available and "real Create 3 keeps no record" in base.instead
     assert "Not available: no record of what the base received" in report
 
 
 def test_a_twin_trial_compares_the_robots_receipts(trial):
-    base, _ = analysed(trial)
+    base, _ = analyzed(trial)
     assert base.available and base.source.startswith("twin robot's receipts")
     assert base.missing == 0 and base.lateness_ms.median == pytest.approx(LATENCY_S * 1e3, abs=0.01)
 
@@ -182,5 +183,5 @@ def test_a_dry_run_base_that_received_nothing_is_no_warning(trial):
     doc.setdefault("outcome", {})["lab"] = {"dry_run": True}
     path.write_text(yaml.safe_dump(doc))
     write_record(trial, [])
-    base, _ = analysed(trial)
+    base, _ = analyzed(trial)
     assert base.received == 0 and base.warnings == [] and base.note.startswith("dry run")
