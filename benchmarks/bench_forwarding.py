@@ -69,8 +69,8 @@ def run_row(middleware: str, repetition: int, out: Path) -> ForwardingRow:
 def _drift_mm(trial_dir: Path) -> float | None:
     from fieldtest.analysis import analyze_trial
 
-    drift = analyze_trial(trial_dir).get("drift") or {}
-    return drift["mean_m"] * 1000 if drift.get("available") and drift.get("mean_m") is not None else None
+    drift = analyze_trial(trial_dir).drift
+    return drift.mean_m * 1000 if drift.available and drift.mean_m is not None else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -61,7 +61,7 @@ def run_case(name: str, middleware: str, network: str, faults: list, runs: Path)
     measured = analyze_trial(result.trial_dir, plots=False)
     got = predict(PLAN, read_trace(result.trial_dir))
     warnings = read_trial(result.trial_dir).outcome.warnings
-    measured_m = measured["drift"].get("mean_m")
+    measured_m = measured.drift.mean_m
     return PredictCaseRow(
         case=name,
         middleware=middleware,

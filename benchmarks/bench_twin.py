@@ -869,14 +869,12 @@ def run_drift(report: Report, work_dir: Path) -> None:
 
 
 def _drift_row(middleware: str, result, analyze_trial) -> DriftRow:
-    from fieldtest.analysis.metrics.schema import metrics_from
-
     row = DriftRow(middleware, result.end_reason)
     if result.end_reason != "completed":
         row.error = result.detail
         return row
     try:
-        metrics = metrics_from(analyze_trial(result.trial_dir, plots=False), result.trial_dir)
+        metrics = analyze_trial(result.trial_dir, plots=False)
     except Exception as exc:  # one line in the table, the other rows still count
         row.error = f"analysis failed: {exc}"
         return row

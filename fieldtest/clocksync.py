@@ -29,6 +29,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NS = 1_000_000_000
 
@@ -219,12 +223,14 @@ class OneWayClockFit:
     ref_s: float  # sender time the offset refers to
     windows: int  # lower-envelope points the line was fitted through
 
-    def receiver_minus_sender_s(self, sender_s):
+    def receiver_minus_sender_s(self, sender_s: np.ndarray) -> np.ndarray:
         """Receiver clock minus sender clock (seconds) at the given sender times (numpy arrays)."""
         return self.offset_s + self.drift * (sender_s - self.ref_s)
 
 
-def fit_one_way_clock(sender_s, receipt_minus_sender_s, window_s: float = 1.0) -> OneWayClockFit | None:
+def fit_one_way_clock(
+    sender_s: np.ndarray, receipt_minus_sender_s: np.ndarray, window_s: float = 1.0
+) -> OneWayClockFit | None:
     """Lower-envelope linear fit over numpy arrays: the minimum of ``receipt - sender`` per
     ``window_s`` of sender time, a line through those minima, refitted without the minima well above
     it (a window in which every message was held up), then lowered onto the fastest kept minimum.

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from fieldtest.errors import FieldtestError
@@ -107,7 +108,7 @@ class DomainLease:
     def __enter__(self) -> DomainLease:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.release()
 
 
@@ -434,11 +435,11 @@ class ManagedProcess:
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
-    def __enter__(self):
+    def __enter__(self) -> ManagedProcess:
         self.start()
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 
@@ -459,7 +460,7 @@ def signals_set(
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
 
-    def handler(signum, _frame) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         received.append(signum)
         with contextlib.suppress(BlockingIOError):  # a full pipe already holds a wake-up
             os.write(write_fd, bytes([signum]))

@@ -9,11 +9,13 @@ from __future__ import annotations
 import functools
 import math
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
 
 MSG_DIR = Path(__file__).parent / "msg"
 MSG_PACKAGE = "fieldtest_msgs"
@@ -38,7 +40,7 @@ def custom_msg_definitions() -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=1)
-def typestore():
+def typestore() -> Typestore:
     store = get_typestore(Stores.ROS2_HUMBLE)
     types: dict[str, Any] = {}
     for name, text in custom_msg_definitions().items():
@@ -47,7 +49,7 @@ def typestore():
     return store
 
 
-def msg_class(typename: str):
+def msg_class(typename: str) -> Any:  # rosbags builds the message classes at run time
     return typestore().types[typename]
 
 
@@ -64,12 +66,12 @@ def deserialize(data: bytes | bytearray | memoryview, typename: str) -> Any:
     return typestore().deserialize_cdr(memoryview(immutable), typename)
 
 
-def time_msg(ns: int):
+def time_msg(ns: int) -> Any:
     sec, nanosec = divmod(int(ns), 1_000_000_000)
     return msg_class("builtin_interfaces/msg/Time")(sec=sec, nanosec=nanosec)
 
 
-def ns_of(time) -> int:
+def ns_of(time: Any) -> int:
     return int(time.sec) * 1_000_000_000 + int(time.nanosec)
 
 
@@ -108,18 +110,18 @@ PROBE_T1 = TimeField(CLOCK_PROBE, ("t1",), 8)  # after uint32 id
 PROBE_T3 = TimeField(CLOCK_PROBE, ("t3",), 24)
 
 
-def header(stamp_ns: int, frame_id: str = ""):
+def header(stamp_ns: int, frame_id: str = "") -> Any:
     return msg_class(HEADER)(stamp=time_msg(stamp_ns), frame_id=frame_id)
 
 
-def twist(linear_x: float, angular_z: float):
+def twist(linear_x: float, angular_z: float) -> Any:
     vec = msg_class("geometry_msgs/msg/Vector3")
     return msg_class(TWIST)(
         linear=vec(x=float(linear_x), y=0.0, z=0.0), angular=vec(x=0.0, y=0.0, z=float(angular_z))
     )
 
 
-def command(seq: int, sent_ns: int, linear_x: float, angular_z: float):
+def command(seq: int, sent_ns: int, linear_x: float, angular_z: float) -> Any:
     """A TwistStamped velocity command carrying its sequence number and send time."""
     return msg_class(TWIST_STAMPED)(
         header=header(sent_ns, f"{SEQ_PREFIX}{seq}"), twist=twist(linear_x, angular_z)
@@ -136,7 +138,7 @@ def seq_of(frame_id: str) -> int | None:
         return None
 
 
-def pose_stamped(stamp_ns: int, frame_id: str, xyz, quat_xyzw):
+def pose_stamped(stamp_ns: int, frame_id: str, xyz: Sequence[float], quat_xyzw: Sequence[float]) -> Any:
     point = msg_class("geometry_msgs/msg/Point")(x=float(xyz[0]), y=float(xyz[1]), z=float(xyz[2]))
     quat = msg_class("geometry_msgs/msg/Quaternion")(
         x=float(quat_xyzw[0]), y=float(quat_xyzw[1]), z=float(quat_xyzw[2]), w=float(quat_xyzw[3])

@@ -13,6 +13,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.drift import phase_grid
+from fieldtest.analysis.metrics.schema import as_json
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -68,19 +69,19 @@ def test_drift_causes_recover_the_injected_ones(tmp_path, case):
     fields, emission, link, rest = CASES[case]
     spec = SynthSpec(plan=PLAN, truth_from_commands=True, mocap_rate_hz=240.0, world_yaw_deg=-70.0, **fields)
     synthesize(tmp_path / "t", spec)
-    causes = analyze_trial(tmp_path / "t", plots=False)["drift_causes"]
-    print(case, {k: v for k, v in causes.items() if k.endswith("_m")})
-    assert causes["available"]
-    assert causes["replay_drift_m"]["plan"] < 1e-4  # the model itself adds no lap-to-lap drift
+    causes = analyze_trial(tmp_path / "t", plots=False).drift_causes
+    print(case, {k: v for k, v in as_json(causes).items() if k.endswith("_m")})
+    assert causes.available
+    assert causes.replay_drift_m["plan"] < 1e-4  # the model itself adds no lap-to-lap drift
     # geometry vs model: corner rounding by the acceleration limit differs by a few per cent
-    assert causes["host_emission_m"] == pytest.approx(emission, rel=0.15, abs=1e-5)
-    assert causes["link_m"] == pytest.approx(link, rel=0.15, abs=1e-5)
-    assert causes["rest_m"] == pytest.approx(rest, abs=3e-4)  # mocap interpolation and start detection
-    assert causes["stack_includes_link"]  # loopback: the link part is the machine's too
-    assert causes["stack_m"] == pytest.approx(emission + link, rel=0.15, abs=1e-5)
+    assert causes.host_emission_m == pytest.approx(emission, rel=0.15, abs=1e-5)
+    assert causes.link_m == pytest.approx(link, rel=0.15, abs=1e-5)
+    assert causes.rest_m == pytest.approx(rest, abs=3e-4)  # mocap interpolation and start detection
+    assert causes.stack_includes_link  # loopback: the link part is the machine's too
+    assert causes.stack_m == pytest.approx(emission + link, rel=0.15, abs=1e-5)
 
 
 def test_drift_causes_need_commands_on_both_ends(tmp_path):
     synthesize(tmp_path / "t", SynthSpec(plan=PLAN, truncate={"robot": 0.0}))
-    causes = analyze_trial(tmp_path / "t", plots=False)["drift_causes"]
-    assert causes["available"] is False and causes["reason"]
+    causes = analyze_trial(tmp_path / "t", plots=False).drift_causes
+    assert causes.available is False and causes.reason

@@ -99,12 +99,12 @@ def test_truncated_bags_are_read_to_the_cut_and_flagged(tmp_path):
     trial = tmp_path / "t"
     synthesize(trial, SynthSpec(plan=SHORT, truncate={"mocap": 0.6, "robot": 0.5}))
     m = analyze_trial(trial)
-    assert m["partial"] is True
-    assert m["progress"]["laps_completed"] < 3
-    assert any("mocap_0.mcap: cut off" in w for w in m["warnings"])
-    assert any("robot_0.mcap: cut off" in w for w in m["warnings"])
-    assert m["inputs"]["bags"]["mocap"]["truncated"] is True
-    assert m["latency"]["lost"] > 0  # receipts after the robot bag's cut are missing
+    assert m.partial is True
+    assert m.progress.laps_completed < 3
+    assert any("mocap_0.mcap: cut off" in w for w in m.warnings)
+    assert any("robot_0.mcap: cut off" in w for w in m.warnings)
+    assert m.inputs.bags["mocap"].truncated is True
+    assert m.latency.lost > 0  # receipts after the robot bag's cut are missing
     assert (trial / "analysis" / "report.md").read_text().count("cut off") >= 2
 
 
@@ -113,31 +113,29 @@ def test_fewer_laps_than_planned(tmp_path):
     stop = SHORT.lap_start_s(1) + 0.6 * SHORT.lap_s  # the host stops during lap 2
     synthesize(trial, SynthSpec(plan=SHORT, stop_after_s=stop))
     m = analyze_trial(trial)
-    assert m["partial"] is True
-    assert "1 of 3 planned laps completed" in m["partial_reasons"]
-    assert any(r.startswith("trial ended early (host-stopped") for r in m["partial_reasons"])
-    p = m["progress"]
-    assert p["laps_completed"] == 1 and p["laps_commanded"] == 1 and p["ended_early"] is True
+    assert m.partial is True
+    assert "1 of 3 planned laps completed" in m.partial_reasons
+    assert any(r.startswith("trial ended early (host-stopped") for r in m.partial_reasons)
+    p = m.progress
+    assert p.laps_completed == 1 and p.laps_commanded == 1 and p.ended_early is True
     assert (
-        p["last_seq_sent"] == SHORT.n_ticks() + STOP_BURST_COUNT - 1
+        p.last_seq_sent == SHORT.n_ticks() + STOP_BURST_COUNT - 1
     )  # the stop burst, numbered after the plan
-    assert p["last_seq_received"] == p["last_seq_sent"]
-    assert m["drift"]["available"] is False and "two complete laps" in m["drift"]["reason"]
-    assert m["ape"]["available"] is True  # the part that was driven is still compared with the ideal
+    assert p.last_seq_received == p.last_seq_sent
+    assert m.drift.available is False and "two complete laps" in m.drift.reason
+    assert m.ape.available is True  # the part that was driven is still compared with the ideal
     report = (trial / "analysis" / "report.md").read_text()
     assert "Partial result" in report and "1 completed of 3 planned" in report
     # the APE window ends with the commanded motion: the robot stopping is not counted as error
-    assert m["ape"]["window_s"][1] == pytest.approx(
-        m["motion"]["start_s"] + stop - SHORT.start_delay_s, abs=0.06
-    )
-    assert m["ape"]["max_m"] < 1e-6
+    assert m.ape.window_s[1] == pytest.approx(m.motion.start_s + stop - SHORT.start_delay_s, abs=0.06)
+    assert m.ape.max_m < 1e-6
 
 
 def test_two_of_three_laps_gives_drift_between_lap_1_and_lap_2(tmp_path):
     trial = tmp_path / "t"
     synthesize(trial, SynthSpec(plan=SHORT, stop_after_s=SHORT.lap_start_s(2) + 1.0))
     m = analyze_trial(trial, plots=False)
-    assert m["partial"] is True and m["drift"]["available"] is True and m["drift"]["last_lap"] == 2
+    assert m.partial is True and m.drift.available is True and m.drift.last_lap == 2
 
 
 def test_compare_with_a_bad_trial_among_good_ones(tmp_path, good, capsys):

@@ -15,6 +15,7 @@ import yaml
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.basereceived import MISSING_WARNING_SHARE
+from fieldtest.analysis.metrics.schema import BaseReceived
 from fieldtest.analysis.pipeline import add_base_record
 from fieldtest.middleware.registry import open_transport
 from fieldtest.plan import SquarePlan
@@ -60,9 +61,9 @@ def trial(tmp_path):
     return tmp_path / "t"
 
 
-def analyzed(trial) -> tuple[dict, str]:
+def analyzed(trial) -> tuple[BaseReceived | None, str]:
     metrics = analyze_trial(trial, plots=False)
-    return metrics["base"], (trial / "analysis" / "report.md").read_text()
+    return metrics.base, (trial / "analysis" / "report.md").read_text()
 
 
 def as_received(trial, delay_s: float = 0.007):
@@ -74,11 +75,11 @@ def test_every_command_received_unchanged_gives_counts_and_lateness(trial, delay
     write_record(trial, as_received(trial, delay_s))
     base, report = analyzed(trial)
     n = len(sent_commands(trial))
-    assert base["available"] and base["source"].startswith("simulated base's record")
-    assert (base["sent"], base["received"], base["missing"], base["reordered"]) == (n, n, 0, 0)
-    assert base["values_changed"] == base["zeroed"] == base["duplicates"] == 0
-    assert base["lateness_ms"]["median"] == pytest.approx(delay_s * 1e3, abs=0.01)
-    assert base["warnings"] == [] and "## What the base received" in report
+    assert base.available and base.source.startswith("simulated base's record")
+    assert (base.sent, base.received, base.missing, base.reordered) == (n, n, 0, 0)
+    assert base.values_changed == base.zeroed == base.duplicates == 0
+    assert base.lateness_ms.median == pytest.approx(delay_s * 1e3, abs=0.01)
+    assert base.warnings == [] and "## What the base received" in report
 
 
 def test_missing_reordered_changed_and_zeroed_commands_are_counted(trial):
@@ -93,9 +94,9 @@ def test_missing_reordered_changed_and_zeroed_commands_are_counted(trial):
     rows = [r for i, r in enumerate(rows) if i not in lost]
     write_record(trial, rows)
     base, report = analyzed(trial)
-    assert base["missing"] == 3 and base["reordered"] == 1
-    assert base["values_changed"] == 2 and base["zeroed"] == 1
-    assert "2 commands reached the base with other values than sent" in base["warnings"]
+    assert base.missing == 3 and base.reordered == 1
+    assert base.values_changed == 2 and base.zeroed == 1
+    assert "2 commands reached the base with other values than sent" in base.warnings
     assert "| missing | 3 |" in report
 
 
@@ -105,9 +106,9 @@ def test_a_base_that_got_fewer_than_sent_is_a_warning(trial, share):
     keep = rows[: int(len(rows) * (1 - share))]
     write_record(trial, keep, stamped=False)  # a Twist: no sequence number, compared in order
     base, report = analyzed(trial)
-    assert base["matched_by"].startswith("arrival order") and base["missing"] is None
+    assert base.matched_by.startswith("arrival order") and base.missing is None
     assert share > MISSING_WARNING_SHARE
-    (warning,) = [w for w in base["warnings"] if "missing" in w]
+    (warning,) = [w for w in base.warnings if "missing" in w]
     assert f"received {len(keep)} of the {len(rows)} commands" in warning
     assert warning in report
 
@@ -115,25 +116,25 @@ def test_a_base_that_got_fewer_than_sent_is_a_warning(trial, share):
 def test_a_base_that_received_nothing_is_the_robot_standing_still(trial):
     write_record(trial, [])
     base, report = analyzed(trial)
-    assert base["received"] == 0
-    assert base["warnings"] == [
+    assert base.received == 0
+    assert base.warnings == [
         f"the base received none of the {len(sent_commands(trial))} commands the host sent: the robot stood still"
     ]
     metrics = yaml.safe_load((trial / "analysis" / "metrics.json").read_text())
-    assert base["warnings"][0] in metrics["warnings"] and base["warnings"][0] in report
+    assert base.warnings[0] in metrics["warnings"] and base.warnings[0] in report
 
 
 def test_a_lab_trial_without_a_base_record_says_not_available_and_what_stands_in(trial):
     mark_lab(trial)
     base, report = analyzed(trial)
-    assert not base["available"] and "real Create 3 keeps no record" in base["instead"]
+    assert not base.available and "real Create 3 keeps no record" in base.instead
     assert "Not available: no record of what the base received" in report
 
 
 def test_a_twin_trial_compares_the_robots_receipts(trial):
     base, _ = analyzed(trial)
-    assert base["available"] and base["source"].startswith("twin robot's receipts")
-    assert base["missing"] == 0 and base["lateness_ms"]["median"] == pytest.approx(LATENCY_S * 1e3, abs=0.01)
+    assert base.available and base.source.startswith("twin robot's receipts")
+    assert base.missing == 0 and base.lateness_ms.median == pytest.approx(LATENCY_S * 1e3, abs=0.01)
 
 
 def test_a_rehearsal_adds_the_base_record_and_the_analysis_follows(trial, tmp_path):
@@ -183,4 +184,4 @@ def test_a_dry_run_base_that_received_nothing_is_no_warning(trial):
     path.write_text(yaml.safe_dump(doc))
     write_record(trial, [])
     base, _ = analyzed(trial)
-    assert base["received"] == 0 and base["warnings"] == [] and base["note"].startswith("dry run")
+    assert base.received == 0 and base.warnings == [] and base.note.startswith("dry run")

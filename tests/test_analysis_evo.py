@@ -31,9 +31,9 @@ def test_ape_equals_evo_ape_command_line(tmp_path):
     )
     synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False, export_tum=True)
-    ape = m["ape"]
-    assert ape["available"] and ape["rmse_m"] > 0.005  # a real error, not zero against zero
-    ref, est = (tmp_path / "t" / "analysis" / name for name in ape["tum_files"])
+    ape = m.ape
+    assert ape.available and ape.rmse_m > 0.005  # a real error, not zero against zero
+    ref, est = (tmp_path / "t" / "analysis" / name for name in ape.tum_files)
     env = dict(os.environ, HOME=str(tmp_path / "home"), MPLBACKEND="Agg")
     (tmp_path / "home").mkdir()
     result = tmp_path / "evo.zip"
@@ -57,5 +57,5 @@ def test_ape_equals_evo_ape_command_line(tmp_path):
     with zipfile.ZipFile(result) as z:
         stats = json.loads(z.read("stats.json"))
     for key in ("rmse", "mean", "median", "std", "min", "max"):
-        assert ape[f"{key}_m"] == pytest.approx(stats[key], abs=1e-6), key
+        assert getattr(ape, f"{key}_m") == pytest.approx(stats[key], abs=1e-6), key
     assert f"{stats['rmse']:.6f}" in proc.stdout  # and it is what evo_ape prints

@@ -13,6 +13,7 @@ import pytest
 
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.causes.linkstalls import STALL_EXCESS_S
+from fieldtest.analysis.metrics.schema import as_json
 from fieldtest.analysis.pipeline import compare_trials
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
@@ -46,7 +47,7 @@ def _causes(tmp_path, latency_of: dict[int, float], jitter_s: float = 0.0) -> di
     )
     synthesize(tmp_path / "t", spec)
     metrics = analyze_trial(tmp_path / "t", plots=False)
-    return {**metrics["drift_causes"], "received": metrics["latency"]["one_way_ms"]["count"]}
+    return {**as_json(metrics.drift_causes), "received": metrics.latency.one_way_ms.count}
 
 
 @pytest.mark.parametrize("stall_s", [0.17, 0.42])

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from fieldtest.analysis import analyze_trial
+from fieldtest.analysis.metrics.schema import as_json
 from fieldtest.analysis.rendering import trialplots as plots
 from fieldtest.analysis.rendering.figuredata import PlotData
 from fieldtest.analysis.rendering.plotprocess import PlotWorker
@@ -46,12 +47,12 @@ def faulty(tmp_path_factory):
 
 def test_faults_are_normalized_and_counted(faulty):
     m = analyze_trial(faulty, plots=False)
-    outage, profile = m["faults"]
+    outage, profile = m.faults
     assert outage["kind"] == "outage" and outage["start_s"] == pytest.approx(14.0)
     assert outage["end_s"] == pytest.approx(15.5) and outage["open_ended"] is False
     assert profile["open_ended"] is True and profile["node"] == "robot"
     assert profile["end_s"] == pytest.approx(SHORT.total_s)
-    stats = m["latency"]["faults"][0]
+    stats = m.latency.faults[0]
     assert stats["commands_sent"] == 30 and stats["commands_lost"] == 15
     report = (faulty / "analysis" / "report.md").read_text()
     assert "| outage | 14.00 | 1.50 | robot link down | 30 | 15 |" in report
@@ -73,9 +74,9 @@ def test_plots_with_and_without_the_worker(faulty, tmp_path, monkeypatch, worker
         assert started == [None]
     else:
         assert isinstance(started[0], PlotWorker)  # the plots really came from the forked worker
-    assert m["plots"] == ["trajectory.png", "drift.png", "latency.png"]
-    assert not any("plot worker" in w for w in m["warnings"])
-    for name in m["plots"]:
+    assert m.plots == ["trajectory.png", "drift.png", "latency.png"]
+    assert not any("plot worker" in w for w in m.warnings)
+    for name in m.plots:
         with Image.open(tmp_path / "out" / name) as img:
             assert img.format == "PNG" and img.width >= 800 and img.height >= 500
 
@@ -135,14 +136,14 @@ def test_plots_survive_a_failing_worker(faulty, tmp_path, monkeypatch, failing):
 
         monkeypatch.setattr(plots, "write_latency_plot", dies_once)
     m = analyze_trial(faulty, tmp_path / "out")
-    assert m["plots"] == reference["plots"]
-    warned = [w for w in m["warnings"] if "plot worker" in w]
+    assert m.plots == reference.plots
+    warned = [w for w in m.warnings if "plot worker" in w]
     if failing == "latency fork dies":
         assert marker.exists() and not warned
     else:
         assert len(warned) == 1
         assert ("failed" if failing == "raises" else "ended without an answer") in warned[0]
-    for name in m["plots"]:
+    for name in m.plots:
         assert _pixels(tmp_path / "out" / name) == _pixels(tmp_path / "ref" / name)
 
 
@@ -155,11 +156,11 @@ def test_trajectory_legend_drawn_on_top_as_in_a_full_draw(faulty, tmp_path, monk
     monkeypatch.setattr(analyze.PlotData, "of", lambda *a: captured.append(of(*a)) or captured[-1])
     m = analyze_trial(faulty, tmp_path / "a", plots=False)
     data = captured[0]
-    data.metrics["ape"] = m["ape"]
+    data.metrics["ape"] = as_json(m.ape)
     plots.write_plots(tmp_path, data)
     fig = plots.trajectory_figure(data)
     ax = fig.axes[0]
-    ax.plot([], [], " ", label=f"APE vs ideal (evo, origin aligned): RMSE {plots._mm(m['ape']['rmse_m'])}")
+    ax.plot([], [], " ", label=f"APE vs ideal (evo, origin aligned): RMSE {plots._mm(m.ape.rmse_m)}")
     ax.legend(loc="center", fontsize=8, framealpha=0.85)
     full = np.asarray(plots._draw(fig).buffer_rgba())[:, :, :3]
     with Image.open(tmp_path / plots.TRAJECTORY_PNG) as img:

@@ -46,8 +46,8 @@ def _relative(tmp_path, rate_hz=120.0, phase=0.0, plan=PLAN, **spec) -> dict:
     }
     synthesize(tmp_path / "trial", SynthSpec(**(values | spec)))
     metrics = analyze_trial(tmp_path / "trial", plots=False, report=False)
-    assert metrics["relative"]["available"], metrics["relative"]
-    return {d["name"]: d for d in metrics["relative"]["distances"]}
+    assert metrics.relative.available, metrics.relative
+    return {d.name: d.model_dump() for d in metrics.relative.distances}
 
 
 @pytest.mark.parametrize("rate_hz, phase", SWEEP)
@@ -102,22 +102,23 @@ def test_relative_error_equals_evo_rpe_command_line(tmp_path):
     spec = SynthSpec(plan=PLAN, side_scale=1.015, turn_scale=1.01, mocap_noise_m=0.0003, world_yaw_deg=120.0)
     synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False, export_tum=True)
-    ref, est = (tmp_path / "t" / "analysis" / name for name in m["relative"]["tum_files"])
+    ref, est = (tmp_path / "t" / "analysis" / name for name in m.relative.tum_files)
     env = dict(os.environ, HOME=str(tmp_path / "home"), MPLBACKEND="Agg")
     (tmp_path / "home").mkdir()
-    for d in m["relative"]["distances"][:2]:  # side and lap
+    for d in m.relative.distances[:2]:  # side and lap
         for relation, key in (("trans_part", "translation_m"), ("angle_deg", "rotation_deg")):
-            result = tmp_path / f"{d['name']}-{relation}.zip"
+            result = tmp_path / f"{d.name}-{relation}.zip"
             argv = [str(EVO_RPE), "tum", str(ref), str(est), "--pose_relation", relation]
-            argv += ["--delta", repr(d["distance_m"]), "--delta_unit", "m", "--delta_tol", str(REL_DELTA_TOL)]
+            argv += ["--delta", repr(d.distance_m), "--delta_unit", "m", "--delta_tol", str(REL_DELTA_TOL)]
             argv += ["--all_pairs", "--pairs_from_reference", "--save_results", str(result), "--no_warnings"]
             proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
             assert proc.returncode == 0, proc.stderr
             with zipfile.ZipFile(result) as z:
                 stats = json.loads(z.read("stats.json"))
-            assert d[key]["max"] > 1e-4  # a real error, not zero against zero
+            figures = getattr(d, key)
+            assert figures["max"] > 1e-4  # a real error, not zero against zero
             for stat in ("rmse", "mean", "median", "std", "min", "max"):
-                assert d[key][stat] == pytest.approx(stats[stat], abs=1e-9), (d["name"], key, stat)
+                assert figures[stat] == pytest.approx(stats[stat], abs=1e-9), (d.name, key, stat)
 
 
 def test_report_and_compare_carry_the_relative_error(tmp_path):

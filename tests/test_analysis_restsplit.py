@@ -18,11 +18,12 @@ import json
 import math
 
 import pytest
+from pydantic import ValidationError
 
 from fieldtest.analysis import analyze_trial, compare_trials
 from fieldtest.analysis.cli import analyze_main
 from fieldtest.analysis.loading.trialdata import AnalysisError
-from fieldtest.analysis.loading.trialrobot import BaseCalibration
+from fieldtest.analysis.loading.trialrobot import BaseCalibration, load_calibration
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize
 
@@ -76,28 +77,27 @@ def test_with_the_true_calibration_the_residual_is_what_the_base_does_not_explai
     calibration = BaseCalibration(robot="x", wheel_diameter_ratio=e_d, wheelbase_factor=e_b)
     clean = _trial(tmp_path, "left", 0, errors)
     m = analyze_trial(clean, plots=False, base_calibration=calibration)
-    base = m["drift_causes"]["base"]
-    rest = m["drift_causes"]["rest_m"]
+    base = m.drift_causes.base
+    rest = m.drift_causes.rest_m
     assert base["residual_m"] < 0.03 * rest
     assert base["systematic_m"] == pytest.approx(rest, rel=0.01)
     assert "of the rest, the base's calibration" in (clean / "analysis" / "report.md").read_text()
     shifted = _trial(tmp_path, "right", 1, errors, last_lap_shift_m=(shift_mm[0] / 1e3, shift_mm[1] / 1e3))
     m = analyze_trial(shifted, plots=False, base_calibration=calibration)
-    base = m["drift_causes"]["base"]
+    base = m.drift_causes.base
     # two laps: the whole last lap is shifted, at every point of the grid
     assert base["residual_m"] == pytest.approx(math.hypot(*shift_mm) / 1e3, abs=6e-4)
     assert base["systematic_m"] == pytest.approx(
         syst_clean_by_direction(tmp_path, errors, calibration), abs=1e-4
     )
-    assert analyze_trial(shifted, plots=False, write=False)["drift_causes"]["base"] is None
+    assert analyze_trial(shifted, plots=False, write=False).drift_causes.base is None
 
 
 def syst_clean_by_direction(root, errors, calibration):
     """The base's part of the same robot's clockwise trial without the shift."""
     clean = _trial(root / "clean", "right", 1, errors)
-    return analyze_trial(clean, plots=False, write=False, base_calibration=calibration)["drift_causes"][
-        "base"
-    ]["systematic_m"]
+    causes = analyze_trial(clean, plots=False, write=False, base_calibration=calibration).drift_causes
+    return causes.base["systematic_m"]
 
 
 def test_analyze_takes_compare_s_calibration_file(tmp_path):
@@ -121,3 +121,15 @@ def test_analyze_takes_compare_s_calibration_file(tmp_path):
     # a FieldtestError: the command line prints its one line (fieldtest.cli)
     with pytest.raises(AnalysisError, match="other.json: no calibration for robot 'twin-create3 E_d 1.002"):
         analyze_main([str(trial), "--no-plots", "--base-calibration", str(other)])
+
+
+def test_a_calibration_with_a_wrong_key_or_value_is_refused_in_one_line(tmp_path):
+    """The calibration validates itself: a ratio far from 1 fails where it is built, and a file
+    with a misspelt key names the missing field in one line."""
+    with pytest.raises(ValidationError, match="wheelbase_factor"):
+        BaseCalibration(robot="x", wheel_diameter_ratio=1.0, wheelbase_factor=3.0)
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({"wheel_diameter_ratio": 1.001, "wheelbase_factr": 0.99}))
+    with pytest.raises(AnalysisError) as err:
+        load_calibration(path, tmp_path)
+    assert str(err.value) == f"{path}: not a calibration (wheelbase_factor: Field required)"

@@ -121,8 +121,8 @@ def test_a_perfect_robot_has_no_error_at_any_rate_and_phase(tmp_path, rate_hz, p
     spec = SynthSpec(plan=SHORT, mocap_rate_hz=rate_hz, mocap_phase_s=offset, world_yaw_deg=-40.0)
     truth = synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    assert m["motion"]["start_s"] == pytest.approx(truth.motion_start_s, abs=1e-6)
-    assert m["ape"]["rmse_m"] < 1e-6 and m["ape"]["max_m"] < 1e-6
-    assert m["drift"]["at_lap_end_m"] < 1e-6
-    assert abs(m["drift"]["heading_change_at_lap_end_deg"]) < 1e-4
-    assert m["drift"]["closing"]["distance_m"] < 1e-6
+    assert m.motion.start_s == pytest.approx(truth.motion_start_s, abs=1e-6)
+    assert m.ape.rmse_m < 1e-6 and m.ape.max_m < 1e-6
+    assert m.drift.at_lap_end_m < 1e-6
+    assert abs(m.drift.heading_change_at_lap_end_deg) < 1e-4
+    assert m.drift.closing.distance_m < 1e-6

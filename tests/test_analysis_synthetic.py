@@ -56,12 +56,12 @@ def _expected_curve(tau: np.ndarray) -> np.ndarray:
 
 def test_motion_start_and_heading_calibration(shifted):
     _, truth, m = shifted
-    assert m["partial"] is False, m["partial_reasons"]
-    assert m["motion"]["start_s"] == pytest.approx(truth.motion_start_s, abs=US)
-    assert m["motion"]["start_lag_s"] == pytest.approx(0.0437, abs=US)
-    assert m["motion"]["body_yaw_offset_deg"] == pytest.approx(7.0, abs=DEG)
-    assert m["motion"]["start_heading_deg"] == pytest.approx(-65.0, abs=DEG)
-    assert m["progress"]["laps_completed"] == 3
+    assert m.partial is False, m.partial_reasons
+    assert m.motion.start_s == pytest.approx(truth.motion_start_s, abs=US)
+    assert m.motion.start_lag_s == pytest.approx(0.0437, abs=US)
+    assert m.motion.body_yaw_offset_deg == pytest.approx(7.0, abs=DEG)
+    assert m.motion.start_heading_deg == pytest.approx(-65.0, abs=DEG)
+    assert m.progress.laps_completed == 3
 
 
 def test_drift_curve_and_summary_match_the_known_transform(shifted):
@@ -71,39 +71,39 @@ def test_drift_curve_and_summary_match_the_known_transform(shifted):
     measured = np.array([float(r["lap3_vs_lap1_m"]) for r in rows])
     expected = _expected_curve(tau)
     assert np.max(np.abs(measured - expected)) < MM
-    d = m["drift"]
-    assert d["last_lap"] == 3 and d["excluded_points"] == 0
-    assert d["mean_m"] == pytest.approx(expected.mean(), abs=MM)
-    assert d["rms_m"] == pytest.approx(np.sqrt(np.mean(expected**2)), abs=MM)
-    assert d["max_m"] == pytest.approx(expected.max(), abs=MM)
+    d = m.drift
+    assert d.last_lap == 3 and d.excluded_points == 0
+    assert d.mean_m == pytest.approx(expected.mean(), abs=MM)
+    assert d.rms_m == pytest.approx(np.sqrt(np.mean(expected**2)), abs=MM)
+    assert d.max_m == pytest.approx(expected.max(), abs=MM)
     # at lap end lap 3 is back at its (moved) start point: the shift itself
-    assert d["at_lap_end_m"] == pytest.approx(np.hypot(*SHIFT), abs=MM)
-    assert d["heading_change_deg"] == pytest.approx(ROTATION_DEG, abs=DEG)
-    assert d["heading_change_at_lap_end_deg"] == pytest.approx(ROTATION_DEG, abs=DEG)
+    assert d.at_lap_end_m == pytest.approx(np.hypot(*SHIFT), abs=MM)
+    assert d.heading_change_deg == pytest.approx(ROTATION_DEG, abs=DEG)
+    assert d.heading_change_at_lap_end_deg == pytest.approx(ROTATION_DEG, abs=DEG)
 
 
 def test_corner_displacements_and_closing_error(shifted):
     _, _, m = shifted
     corners = SHORT.ideal_pose(SHORT.corner_times_s(0))[:, :2]
     expected = corners @ _rot(ROTATION_DEG).T + SHIFT - corners
-    for got, want in zip(m["drift"]["corners"], expected, strict=True):
-        assert got["dx_m"] == pytest.approx(want[0], abs=MM)
-        assert got["dy_m"] == pytest.approx(want[1], abs=MM)
-        assert got["distance_m"] == pytest.approx(np.hypot(*want), abs=MM)
-    closing = m["drift"]["closing"]
-    assert closing["dx_m"] == pytest.approx(SHIFT[0], abs=MM)
-    assert closing["dy_m"] == pytest.approx(SHIFT[1], abs=MM)
-    assert closing["heading_deg"] == pytest.approx(ROTATION_DEG, abs=DEG)
+    for got, want in zip(m.drift.corners, expected, strict=True):
+        assert got.dx_m == pytest.approx(want[0], abs=MM)
+        assert got.dy_m == pytest.approx(want[1], abs=MM)
+        assert got.distance_m == pytest.approx(np.hypot(*want), abs=MM)
+    closing = m.drift.closing
+    assert closing.dx_m == pytest.approx(SHIFT[0], abs=MM)
+    assert closing.dy_m == pytest.approx(SHIFT[1], abs=MM)
+    assert closing.heading_deg == pytest.approx(ROTATION_DEG, abs=DEG)
 
 
 def test_a_perfect_trial_has_no_drift_and_no_error_against_the_ideal_square(tmp_path):
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, world_yaw_deg=120.0, body_yaw_offset_deg=-3.0))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    assert m["drift"]["max_m"] < 1e-6
-    assert abs(m["drift"]["heading_change_deg"]) < 1e-6
-    assert m["drift"]["closing"]["distance_m"] < 1e-6
-    assert m["ape"]["rmse_m"] < 1e-6 and m["ape"]["max_m"] < 1e-6
-    assert m["ape"]["poses"] == pytest.approx(SHORT.motion_s * 120, abs=2)
+    assert m.drift.max_m < 1e-6
+    assert abs(m.drift.heading_change_deg) < 1e-6
+    assert m.drift.closing.distance_m < 1e-6
+    assert m.ape.rmse_m < 1e-6 and m.ape.max_m < 1e-6
+    assert m.ape.poses == pytest.approx(SHORT.motion_s * 120, abs=2)
 
 
 def test_lost_and_invalid_frames_are_counted_and_long_gaps_excluded(tmp_path):
@@ -116,15 +116,15 @@ def test_lost_and_invalid_frames_are_counted_and_long_gaps_excluded(tmp_path):
     )
     synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    mc = m["mocap"]
+    mc = m.mocap
     assert mc["lost_in_transit"] == 60 + 6
     assert mc["tracking_invalid"] == 30 and mc["invalid_runs"] == 1
     assert mc["in_analysis_gaps"] == 3
     assert mc["in_analysis_bridged_gaps"] == 1 and mc["in_analysis_excluded_gaps"] == 2
     assert mc["in_analysis_missing_samples"] == 60 + 6 + 30
-    d = m["drift"]
+    d = m.drift
     # grid points in the two long holes (0.5 s + 0.25 s at 10 ms) are left out, not filled in
-    assert d["excluded_points"] == pytest.approx(50 + 25, abs=4)
+    assert d.excluded_points == pytest.approx(50 + 25, abs=4)
     rows = _read_csv(tmp_path / "t" / "analysis" / "drift_curve.csv")
     measured = np.array(
         [float(r["lap3_vs_lap1_m"]) if r["lap3_vs_lap1_m"] != "nan" else np.nan for r in rows]
@@ -132,8 +132,8 @@ def test_lost_and_invalid_frames_are_counted_and_long_gaps_excluded(tmp_path):
     ok = np.isfinite(measured)
     # a pure shift: every remaining point, bridged gap included, is |shift| away
     assert np.max(np.abs(measured[ok] - np.hypot(*SHIFT))) < MM
-    assert np.count_nonzero(~ok) == d["excluded_points"]
-    assert any("drift grid points" in w for w in m["warnings"]) is False  # 75 of 1001 is under 10 %
+    assert np.count_nonzero(~ok) == d.excluded_points
+    assert any("drift grid points" in w for w in m.warnings) is False  # 75 of 1001 is under 10 %
 
 
 def test_clock_offset_and_drift_are_corrected_to_10_us(tmp_path):
@@ -148,9 +148,9 @@ def test_clock_offset_and_drift_are_corrected_to_10_us(tmp_path):
     )
     truth = synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    clock = m["latency"]["clock"]
-    assert clock["method"] == "probes"
-    assert clock["drift_ppm"] == pytest.approx(40.0, abs=0.5)
+    clock = m.latency.clock
+    assert clock.method == "probes"
+    assert clock.drift_ppm == pytest.approx(40.0, abs=0.5)
     rows = [r for r in _read_csv(tmp_path / "t" / "analysis" / "latency.csv") if r["received"] == "1"]
     errors = [float(r["one_way_ms"]) / 1e3 - truth.one_way_s[int(r["seq"])] for r in rows]
     assert len(errors) == len(truth.one_way_s)
@@ -159,25 +159,25 @@ def test_clock_offset_and_drift_are_corrected_to_10_us(tmp_path):
     assert np.median(live_errors) == pytest.approx(0.0005, abs=US)
     true_sorted = np.sort(list(truth.one_way_s.values()))
     n = len(true_sorted)
-    ow = m["latency"]["one_way_ms"]
-    assert ow["median"] / 1e3 == pytest.approx(true_sorted[n // 2], abs=US)
-    assert ow["p99"] / 1e3 == pytest.approx(true_sorted[min(n - 1, n * 99 // 100)], abs=US)
-    assert ow["min"] / 1e3 == pytest.approx(true_sorted[0], abs=US)
-    assert ow["max"] / 1e3 == pytest.approx(true_sorted[-1], abs=US)
+    ow = m.latency.one_way_ms
+    assert ow.median / 1e3 == pytest.approx(true_sorted[n // 2], abs=US)
+    assert ow.p99 / 1e3 == pytest.approx(true_sorted[min(n - 1, n * 99 // 100)], abs=US)
+    assert ow.min / 1e3 == pytest.approx(true_sorted[0], abs=US)
+    assert ow.max / 1e3 == pytest.approx(true_sorted[-1], abs=US)
     # probes: forward and back each at least 2 ms
-    assert m["latency"]["round_trip_ms"]["min"] == pytest.approx(4.0, abs=0.01)
+    assert m.latency.round_trip_ms.min == pytest.approx(4.0, abs=0.01)
 
 
 def test_lost_commands_are_counted_from_sequence_numbers(tmp_path):
     lost = (5, 6, 7, 100, 250)
     truth = synthesize(tmp_path / "t", SynthSpec(plan=SHORT, lost_seqs=lost))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    lat = m["latency"]
-    assert lat["lost"] == len(lost)
-    assert lat["lost_spans"] == [[5, 7], [100, 100], [250, 250]]
-    assert lat["commands_sent"] == truth.sent
-    assert lat["commands_received"] == truth.sent - len(lost)
-    assert lat["loss_ratio"] == pytest.approx(len(lost) / truth.sent)
+    lat = m.latency
+    assert lat.lost == len(lost)
+    assert lat.lost_spans == [(5, 7), (100, 100), (250, 250)]
+    assert lat.commands_sent == truth.sent
+    assert lat.commands_received == truth.sent - len(lost)
+    assert lat.loss_ratio == pytest.approx(len(lost) / truth.sent)
     rows = _read_csv(tmp_path / "t" / "analysis" / "latency.csv")
     assert sorted(int(r["seq"]) for r in rows if r["received"] == "0") == list(lost)
 
@@ -212,27 +212,27 @@ def test_other_ground_truth_sources_give_the_same_drift(tmp_path, shifted, varia
     if "pose_bag" in variant:
         options["pose_topic"] = "/mocap/pose"
     m = analyze_trial(tmp_path / "t", plots=False, report=False, **options)
-    assert m["partial"] is False, m["partial_reasons"]
+    assert m.partial is False, m.partial_reasons
     for key in ("mean_m", "max_m", "at_lap_end_m", "heading_change_deg"):
-        assert m["drift"][key] == pytest.approx(reference["drift"][key], abs=1e-6)
-    assert m["motion"]["start_s"] == pytest.approx(reference["motion"]["start_s"], abs=US)
-    assert m["ape"]["rmse_m"] == pytest.approx(reference["ape"]["rmse_m"], abs=1e-6)
+        assert getattr(m.drift, key) == pytest.approx(getattr(reference.drift, key), abs=1e-6)
+    assert m.motion.start_s == pytest.approx(reference.motion.start_s, abs=US)
+    assert m.ape.rmse_m == pytest.approx(reference.ape.rmse_m, abs=1e-6)
 
 
 def test_jitter_is_the_spread_of_inter_arrival_times_between_consecutive_commands(tmp_path):
     truth = synthesize(tmp_path / "t", SynthSpec(plan=SHORT, latency_jitter_s=0.004, lost_seqs=(50, 51, 52)))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    lat = m["latency"]
+    lat = m.latency
     seqs = sorted(truth.one_way_s)
     gaps = [
         0.05 + truth.one_way_s[b] - truth.one_way_s[a]
         for a, b in zip(seqs, seqs[1:], strict=False)
         if b == a + 1 and b < SHORT.n_ticks()  # plan ticks: the stop burst has its own spacing
     ]
-    assert lat["interarrival_ms"]["count"] == len(gaps)
-    assert lat["jitter_ms"] / 1e3 == pytest.approx(np.std(gaps), abs=US)
-    assert lat["interarrival_ms"]["max"] < 60.0  # the 200 ms hole of the lost commands is not jitter
-    assert lat["interarrival_ms"]["min"] > 40.0  # nor the stop burst's 20 ms spacing
+    assert lat.interarrival_ms.count == len(gaps)
+    assert lat.jitter_ms / 1e3 == pytest.approx(np.std(gaps), abs=US)
+    assert lat.interarrival_ms.max < 60.0  # the 200 ms hole of the lost commands is not jitter
+    assert lat.interarrival_ms.min > 40.0  # nor the stop burst's 20 ms spacing
 
 
 @pytest.mark.parametrize("stop_after_s", [None, 6.0], ids=["completed", "stopped"])
@@ -262,8 +262,8 @@ def test_ipdv_pairs_consecutive_sequence_numbers_that_both_arrived(tmp_path, los
     seqs = sorted(truth.one_way_s)
     pairs = [(a, b) for a, b in zip(seqs, seqs[1:], strict=False) if b == a + 1 and b < SHORT.n_ticks()]
     expected = np.mean([abs(truth.one_way_s[b] - truth.one_way_s[a]) for a, b in pairs])
-    assert m["latency"]["ipdv_ms"] / 1e3 == pytest.approx(expected, abs=1e-7)
-    assert m["latency"]["interarrival_ms"]["count"] == len(pairs)
+    assert m.latency.ipdv_ms / 1e3 == pytest.approx(expected, abs=1e-7)
+    assert m.latency.interarrival_ms.count == len(pairs)
 
 
 def test_a_late_duplicate_counts_as_duplicate_and_as_out_of_order(tmp_path):
@@ -272,28 +272,28 @@ def test_a_late_duplicate_counts_as_duplicate_and_as_out_of_order(tmp_path):
     spec = SynthSpec(plan=SHORT, duplicated=((40, 0.5), (41, 0.2), (90, 0.001)))
     truth = synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    lat = m["latency"]
-    assert lat["receipts"] == truth.sent + 3
-    assert lat["duplicates"] == 3 and lat["out_of_order"] == 2
-    assert lat["commands_received"] == truth.sent and lat["lost"] == 0
-    assert lat["one_way_ms"]["max"] / 1e3 == pytest.approx(spec.latency_s, abs=US)
+    lat = m.latency
+    assert lat.receipts == truth.sent + 3
+    assert lat.duplicates == 3 and lat.out_of_order == 2
+    assert lat.commands_received == truth.sent and lat.lost == 0
+    assert lat.one_way_ms.max / 1e3 == pytest.approx(spec.latency_s, abs=US)
 
 
 @pytest.mark.parametrize("world_yaw_deg", [0.0, 45.0, 90.0])
 def test_a_y_up_bag_read_as_z_up_is_flagged_not_analyzed_silently(tmp_path, world_yaw_deg):
     synthesize(tmp_path / "t", SynthSpec(plan=SHORT, mocap_up_axis="y", world_yaw_deg=world_yaw_deg))
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
-    assert m["partial"] is True
-    assert any("not Z-up" in r and "--up-axis y" in r for r in m["partial_reasons"]), m["partial_reasons"]
+    assert m.partial is True
+    assert any("not Z-up" in r and "--up-axis y" in r for r in m.partial_reasons), m.partial_reasons
     right = analyze_trial(tmp_path / "t", plots=False, report=False, up_axis="y")
-    assert right["partial"] is False, right["partial_reasons"]
+    assert right.partial is False, right.partial_reasons
 
 
 def test_invalid_runs_are_counted_over_received_frames(tmp_path):
     """Frames lost inside an invalid run neither split it nor count in its length."""
     spec = SynthSpec(plan=SHORT, invalid_frames=[(24.2, 0.25)], lost_frames=[(24.3, 0.05)])
     synthesize(tmp_path / "t", spec)
-    mc = analyze_trial(tmp_path / "t", plots=False, report=False)["mocap"]
+    mc = analyze_trial(tmp_path / "t", plots=False, report=False).mocap
     assert mc["lost_in_transit"] == 6
     assert mc["invalid_runs"] == 1
     assert mc["tracking_invalid"] == mc["longest_invalid_run_frames"] == 30 - 6
@@ -307,7 +307,7 @@ def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
         garbage_frame_numbers=(20.0,),
     )
     synthesize(tmp_path / "t", spec)
-    mc = analyze_trial(tmp_path / "t", plots=False, report=False)["mocap"]
+    mc = analyze_trial(tmp_path / "t", plots=False, report=False).mocap
     assert mc["lost_in_transit"] == 6
     assert mc["frame_number_resets"] == 2  # the restart, and back down from the garbage number
     assert mc["frame_number_jumps"] == 1  # up to the garbage number

@@ -81,16 +81,16 @@ def test_every_command_sent_is_in_exactly_its_class(tmp_path, rate_hz, distribut
     spec, latency_us = _spec(rate_hz, distribution, seed=rate_hz * 7 + len(distribution))
     truth = synthesize(tmp_path / "trial", spec)
     assert sorted(truth.one_way_s) == sorted(set(latency_us) - set(truth.lost_seqs))
-    classes = analyze_trial(tmp_path / "trial", plots=False)["latency"]["lateness"]
+    classes = analyze_trial(tmp_path / "trial", plots=False).latency.lateness
     expected = _expected(latency_us, truth.lost_seqs, rate_hz)
-    assert {k: classes[k] for k in expected} == expected
-    assert classes["commands"] == truth.sent == sum(expected.values())
+    assert {k: getattr(classes, k) for k in expected} == expected
+    assert classes.commands == truth.sent == sum(expected.values())
     for name, count in expected.items():
-        assert classes[f"{name}_fraction"] == pytest.approx(count / truth.sent, abs=1e-12)
+        assert getattr(classes, f"{name}_fraction") == pytest.approx(count / truth.sent, abs=1e-12)
     late, too_late = _thresholds_us(rate_hz)
-    assert classes["period_ms"] == pytest.approx(1000 / rate_hz, abs=1e-9)
-    assert classes["late_threshold_ms"] == pytest.approx(float(late) / 1000, abs=1e-9)
-    assert classes["too_late_threshold_ms"] == pytest.approx(float(too_late) / 1000, abs=1e-9)
+    assert classes.period_ms == pytest.approx(1000 / rate_hz, abs=1e-9)
+    assert classes.late_threshold_ms == pytest.approx(float(late) / 1000, abs=1e-9)
+    assert classes.too_late_threshold_ms == pytest.approx(float(too_late) / 1000, abs=1e-9)
 
 
 @pytest.mark.parametrize("rate_hz", (20, 50, 60))
@@ -104,10 +104,10 @@ def test_latencies_at_the_thresholds(tmp_path, rate_hz):
     latency.update({100 + i: v / 1e6 for i, v in enumerate(boundary)})
     spec.latency_of = latency
     synthesize(tmp_path / "trial", spec)
-    classes = analyze_trial(tmp_path / "trial", plots=False)["latency"]["lateness"]
+    classes = analyze_trial(tmp_path / "trial", plots=False).latency.lateness
     # late - 1 and late on time; late + 1, too late - 1 and too late late; too late + 1 too late
-    assert (classes["late"], classes["too_late"], classes["lost"]) == (3, 1, 0)
-    assert classes["on_time"] == classes["commands"] - 4
+    assert (classes.late, classes.too_late, classes.lost) == (3, 1, 0)
+    assert classes.on_time == classes.commands - 4
 
 
 @pytest.fixture(scope="module")
@@ -204,12 +204,12 @@ def test_loss_while_the_path_held_more_than_the_history_is_told_apart(tmp_path, 
     spec.lost_seqs = (*held, *exactly, *short, *late_before, *fast)
     assert n > 190 + depth, "the plan is long enough for every case"
     synthesize(tmp_path / "trial", spec)
-    latency = analyze_trial(tmp_path / "trial", plots=False)["latency"]
-    assert latency["lost"] == 6
+    latency = analyze_trial(tmp_path / "trial", plots=False).latency
+    assert latency.lost == 6
     if not keep_last:
-        assert (latency["lost_to_history_overflow"], latency["lost_to_history_overflow_spans"]) == (0, [])
+        assert (latency.lost_to_history_overflow, latency.lost_to_history_overflow_spans) == (0, [])
     else:
-        assert latency["lost_to_history_overflow"] == 3
-        assert latency["lost_to_history_overflow_spans"] == [list(held), [70, 70]]
+        assert latency.lost_to_history_overflow == 3
+        assert latency.lost_to_history_overflow_spans == [tuple(held), (70, 70)]
         lines = report_lines(read_metrics(tmp_path / "trial" / "analysis" / "metrics.json"))
         assert any("overwrote them" in line for line in lines)

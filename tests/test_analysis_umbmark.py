@@ -44,16 +44,16 @@ def test_turn_and_curvature_errors_are_recovered(alpha_deg, beta_deg, side_m):
     u = systematic_errors(cw, ccw, side_m, B)
     # first order: the neglected terms are of the order of the angles squared
     tolerance = 2 * max(abs(alpha_deg), abs(beta_deg)) ** 2 * math.pi / 180 + 1e-9
-    assert u["alpha_deg"] == pytest.approx(alpha_deg, abs=tolerance)
-    assert u["beta_deg"] == pytest.approx(beta_deg, abs=tolerance)
-    assert u["e_max_syst_m"] == pytest.approx(max(math.hypot(*cw[0]), math.hypot(*ccw[0])), abs=1e-12)
-    assert u["wheelbase_factor"] == pytest.approx(90 / (90 + u["alpha_deg"]), abs=1e-12)
+    assert u.alpha_deg == pytest.approx(alpha_deg, abs=tolerance)
+    assert u.beta_deg == pytest.approx(beta_deg, abs=tolerance)
+    assert u.e_max_syst_m == pytest.approx(max(math.hypot(*cw[0]), math.hypot(*ccw[0])), abs=1e-12)
+    assert u.wheelbase_factor == pytest.approx(90 / (90 + u.alpha_deg), abs=1e-12)
     if beta_deg:
-        radius = side_m / 2 / math.sin(math.radians(u["beta_deg"]) / 2)
-        assert u["wheel_diameter_ratio"] == pytest.approx((radius + B / 2) / (radius - B / 2), rel=1e-12)
-        assert (u["wheel_diameter_ratio"] > 1) == (beta_deg > 0)  # curving left: the right wheel is larger
+        radius = side_m / 2 / math.sin(math.radians(u.beta_deg) / 2)
+        assert u.wheel_diameter_ratio == pytest.approx((radius + B / 2) / (radius - B / 2), rel=1e-12)
+        assert (u.wheel_diameter_ratio > 1) == (beta_deg > 0)  # curving left: the right wheel is larger
     else:
-        assert u["wheel_diameter_ratio"] == 1.0
+        assert u.wheel_diameter_ratio == 1.0
 
 
 @pytest.mark.parametrize("alpha_deg", [0.5, -0.7])

@@ -7,7 +7,6 @@ import pytest
 
 from fieldtest import rosmsg
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.analysis.rendering.foxglove import LAYOUT_FILE, build_layout, layout_text
 from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.plan import SquarePlan
@@ -83,6 +82,6 @@ def test_every_panel_is_placed_once():
 
 def test_the_report_names_the_layout(trial):
     metrics = analyze_trial(trial, plots=False, write=False)
-    text = "\n".join(report_lines(Metrics.model_validate(metrics)))
+    text = "\n".join(report_lines(metrics))
     assert f"Open in Foxglove: load {LAYOUT_FILE} as the layout" in text
     assert LAYOUT_FILE.is_file()

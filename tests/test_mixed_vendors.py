@@ -102,14 +102,18 @@ def test_a_twin_trial_with_the_robot_on_the_other_vendor(tmp_path, middleware, r
     assert record.outcome.dds_vendors == {"host": host, "robot": robot_vendor}
     assert any(w.startswith(f"host on {host}, robot on {robot_vendor}: ") for w in record.outcome.warnings)
     metrics = analyze_trial(result.trial_dir, plots=False)
-    assert metrics["trial"]["variant"] == f"robot on {robot_vendor}"  # compare keeps it apart
-    latency = metrics["latency"]
+    assert metrics.trial.variant == f"robot on {robot_vendor}"  # compare keeps it apart
+    latency = metrics.latency
     # Every command crossed: a writer can match the other vendor's reader before that reader has
     # matched it, and the reader drops what comes before; the robot's probes, which the host's go
     # waits for, start only once its command reader has matched the host's writer
-    sent = latency["commands_sent"]
-    assert sent > 0 and latency["commands_received"] == sent and latency["lost_spans"] == [], latency
-    assert latency["round_trip_ms"]["count"] > 0  # the clock probes went and came back
+    sent = latency.commands_sent
+    assert sent is not None and sent > 0 and latency.commands_received == sent and latency.lost_spans == [], (
+        latency
+    )
+    assert (
+        latency.round_trip_ms is not None and latency.round_trip_ms.count > 0
+    )  # the clock probes went and came back
 
 
 def test_security_across_two_vendors_is_refused():

@@ -9,7 +9,6 @@ import pytest
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.loading.mocaptime import retime_poses
 from fieldtest.analysis.loading.trialdata import load_trial
-from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.plan import SquarePlan
@@ -85,10 +84,10 @@ def test_metrics_and_report_name_the_time_axis(tmp_path):
     spec = SynthSpec(plan=SHORT, mocap_delay_jitter_s=0.01, mocap_clock_offset_s=100.0)
     synthesize(tmp_path / "trial", spec)
     metrics = analyze_trial(tmp_path / "trial", plots=False, write=False)
-    section = metrics["mocap"]["time"]
+    section = metrics.mocap["time"]
     assert section["axis"] == "capture"
     assert 0.004 < section["delay_median_s"] < 0.006
-    text = "\n".join(report_lines(Metrics.model_validate(metrics)))
+    text = "\n".join(report_lines(metrics))
     assert "Time axis: the frames' capture time" in text
     assert re.search(r"median 4\.\d\d ms, p99 9\.[89]\d ms", text), text
 
@@ -101,7 +100,7 @@ def test_recording_without_capture_stamps_keeps_receipt_time(tmp_path):
     assert data.mocap_time["axis"] == "receipt"
     assert "no capture stamps" in data.mocap_time["reason"]
     metrics = analyze_trial(tmp_path / "trial", plots=False, write=False)
-    text = "\n".join(report_lines(Metrics.model_validate(metrics)))
+    text = "\n".join(report_lines(metrics))
     assert "Time axis: receipt time (no capture stamps" in text
 
 

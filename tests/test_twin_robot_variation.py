@@ -32,8 +32,8 @@ def test_a_twin_robot_with_base_errors_drifts_as_the_base_predicts(tmp_path, e_d
     assert (twin.wheel_diameter_ratio, twin.wheelbase_ratio) == (e_d, e_b)
     calibration = BaseCalibration(robot="set", wheel_diameter_ratio=e_d, wheelbase_factor=e_b)
     metrics = analyze_trial(result.trial_dir, plots=False, base_calibration=calibration)
-    assert metrics["trial"]["robot"] == f"twin-create3 E_d {e_d:g} E_b {e_b:g} turn slip 0"
-    causes = metrics["drift_causes"]
-    assert causes["rest_m"] > 0.01  # centimetres of the robot's own drift, where a nominal twin has none
-    assert causes["base"]["systematic_m"] == pytest.approx(causes["rest_m"], rel=0.1)
-    assert causes["base"]["residual_m"] < 0.1 * causes["rest_m"]
+    assert metrics.trial.robot == f"twin-create3 E_d {e_d:g} E_b {e_b:g} turn slip 0"
+    causes = metrics.drift_causes
+    assert causes.rest_m > 0.01  # centimetres of the robot's own drift, where a nominal twin has none
+    assert causes.base["systematic_m"] == pytest.approx(causes.rest_m, rel=0.1)
+    assert causes.base["residual_m"] < 0.1 * causes.rest_m

@@ -16,7 +16,8 @@ import contextlib
 import gc
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.analysis.rendering.plotprocess import PlotWorker
@@ -64,7 +65,7 @@ def _ground_truth_options(parser: argparse.ArgumentParser, with_bag: bool = True
     )
 
 
-def _gt_kwargs(args) -> dict:
+def _gt_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "pose_topic": args.pose_topic,
         "pose_bag": getattr(args, "pose_bag", None),
@@ -90,7 +91,7 @@ def _fail(prog: str, exc: BaseException, debug: bool) -> int:
 
 
 @contextlib.contextmanager
-def _one_analysis():
+def _one_analysis() -> Iterator[None]:
     """Set up a process whose whole job is one analysis (``fieldtest analyze``).
 
     - One OpenBLAS thread, unless set otherwise: the analysis multiplies 4x4 matrices, and starting
@@ -114,7 +115,7 @@ def _one_analysis():
             gc.enable()
 
 
-def _mm(x) -> str:
+def _mm(x: float | None) -> str:
     return "n/a" if x is None else f"{x * 1000:.1f} mm"
 
 
@@ -190,8 +191,10 @@ def analyze_main(argv: list[str]) -> int:
     if args.json:
         import json
 
-        print(json.dumps(metrics, indent=1))
-        return EXIT_PARTIAL if (args.strict and metrics["partial"]) else EXIT_OK
+        from fieldtest.analysis.metrics.schema import as_json
+
+        print(json.dumps(as_json(metrics), indent=1))
+        return EXIT_PARTIAL if (args.strict and metrics.partial) else EXIT_OK
     from fieldtest.analysis.metrics.schema import METRICS_FILE, read_metrics
 
     out = args.out or f"{args.trial_dir.rstrip('/')}/analysis"

@@ -16,12 +16,13 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from fieldtest.analysis.campaign.compare import (
     COMPARE_CSV,
@@ -40,10 +41,10 @@ from fieldtest.analysis.causes.restsplit import REST_CSV, write_rest_curve
 from fieldtest.analysis.causes.stackfaults import stack_metrics
 from fieldtest.analysis.loading import DEFAULT_MAX_GAP_S
 from fieldtest.analysis.loading.mocaptime import CAPTURE
-from fieldtest.analysis.loading.trialdata import AnalysisError, TrialData, load_trial
+from fieldtest.analysis.loading.trialdata import AnalysisError, BagStatus, TrialData, load_trial
 from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics import ape as ape_mod
-from fieldtest.analysis.metrics import relativeerror as relative
+from fieldtest.analysis.metrics import relativeerror as relative_mod
 from fieldtest.analysis.metrics.basereceived import base_check
 from fieldtest.analysis.metrics.drift import drift_metrics
 from fieldtest.analysis.metrics.latency import ClockModel, estimate_clock, latency_metrics
@@ -59,10 +60,27 @@ from fieldtest.analysis.metrics.motion import (
 from fieldtest.analysis.metrics.schema import (
     METRICS_FILE,
     METRICS_VERSION,
+    Ape,
+    BagState,
+    BaseReceived,
+    Drift,
+    DriftCauses,
+    Inputs,
+    LapWindow,
+    Latency,
     Metrics,
     MetricsError,
+    MotionStart,
+    Outcome,
+    Progress,
+    Relative,
+    Stack,
+    TrialInfo,
+    as_json,
     metrics_from,
+    section_from,
 )
+from fieldtest.analysis.metrics.series import DriftSeries, LatencySeries
 from fieldtest.analysis.metrics.wiretraffic import wire_metrics
 from fieldtest.analysis.rendering.campaignpage import write_campaign_page
 from fieldtest.analysis.rendering.campaignplot import drift_plot
@@ -74,7 +92,8 @@ from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.middleware.dds.settings import side_middleware
 from fieldtest.middleware.mqtt.settings import Settings as MqttSettings
 from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
-from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, BagError, TrialFormatError
+from fieldtest.plan import SquarePlan
+from fieldtest.record import ANALYSIS_DIR, MOCAP_POSE_TOPIC, BagError, TrialFormatError, TrialRequest
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR
 
 REPORT_FILE = "report.md"
@@ -97,8 +116,8 @@ def analyze_trial(
     write: bool = True,
     plot_worker: PlotWorker | None = None,
     base_calibration: BaseCalibration | None = None,
-) -> dict[str, Any]:
-    """Analyze a trial; returns the metrics dict (also written to ``<out_dir>/metrics.json``).
+) -> Metrics:
+    """Analyze a trial; returns its metrics (also written to ``<out_dir>/metrics.json``).
 
     Raises TrialFormatError / AnalysisError (one line naming the file) when nothing can be analyzed;
     anything less is a result with ``partial: true`` and the reasons. ``plot_worker``: one the
@@ -148,7 +167,7 @@ class Options:
 
 def _analyze(
     trial_dir: Path, out_dir: Path, opts: Options, worker: PlotWorker | None, started: float
-) -> dict:
+) -> Metrics:
     max_gap_s = opts.max_gap_s
     data = load_trial(
         trial_dir,
@@ -186,54 +205,77 @@ def _analyze(
         mocap["dropped_non_finite"] = poses.dropped_invalid
         mocap["time"] = data.mocap_time
 
-    pending = {"available": False, "reason": "not computed yet"}
-    metrics = _assemble(
-        data, clock, motion, drift, pending, latency, mocap, faults, fault_notes, opts.up_axis, max_gap_s
+    measured = Measured(
+        drift=section_from(Drift, _jsonable(drift), trial_dir),
+        latency=section_from(Latency, _jsonable(latency), trial_dir),
+        mocap=_jsonable(mocap),
+        faults=_jsonable(faults),
+        fault_notes=fault_notes,
     )
-    metrics.update(_stack_sections(data, clock, track, motion, drift, max_gap_s, opts.base_calibration))
-    rest_curve = metrics["drift_causes"].pop("rest_curve", None)
-    metrics["base"] = base_check(data, clock)
-    metrics["warnings"] = metrics["warnings"] + metrics["base"]["warnings"]
-    metrics = _jsonable(metrics)
-    plot_data = PlotData.of(metrics, data.plan, track, motion, drift_series, latency_series, holes, faults)
+    causes, rest_curve = _drift_causes(data, clock, track, motion, drift, max_gap_s, opts.base_calibration)
+    stack = stack_metrics(data, clock, causes, _link_emulated(data))
+    metrics = _assemble(
+        data, clock, motion, measured, causes, stack, base_check(data, clock), opts.up_axis, max_gap_s
+    )
+    plot_data = PlotData.of(
+        _json(metrics), data.plan, track, motion, drift_series, latency_series, holes, faults
+    )
     if opts.write:
         out_dir.mkdir(parents=True, exist_ok=True)
     if worker is not None:
         worker.submit(out_dir, plot_data)  # it draws while evo computes the APE here
-    ape = (
-        ape_mod.ape_metrics(track, motion, data.plan, end_s)
-        if track is not None and end_s is not None
-        else {"available": False, "reason": "no motion start"}
+    ape = section_from(
+        Ape,
+        _jsonable(
+            ape_mod.ape_metrics(track, motion, data.plan, end_s)
+            if track is not None and end_s is not None
+            else {"available": False, "reason": "no motion start"}
+        ),
+        trial_dir,
     )
-    metrics["ape"] = _jsonable(ape)
     if worker is not None:
-        worker.send_ape(metrics["ape"])
-    metrics["relative"] = _jsonable(_relative(track, motion, data.plan, end_s))
-    metrics["analysis_s"] = round(time.perf_counter() - started, 4)
+        worker.send_ape(_json(ape))
+    relative = section_from(Relative, _jsonable(_relative(track, motion, data.plan, end_s)), trial_dir)
+    analysis_s = round(time.perf_counter() - started, 4)
+    metrics = metrics.model_copy(update={"ape": ape, "relative": relative, "analysis_s": analysis_s})
     if not opts.write:
-        return metrics
-    metrics["files"] = _write_series(out_dir, drift_series, latency_series) + write_trajectory(
-        out_dir, plot_data
-    )
+        return metrics_from(_json(metrics), trial_dir)
+    files = _write_series(out_dir, drift_series, latency_series) + write_trajectory(out_dir, plot_data)
     if rest_curve is not None:
         write_rest_curve(out_dir / REST_CSV, data.plan, *rest_curve)
-        metrics["files"].append(REST_CSV)
+        files.append(REST_CSV)
     if opts.export_tum and track is not None and end_s is not None:
         ref, est = ape_mod.export_tum(track, motion, data.plan, end_s, out_dir)
-        metrics["ape"]["tum_files"] = [ref.name, est.name]
-        if metrics["relative"]["available"]:
-            metrics["relative"]["tum_files"] = relative.export_rpe_tum(
-                track, motion, data.plan, end_s, out_dir
-            )
+        ape = ape.model_copy(update={"tum_files": [ref.name, est.name]})
+        if relative.available:
+            tum_files = relative_mod.export_rpe_tum(track, motion, data.plan, end_s, out_dir)
+            relative = relative.model_copy(update={"tum_files": tum_files})
+    written: dict[str, Any] = {"ape": ape, "relative": relative, "files": files}
     if opts.plots:
-        metrics["plots"] = _plots(worker, out_dir, plot_data)
-    written = _write_metrics(out_dir / METRICS_FILE, metrics)
+        plots, plot_warnings = _plots(worker, out_dir, plot_data, _json(ape))
+        written.update(plots=plots, warnings=metrics.warnings + plot_warnings)
+    metrics = _write_metrics(out_dir / METRICS_FILE, metrics.model_copy(update=written))
     if opts.report:
-        write_report(out_dir / REPORT_FILE, written)
+        write_report(out_dir / REPORT_FILE, metrics)
     return metrics
 
 
-def trial_variant(req) -> str:
+@dataclass(frozen=True)
+class Measured:
+    """The sections the stages before the causes computed, typed, and the faults' notes."""
+
+    drift: Drift
+    latency: Latency
+    mocap: dict[str, Any]
+    faults: list[dict[str, Any]]
+    fault_notes: list[str]
+
+
+def _link_emulated(data: TrialData) -> bool:
+    return data.record.request.network != "loopback"  # on loopback every timing error is the stack's
+
+
+def trial_variant(req: TrialRequest) -> str:
     """The settings, beyond middleware, security and network, that set a trial apart from the
     default set-up ("" for none): compare keeps such trials in rows of their own."""
     parts = []
@@ -255,52 +297,68 @@ def trial_variant(req) -> str:
     return ", ".join(parts)
 
 
-def topology_label(topology) -> str:
+def topology_label(topology: str | Sequence[str]) -> str:
     """A named placement as it is, a list of nodes joined: ``host+robot``."""
     return topology if isinstance(topology, str) else "+".join(topology)
 
 
-def _stack_sections(
+def _drift_causes(
     data: TrialData,
     clock: ClockModel,
     track: Track | None,
     motion: Motion,
-    drift: dict,
+    drift: dict[str, Any],
     max_gap_s: float,
     base_calibration: BaseCalibration | None = None,
-) -> dict:
-    """``drift_causes`` and ``stack`` (fieldtest.analysis.causes.attribution / .stackfaults)."""
-    emulated = data.record.request.network != "loopback"  # on loopback every timing error is the stack's
-    causes = (
-        drift_causes(data, clock, track, motion, drift, max_gap_s, emulated, base_calibration)
+) -> tuple[DriftCauses, tuple[np.ndarray, np.ndarray] | None]:
+    """``drift_causes`` (fieldtest.analysis.causes.attribution) and the rest's curve, which goes to
+    its CSV file rather than into metrics.json."""
+    causes: dict[str, Any] = (
+        drift_causes(data, clock, track, motion, drift, max_gap_s, _link_emulated(data), base_calibration)
         if track is not None
         else {"available": False, "reason": "no ground truth"}
     )
-    return {"drift_causes": causes, "stack": stack_metrics(data, clock, causes, emulated)}
+    rest_curve = causes.pop("rest_curve", None)
+    return section_from(DriftCauses, _jsonable(causes), data.trial_dir), rest_curve
 
 
-def _relative(track, motion, plan, end_s) -> dict:
+def _relative(track: Track | None, motion: Motion, plan: SquarePlan, end_s: float | None) -> dict[str, Any]:
     """Relative error per side, lap and more laps (evo's RPE; fieldtest.analysis.metrics.relativeerror)."""
-    if end_s is None:
+    if end_s is None or track is None:
         return {"available": False, "reason": "no motion start"}
-    return relative.relative_metrics(track, motion, plan, end_s)
+    return relative_mod.relative_metrics(track, motion, plan, end_s)
 
 
-def _plots(worker: PlotWorker | None, out_dir: Path, plot_data: PlotData) -> list[str]:
+def _plots(
+    worker: PlotWorker | None, out_dir: Path, plot_data: PlotData, ape: dict[str, Any]
+) -> tuple[list[str], list[str]]:
+    """(the plots written, a warning if the worker failed and they were drawn here)."""
+    warnings: list[str] = []
     if worker is not None:
         try:
-            return worker.result()
+            return worker.result(), warnings
         except PlotWorkerError as exc:
-            plot_data.metrics["warnings"].append(f"{exc}; plots drawn in the main process")
+            warnings.append(f"{exc}; plots drawn in the main process")
     from fieldtest.analysis.rendering.trialplots import write_plots  # matplotlib: only when drawn here
 
-    return write_plots(out_dir, plot_data)
+    return write_plots(out_dir, plot_data, ape=lambda: ape), warnings
 
 
 def _assemble(
-    data: TrialData, clock, motion, drift, ape, latency, mocap, faults, fault_notes, up_axis, max_gap_s
-):
+    data: TrialData,
+    clock: ClockModel,
+    motion: Motion,
+    measured: Measured,
+    causes: DriftCauses,
+    stack: Stack,
+    base: BaseReceived,
+    up_axis: str,
+    max_gap_s: float,
+) -> Metrics:
+    """Every section but the APE's and the relative error's (evo computes them while the plots are
+    drawn; the APE stands as not computed yet) and what the analysis wrote."""
     req, outcome, plan = data.record.request, data.record.outcome, data.plan
+    drift, latency = measured.drift, measured.latency
     partial_reasons = list(data.problems) + motion.problems
     if outcome.end_reason != "completed":
         detail = f": {outcome.end_detail}" if outcome.end_detail else ""
@@ -309,36 +367,39 @@ def _assemble(
         partial_reasons.append("no motion start found in the ground truth")
     if data.poses is not None and motion.laps_completed < plan.laps:
         partial_reasons.append(f"{motion.laps_completed} of {plan.laps} planned laps completed")
-    warnings = list(data.warnings) + motion.notes + fault_notes
-    if drift.get("available") and drift["excluded_points"] > 0.1 * drift["grid_points"]:
+    warnings = list(data.warnings) + motion.notes + measured.fault_notes
+    excluded, grid = drift.excluded_points or 0, drift.grid_points or 0
+    if drift.available and excluded > 0.1 * grid:
         warnings.append(
-            f"{drift['excluded_points']} of {drift['grid_points']} drift grid points fall in mocap gaps "
+            f"{excluded} of {grid} drift grid points fall in mocap gaps "
             f"longer than {max_gap_s} s and are excluded"
         )
-    if clock.method in ("none", "outcome", "robot-live") and latency.get("available"):
+    if clock.method in ("none", "outcome", "robot-live") and latency.available:
         warnings.append(f"no usable clock probes: one-way latency corrected with the {clock.method} offset")
     start = motion.start_s
-    return {
-        "metrics_version": METRICS_VERSION,
-        "trial": {
-            "dir": str(data.trial_dir),
-            "trial_id": data.record.trial_id,
-            "name": req.name,
-            "middleware": req.transport.middleware,
-            "zenoh_path": zenoh.path if (zenoh := req.transport.own_settings(ZenohSettings)) else "",
-            "mqtt_nagle": mqtt.nagle if (mqtt := req.transport.own_settings(MqttSettings)) else None,
-            "variant": trial_variant(req),
-            "topology": topology_label(req.topology),
-            "security": req.transport.security,
-            "qos": req.transport.qos,
-            "network": req.network,
-            "repetition": req.repetition,
-            "seed": req.seed,
-            "robot_model": req.robot_model,
-            "robot": robot_label(req),
-            "cmd_type": req.cmd_type,
-            "stream_start_ns": data.stream_start_ns,
-            "plan": {
+    zenoh = req.transport.own_settings(ZenohSettings)
+    mqtt = req.transport.own_settings(MqttSettings)
+    return Metrics(
+        metrics_version=METRICS_VERSION,
+        trial=TrialInfo(
+            dir=str(data.trial_dir),
+            trial_id=data.record.trial_id,
+            name=req.name,
+            middleware=req.transport.middleware,
+            zenoh_path=zenoh.path if zenoh else "",
+            mqtt_nagle=mqtt.nagle if mqtt else None,
+            variant=trial_variant(req),
+            topology=topology_label(req.topology),
+            security=req.transport.security,
+            qos=req.transport.qos,
+            network=req.network,
+            repetition=req.repetition,
+            seed=req.seed,
+            robot_model=req.robot_model,
+            robot=robot_label(req),
+            cmd_type=req.cmd_type,
+            stream_start_ns=data.stream_start_ns,
+            plan={
                 "laps": plan.laps,
                 "lap_s": plan.lap_s,
                 "side_m": plan.side_m,
@@ -348,59 +409,73 @@ def _assemble(
                 "start_delay_s": plan.start_delay_s,
                 "turn_direction": plan.turn_direction,
             },
-        },
-        "partial": bool(partial_reasons),
-        "partial_reasons": partial_reasons,
-        "warnings": warnings,
-        "outcome": {
-            "end_reason": outcome.end_reason,
-            "end_detail": outcome.end_detail,
-            "warnings": list(outcome.warnings),
-            "link": outcome.link,
-            "cpu": outcome.cpu,
-            "clock_offset_s": outcome.clock_offset_s,
-            "clock_round_trip_s": outcome.clock_round_trip_s,
-            "nodes": outcome.nodes,
-            "software": outcome.software,
-        },
-        "progress": {
-            "laps_planned": plan.laps,
-            "laps_commanded": motion.laps_commanded,
-            "laps_observed": motion.laps_observed,
-            "laps_completed": motion.laps_completed,
-            "commands_planned": plan.n_ticks(),
-            "last_seq_sent": latency.get("last_seq_sent"),
-            "last_seq_received": latency.get("last_seq_received"),
-            "ended_early": outcome.end_reason != "completed",
-        },
-        "inputs": {
-            "bags": {name: vars(status) for name, status in data.bags.items()},
-            "up_axis": up_axis,
-            "max_bridged_gap_s": max_gap_s,
-        },
-        "motion": {
-            "start_s": start,
-            "first_command_s": motion.first_command_s,
-            "first_received_s": motion.first_received_s,
-            "start_lag_s": _diff(start, motion.first_command_s),
-            "start_after_receipt_s": _diff(start, motion.first_received_s),
-            "noise_floor_m": motion.noise_floor_m,
-            "body_yaw_offset_deg": math.degrees(motion.body_yaw_offset),
-            "start_heading_deg": math.degrees(motion.start_heading),
-            "start_xy_m": None if motion.start_xy is None else [float(v) for v in motion.start_xy],
-            "laps": [{"lap": i + 1, "start_s": a, "end_s": b} for i, (a, b) in enumerate(motion.lap_windows)],
-        },
-        "drift": drift,
-        "ape": ape,
-        "latency": latency,
-        "mocap": mocap,
-        "faults": faults,
-        "robot_traffic": outcome.robot_traffic or None,
-        "wire": wire_metrics(outcome.link_traffic),
-    }
+        ),
+        partial=bool(partial_reasons),
+        partial_reasons=partial_reasons,
+        warnings=warnings + base.warnings,
+        outcome=Outcome(
+            end_reason=outcome.end_reason,
+            end_detail=outcome.end_detail,
+            warnings=list(outcome.warnings),
+            link=outcome.link,
+            cpu=outcome.cpu,
+            clock_offset_s=outcome.clock_offset_s,
+            clock_round_trip_s=outcome.clock_round_trip_s,
+            nodes=outcome.nodes,
+            software=outcome.software,
+        ),
+        progress=Progress(
+            laps_planned=plan.laps,
+            laps_commanded=motion.laps_commanded,
+            laps_observed=motion.laps_observed,
+            laps_completed=motion.laps_completed,
+            commands_planned=plan.n_ticks(),
+            last_seq_sent=latency.last_seq_sent,
+            last_seq_received=latency.last_seq_received,
+            ended_early=outcome.end_reason != "completed",
+        ),
+        inputs=Inputs(
+            bags={name: _bag_state(status) for name, status in data.bags.items()},
+            up_axis=up_axis,
+            max_bridged_gap_s=max_gap_s,
+        ),
+        motion=MotionStart(
+            start_s=start,
+            first_command_s=motion.first_command_s,
+            first_received_s=motion.first_received_s,
+            start_lag_s=_diff(start, motion.first_command_s),
+            start_after_receipt_s=_diff(start, motion.first_received_s),
+            noise_floor_m=motion.noise_floor_m,
+            body_yaw_offset_deg=math.degrees(motion.body_yaw_offset),
+            start_heading_deg=math.degrees(motion.start_heading),
+            start_xy_m=None if motion.start_xy is None else [float(v) for v in motion.start_xy],
+            laps=[LapWindow(lap=i + 1, start_s=a, end_s=b) for i, (a, b) in enumerate(motion.lap_windows)],
+        ),
+        drift=drift,
+        ape=Ape(available=False, reason="not computed yet"),
+        latency=latency,
+        mocap=measured.mocap,
+        faults=measured.faults,
+        robot_traffic=outcome.robot_traffic or None,
+        wire=_jsonable(wire_metrics(outcome.link_traffic)),
+        drift_causes=causes,
+        stack=stack,
+        base=base,
+    )
 
 
-def _write_series(out_dir: Path, drift, latency) -> list[str]:
+def _bag_state(status: BagStatus) -> BagState:
+    return BagState(
+        name=status.name,
+        path=status.path,
+        present=status.present,
+        truncated=status.truncated,
+        problem=status.problem,
+        topics=status.topics,
+    )
+
+
+def _write_series(out_dir: Path, drift: DriftSeries | None, latency: LatencySeries) -> list[str]:
     """Per-point data behind the plots: the drift curves and the per-command latency, as CSV."""
     written = []
     if drift is not None and len(drift.tau_s):
@@ -477,9 +552,14 @@ def _seconds(fault: dict, key: str, stream_start_ns: int) -> float | None:
     return None
 
 
-def _write_metrics(path: Path, metrics: dict) -> Metrics:
-    """Write metrics.json; it must fit the schema its readers use (MetricsError if not)."""
-    data = _jsonable(metrics)
+def _write_metrics(path: Path, metrics: Metrics) -> Metrics:
+    """Write metrics.json; returns what its readers will read from it (MetricsError if it does not
+    fit the schema)."""
+    return _write_json(path, _json(metrics))
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> Metrics:
+    """Write a metrics.json's content, first checked against the schema (MetricsError if it does not fit)."""
     written = metrics_from(data, path)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
@@ -487,7 +567,12 @@ def _write_metrics(path: Path, metrics: dict) -> Metrics:
     return written
 
 
-def _jsonable(x):
+def _json(section: BaseModel) -> dict[str, Any]:
+    """A section (or the whole metrics) as metrics.json holds it."""
+    return _jsonable(as_json(section))
+
+
+def _jsonable(x: Any) -> Any:
     """numpy scalars to Python, NaN/inf to null (JSON has no NaN)."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
@@ -509,7 +594,7 @@ def record_split(trial_dir: str | Path, section: dict) -> bool:
     try:
         data = json.loads(path.read_text())
         data["drift_causes"]["base"] = section
-        written = _write_metrics(path, data)
+        written = _write_json(path, data)
         if (path.parent / REPORT_FILE).exists():
             write_report(path.parent / REPORT_FILE, written)
     except (OSError, ValueError, KeyError, TypeError, MetricsError):
@@ -531,17 +616,18 @@ def add_base_record(trial_dir: Path, record: Path) -> bool:
     return True
 
 
-def _analyze_one(job: tuple[Path, dict]) -> tuple[Path, Metrics | None, str]:
+def _analyze_one(job: tuple[Path, dict[str, Any]]) -> tuple[Path, Metrics | None, str]:
     """(trial, metrics or None, one-line problem); runs in a pool process or in line."""
     trial_dir, kwargs = job
     try:
-        metrics = analyze_trial(trial_dir, plots=False, **kwargs)
-        return trial_dir, metrics_from(metrics, trial_dir / ANALYSIS_DIR / METRICS_FILE), ""
+        return trial_dir, analyze_trial(trial_dir, plots=False, **kwargs), ""
     except (TrialFormatError, AnalysisError, BagError, ValueError, OSError) as exc:
         return trial_dir, None, (f"{trial_dir}: {exc}" if str(trial_dir) not in str(exc) else str(exc))
 
 
-def _analyze_all(dirs: list[Path], jobs: int | None, kwargs: dict):
+def _analyze_all(
+    dirs: list[Path], jobs: int | None, kwargs: dict[str, Any]
+) -> list[tuple[Path, Metrics | None, str]]:
     """Analyze trials, in parallel processes when there are several and fork is available."""
     workers = min(jobs or os.cpu_count() or 1, len(dirs))
     work = [(d, kwargs) for d in dirs]
@@ -560,7 +646,7 @@ def compare_trials(
     jobs: int | None = None,
     page: bool = True,
     resolve_m: tuple[float, ...] = DEFAULT_DIFFERENCES_M,
-    **analyze_kwargs,
+    **analyze_kwargs: Any,
 ) -> dict:
     """Tabulate trials; returns {"rows": [...], "trials": [...], "skipped": [...], "files": [...]}.
 
@@ -582,8 +668,8 @@ def compare_trials(
     if not trials:
         raise AnalysisError("no trial could be analyzed: " + "; ".join(skipped))
     result, base = write_comparison(trials, found, skipped, out_dir, resolve_m)
-    for trial_dir, section in base.items():  # the trial's own metrics.json and report.md carry it too
-        record_split(trial_dir, section)
+    for split_dir, section in base.items():  # the trial's own metrics.json and report.md carry it too
+        record_split(split_dir, section)
     drift_plot(out_dir / DRIFT_PNG, result["rows"])
     written = (
         write_campaign_page(

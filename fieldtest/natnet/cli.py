@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from fieldtest.natnet import protocol as nn
-from fieldtest.natnet.feed import DEFAULT_FEED_PORT, PoseFeedReceiver
+from fieldtest.natnet.feed import DEFAULT_FEED_PORT, Pose, PoseFeedReceiver
 from fieldtest.natnet.recorder import MocapRecorder, MocapRecorderError, RecorderConfig
-from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator
+from fieldtest.natnet.server import EmulatorConfig, NatNetEmulator, PoseSource
 from fieldtest.procs import stop_on_signals
 from fieldtest.realtime import settle_heap, try_realtime
 
@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _pose_source(args):
+def _pose_source(args: argparse.Namespace) -> PoseFeedReceiver | PoseSource:
     if args.source == "feed":
         # a frame sent latency after its exposure shows the pose at its exposure: keep that much past
         return PoseFeedReceiver(args.feed_bind, args.feed_port, history_s=args.latency_ms / 1000.0 + 0.5)
@@ -124,14 +124,14 @@ def _pose_source(args):
 
     plan, start = SquarePlan(), time.time()
 
-    def on_plan(t: float):
+    def on_plan(t: float) -> Pose:
         x, y, yaw = plan.ideal_pose(t - start)[0]
         return (float(x), float(y), 0.0, 0.0, 0.0, math.sin(yaw / 2), math.cos(yaw / 2))
 
     return on_plan
 
 
-def serve_main(args) -> int:
+def serve_main(args: argparse.Namespace) -> int:
     realtime = args.realtime and try_realtime()
     config = EmulatorConfig(
         rate_hz=args.rate,
@@ -157,11 +157,11 @@ def serve_main(args) -> int:
     try:
         emulator = NatNetEmulator(source, config)
     except OSError:
-        if args.source == "feed":
+        if isinstance(source, PoseFeedReceiver):
             source.close()
         raise
     where = f"multicast {config.multicast_address}:{config.data_port}" if config.multicast else "unicast"
-    feed = f", pose feed on {args.feed_bind}:{source.port}" if args.source == "feed" else ""
+    feed = f", pose feed on {args.feed_bind}:{source.port}" if isinstance(source, PoseFeedReceiver) else ""
     settle_heap()
     with stop_on_signals() as stop:
         print(
@@ -179,7 +179,7 @@ def serve_main(args) -> int:
         finally:
             if timer is not None:
                 timer.cancel()
-            if args.source == "feed":
+            if isinstance(source, PoseFeedReceiver):
                 source.close()
     print(
         f"NatNet emulator: {emulator.frames_generated} frames generated, {emulator.frames_sent} sent, "
@@ -191,7 +191,7 @@ def serve_main(args) -> int:
     return 0
 
 
-def _recorder_config(args) -> RecorderConfig:
+def _recorder_config(args: argparse.Namespace) -> RecorderConfig:
     return RecorderConfig(
         server_address=args.server,
         local_address=args.local,
@@ -206,7 +206,7 @@ def _recorder_config(args) -> RecorderConfig:
     )
 
 
-def record_main(args) -> int:
+def record_main(args: argparse.Namespace) -> int:
     recorder = MocapRecorder(args.bag_dir, _recorder_config(args), status_path=args.status)
     settle_heap()
     with stop_on_signals() as stop:
@@ -228,7 +228,7 @@ def record_main(args) -> int:
     return 0
 
 
-def probe_main(args) -> int:
+def probe_main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="natnet-probe-") as tmp:
         recorder = MocapRecorder(f"{tmp}/bag", _recorder_config(args))
         try:

@@ -84,7 +84,7 @@ class PoseFeedSender:
     def __enter__(self) -> PoseFeedSender:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -22,6 +22,7 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fieldtest.errors import FieldtestError
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
@@ -128,7 +129,7 @@ class _Reader:
         self.pos += fmt.size
         return values
 
-    def one(self, fmt: struct.Struct):
+    def one(self, fmt: struct.Struct) -> Any:
         return self.take(fmt)[0]
 
     def skip(self, n: int) -> None:

@@ -199,7 +199,7 @@ class NatNetEmulator:
     def __enter__(self) -> NatNetEmulator:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property

@@ -156,7 +156,7 @@ class BagWriter:
     def __enter__(self) -> BagWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -287,7 +287,9 @@ def read_bag(bag_dir: str | Path, topics: set[str] | None = None) -> BagData:
     return data
 
 
-def _add_message(data: BagData, channel: Channel, schemas, record: Message, topics: set[str] | None) -> None:
+def _add_message(
+    data: BagData, channel: Channel, schemas: dict[int, Schema], record: Message, topics: set[str] | None
+) -> None:
     if topics is not None and channel.topic not in topics:
         return
     typename = schemas[channel.schema_id].name

@@ -56,7 +56,7 @@ from fieldtest.runner.twintrial import run_twin_trial
 from fieldtest.runner.verdict import invalid_trials
 
 if TYPE_CHECKING:
-    from distributed import Client, Future
+    from distributed import Client, Future, Worker
 
     from fieldtest.analysis.metrics.schema import Metrics
 
@@ -137,13 +137,13 @@ def run_trial_on_worker(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _serving(worker) -> bool:
+def _serving(worker: Worker) -> bool:
     from distributed.core import Status
 
     return worker.status in (Status.running, Status.paused)
 
 
-def _keep_unshipped(trial_dir: Path, worker) -> None:
+def _keep_unshipped(trial_dir: Path, worker: Worker) -> None:
     """A trial its worker cannot ship (the worker lost its scheduler, or was given up by it, and
     is closing), kept where the closing leaves it (Dask deletes the worker's own directory):
     beside that directory, in ``UNSHIPPED``."""
@@ -165,7 +165,7 @@ def stop_event_name(run_id: str) -> str:
     return f"fieldtest-stop-{run_id}"
 
 
-def _progress_reporter(worker, run_id: str, name: str, attempt_tag: str) -> Callable[[float], None]:
+def _progress_reporter(worker: Worker, run_id: str, name: str, attempt_tag: str) -> Callable[[float], None]:
     last = [-1.0]
 
     def report(fraction: float) -> None:
@@ -180,7 +180,7 @@ def _progress_reporter(worker, run_id: str, name: str, attempt_tag: str) -> Call
     return report
 
 
-def _record_worker(trial_dir: Path, worker, version: str) -> None:
+def _record_worker(trial_dir: Path, worker: Worker, version: str) -> None:
     """``outcome.worker``: which worker ran the trial, its machine and the kit's version."""
     facts = json.loads(os.environ.get(FACTS_ENV, "{}")) or machine_facts()
     record = read_trial(trial_dir)

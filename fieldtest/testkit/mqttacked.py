@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 ANSWER_TIMEOUT_S = 5.0
@@ -43,14 +44,21 @@ class AckedClient:
         self.client.on_subscribe = self._on_subscribe
         self.client.on_publish = self._on_publish
 
-    def _on_connect(self, client, userdata, flags, reason, properties) -> None:
+    def _on_connect(
+        self,
+        client: mqtt.Client,
+        userdata: object,
+        flags: mqtt.ConnectFlags,
+        reason: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
         self.connack = reason
         if not reason.is_failure:
             self.connected.set()
 
-    def _on_message(self, client, userdata, message) -> None:
+    def _on_message(self, client: mqtt.Client, userdata: object, message: mqtt.MQTTMessage) -> None:
         with self._changed:
-            self.received.append((message.topic, message.payload))
+            self.received.append((message.topic, bytes(message.payload)))
             self._changed.notify_all()
 
     def _answered(self, mid: int, codes: list[ReasonCode]) -> None:
@@ -58,10 +66,24 @@ class AckedClient:
             self._answers[mid] = codes
             self._changed.notify_all()
 
-    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+    def _on_subscribe(
+        self,
+        client: mqtt.Client,
+        userdata: object,
+        mid: int,
+        reason_codes: list[ReasonCode],
+        properties: Properties | None,
+    ) -> None:
         self._answered(mid, list(reason_codes))
 
-    def _on_publish(self, client, userdata, mid, reason_code, properties) -> None:
+    def _on_publish(
+        self,
+        client: mqtt.Client,
+        userdata: object,
+        mid: int,
+        reason_code: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
         self._answered(mid, [reason_code])
 
     def _answer(self, mid: int, what: str) -> ReasonCode:

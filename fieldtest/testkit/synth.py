@@ -257,7 +257,9 @@ def _offset_at(spec: SynthSpec, host_ns: np.ndarray | float) -> np.ndarray:
     return spec.clock_offset_s + spec.clock_drift_ppm * 1e-6 * dt
 
 
-def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[int, float], list[int]]:
+def _write_robot(
+    writer: BagWriter, spec: SynthSpec, sent: list[tuple[int, int, float, float]], rng: np.random.Generator
+) -> tuple[dict[int, float], list[int]]:
     lost = sorted(set(spec.lost_seqs) & {s for s, *_ in sent})
     rows = []
     truth: dict[int, float] = {}
@@ -305,7 +307,7 @@ def _write_robot(writer: BagWriter, spec: SynthSpec, sent, rng) -> tuple[dict[in
     return truth, lost
 
 
-def _probes(spec: SynthSpec, rng):
+def _probes(spec: SynthSpec, rng: np.random.Generator) -> list[tuple[int, int, int, int]]:
     """Robot-initiated probes (t1, t2, t3, t4): t1/t4 robot clock, t2/t3 host clock."""
     plan = spec.plan
     end_s = plan.total_s + spec.mocap_tail_s
@@ -325,7 +327,11 @@ def _probes(spec: SynthSpec, rng):
 
 
 def _write_mocap(
-    bag_dir: Path, spec: SynthSpec, rng, pose_writer: BagWriter | None, arrivals: list | None = None
+    bag_dir: Path,
+    spec: SynthSpec,
+    rng: np.random.Generator,
+    pose_writer: BagWriter | None,
+    arrivals: list | None = None,
 ) -> None:
     plan = spec.plan
     start_s = -spec.mocap_lead_s + spec.mocap_phase_s

@@ -54,6 +54,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.configuration.stockrobot import STOCK_ROBOTS
@@ -99,7 +100,7 @@ def missing_tools() -> list[str]:
     return missing + ([SSHD] if not Path(SSHD).exists() else [])
 
 
-def _run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+def _run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
     done = subprocess.run(argv, capture_output=True, text=True, **kwargs)
     if done.returncode != 0:
         raise TwoMachinesError(f"{' '.join(map(str, argv))}: {done.stderr.strip() or done.stdout.strip()}")
@@ -428,7 +429,11 @@ class Lab:
         }
 
     def host(
-        self, argv: list[str] | str, timeout_s: float = 600.0, env: dict[str, str] | None = None, **kwargs
+        self,
+        argv: list[str] | str,
+        timeout_s: float = 600.0,
+        env: dict[str, str] | None = None,
+        **kwargs: Any,
     ) -> subprocess.CompletedProcess:
         """Run ``argv`` (or a bash script, stopping at the first failing command) as the lab user on
         the host machine; ``env`` adds to the lab user's environment."""

@@ -22,7 +22,7 @@ from fieldtest.analysis.campaign.trialvalues import lateness_values, relative_va
 from fieldtest.analysis.campaign.umbmark import umbmark, umbmark_lines
 from fieldtest.analysis.loading.trialdata import AnalysisError
 from fieldtest.analysis.loading.trialrobot import CALIBRATION_FILE, requests_of
-from fieldtest.analysis.metrics.schema import METRICS_FILE, Metrics, MetricsError, read_metrics
+from fieldtest.analysis.metrics.schema import METRICS_FILE, DriftCauses, Metrics, MetricsError, read_metrics
 from fieldtest.analysis.metrics.wiretraffic import wire_values
 from fieldtest.catalog import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE
@@ -108,7 +108,7 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
     d, lat = m.drift, m.latency
     one_way = lat.one_way_ms
 
-    def mm(x):
+    def mm(x: float | None) -> float | None:
         return None if x is None else x * 1000.0
 
     values = {
@@ -131,7 +131,7 @@ def trial_values(m: Metrics) -> dict[str, float | None]:
     return values
 
 
-def stall_values(causes) -> dict[str, float | None]:
+def stall_values(causes: DriftCauses | None) -> dict[str, float | None]:
     """The shifted-latency median drift (mm) and the segment changes held by a stall."""
     spread_ = causes.phase_spread if causes is not None else None
     changes = causes.segment_changes if causes is not None else None
@@ -156,7 +156,7 @@ def spread(values: list[float | None]) -> dict[str, float | int | None]:
     }
 
 
-def _sort_key(key: tuple[str, str, str]):
+def _sort_key(key: tuple[str, str, str]) -> tuple[str, int, str, bool, str]:
     middleware, security, network = key
     base = middleware.split(" (")[0]  # a variant sorts after its middleware's default set-up
     return network, report_order(base), middleware, security != "none", security
@@ -197,7 +197,7 @@ def write_comparison(
                 "metrics": {c.key: spread([v[c.key] for v in values]) for c in COLUMNS},
                 "drift_values": [v["drift_mean"] for v in values],
                 "drift_interval": median_interval([v["drift_mean"] for v in values]),
-                "umbmark": umbmark(members),
+                "umbmark": u.model_dump(mode="json") if (u := umbmark(members)) is not None else None,
             }
         )
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,9 @@ def drift_groups(trials: list) -> list[tuple[str, list[float]]]:
     return [(key[2], values) for key, values in groups.items()]
 
 
-def power_table(groups: list[tuple[str, list[float]]], differences_m=DEFAULT_DIFFERENCES_M) -> list[dict]:
+def power_table(
+    groups: list[tuple[str, list[float]]], differences_m: tuple[float, ...] = DEFAULT_DIFFERENCES_M
+) -> list[dict]:
     """Per network: the pooled spread of the lap drift (mean, mm) and the repetitions each
     difference needs. ``groups``: (network, values in mm) per configuration and direction."""
     by_network: dict[str, list[list[float]]] = {}

@@ -8,23 +8,23 @@ from pathlib import Path
 
 import numpy as np
 
-from fieldtest.analysis.campaign.umbmark import return_error_per_lap, umbmark
+from fieldtest.analysis.campaign.umbmark import Umbmark, return_error_per_lap, umbmark
 from fieldtest.analysis.causes.restsplit import REST_CSV, read_rest_curve, split_rest, systematic_displacement
 from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
 from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.record import ANALYSIS_DIR, TrialRequest
 
 
-def calibration_from(umbmark: dict, robot: str) -> BaseCalibration:
+def calibration_from(figures: Umbmark, robot: str) -> BaseCalibration:
     """The base's errors as the split uses them, from UMBmark's figures of one robot."""
     return BaseCalibration(
         robot=robot,
-        wheel_diameter_ratio=umbmark["wheel_diameter_ratio"],
-        wheelbase_factor=umbmark["wheelbase_factor"],
-        alpha_deg=umbmark["alpha_deg"],
-        beta_deg=umbmark["beta_deg"],
-        runs_cw=umbmark["runs_cw"],
-        runs_ccw=umbmark["runs_ccw"],
+        wheel_diameter_ratio=figures.wheel_diameter_ratio,
+        wheelbase_factor=figures.wheelbase_factor,
+        alpha_deg=figures.alpha_deg,
+        beta_deg=figures.beta_deg,
+        runs_cw=figures.runs_cw,
+        runs_ccw=figures.runs_ccw,
     )
 
 

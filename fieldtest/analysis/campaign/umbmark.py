@@ -27,12 +27,34 @@ wheel separation. E_max,syst = the larger distance of the two centres of gravity
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from fieldtest.analysis.metrics.schema import Metrics
 
 DIRECTIONS = {"left": "ccw", "right": "cw"}
+
+
+class Umbmark(BaseModel):
+    """UMBmark's figures of one configuration (compare.json's ``umbmark``); the base calibration
+    is built from them, so a misspelt figure fails the type check, not a look-up."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runs_cw: int
+    runs_ccw: int
+    side_m: float
+    cg_cw_m: tuple[float, float]  # centre of gravity of the return errors per lap (x, y)
+    cg_ccw_m: tuple[float, float]
+    e_max_syst_m: float
+    alpha_deg: float
+    beta_deg: float
+    wheelbase_factor: float
+    curve_radius_m: float | None  # None: the sides do not curve
+    wheel_diameter_ratio: float
+    wheel_separation_m: float
 
 
 def return_error_per_lap(m: Metrics) -> tuple[float, float] | None:
@@ -46,8 +68,10 @@ def return_error_per_lap(m: Metrics) -> tuple[float, float] | None:
 
 
 def umbmark(
-    members: list[Metrics], wheel_separation_m: float | None = None, error_of=return_error_per_lap
-) -> dict | None:
+    members: list[Metrics],
+    wheel_separation_m: float | None = None,
+    error_of: Callable[[Metrics], tuple[float, float] | None] = return_error_per_lap,
+) -> Umbmark | None:
     """UMBmark's figures from one configuration's trials, or None unless both directions have one.
     ``wheel_separation_m``: default the Create 3's (fieldtest.twin.create3model); ``error_of``: a trial's
     return error per lap (default the measured one)."""
@@ -67,7 +91,12 @@ def umbmark(
     return systematic_errors(errors["cw"], errors["ccw"], side_m, wheel_separation_m)
 
 
-def systematic_errors(cw: list, ccw: list, side_m: float, wheel_separation_m: float) -> dict:
+def systematic_errors(
+    cw: Sequence[tuple[float, float]],
+    ccw: Sequence[tuple[float, float]],
+    side_m: float,
+    wheel_separation_m: float,
+) -> Umbmark:
     """The figures from the return errors per lap ((x, y) in metres, start frame) of each direction."""
     (x_cw, y_cw), (x_ccw, y_ccw) = np.mean(cw, axis=0), np.mean(ccw, axis=0)
     four_l = 4 * side_m
@@ -75,22 +104,22 @@ def systematic_errors(cw: list, ccw: list, side_m: float, wheel_separation_m: fl
     beta = ((x_ccw - x_cw) - (y_cw + y_ccw)) / 2 / four_l
     radius = math.inf if beta == 0 else (side_m / 2) / math.sin(beta / 2)
     half_b = wheel_separation_m / 2
-    return {
-        "runs_cw": len(cw),
-        "runs_ccw": len(ccw),
-        "side_m": side_m,
-        "cg_cw_m": [float(x_cw), float(y_cw)],
-        "cg_ccw_m": [float(x_ccw), float(y_ccw)],
-        "e_max_syst_m": float(max(math.hypot(x_cw, y_cw), math.hypot(x_ccw, y_ccw))),
-        "alpha_deg": math.degrees(alpha),
-        "beta_deg": math.degrees(beta),
-        "wheelbase_factor": 90.0 / (90.0 + math.degrees(alpha)),
-        "curve_radius_m": float(radius) if math.isfinite(radius) else None,
-        "wheel_diameter_ratio": 1.0
+    return Umbmark(
+        runs_cw=len(cw),
+        runs_ccw=len(ccw),
+        side_m=side_m,
+        cg_cw_m=(float(x_cw), float(y_cw)),
+        cg_ccw_m=(float(x_ccw), float(y_ccw)),
+        e_max_syst_m=float(max(math.hypot(x_cw, y_cw), math.hypot(x_ccw, y_ccw))),
+        alpha_deg=math.degrees(alpha),
+        beta_deg=math.degrees(beta),
+        wheelbase_factor=90.0 / (90.0 + math.degrees(alpha)),
+        curve_radius_m=float(radius) if math.isfinite(radius) else None,
+        wheel_diameter_ratio=1.0
         if not math.isfinite(radius)
         else float((radius + half_b) / (radius - half_b)),
-        "wheel_separation_m": wheel_separation_m,
-    }
+        wheel_separation_m=wheel_separation_m,
+    )
 
 
 def umbmark_table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:

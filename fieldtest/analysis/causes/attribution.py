@@ -33,7 +33,9 @@ from fieldtest.twin.create3model import SafetyOverride
 STALL_SUBSTEP_S = 0.02
 
 
-def measured_displacement(track: Track, motion: Motion, plan: SquarePlan, last_lap: int, max_gap_s: float):
+def measured_displacement(
+    track: Track, motion: Motion, plan: SquarePlan, last_lap: int, max_gap_s: float
+) -> tuple[np.ndarray, np.ndarray]:
     """The same d(tau) from the ground truth, turned into the start frame (driving direction = +x)."""
     start_s = motion.found_start_s()
     tau = phase_grid(plan)
@@ -149,7 +151,9 @@ def drift_causes(
     }
 
 
-def _replay_closing(arrival, drift: dict, plan: SquarePlan, request: TrialRequest) -> list[float] | None:
+def _replay_closing(
+    arrival: tuple[np.ndarray, np.ndarray, np.ndarray], drift: dict, plan: SquarePlan, request: TrialRequest
+) -> list[float] | None:
     """The arrival replay's closing error, where the measured one is the rest after a complete run."""
     closing = drift.get("closing") or {}
     if closing.get("end_pose") != "rest after the run":

@@ -28,7 +28,9 @@ def _first_motion_s(times: np.ndarray, linear: np.ndarray, angular: np.ndarray) 
     return float(times[np.argmax(moving)]) if moving.any() else None
 
 
-def _in_time_order(times: np.ndarray, linear: np.ndarray, angular: np.ndarray):
+def _in_time_order(
+    times: np.ndarray, linear: np.ndarray, angular: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = np.argsort(times, kind="stable")
     return times[order], linear[order], angular[order]
 

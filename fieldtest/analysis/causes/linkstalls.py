@@ -95,7 +95,9 @@ def segment_changes(arrivals: Arrivals, replay: Replay) -> dict:
     }
 
 
-def _with_changes_on_time(arrivals: Arrivals, stalled: np.ndarray, ends: np.ndarray, median_s: float):
+def _with_changes_on_time(
+    arrivals: Arrivals, stalled: np.ndarray, ends: np.ndarray, median_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The arrival timeline without the stalls that held a segment change: the change and the
     commands of its segment held with it arrive at their send time plus the median latency, and
     the previous segment's commands that would then arrive after the change are dropped."""

@@ -14,6 +14,7 @@ import numpy as np
 
 from fieldtest.analysis.loading.trialdata import TrialData
 from fieldtest.analysis.metrics.latency import ClockModel
+from fieldtest.analysis.metrics.schema import DriftCauses, Stack
 from fieldtest.machine import lateness_summary
 
 # A trial is invalid when the machine running the stack explains more lap drift than this (the
@@ -85,40 +86,42 @@ def timing_error_split(errors: dict[str, np.ndarray], link_emulated: bool) -> di
     }
 
 
-def stack_metrics(
-    data: TrialData, clock: ClockModel, causes: dict[str, Any], link_emulated: bool
-) -> dict[str, Any]:
+def stack_metrics(data: TrialData, clock: ClockModel, causes: DriftCauses, link_emulated: bool) -> Stack:
     """The ``stack`` section of metrics.json: faults per part, the machine's share, validity."""
     recorded = dict(data.record.outcome.stack)
-    out: dict[str, Any] = {
-        "bound": {
+    parts = Stack(
+        bound={
             "stack_drift_m": STACK_DRIFT_BOUND_M,
             "mocap_skipped_share": MOCAP_SKIPPED_BOUND,
             "steal_pct": STEAL_BOUND_PCT,
             "steal_max_pct": STEAL_BURST_BOUND_PCT,
         },
-        "machine": recorded.get("machine"),
-        "robot": recorded.get("robot"),
-        "mocap": recorded.get("mocap"),
-        "forwarding": recorded.get("forwarding"),
-        "link_simulator": _simulator_summary(recorded.get("link_simulator")),
-        "link_forwarder": _forwarder_summary(recorded.get("link_forwarder")),
-        "link_emulated": link_emulated,
-    }
+        machine=recorded.get("machine"),
+        robot=recorded.get("robot"),
+        mocap=recorded.get("mocap"),
+        forwarding=recorded.get("forwarding"),
+        link_simulator=_simulator_summary(recorded.get("link_simulator")),
+        link_forwarder=_forwarder_summary(recorded.get("link_forwarder")),
+        link_emulated=link_emulated,
+    )
     errors = _timing_errors(data, clock)
     if errors is not None:
         late_ms = [max(0.0, 1e3 * float(v)) for v in errors["emission"]]
-        out["host_emission_late"] = lateness_summary(late_ms)
-        out["timing_error"] = timing_error_split(errors, link_emulated)
-    out["stack_drift_m"] = causes.get("stack_m") if causes.get("available") else None
-    out["valid"], out["invalid_reasons"], out["advice"] = _verdict(out)
-    out["cautions"] = _cautions(out)
-    return out
+        parts = parts.model_copy(
+            update={
+                "host_emission_late": lateness_summary(late_ms),
+                "timing_error": timing_error_split(errors, link_emulated),
+            }
+        )
+    parts = parts.model_copy(update={"stack_drift_m": causes.stack_m if causes.available else None})
+    valid, reasons, advice = _verdict(parts)
+    judged = {"valid": valid, "invalid_reasons": reasons, "advice": advice, "cautions": _cautions(parts)}
+    return parts.model_copy(update=judged)
 
 
-def _cautions(out: dict[str, Any]) -> list[str]:
+def _cautions(out: Stack) -> list[str]:
     """What the machine did that the trial's validity does not judge, for whoever reads its tails."""
-    machine = out.get("machine") or {}
+    machine = out.machine or {}
     if not _steal_exceeded(machine):
         return []
     return [
@@ -128,20 +131,20 @@ def _cautions(out: dict[str, Any]) -> list[str]:
     ]
 
 
-def _verdict(out: dict[str, Any]) -> tuple[bool | None, list[str], str]:
+def _verdict(out: Stack) -> tuple[bool | None, list[str], str]:
     reasons = []
-    drift = out["stack_drift_m"]
+    drift = out.stack_drift_m
     if drift is not None and drift > STACK_DRIFT_BOUND_M:
-        where = "host send times and arrival times" if not out["link_emulated"] else "host send times"
+        where = "host send times and arrival times" if not out.link_emulated else "host send times"
         reasons.append(
             f"the machine's own timing ({where}) explains {drift * 1e3:.2f} mm of lap drift "
             f"(bound {STACK_DRIFT_BOUND_M * 1e3:g} mm)"
         )
-    robot = out.get("robot") or {}
+    robot = out.robot or {}
     if robot.get("late_commands_applied"):
         reasons.append(f"the robot applied {robot['late_commands_applied']} commands later than they arrived")
-    reasons += _link_behind_reasons(out.get("link_simulator"), out.get("link_forwarder"))
-    mocap = out.get("mocap") or {}
+    reasons += _link_behind_reasons(out.link_simulator, out.link_forwarder)
+    mocap = out.mocap or {}
     if mocap.get("frames_generated"):
         share = mocap["frames_skipped_late"] / mocap["frames_generated"]
         if share > MOCAP_SKIPPED_BOUND:
@@ -237,8 +240,8 @@ def _forwarder_late(summary: dict[str, Any] | None) -> tuple[str, float, float] 
     return worst if worst is not None and worst[1] > LINK_FORWARDER_LATE_BOUND_MS else None
 
 
-def _advice(out: dict[str, Any]) -> str:
-    machine = out.get("machine") or {}
+def _advice(out: Stack) -> str:
+    machine = out.machine or {}
     hints = []
     if _steal_exceeded(machine):
         hints.append(
@@ -248,9 +251,9 @@ def _advice(out: dict[str, Any]) -> str:
         hints.append(
             "other programs kept the cores busy: close them or run fewer trials at once (--parallel 1)"
         )
-    if _simulator_behind(out.get("link_simulator")):
+    if _simulator_behind(out.link_simulator):
         hints.append("give the ns-3 link simulator a free core: run one trial at a time (--parallel 1)")
-    if _forwarder_late(out.get("link_forwarder")):
+    if _forwarder_late(out.link_forwarder):
         hints.append(
             "the link emulator needs a core on time: run one trial at a time (--parallel 1) on a quiet machine"
         )

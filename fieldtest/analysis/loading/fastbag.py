@@ -14,6 +14,7 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -158,7 +159,7 @@ class _McapScanner:
         return _decompress(compression, buf[start + 8 : start + 8 + records_len], size)
 
 
-def _read_strings(buf: bytes, pos: int, fixed: str, n_strings: int):
+def _read_strings(buf: bytes, pos: int, fixed: str, n_strings: int) -> tuple[Any, list[str], int]:
     """Fixed-size fields then ``n_strings`` length-prefixed strings, as MCAP Schema/Channel records start."""
     values = struct.unpack_from(fixed, buf, pos)
     pos += struct.calcsize(fixed)
@@ -197,26 +198,30 @@ def _align(offset: int, size: int) -> int:
     return (offset + size - 1) // size * size
 
 
-def _header_fields(string_len: int) -> tuple[list[tuple[str, str, int]], int]:
+# the fields (name, numpy type, offset) of a message and its payload size
+Layout = tuple[list[tuple[str, str, int]], int]
+
+
+def _header_fields(string_len: int) -> Layout:
     """std_msgs/Header: stamp (sec, nanosec), frame_id of ``string_len`` bytes with its NUL."""
     return [("sec", "<i4", 0), ("nanosec", "<u4", 4)], 12 + string_len
 
 
-def _pose_stamped_layout(string_len: int):
+def _pose_stamped_layout(string_len: int) -> Layout:
     fields, end = _header_fields(string_len)
     base = _align(end, 8)
     names = ("px", "py", "pz", "qx", "qy", "qz", "qw")
     return fields + [(n, "<f8", base + 8 * i) for i, n in enumerate(names)], base + 56
 
 
-def _twist_stamped_layout(string_len: int):
+def _twist_stamped_layout(string_len: int) -> Layout:
     fields, end = _header_fields(string_len)
     base = _align(end, 8)
     names = ("lx", "ly", "lz", "ax", "ay", "az")
     return fields + [(n, "<f8", base + 8 * i) for i, n in enumerate(names)], base + 48
 
 
-def _mocap_frame_layout(string_len: int):
+def _mocap_frame_layout(string_len: int) -> Layout:
     fields, end = _header_fields(string_len)
     base = _align(end, 4)
     extra = [
@@ -229,7 +234,7 @@ def _mocap_frame_layout(string_len: int):
     return fields + extra, _align(base + 16, 8) + 8
 
 
-def _command_receipt_layout(_: int):
+def _command_receipt_layout(_: int) -> Layout:
     fields = [
         ("seq", "<u8", 0),
         ("sent_sec", "<i4", 8),
@@ -244,7 +249,7 @@ def _command_receipt_layout(_: int):
     return fields, 88
 
 
-def _clock_offset_layout(_: int):
+def _clock_offset_layout(_: int) -> Layout:
     fields = [("id", "<u4", 0)]
     for i, name in enumerate(("t1", "t2", "t3", "t4")):
         fields += [(f"{name}_sec", "<i4", 4 + 8 * i), (f"{name}_nanosec", "<u4", 8 + 8 * i)]

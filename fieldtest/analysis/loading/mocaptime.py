@@ -12,11 +12,15 @@ keep the receipt times, and the ``mocap.time`` section says why.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.record import MOCAP_BAG
+
+if TYPE_CHECKING:
+    from fieldtest.analysis.loading.trialdata import Frames, Poses
 
 CAPTURE, RECEIPT = "capture", "receipt"
 MOCAP_TIMES = (CAPTURE, RECEIPT)
@@ -25,7 +29,9 @@ MIN_MATCHED = 0.99  # poses that must find their frame (same receipt stamp) for 
 MAX_STEP_BACK_S = 1.0  # a capture clock that goes back further restarted (Motive restarted)
 
 
-def retime_poses(poses, frames, mode: str = CAPTURE):
+def retime_poses(
+    poses: Poses | None, frames: Frames | None, mode: str = CAPTURE
+) -> tuple[Poses | None, dict[str, Any]]:
     """``(poses, section)``: the poses on mapped capture time where possible, and the ``mocap.time``
     section of metrics.json (axis used, why not capture, the fit, the stream's delay)."""
     if mode not in MOCAP_TIMES:
@@ -37,7 +43,7 @@ def retime_poses(poses, frames, mode: str = CAPTURE):
     if poses.bag != MOCAP_BAG:
         return poses, _receipt(f"poses from {poses.bag}, not the mocap recorder: their own stamps")
     capture_s = None if frames is None else frames.capture_s
-    if capture_s is None or not np.any(capture_s > 0):
+    if frames is None or capture_s is None or not np.any(capture_s > 0):
         return poses, _receipt("no capture stamps in the mocap bag's frames")
     fitted = _fit(frames.t_ns, capture_s)
     if isinstance(fitted, str):
@@ -46,11 +52,11 @@ def retime_poses(poses, frames, mode: str = CAPTURE):
     return _move(poses, frames.t_ns, mapped_ns, section)
 
 
-def _receipt(reason: str) -> dict:
+def _receipt(reason: str) -> dict[str, Any]:
     return {"axis": RECEIPT, "reason": reason}
 
 
-def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray):
+def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray) -> tuple[np.ndarray, dict[str, Any]] | str:
     """Mapped capture times (host ns) of the frames and the section, or why not (a string)."""
     ok = np.isfinite(capture_s)
     order = np.argsort(receipt_ns, kind="stable")
@@ -77,7 +83,9 @@ def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray):
     return mapped_ns, section
 
 
-def _move(poses, frame_receipt_ns: np.ndarray, mapped_ns: np.ndarray, section: dict):
+def _move(
+    poses: Poses, frame_receipt_ns: np.ndarray, mapped_ns: np.ndarray, section: dict[str, Any]
+) -> tuple[Poses, dict[str, Any]]:
     """Each pose takes its frame's mapped time (the recorder writes both with one receipt stamp)."""
     order = np.argsort(frame_receipt_ns, kind="stable")
     sorted_receipt = frame_receipt_ns[order]

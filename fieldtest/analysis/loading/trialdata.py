@@ -180,7 +180,9 @@ def load_trial(
     )
 
 
-def _open_bag(path: Path, name: str, topics: set[str], problems: list[str], warnings: list[str]):
+def _open_bag(
+    path: Path, name: str, topics: set[str], problems: list[str], warnings: list[str]
+) -> tuple[fastbag.RawBag | None, BagStatus]:
     status = BagStatus(name=name, path=str(path))
     if not path.exists():
         problems.append(f"{path}: missing")
@@ -258,7 +260,16 @@ def _stream_start(record: TrialRecord, commands: Commands | None, trial_dir: Pat
     )
 
 
-def _ground_truth(raws, pose_topic, pose_bag, up_axis, pose_time, bags, problems, warnings):
+def _ground_truth(
+    raws: dict[str, fastbag.RawBag | None],
+    pose_topic: str,
+    pose_bag: str | Path | None,
+    up_axis: str,
+    pose_time: str,
+    bags: dict[str, BagStatus],
+    problems: list[str],
+    warnings: list[str],
+) -> tuple[Poses | None, Frames | None]:
     """Poses from ``pose_bag`` if given, else from the first of mocap/robot/host that has the topic."""
     sources: list[tuple[str, fastbag.RawBag | None]]
     if pose_bag is not None:
@@ -290,7 +301,9 @@ def _arrays(raw: fastbag.RawBag, topic: str) -> tuple[np.ndarray, dict[str, np.n
     return got
 
 
-def _poses(raw: fastbag.RawBag, bag: str, topic: str, up_axis: str, pose_time: str, warnings) -> Poses:
+def _poses(
+    raw: fastbag.RawBag, bag: str, topic: str, up_axis: str, pose_time: str, warnings: list[str]
+) -> Poses:
     log_ns, f = _arrays(raw, topic)
     t = fastbag.stamp_ns(f["sec"], f["nanosec"]) if pose_time == "header" else log_ns
     if pose_time == "header" and np.any(t <= 0):

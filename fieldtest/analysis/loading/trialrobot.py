@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fieldtest.analysis.loading.trialdata import AnalysisError
+from fieldtest.plan import validation_message
 from fieldtest.record import TrialFormatError, TrialRequest, read_trial
 
 CALIBRATION_FILE = "base_calibration.json"
@@ -22,8 +23,9 @@ class BaseCalibration(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
     robot: str = ""
-    wheel_diameter_ratio: float
-    wheelbase_factor: float
+    # ratios near 1: anything else is a wrong entry, not a base
+    wheel_diameter_ratio: float = Field(gt=0.5, lt=2)
+    wheelbase_factor: float = Field(gt=0.5, lt=2)
     alpha_deg: float | None = None
     beta_deg: float | None = None
     runs_cw: int | None = None
@@ -66,22 +68,17 @@ def load_calibration(path: str | Path, trial_dir: str | Path) -> BaseCalibration
     """The calibration of the trial's robot from a base_calibration.json (compare writes it: robot ->
     calibration) or one calibration object; AnalysisError (one line naming the file) otherwise."""
     try:
-        data = json.loads(Path(path).read_text())
+        data: object = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise AnalysisError(f"{path}: not a readable JSON file ({exc})") from None
-    entry: Any
-    if isinstance(data, dict) and "wheel_diameter_ratio" in data:
-        entry = data
-    else:
+    entry = data if isinstance(data, dict) and "wheel_diameter_ratio" in data else None
+    if entry is None:
         robot = robot_label(read_trial(trial_dir).request)
         entry = data.get(robot) if isinstance(data, dict) else None
         if not isinstance(entry, dict):
             known = ", ".join(data) if isinstance(data, dict) else "none"
             raise AnalysisError(f"{path}: no calibration for robot {robot!r} (it has: {known})")
-    for key in ("wheel_diameter_ratio", "wheelbase_factor"):
-        if not isinstance(entry.get(key), (int, float)) or not 0.5 < entry[key] < 2:
-            raise AnalysisError(f"{path}: {key} missing or not a ratio near 1")
     try:
         return BaseCalibration.model_validate({"robot": entry.get("robot", ""), **entry})
     except ValidationError as exc:
-        raise AnalysisError(f"{path}: not a calibration ({exc.errors()[0]['msg']})") from None
+        raise AnalysisError(f"{path}: not a calibration ({validation_message(exc)})") from None

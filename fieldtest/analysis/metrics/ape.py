@@ -8,6 +8,7 @@ APE(translation_part). ``export_tum`` writes the same two trajectories so ``evo_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,9 +16,11 @@ from fieldtest.analysis.metrics.motion import Motion, Track, corrected_quaternio
 from fieldtest.plan import SquarePlan
 
 REF_NAME, EST_NAME = "ape_reference.tum", "ape_ground_truth.tum"
+# timestamps (s), estimate xyz and quaternions (x, y, z, w), reference xyz and quaternions
+TrajectoryArrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def ape_inputs(track: Track, motion: Motion, plan: SquarePlan, end_s: float):
+def ape_inputs(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> TrajectoryArrays:
     """(timestamps s, est xyz, est quaternions xyzw, ref xyz, ref quaternions xyzw) over [start, end]."""
     inside = (track.t_s >= motion.start_s) & (track.t_s <= end_s)
     t = track.t_s[inside]
@@ -56,7 +59,9 @@ def _xyzw(q_wxyz: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(q_wxyz[:, [1, 2, 3, 0]])
 
 
-def evo_trajectories(t, est_xyz, est_q, ref_xyz, ref_q):
+def evo_trajectories(
+    t: np.ndarray, est_xyz: np.ndarray, est_q: np.ndarray, ref_xyz: np.ndarray, ref_q: np.ndarray
+) -> tuple[Any, Any]:
     """(reference, estimate) as evo trajectories, associated by timestamp (quaternions x, y, z, w)."""
     from evo.core import sync
     from evo.core.trajectory import PoseTrajectory3D

@@ -110,7 +110,9 @@ def lap_boundary_poses(track: Track, times: np.ndarray, max_gap_s: float) -> tup
     return xy, yaw
 
 
-def _line_at(t: np.ndarray, values: np.ndarray, t_b: float, window: tuple[float, float], max_gap_s: float):
+def _line_at(
+    t: np.ndarray, values: np.ndarray, t_b: float, window: tuple[float, float], max_gap_s: float
+) -> np.ndarray:
     """Least-squares line through the samples in ``window``, evaluated at ``t_b``; NaN unless the
     samples cover the window without a gap longer than ``max_gap_s``."""
     inside = np.flatnonzero((t >= window[0]) & (t <= window[1]))

@@ -6,10 +6,11 @@ See docs/analysis.md, "Link latency", for the definitions.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from fieldtest.analysis.loading.trialdata import TrialData
+from fieldtest.analysis.loading.trialdata import Probes, TrialData
 from fieldtest.analysis.metrics.schema import SHARED_CLOCK
 from fieldtest.analysis.metrics.series import LatencySeries
 from fieldtest.analysis.metrics.summarystats import finite_or_none, perftest_stats, spans
@@ -71,7 +72,7 @@ def estimate_ntp_clock(data: TrialData, window_s: float = PROBE_WINDOW_S) -> Clo
     return ClockModel("none")
 
 
-def _from_probes(probes, window_s: float) -> ClockModel:
+def _from_probes(probes: Probes, window_s: float) -> ClockModel:
     offset, delay = probes.offset_s, probes.delay_s
     t_ns = (probes.t1_ns + probes.t4_ns) // 2  # robot time of the probe's midpoint
     ok = np.isfinite(offset) & np.isfinite(delay) & (delay >= 0)
@@ -282,7 +283,15 @@ def _first_arrivals(seq: np.ndarray) -> np.ndarray:
     return np.sort(first)
 
 
-def _per_fault(faults, sent_seq, sent_times, lost, series: LatencySeries, start, rate_hz) -> list[dict]:
+def _per_fault(
+    faults: list[dict[str, Any]],
+    sent_seq: np.ndarray,
+    sent_times: dict[int, int],
+    lost: np.ndarray,
+    series: LatencySeries,
+    start: int,
+    rate_hz: float,
+) -> list[dict]:
     """Commands sent, lost and the worst latency inside each fault span."""
     if not faults:
         return []

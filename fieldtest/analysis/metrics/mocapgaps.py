@@ -86,7 +86,9 @@ def _plausible_loss(steps: np.ndarray, elapsed_s: np.ndarray) -> np.ndarray:
     return (steps > 1) & (steps <= limit)
 
 
-def _hole_stats(hole_list, period: float, max_gap_s: float, prefix: str) -> dict:
+def _hole_stats(
+    hole_list: list[tuple[float, float]], period: float, max_gap_s: float, prefix: str
+) -> dict[str, float | int]:
     lengths = np.array([b - a for a, b in hole_list])
     bridged = lengths <= max_gap_s if len(lengths) else np.zeros(0, bool)
     missing = np.maximum(np.round(lengths / period) - 1, 0) if len(lengths) else np.zeros(0)

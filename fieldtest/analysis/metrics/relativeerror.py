@@ -12,9 +12,12 @@ in deg/m). tests/test_analysis_relativeerror.py checks the figures against evo's
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
-from fieldtest.analysis.metrics.ape import ape_inputs, evo_trajectories, export_rows
+from fieldtest.analysis.metrics.ape import TrajectoryArrays, ape_inputs, evo_trajectories, export_rows
 from fieldtest.analysis.metrics.motion import Motion, Track
 from fieldtest.plan import SIDES_PER_LAP, SquarePlan
 
@@ -29,13 +32,13 @@ def plan_distances(plan: SquarePlan) -> list[tuple[str, float]]:
     return [("side", plan.side_m), ("lap", lap_m), ("2 laps", 2 * lap_m), ("4 laps", 4 * lap_m)]
 
 
-def rpe_inputs(track: Track, motion: Motion, plan: SquarePlan, end_s: float):
+def rpe_inputs(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> TrajectoryArrays:
     """The APE's inputs thinned to the first pose in each ``POSE_STEP_S``."""
-    t, *rest = ape_inputs(track, motion, plan, end_s)
+    t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
     if len(t) == 0:
-        return (t, *rest)
+        return t, est_xyz, est_q, ref_xyz, ref_q
     keep = np.r_[True, np.diff(np.floor((t - t[0]) / POSE_STEP_S)) > 0]
-    return (t[keep], *(a[keep] for a in rest))
+    return t[keep], est_xyz[keep], est_q[keep], ref_xyz[keep], ref_q[keep]
 
 
 def relative_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
@@ -59,7 +62,7 @@ def relative_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: floa
     }
 
 
-def _at_distance(ref, est, name: str, distance_m: float, path_m: float) -> dict:
+def _at_distance(ref: Any, est: Any, name: str, distance_m: float, path_m: float) -> dict:
     from evo.core.filters import FilterException
     from evo.core.metrics import Unit, id_pairs_from_delta
 
@@ -123,7 +126,7 @@ def _stats(v: np.ndarray) -> dict[str, float]:
     }
 
 
-def export_rpe_tum(track: Track, motion: Motion, plan: SquarePlan, end_s: float, out_dir) -> list[str]:
+def export_rpe_tum(track: Track, motion: Motion, plan: SquarePlan, end_s: float, out_dir: Path) -> list[str]:
     """The thinned trajectories as TUM files, so ``evo_rpe tum rpe_reference.tum rpe_ground_truth.tum
     --delta D --delta_unit m --all_pairs --pairs_from_reference`` reproduces each distance's figures."""
     t, est_xyz, est_q, ref_xyz, ref_q = rpe_inputs(track, motion, plan, end_s)

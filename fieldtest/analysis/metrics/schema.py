@@ -1,7 +1,8 @@
 """The schema of metrics.json: what ``analyze_trial`` writes and every reader reads through it.
 
 ``read_metrics(path)`` gives a validated ``Metrics`` (or raises ``MetricsError``, one line naming the
-file); ``Metrics.model_validate(dict)`` checks the dict ``analyze_trial`` returns. Sections keep the
+file); ``analyze_trial`` builds the same ``Metrics`` from typed sections and writes it with
+``as_json``. Sections keep the
 keys the schema does not name (``extra="allow"``): the schema types what the readers use, the rest
 travels unchanged. Field list and units: docs/analysis.md, "metrics.json".
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -78,6 +79,10 @@ class Outcome(Section):
     warnings: list[str] = []
     link: dict[str, Any] = {}
     cpu: dict[str, Any] = {}
+    clock_offset_s: float | None = None
+    clock_round_trip_s: float | None = None
+    nodes: dict[str, str] = {}
+    software: dict[str, str] = {}
 
 
 class Progress(Section):
@@ -96,6 +101,23 @@ class Progress(Section):
         return self.laps_completed == self.laps_planned
 
 
+class BagState(Section):
+    """How a trial's bag read (fieldtest.analysis.loading.trialdata.BagStatus)."""
+
+    name: str
+    path: str
+    present: bool = False
+    truncated: bool = False
+    problem: str = ""
+    topics: dict[str, int] = {}  # topic -> messages read
+
+
+class Inputs(Section):
+    bags: dict[str, BagState] = {}
+    up_axis: str = "z"
+    max_bridged_gap_s: float | None = None
+
+
 class LapDrift(Section):
     lap: int
     mean_m: float | None = None
@@ -105,6 +127,7 @@ class LapDrift(Section):
 
 
 class Closing(Section):
+    end_pose: str = ""  # what the last lap's end is compared as ("rest after the run", ...)
     distance_m: float | None = None
     dx_m: float | None = None
     dy_m: float | None = None
@@ -119,8 +142,10 @@ class Corner(Section):
 
 
 class Drift(Section):
+    # in the order the analysis writes them (metrics.json keeps it)
     available: bool
     reason: str = ""
+    first_lap: int | None = None
     last_lap: int | None = None
     grid_step_s: float | None = None
     grid_points: int | None = None
@@ -142,11 +167,15 @@ class Ape(Section):
     tool: str = ""
     relation: str = ""
     alignment: str = ""
+    poses: int | None = None
+    window_s: list[float] | None = None  # the stream seconds compared: motion start, end
     rmse_m: float | None = None
     mean_m: float | None = None
     median_m: float | None = None
+    std_m: float | None = None
+    min_m: float | None = None
     max_m: float | None = None
-    poses: int | None = None
+    sse_m2: float | None = None
     tum_files: list[str] = []  # with export_tum: reference and ground-truth TUM files
 
 
@@ -172,8 +201,12 @@ class Relative(Section):
     available: bool
     reason: str = ""
     tool: str = ""
+    relation: str = ""
+    pairs: str = ""  # how the pairs are chosen
     rel_delta_tol: float | None = None  # pairs' path within this fraction of the distance
     pose_step_s: float | None = None  # poses resampled to this step
+    poses: int | None = None
+    path_m: float | None = None
     distances: list[RelativeAt] = []
     tum_files: list[str] = []
 
@@ -186,6 +219,11 @@ class ClockCorrection(Section):
     method: str
     offset_s: float | None = None
     drift_ppm: float | None = None
+    reference_robot_ns: int | None = None
+    probes: int | None = None
+    used: int | None = None
+    window_s: float | None = None
+    min_delay_s: float | None = None  # the fastest probe's delay: twice the offset's error bound
 
 
 class Lateness(Section):
@@ -206,33 +244,47 @@ class Lateness(Section):
 
 
 class Latency(Section):
-    available: bool = False
+    # in the order the analysis writes them (metrics.json keeps it)
     clock: ClockCorrection | None = None
     expected_from: str = ""
+    send_interval_ms: Stats | None = None
     commands_sent: int | None = None
-    commands_received: int | None = None
-    lost: int | None = None
-    loss_ratio: float | None = None
-    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    last_seq_sent: int | None = None
+    available: bool = False
     arrival_stamp: dict[str, Any] = {}  # lab: which arrival stamp the robot used, what it includes
     clock_offset_source: str = ""  # lab: the channel of the clock probes (link, udp); "" = the link
+    receipts: int | None = None
+    duplicates: int = 0
+    out_of_order: int = 0
+    commands_received: int | None = None
+    last_seq_received: int | None = None
+    unrecorded: int = 0  # sent after a dead robot logger's last receipt: fate unknown, not counted lost
+    lost: int | None = None
+    loss_ratio: float | None = None
     lost_spans: list[tuple[int, int]] = []
+    received_not_sent: int | None = None
+    sent_stamp_mismatches: int | None = None
+    one_way_ms: Stats | None = None
+    lateness: Lateness | None = None  # absent in files written before the classes
     # lost while the path's delay exceeded what the QoS's KEEP_LAST history holds (latency.py
     # lost_to_history_overflow): the history overwrote them; None: no host bag to tell
     lost_to_history_overflow: int | None = None
     lost_to_history_overflow_spans: list[tuple[int, int]] = []
-    duplicates: int = 0
-    out_of_order: int = 0
-    jitter_ms: float | None = None
-    ipdv_ms: float | None = None
-    one_way_ms: Stats | None = None
     one_way_live_ms: Stats | None = None
     interarrival_ms: Stats | None = None
+    jitter_ms: float | None = None
+    ipdv_ms: float | None = None
     round_trip_ms: Stats | None = None
-    lateness: Lateness | None = None  # absent in files written before the classes
-    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
     # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
     ntp_estimate: dict[str, Any] | None = None
+    live_offset_error_ms: Stats | None = None
+    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
+
+
+class LapWindow(Section):
+    lap: int
+    start_s: float
+    end_s: float
 
 
 class MotionStart(Section):
@@ -240,22 +292,22 @@ class MotionStart(Section):
     first_command_s: float | None = None
     first_received_s: float | None = None
     start_lag_s: float | None = None
+    start_after_receipt_s: float | None = None
+    noise_floor_m: float | None = None
     body_yaw_offset_deg: float | None = None
+    start_heading_deg: float | None = None
+    start_xy_m: list[float] | None = None
+    laps: list[LapWindow] = []
 
 
 class Stack(Section):
     """The stack's own timing faults; ``valid`` None when there are no figures to judge by. The
     per-part figures stay mappings (docs/analysis.md, "Stack faults in every twin trial")."""
 
-    valid: bool | None = None
-    invalid_reasons: list[str] = []
-    advice: str = ""
-    # what the machine did that validity does not judge (CPU steal); optional as link_simulator
-    cautions: list[str] = []
-    stack_drift_m: float | None = None
+    # in the order the analysis writes them (metrics.json keeps it)
     bound: dict[str, float] = {}
+    machine: dict[str, Any] | None = None
     # None where the trial has no such part (a synthetic or lab trial has no twin robot, no emulator)
-    host_emission_late: dict[str, Any] | None = None
     robot: dict[str, Any] | None = None
     mocap: dict[str, Any] | None = None
     # the router's or broker's forwarding probe (fieldtest.twin.fwdprobe); None where there is none
@@ -266,22 +318,64 @@ class Stack(Section):
     # the userspace link forwarders' frames and lateness per node and direction, and the bound
     # (optional as link_simulator)
     link_forwarder: dict[str, Any] | None = None
-    machine: dict[str, Any] | None = None
+    # on an emulated link the path's timing is the link's, not counted as the machine's
+    link_emulated: bool | None = None
+    host_emission_late: dict[str, Any] | None = None
     timing_error: dict[str, Any] | None = None
+    stack_drift_m: float | None = None
+    valid: bool | None = None
+    invalid_reasons: list[str] = []
+    advice: str = ""
+    # what the machine did that validity does not judge (CPU steal); optional as link_simulator
+    cautions: list[str] = []
+
+
+class BaseLateness(Section):
+    median: float
+    p99: float
+    max: float
+
+
+class BaseReceived(Section):
+    """What the base received against what the host sent (fieldtest.analysis.metrics.basereceived);
+    the counts are None where the base's messages carry no sequence number to tell."""
+
+    available: bool
+    reason: str = ""
+    instead: str = ""  # lab: what stands in for the record a real Create 3 does not keep
+    sent: int | None = None
+    received: int | None = None
+    received_types: list[str] = []
+    moving_sent: int | None = None
+    moving_received: int | None = None
+    matched_by: str = ""
+    missing: int | None = None
+    missing_seq_first: list[int] = []
+    reordered: int | None = None
+    duplicates: int | None = None
+    unknown_seq: int | None = None
+    values_changed: int | None = None
+    zeroed: int | None = None
+    lateness_ms: BaseLateness | None = None
+    warnings: list[str] = []
+    source: str = ""
+    note: str = ""
 
 
 class DriftCauses(Section):
     """The lap drift split into causes by replaying the Create 3 model (docs/analysis.md)."""
 
+    # in the order the analysis writes them (metrics.json keeps it)
     available: bool
     reason: str = ""
+    first_lap: int | None = None
     last_lap: int | None = None
     replay_drift_m: dict[str, float | None] = {}
+    measured_drift_m: float | None = None
     host_emission_m: float | None = None
     link_m: float | None = None
     rest_m: float | None = None
     stack_m: float | None = None
-    measured_drift_m: float | None = None
     stack_includes_link: bool = False
     # the rest split into the base's systematic part and what is left (fieldtest.analysis.causes.restsplit):
     # calibration, systematic_m, residual_m; None without the robot's calibration
@@ -296,6 +390,7 @@ class DriftCauses(Section):
 
 
 class Metrics(Section):
+    # in the order metrics.json writes them
     metrics_version: int
     trial: TrialInfo
     partial: bool
@@ -303,25 +398,26 @@ class Metrics(Section):
     warnings: list[str]
     outcome: Outcome
     progress: Progress
+    inputs: Inputs | None = None
     motion: MotionStart
     drift: Drift
     ape: Ape
-    relative: Relative | None = None  # absent in files written before the relative error
     latency: Latency
     mocap: dict[str, Any] = {}
     faults: list[dict[str, Any]] = []
-    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic); None without a
-    # capture (an optional key: files with and without it read alike, so the version stays)
-    wire: dict[str, Any] | None = None
-    stack: Stack | None = None
-    drift_causes: DriftCauses | None = None
     # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
     # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
     robot_traffic: dict[str, Any] | None = None
-    base: dict[str, Any] | None = None  # what the base received against what the host sent
-    plots: list[str] = []
-    files: list[str] = []
+    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic); None without a
+    # capture (an optional key: files with and without it read alike, so the version stays)
+    wire: dict[str, Any] | None = None
+    drift_causes: DriftCauses | None = None
+    stack: Stack | None = None
+    base: BaseReceived | None = None  # what the base received against what the host sent
+    relative: Relative | None = None  # absent in files written before the relative error
     analysis_s: float | None = None
+    files: list[str] = []
+    plots: list[str] = []
 
     @property
     def valid(self) -> bool:
@@ -348,6 +444,23 @@ def metrics_from(data: Any, source: str | Path) -> Metrics:
         return Metrics.model_validate(data)
     except ValidationError as exc:
         raise MetricsError(f"{source}: {validation_message(exc)}") from None
+
+
+SectionT = TypeVar("SectionT", bound=Section)
+
+
+def section_from(kind: type[SectionT], data: dict[str, Any], source: str | Path) -> SectionT:
+    """One section from what its stage computed (JSON values); ``MetricsError`` (one line naming
+    ``source`` and the section) if it does not fit."""
+    try:
+        return kind.model_validate(data)
+    except ValidationError as exc:
+        raise MetricsError(f"{source}: {kind.__name__} section: {validation_message(exc)}") from None
+
+
+def as_json(section: BaseModel) -> dict[str, Any]:
+    """A section or the whole metrics as metrics.json holds it: the keys it was given, JSON values."""
+    return section.model_dump(mode="json", exclude_unset=True)
 
 
 def read_metrics(path: str | Path) -> Metrics:

@@ -91,7 +91,7 @@ def interp_with_gaps(
     return out, valid
 
 
-def finite_or_none(x) -> float | None:
+def finite_or_none(x: float | np.floating | None) -> float | None:
     if x is None:
         return None
     x = float(x)

@@ -45,7 +45,7 @@ def wire_values(wire: dict[str, Any] | None) -> dict[str, float | None]:
         )
     h2r, r2h = wire["host_to_robot"], wire["robot_to_host"]
 
-    def kbps(row):
+    def kbps(row: dict[str, Any]) -> float:
         return sum(g["bytes_per_s"] for g in row["groups"].values()) / 1000.0
 
     return {

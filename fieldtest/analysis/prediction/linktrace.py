@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from fieldtest.errors import FieldtestError
 
@@ -99,7 +100,9 @@ def longest_loss_s(trace: LinkTrace) -> float:
     return longest * float(np.median(np.diff(trace.t_s)))
 
 
-def make_trace(t_s, latency_s, source: str, kind: str, notes: list[str] | None = None) -> LinkTrace:
+def make_trace(
+    t_s: ArrayLike, latency_s: ArrayLike, source: str, kind: str, notes: list[str] | None = None
+) -> LinkTrace:
     t = np.asarray(t_s, dtype=float)
     lat = np.asarray(latency_s, dtype=float)
     if len(t) == 0:

@@ -13,6 +13,7 @@ that keep the lap drift under a bound for the plan (``envelope``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -117,7 +118,13 @@ def replay(
     return out
 
 
-def replay_drift(plan: SquarePlan, arrival_s, linear, angular, safety_override: SafetyOverride) -> float:
+def replay_drift(
+    plan: SquarePlan,
+    arrival_s: np.ndarray,
+    linear: np.ndarray,
+    angular: np.ndarray,
+    safety_override: SafetyOverride,
+) -> float:
     """The lap drift alone (mean over the lap grid, metres), as the envelope search needs it."""
     got = np.isfinite(arrival_s)
     disp = lap_displacement(
@@ -202,7 +209,9 @@ def jitter_drift(
     return worst
 
 
-def _largest_under(f, bound_m: float, step_s: float, lo_s: float) -> tuple[float | None, list]:
+def _largest_under(
+    f: Callable[[float], float], bound_m: float, step_s: float, lo_s: float
+) -> tuple[float | None, list[tuple[float, float]]]:
     """Scan ``f`` upward from ``lo_s`` in ``step_s`` until it exceeds the bound, then bisect; returns
     the largest x with f(x) <= bound (None if even ``lo_s`` exceeds it) and the scanned curve."""
     curve = []

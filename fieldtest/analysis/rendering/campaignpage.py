@@ -16,6 +16,7 @@ import io
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,6 +24,10 @@ from fieldtest.analysis.campaign.umbmark import UMBMARK_NOTE, umbmark_table
 from fieldtest.analysis.metrics.schema import Metrics
 from fieldtest.analysis.rendering.trajectoryfile import read_trajectory
 from fieldtest.record import ANALYSIS_DIR
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 CAMPAIGN_HTML, FIGURES_DIR, TABLES_DIR = "campaign.html", "figures", "tables"
 CLASS_COLORS = {"on_time": "#2ca02c", "late": "#ffbf00", "too_late": "#d62728", "lost": "#555555"}
@@ -37,7 +42,7 @@ def _members(rows: list[dict], trials: list[Metrics]) -> list[list[Metrics]]:
     return [[m for m in trials if m.config == (r["middleware"], r["security"], r["network"])] for r in rows]
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -46,7 +51,7 @@ def _figure(width: float, height: float):
     return fig
 
 
-def trajectories_figure(rows: list[dict], groups: list[list[Metrics]]):
+def trajectories_figure(rows: list[dict], groups: list[list[Metrics]]) -> Figure:
     """Each configuration's repetitions in the start frame over the ideal square (invalid: dashed)."""
     n = max(1, len(rows))
     cols = min(3, n)
@@ -82,14 +87,14 @@ def trajectories_figure(rows: list[dict], groups: list[list[Metrics]]):
     return fig
 
 
-def _config_axis(ax, rows: list[dict]) -> None:
+def _config_axis(ax: Axes, rows: list[dict]) -> None:
     ax.set_xticks(range(len(rows)))
     ax.set_xticklabels([config_label(r).replace(" / ", "\n") for r in rows], fontsize=7)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.grid(True, axis="y", alpha=0.3)
 
 
-def drift_figure(rows: list[dict]):
+def drift_figure(rows: list[dict]) -> Figure:
     """Median lap drift per configuration, its distribution-free interval, and each repetition."""
     fig = _figure(max(6.0, 1.2 * len(rows) + 2.0), 4.2)
     ax = fig.add_subplot()
@@ -119,7 +124,7 @@ def drift_figure(rows: list[dict]):
 CAUSES = (("host_emission_m", "host emission"), ("link_m", "link"), ("rest_m", "rest (robot, model, mocap)"))
 
 
-def causes_figure(rows: list[dict], groups: list[list[Metrics]]):
+def causes_figure(rows: list[dict], groups: list[list[Metrics]]) -> Figure:
     """Median of each part of the drift split into causes, per configuration (valid trials)."""
     fig = _figure(max(6.0, 1.2 * len(rows) + 2.0), 4.2)
     ax = fig.add_subplot()
@@ -156,7 +161,7 @@ def read_latencies_ms(analysis_dir: Path) -> np.ndarray:
     return np.array(values)
 
 
-def latency_figure(rows: list[dict], groups: list[list[Metrics]]):
+def latency_figure(rows: list[dict], groups: list[list[Metrics]]) -> Figure:
     """Distribution (empirical CDF) of one-way latency per configuration, valid trials pooled."""
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
@@ -197,7 +202,7 @@ def pooled_classes(members: list[Metrics]) -> dict[str, float] | None:
     return {name: sum(getattr(c, name) for c in classes) / total for name in CLASS_COLORS}
 
 
-def lateness_figure(rows: list[dict], groups: list[list[Metrics]]):
+def lateness_figure(rows: list[dict], groups: list[list[Metrics]]) -> Figure:
     """Commands on time, late, too late and lost per configuration, as shares (stacked)."""
     fig = _figure(7.5, max(2.5, 0.5 * len(rows) + 1.5))
     ax = fig.add_subplot()
@@ -236,7 +241,7 @@ FIGURES: tuple[tuple[str, str, Callable], ...] = (
 )
 
 
-def _svg(fig) -> bytes:
+def _svg(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="svg")
     return buf.getvalue()
@@ -337,7 +342,13 @@ def _cells(row: list[str], tag: str = "td") -> str:
     return "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)
 
 
-def _html(rows, embedded, config_table, trial_table, links) -> str:
+def _html(
+    rows: list[dict],
+    embedded: list[tuple[str, str, str]],
+    config_table: tuple[list[str], list[list[str]]],
+    trial_table: tuple[list[str], list[list[str]]],
+    links: list[str],
+) -> str:
     trial_head, trial_body = trial_table
     trial_rows = []
     for cells, link in zip(trial_body, links, strict=True):

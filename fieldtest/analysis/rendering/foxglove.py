@@ -24,7 +24,7 @@ def _series(path: str, label: str) -> dict:
     return {"value": path, "enabled": True, "timestampMethod": "receiveTime", "label": label}
 
 
-def _plot(title: str, paths: list[dict], **extra) -> dict:
+def _plot(title: str, paths: list[dict], **extra: object) -> dict:
     return {
         "title": title,
         "paths": paths,

@@ -29,7 +29,8 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any
 
 from fieldtest.errors import FieldtestError
 
@@ -51,13 +52,13 @@ class _Channel:
         self.fd = fd
         self._file: IO[bytes] = os.fdopen(fd, mode)
 
-    def send(self, msg) -> None:
+    def send(self, msg: object) -> None:
         data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
         self._file.write(_HEADER.pack(len(data)))
         self._file.write(data)
         self._file.flush()
 
-    def recv(self):
+    def recv(self) -> Any:
         header = self._file.read(_HEADER.size)
         if len(header) < _HEADER.size:
             raise EOFError("pipe closed")
@@ -138,7 +139,7 @@ class PlotWorker:
         self._sender = threading.Thread(target=self._send_quietly, args=(job,), daemon=True)
         self._sender.start()
 
-    def _send_quietly(self, msg) -> None:
+    def _send_quietly(self, msg: object) -> None:
         try:
             self._jobs.send(msg)
         except (OSError, ValueError):
@@ -223,7 +224,7 @@ def _child_main(jobs: _Channel, answers: _Channel) -> None:
         answers.close()
 
 
-def _import_plots():
+def _import_plots() -> ModuleType:
     """The plots module, imported without matplotlib's generated ``Artist.set`` documentation.
 
     A third of matplotlib's import (about 0.1 s here) goes to writing every artist class's property
@@ -259,13 +260,13 @@ class _LatencyFork:
     """The latency plot, drawn in a second fork (matplotlib already loaded) while the worker draws
     the others: once the parent has its APE it only waits, and the two halves use both cores."""
 
-    def __init__(self, pid: int, plots, out_dir: Path, data: PlotData) -> None:
+    def __init__(self, pid: int, plots: ModuleType, out_dir: Path, data: PlotData) -> None:
         self._pid: int | None = pid
         self._ok = False
         self._plots, self._out_dir, self._data = plots, out_dir, data
 
     @classmethod
-    def start(cls, plots, out_dir: Path, data: PlotData) -> _LatencyFork | None:
+    def start(cls, plots: ModuleType, out_dir: Path, data: PlotData) -> _LatencyFork | None:
         """The running fork, or None where forking fails (the worker then draws it itself)."""
         try:
             pid = os.fork()

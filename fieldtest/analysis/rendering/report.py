@@ -5,20 +5,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from fieldtest.analysis.loading.mocaptime import time_axis_line
-from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Closing, Metrics, Stats
+from fieldtest.analysis.metrics.schema import SHARED_CLOCK, Closing, Latency, Metrics, Stats
 from fieldtest.analysis.metrics.wiretraffic import wire_lines
 from fieldtest.analysis.rendering.foxglove import foxglove_line
 from fieldtest.analysis.rendering.reportcauses import causes_lines, stack_lines, validity_lines
 from fieldtest.analysis.rendering.reportmeasures import base_lines, lateness_lines, link_line, relative_lines
 
 
-def _fmt(value, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
+def _fmt(value: float | None, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
     if value is None:
         return "n/a"
     return f"{value * scale:.{digits}f}{(' ' + unit) if unit else ''}"
 
 
-def _mm(value_m, digits: int = 1) -> str:
+def _mm(value_m: float | None, digits: int = 1) -> str:
     return _fmt(value_m, 1000.0, digits, "mm")
 
 
@@ -94,7 +94,7 @@ def _set_up(m: Metrics) -> str:
     return out + ", MQTT clients without Nagle's algorithm (TCP_NODELAY)"
 
 
-def _na(value) -> str:
+def _na(value: object) -> str:
     return "n/a" if value is None else str(value)
 
 
@@ -209,7 +209,7 @@ def _duplicates_note(m: Metrics) -> list[str]:
     ]
 
 
-def _offset_channel(lat) -> str:
+def _offset_channel(lat: Latency) -> str:
     """Where the clock probes travelled (lab trials name it: the link, or plain UDP)."""
     if lat.clock_offset_source == "udp":
         return " over UDP (not over the measured link)"
@@ -273,11 +273,13 @@ def _latency(m: Metrics) -> list[str]:
     return out
 
 
-def _clock_lines(lat) -> list[str]:
+def _clock_lines(lat: Latency) -> list[str]:
     """Where the one-way figures' clock correction comes from, and how far the NTP-style one can be off."""
     clock = lat.clock
+    if clock is None:
+        return []
     if clock.method != SHARED_CLOCK:
-        bound = clock.model_extra.get("min_delay_s")
+        bound = clock.min_delay_s
         return [
             f"Clock correction: {clock.method} (NTP-style){_offset_channel(lat)}, host - robot = "
             f"{_fmt(clock.offset_s, 1000, 3, 'ms')}, drift {_fmt(clock.drift_ppm, digits=2, unit='ppm')}. Its error is at most half the path's "
@@ -315,7 +317,7 @@ def _clock_lines(lat) -> list[str]:
     return [" ".join(out), ""]
 
 
-def _ntp_rows(lat) -> list[str]:
+def _ntp_rows(lat: Latency) -> list[str]:
     ntp = lat.ntp_estimate or {}
     if not ntp.get("available"):
         return []

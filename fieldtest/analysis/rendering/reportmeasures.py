@@ -34,7 +34,7 @@ def lateness_lines(m: Metrics) -> list[str]:
     return out + [""]
 
 
-def _ms(value: Any) -> str | None:
+def _ms(value: object) -> str | None:
     return f"{value:.2f} ms" if isinstance(value, int | float) and value == value else None
 
 
@@ -111,29 +111,29 @@ def base_lines(m: Metrics) -> list[str]:
     if b is None:
         return []
     out = ["## What the base received", ""]
-    if not b.get("available"):
-        instead = f" Instead: {b['instead']}." if b.get("instead") else ""
-        return out + [f"Not available: {b.get('reason') or 'n/a'}.{instead}", ""]
-    late = b.get("lateness_ms")
+    if not b.available:
+        instead = f" Instead: {b.instead}." if b.instead else ""
+        return out + [f"Not available: {b.reason or 'n/a'}.{instead}", ""]
+    late = b.lateness_ms
     rows = [
-        ("source", b["source"]),
-        ("sent by the host / received by the base", f"{b['sent']} / {b['received']}"),
-        ("message types the base received", ", ".join(b["received_types"]) or "none"),
-        ("matched by", b["matched_by"]),
-        ("missing", _na_count(b.get("missing"))),
-        ("reordered", _na_count(b.get("reordered"))),
-        ("duplicates", _na_count(b.get("duplicates"))),
-        ("values changed / zeroed", f"{b['values_changed']} / {b['zeroed']}"),
+        ("source", b.source),
+        ("sent by the host / received by the base", f"{b.sent} / {b.received}"),
+        ("message types the base received", ", ".join(b.received_types) or "none"),
+        ("matched by", b.matched_by),
+        ("missing", _na_count(b.missing)),
+        ("reordered", _na_count(b.reordered)),
+        ("duplicates", _na_count(b.duplicates)),
+        ("values changed / zeroed", f"{b.values_changed} / {b.zeroed}"),
         (
             "lateness (send to base)",
             "n/a"
             if not late
-            else f"median {late['median']:.1f} ms, p99 {late['p99']:.1f} ms, max {late['max']:.1f} ms",
+            else f"median {late.median:.1f} ms, p99 {late.p99:.1f} ms, max {late.max:.1f} ms",
         ),
     ]
     out += ["| | |", "| --- | --- |"] + [f"| {k} | {v} |" for k, v in rows] + [""]
-    return out + [f"**Warning:** {w}" for w in b.get("warnings", [])] + ([""] if b.get("warnings") else [])
+    return out + [f"**Warning:** {w}" for w in b.warnings] + ([""] if b.warnings else [])
 
 
-def _na_count(value) -> str:
+def _na_count(value: int | None) -> str:
     return "n/a" if value is None else str(value)

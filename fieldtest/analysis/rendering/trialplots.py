@@ -111,7 +111,7 @@ def write_latency_plot(out_dir: Path, data: PlotData) -> str:
     return _save(latency_figure(data), out_dir / LATENCY_PNG)
 
 
-def _lap_colors(n: int):
+def _lap_colors(n: int) -> list[tuple[float, float, float, float]]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
@@ -175,7 +175,7 @@ def _outside_laps(xy: np.ndarray, laps: list[np.ndarray]) -> np.ndarray:
     return np.where(interior[:, None], np.nan, xy)
 
 
-def _mm(value_m) -> str:
+def _mm(value_m: float | None) -> str:
     return "n/a" if value_m is None else f"{value_m * 1000:.1f} mm"
 
 
