@@ -20,7 +20,7 @@ import pytest
 
 from fieldtest import rosmsg
 from fieldtest.endpoints.link import RemappedTransport, command_remap
-from fieldtest.endpoints.stop import ESTOP_SEQ, RelayWatchdog
+from fieldtest.endpoints.stop import ESTOP_SEQ, RELAY_FINAL_ZEROS, RELAY_SILENCE_S, RelayWatchdog
 from fieldtest.labrun.nodelogic.driver import (
     CONTROL_DIR,
     EXIT_ROBOT_LOST,
@@ -89,6 +89,16 @@ def _drive(
     return driver, thread, result
 
 
+def _silences(receipts: list, silence_s: float) -> int:
+    """Gaps of at least ``silence_s`` after a moving command, by the robot's arrival stamps."""
+    arrivals = [r.received.sec + r.received.nanosec * 1e-9 for r in receipts]
+    return sum(
+        1
+        for before, after, r in zip(arrivals, arrivals[1:], receipts, strict=False)
+        if after - before >= silence_s and (r.twist.linear.x != 0.0 or r.twist.angular.z != 0.0)
+    )
+
+
 def _wait_for(predicate, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -130,9 +140,12 @@ def test_full_stream_with_relay_twist_mode_and_go_file(tmp_path):
         0.1
     )
     assert all(r.latency_s == r.latency_s for r in receipts[5:])  # corrected once the offset is known
-    # the relay forwarded every command and ended with zeros for the base
-    assert len(robot.relayed) == n + 5 + 3
-    assert all(t.linear.x == 0.0 and t.angular.z == 0.0 for t in robot.relayed[-8:])
+    # the relay forwarded every command and ended with zeros for the base; a zero of its own in
+    # between only after a silence of the host's that the receipts show (a loaded machine's)
+    stops = status["relay"]["silence_stops"]
+    assert stops <= _silences(receipts, RELAY_SILENCE_S), (stops, [r.received for r in receipts])
+    assert len(robot.relayed) == n + 5 + stops + RELAY_FINAL_ZEROS
+    assert all(t.linear.x == 0.0 and t.angular.z == 0.0 for t in robot.relayed[-(5 + RELAY_FINAL_ZEROS) :])
     assert _status(tmp_path / "host")["state"] == "done"
 
 
