@@ -24,10 +24,12 @@ lint:
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# two workers: a process file's tests run in one of them, one after another; then the groups that
-# must run alone (tests/conftest.py ALONE_GROUPS; with none, pytest's exit 5, no test selected, passes)
+# three workers on two cores: the process tests mostly wait on trials that run in real time (about
+# half the CPU idle with two workers); a process file's tests run in one worker, one after another;
+# then the groups that must run alone (tests/conftest.py ALONE_GROUPS; with none, pytest's exit 5, no
+# test selected, passes)
 test: install lint test-wheels
-	$(BIN)/pytest -q -n 2 --dist loadgroup -m "not alone"
+	$(BIN)/pytest -q -n 3 --dist loadgroup -m "not alone"
 	$(BIN)/pytest -q -m alone || test $$? -eq 5
 
 # the wheels the bundle tests build from, downloaded once into the cache outside the clone: the

@@ -5,7 +5,7 @@ Tiers: a test is ``fast`` when its file is in FAST_FILES (it starts no program),
 run. A fast test that starts a program anyway fails (the program is not started), naming its file,
 so the tier cannot drift from what the tests do; a new file is in the processes tier until listed.
 
-Groups: under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) the tests of one
+Groups: under pytest-xdist (``make test`` runs ``-n 3 --dist loadgroup``) the tests of one
 process file run in one worker, one after another, so its module-scoped set-ups are built once
 and its fixed ports or names never meet a second copy of itself; files that share a session
 set-up below share a group. Fast tests are spread one by one.
@@ -147,8 +147,8 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The groups' times: under ``-n 2 --dist loadgroup`` a group runs in one worker, so the largest
-    bounds the wall time and the sum over two is what the workers share."""
+    """The groups' times: under ``-n 3 --dist loadgroup`` a group runs in one worker, so the largest
+    bounds the wall time and the sum over three is what the workers share."""
     if not _GROUP_SECONDS:
         return
     terminalreporter.write_sep("=", "slowest xdist groups (set-up, call and teardown summed)")
