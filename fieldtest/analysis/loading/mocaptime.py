@@ -20,7 +20,7 @@ from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.record import MOCAP_BAG
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.loading.trialdata import Frames, Poses
+    from fieldtest.analysis.loading.mocaptracks import Frames, Poses
 
 CAPTURE, RECEIPT = "capture", "receipt"
 MOCAP_TIMES = (CAPTURE, RECEIPT)

@@ -15,6 +15,7 @@ import numpy as np
 from fieldtest import rosmsg
 from fieldtest.analysis.loading import fastbag
 from fieldtest.analysis.loading.mocaptime import CAPTURE, retime_poses
+from fieldtest.analysis.loading.mocaptracks import Frames, Poses
 from fieldtest.errors import FieldtestError
 from fieldtest.plan import SquarePlan
 from fieldtest.record import (
@@ -89,29 +90,6 @@ class Probes:
     @property
     def delay_s(self) -> np.ndarray:
         return ((self.t4_ns - self.t1_ns) - (self.t3_ns - self.t2_ns)).astype(float) / 1e9
-
-
-@dataclass
-class Poses:
-    """Valid ground-truth poses, Z up, sorted by time; ``clock`` says which clock ``t_ns`` is on."""
-
-    t_ns: np.ndarray
-    xyz: np.ndarray  # (n, 3)
-    quat_xyzw: np.ndarray  # (n, 4)
-    topic: str
-    bag: str
-    clock: str  # "host" or "robot"
-    dropped_invalid: int = 0  # NaN or zero-norm samples removed
-
-
-@dataclass
-class Frames:
-    """Every mocap frame the recorder received (valid or not), host clock, in arrival order."""
-
-    t_ns: np.ndarray
-    frame_number: np.ndarray
-    valid: np.ndarray  # bool
-    capture_s: np.ndarray | None = None  # the frame's own timestamp (Motive's clock), 0 where unset
 
 
 @dataclass
