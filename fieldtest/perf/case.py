@@ -49,6 +49,8 @@ def _family_perf_fields() -> dict[str, FamilyPerfField]:
     for family, module in family_modules("settings").items():
         for name, help_text in getattr(module, "PERF_FIELDS", {}).items():
             declared = FamilyPerfField(family, name, module.Settings, help_text)
+            if not declared.choices:
+                raise TypeError(f"{family} PERF_FIELDS {name!r}: a perf field is a Literal of its values")
             found[declared.name] = declared
     return found
 
