@@ -174,10 +174,10 @@ class PerfRow:
 
 def judge_row(row: PerfRow) -> PerfRow:
     """Judge an emulated row as a twin trial on the same link (one set of bounds:
-    ``fieldtest.analysis.causes.stackfaults.link_behind_reasons``); loopback rows stay unjudged."""
+    ``fieldtest.analysis.link_behind_reasons``); loopback rows stay unjudged."""
     if not row.link.get("emulated") or row.status != "ok":
         return row
-    from fieldtest.analysis.causes.stackfaults import link_behind_reasons  # numpy: not at import
+    from fieldtest.analysis import link_behind_reasons  # numpy: not at import
 
     row.invalid_reasons = link_behind_reasons(row.link.get("simulator"), row.link.get("forwarder"))
     row.valid = not row.invalid_reasons
