@@ -54,7 +54,7 @@ from fieldtest.record import (
 )
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.analysis import Metrics
     from fieldtest.record.trial import EndReason
 
 HOST_KILLED_CODES = (-signal.SIGKILL, 137)  # no stop burst from it
@@ -211,8 +211,7 @@ def analyze(trial_dir: Path, say: Callable[[str], None], plots: bool = True) -> 
     """metrics.json, report.md and (``plots``) the PNG plots; the metrics read back through the
     schema. A trial that cannot be analyzed gets one line and None: the recording is safe,
     ``fieldtest analyze`` re-runs."""
-    from fieldtest.analysis import analyze_trial, read_metrics
-    from fieldtest.analysis.metrics.schema import METRICS_FILE
+    from fieldtest.analysis import METRICS_FILE, analyze_trial, read_metrics
 
     try:
         analyze_trial(trial_dir, plots=plots)

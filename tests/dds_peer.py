@@ -4,7 +4,9 @@ usage: dds_peer.py pub|sub DOMAIN NAMESPACE QOS COUNT
 
 Both ends print "READY" once discovery matched their writer/reader. The publisher then waits for
 a "GO" line on stdin and sends COUNT commands; the subscriber prints one JSON line per received
-command (seq, stamp ns, v, w) and exits after COUNT messages or a timeout.
+command (seq, stamp ns, v, w) and exits after COUNT messages or a timeout. The publisher keeps its
+participant (and so its reliable writer's retransmissions) until a "DONE" line on stdin, which the
+test sends once the subscriber has exited.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def publish(transport, count: int) -> None:
     for seq in range(count):
         send(rosmsg.command(seq, 1_000_000_000 * seq + 7, *command_values(seq)))
         time.sleep(SEND_PERIOD_S)
-    time.sleep(0.5)  # let reliable retransmissions finish before the participant goes
+    sys.stdin.readline()  # "DONE": the subscriber has what it got (EOF: the test is gone)
 
 
 def subscribe(transport, count: int) -> None:

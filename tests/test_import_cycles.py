@@ -1,4 +1,5 @@
-"""No import cycle anywhere in fieldtest/, and the analysis stages point one way (docs/architecture.md).
+"""No import cycle anywhere in fieldtest/, the analysis stages point one way, and modules outside the
+analysis import only its package (docs/architecture.md).
 
 Read from the source (fieldtest.testkit.importgraph): imports inside functions, under TYPE_CHECKING,
 relative ones and lazy package tables all count, so a cycle cannot hide behind a late import.
@@ -83,6 +84,42 @@ def test_the_stage_check_sees_a_backward_import():
         f"{ANALYSIS}.loading.trialdata (loading) imports {ANALYSIS}.metrics.schema (metrics)",
         f"{ANALYSIS}.loading.trialdata (loading) imports {ANALYSIS}.rendering.report (rendering)",
         f"{ANALYSIS}.metrics.schema (metrics) imports {ANALYSIS}.pipeline (pipeline)",
+    ]
+
+
+def stage_imports_from_outside(graph: dict[str, frozenset[str]]) -> list[str]:
+    """Every import of a module inside fieldtest.analysis by a module outside it: those take the
+    package's public names (``fieldtest.analysis``, each loaded from its stage on first use), so the
+    stages can move without their users changing. The command table of fieldtest/cli.py names the
+    analysis commands by module path, a string, not an import."""
+    return [
+        f"{module} imports {target}: use {ANALYSIS}'s public names"
+        for module in sorted(graph)
+        if module != ANALYSIS and not module.startswith(ANALYSIS + ".")
+        for target in sorted(graph[module])
+        if target.startswith(ANALYSIS + ".")
+    ]
+
+
+def test_modules_outside_the_analysis_import_only_its_package():
+    assert not stage_imports_from_outside(GRAPH), "\n".join(stage_imports_from_outside(GRAPH))
+
+
+def test_the_outside_check_sees_a_stage_import(tmp_path):
+    """A module outside the analysis that imports a stage module, in a function or not, is named; one
+    that imports the package's names is not."""
+    root = tmp_path / "fieldtest"
+    _write(
+        tmp_path,
+        {"fieldtest/__init__.py": "", "fieldtest/analysis/__init__.py": "",
+         "fieldtest/analysis/metrics/__init__.py": "", "fieldtest/analysis/metrics/schema.py": "",
+         "fieldtest/perf.py": "def f():\n    from fieldtest.analysis.metrics.schema import Metrics\n",
+         "fieldtest/runner.py": "from fieldtest.analysis import Metrics\n",
+         "fieldtest/lifecycle.py": "from fieldtest.analysis.metrics import schema\n"},
+    )  # fmt: skip
+    assert stage_imports_from_outside(import_graph(root)) == [
+        f"fieldtest.lifecycle imports {ANALYSIS}.metrics.schema: use {ANALYSIS}'s public names",
+        f"fieldtest.perf imports {ANALYSIS}.metrics.schema: use {ANALYSIS}'s public names",
     ]
 
 

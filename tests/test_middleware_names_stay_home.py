@@ -234,8 +234,10 @@ ZenohRouter.start
 
 
 # Generic modules whose family parts live in the family packages (a family's wire form: its
-# wire.py): like the security layer they name no middleware or family, in values or in names.
-FAMILY_FREE = (PACKAGE_ROOT / "netem" / "wire.py",)
+# wire.py; the perf row fields it sweeps: its settings' PERF_FIELDS; the payload it carries: its
+# Middleware's max_payload): like the security layer they name no middleware or family, in values
+# or in names.
+FAMILY_FREE = (PACKAGE_ROOT / "netem" / "wire.py", *sorted((PACKAGE_ROOT / "perf").glob("*.py")))
 
 
 @pytest.mark.parametrize("path", FAMILY_FREE, ids=lambda p: str(p.relative_to(PACKAGE_ROOT)))

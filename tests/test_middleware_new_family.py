@@ -6,7 +6,9 @@ nothing else; a fresh interpreter on that copy then finds it through the registr
 side's launch arguments for it, asks its hooks, reads and writes its link settings (its
 settings.py) under its name in a ``TransportConfig``, takes its own launch arguments (a link
 setting with its lab default, a lab-only setting another family's launch refuses), accounts its
-traffic in a capture by its own kinds (its wire.py), and the copy's import graph has no cycle.
+traffic in a capture by its own kinds (its wire.py), sweeps its perf field (its settings'
+``PERF_FIELDS``: a ``--quic-streams`` flag, a ``quic_streams`` row field), and the copy's import
+graph has no cycle.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ FAMILY_FILES = {
         '''\
         """QUIC's link settings: the quic: block of TransportConfig."""
 
+        from typing import Literal
+
         from pydantic import BaseModel, ConfigDict
 
 
@@ -60,9 +64,11 @@ FAMILY_FILES = {
 
             port: int = 4433
             zero_rtt: bool = False
+            streams: Literal["one", "per-topic"] = "one"
 
 
         LAUNCH_FIELDS = ("port",)  # quic_port:=
+        PERF_FIELDS = {"streams": "QUIC rows: one stream or one per topic"}  # --quic-streams
 
 
         def lab_defaults(security):
@@ -122,6 +128,9 @@ PROBE = textwrap.dedent(
     from fieldtest.middleware import registry
     from fieldtest.middleware.labshared import side_processes
     from fieldtest.netem import wire
+    from fieldtest.perf.case import PerfCase
+    from fieldtest.perf.cli import _parser as perf_parser
+    from fieldtest.perf.results import column
     from fieldtest.record import TrialRequest
 
     from fieldtest.linkconfig import TransportConfig
@@ -180,6 +189,12 @@ PROBE = textwrap.dedent(
         "other_family": [refusal({"middleware": "dds"}), refusal({"middleware": "dds", "quic_congestion": "bbr"})],
         "wire_groups": [wire.GROUPS["user_data"][-1], wire.GROUPS["protocol"][-1]],
         "wire": kinds_seen(TransportConfig.model_validate({"quic": {"port": 40001}})),
+        "perf_flag": perf_parser().parse_args(["--quic-streams", "per-topic", "one"]).quic_streams,
+        "perf_rows": [
+            column(PerfCase(middleware="quic-peer", quic_streams="per-topic").normalized()),
+            PerfCase(middleware="quic-peer", quic_streams="").normalized().quic_streams,
+            PerfCase(middleware="dds", quic_streams="per-topic").normalized().quic_streams,
+        ],
     }))
     """
 )
@@ -233,7 +248,7 @@ def test_a_new_family_is_its_folder_plus_its_catalog_line(tmp_path):
         "twin_names": False,
         "bridged": True,
         "processes": [["quic-relay", "--role", "host"]],
-        "settings": {"port": 4433, "zero_rtt": True},
+        "settings": {"port": 4433, "zero_rtt": True, "streams": "one"},
         "flat_read": True,
         "free_port": 40001,
         "lab_port": 4443,
@@ -245,6 +260,8 @@ def test_a_new_family_is_its_folder_plus_its_catalog_line(tmp_path):
         ],
         "wire_groups": ["quic_datagram", "quic_control"],
         "wire": {"quic_datagram": 1, "quic_control": 1},
+        "perf_flag": ["per-topic", "one"],
+        "perf_rows": ["quic-peer (per-topic)", "one", ""],
     }
     assert cycles(import_graph(package)) == []
 

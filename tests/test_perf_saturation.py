@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_perf import interrupt_after_first_row
 
-from fieldtest.perf.node import MQTT_WRITER_WINDOW
+from fieldtest.perf.node import WRITER_WINDOW
 from fieldtest.perf.results import write_all
 from fieldtest.perf.run import SATURATION, PerfCase, PerfInputError, check_case, run_row
 
@@ -60,7 +60,7 @@ def test_a_slow_reader_holds_a_reliable_writer_back_not_a_best_effort_one(tmp_pa
 
 def test_the_mqtt_writer_queue_stays_within_its_window(tmp_path):
     row = _row(tmp_path, "mqtt", middleware="mqtt-local-broker", work=SLOW_READER_S)
-    assert 0 < row.figures["writer_backlog_max"] <= MQTT_WRITER_WINDOW
+    assert 0 < row.figures["writer_backlog_max"] <= WRITER_WINDOW
     # the reader cannot keep up: most messages are not delivered, and every one is accounted for
     assert row.figures["lost"] > 0 and row.figures["sent"] == row.figures["received"] + row.figures["lost"]
 

@@ -315,6 +315,8 @@ def test_two_processes_on_loopback(qos):
         pub.stdin.write("GO\n")
         pub.stdin.flush()
         out, err = sub.communicate(timeout=30)
+        pub.stdin.write("DONE\n")  # the publisher's participant may go now
+        pub.stdin.flush()
         assert sub.returncode == 0, err[-2000:]
         assert pub.wait(timeout=30) == 0, pub.stderr.read()[-2000:]
     finally:

@@ -5,7 +5,9 @@ sends ``count`` TwistStamped commands and collects what both sides received.
 
 The robot joins the link as "robot", subscribes /cmd_vel (TwistStamped), answers each command with a
 CommandReceipt on /fieldtest/cmd_receipts, prints READY once it can receive, and, after ``--count``
-commands (or ``--timeout`` seconds), one JSON line per command received, then DONE.
+commands (or ``--timeout`` seconds) it waits for the host's line on its stdin, sent once the host
+has every receipt (or gave up on them), so its session closes only after its receipts were taken;
+then one JSON line per command received, and DONE.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from fieldtest.transport import TransportConfig
 
 CMD_VEL = "/cmd_vel"
 RECEIPTS = "/fieldtest/cmd_receipts"
+RECEIPTS_TAKEN = "RECEIPTS-TAKEN"  # the host's line to the robot: close now
 
 
 def receipt(cmd, received_ns: int):
@@ -115,6 +118,7 @@ def exchange_commands(
             "--timeout",
             str(timeout_s),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -144,7 +148,8 @@ def exchange_commands(
             publish(cmd)
             time.sleep(0.001)
         all_back.wait(timeout_s)
-        output, _ = robot.communicate(timeout=timeout_s + 10)
+        # the robot closes its session once told: every receipt is in here (or the wait is over)
+        output, _ = robot.communicate(RECEIPTS_TAKEN + "\n", timeout=timeout_s + 10)
     finally:
         if host is not None:
             host.close()
@@ -204,7 +209,7 @@ def main() -> int:
         print("NO-MATCH", flush=True)
     print("READY", flush=True)
     all_in.wait(args.timeout)
-    time.sleep(0.3)  # let the last receipts leave before the session closes
+    sys.stdin.readline()  # the host has taken the receipts (EOF: it is gone); closing loses none now
     transport.close()
     for item in list(received):
         print(json.dumps(item))

@@ -58,6 +58,9 @@ class Middleware:
     transport_helper: ClassVar[str | None] = None
     # How many receivers of one topic its twin transport links (None: any number).
     max_receivers: ClassVar[int | None] = None
+    # The largest payload in bytes its twin transport carries as the kit configures it (None: no
+    # limit checked), e.g. for a perf row's refusal of a message it cannot carry.
+    max_payload: ClassVar[int | None] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, make_dataclass, replace
+from typing import TYPE_CHECKING, Any, get_args
 
-from fieldtest.linkconfig import TransportConfig, reads_settings
-from fieldtest.middleware.zenoh.settings import Settings as ZenohSettings
+from pydantic import BaseModel
+
+from fieldtest.catalog import CATALOG
+from fieldtest.linkconfig import TransportConfig, family_modules, reads_settings
 
 # rate_hz 0: saturation, publish as fast as the middleware accepts (performance_test's --rate 0,
 # "publish as fast as possible": ApexAI/performance_test performance_test/src/main.cpp)
@@ -14,10 +17,53 @@ SATURATION = 0.0
 
 
 @dataclass(frozen=True)
-class PerfCase:
-    """What one row measures."""
+class FamilyPerfField:
+    """A perf row field a family declares (its settings module's ``PERF_FIELDS``): one field of its
+    link ``Settings``, swept as ``<family>_<field>`` (row field, command-line flag, file column)."""
 
-    middleware: str = "dds"
+    family: str
+    field: str
+    model: type[BaseModel]
+    help: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.family.replace('-', '_')}_{self.field}"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def default(self) -> str:
+        return str(self.model.model_fields[self.field].default)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The values its settings field takes (a ``Literal``'s)."""
+        return tuple(str(value) for value in get_args(self.model.model_fields[self.field].annotation))
+
+
+def _family_perf_fields() -> dict[str, FamilyPerfField]:
+    found = {}
+    for family, module in family_modules("settings").items():
+        for name, help_text in getattr(module, "PERF_FIELDS", {}).items():
+            declared = FamilyPerfField(family, name, module.Settings, help_text)
+            if not declared.choices:
+                raise TypeError(f"{family} PERF_FIELDS {name!r}: a perf field is a Literal of its values")
+            found[declared.name] = declared
+    return found
+
+
+# Row field name -> the family field it is, in catalog order
+FAMILY_PERF_FIELDS: dict[str, FamilyPerfField] = _family_perf_fields()
+
+
+@dataclass(frozen=True)
+class _CaseFields:
+    """What one row measures: the fields every middleware reads (``PerfCase`` adds the families')."""
+
+    middleware: str = CATALOG[0].name
     security: str = "none"
     qos: str = "default"
     network: str = "loopback"
@@ -26,19 +72,29 @@ class PerfCase:
     duration_s: float = 30.0
     subscribers: int = 1
     mode: str = "roundtrip"
-    # Zenoh rows: "direct" (the nodes on Zenoh) or "bridge" (DDS -> zenoh-bridge-ros2dds -> Zenoh ->
-    # bridge -> DDS, as a twin trial's default); "" for the middlewares that do not read it
-    zenoh_path: str = "direct"
     # a VPN over the network ("openvpn": fieldtest.netem.vpn), or "none"
     vpn: str = "none"
+
+    def family_values(self) -> dict[str, str]:
+        """The families' row fields (``FAMILY_PERF_FIELDS``) and their values, "" where the
+        middleware does not read it (after ``normalized``)."""
+        return {name: getattr(self, name) for name in FAMILY_PERF_FIELDS}
+
+    def set_apart(self) -> dict[str, str]:
+        """The family fields the case sets to other than their default: what sets its row apart."""
+        return {
+            name: value
+            for name, value in self.normalized().family_values().items()
+            if value and value != FAMILY_PERF_FIELDS[name].default
+        }
 
     @property
     def label(self) -> str:
         subs = f" x{self.subscribers}" if self.subscribers > 1 else ""
-        path = f" {self.zenoh_path}" if self.zenoh_path else ""
+        settings = "".join(f" {value}" for value in self.family_values().values() if value)
         vpn = f"+{self.vpn}" if self.vpn != "none" else ""
         return (
-            f"{self.middleware}{path}/{self.security}/{self.qos}/{self.network}{vpn} {self.message} "
+            f"{self.middleware}{settings}/{self.security}/{self.qos}/{self.network}{vpn} {self.message} "
             f"{rate_text(self.rate_hz)}{subs} {self.mode}"
         )
 
@@ -47,21 +103,43 @@ class PerfCase:
         return self.rate_hz == SATURATION
 
     def normalized(self) -> PerfCase:
-        """The case with the family settings its middleware does not read blanked, so two cases that
-        differ only there are one (``linkconfig.reads_settings``)."""
-        reads_path = reads_settings(self.middleware, ZenohSettings)
-        if self.zenoh_path and not reads_path:
-            return replace(self, zenoh_path="")
-        if not self.zenoh_path and reads_path:
-            return replace(self, zenoh_path="direct")
-        return self
+        """The case with the family fields its middleware does not read blanked and those it reads
+        but leaves blank at their default, so two cases that differ only there are one
+        (``linkconfig.reads_settings``)."""
+        changes: dict[str, Any] = {}
+        for name, declared in FAMILY_PERF_FIELDS.items():
+            value = getattr(self, name)
+            reads = reads_settings(self.middleware, declared.model)
+            if value and not reads:
+                changes[name] = ""
+            elif not value and reads:
+                changes[name] = declared.default
+        return replace(self, **changes)
 
-    def transport(self, **addresses) -> TransportConfig:
+    def transport(self, **addresses: Any) -> TransportConfig:
         """The row's TransportConfig (before its ports, addresses and keystore are known)."""
-        path = {"zenoh": {"path": self.zenoh_path}} if self.zenoh_path else {}
+        settings: dict[str, dict[str, str]] = {}
+        for name, value in self.family_values().items():
+            if value:
+                declared = FAMILY_PERF_FIELDS[name]
+                settings.setdefault(declared.family, {})[declared.field] = value
         return TransportConfig(
-            middleware=self.middleware, qos=self.qos, security=self.security, **path, **addresses
+            middleware=self.middleware, qos=self.qos, security=self.security, **settings, **addresses
         )
+
+
+# What one row measures: the generic fields, then each family's (``FAMILY_PERF_FIELDS``, "" for
+# the middlewares that do not read it), so perf files and campaign files name them as declared.
+if TYPE_CHECKING:
+    PerfCase = _CaseFields
+else:
+    PerfCase = make_dataclass(
+        "PerfCase",
+        [(name, str, field(default=f.default)) for name, f in FAMILY_PERF_FIELDS.items()],
+        bases=(_CaseFields,),
+        frozen=True,
+        namespace={"__module__": __name__, "__doc__": "What one row measures."},
+    )
 
 
 def rate_text(rate_hz: float) -> str:
@@ -96,10 +174,10 @@ class PerfRow:
 
 def judge_row(row: PerfRow) -> PerfRow:
     """Judge an emulated row as a twin trial on the same link (one set of bounds:
-    ``fieldtest.analysis.causes.stackfaults.link_behind_reasons``); loopback rows stay unjudged."""
+    ``fieldtest.analysis.link_behind_reasons``); loopback rows stay unjudged."""
     if not row.link.get("emulated") or row.status != "ok":
         return row
-    from fieldtest.analysis.causes.stackfaults import link_behind_reasons  # numpy: not at import
+    from fieldtest.analysis import link_behind_reasons  # numpy: not at import
 
     row.invalid_reasons = link_behind_reasons(row.link.get("simulator"), row.link.get("forwarder"))
     row.valid = not row.invalid_reasons

@@ -1,7 +1,7 @@
 """``fieldtest perf``: a sweep of perf rows (middleware x security x QoS x network x message x
-subscribers x Zenoh path), from the command line or a perf campaign file (``--campaign``,
-``fieldtest.perf.perfcampaign``), each case ``--repetitions`` times; a progress bar per sweep, the files
-of ``fieldtest.perf.results``.
+subscribers x the fields the families declare, ``fieldtest.perf.case.FAMILY_PERF_FIELDS``), from the
+command line or a perf campaign file (``--campaign``, ``fieldtest.perf.perfcampaign``), each case
+``--repetitions`` times; a progress bar per sweep, the files of ``fieldtest.perf.results``.
 
 Names are checked before anything runs (one line and exit 2 for an unknown message, middleware,
 QoS, security setting or network); a combination that cannot run (a size the middleware cannot
@@ -20,16 +20,17 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from fieldtest.lifecycle import not_run, run_exit_code
 from fieldtest.middleware import registry
 from fieldtest.procs import interruption, run_stop_event
 
+from .case import FAMILY_PERF_FIELDS
 from .messages import QUICK_MESSAGES, SEED_MESSAGES, parse_message
 from .results import table2_markdown, write_all
 from .run import (
     MODES,
-    ZENOH_PATHS,
     CombinationRefused,
     PerfCase,
     PerfInputError,
@@ -43,7 +44,7 @@ DEFAULT_OUT = Path("trials/perf")
 QUICK_DURATION_S = 2.0
 # The flags that describe the sweep; a campaign file (--campaign) describes it instead
 SWEEP_FLAGS = ("middleware", "security", "qos", "network", "message", "size", "rate", "duration",
-               "subscribers", "mode", "zenoh_path", "repetitions", "vpn")  # fmt: skip
+               "subscribers", "mode", "repetitions", "vpn", *FAMILY_PERF_FIELDS)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,11 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--mode", choices=MODES, default="roundtrip", help="roundtrip (Main/Relay, default) or one-way"
     )
-    p.add_argument(
-        "--zenoh-path", dest="zenoh_path", nargs="+", choices=ZENOH_PATHS, default=["direct"],
-        help="Zenoh rows: direct (the nodes on Zenoh, default) or bridge (DDS -> zenoh-bridge-ros2dds -> "
-        "Zenoh -> bridge -> DDS, as twin trials)",
-    )  # fmt: skip
+    for name, declared in FAMILY_PERF_FIELDS.items():  # each family's own (its settings' PERF_FIELDS)
+        p.add_argument(
+            declared.flag, dest=name, nargs="+", choices=declared.choices, default=[declared.default],
+            help=declared.help,
+        )  # fmt: skip
     p.add_argument("--repetitions", type=int, default=1, help="runs of each case (default 1), interleaved")
     p.add_argument(
         "--campaign",
@@ -153,9 +154,9 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
     cases: list[PerfCase] = []
-    for mw, path, security, qos, network, vpn, subs, message in itertools.product(
+    for mw, family_values, security, qos, network, vpn, subs, message in itertools.product(
         args.middleware,
-        args.zenoh_path,
+        family_value_sets(args),
         args.security,
         args.qos,
         args.network,
@@ -167,8 +168,11 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
             setting = registry.get(mw).secure_default if security == "on" else security
         except ValueError as exc:
             raise PerfInputError(str(exc)) from None
-        case = PerfCase(mw, setting, qos, network, message, rate, duration, subs, args.mode, path, vpn)
-        if case.normalized() not in cases:  # a DDS row once, whatever the Zenoh paths
+        case = PerfCase(
+            middleware=mw, security=setting, qos=qos, network=network, message=message, rate_hz=rate,
+            duration_s=duration, subscribers=subs, mode=args.mode, vpn=vpn, **family_values,
+        )  # fmt: skip
+        if case.normalized() not in cases:  # once, whatever the values of fields it does not read
             cases.append(case.normalized())
     refused = []
     for case in cases:  # a wrong name is one error; a combination that cannot run, one refused row
@@ -179,6 +183,15 @@ def build_cases(args: argparse.Namespace, profiles: dict | None = None) -> list[
     if refused and len(refused) == len(cases):
         raise PerfInputError(refused[0])  # nothing would run
     return cases
+
+
+def family_value_sets(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every combination of the family fields' values on the command line (``FAMILY_PERF_FIELDS``)."""
+    names = list(FAMILY_PERF_FIELDS)
+    return [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*(getattr(args, n) for n in names))
+    ]
 
 
 def run_sweep(

@@ -80,6 +80,8 @@ from .run import (
     _Sampler,
     _wait_main,
     check_case,
+    family_defaults,
+    family_settings,
     interrupted_row,
 )
 from .stats import reduce_row
@@ -170,7 +172,10 @@ class LabLink:
             return f"vpn {case.vpn}: the lab's VPN is the lab's own; the kit sets one up on the twin only"
         family = registry.get(case.middleware)
         if family.bridged(case.transport()):
-            return "zenoh_path bridge: lab perf rows run the kit's transports on both machines (use zenoh_path direct)"
+            return (
+                f"{family_settings(case.set_apart())}: lab perf rows run the kit's transports on both "
+                f"machines (use {family_defaults(case)})"
+            )
         if family.transport_helper:
             problem = self.helper_problems.get(family.transport_helper, "not probed")
             if problem:

@@ -28,7 +28,7 @@ src/core/ddsi/src/ddsi_transmit.c, write_sample and throttle_writer; counted in 
 Zenoh blocks a reliable put while its transmission queue is full (congestion control BLOCK) and
 drops a best-effort one (DROP; zenoh-protocol core::CongestionControl); paho queues every publish
 without limit (``max_queued_messages`` 0, paho-mqtt client.py), so the main side waits while
-``MQTT_WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
+``WRITER_WINDOW`` of its messages are unwritten or unacknowledged.
 
 In the lab (``fieldtest lab perf``) the relay's spec may name a UDP clock channel (``clock``: the
 host's address and port): the relay then probes the host's ``UdpClockResponder`` with the lab's
@@ -66,9 +66,10 @@ WARMUP_PERIOD_S = 0.2
 READY = "PERF READY"
 EXIT_NO_RELAY = 3
 SATURATION_MAX_MESSAGES = 200_000  # about 45 MB of records on the relay at most
-# MQTT messages the main side lets paho hold (queued, unwritten or awaiting PUBACK) before it waits:
-# the writer's queue stays bounded whatever the broker and reader do
-MQTT_WRITER_WINDOW = 64
+# Messages the main side lets a writer that queues without limit hold (a transport with a
+# ``writer_backlog``: paho's queued, unwritten or awaiting PUBACK) before it waits, so the writer's
+# queue stays bounded whatever the broker and reader do
+WRITER_WINDOW = 64
 WRITER_WAIT_S = 0.0005
 # How long the main side keeps receiving after the row's planned end (last send + drain): a link or
 # simulator that fell behind delivers late, and a late echo is a figure, not a loss. Bounded, so a
@@ -226,7 +227,7 @@ def _saturate(spec: dict, out_msg, publish, stop: threading.Event, writer_backlo
     end_ns = time.monotonic_ns() + round(spec["duration_s"] * 1e9)
     while len(sends) < SATURATION_MAX_MESSAGES and time.monotonic_ns() < end_ns and not stop.is_set():
         if writer_backlog is not None:
-            while (held := writer_backlog()) >= MQTT_WRITER_WINDOW and not stop.is_set():
+            while (held := writer_backlog()) >= WRITER_WINDOW and not stop.is_set():
                 if time.monotonic_ns() >= end_ns:
                     return sends, max(backlog_max, held)
                 time.sleep(WRITER_WAIT_S)

@@ -4,12 +4,13 @@ The same conventions as a trial campaign (``fieldtest.trialcampaign``, whose ``S
 machinery it shares): ``base`` (row fields every row shares), ``matrix`` (row fields to vary),
 ``exclude``, ``repetitions``, ``order`` and ``seed``. The row fields are ``PerfCase``'s, their one
 source of truth: ``middleware``, ``security`` (``on``: each middleware's secure default), ``qos``,
-``network``, ``message``, ``rate_hz`` (``max``: saturation), ``duration_s``, ``subscribers``, ``mode``, ``zenoh_path``.
+``network``, ``message``, ``rate_hz`` (``max``: saturation), ``duration_s``, ``subscribers``, ``mode``,
+``vpn`` and the fields the families declare (``fieldtest.perf.case.FAMILY_PERF_FIELDS``).
 
 Every row is checked before the first one runs: a bad value is one line naming the file and the
 field (``matrix.message value 'Array3x': ...``); a combination that cannot run (a payload the link
 cannot carry) becomes a refused row, as on the command line. Cases that differ only in a setting
-their middleware does not read (``zenoh_path`` of a DDS row) are one case.
+their middleware does not read (another family's field) are one case.
 """
 
 from __future__ import annotations

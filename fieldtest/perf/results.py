@@ -143,8 +143,10 @@ def _title(key: tuple, repetitions: int) -> str:
 
 
 def column(case: PerfCase) -> str:
-    """A middleware column of Table 2: its name, and the Zenoh path where it reads one."""
-    return f"{case.middleware} ({case.zenoh_path})" if case.zenoh_path else case.middleware
+    """A middleware column of Table 2: its name, and the values of the family fields it reads (a
+    path, say)."""
+    settings = " ".join(value for value in case.family_values().values() if value)
+    return f"{case.middleware} ({settings})" if settings else case.middleware
 
 
 def _cell(summary: dict | None) -> str:

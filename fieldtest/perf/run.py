@@ -27,7 +27,7 @@ from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import ProcessGroup, ProcessStartError, free_port, interruption, lease_dds_domain
 
-from .case import SATURATION, PerfCase, PerfRow, judge_row
+from .case import FAMILY_PERF_FIELDS, SATURATION, PerfCase, PerfRow, judge_row
 from .messages import MessageError, PerfMessage, parse_message
 from .node import EXIT_NO_RELAY, LATE_GRACE_S, READY
 from .stats import reduce_row
@@ -37,15 +37,9 @@ if TYPE_CHECKING:
 
 ROW_MARGIN_S = 30.0
 START_TIMEOUT_S = 30.0
-# The largest payload each family carries as the kit configures it: MQTT 3.1.1's Remaining Length
-# tops out at 268,435,455 bytes (OASIS MQTT 3.1.1, 2.2.3), less topic and CDR header; Zenoh's
-# default transport.link.rx.max_message_size is 1 GiB (zenoh DEFAULT_CONFIG.json5); CycloneDDS
-# serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here.
-MAX_PAYLOAD = {"mqtt": 268_435_455 - 64 * 1024, "zenoh": 1 << 30, "dds": 1 << 30}
 MODES = ("roundtrip", "one-way")
 NO_LINK = "never answered"  # in a row's error where no relay answered a warm-up ping: no link
 SATURATION_WORD = "max"  # how the command line and a campaign file ask for it
-ZENOH_PATHS = ("direct", "bridge")  # the zenoh settings' path (fieldtest.middleware.zenoh.settings)
 # The bridges route the ping topic (cmd_stamp) only beside Twist commands, as on Humble
 # (fieldtest.middleware.labshared.link_topics): a bridged row's sides are set up as a Humble trial's.
 BRIDGED_CMD_TYPE = "twist"
@@ -103,9 +97,8 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
             f"middleware {case.middleware!r}: lab only, the twin has no transport for it", "middleware"
         )
     _check_numbers(case)
-    if case.zenoh_path not in ZENOH_PATHS and case.normalized().zenoh_path:
-        raise PerfInputError(f"zenoh_path {case.zenoh_path!r}: use {' or '.join(ZENOH_PATHS)}", "zenoh_path")
-    limit = MAX_PAYLOAD.get(middleware.family)
+    _check_family_values(case)
+    limit = middleware.max_payload
     if limit is not None and message.size > limit:
         raise CombinationRefused(
             f"message {case.message!r}: {message.size} bytes, more than {case.middleware} carries ({limit})"
@@ -117,12 +110,31 @@ def check_case(case: PerfCase, profiles: dict | None = None) -> PerfMessage:
         )
     if case.subscribers > 1 and middleware.bridged(case.transport()):
         raise CombinationRefused(
-            "subscribers: the bridged path carries one robot's DDS; use zenoh_path direct for several"
+            f"subscribers: the bridged path carries one robot's DDS; use {family_defaults(case)} for several"
         )
     _check_settings(case, profiles)
     _check_vpn(case, middleware)
     _check_link_rate(case, message, profiles)
     return message
+
+
+def _check_family_values(case: PerfCase) -> None:
+    """Each family field the middleware reads holds one of its settings' values."""
+    read = case.normalized().family_values()
+    for name, value in case.family_values().items():
+        choices = FAMILY_PERF_FIELDS[name].choices
+        if read[name] and value not in choices:
+            raise PerfInputError(f"{name} {value!r}: use {' or '.join(choices)}", name)
+
+
+def family_settings(values: dict[str, str]) -> str:
+    """Family row fields as text: ``<field> <value>`` each."""
+    return ", ".join(f"{name} {value}" for name, value in values.items())
+
+
+def family_defaults(case: PerfCase) -> str:
+    """The defaults of the family fields that set ``case`` apart, as text."""
+    return family_settings({name: FAMILY_PERF_FIELDS[name].default for name in case.set_apart()})
 
 
 def _check_vpn(case: PerfCase, middleware) -> None:

@@ -19,7 +19,7 @@ from fieldtest.runner.twintrial import run_twin_trial
 from fieldtest.runner.verdict import invalid_trials
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.analysis import Metrics
 
 TRIAL_CORES = (
     0.5  # a twin trial's processes need about this much of a core (quick runs: 0.3, docs/benchmarks.md)

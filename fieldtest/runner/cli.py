@@ -25,7 +25,7 @@ from fieldtest.runner.twintrial import DEFAULT_RUNS_DIR, QUICK_PLAN
 from fieldtest.runner.verdict import print_stack_check, verdict_lines
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.analysis import Metrics
     from fieldtest.runner.resume import KeptTrial
 
 

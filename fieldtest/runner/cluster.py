@@ -58,7 +58,7 @@ from fieldtest.runner.verdict import invalid_trials
 if TYPE_CHECKING:
     from distributed import Client, Future, Worker
 
-    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.analysis import Metrics
 
 PROGRESS_TOPIC = "fieldtest-progress"
 CONNECT_TIMEOUT_S = 20
@@ -419,8 +419,7 @@ class ClusterCampaign:
 
 def home_metrics(trial_dir: Path) -> Metrics | None:
     """The metrics the worker's analysis wrote into the shipped directory, if any."""
-    from fieldtest.analysis import read_metrics
-    from fieldtest.analysis.metrics.schema import METRICS_FILE
+    from fieldtest.analysis import METRICS_FILE, read_metrics
 
     path = trial_dir / ANALYSIS_DIR / METRICS_FILE
     return read_metrics(path) if path.is_file() else None

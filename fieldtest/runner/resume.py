@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fieldtest.analysis.metrics.schema import METRICS_FILE, Metrics, read_metrics
+from fieldtest.analysis import METRICS_FILE, Metrics, read_metrics
 from fieldtest.record import TrialRequest
 from fieldtest.record.recordnames import ANALYSIS_DIR
 from fieldtest.record.trial import read_trial

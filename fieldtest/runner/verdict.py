@@ -9,7 +9,7 @@ from fieldtest.lifecycle import TrialResult
 from fieldtest.record import TrialRequest
 
 if TYPE_CHECKING:
-    from fieldtest.analysis.metrics.schema import Metrics
+    from fieldtest.analysis import Metrics
 
 # On loopback with no imperfections the stack itself must add no drift: lap N vs lap 1.
 STACK_DRIFT_LIMIT_M = 0.001

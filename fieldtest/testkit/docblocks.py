@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fieldtest.analysis.campaign.intervals import differ
-from fieldtest.analysis.campaign.power import ALPHA, POWER, pooled_sd, repetitions_needed, smallest_difference
+from fieldtest.analysis import ALPHA, POWER, differ, pooled_sd, repetitions_needed, smallest_difference
 from fieldtest.record.reference import (
     REFERENCE_DIR,
     AnalysisSpeedRow,

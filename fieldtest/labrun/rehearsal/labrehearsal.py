@@ -291,7 +291,7 @@ def _add_base_record(trial_dir: Path, record: Path) -> bool:
     """The simulated base's record copied into the trial (False: none). Imported here, not at
     import: the analysis pipeline loads the twin's base model, which no lab module may load
     (tests/test_endpoints_layers.py)."""
-    from fieldtest.analysis.pipeline import add_base_record
+    from fieldtest.analysis import add_base_record
 
     return add_base_record(trial_dir, record)
 

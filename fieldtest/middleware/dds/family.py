@@ -19,6 +19,8 @@ class Dds(Middleware):
     secure_default = "sros2"
     security_settings = security.SETTINGS
     transport_library = "cyclonedds"
+    # CycloneDDS serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here
+    max_payload = 1 << 30
 
     def open_transport(self, config: TransportConfig, role: Role):
         return open_side(self, config, role)

@@ -23,6 +23,9 @@ class _Mqtt(Middleware):
     security_settings = SETTINGS
     infra_process = "broker"
     transport_library = "paho.mqtt"
+    # MQTT 3.1.1's Remaining Length tops out at 268,435,455 bytes (OASIS MQTT 3.1.1, 2.2.3), less
+    # topic and CDR header
+    max_payload = 268_435_455 - 64 * 1024
     lab_bridge = "mqtt_client"
     lab_clock_source = (
         "udp"  # Paho C sets no TCP_NODELAY (paho.mqtt.c src/Socket.c): probes wait for delayed ACKs

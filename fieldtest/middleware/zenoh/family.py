@@ -20,6 +20,8 @@ class _Zenoh(Middleware):
     security_settings = SETTINGS
     lab_bridge = "zenoh-bridge-ros2dds"
     transport_library = "zenoh"
+    # the default transport.link.rx.max_message_size (zenoh DEFAULT_CONFIG.json5)
+    max_payload = 1 << 30
 
     def twin_defaults(self, config: TransportConfig, fields_set: set[str]) -> TransportConfig:
         """Twin trials run through the real bridges, as in the lab, unless the request names the path."""

@@ -29,3 +29,9 @@ class Settings(BaseModel):
 
 # The fields a lab launch takes as arguments ``zenoh_<field>:=`` (fieldtest.labrun.configuration.launchsettings)
 LAUNCH_FIELDS = ("port", "express")
+# The fields a perf row sweeps as ``zenoh_<field>`` (row field, ``--zenoh-path`` flag and perf file
+# column: fieldtest.perf.case), with the flag's help
+PERF_FIELDS = {
+    "path": "Zenoh rows: direct (the nodes on Zenoh, default) or bridge (DDS -> zenoh-bridge-ros2dds -> "
+    "Zenoh -> bridge -> DDS, as twin trials)",
+}
