@@ -140,7 +140,12 @@ SCENARIOS = (
 )
 # DDS scenarios use DOMAIN_BASE + i (ports 7400 + 250 * id): a block of domains this test process
 # leases until it exits, so a parallel run on this machine (another test worker, a demo) never shares one.
-DOMAIN_LEASE = lease_dds_domain(40 + (os.getpid() % 7) * 8, offsets=tuple(range(len(SCENARIOS))))
+# The blocks stay below the kernel's ephemeral ports: a DDS participant's own sockets (another
+# scenario's, another test's) take ports there, and one inside a captured block would put another
+# domain's plain packets into this scenario's capture (a plain marker was seen in an sros2 capture).
+EPHEMERAL_LOW = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+HIGHEST_CAPTURED_DOMAIN = (EPHEMERAL_LOW - 7400) // 250 - 1  # its block ends below EPHEMERAL_LOW
+DOMAIN_LEASE = lease_dds_domain(20 + (os.getpid() % 7) * 8, offsets=tuple(range(len(SCENARIOS))))
 DOMAIN_BASE = DOMAIN_LEASE.domain_id
 
 
@@ -426,6 +431,12 @@ def run_scenario(scenario: Scenario, index: int, base: Path) -> ScenarioResult:
 @pytest.fixture(scope="module")
 def proof(tmp_path_factory) -> dict[str, ScenarioResult]:
     """Every scenario, three at a time (each on its own ports and DDS domain)."""
+    if DOMAIN_BASE + len(SCENARIOS) - 1 > HIGHEST_CAPTURED_DOMAIN:
+        pytest.fail(
+            f"DDS domains {DOMAIN_BASE}..{DOMAIN_BASE + len(SCENARIOS) - 1} leased: their ports reach the "
+            f"ephemeral ports from {EPHEMERAL_LOW}, where other participants' sockets would enter the capture",
+            pytrace=False,
+        )
     base = tmp_path_factory.mktemp("proof")
     with ThreadPoolExecutor(max_workers=3) as pool:
         futures = {s.id: pool.submit(run_scenario, s, i, base) for i, s in enumerate(SCENARIOS)}
