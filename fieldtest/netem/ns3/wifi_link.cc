@@ -232,13 +232,7 @@ void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, d
     Time airtime = WifiPhy::CalculateTxDuration(psdus, txv, src->phy->GetPhyBand());
     AirtimeStats &by_station = g_airtime[src->name];
     by_station.airtime_s += airtime.GetSeconds();
-    bool retried = false;
-    for (auto &[sta, psdu] : psdus)
-        for (auto it = psdu->begin(); it != psdu->end(); ++it) retried = retried || (*it)->GetHeader().IsRetry();
-    if (!retried) {
-        by_station.first_ppdus++;
-        by_station.first_airtime_s += airtime.GetSeconds();
-    }
+    bool retried = false;  // any MPDU of this PPDU sent before
     bool first = true;
     for (auto &[sta, psdu] : psdus) {
         for (auto it = psdu->begin(); it != psdu->end(); ++it) {
@@ -252,6 +246,7 @@ void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, d
             k.retries += hdr.IsRetry() ? 1 : 0;
             by_station.frames++;
             by_station.retries += hdr.IsRetry() ? 1 : 0;
+            retried = retried || hdr.IsRetry();
             auto pending = g_access_pending.find((*it)->GetPacket()->GetUid());
             if (pending != g_access_pending.end() && hdr.IsData()) {
                 int64_t ns = (Simulator::Now() - pending->second).GetNanoSeconds();
@@ -263,6 +258,10 @@ void on_tx_psdu(const TxSource *src, WifiConstPsduMap psdus, WifiTxVector txv, d
             bin.second += hdr.IsRetry() ? 1 : 0;
             k.modes[txv.GetMode(sta).GetUniqueName()]++;
         }
+    }
+    if (!retried) {
+        by_station.first_ppdus++;
+        by_station.first_airtime_s += airtime.GetSeconds();
     }
 }
 
