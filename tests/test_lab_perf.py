@@ -266,12 +266,9 @@ def test_the_lab_perf_campaign_gives_the_addresses(tmp_path):
     assert Path(link.robot.remote_root) == Path("~/fieldtest/perf")
 
 
-def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
-    """A dead link leaves sshd's session, and so the relay's parent, alive: no stop script and no
-    parent watch reach the relay. Its guard on the robot (here a local shell) stops it after the
-    row's limit; the relay writes its record on the way out and the guard ends with it."""
-    import psutil
-
+def _local_relay_row(tmp_path: Path, row: str) -> tuple:
+    """A lab perf link whose robot side is this machine's shell (no --robot), one zenoh-peer
+    round-trip row's spec sent to it; the link and the robot side's folder."""
     from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
     from fieldtest.linkconfig import TransportConfig
     from fieldtest.perf.labperf import LabLink
@@ -285,7 +282,15 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
     lab = LabLink(config, robot, KIT_PYTHON)
     spec = {"transport": config.model_dump(), "message": "Array1k", "rate_hz": 10.0, "duration_s": 1.0,
             "mode": "roundtrip", "relays": 1, "discovery_s": 1.0, "drain_s": 1.0, "relay_addresses": {}}  # fmt: skip
-    lab.send_spec("lost", spec)
+    lab.send_spec(row, spec)
+    return lab, remote_root
+
+
+def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
+    """A dead link leaves sshd's session, and so the relay's parent, alive: no stop script and no
+    parent watch reach the relay. Its guard on the robot (here a local shell) stops it after the
+    row's limit; the relay writes its record on the way out and the guard ends with it."""
+    lab, remote_root = _local_relay_row(tmp_path, "lost")
     log = tmp_path / "relay.log"
     with log.open("w") as out:
         relay = subprocess.Popen(lab.relay_argv("lost", limit_s=3), stdout=out, stderr=subprocess.STDOUT)
@@ -296,18 +301,7 @@ def test_the_relays_guard_on_the_robot_stops_it_when_no_stop_comes(tmp_path):
             relay.kill()
     assert "PERF READY" in log.read_text(), log.read_text()
     assert json.loads((remote_root / "lost" / "relay1.json").read_text())["arrivals"] == []
-
-    def left() -> list[str]:
-        found = []
-        for proc in psutil.process_iter(["cmdline"]):
-            if str(remote_root) in " ".join(proc.info["cmdline"] or []):
-                found.append(" ".join(proc.info["cmdline"]))
-        return found
-
-    deadline = time.monotonic() + 5.0
-    while left() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left() == []
+    assert processes_under(remote_root) == []
 
 
 def test_the_relays_guard_ends_with_the_relay_before_its_parent_reaps_it(tmp_path):
@@ -317,20 +311,7 @@ def test_the_relays_guard_ends_with_the_relay_before_its_parent_reaps_it(tmp_pat
     zombie for a running relay held every such row's stop for the script's whole wait."""
     import psutil
 
-    from fieldtest.labrun.orchestration.remote import RemoteShell, RobotSide
-    from fieldtest.linkconfig import TransportConfig
-    from fieldtest.perf.labperf import LabLink
-    from fieldtest.procs import free_port
-
-    remote_root = tmp_path / "robot"
-    robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
-    config = TransportConfig(
-        middleware="zenoh-peer", host_address="127.0.0.1", robot_address="127.0.0.1", zenoh_port=free_port()
-    )
-    lab = LabLink(config, robot, KIT_PYTHON)
-    spec = {"transport": config.model_dump(), "message": "Array1k", "rate_hz": 10.0, "duration_s": 1.0,
-            "mode": "roundtrip", "relays": 1, "discovery_s": 1.0, "drain_s": 1.0, "relay_addresses": {}}  # fmt: skip
-    lab.send_spec("zombie", spec)
+    lab, remote_root = _local_relay_row(tmp_path, "zombie")
     log = tmp_path / "relay.log"
     with log.open("w") as out:
         relay = subprocess.Popen(lab.relay_argv("zombie", limit_s=600), stdout=out, stderr=subprocess.STDOUT)
@@ -340,11 +321,9 @@ def test_the_relays_guard_ends_with_the_relay_before_its_parent_reaps_it(tmp_pat
             assert relay.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
         relay.send_signal(signal.SIGINT)  # as the stop script; the relay is not reaped yet
-        deadline = time.monotonic() + 30
-        while processes_under(remote_root, wait_s=0) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        left = processes_under(remote_root, wait_s=30)
         assert psutil.Process(relay.pid).status() == psutil.STATUS_ZOMBIE
-        assert processes_under(remote_root, wait_s=0) == []  # the guard ended with the relay
+        assert left == []  # the guard ended with the relay
     finally:
         if relay.poll() is None:
             relay.kill()
