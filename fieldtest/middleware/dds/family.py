@@ -19,6 +19,7 @@ class Dds(Middleware):
     secure_default = "sros2"
     security_settings = security.SETTINGS
     transport_library = "cyclonedds"
+    security_plugin_check = "fieldtest.middleware.dds.security"  # the binding's libdds_security_*
     # CycloneDDS serializes into a 32-bit size (ddsi serdata), kept well under 2 GiB here
     max_payload = 1 << 30
 
