@@ -40,7 +40,7 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -63,7 +63,7 @@ from fieldtest.lifecycle import Interrupted, not_run, raise_if_stopped, run_exit
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import CLOCK_UDP_PORT
-from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event
+from fieldtest.procs import ManagedProcess, ProcessGroup, ProcessStartError, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import TrialRequest
 
@@ -417,7 +417,7 @@ class ClockEstimate:
 
 
 @contextlib.contextmanager
-def _clock_channel(source: str, config: TransportConfig, spec: dict):
+def _clock_channel(source: str, config: TransportConfig, spec: dict) -> Iterator[list[str]]:
     """The host's end of the UDP clock channel for the row (``source`` "udp"), its address in the
     relay's ``spec``; yields a list that holds why the channel could not open, if it could not."""
     problems: list[str] = []
@@ -482,7 +482,9 @@ def on_host_clock(records: dict, offset_s: float) -> dict:
 
 
 @contextlib.contextmanager
-def _host_infrastructure(lab: LabLink, config: TransportConfig, row_dir: Path):
+def _host_infrastructure(
+    lab: LabLink, config: TransportConfig, row_dir: Path
+) -> Iterator[ManagedProcess | None]:
     """The router or broker, where the lab's host side would start it; elsewhere it runs already."""
     infra = registry.infrastructure(config, row_dir, realtime=True) if lab.host_starts(config) else None
     if infra is None:
@@ -498,7 +500,7 @@ def _run_lab_processes(
     lab: LabLink,
     run_id: str,
     spec: dict,
-    infra,
+    infra: ManagedProcess | None,
     stop: threading.Event | None,
     tail_s: float,
 ) -> tuple[dict, dict]:
