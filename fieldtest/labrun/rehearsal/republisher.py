@@ -22,10 +22,14 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fieldtest.endpoints.status import say
 from fieldtest.labrun.nodelogic.create3params import create3_base_namespace
 from fieldtest.procs import stop_on_signals, watch_parent
+
+if TYPE_CHECKING:
+    from rclpy.qos import QoSProfile
 
 ODOMETRY, BATTERY_STATE = "nav_msgs/msg/Odometry", "sensor_msgs/msg/BatteryState"
 TWIST, TWIST_STAMPED = "geometry_msgs/msg/Twist", "geometry_msgs/msg/TwistStamped"
@@ -52,7 +56,7 @@ def relays(robot_namespace: str, distro: str = "jazzy") -> list[Relay]:
     return out
 
 
-def _qos_pair():
+def _qos_pair() -> tuple[QoSProfile, QoSProfile]:
     from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
     subscribe = QoSProfile(
