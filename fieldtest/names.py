@@ -38,4 +38,4 @@ NATNET_DATA_PORT = 1511
 
 # The robot's own traffic in a trial (fieldtest.robottraffic): what an operator's tool pulls from
 # the robot while the host streams commands; "none" (default) leaves the link to the commands.
-ROBOT_TRAFFIC_PRESETS = ("none", "rviz", "foxglove", "all")
+ROBOT_TRAFFIC_PRESETS = ("none", "rviz", "rviz-view-robot", "foxglove", "all")

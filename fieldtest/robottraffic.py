@@ -274,12 +274,17 @@ TOPICS: dict[str, RobotTopic] = {
     )
 }
 
-# What each operator tool pulls. RViz with the TB4's robot view (turtlebot4_viz view_robot): the
-# scan, tf (robot model), odometry and the camera preview. Foxglove's usual TB4 panels add the IMU
-# and battery plots and the diagnostics list. "all": every topic above.
+# What each operator tool pulls. "rviz-view-robot": RViz as turtlebot4_viz's view_robot opens it
+# (turtlebot/turtlebot4_desktop, turtlebot4_viz/rviz/robot.rviz): of the robot's own topics its
+# enabled displays take the scan (LaserScan) and tf (TF, RobotModel); its camera group is disabled,
+# and its map, costmap and plan displays are Nav2's, silent without navigation. "rviz": that view
+# with an odometry display and an Image display of the OAK-D preview added, as an operator watching
+# the robot's camera. Foxglove's usual TB4 panels add the IMU and battery plots and the diagnostics
+# list. "all": every topic above.
 PRESETS: dict[str, tuple[str, ...]] = {
     "none": (),
     "rviz": ("/scan", "/tf", "/odom", "/oakd/rgb/preview/image_raw"),
+    "rviz-view-robot": ("/scan", "/tf"),
     "foxglove": (
         "/scan",
         "/tf",

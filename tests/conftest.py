@@ -43,6 +43,7 @@ FAST_FILES = frozenset(
         "test_analysis_timingclasses.py",
         "test_analysis_umbmark.py",
         "test_bench_reproduction.py",
+        "test_bench_robot_traffic.py",
         "test_bench_stack.py",
         "test_bench_twin.py",
         "test_bench_wireless_findings.py",

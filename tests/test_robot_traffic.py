@@ -64,6 +64,17 @@ def test_presets_carry_the_turtlebot4_topics_at_their_upstream_sizes():
     assert 40e6 < robottraffic.preset_rate_bytes("rviz") * 8 < 50e6
 
 
+def test_rviz_view_robot_is_the_turtlebot4_robot_view_without_the_camera():
+    """turtlebot4_viz's robot.rviz takes the scan and tf of the robot's topics and no camera: about
+    0.4 Mbit/s, a hundredth of what the camera preview adds."""
+    assert [t.topic for t in robottraffic.preset_topics("rviz-view-robot")] == ["/scan", "/tf"]
+    assert set(robottraffic.PRESETS["rviz-view-robot"]) < set(robottraffic.PRESETS["rviz"])
+    assert "/oakd/rgb/preview/image_raw" not in robottraffic.PRESETS["rviz-view-robot"]
+    assert 0.35e6 < robottraffic.preset_rate_bytes("rviz-view-robot") * 8 < 0.45e6
+    request = TrialRequest.model_validate({"robot_traffic": "rviz-view-robot"})
+    assert request.robot_traffic == "rviz-view-robot"
+
+
 @pytest.mark.parametrize("topic", sorted(robottraffic.TOPICS))
 def test_each_topic_is_stamped_with_its_send_time(topic):
     t = robottraffic.TOPICS[topic]
@@ -98,6 +109,8 @@ def test_the_command_line_option_reaches_the_request_and_its_name():
     loaded = _cli_request("--robot-traffic", "foxglove", "--zenoh-express")
     assert loaded.robot_traffic == "foxglove" and loaded.transport.settings(ZenohSettings).express
     assert "traffic-foxglove" in loaded.name
+    view = _cli_request("--robot-traffic", "rviz-view-robot")
+    assert view.robot_traffic == "rviz-view-robot" and "traffic-rviz-view-robot" in view.name
 
 
 def test_a_campaign_varies_robot_traffic(tmp_path):
@@ -197,7 +210,7 @@ def _request(middleware: str, preset: str, **transport) -> TrialRequest:
     )
 
 
-@pytest.mark.parametrize("preset", ["rviz", "foxglove"])
+@pytest.mark.parametrize("preset", ["rviz", "rviz-view-robot", "foxglove"])
 def test_dds_preset_arrives_at_its_rates(preset):
     with lease_dds_domain(150) as lease:
         request = _request("dds", preset, domain_id=lease.domain_id, namespace=f"/t{uuid.uuid4().hex[:8]}")

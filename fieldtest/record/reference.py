@@ -151,7 +151,7 @@ class SecurityCostRow(_Strict):
 class RobotTrafficRow(_Strict):
     """``benchmarks/bench_robot_traffic.py``: one twin trial of one case."""
 
-    case: str  # middleware[+rviz][+express]
+    case: str  # middleware[+preset][+express]
     repetition: int
     end_reason: str
     median_ms: float | None = None  # the commands' one-way latency (shared clock)
@@ -161,8 +161,21 @@ class RobotTrafficRow(_Strict):
     sent: int | None = None
     drift_mm: float | None = None
     valid: bool | None = None  # the stack check (docs/analysis.md)
+    invalid_reasons: list[str] = []  # why the stack check set the trial aside
     preview_received_hz: float | None = None  # the camera preview as the host received it
+    topics_received_hz: dict[str, float | None] = {}  # each preset topic's rate over the host's arrivals
+    topics_received: dict[str, int] = {}  # each preset topic's messages the host received
+    topics_sent: dict[str, int] = {}  # and those the robot sent
     discovery_packets: int | None = None  # SPDP + SEDP on the robot's link
+    # the ns-3 802.11 link (None or empty elsewhere), from the record's outcome.stack.link_simulator
+    lag_p99_ms: float | None = None  # ns-3 behind real time
+    lag_max_ms: float | None = None
+    link_cpu_percent: float | None = None  # ns-3's own CPU time, of one core
+    airtime_share: dict[str, float] = {}  # transmitter (ap, host, robot, others) -> its airtime / the run
+    unicast_retries_per_frame: float | None = None
+    group_per_s: float | None = None  # the access point's group frames
+    group_frames_held: float | None = None  # group frames held to a DTIM beacon (power save)
+    doze_share: dict[str, float] = {}  # station -> share of the run it dozed
     detail: str = ""
     conditions: Conditions
 

@@ -111,7 +111,8 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         default="none",
         choices=ROBOT_TRAFFIC_PRESETS,
         help="the robot's own topics an operator's tool pulls during the trial: rviz (scan, tf, odom, "
-        "camera preview), foxglove (also imu, battery, diagnostics), all (default none)",
+        "camera preview), rviz-view-robot (scan, tf: RViz as turtlebot4_viz opens it, no camera), "
+        "foxglove (also imu, battery, diagnostics), all (default none)",
     )
     parser.add_argument(
         "--zenoh-express",

@@ -379,6 +379,20 @@ def _security_cost(summary: SecurityCostSummary, path: str) -> list[str]:
 
 # --- bench_robot_traffic.py: the robot's own traffic and the commands --------------------------------
 
+PREVIEW_TOPIC = "/oakd/rgb/preview/image_raw"  # fieldtest.robottraffic's camera preview
+
+
+def case_preset(case: str) -> str:
+    """The robot traffic preset a bench case names after its middleware (``dds+rviz``: rviz;
+    ``zenoh-peer+rviz+express``: rviz; ``dds``: none)."""
+    return next((flag for flag in case.split("+")[1:] if flag != "express"), "none")
+
+
+def _preset_topics(case: str) -> tuple[str, ...]:
+    from fieldtest.robottraffic import PRESETS
+
+    return PRESETS[case_preset(case)]
+
 
 def robot_traffic_table(rows: list[RobotTrafficRow]) -> list[str]:
     lines = [
@@ -393,7 +407,7 @@ def robot_traffic_table(rows: list[RobotTrafficRow]) -> list[str]:
             )
             continue
         check = {True: "valid", False: "invalid", None: "-"}[r.valid]
-        preview = "" if "rviz" not in r.case else _fmt(r.preview_received_hz, 1)
+        preview = _fmt(r.preview_received_hz, 1) if PREVIEW_TOPIC in _preset_topics(r.case) else ""
         lines.append(
             f"| {r.case} | {r.repetition} | {_fmt(r.median_ms)} / {_fmt(r.p90_ms, 1)} / {_fmt(r.p99_ms, 1)} | "
             f"{'-' if r.lost is None else r.lost} / {'-' if r.sent is None else r.sent} | {_fmt(r.drift_mm, 1)} | "
@@ -403,14 +417,71 @@ def robot_traffic_table(rows: list[RobotTrafficRow]) -> list[str]:
     return lines
 
 
+def _topics_received(r: RobotTrafficRow) -> str:
+    """Each preset topic's rate over the host's arrivals beside its upstream rate, and its messages
+    received of those sent (a rate over a few arrivals alone would hide a topic that hardly
+    arrives): ``/scan 5.5 of 5.5 Hz, 184 of 201``."""
+    from fieldtest.robottraffic import TOPICS
+
+    def count(topic: str) -> str:
+        received, sent = r.topics_received.get(topic), r.topics_sent.get(topic)
+        return "" if received is None or sent is None else f", {received} of {sent}"
+
+    return ", ".join(
+        f"{topic} {_fmt(r.topics_received_hz.get(topic), 1)} of {TOPICS[topic].rate_hz:g} Hz{count(topic)}"
+        for topic in _preset_topics(r.case)
+    )
+
+
+def _airtime(shares: dict[str, float]) -> str:
+    """Each transmitter's airtime as a share of the run: the access point, the trial's stations, the others."""
+    order = ("ap", "host", "robot", "others")
+    names = sorted(shares, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return ", ".join(f"{n} {100 * shares[n]:.1f} %" for n in names)
+
+
+def robot_traffic_80211_table(rows: list[RobotTrafficRow]) -> list[str]:
+    """The ns-3 802.11 link's side of each trial (rows of other links left out; none: no table)."""
+    lines = [
+        "| case | repetition | preset topics received: rate over the arrivals, messages of those sent | "
+        "airtime, share of the run | "
+        "unicast retries per frame | AP group frames/s | group frames held to a DTIM | "
+        "host / robot share of the run dozing | ns-3 CPU (% of a core) | ns-3 lag p99 / max (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r.lag_p99_ms is None and not r.airtime_share:
+            continue
+        lines.append(
+            f"| {r.case} | {r.repetition} | {_topics_received(r)} | {_airtime(r.airtime_share)} | "
+            f"{_fmt(r.unicast_retries_per_frame, 3)} | {_fmt(r.group_per_s)} | {_fmt(r.group_frames_held, 0)} | "
+            f"{_per_station(r.doze_share, 1, 100.0, ' %') if r.doze_share else '-'} | "
+            f"{_fmt(r.link_cpu_percent, 0)} | {_fmt(r.lag_p99_ms)} / {_fmt(r.lag_max_ms, 1)} |"
+        )
+    return lines if len(lines) > 2 else []
+
+
+def robot_traffic_set_aside(rows: list[RobotTrafficRow]) -> list[str]:
+    """Why the stack check set trials aside (nothing when it set none aside)."""
+    reasons = [f"{r.case} {r.repetition}: {' | '.join(r.invalid_reasons)}" for r in rows if r.invalid_reasons]
+    return [f"Set aside by the stack check: {'; '.join(reasons)}.", ""] if reasons else []
+
+
 def _robot_traffic(summary: RobotTrafficSummary, path: str) -> list[str]:
     s = summary.settings
     head = (
-        f"Network `{s.get('network', '?')}`, preset `{s.get('preset', '?')}` for the `+rviz` cases, quick plan, "
-        f"{s.get('repetitions', '?')} repetition(s), one trial at a time, the cases interleaved. "
+        f"Network `{s.get('network', '?')}`, quick plan, {s.get('repetitions', '?')} repetition(s), one trial "
+        "at a time, the cases interleaved; a case names the preset it adds after its middleware. "
     )
     note = saturated_note([r.conditions for r in summary.rows])
-    return [*robot_traffic_table(summary.rows), "", head + note + _source_line(summary, path)]
+    link = robot_traffic_80211_table(summary.rows)
+    return [
+        *robot_traffic_table(summary.rows),
+        "",
+        *robot_traffic_set_aside(summary.rows),
+        *(link + [""] if link else []),
+        head + note + _source_line(summary, path),
+    ]
 
 
 # --- bench_analysis.py: the analysis' speed beside evo_ape -------------------------------------------
@@ -1085,6 +1156,7 @@ BLOCKS: dict[str, Block] = {
     "forwarder-cost": Block("bench-netem.json", _forwarder_cost),
     "security-cost": Block("bench-security.json", _security_cost),
     "robot-traffic": Block("bench-robot-traffic.json", _robot_traffic),
+    "robot-traffic-wifi-lab": Block("bench-robot-traffic-wifi-lab.json", _robot_traffic),
     "analysis-speed": Block("bench-analysis.json", _analysis_speed),
     "wifi-lab-link": Block("bench-wifi-lab.json", _wifi80211_link),
     "forwarding": Block("bench-forwarding.json", _forwarding),
