@@ -14,7 +14,7 @@ import numpy as np
 
 from fieldtest import rosmsg
 from fieldtest.analysis.loading import fastbag
-from fieldtest.analysis.loading.mocaptime import CAPTURE, retime_poses
+from fieldtest.analysis.loading.mocaptime import CAPTURE, MocapTime, retime_poses
 from fieldtest.analysis.loading.mocaptracks import Frames, Poses
 from fieldtest.errors import FieldtestError
 from fieldtest.plan import SquarePlan
@@ -106,7 +106,7 @@ class TrialData:
     bags: dict[str, BagStatus]
     problems: list[str] = field(default_factory=list)  # reasons the result is partial
     warnings: list[str] = field(default_factory=list)
-    mocap_time: dict = field(default_factory=dict)  # metrics.json mocap.time (mocaptime.retime_poses)
+    mocap_time: MocapTime | None = None  # metrics.json mocap.time (None: no poses)
 
 
 def load_trial(
