@@ -564,7 +564,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> Metrics:
 
 def _json(section: BaseModel) -> dict[str, Any]:
     """A section (or the whole metrics) as metrics.json holds it."""
-    return _jsonable(as_json(section))
+    data: dict[str, Any] = _jsonable(as_json(section))
+    return data
 
 
 def _jsonable(x: Any) -> Any:

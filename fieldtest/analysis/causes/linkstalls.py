@@ -40,7 +40,8 @@ class Arrivals:
 
     @property
     def latency_s(self) -> np.ndarray:
-        return self.arrival_s - self.sent_s
+        latency: np.ndarray = self.arrival_s - self.sent_s
+        return latency
 
 
 def in_delivery_order(arrival_s: np.ndarray, delivered_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -46,7 +46,8 @@ def systematic_displacement(
     nominal = lap_displacement(t, v, w, plan, last_lap, safety_override)
     if with_errors is None or nominal is None:
         raise ValueError("the plan has no moving command to replay")
-    return with_errors - nominal
+    systematic: np.ndarray = with_errors - nominal
+    return systematic
 
 
 def split_rest(

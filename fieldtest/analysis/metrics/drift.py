@@ -35,7 +35,8 @@ def phase_grid(plan: SquarePlan, step_s: float = GRID_STEP_S) -> np.ndarray:
 def _side_mask(plan: SquarePlan, tau: np.ndarray) -> np.ndarray:
     """Grid points on a side (driving straight), where the heading does not depend on turn timing."""
     pair = plan.side_s + plan.turn_s
-    return np.mod(tau, pair) <= plan.side_s + 1e-9
+    on_side: np.ndarray = np.mod(tau, pair) <= plan.side_s + 1e-9
+    return on_side
 
 
 def drift_metrics(
@@ -130,7 +131,7 @@ def _line_at(
     edges = np.concatenate([[window[0]], t[inside], [window[1]]])
     if np.max(np.diff(edges)) > max_gap_s:
         return nan
-    _, value = np.polyfit(t[inside] - t_b, values[inside], 1)
+    value: np.ndarray = np.polyfit(t[inside] - t_b, values[inside], 1)[1]
     return value
 
 

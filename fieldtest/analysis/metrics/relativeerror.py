@@ -105,7 +105,8 @@ def error_poses(ref: np.ndarray, est: np.ndarray, pairs: np.ndarray) -> np.ndarr
     i, j = pairs[:, 0], pairs[:, 1]
     ref_rel = _inverse(ref[i]) @ ref[j]
     est_rel = _inverse(est[i]) @ est[j]
-    return _inverse(ref_rel) @ est_rel
+    error: np.ndarray = _inverse(ref_rel) @ est_rel
+    return error
 
 
 def rotation_angles_deg(r: np.ndarray) -> np.ndarray:
@@ -114,7 +115,8 @@ def rotation_angles_deg(r: np.ndarray) -> np.ndarray:
     evo's goes through scipy one matrix at a time (about 1 ms each)."""
     cos = (np.trace(r, axis1=1, axis2=2) - 1.0) / 2.0
     skew = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], axis=1)
-    return np.degrees(np.arctan2(np.linalg.norm(skew, axis=1) / 2.0, cos))
+    angles: np.ndarray = np.degrees(np.arctan2(np.linalg.norm(skew, axis=1) / 2.0, cos))
+    return angles
 
 
 def _stats(v: np.ndarray) -> dict[str, float]:
