@@ -62,11 +62,11 @@ def mean_interval(values: list[float]) -> Interval | None:
     """Mean and Student-t 95 % interval of repetition values, as ``fieldtest perf`` gives them
     (``fieldtest.perf.stats.mean_interval``); one value is its own interval."""
     iv = stats.mean_interval(values)
-    if iv["n"] == 0:
+    if iv.mean is None:
         return None
-    if iv["n"] < 2:
-        return Interval(iv["mean"], iv["mean"], iv["mean"], 1)
-    return Interval(iv["mean"], iv["low"], iv["high"], iv["n"])
+    if iv.low is None or iv.high is None:
+        return Interval(iv.mean, iv.mean, iv.mean, 1)
+    return Interval(iv.mean, iv.low, iv.high, iv.n)
 
 
 def ratio_interval(ratios: list[float]) -> Interval | None:

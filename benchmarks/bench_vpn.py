@@ -29,7 +29,7 @@ from bench_twin import Load, load_conditions, measured_load
 from fieldtest.middleware import registry
 from fieldtest.perf.case import PerfCase, PerfRow
 from fieldtest.perf.run import run_row
-from fieldtest.perf.stats import mean_interval
+from fieldtest.perf.stats import MeanInterval, mean_interval
 from fieldtest.record.reference import VpnCompareRow, VpnCompareSummary, run_summary, write_reference
 from fieldtest.testkit.docblocks import vpn_compare_table
 
@@ -73,18 +73,20 @@ def reference_row(
     )
     flow = mean_interval(_counted([r for r in rows if r.case.mode == "one-way"], THROUGHPUT))
 
-    def half(interval: dict) -> float | None:
-        return None if interval["high"] is None else round(interval["high"] - interval["mean"], 4)
+    def half(interval: MeanInterval) -> float | None:
+        if interval.high is None or interval.mean is None:
+            return None
+        return round(interval.high - interval.mean, 4)
 
-    def value(interval: dict) -> float | None:
-        return None if interval["mean"] is None else round(interval["mean"], 4)
+    def value(interval: MeanInterval) -> float | None:
+        return None if interval.mean is None else round(interval.mean, 4)
 
     errors = sorted({f"{r.status}: {r.error}" if r.status != "ok" else "invalid: " + "; ".join(r.invalid_reasons)
                      for r in rows if not r.counted})  # fmt: skip
     return VpnCompareRow(
         network=network, protection=protection, message=f"Array{size}", size_b=size,
         latency_ms=value(rtt), latency_half95_ms=half(rtt), throughput_mb_s=value(flow),
-        throughput_half95_mb_s=half(flow), runs_latency=int(rtt["n"] or 0), runs_throughput=int(flow["n"] or 0), errors=errors,
+        throughput_half95_mb_s=half(flow), runs_latency=rtt.n, runs_throughput=flow.n, errors=errors,
         conditions=load_conditions(loads),
     )  # fmt: skip
 

@@ -241,9 +241,9 @@ def summary_row(network: str, middleware: str, members: list[dict]) -> WirelessF
         rtt_low_ms=rtt["low"],
         rtt_high_ms=rtt["high"],
         rtt_coverage=rtt["coverage"],
-        drift_mm=drift["mean"],
-        drift_low_mm=drift["low"],
-        drift_high_mm=drift["high"],
+        drift_mm=drift.mean,
+        drift_low_mm=drift.low,
+        drift_high_mm=drift.high,
         drift_each_mm=drift_each,
         **{name: _median([t[name] for t in valid]) for name in MEDIAN_FIGURES},
         **{

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 PROC_STAT = Path("/proc/stat")
 PROC_PRESSURE_CPU = Path("/proc/pressure/cpu")
@@ -106,6 +106,26 @@ def lateness_summary(late_ms: list[float]) -> dict[str, Any]:
     }
 
 
+class MachineReport(TypedDict):
+    """What ``MachineMonitor`` measured over its window, as trial records and benchmark results hold
+    it (plain JSON: shares in percent, times in ms unless named otherwise)."""
+
+    duration_s: float
+    steal_pct: float
+    steal_max_pct: float  # the largest one-interval steal: a burst an average hides
+    busy_pct: float
+    cpu_pressure_pct: float | None  # None: the kernel has no PSI
+    procs_running_max: int
+    loadavg_1min: float | None
+    sample_s: float
+    timer_period_ms: float
+    timer_wakeups: int
+    timer_late_p50_ms: float  # NaN without a wake-up
+    timer_late_p90_ms: float
+    timer_late_p99_ms: float
+    timer_late_max_ms: float
+
+
 class MachineMonitor:
     """Watch the machine over a window: ``with MachineMonitor() as mon: ...; mon.report()``.
 
@@ -119,7 +139,7 @@ class MachineMonitor:
         self._late_ms: list[float] = []
         self._snapshots: list[CpuSnapshot] = []
         self._thread = threading.Thread(target=self._run, name="machine-monitor", daemon=True)
-        self._report: dict[str, Any] | None = None
+        self._report: MachineReport | None = None
 
     def __enter__(self) -> MachineMonitor:
         self.start()
@@ -136,7 +156,7 @@ class MachineMonitor:
         self._snapshots.append(read_cpu())
         self._thread.start()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> MachineReport:
         """End the window (idempotent) and return its report."""
         if self._report is None:
             self._stop.set()
@@ -145,7 +165,7 @@ class MachineMonitor:
             self._report = self._summarize()
         return self._report
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> MachineReport:
         return self.stop()
 
     def late_quantile_ms(self, q: float) -> float:
@@ -164,7 +184,7 @@ class MachineMonitor:
                 self._snapshots.append(read_cpu())
                 next_sample = now + round(self.sample_s * 1e9)
 
-    def _summarize(self) -> dict[str, Any]:
+    def _summarize(self) -> MachineReport:
         first, last = self._snapshots[0], self._snapshots[-1]
         total = last.total_ticks - first.total_ticks
         steals = [
@@ -195,7 +215,7 @@ class MachineMonitor:
         }
 
 
-def describe(report: dict[str, Any]) -> str:
+def describe(report: MachineReport) -> str:
     """One line for a log or an assertion message."""
     pressure = report.get("cpu_pressure_pct")
     pressure_text = "" if pressure is None else f", CPU pressure {pressure:.0f} %"

@@ -55,6 +55,7 @@ FAST_FILES = frozenset(
         "test_foxglove_layout.py",
         "test_lab_mocap.py",
         "test_lab_preflight_link.py",
+        "test_lab_republisher_takes.py",
         "test_lab_robot_setup.py",
         "test_layers.py",
         "test_link_settings.py",

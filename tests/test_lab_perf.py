@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from test_perf import processes_under, said
 
+from fieldtest.middleware import registry
 from fieldtest.middleware.mqtt.settings import MQTT_TLS_PORT
 from fieldtest.netem.profiles import load_profiles
 from fieldtest.testkit import needs
@@ -356,25 +357,24 @@ def test_lab_perf_refuses_dds_security_where_the_robots_binding_has_no_security_
     robot = RobotSide(shell=RemoteShell(None), setup="", remote_root=str(remote_root))
     lab = LabLink(TransportConfig(namespace="/tb4"), robot, KIT_PYTHON)
     lab.probe()
-    assert lab.robot_modules["cyclonedds"] and lab.missing_plugins == [], lab
+    check = registry.get("dds").security_plugin_check
+    assert lab.robot_modules["cyclonedds"] and lab.missing_plugins == {check: []}, lab
     case = PerfCase(middleware="dds", security="sros2", network="lab", duration_s=1)
     row = run_lab_row(case, tmp_path / "out" / "rows" / "000", lab)
     assert (row.status, row.error) == (
         "refused",
         "security sros2: security 'sros2' but no keystore path in the trial",
     )
-    lab.missing_plugins = [
-        "dds_security_auth",
-        "dds_security_ac",
-        "dds_security_crypto",
-    ]  # a PyPI wheel's binding
+    lab.missing_plugins = {
+        check: ["dds_security_auth", "dds_security_ac", "dds_security_crypto"]
+    }  # a PyPI wheel's binding
     for setting in ("sros2", "rtps-sign"):
         row = run_lab_row(replace(case, security=setting), tmp_path / "out" / "rows" / "001", lab)
         assert row.status == "refused", row
         assert row.error == (
-            f"security {setting}: the robot's {KIT_PYTHON} CycloneDDS binding cannot load the DDS Security "
+            f"security {setting}: the robot's {KIT_PYTHON} cyclonedds binding cannot load the security "
             "plugins (libdds_security_auth.so, libdds_security_ac.so, libdds_security_crypto.so): build it "
-            "against the robot's CycloneDDS with them, as tools/install.sh does here"
+            "against the robot's cyclonedds C library with them, as tools/install.sh does here"
         )
     assert not remote_root.exists(), "a refused row started something on the robot"
 

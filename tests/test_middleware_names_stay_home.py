@@ -240,8 +240,36 @@ ZenohRouter.start
 FAMILY_FREE = (PACKAGE_ROOT / "netem" / "wire.py", *sorted((PACKAGE_ROOT / "perf").glob("*.py")))
 
 
+# A family package's dotted path (``fieldtest.middleware.dds``), as code that a string carries
+# (a remote probe's source) would import it.
+FAMILY_MODULE_PATHS = tuple(f"{PACKAGE_ROOT.name}.middleware.{home.name}" for home in FAMILY_HOMES)
+
+
+def family_module_paths(source: str, filename: str) -> list[str]:
+    """``line: string`` for every string other than a docstring that names a family's module."""
+    tree = ast.parse(source, filename)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    return [
+        f"{filename}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        if any(re.search(rf"\b{re.escape(path)}\b", node.value) for path in FAMILY_MODULE_PATHS)
+    ]
+
+
 @pytest.mark.parametrize("path", FAMILY_FREE, ids=lambda p: str(p.relative_to(PACKAGE_ROOT)))
 def test_the_generic_modules_name_no_family(path):
     filename = str(path.relative_to(PACKAGE_ROOT.parent))
-    found = named_middlewares(path.read_text(), filename) + family_identifiers(path.read_text(), filename)
+    source = path.read_text()
+    found = named_middlewares(source, filename) + family_identifiers(source, filename)
+    found += family_module_paths(source, filename)
     assert not found, "a family's part belongs in fieldtest/middleware/<family>/: " + "; ".join(found)
+
+
+def test_the_family_module_scan_sees_a_path_in_remote_code():
+    source = '''"""fieldtest.middleware.dds docstring"""
+probe = "from fieldtest.middleware.dds.security import check\\n"
+shared = "fieldtest.middleware.registry"
+other = "fieldtest.middleware.ddsx"
+'''
+    assert [f.split(":")[1] for f in family_module_paths(source, "x.py")] == ["2"]

@@ -18,7 +18,7 @@ import pytest
 
 from fieldtest.perf.cli import _parser, planned_rows
 from fieldtest.perf.perfcampaign import expand_rows, load_perf_campaign, perf_campaign_json_schema
-from fieldtest.perf.stats import mean_interval
+from fieldtest.perf.stats import MeanInterval, mean_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "trials"
@@ -104,12 +104,12 @@ def test_sweep_flags_are_refused_beside_a_campaign(tmp_path):
 
 
 def test_mean_interval_is_students_t():
-    assert mean_interval([None]) == {"n": 0, "mean": None, "low": None, "high": None}
-    assert mean_interval([2.0, None]) == {"n": 1, "mean": 2.0, "low": None, "high": None}
+    assert mean_interval([None]) == MeanInterval(n=0, mean=None, low=None, high=None)
+    assert mean_interval([2.0, None]) == MeanInterval(n=1, mean=2.0, low=None, high=None)
     got = mean_interval([1.0, 2.0, 6.0])
     half = T_975_DF2 * statistics.stdev([1.0, 2.0, 6.0]) / 3**0.5
-    assert got["n"] == 3 and got["mean"] == pytest.approx(3.0)
-    assert (got["low"], got["high"]) == pytest.approx((3.0 - half, 3.0 + half))
+    assert got.n == 3 and got.mean == pytest.approx(3.0)
+    assert (got.low, got.high) == pytest.approx((3.0 - half, 3.0 + half))
 
 
 def test_repetitions_give_each_case_its_mean_and_interval(tmp_path):

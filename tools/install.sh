@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 VENV="$ROOT/.venv"
-CYCLONE_PREFIX="$ROOT/.cyclonedds-prefix"
+CACHE_ROOT="${FIELDTEST_CACHE:-$HOME/.cache/fieldtest}"
+CYCLONEDDS_BINDING=0.10.2
 APT_PACKAGES=(libddsc0debian cyclonedds-dev cyclonedds-tools mosquitto mosquitto-clients tcpdump
               iproute2 openssl python3-venv cmake gcc g++ pkg-config libns3-dev chromium
               openssh-server openssh-client rsync iputils-ping nftables libfastrtps-dev fastdds-tools
@@ -35,8 +36,12 @@ else
   apt_install install "${APT_PACKAGES[@]}"
 fi
 
-# A prefix of symlinks to Debian's files: the binding's build looks for CYCLONEDDS_HOME/{lib,include}.
+# A prefix of symlinks to Debian's files: the binding's build looks for CYCLONEDDS_HOME/{lib,include}
+# and writes the library's path under it into the wheel (cyclonedds/__library__.py). Kept outside
+# the clone at one path per machine, so the wheel built once serves every clone, and deleting a
+# clone never breaks another's binding.
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+CYCLONE_PREFIX="$CACHE_ROOT/cyclonedds-prefix-$multiarch"
 mkdir -p "$CYCLONE_PREFIX/lib" "$CYCLONE_PREFIX/bin"
 ln -sfn /usr/include "$CYCLONE_PREFIX/include"
 for lib in /usr/lib/"$multiarch"/libddsc.so* /usr/lib/"$multiarch"/libcycloneddsidl.so*; do
@@ -49,9 +54,28 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --upgrade pip
-if ! "$VENV/bin/python" -c "import cyclonedds" 2>/dev/null; then
-  echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute)"
-  CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip install -q --no-binary cyclonedds "cyclonedds==0.10.2"
+
+# the binding imports and loads libddsc
+binding_ready() { "$VENV/bin/python" -c "import cyclonedds.domain" 2>/dev/null; }
+# the binding's wheel, built once per machine, Python version and Debian CycloneDDS version
+binding_wheel_dir() {
+  local ddsc py
+  ddsc=$(dpkg-query -W -f='${Version}' libddsc0debian 2>/dev/null || echo unknown)
+  py=$("$VENV/bin/python" -c "import sys; print(f'{sys.version_info[0]}{sys.version_info[1]}')")
+  echo "$CACHE_ROOT/cyclonedds-binding-$CYCLONEDDS_BINDING-py$py-ddsc$ddsc-$multiarch"
+}
+if ! binding_ready; then
+  wheels=$(binding_wheel_dir)
+  if ! ls "$wheels"/cyclonedds-*.whl >/dev/null 2>&1; then
+    echo "[install] building the CycloneDDS Python binding against Debian's CycloneDDS (about a minute; kept in $wheels)"
+    rm -rf "$wheels.tmp" && mkdir -p "$wheels.tmp"
+    CYCLONEDDS_HOME="$CYCLONE_PREFIX" "$VENV/bin/python" -m pip wheel -q --no-cache-dir --no-deps \
+      --no-binary cyclonedds -w "$wheels.tmp" "cyclonedds==$CYCLONEDDS_BINDING"
+    rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+  fi
+  "$VENV/bin/python" -m pip uninstall -q -y cyclonedds 2>/dev/null || true
+  "$VENV/bin/python" -m pip install -q "$wheels"/cyclonedds-*.whl
+  binding_ready || { echo "[install] the CycloneDDS binding built in $wheels does not load"; exit 1; }
 fi
 # the DDS transport's C stamping helper (send/arrival stamps at the CycloneDDS API); the Fast DDS
 # transport's C++ helper (participants and stamps on Debian's libfastrtps; a minute of g++); the

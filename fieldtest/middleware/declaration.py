@@ -56,6 +56,10 @@ class Middleware:
     # A module whose ``library()`` builds and loads the compiled helper its twin transport drives
     # (None: none), e.g. for a lab perf relay's check that the robot can build and load it.
     transport_helper: ClassVar[str | None] = None
+    # A module whose ``missing_security_plugins()`` names the security plugin libraries its
+    # ``transport_library`` cannot load ([] when it loads them all; None: nothing to check), e.g.
+    # for a lab perf relay's check that the robot's binding can run a secured row.
+    security_plugin_check: ClassVar[str | None] = None
     # How many receivers of one topic its twin transport links (None: any number).
     max_receivers: ClassVar[int | None] = None
     # The largest payload in bytes its twin transport carries as the kit configures it (None: no

@@ -48,8 +48,10 @@ from .declaration import Middleware
 
 if TYPE_CHECKING:
     from fieldtest.middleware.launch import LabLaunch
+    from fieldtest.procs import ManagedProcess
     from fieldtest.security.keystore import KeystoreMaterial
     from fieldtest.security.machineshare import ShareMaterial
+    from fieldtest.transport.base import Transport
 
 
 def _declaring_packages() -> dict[str, str]:
@@ -109,7 +111,7 @@ def families() -> dict[str, tuple[str, ...]]:
     return {family: tuple(members) for family, members in out.items()}
 
 
-def open_transport(config: TransportConfig, role: Role):
+def open_transport(config: TransportConfig, role: Role) -> Transport:
     """Join the link as ``role`` with ``config.middleware``'s transport, secured as configured."""
     return get(config.middleware).open_transport(config, role)
 
@@ -144,7 +146,7 @@ def prepare_trial_security(request: TrialRequest, trial_dir: str | Path) -> Tria
 
 def infrastructure(
     config: TransportConfig, workdir: str | Path, *, prefix: list[str] | None = None, realtime: bool = False
-):
+) -> ManagedProcess | None:
     """The router or broker ``config.middleware`` needs (not started), or None."""
     return get(config.middleware).infrastructure(config, workdir, prefix=prefix, realtime=realtime)
 

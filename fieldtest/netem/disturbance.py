@@ -17,7 +17,10 @@ machine only ever adds delay).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fieldtest.machine import MachineReport
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,7 @@ def _p90_ms(direction: dict[str, Any] | None) -> float:
     return direction.get("late_p90_us", direction.get("late_p99_us", 0)) / 1000.0
 
 
-def probe_allowance(machine: dict[str, Any], forwarder: dict[str, Any] | None) -> DelayAllowance:
+def probe_allowance(machine: MachineReport, forwarder: dict[str, Any] | None) -> DelayAllowance:
     """Allowance for a udp-echo probe from a node to the node behind ``forwarder`` (its stats, as
     ``Topology.link_stats()[node]``; None for a plain veth). a2b is that node's uplink."""
     wake_ms = machine["timer_late_p90_ms"]

@@ -19,7 +19,10 @@ import struct
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fieldtest.netem.topology import LoopbackTopology, Topology
 
 try:
     from fieldtest.errors import FieldtestError
@@ -157,7 +160,7 @@ def _end(proc: subprocess.Popen) -> None:
 
 
 def measure_link(
-    topo: Any,
+    topo: Topology | LoopbackTopology,
     a: str,
     b: str,
     count: int = 100,
@@ -168,16 +171,19 @@ def measure_link(
 ) -> dict[str, Any]:
     """Probe the path from node ``a`` to node ``b``: RTT median/p99, loss and one-way figures.
 
-    ``topo`` is a Topology or LoopbackTopology (anything with run(node, argv) and address(node)).
+    ``topo``: the nodes' network (on loopback every node is this machine).
     With ``samples=True`` the result also holds the raw per-probe timestamps (monotonic ns).
     """
+    from fieldtest.netem.forwarder import link_pipes  # in the kit: never run as the plain script
+
     module = _self_command()
     pipe = subprocess.PIPE
     server = topo.run(b, [*module, "serve", "--port", "0"], stdin=pipe, stdout=pipe, stderr=pipe, text=True)
     try:
-        header = server.stdout.readline()
+        server_in, server_out, server_err = link_pipes(server)
+        header = server_out.readline()
         if not header:
-            raise ProbeError(f"probe server on {b} did not start: {server.stderr.read().strip()}")
+            raise ProbeError(f"probe server on {b} did not start: {server_err.read().strip()}")
         port = json.loads(header)["port"]
         argv = [*module, "ping", topo.address(b), str(port), "--count", str(count)]
         argv += ["--interval", str(interval_s), "--size", str(size), "--wait", str(wait_s)]
@@ -185,8 +191,8 @@ def measure_link(
         out, err = client.communicate(timeout=count * interval_s + wait_s + 30)
         if client.returncode != 0:
             raise ProbeError(f"probe client on {a} failed: {err.strip()[-300:]}")
-        server.stdin.close()
-        summary_line = server.stdout.readline()
+        server_in.close()
+        summary_line = server_out.readline()
         server.wait(timeout=10)
     finally:
         _end(server)
@@ -273,7 +279,7 @@ def loss_runs(sent: int, received: set[int]) -> list[int]:
 
 
 def udp_blast(
-    topo: Any,
+    topo: Topology | LoopbackTopology,
     a: str,
     b: str,
     count: int = 1000,
@@ -291,6 +297,8 @@ def udp_blast(
     ``wire_kbit`` is the arrival rate counted in Ethernet frame bits, the unit of a profile's
     ``rate_kbit``; it is only meaningful when the sender outpaces the link.
     """
+    from fieldtest.netem.forwarder import link_pipes  # in the kit: never run as the plain script
+
     module = _self_command()
     pipe = subprocess.PIPE
     joins = ["--group", group] if group else []
@@ -298,9 +306,10 @@ def udp_blast(
         b, [*module, "sink", "--idle", str(idle_s), *joins], stdin=pipe, stdout=pipe, stderr=pipe, text=True
     )
     try:
-        header = sink_proc.stdout.readline()
+        sink_in, sink_out, sink_err = link_pipes(sink_proc)
+        header = sink_out.readline()
         if not header:
-            raise ProbeError(f"sink on {b} did not start: {sink_proc.stderr.read().strip()}")
+            raise ProbeError(f"sink on {b} did not start: {sink_err.read().strip()}")
         target = group or topo.address(b)
         argv = [*module, "blast", target, str(json.loads(header)["port"]), "--count", str(count)]
         argv += ["--size", str(size), "--interval", str(interval_s)]
@@ -308,8 +317,8 @@ def udp_blast(
         out, err = sender.communicate(timeout=count * interval_s + 30)
         if sender.returncode != 0:
             raise ProbeError(f"blast sender on {a} failed: {err.strip()[-300:]}")
-        sink_proc.stdin.close()
-        report = sink_proc.stdout.read()
+        sink_in.close()
+        report = sink_out.read()
         sink_proc.wait(timeout=30)
     finally:
         _end(sink_proc)

@@ -385,7 +385,7 @@ class Topology:
 
     # -- construction -------------------------------------------------------------------------
     @staticmethod
-    def _validate_nodes(nodes, wireless) -> None:
+    def _validate_nodes(nodes: list[str] | tuple[str, ...], wireless: list[str] | tuple[str, ...]) -> None:
         if not nodes or len(set(nodes)) != len(nodes):
             raise TopologyError(f"nodes must be distinct names, got {list(nodes)}")
         for node in nodes:
@@ -395,7 +395,7 @@ class Topology:
         if missing:
             raise TopologyError(f"wireless node(s) {missing} are not among nodes {list(nodes)}")
 
-    def _check_vpn(self, vpn: str, nodes) -> str:
+    def _check_vpn(self, vpn: str, nodes: list[str] | tuple[str, ...]) -> str:
         try:
             check_setting(vpn)
         except VpnError as exc:
@@ -433,7 +433,9 @@ class Topology:
             "forward_delay", "0", "mcast_snooping", "0")  # fmt: skip
         _ip("-n", self.switch_ns, "link", "set", BRIDGE, "up")
 
-    def _build_node(self, node: str, address: str, port: str, profile: LinkProfile | None, subnet: str):
+    def _build_node(
+        self, node: str, address: str, port: str, profile: LinkProfile | None, subnet: str
+    ) -> None:
         ns = f"{self.base}-{node}"
         self._add_namespace(ns)
         link = NodeLink(node, ns, address, port, profile)
@@ -674,7 +676,9 @@ class Topology:
         """``argv`` wrapped to run inside ``node``'s namespace (for callers with their own Popen)."""
         return ["ip", "netns", "exec", self.namespace(node), *argv]
 
-    def run(self, node: str, argv: list[str], env: dict[str, str] | None = None, **popen_kwargs: Any):
+    def run(
+        self, node: str, argv: list[str], env: dict[str, str] | None = None, **popen_kwargs: Any
+    ) -> subprocess.Popen[Any]:  # of bytes or str, as popen_kwargs' text says
         """Start ``argv`` inside ``node``'s namespace. The topology ends it at teardown."""
         if self._closed:
             raise TopologyError("topology already closed")
@@ -795,8 +799,12 @@ class LoopbackTopology:
     backend = "loopback"
 
     def __init__(
-        self, profile: str | dict | LinkProfile, nodes=("host", "robot"), reason: str = "", **_: Any
-    ):
+        self,
+        profile: str | dict | LinkProfile,
+        nodes: list[str] | tuple[str, ...] = ("host", "robot"),
+        reason: str = "",
+        **_: Any,
+    ) -> None:
         self.profile = get_profile(profile)
         self.nodes = list(nodes)
         self.reason = reason
@@ -814,7 +822,9 @@ class LoopbackTopology:
     def command(self, node: str, argv: list[str]) -> list[str]:
         return list(argv)
 
-    def run(self, node: str, argv: list[str], env: dict[str, str] | None = None, **popen_kwargs: Any):
+    def run(
+        self, node: str, argv: list[str], env: dict[str, str] | None = None, **popen_kwargs: Any
+    ) -> subprocess.Popen[Any]:
         proc = subprocess.Popen(list(argv), env=env, **popen_kwargs)
         self._procs.append(proc)
         return proc
@@ -858,7 +868,7 @@ def emulated_topology(topo: Topology | LoopbackTopology | None) -> Topology | No
 
 
 def open_topology(
-    profile: str | dict | LinkProfile, nodes=("host", "robot"), **kwargs: Any
+    profile: str | dict | LinkProfile, nodes: list[str] | tuple[str, ...] = ("host", "robot"), **kwargs: Any
 ) -> Topology | LoopbackTopology:
     """A Topology if namespaces work here, else a LoopbackTopology and a clear warning."""
     try:

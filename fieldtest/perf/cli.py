@@ -240,7 +240,14 @@ def say_on_stderr(line: str) -> None:
 
 
 def rerun_invalid(
-    rows: list[PerfRow], out: Path, stop: threading.Event, reruns: int, **sweep
+    rows: list[PerfRow],
+    out: Path,
+    stop: threading.Event,
+    reruns: int,
+    *,
+    discovery_s: float = 20.0,
+    show: bool = True,
+    profiles: dict | None = None,
 ) -> tuple[list[PerfRow], bool]:
     """Each invalid row's case and repetition run again, one row at a time, up to ``reruns`` times
     while it stays invalid (as ``fieldtest campaign --rerun-invalid``); the new rows, to be kept
@@ -256,7 +263,9 @@ def rerun_invalid(
             out,
             stop,
             first_index=len(rows) + len(added),
-            **sweep,
+            discovery_s=discovery_s,
+            show=show,
+            profiles=profiles,
         )
         added += again
         todo = [row for row in again if row.valid is False]

@@ -40,7 +40,7 @@ import shlex
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -63,7 +63,7 @@ from fieldtest.lifecycle import Interrupted, not_run, raise_if_stopped, run_exit
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.middleware.launch import CLOCK_UDP_PORT
-from fieldtest.procs import ProcessGroup, ProcessStartError, interruption, run_stop_event
+from fieldtest.procs import ManagedProcess, ProcessGroup, ProcessStartError, interruption, run_stop_event
 from fieldtest.realtime import REALTIME_ENV, REALTIME_PRIORITY
 from fieldtest.record import TrialRequest
 
@@ -99,7 +99,12 @@ TRANSPORT_LIBRARIES = sorted({m.transport_library for m in registry.REGISTRY.val
 # on the robot by the probe for the run's middlewares, which answers what kept each from loading
 # ("" where it loaded)
 HELPER_PROBLEMS = "transport_helpers"
-SECURITY_PLUGINS = "missing_security_plugins"  # the probe's answer: DDS Security libraries it lacks
+# The security plugins some load (each middleware's security_plugin_check): the probe's answer,
+# per check module, names the plugin libraries the robot's binding lacks
+SECURITY_PLUGIN_CHECKS = sorted(
+    {m.security_plugin_check for m in registry.REGISTRY.values() if m.security_plugin_check}
+)
+SECURITY_PLUGINS = "missing_security_plugins"
 RELAY = "relay1"
 RELAY_SSH = "ssh-relay1"  # the local ssh client that carries the relay's output (its READY line)
 SCHEDULING = "relay scheduling:"
@@ -122,8 +127,9 @@ _PROBE_TEMPLATE = (
     "    except Exception as e:\n"
     "        return (str(e).splitlines() or [type(e).__name__])[0]\n"
     f"found[{HELPER_PROBLEMS!r}] = {{m: loads(m) for m in HELPERS}}\n"
-    "from fieldtest.middleware.dds.security import missing_security_plugins\n"
-    f"found[{SECURITY_PLUGINS!r}] = missing_security_plugins()\n"
+    f"found[{SECURITY_PLUGINS!r}] = {{\n"
+    f"    m: __import__(m, fromlist=[{SECURITY_PLUGINS!r}]).{SECURITY_PLUGINS}() for m in {SECURITY_PLUGIN_CHECKS!r}\n"
+    "}\n"
     "print(json.dumps(found))"
 )
 
@@ -140,7 +146,8 @@ class LabLink:
     robot: RobotSide
     python: str = "python3"  # the robot's Python with the kit (``fieldtest lab bundle`` installs it)
     robot_modules: dict[str, bool] = field(default_factory=dict)
-    missing_plugins: list[str] = field(default_factory=list)  # DDS Security plugins the robot's binding lacks
+    # security_plugin_check -> the security plugins the robot's binding lacks
+    missing_plugins: dict[str, list[str]] = field(default_factory=dict)
     helper_problems: dict[str, str] = field(default_factory=dict)  # transport_helper -> why it did not load
     robot_keystores: dict[str, str] = field(default_factory=dict)  # campaign path -> the robot's, "" if none
 
@@ -153,7 +160,9 @@ class LabLink:
         try:
             done = self.robot.shell.run(script, timeout_s=180.0)  # a first Fast DDS helper build included
             found = json.loads(done.stdout.strip().splitlines()[-1])
-            self.missing_plugins = list(found.pop(SECURITY_PLUGINS))
+            self.missing_plugins = {
+                check: list(missing) for check, missing in found.pop(SECURITY_PLUGINS).items()
+            }
             self.helper_problems = dict(found.pop(HELPER_PROBLEMS))
             self.robot_modules = found
         except (RemoteError, ValueError, IndexError) as exc:
@@ -192,20 +201,21 @@ class LabLink:
 
     def security_refusal(self, case: PerfCase) -> str:
         """Why ``case``'s security setting cannot run between the two machines, or "": the robot's
-        binding must load the DDS Security plugins, and the lab trial's keystore must pass its
+        binding must load the security plugins, and the lab trial's keystore must pass its
         pre-flight check here and be at its path on the robot."""
         if case.security == "none":
             return ""
         family = registry.get(case.middleware)
-        setting = family.security_setting(case.security)
-        # the probe's missing plugins are the Python binding's (CycloneDDS); a family on a compiled
-        # helper (Fast DDS) loads the plugins its own library has
-        on_binding = family.transport_helper is None
-        if setting.kind == "dds-security" and on_binding and self.missing_plugins:
+        family.security_setting(case.security)  # one the middleware takes
+        # only a middleware that declares a check loads plugins into its Python binding (a compiled
+        # helper loads the ones its own library has)
+        missing = self.missing_plugins.get(family.security_plugin_check or "", [])
+        if missing:
+            library = family.transport_library
             return (
-                f"security {case.security}: the robot's {self.python} CycloneDDS binding cannot load the DDS "
-                f"Security plugins ({', '.join(f'lib{n}.so' for n in self.missing_plugins)}): build it against "
-                "the robot's CycloneDDS with them, as tools/install.sh does here"
+                f"security {case.security}: the robot's {self.python} {library} binding cannot load the "
+                f"security plugins ({', '.join(f'lib{n}.so' for n in missing)}): build it against the "
+                f"robot's {library} C library with them, as tools/install.sh does here"
             )
         config = self.config(case)
         check = check_keystore(TrialRequest(name="perf", transport=config), trial_length_s=case.duration_s)
@@ -407,7 +417,7 @@ class ClockEstimate:
 
 
 @contextlib.contextmanager
-def _clock_channel(source: str, config: TransportConfig, spec: dict):
+def _clock_channel(source: str, config: TransportConfig, spec: dict) -> Iterator[list[str]]:
     """The host's end of the UDP clock channel for the row (``source`` "udp"), its address in the
     relay's ``spec``; yields a list that holds why the channel could not open, if it could not."""
     problems: list[str] = []
@@ -472,7 +482,9 @@ def on_host_clock(records: dict, offset_s: float) -> dict:
 
 
 @contextlib.contextmanager
-def _host_infrastructure(lab: LabLink, config: TransportConfig, row_dir: Path):
+def _host_infrastructure(
+    lab: LabLink, config: TransportConfig, row_dir: Path
+) -> Iterator[ManagedProcess | None]:
     """The router or broker, where the lab's host side would start it; elsewhere it runs already."""
     infra = registry.infrastructure(config, row_dir, realtime=True) if lab.host_starts(config) else None
     if infra is None:
@@ -488,7 +500,7 @@ def _run_lab_processes(
     lab: LabLink,
     run_id: str,
     spec: dict,
-    infra,
+    infra: ManagedProcess | None,
     stop: threading.Event | None,
     tail_s: float,
 ) -> tuple[dict, dict]:

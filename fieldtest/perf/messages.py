@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from rosbags.typesys import get_types_from_msg
@@ -128,7 +129,7 @@ def copy_seq(out: Prepared, data: bytes) -> None:
     out.cdr[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS] = data[SEQ_OFFSET : SEQ_OFFSET + SEQ_DIGITS]
 
 
-def ids_of(msg) -> tuple[int, int]:
+def ids_of(msg: Any) -> tuple[int, int]:  # a decoded perf message (its class is the typestore's)
     """(seq, relay) of a received message; ValueError if its frame_id is not a perf one."""
     match = _FRAME_RE.match(msg.header.frame_id)
     if match is None:

@@ -44,17 +44,28 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from fieldtest import rosmsg
+from fieldtest.clocksync import ProbeSample
 from fieldtest.endpoints.clock import MonotonicClock
 from fieldtest.linkconfig import TransportConfig
 from fieldtest.middleware import registry
 from fieldtest.procs import stop_on_signals, watch_parent
 from fieldtest.record.recordnames import CLOCK_PROBE_TOPIC, CMD_STAMP_TOPIC
-from fieldtest.transport.base import Undecoded, stamped_publisher, timed_subscribe
+from fieldtest.transport.base import (
+    Prepared,
+    StampedPublish,
+    TimeSource,
+    Transport,
+    Undecoded,
+    stamped_publisher,
+    timed_subscribe,
+)
 
-from .messages import build, copy_seq, ids_of, parse_message, seq_of_cdr, set_ids
+from .messages import PerfMessage, build, copy_seq, ids_of, parse_message, seq_of_cdr, set_ids
 
 # The keystore's grants (fieldtest.security.policy): the host may publish CMD_STAMP_TOPIC and read
 # CLOCK_PROBE_TOPIC, the robot the reverse, so secured rows run on the trial's own keystore. Never
@@ -138,14 +149,19 @@ def run_relay(spec: dict, config: TransportConfig, index: int, out: Path) -> int
     return 0
 
 
-def _probe_clock_until(stop: threading.Event, channel: dict | None, clock, probes: list) -> None:
+def _probe_clock_until(
+    stop: threading.Event,
+    channel: dict | None,
+    clock: TimeSource,
+    probes: list[tuple[int, int, int, int]],
+) -> None:
     """Wait for ``stop``; with a UDP clock ``channel`` ({"host", "port"}), probe the host meanwhile."""
     if not channel:
         stop.wait()
         return
     from fieldtest.labrun.nodelogic.udpclock import UdpClockProber
 
-    def keep(sample) -> None:
+    def keep(sample: ProbeSample) -> None:
         probes.append((sample.t1_ns, sample.t2_ns, sample.t3_ns, sample.t4_ns))
 
     prober = UdpClockProber(clock.now_ns, channel["host"], channel["port"], keep)
@@ -156,20 +172,20 @@ def _probe_clock_until(stop: threading.Event, channel: dict | None, clock, probe
         prober.close()
 
 
-def _sent_stamp(message) -> rosmsg.TimeField:
+def _sent_stamp(message: PerfMessage) -> rosmsg.TimeField:
     return rosmsg.TimeField(message.typename, ("header", "stamp"), 4)  # the header comes first
 
 
 class _Echoes:
     """The echoes the main side got, per relay (thread-safe: the transport calls back on its thread)."""
 
-    def __init__(self, relays: int):
+    def __init__(self, relays: int) -> None:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.measured: dict[int, list[tuple[int, int, int]]] = {i: [] for i in range(1, relays + 1)}
         self.warm: set[int] = set()
 
-    def add(self, msg, arrival_ns: int) -> None:
+    def add(self, msg: Any, arrival_ns: int) -> None:  # a decoded message of the row's type
         seq, relay = ids_of(msg)
         with self.changed:
             if seq >= WARMUP_SEQ:
@@ -182,7 +198,9 @@ class _Echoes:
         return sum(len(v) for v in self.measured.values())
 
 
-def _warm_up(spec: dict, out_msg, publish, echoes: _Echoes, stop: threading.Event) -> list[int]:
+def _warm_up(
+    spec: dict, out_msg: Prepared, publish: StampedPublish, echoes: _Echoes, stop: threading.Event
+) -> list[int]:
     """Warm-up pings until every relay echoed one; the relays still silent at the timeout."""
     relays = set(range(1, spec["relays"] + 1))
     deadline = time.monotonic() + spec["discovery_s"]
@@ -199,7 +217,9 @@ def _warm_up(spec: dict, out_msg, publish, echoes: _Echoes, stop: threading.Even
         return sorted(relays - echoes.warm)
 
 
-def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int], int]:
+def _send(
+    spec: dict, out_msg: Prepared, publish: StampedPublish, stop: threading.Event
+) -> tuple[list[int], int]:
     """The measured messages at the row's rate: their send times and how many left late (after
     their successor's deadline: the rate was not held)."""
     clock = MonotonicClock()
@@ -218,7 +238,13 @@ def _send(spec: dict, out_msg, publish, stop: threading.Event) -> tuple[list[int
     return sends, late
 
 
-def _saturate(spec: dict, out_msg, publish, stop: threading.Event, writer_backlog) -> tuple[list[int], int]:
+def _saturate(
+    spec: dict,
+    out_msg: Prepared,
+    publish: StampedPublish,
+    stop: threading.Event,
+    writer_backlog: Callable[[], int] | None,
+) -> tuple[list[int], int]:
     """Publish back to back until the row's duration is over (or SATURATION_MAX_MESSAGES): the send
     times, and the largest writer backlog seen (``writer_backlog()``, MQTT: messages paho holds; 0
     where the middleware blocks the write itself)."""
@@ -237,7 +263,14 @@ def _saturate(spec: dict, out_msg, publish, stop: threading.Event, writer_backlo
     return sends, backlog_max
 
 
-def _saturate_timed(spec: dict, out_msg, publish, stop: threading.Event, transport, record: dict) -> None:
+def _saturate_timed(
+    spec: dict,
+    out_msg: Prepared,
+    publish: StampedPublish,
+    stop: threading.Event,
+    transport: Transport,
+    record: dict,
+) -> None:
     """_saturate into ``record``, with the end of the last write (``send_end_ns``: a write the
     middleware held back ends after its send stamp, and that time counts in T_loop)."""
     backlog = getattr(transport, "write_backlog", None)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import csv
 import json
 from collections import defaultdict
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from types import ModuleType
 
 from .case import PerfCase, PerfRow, rate_text
-from .stats import mean_interval
+from .stats import MeanInterval, mean_interval
 
 CASE_COLUMNS = tuple(f.name for f in fields(PerfCase))
 _LATENCY = ("min", "max", "mean", "variance")
@@ -88,10 +89,21 @@ def write_subscribers_csv(rows: list[PerfRow], path: Path) -> None:
                 writer.writerow({**case, **{k: "" if v is None else v for k, v in values.items()}})
 
 
-def case_summaries(rows: list[PerfRow]) -> list[dict]:
-    """Per case, in the order the rows ran: its runs, how many were ok and valid (``PerfRow.counted``:
-    an invalid row is kept in the files but counts nowhere), and per figure of ``INTERVAL_FIGURES``
-    the mean over those repetitions with its 95 % interval (``mean_interval``)."""
+@dataclass(frozen=True)
+class CaseSummary:
+    """One case over its repetitions: its runs, how many were ok and valid (``PerfRow.counted``: an
+    invalid row is kept in the files but counts nowhere) and how many invalid, and per figure of
+    ``INTERVAL_FIGURES`` the mean over the counted ones with its 95 % interval."""
+
+    case: PerfCase
+    runs: int
+    ok: int
+    invalid: int
+    figures: dict[str, MeanInterval]
+
+
+def case_summaries(rows: list[PerfRow]) -> list[CaseSummary]:
+    """Per case, in the order the rows ran (``mean_interval`` for each figure)."""
     by_case: dict[PerfCase, list[PerfRow]] = defaultdict(list)
     for row in rows:
         by_case[row.case].append(row)
@@ -100,35 +112,39 @@ def case_summaries(rows: list[PerfRow]) -> list[dict]:
         ok = [r for r in runs if r.counted]
         figures = {f: mean_interval([r.figures.get(f) for r in ok]) for f in INTERVAL_FIGURES}
         invalid = sum(r.valid is False for r in runs)
-        out.append({"case": case, "runs": len(runs), "ok": len(ok), "invalid": invalid, "figures": figures})
+        out.append(CaseSummary(case, runs=len(runs), ok=len(ok), invalid=invalid, figures=figures))
     return out
 
 
-def write_cases_csv(summaries: list[dict], path: Path) -> None:
+def write_cases_csv(summaries: list[CaseSummary], path: Path) -> None:
     """One line per case: the mean of each figure over its ok repetitions and its 95 % interval."""
     with path.open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=CASES_COLUMNS)
         writer.writeheader()
         for summary in summaries:
-            counts = {k: summary[k] for k in ("runs", "ok", "invalid")}
-            line = {**asdict(summary["case"]), **counts}
-            for figure, interval in summary["figures"].items():
-                parts = (interval["mean"], interval["low"], interval["high"])
+            line = {
+                **asdict(summary.case),
+                "runs": summary.runs,
+                "ok": summary.ok,
+                "invalid": summary.invalid,
+            }
+            for figure, interval in summary.figures.items():
+                parts = (interval.mean, interval.low, interval.high)
                 line.update(zip((figure, f"{figure} low95", f"{figure} high95"), parts, strict=True))
             writer.writerow({k: "" if v is None else v for k, v in line.items()})
 
 
 def write_json(rows: list[PerfRow], path: Path, meta: dict) -> None:
-    summaries = [{**s, "case": asdict(s["case"])} for s in case_summaries(rows)]
+    summaries = [asdict(s) for s in case_summaries(rows)]
     document = {**meta, "rows": [r.to_json() for r in rows], "cases": summaries}
     path.write_text(json.dumps(document, indent=1, default=str))
 
 
-def _groups(summaries: list[dict]) -> dict[tuple, list[dict]]:
+def _groups(summaries: list[CaseSummary]) -> dict[tuple, list[CaseSummary]]:
     """Cases by everything but message and middleware (with its path): one Table 2 each."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple, list[CaseSummary]] = defaultdict(list)
     for summary in summaries:
-        c = summary["case"]
+        c = summary.case
         network = c.network if c.vpn == "none" else f"{c.network} + vpn {c.vpn}"
         groups[(network, c.security, c.qos, c.mode, c.subscribers, c.rate_hz)].append(summary)
     return groups
@@ -149,13 +165,13 @@ def column(case: PerfCase) -> str:
     return f"{case.middleware} ({settings})" if settings else case.middleware
 
 
-def _cell(summary: dict | None) -> str:
-    interval = summary["figures"]["latency_mean (ms)"] if summary else {"mean": None}
-    if interval["mean"] is None:
+def _cell(summary: CaseSummary | None) -> str:
+    interval = summary.figures["latency_mean (ms)"] if summary else None
+    if interval is None or interval.mean is None:
         return "-"
-    if interval.get("low") is None:
-        return f"{interval['mean']:.2f}"
-    return f"{interval['mean']:.2f} +- {interval['high'] - interval['mean']:.2f}"
+    if interval.low is None or interval.high is None:
+        return f"{interval.mean:.2f}"
+    return f"{interval.mean:.2f} +- {interval.high - interval.mean:.2f}"
 
 
 def table2(rows: list[PerfRow]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -163,11 +179,11 @@ def table2(rows: list[PerfRow]) -> list[tuple[str, list[str], list[list[str]]]]:
     with repetitions, the mean over the ok ones +- its 95 % interval."""
     tables = []
     for key, group in _groups(case_summaries(rows)).items():
-        middlewares = list(dict.fromkeys(column(s["case"]) for s in group))
-        messages = list(dict.fromkeys(s["case"].message for s in group))
-        cell = {(s["case"].message, column(s["case"])): s for s in group}
+        middlewares = list(dict.fromkeys(column(s.case) for s in group))
+        messages = list(dict.fromkeys(s.case.message for s in group))
+        cell = {(s.case.message, column(s.case)): s for s in group}
         cells = [[message, *(_cell(cell.get((message, mw))) for mw in middlewares)] for message in messages]
-        repetitions = max(s["runs"] - s["invalid"] for s in group)
+        repetitions = max(s.runs - s.invalid for s in group)
         tables.append((_title(key, repetitions), ["message", *middlewares], cells))
     return tables
 
@@ -203,21 +219,21 @@ def write_plots(rows: list[PerfRow], out_dir: Path) -> list[Path]:
     return written
 
 
-def _throughput_plot(rows: list[PerfRow], out_dir: Path, plt) -> list[Path]:
+def _throughput_plot(rows: list[PerfRow], out_dir: Path, plt: ModuleType) -> list[Path]:  # matplotlib.pyplot
     """Fig. 6's form: received throughput per message, one bar per middleware, one panel per network."""
-    ok = [s for s in case_summaries(rows) if s["ok"]]
+    ok = [s for s in case_summaries(rows) if s.ok]
     if not ok:
         return []
-    networks = list(dict.fromkeys(s["case"].network for s in ok))
+    networks = list(dict.fromkeys(s.case.network for s in ok))
     fig, axes = plt.subplots(1, len(networks), figsize=(5 * len(networks), 4), squeeze=False)
     for ax, network in zip(axes[0], networks, strict=True):
-        sub = [s for s in ok if s["case"].network == network]
-        middlewares = list(dict.fromkeys(column(s["case"]) for s in sub))
-        messages = list(dict.fromkeys(s["case"].message for s in sub))
+        sub = [s for s in ok if s.case.network == network]
+        middlewares = list(dict.fromkeys(column(s.case) for s in sub))
+        messages = list(dict.fromkeys(s.case.message for s in sub))
         width = 0.8 / max(len(middlewares), 1)
         for j, mw in enumerate(middlewares):
-            values = {s["case"].message: s["figures"]["throughput_received (B/s)"]["mean"] or 0.0
-                      for s in sub if column(s["case"]) == mw}  # fmt: skip
+            values = {s.case.message: s.figures["throughput_received (B/s)"].mean or 0.0
+                      for s in sub if column(s.case) == mw}  # fmt: skip
             xs = [i + j * width for i in range(len(messages))]
             ax.bar(xs, [values.get(m, 0.0) for m in messages], width, label=mw)
         ax.set_xticks([i + 0.4 - width / 2 for i in range(len(messages))], messages, rotation=45, ha="right")

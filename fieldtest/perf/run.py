@@ -17,7 +17,7 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,10 @@ from .node import EXIT_NO_RELAY, LATE_GRACE_S, READY
 from .stats import reduce_row
 
 if TYPE_CHECKING:
+    from fieldtest.middleware.declaration import Middleware
+    from fieldtest.netem.profiles import LinkProfile
     from fieldtest.netem.topology import LoopbackTopology, Topology
+    from fieldtest.procs import ManagedProcess
 
 ROW_MARGIN_S = 30.0
 START_TIMEOUT_S = 30.0
@@ -74,7 +77,7 @@ def parse_rate(text: str | float) -> float:
     return rate
 
 
-def link_profile(case: PerfCase, profiles: dict | None = None):
+def link_profile(case: PerfCase, profiles: dict | None = None) -> LinkProfile:
     """The LinkProfile of ``case.network``: the user's (``profiles``, name -> LinkProfile) or built in."""
     from fieldtest.netem import get_profile
 
@@ -137,7 +140,7 @@ def family_defaults(case: PerfCase) -> str:
     return family_settings({name: FAMILY_PERF_FIELDS[name].default for name in case.set_apart()})
 
 
-def _check_vpn(case: PerfCase, middleware) -> None:
+def _check_vpn(case: PerfCase, middleware: Middleware) -> None:
     """A VPN row needs an emulated network and two nodes: the tunnel joins host and robot."""
     from fieldtest.netem.vpn import VpnError, check_setting
 
@@ -291,7 +294,7 @@ class _Link:
     def __enter__(self) -> _Link:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.topo is not None:
             self.topo.close()
 
@@ -368,7 +371,7 @@ def _secured(config: TransportConfig, case: PerfCase, row_dir: Path) -> Transpor
 
 
 @contextlib.contextmanager
-def _robot_link_traffic(link: _Link, row_dir: Path):
+def _robot_link_traffic(link: _Link, row_dir: Path) -> Iterator[dict]:
     """A dict filled, when the block ends, with the robot link's packets and bytes per second by
     kind (``fieldtest.netem.linktraffic``, as a trial records them); empty on loopback, and the
     reason under "error" where the capture cannot run."""
@@ -397,7 +400,7 @@ def _robot_link_traffic(link: _Link, row_dir: Path):
 
 
 @contextlib.contextmanager
-def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link):
+def _infrastructure(config: TransportConfig, row_dir: Path, link: _Link) -> Iterator[ManagedProcess | None]:
     middleware = registry.get(config.middleware)
     if middleware.bridged(config):  # the lab's own processes route instead (_start_side_processes)
         yield None
@@ -416,7 +419,7 @@ def _run_processes(
     config: TransportConfig,
     row_dir: Path,
     link: _Link,
-    infra,
+    infra: ManagedProcess | None,
     stop: threading.Event | None,
     tail_s: float,
 ) -> tuple[dict, dict]:
@@ -531,7 +534,7 @@ def _records(row_dir: Path, procs: ProcessGroup, names: list[str]) -> dict:
 class _Sampler:
     """CPU seconds and peak RSS of every process of the row (psutil), the router/broker included."""
 
-    def __init__(self, procs: ProcessGroup, infra):
+    def __init__(self, procs: ProcessGroup, infra: ManagedProcess | None) -> None:
         self.procs = procs
         self.infra = infra
         self.rss_kb: dict[str, int] = {}
@@ -540,7 +543,7 @@ class _Sampler:
 
     def _pids(self) -> dict[str, int]:
         pids = {name: p.popen.pid for name, p in self.procs.procs.items() if p.popen.poll() is None}
-        if self.infra is not None and self.infra.running():
+        if self.infra is not None and self.infra.running() and self.infra.pid is not None:
             pids[self.infra.name] = self.infra.pid
         return pids
 

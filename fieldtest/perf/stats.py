@@ -15,10 +15,11 @@ second, a row is the whole run.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from .case import PerfRow
+from .case import PerfCase, PerfRow
 from .messages import PerfMessage
 
 
@@ -114,7 +115,7 @@ def late_echoes(main: dict, relays: int) -> int | None:
     )
 
 
-def reduce_row(case, message: PerfMessage, records: dict):
+def reduce_row(case: PerfCase, message: PerfMessage, records: dict) -> PerfRow:
     main = records["main"]
     sent = dict(enumerate(main["sends"]))
     roundtrip = case.mode == "roundtrip"
@@ -142,7 +143,7 @@ def reduce_row(case, message: PerfMessage, records: dict):
     return row
 
 
-def rate_not_held(case, figures: dict) -> str:
+def rate_not_held(case: PerfCase, figures: dict) -> str:
     """Why the row did not run at its rate, or "": at least half its messages left after their
     successor's due time and the sends took more than 10 % longer than planned (a link or
     middleware that blocks the sender; a busy machine's pause delays a few messages, not half)."""
@@ -158,7 +159,13 @@ def rate_not_held(case, figures: dict) -> str:
 
 
 def _row_figures(
-    case, message: PerfMessage, main: dict, subs: list[dict], records: dict, one_way: list, round_trip: list
+    case: PerfCase,
+    message: PerfMessage,
+    main: dict,
+    subs: list[dict],
+    records: dict,
+    one_way: list[float],
+    round_trip: list[float],
 ) -> dict:
     sends = main["sends"]
     t_loop = _loop_s(sends, case.rate_hz, main.get("send_end_ns"))
@@ -238,18 +245,28 @@ def _usage(prefix: str, record: dict, t_loop: float) -> dict:
 CONFIDENCE = 0.95
 
 
-def mean_interval(values: list[float | None]) -> dict[str, float | int | None]:
-    """{"n", "mean", "low", "high"} of the valid repetitions: the mean and its 95 % interval
-    (Student's t, n - 1 degrees of freedom: the repetitions are few, their spread unknown); no
-    interval below 2 repetitions."""
+@dataclass(frozen=True)
+class MeanInterval:
+    """A figure over the valid repetitions: how many, their mean and its 95 % interval (None
+    where there are too few)."""
+
+    n: int
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+def mean_interval(values: list[float | None]) -> MeanInterval:
+    """The mean of the valid repetitions and its 95 % interval (Student's t, n - 1 degrees of
+    freedom: the repetitions are few, their spread unknown); no interval below 2 repetitions."""
     v = np.array([x for x in values if x is not None and math.isfinite(x)], dtype=float)
     n = len(v)
     if n == 0:
-        return {"n": 0, "mean": None, "low": None, "high": None}
+        return MeanInterval(0, None, None, None)
     mean = float(v.mean())
     if n < 2:
-        return {"n": 1, "mean": mean, "low": None, "high": None}
+        return MeanInterval(1, mean, None, None)
     from scipy import stats  # evo's dependency; seconds to import, so only for an interval
 
     half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-    return {"n": n, "mean": mean, "low": mean - half, "high": mean + half}
+    return MeanInterval(n, mean, mean - half, mean + half)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fieldtest.lifecycle import TrialResult, analyze
-from fieldtest.machine import MachineMonitor
+from fieldtest.machine import MachineMonitor, MachineReport
 from fieldtest.procs import interruption, run_stop_event
 from fieldtest.record import TrialRequest
 from fieldtest.runner.twintrial import run_twin_trial
@@ -73,7 +73,7 @@ def say_on_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def parallel_from_headroom(wanted: int, machine: dict, cores: int) -> int:
+def parallel_from_headroom(wanted: int, machine: MachineReport, cores: int) -> int:
     """How many trials to run at once: the cores left free (minus what the hypervisor steals)
     divided by what one trial needs; at least 1, at most ``wanted``."""
     free = cores * (1.0 - (machine["busy_pct"] + machine["steal_pct"]) / 100.0)

@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from fieldtest.machine import MachineMonitor
+from fieldtest.machine import MachineMonitor, MachineReport
 from fieldtest.middleware import registry
 from fieldtest.record import TrialRequest
 from fieldtest.runner.batches import HEADROOM_SAMPLE_S, TRIAL_CORES, parallel_from_headroom
@@ -99,7 +99,7 @@ def detect_capabilities() -> dict[str, str]:
     return found
 
 
-def measure_slots() -> tuple[int, dict[str, Any]]:
+def measure_slots() -> tuple[int, MachineReport]:
     """Trials this machine runs at once from its measured headroom, and the measurement."""
     cores = os.cpu_count() or 1
     with MachineMonitor() as monitor:
@@ -161,10 +161,11 @@ def worker_command(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     args = parser.parse_args(argv)
     found = detect_capabilities()
     capabilities = [c for c in CAPABILITIES if not found[c] and c not in args.without]
+    machine: MachineReport | None = None  # measured only for --trials auto
     if args.trials == "auto":
         slots, machine = measure_slots()
     else:
-        slots, machine = int(args.trials), {}
+        slots = int(args.trials)
     version = kit_version()
     resources = worker_resources(slots, capabilities, version)
     command = [sys.executable, "-m", "distributed.cli.dask_worker", args.scheduler]
@@ -185,7 +186,7 @@ def worker_command(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         "missing": {c: why for c, why in found.items() if why},
         "withheld": args.without,
         "trials_at_once": slots,
-        "headroom": {k: machine[k] for k in ("busy_pct", "steal_pct") if k in machine},
+        "headroom": {"busy_pct": machine["busy_pct"], "steal_pct": machine["steal_pct"]} if machine else {},
     }
     print(
         f"worker {args.name}: kit {version}; capabilities {', '.join(capabilities) or 'none'}; "

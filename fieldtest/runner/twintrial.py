@@ -33,7 +33,7 @@ from fieldtest.lifecycle import (
     record_rest_after_run,
     start_in_order,
 )
-from fieldtest.machine import MachineMonitor
+from fieldtest.machine import MachineMonitor, MachineReport
 from fieldtest.middleware import registry
 from fieldtest.middleware.registry import prepare_trial_security
 from fieldtest.plan import SquarePlan
@@ -526,7 +526,7 @@ def _finish_record(
     reason: EndReason,
     detail: str,
     link: dict,
-    machine: dict | None = None,
+    machine: MachineReport | None = None,
     link_simulator: dict | None = None,
     link_traffic: dict | None = None,
     link_forwarder: dict | None = None,

@@ -25,7 +25,9 @@
 - the simulated hardware: the Create 3 base, on the RMW turtlebot4-setup gives it, (``fieldtest.labrun.rehearsal.simbase``) under
   ``<ns>/_do_not_use`` behind the create3_republisher stand-in (``fieldtest.labrun.rehearsal.republisher``)
   on the robot, and the NatNet emulator as Motive on the mocap PC, fed the base's true pose over
-  a Unix socket (the optical path, which must not ride the emulated Wi-Fi).
+  a Unix socket (the optical path, which must not ride the emulated Wi-Fi). The base and the
+  republisher each record every command they took (``Lab.base_commands``,
+  ``Lab.republisher_takes``), so a test can judge what their depth-1 hops lost.
 
 ``Lab.host(argv)`` runs a command as the lab user on the host, with the environment a lab user
 has after sourcing ROS 2 (``ros2`` on PATH, the kit's ``fieldtest`` command); ``Lab.campaign`` puts
@@ -54,13 +56,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fieldtest.errors import FieldtestError
 from fieldtest.labrun.configuration.stockrobot import STOCK_ROBOTS
 from fieldtest.names import NATNET_COMMAND_PORT, NATNET_DATA_PORT
 from fieldtest.netem.topology import Topology
 from fieldtest.testkit.hangup import as_from_a_terminal
+
+if TYPE_CHECKING:
+    from fieldtest.labrun.rehearsal.republisher import Take
+    from fieldtest.record.basecommands import BaseCommands
 
 SSHD = "/usr/sbin/sshd"
 # The rehearsal's nodes run on the ROS 2 wheels' Fast DDS (the lab guide's section 3.4, "Keep Fast
@@ -74,6 +80,8 @@ ROS_VENV = KIT_ROOT / ".venv-ros"
 FASTDDS_UDP_ONLY = {"FASTDDS_BUILTIN_TRANSPORTS": "UDPv4"}
 SYSTEM_PYTHON = "/usr/bin/python3"  # what `ros2 launch` and colcon's console scripts run on the Pi
 ROBOT_IMAGE_PASSWORD = "turtlebot4"  # the TurtleBot 4 image's ubuntu login (turtlebot4 user manual)
+# What the simulated base and the republisher stand-in took, one line per command, in the root folder
+BASE_RECORD, REPUBLISHER_RECORD = "base_commands.csv", "republisher_takes.csv"
 TOOLS = (
     "ssh",
     "ssh-keygen",
@@ -509,6 +517,18 @@ class Lab:
         except (OSError, ValueError):
             return {}
 
+    def base_commands(self) -> BaseCommands:
+        """Every command the simulated base took since the machines were built (its record)."""
+        from fieldtest.record.basecommands import read_base_commands
+
+        return read_base_commands(self.root / BASE_RECORD)
+
+    def republisher_takes(self) -> list[Take]:
+        """Every command the republisher stand-in took and relayed since the machines were built."""
+        from fieldtest.labrun.rehearsal.republisher import read_takes
+
+        return read_takes(self.root / REPUBLISHER_RECORD)
+
     def robot_login_processes(self, settle_s: float = 5.0) -> list[str]:
         """The robot login's live processes, once sshd has had ``settle_s`` to reap its own.
 
@@ -677,10 +697,11 @@ def _start_hardware(lab: Lab, rigid_body_id: int) -> None:
         *ros_env, lab.ros_python, "-m", "fieldtest.labrun.rehearsal.simbase", "--namespace", lab.namespace,
         "--distro", lab.distro, "--vendor", "fastdds", "--behind-republisher", "--safety-override", "full",
         "--feed-address", str(feed), "--feed-port", "1", "--status", str(lab.root / "base_status.json"),
+        "--record", str(lab.root / BASE_RECORD),
     ]  # fmt: skip
     _start(lab, "base", "robot", base, marker="READY simulated base")
     republisher = [*ros_env, lab.ros_python, "-m", "fieldtest.labrun.rehearsal.republisher", "--namespace", lab.namespace,
-                   "--distro", lab.distro]  # fmt: skip
+                   "--distro", lab.distro, "--record", str(lab.root / REPUBLISHER_RECORD)]  # fmt: skip
     _start(lab, "republisher", "robot", republisher, marker="READY republisher")
 
 

@@ -35,6 +35,7 @@ from fieldtest.endpoints.streamer import (
     StreamResult,
 )
 from fieldtest.labrun.nodelogic.udpclock import UdpClockResponder
+from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
 from fieldtest.transport.base import Transport, TransportConfig
 
@@ -166,7 +167,7 @@ class LabDriver:
 
 
 def request_for_side(
-    transport: TransportConfig, plan, cmd_type: str, name: str = "lab"
-) -> TrialRequest:  # plan: SquarePlan
+    transport: TransportConfig, plan: SquarePlan, cmd_type: str, name: str = "lab"
+) -> TrialRequest:
     """A TrialRequest for one side of a lab trial (the runner's trial.yaml holds the full one)."""
     return TrialRequest(name=name, plan=plan, transport=transport, network="lab", cmd_type=cmd_type)

@@ -17,7 +17,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fieldtest import rosmsg
 from fieldtest.qos import get_qos
@@ -31,6 +31,9 @@ from fieldtest.transport.base import (
     full_topic,
     stamp_and_send,
 )
+
+if TYPE_CHECKING:
+    from rclpy.qos import QoSProfile
 
 
 def type_parts(typename: str) -> tuple[str, str]:
@@ -67,7 +70,7 @@ def qos_policy_names(qos_name: str) -> dict[str, Any]:
     }
 
 
-def rclpy_qos(qos_name: str):
+def rclpy_qos(qos_name: str) -> QoSProfile:
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     names = qos_policy_names(qos_name)
@@ -115,7 +118,7 @@ class RclpyTransport(CallbackSubscriber):
         self._lock = threading.Lock()
         self._closed = False
 
-    def qos_for(self, topic: str):
+    def qos_for(self, topic: str) -> QoSProfile:
         """The rclpy QoS profile of ``topic`` (a name under the namespace)."""
         from fieldtest.middleware.labshared import topic_qos
 

@@ -22,13 +22,16 @@ import datetime as dt
 import ipaddress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fieldtest.catalog import catalog_entry
 from fieldtest.linkconfig import Role
 from fieldtest.names import ROLE_ENCLAVES
 from fieldtest.record import TrialRequest
 from fieldtest.record.recordnames import CMD_VEL_TOPIC, RELAY_CMD_VEL_TOPIC
+
+if TYPE_CHECKING:
+    from fieldtest.security.machineshare import MachineShare
 
 Severity = Literal["ok", "warn", "fail"]
 
@@ -233,7 +236,7 @@ def dds_grant_problem(request: TrialRequest, roles: tuple[str, ...] = ("host", "
     return ""
 
 
-def _keystore_share(keystore: str):
+def _keystore_share(keystore: str) -> MachineShare | None:
     """The machine's share a keystore is (``fieldtest keys export``), None for a whole keystore."""
     from fieldtest.security.machineshare import keystore_machine, machine_share
 

@@ -39,9 +39,10 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -56,6 +57,9 @@ from fieldtest.middleware.mqtt.transport import (
     split_stamped_payload,
     stamped_payload,
 )
+
+if TYPE_CHECKING:
+    import paho.mqtt.client as paho
 
 STANDIN_BANNER = (
     "STAND-IN for mqtt_client (fieldtest.labrun.rehearsal.mqtt_standin): not the real mqtt_client"
@@ -246,7 +250,14 @@ class MqttClientStandin:
         self.client.disconnect()
         self.client.loop_stop()
 
-    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+    def _on_connect(
+        self,
+        client: paho.Client,
+        userdata: object,
+        flags: paho.ConnectFlags,
+        reason_code: paho.ReasonCode,
+        properties: paho.Properties | None,
+    ) -> None:
         if reason_code.is_failure:
             self.log.error(f"Connection to broker failed ({reason_code}), will automatically retry...")
             return
@@ -256,7 +267,7 @@ class MqttClientStandin:
             if bridge.ros_type:
                 client.subscribe(bridge.mqtt_topic, bridge.mqtt_qos)
 
-    def _on_message(self, client, userdata, message) -> None:
+    def _on_message(self, client: paho.Client, userdata: object, message: paho.MQTTMessage) -> None:
         arrival_ns = time.time_ns()
         topic = message.topic
         if topic.startswith(ROS_MSG_TYPE_TOPIC_PREFIX):
@@ -274,7 +285,7 @@ class MqttClientStandin:
             self._latency(topic, (arrival_ns - stamp_ns) / 1e9)
         publisher.publish(bytes(payload))
 
-    def _on_type(self, data_topic: str, payload: bytes) -> None:
+    def _on_type(self, data_topic: str, payload: bytes | bytearray) -> None:
         bridge = next((b for b in self.config.mqtt2ros if b.mqtt_topic == data_topic), None)
         if bridge is None:
             return
@@ -330,7 +341,7 @@ class MqttClientStandin:
                 self.log.info(f"Subscribed ROS topic '{bridge.ros_topic}' of type '{info.topic_type}'")
                 break
 
-    def _sender(self, bridge: Ros2Mqtt, typename: str):
+    def _sender(self, bridge: Ros2Mqtt, typename: str) -> Callable[[bytes], None]:
         announcement = ros_msg_type_payload(typename, bridge.inject_timestamp)
         type_topic = ROS_MSG_TYPE_TOPIC_PREFIX + bridge.mqtt_topic
 

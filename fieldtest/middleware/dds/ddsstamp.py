@@ -162,7 +162,7 @@ class ArrivalQueue:
         after a ``wake()`` with nothing queued. The listener's write of the eventfd wakes it."""
         return self._take(self._lib.ft_queue_next)
 
-    def _take(self, take) -> tuple[int, int, bytes] | None:
+    def _take(self, take: Callable[..., int]) -> tuple[int, int, bytes] | None:
         while True:
             size = take(self._queue, *self._out, self._buf, len(self._buf))
             if size == 0:

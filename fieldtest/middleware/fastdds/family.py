@@ -9,12 +9,17 @@ DDS Security on the SROS2 enclaves, as for CycloneDDS (``security``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.dds.family import open_side
 from fieldtest.middleware.dds.settings import Settings as DdsSettings
 from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.fastdds import security
+
+if TYPE_CHECKING:
+    from fieldtest.middleware.launch import SideProcess
+    from fieldtest.transport.base import Transport
 
 
 class FastDds(Middleware):
@@ -25,17 +30,17 @@ class FastDds(Middleware):
     lab_rmw = "fastrtps"
     transport_helper = "fieldtest.middleware.fastdds.stamp"  # fastddsstamp.cpp, against libfastrtps
 
-    def open_transport(self, config: TransportConfig, role: Role):
+    def open_transport(self, config: TransportConfig, role: Role) -> Transport:
         return open_side(self, config, role)
 
-    def open_own_transport(self, config: TransportConfig, role: Role):
+    def open_own_transport(self, config: TransportConfig, role: Role) -> Transport:
         from fieldtest.middleware.fastdds.transport import open_fastdds
 
         return open_fastdds(config, role, security_properties=security.security_properties(config, role))
 
     def twin_side_processes(
         self, config: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
-    ):
+    ) -> tuple[list[tuple[str, SideProcess]], dict[str, str]]:
         """The discovery server on the robot, where the trial asks for it."""
         if config.settings(DdsSettings).discovery != "server":
             return [], {}

@@ -6,11 +6,17 @@ each side's ROS topics. Security: TLS with client certificates, no anonymous, pe
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.mqtt.security import SETTINGS
 from fieldtest.middleware.mqtt.settings import LabSettings, Settings
+
+if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch, SideProcess
+    from fieldtest.middleware.mqtt.infra import MosquittoBroker
+    from fieldtest.transport.base import Transport
 
 
 def broker_address(config: TransportConfig) -> str:
@@ -32,17 +38,21 @@ class _Mqtt(Middleware):
     )
     rehearsal_note = "mqtt_client runs as the kit's stand-in (fieldtest.labrun.rehearsal.mqtt_standin), not the real mqtt_client"
 
-    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+    def lab_side_processes(
+        self, cfg: LabLaunch, config_dir: Path, *, zenohd: str | None = None
+    ) -> list[SideProcess]:
         from fieldtest.middleware.mqtt.lab import lab_side_processes
 
         return lab_side_processes(cfg, config_dir)
 
-    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+    def rehearsal_side_process(
+        self, proc: SideProcess, cfg: LabLaunch, config_dir: Path, python: str
+    ) -> SideProcess | str:
         from fieldtest.middleware.mqtt.lab import rehearsal_side_process
 
         return rehearsal_side_process(proc, config_dir, python)
 
-    def rehearsal_machine_process(self, cfg, log_dir: Path):
+    def rehearsal_machine_process(self, cfg: LabLaunch, log_dir: Path) -> tuple[SideProcess, str] | None:
         from fieldtest.middleware.mqtt.infra import MOSQUITTO_READY
         from fieldtest.middleware.mqtt.lab import broker_machine_process
 
@@ -60,12 +70,12 @@ class _Mqtt(Middleware):
             else "mosquitto is not installed: apt install mosquitto (tools/install.sh does)"
         )
 
-    def lab_command_publisher_before_commands(self, cfg) -> bool:
+    def lab_command_publisher_before_commands(self, cfg: LabLaunch) -> bool:
         # with the sender's timestamp the robot's mqtt_client has no fixed ros_type: it creates its
         # ROS publisher on the type announcement, which comes with the first command (mqtt/lab.py)
         return not cfg.lab_settings(LabSettings).inject_timestamp
 
-    def open_transport(self, config: TransportConfig, role: Role):
+    def open_transport(self, config: TransportConfig, role: Role) -> Transport:
         from fieldtest.middleware.mqtt.security import configure_client
         from fieldtest.middleware.mqtt.transport import open_mqtt
 
@@ -79,7 +89,7 @@ class _Mqtt(Middleware):
         *,
         prefix: list[str] | None = None,
         realtime: bool = False,
-    ):
+    ) -> MosquittoBroker:
         from fieldtest.middleware.mqtt import infra as broker
         from fieldtest.middleware.mqtt.security import listener_lines
 

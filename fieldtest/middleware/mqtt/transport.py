@@ -41,6 +41,7 @@ from typing import Any, cast
 
 import paho.mqtt.client as paho
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
 
 from fieldtest import rosmsg
 from fieldtest.errors import FieldtestError
@@ -90,7 +91,7 @@ def mqtt_topic(namespace: str, topic: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _ros_msg_type_store():
+def _ros_msg_type_store() -> Typestore:
     store = get_typestore(Stores.EMPTY)
     store.register(get_types_from_msg(ROS_MSG_TYPE_DEFINITION, ROS_MSG_TYPE))
     return store
@@ -103,9 +104,10 @@ def ros_msg_type_payload(typename: str, stamped: bool) -> bytes:
     return bytes(store.serialize_cdr(msg, ROS_MSG_TYPE))
 
 
-def parse_ros_msg_type(payload: bytes) -> tuple[str, bool]:
+def parse_ros_msg_type(payload: bytes | bytearray) -> tuple[str, bool]:
     """(type name, stamped) from a type announcement."""
-    msg = _ros_msg_type_store().deserialize_cdr(bytes(payload), ROS_MSG_TYPE)
+    # a RosMsgType: the typestore makes its class at run time, so no static type names it
+    msg: Any = _ros_msg_type_store().deserialize_cdr(bytes(payload), ROS_MSG_TYPE)
     return msg.name, bool(msg.stamped)
 
 
@@ -177,7 +179,7 @@ class NetworkLoop:
             if self.client.want_write():
                 self.client.loop_write()
 
-    def _on_register_write(self, client, userdata, sock) -> None:
+    def _on_register_write(self, client: paho.Client, userdata: object, sock: paho.SocketLike) -> None:
         """paho queued a packet: unless the queueing thread writes it itself, wake the loop for it."""
         if threading.current_thread() is not self._thread and not getattr(self._local, "writing", False):
             self.wake()
@@ -336,7 +338,14 @@ class MqttTransport(CallbackSubscriber):
         client.on_subscribe = self._on_subscribe
 
     # ---- paho callbacks (network thread)
-    def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
+    def _on_connect(
+        self,
+        client: paho.Client,
+        userdata: object,
+        flags: paho.ConnectFlags,
+        reason_code: paho.ReasonCode,
+        properties: paho.Properties | None,
+    ) -> None:
         with self._cond:
             self._connect_result = reason_code
             topics = list(self._subscriptions.items())
@@ -345,7 +354,14 @@ class MqttTransport(CallbackSubscriber):
             for topic, qos in topics:  # a clean session forgets subscriptions: renew after a reconnect
                 client.subscribe(topic, qos)
 
-    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+    def _on_subscribe(
+        self,
+        client: paho.Client,
+        userdata: object,
+        mid: int,
+        reason_codes: list[paho.ReasonCode],
+        properties: paho.Properties | None,
+    ) -> None:
         with self._cond:
             self._acks[mid] = list(reason_codes)
             self._cond.notify_all()
@@ -428,7 +444,7 @@ class MqttTransport(CallbackSubscriber):
                     self.on_latency(topic, (arrival_ns - stamp_ns) / 1e9)
             decode(payload, arrival_ns)
 
-        def on_message(client, userdata, message: paho.MQTTMessage) -> None:
+        def on_message(client: paho.Client, userdata: object, message: paho.MQTTMessage) -> None:
             arrival_ns = self.loop.take_arrival(now_ns)  # before the read; deliver may run later
             payload = message.payload
             self.loop.deliver(lambda: handle(payload, arrival_ns))
@@ -456,12 +472,13 @@ class MqttTransport(CallbackSubscriber):
         self.loop.stop()
 
 
-def disable_nagle(client, userdata, sock) -> None:
+def disable_nagle(client: paho.Client, userdata: object, sock: paho.SocketLike) -> None:
     """Paho's ``on_socket_open``: send each small message at once (``mqtt: {nagle: false}``, and
     the lab's mqtt_client stand-in; the kit's broker sets set_tcp_nodelay). Otherwise a small write
     waits while an earlier segment is unacknowledged."""
-    with contextlib.suppress(OSError, AttributeError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if isinstance(sock, socket.socket):  # TLS too (ssl.SSLSocket); not a WebSocket wrapper
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def _connect_with_retries(client: paho.Client, address: str, port: int, timeout_s: float) -> None:

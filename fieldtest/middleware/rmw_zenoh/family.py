@@ -4,7 +4,14 @@ keystore (``fieldtest.middleware.rmw_zenoh.security``), not by a kit security se
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from fieldtest.middleware.declaration import Middleware
+
+if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch, SideProcess
+    from fieldtest.security.keystore import KeystoreOptions, Validity
 
 
 class RmwZenoh(Middleware):
@@ -14,12 +21,12 @@ class RmwZenoh(Middleware):
     lab_rmw_speaks_dds = False
     own_security = True
 
-    def keystore_material(self, root, options, validity) -> None:
+    def keystore_material(self, root: Path, options: KeystoreOptions, validity: Validity) -> None:
         from fieldtest.middleware.rmw_zenoh.keystorematerial import write_keystore_material
 
         write_keystore_material(root, options, validity)
 
-    def keystore_share(self, keystore, enclaves) -> list[str]:
+    def keystore_share(self, keystore: Path, enclaves: tuple[str, ...]) -> list[str]:
         from fieldtest.middleware.rmw_zenoh.keystorematerial import machine_share_paths
 
         return machine_share_paths(keystore, enclaves)
@@ -27,17 +34,19 @@ class RmwZenoh(Middleware):
     def lab_host_starts(self, router_on_host: bool) -> str | None:
         return "router"  # rmw_zenohd; the robot's connects to it
 
-    def lab_side_processes(self, cfg, config_dir, *, zenohd: str | None = None):
+    def lab_side_processes(
+        self, cfg: LabLaunch, config_dir: Path, *, zenohd: str | None = None
+    ) -> list[SideProcess]:
         from fieldtest.middleware.rmw_zenoh.lab import lab_side_processes
 
         return lab_side_processes(cfg)
 
-    def lab_node_env(self, cfg, node: str) -> dict[str, str]:
+    def lab_node_env(self, cfg: LabLaunch, node: str) -> dict[str, str]:
         from fieldtest.middleware.rmw_zenoh.lab import node_session_env
 
         return node_session_env(cfg, node)
 
-    def lab_launch_problem(self, cfg) -> str:
+    def lab_launch_problem(self, cfg: LabLaunch) -> str:
         """The Create 3 (on Jazzy create3_republisher too) speaks DDS only, and the link monitor's
         relay is on the process' one RMW, so no command reaches the base: only a dry run, which
         drives nothing, is meaningful."""
@@ -50,7 +59,9 @@ class RmwZenoh(Middleware):
             "(zenoh-peer, zenoh-router), whose bridge republishes cmd_vel into the robot's DDS"
         )
 
-    def rehearsal_side_process(self, proc, cfg, config_dir, python: str):
+    def rehearsal_side_process(
+        self, proc: SideProcess, cfg: LabLaunch, config_dir: Path, python: str
+    ) -> SideProcess | str:
         return f"{proc.name} needs ROS 2 packages that are not among the wheels"
 
     def lab_local_only(self) -> bool:

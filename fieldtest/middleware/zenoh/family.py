@@ -9,11 +9,17 @@ kit's processes on Zenoh themselves. Security: mutual TLS + access control (``mt
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fieldtest.linkconfig import Role, TransportConfig
 from fieldtest.middleware.declaration import Middleware
 from fieldtest.middleware.zenoh.security import SETTINGS, config_overrides
 from fieldtest.middleware.zenoh.settings import Settings
+
+if TYPE_CHECKING:
+    from fieldtest.middleware.launch import LabLaunch, SideProcess
+    from fieldtest.middleware.zenoh.infra import ZenohRouter
+    from fieldtest.transport.base import Transport
 
 
 class _Zenoh(Middleware):
@@ -50,19 +56,23 @@ class _Zenoh(Middleware):
 
     def twin_side_processes(
         self, config: TransportConfig, cmd_type: str, config_dir: Path, robot_traffic: str = "none"
-    ):
+    ) -> tuple[list[tuple[str, SideProcess]], dict[str, str]]:
         if not self.bridged(config):
             return [], {}
         from fieldtest.middleware.zenoh.lab import twin_bridge_processes
 
         return twin_bridge_processes(config, cmd_type, config_dir, robot_traffic)
 
-    def lab_side_processes(self, cfg, config_dir: Path, *, zenohd: str | None = None):
+    def lab_side_processes(
+        self, cfg: LabLaunch, config_dir: Path, *, zenohd: str | None = None
+    ) -> list[SideProcess]:
         from fieldtest.middleware.zenoh.lab import lab_side_processes
 
         return lab_side_processes(cfg, config_dir, zenohd=zenohd)
 
-    def rehearsal_side_process(self, proc, cfg, config_dir: Path, python: str):
+    def rehearsal_side_process(
+        self, proc: SideProcess, cfg: LabLaunch, config_dir: Path, python: str
+    ) -> SideProcess | str:
         from fieldtest.middleware.zenoh.lab import rehearsal_side_process
 
         return rehearsal_side_process(proc, cfg, config_dir)
@@ -72,7 +82,7 @@ class _Zenoh(Middleware):
         rehearsal refuses any other before asking, ``fieldtest.labrun.rehearsal.labrehearsal``.)"""
         return self.bridge_missing()
 
-    def open_transport(self, config: TransportConfig, role: Role):
+    def open_transport(self, config: TransportConfig, role: Role) -> Transport:
         if self.bridged(config):
             from fieldtest.middleware.dds.transport import open_dds
             from fieldtest.middleware.zenoh.bridge import side_dds_config
@@ -110,7 +120,7 @@ class ZenohViaRouter(_Zenoh):
         *,
         prefix: list[str] | None = None,
         realtime: bool = False,
-    ):
+    ) -> ZenohRouter:
         from fieldtest.middleware.zenoh import infra
 
         overrides = None
