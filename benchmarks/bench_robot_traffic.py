@@ -122,9 +122,15 @@ def figures(trial_dir: Path) -> dict:
     m = read_metrics(trial_dir / "analysis" / METRICS_FILE)
     lat = m.latency
     one_way = lat.one_way_ms
+    topics = m.robot_traffic.topics if m.robot_traffic is not None else {}
     traffic = {
-        topic: {k: f.get(k) for k in ("sent", "received", "received_hz", "lost_in_span")}
-        for topic, f in ((m.robot_traffic or {}).get("topics") or {}).items()
+        topic: {
+            "sent": f.sent,
+            "received": f.received,
+            "received_hz": f.received_hz,
+            "lost_in_span": f.lost_in_span,
+        }
+        for topic, f in topics.items()
     }
     outcome = read_trial(trial_dir).outcome
     kinds = outcome.link_traffic.get("kinds", {})

@@ -158,6 +158,6 @@ def test_the_phase_spread_delivers_an_in_order_links_commands_in_send_order(seq,
         replays.append(applied)
         return 0.0
 
-    assert phase_spread(arrivals, PLAN.n_ticks(), PLAN.tick_s, replay)["shifts"] == 20
+    assert phase_spread(arrivals, PLAN.n_ticks(), PLAN.tick_s, replay).shifts == 20
     for applied in replays:
         assert sorted(applied) == list(applied)

@@ -48,12 +48,12 @@ def faulty(tmp_path_factory):
 def test_faults_are_normalized_and_counted(faulty):
     m = analyze_trial(faulty, plots=False)
     outage, profile = m.faults
-    assert outage["kind"] == "outage" and outage["start_s"] == pytest.approx(14.0)
-    assert outage["end_s"] == pytest.approx(15.5) and outage["open_ended"] is False
-    assert profile["open_ended"] is True and profile["node"] == "robot"
-    assert profile["end_s"] == pytest.approx(SHORT.total_s)
+    assert outage.kind == "outage" and outage.start_s == pytest.approx(14.0)
+    assert outage.end_s == pytest.approx(15.5) and outage.open_ended is False
+    assert profile.open_ended is True and profile.model_extra == {"node": "robot"}
+    assert profile.end_s == pytest.approx(SHORT.total_s)
     stats = m.latency.faults[0]
-    assert stats["commands_sent"] == 30 and stats["commands_lost"] == 15
+    assert stats.commands_sent == 30 and stats.commands_lost == 15
     report = (faulty / "analysis" / "report.md").read_text()
     assert "| outage | 14.00 | 1.50 | robot link down | 30 | 15 |" in report
 

@@ -162,7 +162,7 @@ def test_the_figures_are_evo_rpe_class_figures_at_every_distance(tmp_path):
     track = build_track(data.poses, data.stream_start_ns, clock)
     motion = detect_motion(track, data, clock, 0.1)
     end_s = motion_end_s(track, motion, PLAN)
-    ours = relative_metrics(track, motion, PLAN, end_s)["distances"]
+    ours = relative_metrics(track, motion, PLAN, end_s).distances
     ref, est = evo_trajectories(*rpe_inputs(track, motion, PLAN, end_s))
     relations = (
         (metrics.PoseRelation.translation_part, "translation_m"),
@@ -170,12 +170,13 @@ def test_the_figures_are_evo_rpe_class_figures_at_every_distance(tmp_path):
     )
     for d in ours:
         for relation, key in relations:
-            rpe = metrics.RPE(relation, d["distance_m"], metrics.Unit.meters, REL_DELTA_TOL, True, True)
+            rpe = metrics.RPE(relation, d.distance_m, metrics.Unit.meters, REL_DELTA_TOL, True, True)
             rpe.process_data((ref, est))
-            assert len(rpe.error) == d["pairs"]
+            assert len(rpe.error) == d.pairs
+            figures = getattr(d, key)
             for stat, value in rpe.get_all_statistics().items():
-                if stat in d[key]:
-                    assert d[key][stat] == pytest.approx(value, rel=1e-9, abs=1e-12), (d["name"], key, stat)
+                if stat in figures:
+                    assert figures[stat] == pytest.approx(value, rel=1e-9, abs=1e-12), (d.name, key, stat)
 
 
 def test_rotation_angle_equals_evo_near_0_and_180_deg():

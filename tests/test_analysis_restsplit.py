@@ -79,15 +79,15 @@ def test_with_the_true_calibration_the_residual_is_what_the_base_does_not_explai
     m = analyze_trial(clean, plots=False, base_calibration=calibration)
     base = m.drift_causes.base
     rest = m.drift_causes.rest_m
-    assert base["residual_m"] < 0.03 * rest
-    assert base["systematic_m"] == pytest.approx(rest, rel=0.01)
+    assert base.residual_m < 0.03 * rest
+    assert base.systematic_m == pytest.approx(rest, rel=0.01)
     assert "of the rest, the base's calibration" in (clean / "analysis" / "report.md").read_text()
     shifted = _trial(tmp_path, "right", 1, errors, last_lap_shift_m=(shift_mm[0] / 1e3, shift_mm[1] / 1e3))
     m = analyze_trial(shifted, plots=False, base_calibration=calibration)
     base = m.drift_causes.base
     # two laps: the whole last lap is shifted, at every point of the grid
-    assert base["residual_m"] == pytest.approx(math.hypot(*shift_mm) / 1e3, abs=6e-4)
-    assert base["systematic_m"] == pytest.approx(
+    assert base.residual_m == pytest.approx(math.hypot(*shift_mm) / 1e3, abs=6e-4)
+    assert base.systematic_m == pytest.approx(
         syst_clean_by_direction(tmp_path, errors, calibration), abs=1e-4
     )
     assert analyze_trial(shifted, plots=False, write=False).drift_causes.base is None
@@ -97,7 +97,7 @@ def syst_clean_by_direction(root, errors, calibration):
     """The base's part of the same robot's clockwise trial without the shift."""
     clean = _trial(root / "clean", "right", 1, errors)
     causes = analyze_trial(clean, plots=False, write=False, base_calibration=calibration).drift_causes
-    return causes.base["systematic_m"]
+    return causes.base.systematic_m
 
 
 def test_analyze_takes_compare_s_calibration_file(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.drift import drift_metrics
 from fieldtest.analysis.metrics.motion import Motion, Track, _calibrate_heading, _find_start
+from fieldtest.analysis.metrics.schema import Drift
 from fieldtest.plan import SquarePlan
 from fieldtest.testkit.synth import SynthSpec, synthesize, true_pose
 
@@ -76,7 +77,7 @@ def test_noisy_start_is_not_biased_late(noise_m):
     assert abs(np.mean(errors)) < 2 * noise_m / speed, errors
 
 
-def _lap_end_figures(track: Track) -> dict:
+def _lap_end_figures(track: Track) -> Drift:
     motion = _start(track, SHORT)
     _calibrate_heading(track, SHORT, motion, MAX_GAP_S)
     motion.laps_completed = SHORT.laps
@@ -91,12 +92,13 @@ def test_lap_end_figures_carry_no_interpolation_bias_across_the_step_of_speed():
     for rate, phase, track in _sweep(0.0):
         d = _lap_end_figures(track)
         where = f"{rate} Hz, phase {phase}"
-        assert d["at_lap_end_m"] == pytest.approx(shift, abs=1e-6), where
-        assert d["per_lap"][-1]["at_lap_end_m"] == pytest.approx(shift, abs=1e-6), where
-        assert d["heading_change_at_lap_end_deg"] == pytest.approx(ROTATION_DEG, abs=1e-4), where
-        assert d["closing"]["dx_m"] == pytest.approx(SHIFT[0], abs=1e-6), where
-        assert d["closing"]["dy_m"] == pytest.approx(SHIFT[1], abs=1e-6), where
-        assert d["closing"]["heading_deg"] == pytest.approx(ROTATION_DEG, abs=1e-4), where
+        assert d.closing is not None
+        assert d.at_lap_end_m == pytest.approx(shift, abs=1e-6), where
+        assert d.per_lap[-1].at_lap_end_m == pytest.approx(shift, abs=1e-6), where
+        assert d.heading_change_at_lap_end_deg == pytest.approx(ROTATION_DEG, abs=1e-4), where
+        assert d.closing.dx_m == pytest.approx(SHIFT[0], abs=1e-6), where
+        assert d.closing.dy_m == pytest.approx(SHIFT[1], abs=1e-6), where
+        assert d.closing.heading_deg == pytest.approx(ROTATION_DEG, abs=1e-4), where
 
 
 @pytest.mark.parametrize("noise_m", [0.2e-3, 0.5e-3])
@@ -107,7 +109,8 @@ def test_noisy_lap_end_figures_stay_within_their_noise(noise_m):
         samples = 0.1 * rate  # in each boundary fit
         # each end point is a line fit: about 2 noise / sqrt(samples) per axis, two end points
         bound = 4 * 2 * noise_m / math.sqrt(samples) * math.sqrt(2)
-        assert abs(d["at_lap_end_m"] - shift) < bound, (rate, phase, d["at_lap_end_m"])
+        assert d.at_lap_end_m is not None
+        assert abs(d.at_lap_end_m - shift) < bound, (rate, phase, d.at_lap_end_m)
 
 
 @pytest.mark.parametrize("rate_hz", [100.0, 120.0, 360.0])

@@ -117,11 +117,11 @@ def test_lost_and_invalid_frames_are_counted_and_long_gaps_excluded(tmp_path):
     synthesize(tmp_path / "t", spec)
     m = analyze_trial(tmp_path / "t", plots=False, report=False)
     mc = m.mocap
-    assert mc["lost_in_transit"] == 60 + 6
-    assert mc["tracking_invalid"] == 30 and mc["invalid_runs"] == 1
-    assert mc["in_analysis_gaps"] == 3
-    assert mc["in_analysis_bridged_gaps"] == 1 and mc["in_analysis_excluded_gaps"] == 2
-    assert mc["in_analysis_missing_samples"] == 60 + 6 + 30
+    assert mc.lost_in_transit == 60 + 6
+    assert mc.tracking_invalid == 30 and mc.invalid_runs == 1
+    assert mc.in_analysis_gaps == 3
+    assert mc.in_analysis_bridged_gaps == 1 and mc.in_analysis_excluded_gaps == 2
+    assert mc.in_analysis_missing_samples == 60 + 6 + 30
     d = m.drift
     # grid points in the two long holes (0.5 s + 0.25 s at 10 ms) are left out, not filled in
     assert d.excluded_points == pytest.approx(50 + 25, abs=4)
@@ -294,9 +294,9 @@ def test_invalid_runs_are_counted_over_received_frames(tmp_path):
     spec = SynthSpec(plan=SHORT, invalid_frames=[(24.2, 0.25)], lost_frames=[(24.3, 0.05)])
     synthesize(tmp_path / "t", spec)
     mc = analyze_trial(tmp_path / "t", plots=False, report=False).mocap
-    assert mc["lost_in_transit"] == 6
-    assert mc["invalid_runs"] == 1
-    assert mc["tracking_invalid"] == mc["longest_invalid_run_frames"] == 30 - 6
+    assert mc.lost_in_transit == 6
+    assert mc.invalid_runs == 1
+    assert mc.tracking_invalid == mc.longest_invalid_run_frames == 30 - 6
 
 
 def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
@@ -308,9 +308,9 @@ def test_a_frame_number_restart_or_garbage_number_is_a_jump_not_loss(tmp_path):
     )
     synthesize(tmp_path / "t", spec)
     mc = analyze_trial(tmp_path / "t", plots=False, report=False).mocap
-    assert mc["lost_in_transit"] == 6
-    assert mc["frame_number_resets"] == 2  # the restart, and back down from the garbage number
-    assert mc["frame_number_jumps"] == 1  # up to the garbage number
+    assert mc.lost_in_transit == 6
+    assert mc.frame_number_resets == 2  # the restart, and back down from the garbage number
+    assert mc.frame_number_jumps == 1  # up to the garbage number
 
 
 def test_the_analysis_and_the_recorder_share_the_frame_number_rule():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fieldtest.analysis import analyze_trial
-from fieldtest.analysis.loading.mocaptime import retime_poses
+from fieldtest.analysis.loading.mocaptime import MocapTime, retime_poses
 from fieldtest.analysis.loading.trialdata import load_trial
 from fieldtest.analysis.rendering.report import report_lines
 from fieldtest.clocksync import fit_one_way_clock
@@ -73,20 +73,20 @@ def test_trial_poses_on_capture_time(tmp_path, rate_hz, drift_ppm, offset_s, jit
     assert np.max(np.abs(capture_error)) < tolerance
     assert np.max(np.abs(receipt_error)) > 5 * tolerance
     section = capture.mocap_time
-    assert section["axis"] == "capture"
-    assert section["delay_median_s"] == pytest.approx(jitter_s / 2, abs=tolerance)
-    assert section["delay_p99_s"] == pytest.approx(0.99 * jitter_s, abs=tolerance)
-    assert section["drift_ppm"] == pytest.approx(-drift_ppm, abs=jitter_s * 1e6 / 10)
-    assert receipt.mocap_time == {"axis": "receipt", "reason": "asked for (--mocap-time receipt)"}
+    assert section.axis == "capture"
+    assert section.delay_median_s == pytest.approx(jitter_s / 2, abs=tolerance)
+    assert section.delay_p99_s == pytest.approx(0.99 * jitter_s, abs=tolerance)
+    assert section.drift_ppm == pytest.approx(-drift_ppm, abs=jitter_s * 1e6 / 10)
+    assert receipt.mocap_time == MocapTime(axis="receipt", reason="asked for (--mocap-time receipt)")
 
 
 def test_metrics_and_report_name_the_time_axis(tmp_path):
     spec = SynthSpec(plan=SHORT, mocap_delay_jitter_s=0.01, mocap_clock_offset_s=100.0)
     synthesize(tmp_path / "trial", spec)
     metrics = analyze_trial(tmp_path / "trial", plots=False, write=False)
-    section = metrics.mocap["time"]
-    assert section["axis"] == "capture"
-    assert 0.004 < section["delay_median_s"] < 0.006
+    section = metrics.mocap.time
+    assert section.axis == "capture"
+    assert 0.004 < section.delay_median_s < 0.006
     text = "\n".join(report_lines(metrics))
     assert "Time axis: the frames' capture time" in text
     assert re.search(r"median 4\.\d\d ms, p99 9\.[89]\d ms", text), text
@@ -97,8 +97,8 @@ def test_recording_without_capture_stamps_keeps_receipt_time(tmp_path):
     spec = SynthSpec(plan=SHORT, write_frames=False, mocap_delay_jitter_s=0.01)
     synthesize(tmp_path / "trial", spec)
     data = load_trial(tmp_path / "trial")
-    assert data.mocap_time["axis"] == "receipt"
-    assert "no capture stamps" in data.mocap_time["reason"]
+    assert data.mocap_time.axis == "receipt"
+    assert "no capture stamps" in data.mocap_time.reason
     metrics = analyze_trial(tmp_path / "trial", plots=False, write=False)
     text = "\n".join(report_lines(metrics))
     assert "Time axis: receipt time (no capture stamps" in text
@@ -111,7 +111,7 @@ def test_a_capture_clock_that_restarts_keeps_receipt_time(tmp_path):
     half = len(data.frames.capture_s) // 2
     data.frames.capture_s[half:] -= 200.0
     poses, section = retime_poses(data.poses, data.frames)
-    assert section["axis"] == "receipt" and "went back 200 s" in section["reason"]
+    assert section.axis == "receipt" and "went back 200 s" in section.reason
     assert poses is data.poses
     data.frames.capture_s[half:] += 200.0
-    assert retime_poses(data.poses, data.frames)[1]["axis"] == "capture"
+    assert retime_poses(data.poses, data.frames)[1].axis == "capture"

@@ -84,8 +84,9 @@ def test_the_figures_reach_metrics_json_the_report_and_compare(tmp_path, dds_tri
     for trial_dir in trials:
         analyze_trial(trial_dir, plots=False)
         metrics = read_metrics(trial_dir / "analysis" / "metrics.json")
-        assert metrics.wire[H2R]["groups"]["user_data"]["packets"] > 0
-        assert metrics.wire[R2H]["kinds"]["spdp"]["packets_per_s"] > 0
+        assert metrics.wire is not None
+        assert metrics.wire.host_to_robot.groups["user_data"].packets > 0
+        assert metrics.wire.robot_to_host.kinds["spdp"].packets_per_s > 0
         report = (trial_dir / "analysis" / "report.md").read_text()
         assert "## Link traffic" in report and "| discovery |" in report
     result = compare_trials(trials, tmp_path / "cmp", page=False)

@@ -324,7 +324,8 @@ def test_a_twin_trial_records_the_preset_and_the_counts(tmp_path):
         assert figures["sent"] > 0 and figures["received"] > 0, (topic, figures)
     analyze_trial(result.trial_dir)
     metrics = read_metrics(Path(result.trial_dir) / "analysis" / METRICS_FILE)
-    assert metrics.robot_traffic["topics"].keys() == section["topics"].keys()
+    assert metrics.robot_traffic is not None
+    assert metrics.robot_traffic.topics.keys() == section["topics"].keys()
     assert metrics.trial.variant == "robot traffic rviz"
     report = (Path(result.trial_dir) / "analysis" / "report.md").read_text()
     assert "## Robot traffic: preset rviz" in report

@@ -74,15 +74,15 @@ def test_one_way_latency_is_the_shared_clock_difference_on_an_asymmetric_link(
     ntp = latency.ntp_estimate
     half_asymmetry_ms = (fields["down"]["delay_ms"] - fields["up"]["delay_ms"]) / 2
     # the NTP-style offset is off by half the asymmetry, and the report says so beside the truth
-    assert ntp["available"] and ntp["clock"]["method"] == "probes"
+    assert ntp.available and ntp.clock.method == "probes"
     # the machine's delay on either way of a probe shifts the estimate by at most half of it
     probe_ms = EMULATOR_ERROR_MS + allowance.rtt_ms / 2
-    assert ntp["median_error_ms"] == pytest.approx(-half_asymmetry_ms, abs=probe_ms), why
-    assert ntp["one_way_ms"]["median"] == pytest.approx(
+    assert ntp.median_error_ms == pytest.approx(-half_asymmetry_ms, abs=probe_ms), why
+    assert ntp.one_way_ms.median == pytest.approx(
         latency.one_way_ms.median - half_asymmetry_ms, abs=probe_ms
     ), why
-    bound = ntp["path_asymmetry"]
-    assert bound["ntp_error_bound_ms"] == pytest.approx(abs(half_asymmetry_ms), abs=probe_ms), why
+    bound = ntp.path_asymmetry
+    assert bound.ntp_error_bound_ms == pytest.approx(abs(half_asymmetry_ms), abs=probe_ms), why
     report = (result.trial_dir / "analysis" / "report.md").read_text()
     assert "one-way (shared clock)" in report and "NTP-style offset is off by half the asymmetry" in report
 

@@ -35,5 +35,5 @@ def test_a_twin_robot_with_base_errors_drifts_as_the_base_predicts(tmp_path, e_d
     assert metrics.trial.robot == f"twin-create3 E_d {e_d:g} E_b {e_b:g} turn slip 0"
     causes = metrics.drift_causes
     assert causes.rest_m > 0.01  # centimetres of the robot's own drift, where a nominal twin has none
-    assert causes.base["systematic_m"] == pytest.approx(causes.rest_m, rel=0.1)
-    assert causes.base["residual_m"] < 0.1 * causes.rest_m
+    assert causes.base.systematic_m == pytest.approx(causes.rest_m, rel=0.1)
+    assert causes.base.residual_m < 0.1 * causes.rest_m

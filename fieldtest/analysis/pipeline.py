@@ -65,20 +65,25 @@ from fieldtest.analysis.metrics.schema import (
     BaseReceived,
     Drift,
     DriftCauses,
+    Fault,
     Inputs,
     LapWindow,
     Latency,
     Metrics,
     MetricsError,
+    Mocap,
+    MocapSource,
     MotionStart,
     Outcome,
+    PlanSummary,
     Progress,
     Relative,
+    RestSplit,
+    RobotTraffic,
     Stack,
     TrialInfo,
     as_json,
     metrics_from,
-    section_from,
 )
 from fieldtest.analysis.metrics.series import DriftSeries, LatencySeries
 from fieldtest.analysis.metrics.wiretraffic import wire_metrics
@@ -191,51 +196,55 @@ def _analyze(
     drift, drift_series = (
         drift_metrics(track, motion, data.plan, max_gap_s)
         if track is not None
-        else ({"available": False, "reason": "no ground truth"}, None)
+        else (Drift(available=False, reason="no ground truth"), None)
     )
     end_s = None
     if track is not None and motion.start_s is not None:
         end_s = motion_end_s(track, motion, data.plan)
-    mocap: dict[str, Any] = {}
+    mocap = Mocap()
     holes: list[tuple[float, float, bool]] = []
     if track is not None and poses is not None:
         window = (motion.start_s, end_s) if end_s is not None and motion.start_s is not None else None
         mocap, holes = mocap_metrics(track, data.frames, data.stream_start_ns, max_gap_s, window)
-        mocap["source"] = {"topic": poses.topic, "bag": poses.bag, "clock": poses.clock}
-        mocap["dropped_non_finite"] = poses.dropped_invalid
-        mocap["time"] = data.mocap_time
+        source = MocapSource(topic=poses.topic, bag=poses.bag, clock=poses.clock)
+        mocap = mocap.model_copy(
+            update={"source": source, "dropped_non_finite": poses.dropped_invalid, "time": data.mocap_time}
+        )
 
-    measured = Measured(
-        drift=section_from(Drift, _jsonable(drift), trial_dir),
-        latency=section_from(Latency, _jsonable(latency), trial_dir),
-        mocap=_jsonable(mocap),
-        faults=_jsonable(faults),
-        fault_notes=fault_notes,
+    measured = Measured(drift=drift, latency=latency, mocap=mocap, faults=faults, fault_notes=fault_notes)
+    causes, rest_curve = (
+        drift_causes(
+            data, clock, track, motion, drift, max_gap_s, _link_emulated(data), opts.base_calibration
+        )
+        if track is not None
+        else (DriftCauses(available=False, reason="no ground truth"), None)
     )
-    causes, rest_curve = _drift_causes(data, clock, track, motion, drift, max_gap_s, opts.base_calibration)
     stack = stack_metrics(data, clock, causes, _link_emulated(data))
     metrics = _assemble(
         data, clock, motion, measured, causes, stack, base_check(data, clock), opts.up_axis, max_gap_s
     )
     plot_data = PlotData.of(
-        _json(metrics), data.plan, track, motion, drift_series, latency_series, holes, faults
+        _json(metrics),
+        data.plan,
+        track,
+        motion,
+        drift_series,
+        latency_series,
+        holes,
+        [_json(f) for f in faults],
     )
     if opts.write:
         out_dir.mkdir(parents=True, exist_ok=True)
     if worker is not None:
         worker.submit(out_dir, plot_data)  # it draws while evo computes the APE here
-    ape = section_from(
-        Ape,
-        _jsonable(
-            ape_mod.ape_metrics(track, motion, data.plan, end_s)
-            if track is not None and end_s is not None
-            else {"available": False, "reason": "no motion start"}
-        ),
-        trial_dir,
+    ape = (
+        ape_mod.ape_metrics(track, motion, data.plan, end_s)
+        if track is not None and end_s is not None
+        else Ape(available=False, reason="no motion start")
     )
     if worker is not None:
         worker.send_ape(_json(ape))
-    relative = section_from(Relative, _jsonable(_relative(track, motion, data.plan, end_s)), trial_dir)
+    relative = _relative(track, motion, data.plan, end_s)
     analysis_s = round(time.perf_counter() - started, 4)
     metrics = metrics.model_copy(update={"ape": ape, "relative": relative, "analysis_s": analysis_s})
     if not opts.write:
@@ -266,8 +275,8 @@ class Measured:
 
     drift: Drift
     latency: Latency
-    mocap: dict[str, Any]
-    faults: list[dict[str, Any]]
+    mocap: Mocap
+    faults: list[Fault]
     fault_notes: list[str]
 
 
@@ -302,30 +311,10 @@ def topology_label(topology: str | Sequence[str]) -> str:
     return topology if isinstance(topology, str) else "+".join(topology)
 
 
-def _drift_causes(
-    data: TrialData,
-    clock: ClockModel,
-    track: Track | None,
-    motion: Motion,
-    drift: dict[str, Any],
-    max_gap_s: float,
-    base_calibration: BaseCalibration | None = None,
-) -> tuple[DriftCauses, tuple[np.ndarray, np.ndarray] | None]:
-    """``drift_causes`` (fieldtest.analysis.causes.attribution) and the rest's curve, which goes to
-    its CSV file rather than into metrics.json."""
-    causes: dict[str, Any] = (
-        drift_causes(data, clock, track, motion, drift, max_gap_s, _link_emulated(data), base_calibration)
-        if track is not None
-        else {"available": False, "reason": "no ground truth"}
-    )
-    rest_curve = causes.pop("rest_curve", None)
-    return section_from(DriftCauses, _jsonable(causes), data.trial_dir), rest_curve
-
-
-def _relative(track: Track | None, motion: Motion, plan: SquarePlan, end_s: float | None) -> dict[str, Any]:
+def _relative(track: Track | None, motion: Motion, plan: SquarePlan, end_s: float | None) -> Relative:
     """Relative error per side, lap and more laps (evo's RPE; fieldtest.analysis.metrics.relativeerror)."""
     if end_s is None or track is None:
-        return {"available": False, "reason": "no motion start"}
+        return Relative(available=False, reason="no motion start")
     return relative_mod.relative_metrics(track, motion, plan, end_s)
 
 
@@ -399,16 +388,16 @@ def _assemble(
             robot=robot_label(req),
             cmd_type=req.cmd_type,
             stream_start_ns=data.stream_start_ns,
-            plan={
-                "laps": plan.laps,
-                "lap_s": plan.lap_s,
-                "side_m": plan.side_m,
-                "linear_speed_mps": plan.linear_speed_mps,
-                "turn_rate_dps": plan.turn_rate_dps,
-                "command_rate_hz": plan.command_rate_hz,
-                "start_delay_s": plan.start_delay_s,
-                "turn_direction": plan.turn_direction,
-            },
+            plan=PlanSummary(
+                laps=plan.laps,
+                lap_s=plan.lap_s,
+                side_m=plan.side_m,
+                linear_speed_mps=plan.linear_speed_mps,
+                turn_rate_dps=plan.turn_rate_dps,
+                command_rate_hz=plan.command_rate_hz,
+                start_delay_s=plan.start_delay_s,
+                turn_direction=plan.turn_direction,
+            ),
         ),
         partial=bool(partial_reasons),
         partial_reasons=partial_reasons,
@@ -456,8 +445,8 @@ def _assemble(
         latency=latency,
         mocap=measured.mocap,
         faults=measured.faults,
-        robot_traffic=outcome.robot_traffic or None,
-        wire=_jsonable(wire_metrics(outcome.link_traffic)),
+        robot_traffic=RobotTraffic.model_validate(outcome.robot_traffic) if outcome.robot_traffic else None,
+        wire=wire_metrics(outcome.link_traffic),
         drift_causes=causes,
         stack=stack,
         base=base,
@@ -508,15 +497,16 @@ def _diff(a: float | None, b: float | None) -> float | None:
 
 
 def normalize_faults(
-    raw: list[dict], stream_start_ns: int, stream_end_s: float
-) -> tuple[list[dict], list[str]]:
+    raw: list[dict[str, Any]], stream_start_ns: int, stream_end_s: float
+) -> tuple[list[Fault], list[str]]:
     """outcome.faults entries as {kind, start_s, duration_s, end_s, detail, ...} in stream seconds.
 
     Accepted time keys (docs/analysis.md, "Faults"): start_s (stream seconds) or start_ns (host clock,
     ns since the epoch); duration_s, duration_ns, end_s or end_ns; none of these four means the
     fault lasts to the end of the stream (a profile change that was never undone).
     """
-    out, notes = [], []
+    out: list[Fault] = []
+    notes: list[str] = []
     for i, fault in enumerate(raw):
         start = _seconds(fault, "start", stream_start_ns)
         end = _seconds(fault, "end", stream_start_ns)
@@ -531,20 +521,25 @@ def normalize_faults(
             continue
         if duration is None:  # open-ended
             duration = max(0.0, stream_end_s - start)
-        entry = {k: v for k, v in fault.items() if k not in {"start_ns", "end_ns", "duration_ns"}}
-        entry.update(
+        # the record's other keys stay as they are (a profile change's profile, ...)
+        others = {k: v for k, v in fault.items() if k not in _FAULT_TIME_KEYS and k not in Fault.model_fields}
+        entry = Fault(
             kind=str(fault.get("kind", "fault")),
             start_s=float(start),
             duration_s=float(duration),
             end_s=float(start + duration),
             detail=str(fault.get("detail", "")),
             open_ended=open_ended,
+            **others,
         )
         out.append(entry)
     return out, notes
 
 
-def _seconds(fault: dict, key: str, stream_start_ns: int) -> float | None:
+_FAULT_TIME_KEYS = {"start_ns", "end_ns", "duration_ns"}  # in stream seconds in metrics.json
+
+
+def _seconds(fault: dict[str, Any], key: str, stream_start_ns: int) -> float | None:
     if fault.get(f"{key}_s") is not None:
         return float(fault[f"{key}_s"])
     if fault.get(f"{key}_ns") is not None:
@@ -569,7 +564,8 @@ def _write_json(path: Path, data: dict[str, Any]) -> Metrics:
 
 def _json(section: BaseModel) -> dict[str, Any]:
     """A section (or the whole metrics) as metrics.json holds it."""
-    return _jsonable(as_json(section))
+    data: dict[str, Any] = _jsonable(as_json(section))
+    return data
 
 
 def _jsonable(x: Any) -> Any:
@@ -587,13 +583,13 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def record_split(trial_dir: str | Path, section: dict) -> bool:
+def record_split(trial_dir: str | Path, section: RestSplit) -> bool:
     """Write the split into the trial's metrics.json (``drift_causes.base``) and report.md, as
     ``fieldtest analyze --base-calibration`` would; False if its analysis cannot be rewritten."""
     path = Path(trial_dir).resolve() / ANALYSIS_DIR / METRICS_FILE
     try:
         data = json.loads(path.read_text())
-        data["drift_causes"]["base"] = section
+        data["drift_causes"]["base"] = _json(section)
         written = _write_json(path, data)
         if (path.parent / REPORT_FILE).exists():
             write_report(path.parent / REPORT_FILE, written)

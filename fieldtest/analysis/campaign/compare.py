@@ -22,7 +22,15 @@ from fieldtest.analysis.campaign.trialvalues import lateness_values, relative_va
 from fieldtest.analysis.campaign.umbmark import umbmark, umbmark_lines
 from fieldtest.analysis.loading.trialdata import AnalysisError
 from fieldtest.analysis.loading.trialrobot import CALIBRATION_FILE, requests_of
-from fieldtest.analysis.metrics.schema import METRICS_FILE, DriftCauses, Metrics, MetricsError, read_metrics
+from fieldtest.analysis.metrics.schema import (
+    METRICS_FILE,
+    DriftCauses,
+    Metrics,
+    MetricsError,
+    RestSplit,
+    as_json,
+    read_metrics,
+)
 from fieldtest.analysis.metrics.wiretraffic import wire_values
 from fieldtest.catalog import report_order
 from fieldtest.record import ANALYSIS_DIR, TRIAL_FILE
@@ -136,8 +144,8 @@ def stall_values(causes: DriftCauses | None) -> dict[str, float | None]:
     spread_ = causes.phase_spread if causes is not None else None
     changes = causes.segment_changes if causes is not None else None
     return {
-        "drift_shifted": spread_["median_m"] * 1000.0 if spread_ else None,
-        "stalled_changes": float(len(changes["stalled"])) if changes else None,
+        "drift_shifted": spread_.median_m * 1000.0 if spread_ is not None else None,
+        "stalled_changes": float(len(changes.stalled)) if changes is not None else None,
     }
 
 
@@ -175,7 +183,7 @@ def current_metrics(trial_dir: Path) -> Metrics | None:
 
 def write_comparison(
     trials: list[Metrics], found: list[Path], skipped: list[str], out_dir: Path, resolve_m: tuple[float, ...]
-) -> tuple[dict, dict[str, dict]]:
+) -> tuple[dict, dict[str, RestSplit]]:
     """compare.md, compare.csv, compare.json (and base_calibration.json) in ``out_dir`` for the
     analyzed ``trials`` of the ``found`` trial directories; returns (the result compare_trials
     returns, without its files; each split trial's ``drift_causes.base`` section by its directory)."""
@@ -204,7 +212,7 @@ def write_comparison(
     per_trial = [_trial_row(m) for m in trials]
     calibrations, base = campaign_split(trials, requests_of(found))
     for t in per_trial:
-        t["base"] = base.get(t["dir"])
+        t["base"] = as_json(split) if (split := base.get(t["dir"])) is not None else None
     power = power_table(drift_groups(trials), resolve_m)
     result = {"rows": rows, "trials": per_trial, "skipped": skipped}
     calibrations_json = {robot: c.as_json() for robot, c in calibrations.items()}

@@ -18,7 +18,7 @@ CONFIDENCE = 0.95
 
 def _coverage(n: int, j: int) -> float:
     """Coverage of [x_(j), x_(n+1-j)] (1-based order statistics) for the median."""
-    below = sum(comb(n, k) for k in range(j)) / 2**n
+    below: float = sum(comb(n, k) for k in range(j)) / 2**n
     return 1.0 - 2.0 * below
 
 
@@ -38,7 +38,7 @@ def differ(a: dict, b: dict) -> bool | None:
     """Whether two intervals do not overlap (None when either is missing)."""
     if a.get("low") is None or b.get("low") is None:
         return None
-    return a["high"] < b["low"] or b["high"] < a["low"]
+    return bool(a["high"] < b["low"] or b["high"] < a["low"])
 
 
 def interval_lines(rows: list[dict]) -> list[str]:

@@ -86,7 +86,7 @@ def drift_groups(trials: list) -> list[tuple[str, list[float]]]:
     groups: dict[tuple, list[float]] = {}
     for m in trials:
         if m.valid and m.progress.complete and m.drift.mean_m is not None:
-            key = (*m.config, m.trial.plan.get("turn_direction", "left"))
+            key = (*m.config, m.trial.plan.turn_direction)
             groups.setdefault(key, []).append(m.drift.mean_m * 1000.0)
     return [(key[2], values) for key, values in groups.items()]
 

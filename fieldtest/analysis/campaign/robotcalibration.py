@@ -11,7 +11,7 @@ import numpy as np
 from fieldtest.analysis.campaign.umbmark import Umbmark, return_error_per_lap, umbmark
 from fieldtest.analysis.causes.restsplit import REST_CSV, read_rest_curve, split_rest, systematic_displacement
 from fieldtest.analysis.loading.trialrobot import BaseCalibration, robot_label
-from fieldtest.analysis.metrics.schema import Metrics
+from fieldtest.analysis.metrics.schema import Metrics, RestSplit
 from fieldtest.record import ANALYSIS_DIR, TrialRequest
 
 
@@ -41,7 +41,7 @@ def rest_return_error(m: Metrics) -> tuple[float, float] | None:
 
 def campaign_split(
     trials: list[Metrics], requests: dict[str, TrialRequest]
-) -> tuple[dict[str, BaseCalibration], dict[str, dict]]:
+) -> tuple[dict[str, BaseCalibration], dict[str, RestSplit]]:
     """(calibration per robot, base section per trial directory) for the robots whose complete,
     valid trials include both directions. ``requests``: trial directory -> its TrialRequest."""
     requests = {_key(d): r for d, r in requests.items()}
@@ -53,7 +53,7 @@ def campaign_split(
     for robot, members in by_robot.items():
         if (u := umbmark(members, error_of=rest_return_error)) is not None:
             calibrations[robot] = calibration_from(u, robot)
-    sections: dict[str, dict] = {}
+    sections: dict[str, RestSplit] = {}
     cache: dict[tuple, np.ndarray] = {}
     for m in trials:
         request = requests.get(_key(m.trial.dir))
@@ -78,10 +78,7 @@ def campaign_split(
             )
         rest_xy, valid = curve
         if len(rest_xy) == len(cache[key]):
-            sections[m.trial.dir] = {
-                "calibration": calibration.as_json(),
-                **split_rest(rest_xy, valid, cache[key]),
-            }
+            sections[m.trial.dir] = split_rest(calibration, rest_xy, valid, cache[key])
     return calibrations, sections
 
 

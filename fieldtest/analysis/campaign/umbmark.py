@@ -84,8 +84,8 @@ def umbmark(
     for m in members:
         error = error_of(m)
         if error is not None:
-            errors[DIRECTIONS[m.trial.plan.get("turn_direction", "left")]].append(error)
-            side_m = m.trial.plan["side_m"]
+            errors[DIRECTIONS[m.trial.plan.turn_direction]].append(error)
+            side_m = m.trial.plan.side_m
     if not errors["cw"] or not errors["ccw"] or not side_m:
         return None
     return systematic_errors(errors["cw"], errors["ccw"], side_m, wheel_separation_m)

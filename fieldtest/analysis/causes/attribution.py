@@ -11,7 +11,6 @@ mocap) add. Formulas: docs/analysis.md, "Drift split into causes".
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.analysis.metrics.drift import phase_grid
 from fieldtest.analysis.metrics.latency import ClockModel
 from fieldtest.analysis.metrics.motion import Motion, Track
+from fieldtest.analysis.metrics.schema import Drift, DriftCauses, PhaseSpread, SegmentChanges
 from fieldtest.analysis.metrics.summarystats import interp_with_gaps
 from fieldtest.plan import SquarePlan
 from fieldtest.record import TrialRequest
@@ -31,6 +31,8 @@ from fieldtest.twin.create3model import SafetyOverride
 # The nominal model integrates piecewise exactly (wheel speeds linear within a piece), so the stall
 # replays, twenty-odd per trial, step at 20 ms: their drift moved by under 1e-6 mm on 4g trials.
 STALL_SUBSTEP_S = 0.02
+
+RestCurve = tuple[np.ndarray, np.ndarray]  # the rest displacement (n x 2, start frame), valid points
 
 
 def measured_displacement(
@@ -93,20 +95,21 @@ def drift_causes(
     clock: ClockModel,
     track: Track | None,
     motion: Motion,
-    drift: dict,
+    drift: Drift,
     max_gap_s: float,
     link_emulated: bool,
     base_calibration: BaseCalibration | None = None,
-) -> dict[str, Any]:
+) -> tuple[DriftCauses, RestCurve | None]:
     """The drift split along plan -> send -> arrival -> motion (metres, mean over the lap grid);
-    with the base's calibration (fieldtest.analysis.causes.restsplit) the rest split once more. The rest's
-    curve goes out under ``rest_curve`` (arrays, for drift_causes.csv; not a metrics field)."""
-    if not drift.get("available") or track is None:
-        return {"available": False, "reason": f"no measured drift ({drift.get('reason', 'unknown')})"}
+    with the base's calibration (fieldtest.analysis.causes.restsplit) the rest split once more. The
+    rest's curve (the rest displacement on the drift grid and where it is valid) goes beside it, for
+    drift_causes.csv."""
+    if not drift.available or drift.last_lap is None or track is None:
+        return DriftCauses(available=False, reason=f"no measured drift ({drift.reason or 'unknown'})"), None
     timelines = command_timelines(data, clock)
     if isinstance(timelines, str):
-        return {"available": False, "reason": timelines}
-    last_lap = int(drift["last_lap"])
+        return DriftCauses(available=False, reason=timelines), None
+    last_lap = drift.last_lap
     request = data.record.request
     d = {}
     for name, (t, v, w) in timelines.items():
@@ -119,10 +122,10 @@ def drift_causes(
             request.twin.safety_override,
         )
         if disp is None:
-            return {"available": False, "reason": f"no moving command at {name} times"}
+            return DriftCauses(available=False, reason=f"no moving command at {name} times"), None
         d[name] = disp
     d_meas, valid = measured_displacement(track, motion, data.plan, last_lap, max_gap_s)
-    stalls = _stall_sections(data, clock, last_lap, request.twin.safety_override)
+    changes, spread = _stall_sections(data, clock, last_lap, request.twin.safety_override)
     everywhere = np.ones(len(valid), dtype=bool)
     emission = _mean_norm(d["send"] - d["plan"], everywhere)
     link = _mean_norm(d["arrival"] - d["send"], everywhere)
@@ -131,32 +134,32 @@ def drift_causes(
     base = None
     if base_calibration is not None:
         base = base_section(rest, valid, data.plan, request.twin.safety_override, last_lap, base_calibration)
-    return {
-        "available": True,
-        "first_lap": 1,
-        "last_lap": last_lap,
-        "replay_drift_m": {name: _mean_norm(disp, everywhere) for name, disp in d.items()},
-        "measured_drift_m": _mean_norm(d_meas, valid),
-        "host_emission_m": emission,
-        "link_m": link,
-        "rest_m": _mean_norm(d_meas - d["arrival"], valid),
+    causes = DriftCauses(
+        available=True,
+        first_lap=1,
+        last_lap=last_lap,
+        replay_drift_m={name: _mean_norm(disp, everywhere) for name, disp in d.items()},
+        measured_drift_m=_mean_norm(d_meas, valid),
+        host_emission_m=emission,
+        link_m=link,
+        rest_m=_mean_norm(d_meas - d["arrival"], valid),
         # what the machine running the stack added: host timing, plus the whole path on loopback
         # (no emulated link there, so every arrival-time error is the stack's own)
-        "stack_m": stack,
-        "stack_includes_link": not link_emulated,
-        "base": base,
-        "replay_closing_m": _replay_closing(timelines["arrival"], drift, data.plan, request),
-        **stalls,
-        "rest_curve": (rest, valid),
-    }
+        stack_m=stack,
+        stack_includes_link=not link_emulated,
+        base=base,
+        replay_closing_m=_replay_closing(timelines["arrival"], drift, data.plan, request),
+        segment_changes=changes,
+        phase_spread=spread,
+    )
+    return causes, (rest, valid)
 
 
 def _replay_closing(
-    arrival: tuple[np.ndarray, np.ndarray, np.ndarray], drift: dict, plan: SquarePlan, request: TrialRequest
+    arrival: tuple[np.ndarray, np.ndarray, np.ndarray], drift: Drift, plan: SquarePlan, request: TrialRequest
 ) -> list[float] | None:
     """The arrival replay's closing error, where the measured one is the rest after a complete run."""
-    closing = drift.get("closing") or {}
-    if closing.get("end_pose") != "rest after the run":
+    if drift.closing is None or drift.closing.end_pose != "rest after the run":
         return None
     t, v, w = (np.asarray(x, float) for x in arrival)
     return closing_displacement(t, v, w, plan.laps * plan.lap_s, request.twin.safety_override)
@@ -164,7 +167,7 @@ def _replay_closing(
 
 def _stall_sections(
     data: TrialData, clock: ClockModel, last_lap: int, safety_override: SafetyOverride
-) -> dict[str, Any]:
+) -> tuple[SegmentChanges, PhaseSpread | None]:
     """segment_changes and phase_spread (fieldtest.analysis.causes.linkstalls) with the nominal model's replay."""
     everywhere = np.ones(len(phase_grid(data.plan)), dtype=bool)
 
@@ -173,7 +176,7 @@ def _stall_sections(
         return None if disp is None else _mean_norm(disp, everywhere)
 
     arrivals = first_arrivals(data, clock)
-    return {
-        "segment_changes": segment_changes(arrivals, replay),
-        "phase_spread": phase_spread(arrivals, data.plan.n_ticks(), data.plan.tick_s, replay),
-    }
+    return (
+        segment_changes(arrivals, replay),
+        phase_spread(arrivals, data.plan.n_ticks(), data.plan.tick_s, replay),
+    )

@@ -58,7 +58,8 @@ def lap_displacement(
     model = Create3Model(safety_override, imperfections, max_substep_s=max_substep_s)
     poses = drive(model, times, linear, angular, np.concatenate([first, last]))
     n = len(tau)
-    return poses[n:, :2] - poses[:n, :2]
+    displacement: np.ndarray = poses[n:, :2] - poses[:n, :2]
+    return displacement
 
 
 def closing_displacement(

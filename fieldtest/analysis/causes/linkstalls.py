@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fieldtest.analysis.metrics.schema import PhaseSpread, SegmentChanges, StalledChange
+
 # A command this much later than the trial's median latency arrived in a stall: two command
 # periods at 20 Hz, 3 deg of a 30 deg/s turn, 33 mm of a 0.33 m/s side; above a link's jitter.
 STALL_EXCESS_S = 0.1
@@ -38,7 +40,8 @@ class Arrivals:
 
     @property
     def latency_s(self) -> np.ndarray:
-        return self.arrival_s - self.sent_s
+        latency: np.ndarray = self.arrival_s - self.sent_s
+        return latency
 
 
 def in_delivery_order(arrival_s: np.ndarray, delivered_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,7 +70,7 @@ def _kind(linear: float, angular: float) -> str:
     return "turn" if angular != 0 else ("side" if linear != 0 else "stop")
 
 
-def segment_changes(arrivals: Arrivals, replay: Replay) -> dict:
+def segment_changes(arrivals: Arrivals, replay: Replay) -> SegmentChanges:
     """The segment changes, those that arrived in a stall, and the drift with them on time."""
     latency = arrivals.latency_s
     median = float(np.median(latency))
@@ -77,22 +80,22 @@ def segment_changes(arrivals: Arrivals, replay: Replay) -> dict:
     took_effect = np.array([arrivals.arrival_s[a:b].min() for a, b in zip(starts, ends, strict=True)])
     excess = took_effect - arrivals.sent_s[starts] - median
     stalled = starts[excess > STALL_EXCESS_S]
-    return {
-        "count": int(len(starts)),
-        "median_latency_ms": median * 1e3,
-        "stall_excess_ms": STALL_EXCESS_S * 1e3,
-        "stalled_commands_fraction": float(np.mean(latency > median + STALL_EXCESS_S)),
-        "stalled": [
-            {
-                "seq": int(arrivals.seq[i]),
-                "kind": _kind(arrivals.linear[i], arrivals.angular[i]),
-                "excess_ms": float(e * 1e3),
-            }
+    return SegmentChanges(
+        count=int(len(starts)),
+        median_latency_ms=median * 1e3,
+        stall_excess_ms=STALL_EXCESS_S * 1e3,
+        stalled_commands_fraction=float(np.mean(latency > median + STALL_EXCESS_S)),
+        stalled=[
+            StalledChange(
+                seq=int(arrivals.seq[i]),
+                kind=_kind(arrivals.linear[i], arrivals.angular[i]),
+                excess_ms=float(e * 1e3),
+            )
             for i, e in zip(starts, excess, strict=True)
             if e > STALL_EXCESS_S
         ],
-        "drift_if_on_time_m": replay(*_with_changes_on_time(arrivals, stalled, ends, median)),
-    }
+        drift_if_on_time_m=replay(*_with_changes_on_time(arrivals, stalled, ends, median)),
+    )
 
 
 def _with_changes_on_time(
@@ -114,7 +117,7 @@ def _with_changes_on_time(
 
 def phase_spread(
     arrivals: Arrivals, n_ticks: int, tick_s: float, replay: Replay, shifts: int = PHASE_SHIFTS
-) -> dict | None:
+) -> PhaseSpread | None:
     """Drift of the arrival replay with the plan ticks' latencies shifted cyclically by ``shifts``
     equally spaced offsets: the same link's stalls falling on other phases of the plan, delivered in
     the order the link delivered them (a released backlog stays in send order)."""
@@ -137,9 +140,9 @@ def phase_spread(
             drifts.append(drift)
     if not drifts:
         return None
-    return {
-        "shifts": len(drifts),
-        "median_m": float(np.median(drifts)),
-        "p10_m": float(np.percentile(drifts, 10)),
-        "p90_m": float(np.percentile(drifts, 90)),
-    }
+    return PhaseSpread(
+        shifts=len(drifts),
+        median_m=float(np.median(drifts)),
+        p10_m=float(np.percentile(drifts, 10)),
+        p90_m=float(np.percentile(drifts, 90)),
+    )

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from fieldtest.analysis.causes.lapreplay import lap_displacement, planned_timeline
 from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.analysis.metrics.drift import phase_grid
+from fieldtest.analysis.metrics.schema import RestSplit
 from fieldtest.plan import SquarePlan
 from fieldtest.twin.create3model import Imperfections, SafetyOverride
 
@@ -46,17 +46,21 @@ def systematic_displacement(
     nominal = lap_displacement(t, v, w, plan, last_lap, safety_override)
     if with_errors is None or nominal is None:
         raise ValueError("the plan has no moving command to replay")
-    return with_errors - nominal
+    systematic: np.ndarray = with_errors - nominal
+    return systematic
 
 
-def split_rest(rest_xy: np.ndarray, valid: np.ndarray, systematic_xy: np.ndarray) -> dict[str, float | None]:
-    """systematic_m and residual_m over the valid grid points (None without any)."""
+def split_rest(
+    calibration: BaseCalibration, rest_xy: np.ndarray, valid: np.ndarray, systematic_xy: np.ndarray
+) -> RestSplit:
+    """The calibration used, systematic_m and residual_m over the valid grid points (None without any)."""
     if not valid.any():
-        return {"systematic_m": None, "residual_m": None}
-    return {
-        "systematic_m": float(np.linalg.norm(systematic_xy[valid], axis=1).mean()),
-        "residual_m": float(np.linalg.norm((rest_xy - systematic_xy)[valid], axis=1).mean()),
-    }
+        return RestSplit(calibration=calibration, systematic_m=None, residual_m=None)
+    return RestSplit(
+        calibration=calibration,
+        systematic_m=float(np.linalg.norm(systematic_xy[valid], axis=1).mean()),
+        residual_m=float(np.linalg.norm((rest_xy - systematic_xy)[valid], axis=1).mean()),
+    )
 
 
 def base_section(
@@ -66,10 +70,10 @@ def base_section(
     safety_override: SafetyOverride,
     last_lap: int,
     calibration: BaseCalibration,
-) -> dict[str, Any]:
+) -> RestSplit:
     """``drift_causes.base``: the calibration used and the split of the rest."""
     syst = systematic_displacement(plan, safety_override, calibration, last_lap)
-    return {"calibration": calibration.as_json(), **split_rest(rest_xy, valid, syst)}
+    return split_rest(calibration, rest_xy, valid, syst)
 
 
 def write_rest_curve(path: Path, plan: SquarePlan, rest_xy: np.ndarray, valid: np.ndarray) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fieldtest.analysis.loading.trialdata import TrialData
 from fieldtest.analysis.metrics.latency import ClockModel
-from fieldtest.analysis.metrics.schema import DriftCauses, Stack
+from fieldtest.analysis.metrics.schema import DriftCauses, LatenessSummary, Stack, TimingError
 from fieldtest.machine import lateness_summary
 
 # A trial is invalid when the machine running the stack explains more lap drift than this (the
@@ -66,7 +66,7 @@ def _rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 0.0
 
 
-def timing_error_split(errors: dict[str, np.ndarray], link_emulated: bool) -> dict[str, Any]:
+def timing_error_split(errors: dict[str, np.ndarray], link_emulated: bool) -> TimingError:
     """How much of the commanded timing error (arrival - planned, its variation about the median:
     a constant delay moves every lap alike) came from the machine rather than the link."""
     emission = errors["emission"] - np.median(errors["emission"])
@@ -74,16 +74,16 @@ def timing_error_split(errors: dict[str, np.ndarray], link_emulated: bool) -> di
     total = emission + path
     machine = total if not link_emulated else emission
     total_rms = _rms(total)
-    return {
-        "commands": len(total),
-        "total_rms_ms": 1e3 * total_rms,
-        "host_emission_rms_ms": 1e3 * _rms(emission),
-        "path_rms_ms": 1e3 * _rms(path),
-        "machine_rms_ms": 1e3 * _rms(machine),
+    return TimingError(
+        commands=len(total),
+        total_rms_ms=1e3 * total_rms,
+        host_emission_rms_ms=1e3 * _rms(emission),
+        path_rms_ms=1e3 * _rms(path),
+        machine_rms_ms=1e3 * _rms(machine),
         # share of the error's mean square: the parts are independent to first order
-        "machine_share": None if total_rms == 0 else min(1.0, _rms(machine) ** 2 / total_rms**2),
-        "path_counted_as_machine": not link_emulated,
-    }
+        machine_share=None if total_rms == 0 else min(1.0, _rms(machine) ** 2 / total_rms**2),
+        path_counted_as_machine=not link_emulated,
+    )
 
 
 def stack_metrics(data: TrialData, clock: ClockModel, causes: DriftCauses, link_emulated: bool) -> Stack:
@@ -109,7 +109,7 @@ def stack_metrics(data: TrialData, clock: ClockModel, causes: DriftCauses, link_
         late_ms = [max(0.0, 1e3 * float(v)) for v in errors["emission"]]
         parts = parts.model_copy(
             update={
-                "host_emission_late": lateness_summary(late_ms),
+                "host_emission_late": LatenessSummary.model_validate(lateness_summary(late_ms)),
                 "timing_error": timing_error_split(errors, link_emulated),
             }
         )

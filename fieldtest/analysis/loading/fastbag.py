@@ -95,7 +95,8 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
     if compression == "lz4":
         import lz4.frame
 
-        return lz4.frame.decompress(data)
+        plain: bytes = lz4.frame.decompress(data)
+        return plain
     raise BagError(f"unsupported MCAP chunk compression {compression!r}")
 
 

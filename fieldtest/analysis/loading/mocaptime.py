@@ -12,9 +12,10 @@ keep the receipt times, and the ``mocap.time`` section says why.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from fieldtest.clocksync import fit_one_way_clock
 from fieldtest.record import MOCAP_BAG
@@ -29,15 +30,33 @@ MIN_MATCHED = 0.99  # poses that must find their frame (same receipt stamp) for 
 MAX_STEP_BACK_S = 1.0  # a capture clock that goes back further restarted (Motive restarted)
 
 
+class MocapTime(BaseModel):
+    """metrics.json's ``mocap.time``: the axis the poses are on, why not capture time, the fit and
+    the stream's own delay beyond its fastest frame."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    # in the order the analysis writes them (metrics.json keeps it)
+    axis: str
+    reason: str = ""  # receipt time: why not capture time
+    frames_fitted: int | None = None
+    envelope_windows: int | None = None
+    drift_ppm: float | None = None
+    delay_median_s: float | None = None
+    delay_p99_s: float | None = None
+    delay_max_s: float | None = None
+    poses_without_frame: int | None = None
+
+
 def retime_poses(
     poses: Poses | None, frames: Frames | None, mode: str = CAPTURE
-) -> tuple[Poses | None, dict[str, Any]]:
+) -> tuple[Poses | None, MocapTime | None]:
     """``(poses, section)``: the poses on mapped capture time where possible, and the ``mocap.time``
     section of metrics.json (axis used, why not capture, the fit, the stream's delay)."""
     if mode not in MOCAP_TIMES:
         raise ValueError(f"mocap time must be one of {', '.join(MOCAP_TIMES)}, got {mode!r}")
     if poses is None:
-        return None, {}
+        return None, None
     if mode == RECEIPT:
         return poses, _receipt("asked for (--mocap-time receipt)")
     if poses.bag != MOCAP_BAG:
@@ -52,11 +71,11 @@ def retime_poses(
     return _move(poses, frames.t_ns, mapped_ns, section)
 
 
-def _receipt(reason: str) -> dict[str, Any]:
-    return {"axis": RECEIPT, "reason": reason}
+def _receipt(reason: str) -> MocapTime:
+    return MocapTime(axis=RECEIPT, reason=reason)
 
 
-def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray) -> tuple[np.ndarray, dict[str, Any]] | str:
+def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray) -> tuple[np.ndarray, MocapTime] | str:
     """Mapped capture times (host ns) of the frames and the section, or why not (a string)."""
     ok = np.isfinite(capture_s)
     order = np.argsort(receipt_ns, kind="stable")
@@ -71,21 +90,21 @@ def _fit(receipt_ns: np.ndarray, capture_s: np.ndarray) -> tuple[np.ndarray, dic
     mapped_s = capture_s + fit.receiver_minus_sender_s(capture_s)
     mapped_ns = np.where(ok, t0 + np.round(np.nan_to_num(mapped_s) * 1e9).astype(np.int64), receipt_ns)
     delay_s = (receipt_ns[ok] - mapped_ns[ok]).astype(float) / 1e9
-    section = {
-        "axis": CAPTURE,
-        "frames_fitted": int(np.count_nonzero(ok)),
-        "envelope_windows": fit.windows,
-        "drift_ppm": fit.drift * 1e6,
-        "delay_median_s": float(np.median(delay_s)),
-        "delay_p99_s": float(np.percentile(delay_s, 99)),
-        "delay_max_s": float(delay_s.max()),
-    }
+    section = MocapTime(
+        axis=CAPTURE,
+        frames_fitted=int(np.count_nonzero(ok)),
+        envelope_windows=fit.windows,
+        drift_ppm=fit.drift * 1e6,
+        delay_median_s=float(np.median(delay_s)),
+        delay_p99_s=float(np.percentile(delay_s, 99)),
+        delay_max_s=float(delay_s.max()),
+    )
     return mapped_ns, section
 
 
 def _move(
-    poses: Poses, frame_receipt_ns: np.ndarray, mapped_ns: np.ndarray, section: dict[str, Any]
-) -> tuple[Poses, dict[str, Any]]:
+    poses: Poses, frame_receipt_ns: np.ndarray, mapped_ns: np.ndarray, section: MocapTime
+) -> tuple[Poses, MocapTime]:
     """Each pose takes its frame's mapped time (the recorder writes both with one receipt stamp)."""
     order = np.argsort(frame_receipt_ns, kind="stable")
     sorted_receipt = frame_receipt_ns[order]
@@ -98,25 +117,29 @@ def _move(
     sort = np.argsort(t, kind="stable")
     keep = np.concatenate([[True], np.diff(t[sort]) > 0])
     pick = sort[keep]
-    section["poses_without_frame"] = int(np.count_nonzero(~matched))
     moved = replace(
         poses,
         t_ns=t[pick],
         xyz=poses.xyz[matched][pick],
         quat_xyzw=poses.quat_xyzw[matched][pick],
     )
-    return moved, section
+    without_frame = int(np.count_nonzero(~matched))
+    return moved, section.model_copy(update={"poses_without_frame": without_frame})
 
 
-def time_axis_line(section: dict | None) -> str | None:
+def time_axis_line(section: MocapTime | None) -> str | None:
     """The report's sentence on the mocap time axis (None: no ground truth)."""
-    if not section:
+    if section is None:
         return None
-    if section.get("axis") != CAPTURE:
-        return f"Time axis: receipt time ({section.get('reason')})."
+    if section.axis != CAPTURE:
+        return f"Time axis: receipt time ({section.reason})."
     return (
-        f"Time axis: the frames' capture time mapped to the host clock ({section['frames_fitted']} frames, "
-        f"clock drift {section['drift_ppm']:.1f} ppm); the stream's own delay beyond its fastest frame "
-        f"(receipt minus mapped capture): median {section['delay_median_s'] * 1e3:.2f} ms, "
-        f"p99 {section['delay_p99_s'] * 1e3:.2f} ms."
+        f"Time axis: the frames' capture time mapped to the host clock ({section.frames_fitted} frames, "
+        f"clock drift {_num(section.drift_ppm, 1)} ppm); the stream's own delay beyond its fastest frame "
+        f"(receipt minus mapped capture): median {_num(section.delay_median_s, 2, 1e3)} ms, "
+        f"p99 {_num(section.delay_p99_s, 2, 1e3)} ms."
     )
+
+
+def _num(value: float | None, digits: int, scale: float = 1.0) -> str:
+    return "n/a" if value is None else f"{value * scale:.{digits}f}"

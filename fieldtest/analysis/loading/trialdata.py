@@ -14,7 +14,7 @@ import numpy as np
 
 from fieldtest import rosmsg
 from fieldtest.analysis.loading import fastbag
-from fieldtest.analysis.loading.mocaptime import CAPTURE, retime_poses
+from fieldtest.analysis.loading.mocaptime import CAPTURE, MocapTime, retime_poses
 from fieldtest.analysis.loading.mocaptracks import Frames, Poses
 from fieldtest.errors import FieldtestError
 from fieldtest.plan import SquarePlan
@@ -85,11 +85,13 @@ class Probes:
     @property
     def offset_s(self) -> np.ndarray:
         """host - robot: ((t2 - t1) + (t3 - t4)) / 2, from the integer stamps."""
-        return ((self.t2_ns - self.t1_ns) + (self.t3_ns - self.t4_ns)).astype(float) / 2e9
+        offset: np.ndarray = ((self.t2_ns - self.t1_ns) + (self.t3_ns - self.t4_ns)).astype(float) / 2e9
+        return offset
 
     @property
     def delay_s(self) -> np.ndarray:
-        return ((self.t4_ns - self.t1_ns) - (self.t3_ns - self.t2_ns)).astype(float) / 1e9
+        delay: np.ndarray = ((self.t4_ns - self.t1_ns) - (self.t3_ns - self.t2_ns)).astype(float) / 1e9
+        return delay
 
 
 @dataclass
@@ -106,7 +108,7 @@ class TrialData:
     bags: dict[str, BagStatus]
     problems: list[str] = field(default_factory=list)  # reasons the result is partial
     warnings: list[str] = field(default_factory=list)
-    mocap_time: dict = field(default_factory=dict)  # metrics.json mocap.time (mocaptime.retime_poses)
+    mocap_time: MocapTime | None = None  # metrics.json mocap.time (None: no poses)
 
 
 def load_trial(
@@ -324,7 +326,8 @@ def to_z_up(xyz: np.ndarray, quat_xyzw: np.ndarray, up_axis: str) -> tuple[np.nd
 
 
 def _conj(q: np.ndarray) -> np.ndarray:
-    return q * np.array([-1.0, -1.0, -1.0, 1.0])
+    conjugate: np.ndarray = q * np.array([-1.0, -1.0, -1.0, 1.0])
+    return conjugate
 
 
 def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -344,7 +347,8 @@ def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def quat_yaw(quat_xyzw: np.ndarray) -> np.ndarray:
     """Yaw about +z of (x, y, z, w) quaternions (radians, wrapped)."""
     x, y, z, w = quat_xyzw.T
-    return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    yaw: np.ndarray = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+    return yaw
 
 
 __all__ = [

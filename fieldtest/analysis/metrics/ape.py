@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.metrics.motion import Motion, Track, corrected_quaternions
+from fieldtest.analysis.metrics.schema import Ape
 from fieldtest.plan import SquarePlan
 
 REF_NAME, EST_NAME = "ape_reference.tum", "ape_ground_truth.tum"
@@ -79,27 +80,33 @@ def evo_trajectories(
     return ref, est
 
 
-def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
+def ape_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> Ape:
     from evo import __version__ as evo_version
     from evo.core import metrics
 
     t, est_xyz, est_q, ref_xyz, ref_q = ape_inputs(track, motion, plan, end_s)
     if len(t) < 2:
-        return {"available": False, "reason": "fewer than two ground-truth poses in the motion window"}
+        return Ape(available=False, reason="fewer than two ground-truth poses in the motion window")
     ref, est = evo_trajectories(t, est_xyz, est_q, ref_xyz, ref_q)
     est.align_origin(ref)
     ape = metrics.APE(metrics.PoseRelation.translation_part)
     ape.process_data((ref, est))
     stats = {k: float(v) for k, v in ape.get_all_statistics().items()}
-    return {
-        "available": True,
-        "tool": f"evo {evo_version}",
-        "relation": "translation_part",
-        "alignment": "origin",
-        "poses": int(est.num_poses),
-        "window_s": [float(motion.found_start_s()), float(end_s)],
-        **{(f"{k}_m2" if k == "sse" else f"{k}_m"): v for k, v in stats.items()},
-    }
+    return Ape(
+        available=True,
+        tool=f"evo {evo_version}",
+        relation="translation_part",
+        alignment="origin",
+        poses=int(est.num_poses),
+        window_s=[float(motion.found_start_s()), float(end_s)],
+        rmse_m=stats["rmse"],
+        mean_m=stats["mean"],
+        median_m=stats["median"],
+        std_m=stats["std"],
+        min_m=stats["min"],
+        max_m=stats["max"],
+        sse_m2=stats["sse"],
+    )
 
 
 def export_tum(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
 from fieldtest.analysis.metrics.motion import Motion, Track
+from fieldtest.analysis.metrics.schema import Closing, Corner, Drift, LapDrift
 from fieldtest.analysis.metrics.series import DriftSeries
 from fieldtest.analysis.metrics.summarystats import (
     circular_mean,
@@ -35,16 +35,17 @@ def phase_grid(plan: SquarePlan, step_s: float = GRID_STEP_S) -> np.ndarray:
 def _side_mask(plan: SquarePlan, tau: np.ndarray) -> np.ndarray:
     """Grid points on a side (driving straight), where the heading does not depend on turn timing."""
     pair = plan.side_s + plan.turn_s
-    return np.mod(tau, pair) <= plan.side_s + 1e-9
+    on_side: np.ndarray = np.mod(tau, pair) <= plan.side_s + 1e-9
+    return on_side
 
 
 def drift_metrics(
     track: Track, motion: Motion, plan: SquarePlan, max_gap_s: float, step_s: float = GRID_STEP_S
-) -> tuple[dict, DriftSeries]:
+) -> tuple[Drift, DriftSeries]:
     laps = motion.laps_completed
     series = DriftSeries()
     if motion.start_s is None or laps < 2:
-        return {"available": False, "reason": f"needs two complete laps, found {laps}"}, series
+        return Drift(available=False, reason=f"needs two complete laps, found {laps}"), series
     t0 = motion.start_s
     tau = phase_grid(plan, step_s)
     xy, yaw, ok = [], [], []
@@ -68,34 +69,42 @@ def drift_metrics(
     valid = np.isfinite(d)
     heading = wrap_angle(yaw[last] - yaw[0])
     on_side = _side_mask(plan, tau) & valid
-    out: dict[str, Any] = {
-        "available": True,
-        "first_lap": 1,
-        "last_lap": laps,
-        "grid_step_s": step_s,
-        "grid_points": int(len(tau)),
-        "excluded_points": int(np.count_nonzero(~valid)),
-        **{f"{k}_m": v for k, v in summary(d).items()},
-        "at_lap_end_m": finite_or_none(d[-1]),
-        "heading_change_deg": _deg(circular_mean(heading[on_side])),
-        "heading_change_at_lap_end_deg": _deg(finite_or_none(heading[-1])),
-        "per_lap": [
-            {
-                "lap": k + 1,
-                **{f"{s}_m": v for s, v in summary(dist[k - 1]).items()},
-                "at_lap_end_m": finite_or_none(dist[k - 1][-1]),
-            }
-            for k in range(1, laps)
-        ],
-    }
     corners_first = _corners(track, motion, plan, 0)
     corners_last = _corners(track, motion, plan, last)
-    out["corners"] = _corner_displacements(corners_first, corners_last, motion)
-    out["closing"] = _closing(track, motion, plan, laps, ends_xy, ends_yaw)
+    whole = summary(d)
+    out = Drift(
+        available=True,
+        first_lap=1,
+        last_lap=laps,
+        grid_step_s=step_s,
+        grid_points=int(len(tau)),
+        excluded_points=int(np.count_nonzero(~valid)),
+        mean_m=whole["mean"],
+        rms_m=whole["rms"],
+        max_m=whole["max"],
+        at_lap_end_m=finite_or_none(d[-1]),
+        heading_change_deg=_deg(circular_mean(heading[on_side])),
+        heading_change_at_lap_end_deg=_deg(finite_or_none(heading[-1])),
+        per_lap=[_lap_drift(k + 1, dist[k - 1]) for k in range(1, laps)],
+        corners=_corner_displacements(corners_first, corners_last, motion),
+        closing=_closing(track, motion, plan, laps, ends_xy, ends_yaw),
+    )
     series.tau_s, series.distance_m = tau, dist
     series.corners_first = motion.to_start_frame(corners_first)
     series.corners_last = motion.to_start_frame(corners_last)
     return out, series
+
+
+def _lap_drift(lap: int, distance_m: np.ndarray) -> LapDrift:
+    """One lap against lap 1 over the grid."""
+    figures = summary(distance_m)
+    return LapDrift(
+        lap=lap,
+        mean_m=figures["mean"],
+        rms_m=figures["rms"],
+        max_m=figures["max"],
+        at_lap_end_m=finite_or_none(distance_m[-1]),
+    )
 
 
 def lap_boundary_poses(track: Track, times: np.ndarray, max_gap_s: float) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +131,7 @@ def _line_at(
     edges = np.concatenate([[window[0]], t[inside], [window[1]]])
     if np.max(np.diff(edges)) > max_gap_s:
         return nan
-    _, value = np.polyfit(t[inside] - t_b, values[inside], 1)
+    value: np.ndarray = np.polyfit(t[inside] - t_b, values[inside], 1)[1]
     return value
 
 
@@ -142,28 +151,28 @@ def _corners(track: Track, motion: Motion, plan: SquarePlan, lap: int) -> np.nda
     return out
 
 
-def _corner_displacements(first: np.ndarray, last: np.ndarray, motion: Motion) -> list[dict]:
-    out: list[dict[str, int | float | None]] = []
+def _corner_displacements(first: np.ndarray, last: np.ndarray, motion: Motion) -> list[Corner]:
+    out = []
     for c in range(4):
         vec = last[c] - first[c]
         if not np.all(np.isfinite(vec)):
-            out.append({"corner": c + 1, "dx_m": None, "dy_m": None, "distance_m": None})
+            out.append(Corner(corner=c + 1, dx_m=None, dy_m=None, distance_m=None))
             continue
         local = motion.rotate_to_start_frame(vec)
         out.append(
-            {
-                "corner": c + 1,
-                "dx_m": float(local[0]),
-                "dy_m": float(local[1]),
-                "distance_m": float(np.hypot(*vec)),
-            }
+            Corner(
+                corner=c + 1,
+                dx_m=float(local[0]),
+                dy_m=float(local[1]),
+                distance_m=float(np.hypot(*vec)),
+            )
         )
     return out
 
 
 def _closing(
     track: Track, motion: Motion, plan: SquarePlan, laps: int, ends_xy: np.ndarray, ends_yaw: np.ndarray
-) -> dict:
+) -> Closing:
     """End pose of the run against the pose at motion start (the lap boundary fit at ``t0``).
 
     After a complete run the end pose is the robot's rest pose (mean over REST_AFTER_S after the planned
@@ -184,12 +193,12 @@ def _closing(
         p1, y1 = ends_xy[laps], ends_yaw[laps]
         where = f"end of lap {laps}" if np.all(np.isfinite(p1)) and np.isfinite(y1) else "n/a"
     if not (np.all(np.isfinite(p0)) and np.isfinite(y0)) or where == "n/a":
-        return {"end_pose": where, "distance_m": None, "dx_m": None, "dy_m": None, "heading_deg": None}
+        return Closing(end_pose=where, distance_m=None, dx_m=None, dy_m=None, heading_deg=None)
     local = motion.rotate_to_start_frame(p1 - p0)
-    return {
-        "end_pose": where,
-        "distance_m": float(np.hypot(*(p1 - p0))),
-        "dx_m": float(local[0]),
-        "dy_m": float(local[1]),
-        "heading_deg": math.degrees(float(wrap_angle(y1 - y0))),
-    }
+    return Closing(
+        end_pose=where,
+        distance_m=float(np.hypot(*(p1 - p0))),
+        dx_m=float(local[0]),
+        dy_m=float(local[1]),
+        heading_deg=math.degrees(float(wrap_angle(y1 - y0))),
+    )

@@ -11,7 +11,16 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.loading.trialdata import Probes, TrialData
-from fieldtest.analysis.metrics.schema import SHARED_CLOCK
+from fieldtest.analysis.metrics.schema import (
+    SHARED_CLOCK,
+    ClockCorrection,
+    Fault,
+    FaultLatency,
+    Latency,
+    NtpEstimate,
+    PathAsymmetry,
+    Stats,
+)
 from fieldtest.analysis.metrics.series import LatencySeries
 from fieldtest.analysis.metrics.summarystats import finite_or_none, perftest_stats, spans
 from fieldtest.analysis.metrics.timingclasses import lateness_classes
@@ -30,7 +39,7 @@ class ClockModel:
     offset_s: float = 0.0
     drift: float = 0.0  # seconds per second
     ref_robot_ns: int = 0
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)  # ClockCorrection's further fields
 
     def offset_at(self, robot_ns: np.ndarray) -> np.ndarray:
         dt = (np.asarray(robot_ns, dtype=np.int64) - self.ref_robot_ns).astype(float) / 1e9
@@ -40,14 +49,15 @@ class ClockModel:
         """Robot-clock times on the host clock (float ns)."""
         return np.asarray(robot_ns, dtype=np.int64).astype(float) + self.offset_at(robot_ns) * 1e9
 
-    def as_dict(self) -> dict:
-        return {
-            "method": self.method,
-            "offset_s": self.offset_s,
-            "drift_ppm": self.drift * 1e6,
-            "reference_robot_ns": self.ref_robot_ns,
+    def as_section(self) -> ClockCorrection:
+        """``latency.clock`` of metrics.json."""
+        return ClockCorrection(
+            method=self.method,
+            offset_s=self.offset_s,
+            drift_ppm=self.drift * 1e6,
+            reference_robot_ns=self.ref_robot_ns,
             **self.detail,
-        }
+        )
 
 
 def estimate_clock(data: TrialData, window_s: float = PROBE_WINDOW_S) -> ClockModel:
@@ -104,16 +114,17 @@ def _from_probes(probes: Probes, window_s: float) -> ClockModel:
     return ClockModel("probes", float(offset[best]), 0.0, int(t_ns[best]), detail)
 
 
-def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> tuple[dict, LatencySeries]:
+def latency_metrics(data: TrialData, clock: ClockModel, faults: list[Fault]) -> tuple[Latency, LatencySeries]:
     """The ``latency`` section of metrics.json and the series the latency plot draws."""
     plan = data.plan
     start = data.stream_start_ns
-    out: dict = {"clock": clock.as_dict()}
+    # the section's fields as they are found; only these are written (metrics.json keeps them)
+    out: dict[str, Any] = {"clock": clock.as_section()}
     if data.commands is not None:
         sent_seq = np.unique(data.commands.seq[data.commands.seq >= 0])
         out["expected_from"] = "host bag"
         sent_times = dict(zip(data.commands.seq.tolist(), data.commands.sent_ns.tolist(), strict=True))
-        out["send_interval_ms"] = perftest_stats(np.diff(np.sort(data.commands.sent_ns)) / 1e6)
+        out["send_interval_ms"] = _stats(np.diff(np.sort(data.commands.sent_ns)) / 1e6)
     else:
         sent_seq = np.arange(plan.n_ticks(), dtype=np.int64)
         out["expected_from"] = "plan (no host bag)"
@@ -124,7 +135,7 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     rec = data.receipts
     if rec is None:
         out.update(commands_received=0, lost=None, loss_ratio=None, available=False)
-        return out, series
+        return Latency(**out), series
     out["available"] = True
     out["arrival_stamp"] = data.record.outcome.lab.get("arrival_stamp") or {}
     out["clock_offset_source"] = data.record.outcome.lab.get("clock_offset_source", "")
@@ -149,32 +160,32 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     # integer stamps subtracted first: as floats, nanoseconds since the epoch are 256 ns apart
     stamped_ns = rec.received_ns[first] - rec.sent_ns[first]
     one_way_s = (stamped_ns + clock.offset_at(rec.received_ns[first]) * 1e9) / 1e9
-    out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
+    out["one_way_ms"] = _stats(one_way_s, 1e3)
     out["lateness"] = lateness_classes(one_way_s[np.isin(seq, sent_seq)], len(lost), plan.tick_s)
     if sent_times:
         depth = history_depth(data.record.request.transport.qos)
         overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, depth)
         out["lost_to_history_overflow"] = int(len(overflow))
         out["lost_to_history_overflow_spans"] = spans(overflow)[:200]
-    out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
+    out["one_way_live_ms"] = _stats(rec.live_latency_s[first], 1e3)
     # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
     # the host's choice (seq n_ticks on), not jitter
     by_seq = np.argsort(seq)
     consecutive = (np.diff(seq[by_seq]) == 1) & (seq[by_seq][1:] < plan.n_ticks())
     interarrival_ms = (np.diff(rec.received_ns[first][by_seq]) / 1e6)[consecutive]
-    out["interarrival_ms"] = perftest_stats(interarrival_ms)
+    out["interarrival_ms"] = _stats(interarrival_ms)
     out["jitter_ms"] = finite_or_none(np.std(interarrival_ms)) if len(interarrival_ms) else None
     # the same pairs: a lost command's gap is loss, not a variation of delay
     pair_ipdv_s = np.abs(np.diff(one_way_s[by_seq]))[consecutive]
     out["ipdv_ms"] = finite_or_none(np.mean(pair_ipdv_s) * 1e3) if len(pair_ipdv_s) else None
     if data.probes is not None and len(data.probes.t1_ns):
-        out["round_trip_ms"] = perftest_stats(data.probes.delay_s, 1e3)
+        out["round_trip_ms"] = _stats(data.probes.delay_s, 1e3)
     if clock.method == SHARED_CLOCK:
         out["ntp_estimate"] = ntp_beside_truth(data, clock, rec.received_ns[first], rec.sent_ns[first])
     live_offsets = rec.live_offset_s[first]
     fin = np.isfinite(live_offsets)
     if np.any(fin):
-        out["live_offset_error_ms"] = perftest_stats(
+        out["live_offset_error_ms"] = _stats(
             (live_offsets[fin] - clock.offset_at(rec.received_ns[first][fin])) * 1e3
         )
 
@@ -186,7 +197,11 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     series.lost_sent_s = (lost_times - start) / 1e9 if len(lost) else np.zeros(0)
     series.lost_seq = lost
     out["faults"] = _per_fault(faults, sent_seq, sent_times, lost, series, start, plan.command_rate_hz)
-    return out, series
+    return Latency(**out), series
+
+
+def _stats(values: np.ndarray, scale: float = 1.0) -> Stats:
+    return Stats.model_validate(perftest_stats(values, scale))
 
 
 def history_depth(qos_name: str) -> int | None:
@@ -226,7 +241,7 @@ def lost_to_history_overflow(
 
 def ntp_beside_truth(
     data: TrialData, truth: ClockModel, received_ns: np.ndarray, sent_ns: np.ndarray
-) -> dict:
+) -> NtpEstimate:
     """What the NTP-style estimate (all the lab has) makes of this trial, against the shared clock.
 
     ``offset_error_ms``: estimate minus true offset at each received command, which is the error of
@@ -236,20 +251,29 @@ def ntp_beside_truth(
     one-way delays measured before the trial), and by more where jitter makes the probes it rests
     on more lopsided."""
     ntp = estimate_ntp_clock(data)
-    out: dict = {"clock": ntp.as_dict(), "available": ntp.method != "none"}
-    out["path_asymmetry"] = path_asymmetry(data.record.outcome.link)
-    if not out["available"]:
-        return out
+    section = NtpEstimate(
+        clock=ntp.as_section(),
+        available=ntp.method != "none",
+        path_asymmetry=path_asymmetry(data.record.outcome.link),
+    )
+    if not section.available:
+        return section
     true_s = (truth.to_host_ns(received_ns) - sent_ns.astype(float)) / 1e9
     ntp_s = (ntp.to_host_ns(received_ns) - sent_ns.astype(float)) / 1e9
-    out["one_way_ms"] = perftest_stats(ntp_s, 1e3)
-    out["offset_error_ms"] = perftest_stats(ntp_s - true_s, 1e3)
-    true_median, ntp_median = perftest_stats(true_s, 1e3)["median"], out["one_way_ms"]["median"]
-    out["median_error_ms"] = None if true_median is None or ntp_median is None else ntp_median - true_median
-    return out
+    one_way = _stats(ntp_s, 1e3)
+    true_median, ntp_median = _stats(true_s, 1e3).median, one_way.median
+    return section.model_copy(
+        update={
+            "one_way_ms": one_way,
+            "offset_error_ms": _stats(ntp_s - true_s, 1e3),
+            "median_error_ms": None
+            if true_median is None or ntp_median is None
+            else ntp_median - true_median,
+        }
+    )
 
 
-def path_asymmetry(link: dict) -> dict | None:
+def path_asymmetry(link: dict[str, Any]) -> PathAsymmetry | None:
     """Host-to-robot minus robot-to-host median one-way delay of the link measured before the trial
     (shared clock), and what it does to an NTP-style offset: half its size. None without them."""
     forward, back = link.get("owd_ab_median_ms"), link.get("owd_ba_median_ms")
@@ -258,12 +282,12 @@ def path_asymmetry(link: dict) -> dict | None:
     if not (np.isfinite(forward) and np.isfinite(back)):
         return None
     asymmetry = float(forward) - float(back)
-    return {
-        "host_to_robot_ms": float(forward),
-        "robot_to_host_ms": float(back),
-        "asymmetry_ms": asymmetry,
-        "ntp_error_bound_ms": abs(asymmetry) / 2,
-    }
+    return PathAsymmetry(
+        host_to_robot_ms=float(forward),
+        robot_to_host_ms=float(back),
+        asymmetry_ms=asymmetry,
+        ntp_error_bound_ms=abs(asymmetry) / 2,
+    )
 
 
 def _recorded_range(data: TrialData, sent_seq: np.ndarray, seq: np.ndarray) -> tuple[np.ndarray, int]:
@@ -284,14 +308,14 @@ def _first_arrivals(seq: np.ndarray) -> np.ndarray:
 
 
 def _per_fault(
-    faults: list[dict[str, Any]],
+    faults: list[Fault],
     sent_seq: np.ndarray,
     sent_times: dict[int, int],
     lost: np.ndarray,
     series: LatencySeries,
     start: int,
     rate_hz: float,
-) -> list[dict]:
+) -> list[FaultLatency]:
     """Commands sent, lost and the worst latency inside each fault span."""
     if not faults:
         return []
@@ -300,17 +324,17 @@ def _per_fault(
     lost_set = np.isin(sent_seq, lost)
     out = []
     for fault in faults:
-        lo, hi = fault["start_s"], fault["start_s"] + fault["duration_s"]
+        lo, hi = fault.start_s, fault.start_s + fault.duration_s
         inside = (sent_s >= lo) & (sent_s < hi)
         rx = (series.sent_s >= lo) & (series.sent_s < hi)
         worst = np.nanmax(series.one_way_ms[rx]) if np.any(rx) else None
         out.append(
-            {
-                "start_s": lo,
-                "duration_s": fault["duration_s"],
-                "commands_sent": int(np.count_nonzero(inside)),
-                "commands_lost": int(np.count_nonzero(inside & lost_set)),
-                "max_one_way_ms": finite_or_none(worst),
-            }
+            FaultLatency(
+                start_s=lo,
+                duration_s=fault.duration_s,
+                commands_sent=int(np.count_nonzero(inside)),
+                commands_lost=int(np.count_nonzero(inside & lost_set)),
+                max_one_way_ms=finite_or_none(worst),
+            )
         )
     return out

@@ -6,10 +6,13 @@ Nothing is filled in here. The drift grid interpolates linearly only across hole
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from fieldtest.analysis.loading.trialdata import Frames
 from fieldtest.analysis.metrics.motion import Track
+from fieldtest.analysis.metrics.schema import Mocap
 from fieldtest.analysis.metrics.summarystats import spans
 
 # The recorder's frame-number rule (fieldtest/natnet/protocol.py, not imported: the natnet package
@@ -42,9 +45,10 @@ def mocap_metrics(
     stream_start_ns: int,
     max_gap_s: float,
     window: tuple[float, float] | None,
-) -> tuple[dict, list[tuple[float, float, bool]]]:
+) -> tuple[Mocap, list[tuple[float, float, bool]]]:
     """The ``mocap`` section of metrics.json and the holes (start, end, bridged) for the plots."""
-    out: dict = {"valid_poses": int(len(track))}
+    # the section's fields as they are found; only these are written (metrics.json keeps them)
+    out: dict[str, Any] = {"valid_poses": int(len(track))}
     period = None
     if frames is not None and len(frames.t_ns):
         order = np.argsort(frames.t_ns, kind="stable")
@@ -66,7 +70,7 @@ def mocap_metrics(
         period = nominal_period_s(track.t_s)
     out["rate_hz"] = 1.0 / period if period else None
     if period is None:
-        return out, []
+        return Mocap(**out), []
     all_holes = holes(track, period)
     out.update(_hole_stats(all_holes, period, max_gap_s, "all"))
     marked = [(a, b, (b - a) <= max_gap_s) for a, b in all_holes]
@@ -76,7 +80,7 @@ def mocap_metrics(
         out.update(_hole_stats(inside, period, max_gap_s, "in_analysis"))
         out["analysis_window_s"] = [lo, hi]
     out["max_bridged_gap_s"] = max_gap_s
-    return out, marked
+    return Mocap(**out), marked
 
 
 def _plausible_loss(steps: np.ndarray, elapsed_s: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 
 from fieldtest.analysis.metrics.ape import TrajectoryArrays, ape_inputs, evo_trajectories, export_rows
 from fieldtest.analysis.metrics.motion import Motion, Track
+from fieldtest.analysis.metrics.schema import Relative, RelativeAt
 from fieldtest.plan import SIDES_PER_LAP, SquarePlan
 
 REL_DELTA_TOL = 0.02  # evo_rpe --delta_tol; its default 0.1 lets in pairs 90 % of a lap apart (see docs)
@@ -41,49 +42,51 @@ def rpe_inputs(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> 
     return t[keep], est_xyz[keep], est_q[keep], ref_xyz[keep], ref_q[keep]
 
 
-def relative_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> dict:
+def relative_metrics(track: Track, motion: Motion, plan: SquarePlan, end_s: float) -> Relative:
     from evo import __version__ as evo_version
 
     t, est_xyz, est_q, ref_xyz, ref_q = rpe_inputs(track, motion, plan, end_s)
     if len(t) < 2:
-        return {"available": False, "reason": "fewer than two ground-truth poses in the motion window"}
+        return Relative(available=False, reason="fewer than two ground-truth poses in the motion window")
     ref, est = evo_trajectories(t, est_xyz, est_q, ref_xyz, ref_q)
     path_m = float(np.sum(np.linalg.norm(np.diff(ref.positions_xyz, axis=0), axis=1)))
-    return {
-        "available": True,
-        "tool": f"evo {evo_version}",
-        "relation": "translation_part, rotation angle of the same error poses",
-        "pairs": "all, by the reference's path length",
-        "rel_delta_tol": REL_DELTA_TOL,
-        "pose_step_s": POSE_STEP_S,
-        "poses": int(ref.num_poses),
-        "path_m": path_m,
-        "distances": [_at_distance(ref, est, name, d, path_m) for name, d in plan_distances(plan)],
-    }
+    return Relative(
+        available=True,
+        tool=f"evo {evo_version}",
+        relation="translation_part, rotation angle of the same error poses",
+        pairs="all, by the reference's path length",
+        rel_delta_tol=REL_DELTA_TOL,
+        pose_step_s=POSE_STEP_S,
+        poses=int(ref.num_poses),
+        path_m=path_m,
+        distances=[_at_distance(ref, est, name, d, path_m) for name, d in plan_distances(plan)],
+    )
 
 
-def _at_distance(ref: Any, est: Any, name: str, distance_m: float, path_m: float) -> dict:
+def _at_distance(ref: Any, est: Any, name: str, distance_m: float, path_m: float) -> RelativeAt:
     from evo.core.filters import FilterException
     from evo.core.metrics import Unit, id_pairs_from_delta
 
-    out = {"name": name, "distance_m": distance_m}
     if path_m < distance_m * (1 - REL_DELTA_TOL):
-        return out | {"available": False, "reason": f"the path driven ({path_m:.2f} m) is shorter"}
+        reason = f"the path driven ({path_m:.2f} m) is shorter"
+        return RelativeAt(name=name, distance_m=distance_m, available=False, reason=reason)
     try:  # what evo's RPE(delta_unit=meters, all_pairs=True, pairs_from_reference=True) pairs
         pairs = id_pairs_from_delta(ref.poses_se3, distance_m, Unit.meters, REL_DELTA_TOL, all_pairs=True)
     except FilterException as exc:
-        return out | {"available": False, "reason": str(exc)}
+        return RelativeAt(name=name, distance_m=distance_m, available=False, reason=str(exc))
     error = error_poses(np.array(ref.poses_se3), np.array(est.poses_se3), np.array(pairs))
     translation = np.linalg.norm(error[:, :3, 3], axis=1)
     rotation_deg = rotation_angles_deg(error[:, :3, :3])
-    return out | {
-        "available": True,
-        "pairs": len(translation),
-        "translation_m": _stats(translation),
-        "translation_pct": _stats(translation / distance_m * 100.0),
-        "rotation_deg": _stats(rotation_deg),
-        "rotation_deg_per_m": _stats(rotation_deg / distance_m),
-    }
+    return RelativeAt(
+        name=name,
+        distance_m=distance_m,
+        available=True,
+        pairs=len(translation),
+        translation_m=_stats(translation),
+        translation_pct=_stats(translation / distance_m * 100.0),
+        rotation_deg=_stats(rotation_deg),
+        rotation_deg_per_m=_stats(rotation_deg / distance_m),
+    )
 
 
 def _inverse(m: np.ndarray) -> np.ndarray:
@@ -102,7 +105,8 @@ def error_poses(ref: np.ndarray, est: np.ndarray, pairs: np.ndarray) -> np.ndarr
     i, j = pairs[:, 0], pairs[:, 1]
     ref_rel = _inverse(ref[i]) @ ref[j]
     est_rel = _inverse(est[i]) @ est[j]
-    return _inverse(ref_rel) @ est_rel
+    error: np.ndarray = _inverse(ref_rel) @ est_rel
+    return error
 
 
 def rotation_angles_deg(r: np.ndarray) -> np.ndarray:
@@ -111,7 +115,8 @@ def rotation_angles_deg(r: np.ndarray) -> np.ndarray:
     evo's goes through scipy one matrix at a time (about 1 ms each)."""
     cos = (np.trace(r, axis1=1, axis2=2) - 1.0) / 2.0
     skew = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], axis=1)
-    return np.degrees(np.arctan2(np.linalg.norm(skew, axis=1) / 2.0, cos))
+    angles: np.ndarray = np.degrees(np.arctan2(np.linalg.norm(skew, axis=1) / 2.0, cos))
+    return angles
 
 
 def _stats(v: np.ndarray) -> dict[str, float]:

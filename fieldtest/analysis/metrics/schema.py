@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fieldtest.analysis.loading.mocaptime import MocapTime
+from fieldtest.analysis.loading.trialrobot import BaseCalibration
 from fieldtest.errors import FieldtestError
 from fieldtest.plan import validation_message
 
@@ -50,6 +52,19 @@ class Stats(Section):
     p99_99: float | None = None
 
 
+class PlanSummary(Section):
+    """The trial's square plan as the readers of metrics.json use it (fieldtest.plan.SquarePlan)."""
+
+    laps: int
+    lap_s: float
+    side_m: float
+    linear_speed_mps: float
+    turn_rate_dps: float
+    command_rate_hz: float
+    start_delay_s: float
+    turn_direction: str  # left: counter-clockwise
+
+
 class TrialInfo(Section):
     dir: str
     trial_id: str
@@ -70,7 +85,7 @@ class TrialInfo(Section):
     robot: str = ""  # which robot: the model, and in the twin its drawn instance (fieldtest.analysis.loading.trialrobot.robot_label)
     cmd_type: str
     stream_start_ns: int | None = None
-    plan: dict[str, Any]
+    plan: PlanSummary
 
 
 class Outcome(Section):
@@ -224,6 +239,43 @@ class ClockCorrection(Section):
     used: int | None = None
     window_s: float | None = None
     min_delay_s: float | None = None  # the fastest probe's delay: twice the offset's error bound
+    span_s: float | None = None  # the probes used: from the first to the last
+    residual_rms_s: float | None = None  # the probes about the fitted offset line (with a drift)
+    residual_max_s: float | None = None
+    clocks: str = ""  # "shared": every process read one clock
+    samples: int | None = None  # robot-live: the robot's own offset estimates
+    note: str = ""
+
+
+class PathAsymmetry(Section):
+    """The link measured before the trial, one way each direction (shared clock), and what its
+    asymmetry does to an NTP-style offset."""
+
+    host_to_robot_ms: float
+    robot_to_host_ms: float
+    asymmetry_ms: float
+    ntp_error_bound_ms: float
+
+
+class NtpEstimate(Section):
+    """Shared-clock trials: what the NTP-style estimate, all the lab has, makes of the trial."""
+
+    clock: ClockCorrection
+    available: bool
+    path_asymmetry: PathAsymmetry | None = None
+    one_way_ms: Stats | None = None
+    offset_error_ms: Stats | None = None
+    median_error_ms: float | None = None
+
+
+class FaultLatency(Section):
+    """The commands inside one fault's span."""
+
+    start_s: float
+    duration_s: float
+    commands_sent: int
+    commands_lost: int
+    max_one_way_ms: float | None = None
 
 
 class Lateness(Section):
@@ -276,9 +328,9 @@ class Latency(Section):
     ipdv_ms: float | None = None
     round_trip_ms: Stats | None = None
     # shared-clock (twin) trials: the NTP-style estimate beside the true figure, with its error
-    ntp_estimate: dict[str, Any] | None = None
+    ntp_estimate: NtpEstimate | None = None
     live_offset_error_ms: Stats | None = None
-    faults: list[dict[str, Any]] = []  # per fault: commands_sent, commands_lost in its window
+    faults: list[FaultLatency] = []
 
 
 class LapWindow(Section):
@@ -298,6 +350,28 @@ class MotionStart(Section):
     start_heading_deg: float | None = None
     start_xy_m: list[float] | None = None
     laps: list[LapWindow] = []
+
+
+class LatenessSummary(Section):
+    """How late a part ran: count, p50, p99 and max in ms (fieldtest.machine.lateness_summary)."""
+
+    count: int
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+
+class TimingError(Section):
+    """The commanded timing error (arrival - planned, about its median) and the machine's part of it
+    (fieldtest.analysis.causes.stackfaults.timing_error_split)."""
+
+    commands: int
+    total_rms_ms: float
+    host_emission_rms_ms: float
+    path_rms_ms: float
+    machine_rms_ms: float
+    machine_share: float | None = None  # None when there is no error to share
+    path_counted_as_machine: bool  # loopback: no emulated link, the path is the machine's too
 
 
 class Stack(Section):
@@ -320,8 +394,8 @@ class Stack(Section):
     link_forwarder: dict[str, Any] | None = None
     # on an emulated link the path's timing is the link's, not counted as the machine's
     link_emulated: bool | None = None
-    host_emission_late: dict[str, Any] | None = None
-    timing_error: dict[str, Any] | None = None
+    host_emission_late: LatenessSummary | None = None
+    timing_error: TimingError | None = None
     stack_drift_m: float | None = None
     valid: bool | None = None
     invalid_reasons: list[str] = []
@@ -362,6 +436,40 @@ class BaseReceived(Section):
     note: str = ""
 
 
+class RestSplit(Section):
+    """The rest drift split by the robot's base calibration (fieldtest.analysis.causes.restsplit)."""
+
+    calibration: BaseCalibration
+    systematic_m: float | None = None
+    residual_m: float | None = None
+
+
+class StalledChange(Section):
+    seq: int
+    kind: str  # turn, side or stop
+    excess_ms: float  # arrived this much later than the trial's median latency
+
+
+class SegmentChanges(Section):
+    """The segment changes and those a link stall held (fieldtest.analysis.causes.linkstalls)."""
+
+    count: int
+    median_latency_ms: float
+    stall_excess_ms: float
+    stalled_commands_fraction: float
+    stalled: list[StalledChange] = []
+    drift_if_on_time_m: float | None = None
+
+
+class PhaseSpread(Section):
+    """The arrival replay's drift with the trial's latencies shifted against the plan."""
+
+    shifts: int
+    median_m: float
+    p10_m: float
+    p90_m: float
+
+
 class DriftCauses(Section):
     """The lap drift split into causes by replaying the Create 3 model (docs/analysis.md)."""
 
@@ -377,16 +485,151 @@ class DriftCauses(Section):
     rest_m: float | None = None
     stack_m: float | None = None
     stack_includes_link: bool = False
-    # the rest split into the base's systematic part and what is left (fieldtest.analysis.causes.restsplit):
-    # calibration, systematic_m, residual_m; None without the robot's calibration
-    base: dict[str, Any] | None = None
+    # the rest split into the base's systematic part and what is left; None without the robot's
+    # calibration
+    base: RestSplit | None = None
     # the arrival replay's closing error (dx, dy, start frame): what timing alone gives the closing
     replay_closing_m: list[float] | None = None
     # the segment changes (turn and side starts, the stop) and those that arrived in a stall, with
-    # the arrival replay's drift had they been on time (fieldtest.analysis.causes.linkstalls)
-    segment_changes: dict[str, Any] | None = None
+    # the arrival replay's drift had they been on time
+    segment_changes: SegmentChanges | None = None
     # the arrival replay with the trial's latencies shifted against the plan: median, p10, p90
-    phase_spread: dict[str, Any] | None = None
+    phase_spread: PhaseSpread | None = None
+
+
+class MocapSource(Section):
+    topic: str
+    bag: str
+    clock: str  # the clock of the poses' stamps: host or robot
+
+
+class Mocap(Section):
+    """Frames lost, tracking-invalid frames and holes in the ground truth (docs/analysis.md, "Mocap
+    gaps"); empty without ground truth, the frame counts only where the recorder kept the frames."""
+
+    # in the order the analysis writes them (metrics.json keeps it)
+    valid_poses: int | None = None
+    frames: int | None = None
+    tracking_valid: int | None = None
+    tracking_invalid: int | None = None
+    lost_in_transit: int | None = None
+    frame_number_resets: int | None = None
+    frame_number_jumps: int | None = None
+    invalid_runs: int | None = None
+    longest_invalid_run_frames: int | None = None
+    rate_hz: float | None = None
+    # the holes over the whole recording, then inside the analyzed window
+    all_gaps: int | None = None
+    all_missing_samples: int | None = None
+    all_bridged_gaps: int | None = None
+    all_excluded_gaps: int | None = None
+    all_excluded_s: float | None = None
+    all_longest_gap_s: float | None = None
+    in_analysis_gaps: int | None = None
+    in_analysis_missing_samples: int | None = None
+    in_analysis_bridged_gaps: int | None = None
+    in_analysis_excluded_gaps: int | None = None
+    in_analysis_excluded_s: float | None = None
+    in_analysis_longest_gap_s: float | None = None
+    analysis_window_s: list[float] | None = None
+    max_bridged_gap_s: float | None = None
+    source: MocapSource | None = None
+    dropped_non_finite: int | None = None
+    time: MocapTime | None = None  # the poses' time axis
+
+
+class Fault(Section):
+    """One of ``outcome.faults`` in stream seconds; the keys the record had besides stay as they are."""
+
+    # what the record says, then what follows from it
+    kind: str
+    start_s: float
+    duration_s: float
+    detail: str = ""
+    end_s: float
+    open_ended: bool = False  # no length recorded: it lasts to the end of the stream
+
+
+class WireGroup(Section):
+    packets: int
+    bytes: int
+    packets_per_s: float
+    bytes_per_s: float
+
+
+class PacketSizes(Section):
+    median: int
+    p95: int
+    max: int
+
+
+class WireKind(Section):
+    packets_per_s: float
+    bytes_per_s: float
+    size_bytes: PacketSizes | None = None  # absent for a kind without packets
+
+
+class SubmessagesPerPacket(Section):
+    mean: float
+    max: int
+
+
+class WireDirection(Section):
+    """One direction of the robot's link: fieldtest.netem.wire's counts, rates and shares."""
+
+    overhead_packet_fraction: float | None = None  # None where TLS or DDS Security hides the samples
+    reliability_packets_per_data_packet: float | None = None
+    packets: int
+    bytes: int
+    groups: dict[str, WireGroup]
+    rtps_submessages: dict[str, int] = {}
+    tls_records: dict[str, int] = {}
+    data_submessages_per_packet: SubmessagesPerPacket | None = None
+    kinds: dict[str, WireKind] = {}  # the kinds seen, without their packet and byte counts
+
+
+class Wire(Section):
+    """The robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic)."""
+
+    duration_s: float
+    node: str | None = None  # the node whose link was captured
+    host_to_robot: WireDirection
+    robot_to_host: WireDirection
+
+
+class PercentileMs(Section):
+    median: float
+    p95: float
+
+
+class TopicTraffic(Section):
+    """One robot topic: what the robot sent (fieldtest.twin.trafficpubsub) and what the host got."""
+
+    type: str = ""
+    node: str = ""
+    rate_hz: float | None = None
+    size_bytes: int | None = None
+    sent: int | None = None
+    send_failures: int | None = None
+    received: int | None = None
+    bytes_received: int | None = None
+    received_hz: float | None = None
+    expected_in_span: int | None = None
+    lost_in_span: int | None = None
+    age_ms: PercentileMs | None = None  # capture stamp to arrival
+
+
+class RosGraph(Section):
+    participants: int
+    nodes: list[str]
+
+
+class RobotTraffic(Section):
+    """The robot's own topics beside the commands (``outcome.robot_traffic`` as recorded)."""
+
+    preset: str = ""
+    topics: dict[str, TopicTraffic] = {}
+    graph: RosGraph | None = None  # on DDS: the ROS graph the robot announced
 
 
 class Metrics(Section):
@@ -403,14 +646,12 @@ class Metrics(Section):
     drift: Drift
     ape: Ape
     latency: Latency
-    mocap: dict[str, Any] = {}
-    faults: list[dict[str, Any]] = []
-    # the robot's own traffic (fieldtest.robottraffic): {"preset", "topics": {topic: {rate_hz,
-    # size_bytes, sent, received, received_hz, lost_in_span, age_ms, ...}}, "graph"}; None without
-    robot_traffic: dict[str, Any] | None = None
-    # the robot link's traffic per direction and kind (fieldtest.analysis.metrics.wiretraffic); None without a
-    # capture (an optional key: files with and without it read alike, so the version stays)
-    wire: dict[str, Any] | None = None
+    mocap: Mocap = Mocap()
+    faults: list[Fault] = []
+    robot_traffic: RobotTraffic | None = None  # None without robot traffic
+    # None without a capture (an optional key: files with and without it read alike, so the version
+    # stays)
+    wire: Wire | None = None
     drift_causes: DriftCauses | None = None
     stack: Stack | None = None
     base: BaseReceived | None = None  # what the base received against what the host sent
@@ -444,18 +685,6 @@ def metrics_from(data: Any, source: str | Path) -> Metrics:
         return Metrics.model_validate(data)
     except ValidationError as exc:
         raise MetricsError(f"{source}: {validation_message(exc)}") from None
-
-
-SectionT = TypeVar("SectionT", bound=Section)
-
-
-def section_from(kind: type[SectionT], data: dict[str, Any], source: str | Path) -> SectionT:
-    """One section from what its stage computed (JSON values); ``MetricsError`` (one line naming
-    ``source`` and the section) if it does not fit."""
-    try:
-        return kind.model_validate(data)
-    except ValidationError as exc:
-        raise MetricsError(f"{source}: {kind.__name__} section: {validation_message(exc)}") from None
 
 
 def as_json(section: BaseModel) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fieldtest.analysis.metrics.schema import Lateness
+
 LATE_SHARE, LATE_ABSOLUTE_S = 0.2, 0.005
 TOO_LATE_SHARE, TOO_LATE_ABSOLUTE_S = 1.0, 0.050
 CLASSES = ("on_time", "late", "too_late", "lost")
@@ -26,7 +28,7 @@ def thresholds_s(period_s: float) -> tuple[float, float]:
     return min(LATE_SHARE * period_s, LATE_ABSOLUTE_S), min(TOO_LATE_SHARE * period_s, TOO_LATE_ABSOLUTE_S)
 
 
-def lateness_classes(one_way_s: np.ndarray, lost: int, period_s: float) -> dict:
+def lateness_classes(one_way_s: np.ndarray, lost: int, period_s: float) -> Lateness:
     """Counts and fractions of the commands sent (``one_way_s``: the latency of each one that arrived,
     first copy only; ``lost``: how many never arrived) in the four classes.
 
@@ -46,11 +48,18 @@ def lateness_classes(one_way_s: np.ndarray, lost: int, period_s: float) -> dict:
         "lost": int(lost),
     }
     total = sum(counts.values())
-    return {
-        "period_ms": period_s * 1e3,
-        "late_threshold_ms": late_s * 1e3,
-        "too_late_threshold_ms": too_late_s * 1e3,
-        "commands": total,
+
+    def fraction(name: str) -> float | None:
+        return counts[name] / total if total else None
+
+    return Lateness(
+        period_ms=period_s * 1e3,
+        late_threshold_ms=late_s * 1e3,
+        too_late_threshold_ms=too_late_s * 1e3,
+        commands=total,
         **counts,
-        **{f"{name}_fraction": (counts[name] / total if total else None) for name in CLASSES},
-    }
+        on_time_fraction=fraction("on_time"),
+        late_fraction=fraction("late"),
+        too_late_fraction=fraction("too_late"),
+        lost_fraction=fraction("lost"),
+    )

@@ -65,7 +65,8 @@ class LinkTrace:
 
     @property
     def lost(self) -> np.ndarray:
-        return ~np.isfinite(self.latency_s)
+        lost: np.ndarray = ~np.isfinite(self.latency_s)
+        return lost
 
     def summary(self) -> dict:
         got = self.latency_s[~self.lost]
@@ -205,7 +206,8 @@ def only_perf_row(out_dir: Path) -> Path:
 
 def _perf_record(row_dir: Path, name: str) -> dict:
     try:
-        return json.loads((row_dir / name).read_text())
+        record: dict = json.loads((row_dir / name).read_text())
+        return record
     except FileNotFoundError:
         raise TraceError(f"{row_dir}: perf row without {name} (the row did not run; see perf.json)") from None
     except (OSError, ValueError) as exc:

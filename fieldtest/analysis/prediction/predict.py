@@ -65,7 +65,8 @@ def trace_latency_at(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -
     """Latency (NaN = lost) of the trace sample nearest each time ``t_s + offset_s``; a trace shorter
     than the times repeats from its start."""
     index, _ = _nearest_samples(trace, t_s, offset_s)
-    return trace.latency_s[index]
+    latency: np.ndarray = trace.latency_s[index]
+    return latency
 
 
 def trace_arrivals(trace: LinkTrace, t_s: np.ndarray, offset_s: float = 0.0) -> tuple[np.ndarray, np.ndarray]:

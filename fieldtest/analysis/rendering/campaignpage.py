@@ -58,9 +58,9 @@ def trajectories_figure(rows: list[dict], groups: list[list[Metrics]]) -> Figure
     fig = _figure(4.0 * cols, 3.8 * ((n + cols - 1) // cols))
     for i, (row, members) in enumerate(zip(rows, groups, strict=True)):
         ax = fig.add_subplot((n + cols - 1) // cols, cols, i + 1)
-        plan = members[0].trial.plan if members else {}
-        side = plan.get("side_m", 0.0)
-        turn = 1.0 if plan.get("turn_direction", "left") == "left" else -1.0
+        plan = members[0].trial.plan if members else None
+        side = plan.side_m if plan is not None else 0.0
+        turn = -1.0 if plan is not None and plan.turn_direction != "left" else 1.0
         ax.plot([0, side, side, 0, 0], [0, 0, turn * side, turn * side, 0], color="0.6", lw=2, label="ideal")
         for k, m in enumerate(members):
             rows_xy = read_trajectory(Path(m.trial.dir) / ANALYSIS_DIR)

@@ -161,7 +161,8 @@ class PlotWorker:
             raise PlotWorkerError(f"plot worker ended without an answer ({type(exc).__name__})") from None
         if kind != "done":
             raise PlotWorkerError(f"plot worker failed: {value}")
-        return value
+        written: list[str] = value
+        return written
 
     def close(self) -> None:
         """End the worker: it ends by itself once it has answered, or when it sees the pipes close;
@@ -283,9 +284,12 @@ class _LatencyFork:
 
     def __call__(self) -> str:
         """Wait for the plot; the file's name (drawn here after all if the fork failed)."""
-        if self.join():
-            return self._plots.LATENCY_PNG
-        return self._plots.write_latency_plot(self._out_dir, self._data)
+        name: str = (
+            self._plots.LATENCY_PNG
+            if self.join()
+            else self._plots.write_latency_plot(self._out_dir, self._data)
+        )
+        return name
 
     def join(self) -> bool:
         if self._pid is not None:

@@ -54,10 +54,10 @@ def report_lines(m: Metrics) -> list[str]:
 def robot_traffic_lines(m: Metrics) -> list[str]:
     """The robot's own topics beside the commands: what it sent, what the host's tool received."""
     section = m.robot_traffic
-    if not section:
+    if section is None:
         return []
     out = [
-        f"## Robot traffic: preset {section.get('preset')}",
+        f"## Robot traffic: preset {section.preset}",
         "",
         "The robot published these topics while the host streamed; the host pulled them as an operator's "
         'tool would (docs/networks.md, "The robot\'s own traffic").',
@@ -65,17 +65,17 @@ def robot_traffic_lines(m: Metrics) -> list[str]:
         "| topic | rate Hz | bytes | sent | received | received Hz | lost in span | age median ms |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for topic, f in section.get("topics", {}).items():
-        age = (f.get("age_ms") or {}).get("median")
+    for topic, f in section.topics.items():
+        age = f.age_ms.median if f.age_ms is not None else None
         out.append(
-            f"| {topic} | {_fmt(f.get('rate_hz'), digits=1)} | {_na(f.get('size_bytes'))} | {_na(f.get('sent'))} "
-            f"| {_na(f.get('received'))} | {_fmt(f.get('received_hz'), digits=1)} | {_na(f.get('lost_in_span'))} "
+            f"| {topic} | {_fmt(f.rate_hz, digits=1)} | {_na(f.size_bytes)} | {_na(f.sent)} "
+            f"| {_na(f.received)} | {_fmt(f.received_hz, digits=1)} | {_na(f.lost_in_span)} "
             f"| {_fmt(age, digits=2)} |"
         )
-    if graph := section.get("graph"):
+    if graph := section.graph:
         out += [
             "",
-            f"ROS graph announced by the robot: {graph['participants']} DDS participants ({', '.join(graph['nodes'])}).",
+            f"ROS graph announced by the robot: {graph.participants} DDS participants ({', '.join(graph.nodes)}).",
         ]
     return out + [""]
 
@@ -295,58 +295,60 @@ def _clock_lines(lat: Latency) -> list[str]:
         f"Clock: shared (every process of the trial read this machine's clock), host - robot = "
         f"{_fmt(clock.offset_s, 1000, 3, 'ms')}: one-way figures are arrival minus send time on it.",
     ]
-    ntp = lat.ntp_estimate or {}
-    if ntp.get("available"):
-        err = ntp.get("offset_error_ms") or {}
+    ntp = lat.ntp_estimate
+    if ntp is None:
+        return [" ".join(out), ""]
+    if ntp.available:
+        err = ntp.offset_error_ms or Stats()
         out.append(
             f"The NTP-style estimate from the clock probes, which is all the lab has "
-            f"({ntp['clock']['method']}), puts host - robot at {_fmt(ntp['clock']['offset_s'], 1000, 3, 'ms')}: "
-            f"error {_fmt(err.get('median'), digits=3, unit='ms')} at the median command "
-            f"({_fmt(err.get('min'), digits=3)} to {_fmt(err.get('max'), digits=3, unit='ms')}), one-way median "
-            f"off by {_fmt(ntp.get('median_error_ms'), digits=3, unit='ms')}."
+            f"({ntp.clock.method}), puts host - robot at {_fmt(ntp.clock.offset_s, 1000, 3, 'ms')}: "
+            f"error {_fmt(err.median, digits=3, unit='ms')} at the median command "
+            f"({_fmt(err.min, digits=3)} to {_fmt(err.max, digits=3, unit='ms')}), one-way median "
+            f"off by {_fmt(ntp.median_error_ms, digits=3, unit='ms')}."
         )
-    asym = ntp.get("path_asymmetry")
-    if asym:
+    if asym := ntp.path_asymmetry:
         out.append(
-            f"Path measured before the trial: host to robot {asym['host_to_robot_ms']:.2f} ms, robot to host "
-            f"{asym['robot_to_host_ms']:.2f} ms (median one way); asymmetry {asym['asymmetry_ms']:.2f} ms. An "
+            f"Path measured before the trial: host to robot {asym.host_to_robot_ms:.2f} ms, robot to host "
+            f"{asym.robot_to_host_ms:.2f} ms (median one way); asymmetry {asym.asymmetry_ms:.2f} ms. An "
             f"NTP-style offset is off by half the asymmetry of the probes it rests on: about "
-            f"{asym['ntp_error_bound_ms']:.2f} ms from these medians, more where jitter makes single probes "
+            f"{asym.ntp_error_bound_ms:.2f} ms from these medians, more where jitter makes single probes "
             "more lopsided."
         )
     return [" ".join(out), ""]
 
 
 def _ntp_rows(lat: Latency) -> list[str]:
-    ntp = lat.ntp_estimate or {}
-    if not ntp.get("available"):
+    ntp = lat.ntp_estimate
+    if ntp is None or not ntp.available:
         return []
-    return [_stats_row("one-way (NTP-style estimate, as the lab)", Stats(**ntp["one_way_ms"]))]
+    return [_stats_row("one-way (NTP-style estimate, as the lab)", ntp.one_way_ms)]
 
 
 def _mocap(m: Metrics) -> list[str]:
-    mc = m.mocap  # a mapping whose keys depend on the source (docs/analysis.md, "Mocap gaps")
-    if not mc:
+    mc = m.mocap  # which fields it has depends on the source (docs/analysis.md, "Mocap gaps")
+    if mc.valid_poses is None:
         return ["## Motion capture", "", "No ground truth.", ""]
-    src = mc.get("source", {})
+    src = mc.source
+    topic, bag = (src.topic, src.bag) if src is not None else (None, None)
     out = [
         "## Motion capture",
         "",
-        f"Source {src.get('topic')} in the {src.get('bag')} bag, {_fmt(mc.get('rate_hz'), digits=1, unit='Hz')}, "
-        f"{mc['valid_poses']} valid poses.",
+        f"Source {topic} in the {bag} bag, {_fmt(mc.rate_hz, digits=1, unit='Hz')}, {mc.valid_poses} valid poses.",
     ]
-    if "frames" in mc:
+    if mc.frames is not None:
         out.append(
-            f"Frames received {mc['frames']}: tracking invalid {mc['tracking_invalid']} ({mc['invalid_runs']} runs), "
-            f"lost in transit {mc['lost_in_transit']}."
+            f"Frames received {mc.frames}: tracking invalid {mc.tracking_invalid} ({mc.invalid_runs} runs), "
+            f"lost in transit {mc.lost_in_transit}."
         )
-    if "in_analysis_gaps" in mc:
+    if mc.in_analysis_gaps is not None:
         out.append(
-            f"In the analyzed window: {mc['in_analysis_gaps']} gaps ({mc['in_analysis_missing_samples']} samples missing), "
-            f"{mc['in_analysis_bridged_gaps']} bridged by interpolation (<= {mc['max_bridged_gap_s']} s), "
-            f"{mc['in_analysis_excluded_gaps']} excluded ({mc['in_analysis_excluded_s']:.3f} s); longest {mc['in_analysis_longest_gap_s']:.3f} s."
+            f"In the analyzed window: {mc.in_analysis_gaps} gaps ({mc.in_analysis_missing_samples} samples missing), "
+            f"{mc.in_analysis_bridged_gaps} bridged by interpolation (<= {mc.max_bridged_gap_s} s), "
+            f"{mc.in_analysis_excluded_gaps} excluded ({_fmt(mc.in_analysis_excluded_s, digits=3)} s); "
+            f"longest {_fmt(mc.in_analysis_longest_gap_s, digits=3)} s."
         )
-    if axis := time_axis_line(mc.get("time")):
+    if axis := time_axis_line(mc.time):
         out.append(axis)
     return out + [""]
 
@@ -371,13 +373,11 @@ def _context(m: Metrics) -> list[str]:
             "| fault | start (s) | duration (s) | detail | commands sent | lost |",
             "| --- | --- | --- | --- | --- | --- |",
         ]
-        per = {(f["start_s"], f["duration_s"]): f for f in m.latency.faults}
+        per = {(f.start_s, f.duration_s): f for f in m.latency.faults}
         for f in faults:
-            stat = per.get((f["start_s"], f["duration_s"]), {})
-            out.append(
-                f"| {f['kind']} | {f['start_s']:.2f} | {f['duration_s']:.2f} | {f['detail']} | "
-                f"{stat.get('commands_sent', 'n/a')} | {stat.get('commands_lost', 'n/a')} |"
-            )
+            stat = per.get((f.start_s, f.duration_s))
+            sent, lost = (stat.commands_sent, stat.commands_lost) if stat is not None else ("n/a", "n/a")
+            out.append(f"| {f.kind} | {f.start_s:.2f} | {f.duration_s:.2f} | {f.detail} | {sent} | {lost} |")
     if len(out) == 2:
         out.append("No link measurement, CPU figures or faults recorded.")
     return out + [""]

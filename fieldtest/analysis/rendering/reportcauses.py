@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fieldtest.analysis.metrics.schema import Metrics
+from fieldtest.analysis.metrics.schema import Metrics, PhaseSpread, RestSplit, SegmentChanges
 
 
 def _mm(value_m: float | None) -> str:
@@ -63,24 +63,24 @@ def causes_lines(m: Metrics) -> list[str]:
     ]
 
 
-def _stall_lines(changes: dict | None, spread: dict | None) -> list[str]:
+def _stall_lines(changes: SegmentChanges | None, spread: PhaseSpread | None) -> list[str]:
     """Which segment changes a link stall held, and the drift the same latencies give elsewhere."""
-    if not changes:
+    if changes is None:
         return []
-    stalled = changes["stalled"]
-    named = ", ".join(f"seq {s['seq']} {s['kind']} +{s['excess_ms']:.0f} ms" for s in stalled)
+    stalled = changes.stalled
+    named = ", ".join(f"seq {s.seq} {s.kind} +{s.excess_ms:.0f} ms" for s in stalled)
     out = [
-        f"Segment changes (turn and side starts, the stop): {changes['count']}, of which {len(stalled)} "
-        f"arrived in a stall (more than {changes['stall_excess_ms']:g} ms after the median latency of "
-        f"{changes['median_latency_ms']:.1f} ms){': ' + named if named else ''}; "
-        f"{changes['stalled_commands_fraction'] * 100:.1f} % of all commands arrived in a stall. "
-        f"Without the stalls that held a change, the arrival replay drifts {_mm(changes['drift_if_on_time_m'])}.",
+        f"Segment changes (turn and side starts, the stop): {changes.count}, of which {len(stalled)} "
+        f"arrived in a stall (more than {changes.stall_excess_ms:g} ms after the median latency of "
+        f"{changes.median_latency_ms:.1f} ms){': ' + named if named else ''}; "
+        f"{changes.stalled_commands_fraction * 100:.1f} % of all commands arrived in a stall. "
+        f"Without the stalls that held a change, the arrival replay drifts {_mm(changes.drift_if_on_time_m)}.",
         "",
     ]
-    if spread:
+    if spread is not None:
         out += [
-            f"The same latencies shifted against the plan ({spread['shifts']} shifts) drift "
-            f"{_mm(spread['median_m'])} at the median (p10 {_mm(spread['p10_m'])}, p90 {_mm(spread['p90_m'])}): "
+            f"The same latencies shifted against the plan ({spread.shifts} shifts) drift "
+            f"{_mm(spread.median_m)} at the median (p10 {_mm(spread.p10_m)}, p90 {_mm(spread.p90_m)}): "
             "where a link stalls, one trial's drift depends on which changes its stalls hit.",
             "",
         ]
@@ -120,11 +120,11 @@ def stack_lines(m: Metrics) -> list[str]:
     if stack is None:
         return []
     out = ["## The stack's own timing faults", "", "| part | figure |", "| --- | --- |"]
-    emission = stack.host_emission_late or {}
-    if emission.get("count"):
+    emission = stack.host_emission_late
+    if emission is not None and emission.count:
         out.append(
-            f"| host emission lateness | p50 {_ms(emission['p50_ms'])}, p99 {_ms(emission['p99_ms'])}, "
-            f"max {_ms(emission['max_ms'])} |"
+            f"| host emission lateness | p50 {_ms(emission.p50_ms)}, p99 {_ms(emission.p99_ms)}, "
+            f"max {_ms(emission.max_ms)} |"
         )
     robot = stack.robot or {}
     for key, title in (
@@ -151,26 +151,26 @@ def stack_lines(m: Metrics) -> list[str]:
             f"{machine['busy_pct']:.0f} %, CPU pressure {'n/a' if pressure is None else f'{pressure:.0f} %'}, "
             f"reference timer late p99 {_ms(machine['timer_late_p99_ms'])} |"
         )
-    err = stack.timing_error or {}
-    if err.get("commands"):
-        share = err.get("machine_share")
+    err = stack.timing_error
+    if err is not None and err.commands:
+        share = err.machine_share
         out += [
             "",
-            f"Commanded timing error (arrival - planned, about its median): RMS {err['total_rms_ms']:.2f} ms, of which "
-            f"host emission {err['host_emission_rms_ms']:.2f} ms and path {err['path_rms_ms']:.2f} ms; "
+            f"Commanded timing error (arrival - planned, about its median): RMS {err.total_rms_ms:.2f} ms, of which "
+            f"host emission {err.host_emission_rms_ms:.2f} ms and path {err.path_rms_ms:.2f} ms; "
             f"from the machine: {'n/a' if share is None else f'{100 * share:.0f} %'}"
-            + (" (loopback: the path is the machine's too)." if err.get("path_counted_as_machine") else "."),
+            + (" (loopback: the path is the machine's too)." if err.path_counted_as_machine else "."),
         ]
     return out + [""]
 
 
-def _base_rows(base: dict | None) -> list[str]:
+def _base_rows(base: RestSplit | None) -> list[str]:
     """The rest split by the robot's calibration (fieldtest.analysis.causes.restsplit), when it was given."""
-    if not base:
+    if base is None:
         return []
-    cal = base["calibration"]
-    where = f"E_d {cal['wheel_diameter_ratio']:.5f}, E_b {cal['wheelbase_factor']:.5f}"
+    cal = base.calibration
+    where = f"E_d {cal.wheel_diameter_ratio:.5f}, E_b {cal.wheelbase_factor:.5f}"
     return [
-        f"| of the rest, the base's calibration ({where}) | {_mm(base['systematic_m'])} |",
-        f"| of the rest, what is left (slip, floor, mocap) | {_mm(base['residual_m'])} |",
+        f"| of the rest, the base's calibration ({where}) | {_mm(base.systematic_m)} |",
+        f"| of the rest, what is left (slip, floor, mocap) | {_mm(base.residual_m)} |",
     ]
