@@ -36,6 +36,7 @@ FAST_FILES = frozenset(
         "test_analysis_linkstalls.py",
         "test_analysis_metrics_schema.py",
         "test_analysis_power.py",
+        "test_analysis_readerstalls.py",
         "test_analysis_restsplit.py",
         "test_analysis_summarystats.py",
         "test_analysis_sweep.py",

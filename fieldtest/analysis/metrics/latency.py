@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.loading.trialdata import Probes, TrialData
+from fieldtest.analysis.metrics.readerstalls import lost_to_reader_stalls
 from fieldtest.analysis.metrics.schema import SHARED_CLOCK
 from fieldtest.analysis.metrics.series import LatencySeries
 from fieldtest.analysis.metrics.summarystats import finite_or_none, perftest_stats, spans
@@ -152,10 +153,12 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     out["one_way_ms"] = perftest_stats(one_way_s, 1e3)
     out["lateness"] = lateness_classes(one_way_s[np.isin(seq, sent_seq)], len(lost), plan.tick_s)
     if sent_times:
-        depth = history_depth(data.record.request.transport.qos)
-        overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, depth)
+        overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, _depth(data))
         out["lost_to_history_overflow"] = int(len(overflow))
         out["lost_to_history_overflow_spans"] = spans(overflow)[:200]
+    stalled = lost_to_reader_stalls(spans(lost), rec.seq, rec.received_ns, rec.taken_ns, _depth(data))
+    out["lost_to_reader_stalls"] = sum(hi - lo + 1 for lo, hi in stalled)
+    out["lost_to_reader_stalls_spans"] = stalled[:200]
     out["one_way_live_ms"] = perftest_stats(rec.live_latency_s[first], 1e3)
     # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
     # the host's choice (seq n_ticks on), not jitter
@@ -187,6 +190,10 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[dict]) -> t
     series.lost_seq = lost
     out["faults"] = _per_fault(faults, sent_seq, sent_times, lost, series, start, plan.command_rate_hz)
     return out, series
+
+
+def _depth(data: TrialData) -> int | None:
+    return history_depth(data.record.request.transport.qos)
 
 
 def history_depth(qos_name: str) -> int | None:
