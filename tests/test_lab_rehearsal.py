@@ -132,7 +132,7 @@ def _rehearse_all(
         robot_args={**(side_args or {}), **(robot_args_only or {})},
         say=say or messages.append,
     )
-    with MachineMonitor() as machine:  # a loaded machine's pauses judge what the monitor logged
+    with MachineMonitor() as machine:  # its pauses bound how late the geofence may stop the base
         results = rehearse(requests, options, lab or SimulatedLab())
     (tmp_path / MACHINE_REPORT).write_text(json.dumps(machine.report()))
     return results, _base_statuses(tmp_path / "runs"), messages
@@ -185,8 +185,8 @@ def _lost_to_reader_stalls(
     unexplained = [[int(a), int(b)] for a, b in lost_spans if [a, b] not in explained]
     room = {f"{a}-{b}": history_room_ms([a, b], *takes, depth) for a, b in unexplained} if depth else {}
     assert not unexplained, (
-        f"{lost} commands not in what {reader} ({lost_spans}); {unexplained} not while its history of "
-        f"{depth} was full: the command {depth} on arrived this many ms after its next take: {room}"
+        f"{lost} commands not in what {reader} ({lost_spans}); {unexplained} lost while its history of "
+        f"{depth} had room (ms from its next take to the arrival of the command {depth} on): {room}"
     )
     return lost
 
@@ -364,7 +364,6 @@ def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):
     assert _metrics(result.trial_dir)["progress"]["laps_completed"] == plan.laps
 
 
-@pytest.mark.beside_others
 def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):
     settings, requests = load_trials(_campaign(tmp_path))
     options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab, robot_args={"relay": "true"})
@@ -373,7 +372,6 @@ def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.beside_others
 def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     result, base, messages = _rehearse(tmp_path, SimulatedLab(safety_override="none"))
     assert result.end_reason == "error"
@@ -383,7 +381,6 @@ def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
 
 
-@pytest.mark.beside_others
 def test_a_base_that_never_answers_the_gate_is_reported_as_the_gate_with_its_fix(tmp_path):
     """The base's parameter service is on the graph and takes the gate's requests without answering
     (a Fast DDS base to a CycloneDDS client): the trial is refused naming the service, the RMW field
@@ -399,7 +396,6 @@ def test_a_base_that_never_answers_the_gate_is_reported_as_the_gate_with_its_fix
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
 
 
-@pytest.mark.beside_others
 def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     """The robot's link monitor asks for transient-local commands (QoS fernandez-b) that the host's
     volatile publisher cannot offer: the base matches the host's publisher and the probes (their own
@@ -413,7 +409,6 @@ def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     assert base["max_linear_commanded_mps"] == 0.0 and not base["moving"], base
 
 
-@pytest.mark.beside_others
 def test_preflight_refuses_when_the_base_is_missing(tmp_path):
     result, base, messages = _rehearse(tmp_path, SimulatedLab(base=False))
     assert result.end_reason == "error"
@@ -440,7 +435,6 @@ def host_killed_on_dds(tmp_path_factory) -> tuple:
     return _host_killed(tmp_path_factory.mktemp("host-killed-dds"), "dds")
 
 
-@pytest.mark.beside_others
 def test_killed_host_node_leaves_the_base_stopped_and_the_recording_whole(host_killed_on_dds):
     """SIGKILL of square_driver mid-trial: no stop burst; the base stops on its own watchdog."""
     result, base, messages = host_killed_on_dds
@@ -469,7 +463,6 @@ def _kill_after_go(tmp_path: Path, module: str, after_s: float, messages: list[s
     return say
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["dds", "mqtt-local-broker", "zenoh-peer"])
 def test_the_emergency_stop_reaches_the_base_whatever_the_middleware(tmp_path, middleware, request):
     """square_driver killed mid-side: no stop burst. The runner's emergency stop runs on the robot's
@@ -573,7 +566,6 @@ def test_zenoh_trials_run_through_the_real_bridges(tmp_path, bridge, keystore):
     assert not _processes_under(tmp_path, "zenohd")  # every trial stopped its bridges and router
 
 
-@pytest.mark.beside_others
 def test_without_the_robots_bridge_nothing_reaches_the_robot(tmp_path, bridge):
     """The sides' DDS domains are apart: with the host's bridge up and the robot's left out, the
     robot hears nothing, so the pre-flight refuses and the base never moves."""
@@ -642,7 +634,6 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 # ------------------------------------------------------- the stand-in and planrun, without a trial
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
@@ -679,7 +670,6 @@ def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keyst
         assert Path(config.tls["certificate"]).is_file() and Path(config.tls["key"]).is_file()
 
 
-@pytest.mark.beside_others
 def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(
@@ -702,7 +692,6 @@ def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
         load_config(path)
 
 
-@pytest.mark.beside_others
 def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
     """A broker whose port is taken exits at once: the side ends (exit 3) before any node starts."""
     with socket.socket() as taken:
@@ -729,7 +718,6 @@ def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
     assert not (tmp_path / "host").exists()  # square_driver never ran
 
 
-@pytest.mark.beside_others
 def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
     settings, requests = load_trials(_campaign(tmp_path, matrix={"middleware": ["zenoh-router"]}))
@@ -740,7 +728,6 @@ def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeyp
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router", "mqtt-local-broker"])
 def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, bridge, middleware):
     """Only the program changes: same names, same config files (not rewritten), same environment,
@@ -776,7 +763,6 @@ def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, 
 # ------------------------------------------------------------------ stop signals
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize(
     "signals",
     [[signal.SIGTERM], [signal.SIGHUP], [signal.SIGINT, signal.SIGINT]],
@@ -852,7 +838,6 @@ def test_a_dry_run_streams_the_whole_plan_and_never_drives_the_base(tmp_path, mi
     assert any(w.startswith("dry run: the base was not driven") for w in record.outcome.warnings)
 
 
-@pytest.mark.beside_others
 def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     """A 1 m first side against a fence at x = 0.3 m: the runner reads the live mocap, stops the
     trial (host stop burst) as the rigid body crosses, and the base stops well short of the side."""
@@ -875,14 +860,12 @@ def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analyzed
 
 
-@pytest.mark.beside_others
 def test_a_geofence_must_be_a_box(tmp_path):
     source = _campaign(tmp_path, geofence_m=[0.5, -0.5, -1.0, 1.0])
     with pytest.raises(CampaignError, match=r"geofence_m.*min < max"):
         load_trials(source)
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "mqtt-local-broker"])
 def test_a_rehearsal_of_another_distro_than_its_rclpy_is_refused_at_once(tmp_path, middleware):
     """The nodes are Jazzy's rclpy: a Humble trial would claim a distro it never ran (Humble's rclpy
