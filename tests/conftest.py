@@ -36,6 +36,7 @@ FAST_FILES = frozenset(
         "test_analysis_linkstalls.py",
         "test_analysis_metrics_schema.py",
         "test_analysis_power.py",
+        "test_analysis_readerstalls.py",
         "test_analysis_restsplit.py",
         "test_analysis_summarystats.py",
         "test_analysis_sweep.py",
@@ -97,12 +98,13 @@ SHARED_GROUPS = {
     "test_lab_base_record.py": "lab-rehearsal",
 }
 
-# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`): the real
-# rclpy nodes' rehearsals start a dozen Python processes each; beside another group's trials their
-# link monitor lost 6 of 340 commands with no pause of the machine measured longer than its history
-# holds (where they were lost is not yet known). A test of such a group marked `beside_others`
-# checks nothing that loss could change (a refusal, a stop, a signal) and runs in the parallel part.
-ALONE_GROUPS: frozenset[str] = frozenset({"lab-rehearsal"})
+# Groups that run after the parallel part, alone on the machine (`make test`: `-m alone`, which
+# selects nothing while this is empty): a group whose checks another group's load could break. The
+# real rclpy nodes' rehearsals run in the parallel part: they judge each command a reader lost by
+# that reader's own take times (fieldtest.analysis.metrics.readerstalls), which a load elsewhere
+# cannot fool. A test of an alone group marked `beside_others` checks nothing that load could
+# change and runs in the parallel part.
+ALONE_GROUPS: frozenset[str] = frozenset()
 
 # Longer than the suite's 600 s per test (pyproject.toml) where a test's own commands may take longer;
 # a test's time includes the set-ups it is the first to use.

@@ -39,11 +39,13 @@ def sent_commands(trial) -> list[tuple[int, int, float, float]]:
 
 
 def write_record(trial, rows, stamped: bool = True) -> None:
-    """A base record as the simulated base writes it: (seq, received ns, linear, angular) rows."""
+    """A base record as the simulated base writes it: (seq, received ns, linear, angular) rows,
+    each taken 0.1 ms after its arrival."""
     lines = [HEADER]
     for seq, received, v, w in rows:
         kind, s = ("twist_stamped", seq) if stamped else ("twist", -1)
-        lines.append(f"{received},{kind},{s},{received - 4_000_000 if stamped else 0},{v!r},{w!r}")
+        stamp = received - 4_000_000 if stamped else 0
+        lines.append(f"{received},{kind},{s},{stamp},{v!r},{w!r},{received + 100_000}")
     (trial / BASE_DIR).mkdir(exist_ok=True)
     (trial / BASE_DIR / BASE_COMMANDS_FILE).write_text("\n".join(lines) + "\n")
 
@@ -170,6 +172,7 @@ def test_the_simulated_base_records_what_it_takes_over_dds():
         assert list(got.seq) == list(range(10)) and got.stamped.all()
         np.testing.assert_allclose(got.linear, 0.1 * np.arange(10))
         assert np.all(got.angular == -0.2) and np.all(got.received_ns >= got.stamp_ns)
+        assert got.taken_ns is not None and np.all(got.taken_ns >= got.received_ns)
     finally:
         log.close()
         host.close()
@@ -185,3 +188,17 @@ def test_a_dry_run_base_that_received_nothing_is_no_warning(trial):
     write_record(trial, [])
     base, _ = analyzed(trial)
     assert base.received == 0 and base.warnings == [] and base.note.startswith("dry run")
+
+
+def test_a_base_record_keeps_its_take_times_and_drops_a_cut_last_line(tmp_path):
+    """Each line's take time (taken_ns, last); a record from before the column reads as taken on
+    arrival; a last line without its line end (the base killed mid-write) is left out, even where
+    its cut leaves as many fields as a line of the older record."""
+    path = tmp_path / "commands.csv"
+    path.write_text(f"{HEADER}\n5,twist_stamped,0,1,0.1,0.0,7\n9,twist_stamped,1,2,0.1,0.0")
+    got = read_base_commands(path)
+    assert list(got.seq) == [0] and got.taken_ns is not None and list(got.taken_ns) == [7]
+    older = HEADER.removesuffix(",taken_ns")
+    path.write_text(f"{older}\n5,twist_stamped,0,1,0.1,0.0\n9,twist_stamped,1,2,0.1,0.0\n")
+    got = read_base_commands(path)
+    assert got.taken_ns is not None and list(got.taken_ns) == list(got.received_ns) == [5, 9]

@@ -6,7 +6,6 @@ tests fail and say so."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -22,7 +21,9 @@ import psutil
 import pytest
 import yaml
 
+from fieldtest import rosmsg
 from fieldtest.analysis.metrics.latency import history_depth
+from fieldtest.analysis.metrics.readerstalls import history_room_ms, lost_to_reader_stalls
 from fieldtest.analysis.metrics.summarystats import spans
 from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.labrunner import LabOptions
@@ -43,11 +44,13 @@ from fieldtest.labrun.rehearsal.mqtt_standin import (
     StandinConfigError,
     load_config,
 )
+from fieldtest.labrun.rehearsal.simbase import BASE_QOS
 from fieldtest.machine import MachineMonitor, describe
 from fieldtest.middleware.mqtt.lab import MQTT_STANDIN
 from fieldtest.middleware.zenoh.bridge import ROBOT_DOMAIN_OFFSET, find_bridge
 from fieldtest.procs import lease_dds_domain
-from fieldtest.record import MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.record import CMD_VEL_TOPIC, MOCAP_BAG, MOCAP_POSE_TOPIC, RECEIPTS_TOPIC, read_bag, read_trial
+from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR, read_base_commands
 from fieldtest.testkit.hangup import as_from_a_terminal
 from fieldtest.trialcampaign import CampaignError, load_trials
 
@@ -131,7 +134,7 @@ def _rehearse_all(
         robot_args={**(side_args or {}), **(robot_args_only or {})},
         say=say or messages.append,
     )
-    with MachineMonitor() as machine:  # a loaded machine's pauses judge what the monitor logged
+    with MachineMonitor() as machine:  # its pauses bound how late the geofence may stop the base
         results = rehearse(requests, options, lab or SimulatedLab())
     (tmp_path / MACHINE_REPORT).write_text(json.dumps(machine.report()))
     return results, _base_statuses(tmp_path / "runs"), messages
@@ -151,34 +154,67 @@ def _receipts(trial_dir: Path) -> list:
     return [m for _, m in read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)]
 
 
-def _lost_to_machine_pauses(
-    trial_dir: Path, lost_spans: list, reader: str = "the link monitor logged"
+# A reader's takes: (seq, arrival stamp, take time) per command it took, on its machine's clock
+Takes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _monitor_takes(trial_dir: Path) -> Takes:
+    """The link monitor's: each receipt's ``received`` and its log time (when the receiver took it)."""
+    receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
+    seq = np.array([m.seq for _, m in receipts], dtype=np.uint64).astype(np.int64)  # none: -1
+    received = np.array([rosmsg.ns_of(m.received) for _, m in receipts], dtype=np.int64)
+    return seq, received, np.array([t for t, _ in receipts], dtype=np.int64)
+
+
+def _base_takes(trial_dir: Path) -> Takes:
+    """The simulated base's numbered commands, from its record (base/commands.csv)."""
+    record = read_base_commands(trial_dir / BASE_DIR / BASE_COMMANDS_FILE)
+    assert record.taken_ns is not None
+    numbered = record.seq >= 0
+    return record.seq[numbered], record.received_ns[numbered], record.taken_ns[numbered]
+
+
+def _lost_to_reader_stalls(
+    lost_spans: list, takes: Takes, depth: int | None, reader: str = "the link monitor logged"
 ) -> int:
-    """How many commands a reader did not take (``lost_spans``: inclusive seq spans), each
-    span checked against the pauses of the machine measured over the same rehearsal: a reader's
-    executor (the link monitor's, the base's) takes the commands from a KEEP_LAST history (the
-    trial's QoS depth), so only a pause longer than that history holds can overwrite some, and no
-    more than arrive during the pause. On a machine that never paused that long none may be missing."""
+    """How many commands a reader did not take (``lost_spans``: inclusive seq spans), each span
+    checked against the reader's own takes: its executor takes the commands in order from a
+    KEEP_LAST history of ``depth``, so a command is overwritten there only where the reader took
+    nothing while that history filled (the command ``depth`` after the span had arrived by the
+    reader's next take: fieldtest.analysis.metrics.readerstalls). Nothing else may be missing."""
     lost = sum(last - first + 1 for first, last in lost_spans)
-    if not lost:
-        return 0
-    report = json.loads((trial_dir.parents[1] / MACHINE_REPORT).read_text())
-    request = read_trial(trial_dir).request
-    pause_s, rate_hz = report["timer_late_max_ms"] / 1e3, request.plan.command_rate_hz
-    depth = history_depth(request.transport.qos)  # None: KEEP_ALL overwrites nothing
-    held_s = math.inf if depth is None else depth / rate_hz
-    assert pause_s > held_s, (
-        f"{lost} commands not in what {reader} ({lost_spans}) though the {describe(report)}"
+    explained = lost_to_reader_stalls(lost_spans, *takes, depth)
+    unexplained = [[int(a), int(b)] for a, b in lost_spans if [a, b] not in explained]
+    room = {f"{a}-{b}": history_room_ms([a, b], *takes, depth) for a, b in unexplained} if depth else {}
+    assert not unexplained, (
+        f"{lost} commands not in what {reader} ({lost_spans}); {unexplained} lost while its history of "
+        f"{depth} had room (ms from its next take to the arrival of the command {depth} on): {room}"
     )
-    for first, last in lost_spans:
-        assert last - first + 1 <= pause_s * rate_hz, (lost_spans, describe(report))
     return lost
 
 
-def _not_logged_spans(trial_dir: Path, plan) -> list[list[int]]:
-    """The plan's commands the link monitor did not log, as inclusive seq spans."""
-    logged = [r.seq for r in _receipts(trial_dir)]
-    return spans(np.setdiff1d(np.arange(plan.n_ticks()), logged))
+def _trial_depth(trial_dir: Path) -> int | None:
+    return history_depth(read_trial(trial_dir).request.transport.qos)
+
+
+def _not_taken_spans(takes: Takes, expected: np.ndarray) -> list[list[int]]:
+    """The ``expected`` seqs a reader did not take, as inclusive spans."""
+    return spans(np.setdiff1d(expected, takes[0]))
+
+
+def _monitor_lost_in_plan(trial_dir: Path, plan) -> int:
+    """The plan's commands the link monitor did not log, each lost only to its own stall."""
+    takes = _monitor_takes(trial_dir)
+    return _lost_to_reader_stalls(
+        _not_taken_spans(takes, np.arange(plan.n_ticks())), takes, _trial_depth(trial_dir)
+    )
+
+
+def _base_lost(trial_dir: Path, expected: np.ndarray) -> int:
+    """The ``expected`` commands the simulated base did not take, each lost only to its own stall."""
+    takes = _base_takes(trial_dir)
+    spans_lost = _not_taken_spans(takes, expected)
+    return _lost_to_reader_stalls(spans_lost, takes, history_depth(BASE_QOS), "the base took")
 
 
 def _segment_changes(trial_dir: Path) -> list[tuple[float, float]]:
@@ -189,15 +225,23 @@ def _segment_changes(trial_dir: Path) -> list[tuple[float, float]]:
         values = [(t, v) for t, v in timeline]
         return [(t, v) for i, (t, v) in enumerate(values) if i == 0 or v != values[i - 1][1]]
 
-    with (trial_dir / "base" / "commands.csv").open() as f:
-        base = changes(
-            (int(r["received_ns"]) / 1e9, (float(r["linear"]), float(r["angular"])))
-            for r in csv.DictReader(f)
-        )
+    record = read_base_commands(trial_dir / BASE_DIR / BASE_COMMANDS_FILE)
+    base = changes(
+        (int(t) / 1e9, (float(v), float(w)))
+        for t, v, w in zip(record.received_ns, record.linear, record.angular, strict=True)
+    )
     receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
-    monitor = changes((t / 1e9, (m.twist.linear.x, m.twist.angular.z)) for t, m in receipts)
+    monitor = changes(
+        (rosmsg.ns_of(m.received) / 1e9, (m.twist.linear.x, m.twist.angular.z)) for _, m in receipts
+    )
     assert [v for _, v in base] == [v for _, v in monitor], "the base did not hear the commands' changes"
     return [(b, m) for (b, _), (m, _) in zip(base, monitor, strict=True)]
+
+
+def _sent_seqs(trial_dir: Path) -> np.ndarray:
+    """Every seq the host logged sending (the plan's and the stop burst's)."""
+    sent = read_bag(trial_dir / "host").messages(CMD_VEL_TOPIC)
+    return np.unique([rosmsg.seq_of(m.header.frame_id) for _, m in sent])
 
 
 def _metrics(trial_dir: Path) -> dict:
@@ -237,15 +281,16 @@ def test_lab_trial_with_the_real_nodes_drives_the_simulated_base(tmp_path, relay
     assert all(c.ok for c in result.preflight if c.check.startswith("create3")), result.preflight
     record = read_trial(result.trial_dir)
     plan = record.request.plan
-    # every command logged, but for what a measured pause of the machine overwrote in the history
-    not_logged = _lost_to_machine_pauses(result.trial_dir, _not_logged_spans(result.trial_dir, plan))
+    # every command logged, but for what the monitor's own stall let its history overwrite
+    not_logged = _monitor_lost_in_plan(result.trial_dir, plan)
     # the go waited for the link monitor's subscription to match the host's publisher
     link = next(c for c in result.preflight if c.check == "robot-link")
     assert link.ok and link.detail.endswith("command subscription matched"), link
     assert record.outcome.lab["robot_recording"] == "closed"  # the monitor's final status written
-    # the base applied what the robot side heard (relay: the relay's copies plus its stop commands)
-    relayed_only = not_logged if relay else 0
-    assert base["commands"] >= plan.n_ticks() - relayed_only
+    # the base applied what the robot side heard (relay: the relay's copies, which carry no seq,
+    # plus its stop commands), or (no relay) all it took but for its own stalls
+    missed = not_logged if relay else _base_lost(result.trial_dir, np.arange(plan.n_ticks()))
+    assert base["commands"] >= plan.n_ticks() - missed
     assert base["max_linear_commanded_mps"] == pytest.approx(0.33)
     assert not base["moving"]
     metrics = _metrics(result.trial_dir)
@@ -315,12 +360,12 @@ def test_nodes_on_fast_dds_drive_a_base_on_cyclonedds(tmp_path):
     result, base, messages = _rehearse(tmp_path, lab, robot_args_only=side, plan=ONE_LAP)
     assert result.end_reason == "completed", (result.detail, messages)
     plan = read_trial(result.trial_dir).request.plan
-    assert base["commands"] >= plan.n_ticks() and not base["moving"]
+    base_lost = _base_lost(result.trial_dir, np.arange(plan.n_ticks()))
+    assert base["commands"] >= plan.n_ticks() - base_lost and not base["moving"]
     assert any("battery at 90 %" in c.detail for c in result.preflight)  # BatteryState crossed too
     assert _metrics(result.trial_dir)["progress"]["laps_completed"] == plan.laps
 
 
-@pytest.mark.beside_others
 def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):
     settings, requests = load_trials(_campaign(tmp_path))
     options = LabOptions(runs_dir=tmp_path / "runs", lab=settings.lab, robot_args={"relay": "true"})
@@ -329,7 +374,6 @@ def test_relay_on_one_side_only_is_refused_before_anything_starts(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.beside_others
 def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     result, base, messages = _rehearse(tmp_path, SimulatedLab(safety_override="none"))
     assert result.end_reason == "error"
@@ -339,7 +383,6 @@ def test_preflight_refuses_a_base_that_would_clamp_the_speed(tmp_path):
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
 
 
-@pytest.mark.beside_others
 def test_a_base_that_never_answers_the_gate_is_reported_as_the_gate_with_its_fix(tmp_path):
     """The base's parameter service is on the graph and takes the gate's requests without answering
     (a Fast DDS base to a CycloneDDS client): the trial is refused naming the service, the RMW field
@@ -355,7 +398,6 @@ def test_a_base_that_never_answers_the_gate_is_reported_as_the_gate_with_its_fix
     assert base["max_linear_commanded_mps"] == 0.0 and base["pose"][:2] == [0.0, 0.0]  # never moved
 
 
-@pytest.mark.beside_others
 def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     """The robot's link monitor asks for transient-local commands (QoS fernandez-b) that the host's
     volatile publisher cannot offer: the base matches the host's publisher and the probes (their own
@@ -369,7 +411,6 @@ def test_the_go_waits_for_the_link_monitors_command_subscription(tmp_path):
     assert base["max_linear_commanded_mps"] == 0.0 and not base["moving"], base
 
 
-@pytest.mark.beside_others
 def test_preflight_refuses_when_the_base_is_missing(tmp_path):
     result, base, messages = _rehearse(tmp_path, SimulatedLab(base=False))
     assert result.end_reason == "error"
@@ -396,7 +437,6 @@ def host_killed_on_dds(tmp_path_factory) -> tuple:
     return _host_killed(tmp_path_factory.mktemp("host-killed-dds"), "dds")
 
 
-@pytest.mark.beside_others
 def test_killed_host_node_leaves_the_base_stopped_and_the_recording_whole(host_killed_on_dds):
     """SIGKILL of square_driver mid-trial: no stop burst; the base stops on its own watchdog."""
     result, base, messages = host_killed_on_dds
@@ -425,7 +465,6 @@ def _kill_after_go(tmp_path: Path, module: str, after_s: float, messages: list[s
     return say
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["dds", "mqtt-local-broker", "zenoh-peer"])
 def test_the_emergency_stop_reaches_the_base_whatever_the_middleware(tmp_path, middleware, request):
     """square_driver killed mid-side: no stop burst. The runner's emergency stop runs on the robot's
@@ -481,16 +520,17 @@ def _assert_like_a_lab_trial(result, base: dict, messages: list[str]) -> dict:
     plan = read_trial(result.trial_dir).request.plan
     metrics = _metrics(result.trial_dir)
     latency = metrics["latency"]
-    lost = _lost_to_machine_pauses(result.trial_dir, latency["lost_spans"])
+    lost = _lost_to_reader_stalls(
+        latency["lost_spans"], _monitor_takes(result.trial_dir), _trial_depth(result.trial_dir)
+    )
     assert latency["lost"] == lost and latency["unrecorded"] == 0 and latency["duplicates"] == 0
     assert latency["commands_received"] + lost == latency["commands_sent"] >= plan.n_ticks()
     assert latency["one_way_ms"]["count"] == latency["commands_received"]
     assert latency["one_way_ms"]["median"] > 0
     assert metrics["progress"]["laps_completed"] == plan.laps
-    # the base's own reader history, judged alike (a leak between the domains would double it)
-    base_missed = latency["commands_sent"] - base["commands"]
-    assert base_missed >= 0 and not base["moving"], base
-    _lost_to_machine_pauses(result.trial_dir, [(0, base_missed - 1)] if base_missed else [], "the base heard")
+    # the base's own reader history, judged alike (a leak between the domains would double its count)
+    base_lost = _base_lost(result.trial_dir, _sent_seqs(result.trial_dir))
+    assert base["commands"] + base_lost == latency["commands_sent"] and not base["moving"], base
     return latency
 
 
@@ -538,7 +578,6 @@ def test_zenoh_trials_run_through_the_real_bridges(tmp_path, bridge, keystore):
     assert not _processes_under(tmp_path, "zenohd")  # every trial stopped its bridges and router
 
 
-@pytest.mark.beside_others
 def test_without_the_robots_bridge_nothing_reaches_the_robot(tmp_path, bridge):
     """The sides' DDS domains are apart: with the host's bridge up and the robot's left out, the
     robot hears nothing, so the pre-flight refuses and the base never moves."""
@@ -607,7 +646,6 @@ def test_an_mqtt_trial_under_nagle_takes_its_clock_offset_over_udp(
 # ------------------------------------------------------- the stand-in and planrun, without a trial
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("security", ["none", "mtls-acl"])
 @pytest.mark.parametrize("role", ["host", "robot"])
 def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keystore, role, security):
@@ -644,7 +682,6 @@ def test_mqtt_standin_reads_the_parameter_file_the_kit_generates(tmp_path, keyst
         assert Path(config.tls["certificate"]).is_file() and Path(config.tls["key"]).is_file()
 
 
-@pytest.mark.beside_others
 def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
     path = tmp_path / "params.yaml"
     path.write_text(
@@ -667,7 +704,6 @@ def test_mqtt_standin_refuses_what_it_does_not_carry(tmp_path):
         load_config(path)
 
 
-@pytest.mark.beside_others
 def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
     """A broker whose port is taken exits at once: the side ends (exit 3) before any node starts."""
     with socket.socket() as taken:
@@ -694,7 +730,6 @@ def test_planrun_stops_the_side_when_its_broker_cannot_start(tmp_path):
     assert not (tmp_path / "host").exists()  # square_driver never ran
 
 
-@pytest.mark.beside_others
 def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setenv("FIELDTEST_CACHE", str(tmp_path / "empty-cache"))
     settings, requests = load_trials(_campaign(tmp_path, matrix={"middleware": ["zenoh-router"]}))
@@ -705,7 +740,6 @@ def test_rehearsal_without_the_bridge_build_says_how_to_get_it(tmp_path, monkeyp
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["zenoh-peer", "zenoh-router", "mqtt-local-broker"])
 def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, bridge, middleware):
     """Only the program changes: same names, same config files (not rewritten), same environment,
@@ -741,7 +775,6 @@ def test_rehearsal_runs_the_plans_own_side_processes_with_their_files(tmp_path, 
 # ------------------------------------------------------------------ stop signals
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize(
     "signals",
     [[signal.SIGTERM], [signal.SIGHUP], [signal.SIGINT, signal.SIGINT]],
@@ -811,13 +844,12 @@ def test_a_dry_run_streams_the_whole_plan_and_never_drives_the_base(tmp_path, mi
     assert result.end_reason == "completed", (result.detail, messages)
     record = read_trial(result.trial_dir)
     plan = record.request.plan
-    _lost_to_machine_pauses(result.trial_dir, _not_logged_spans(result.trial_dir, plan))  # whole plan logged
+    _monitor_lost_in_plan(result.trial_dir, plan)  # whole plan logged
     assert base["commands"] == 0 and base["pose"][:2] == [0.0, 0.0]
     assert record.outcome.lab["dry_run"] is True
     assert any(w.startswith("dry run: the base was not driven") for w in record.outcome.warnings)
 
 
-@pytest.mark.beside_others
 def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     """A 1 m first side against a fence at x = 0.3 m: the runner reads the live mocap, stops the
     trial (host stop burst) as the rigid body crosses, and the base stops well short of the side."""
@@ -840,14 +872,12 @@ def test_the_geofence_stops_the_trial_when_the_robot_leaves_the_box(tmp_path):
     assert _metrics(result.trial_dir)["progress"]["laps_completed"] == 0  # analyzed
 
 
-@pytest.mark.beside_others
 def test_a_geofence_must_be_a_box(tmp_path):
     source = _campaign(tmp_path, geofence_m=[0.5, -0.5, -1.0, 1.0])
     with pytest.raises(CampaignError, match=r"geofence_m.*min < max"):
         load_trials(source)
 
 
-@pytest.mark.beside_others
 @pytest.mark.parametrize("middleware", ["dds", "zenoh-peer", "mqtt-local-broker"])
 def test_a_rehearsal_of_another_distro_than_its_rclpy_is_refused_at_once(tmp_path, middleware):
     """The nodes are Jazzy's rclpy: a Humble trial would claim a distro it never ran (Humble's rclpy

@@ -218,7 +218,7 @@ def test_killed_host_stops_the_robot_within_the_watchdog(tmp_path):
         or not read_bag(result.trial_dir / "host").truncated
     )
     receipts = read_bag(result.trial_dir / "robot").messages(RECEIPTS_TOPIC)
-    last_command_ns = receipts[-1][0]
+    last_command_ns = rosmsg.ns_of(receipts[-1][1].received)  # the model's last command arrived then
     assert receipts[-1][1].twist.linear.x != 0 or receipts[-1][1].twist.angular.z != 0  # no stop burst came
     truth = read_bag(result.trial_dir / "robot").messages(TWIN_TRUTH_TOPIC)
     t = np.array([ts for ts, _ in truth], dtype=np.int64)

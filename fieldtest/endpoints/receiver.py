@@ -4,7 +4,8 @@ A ``CommandReceiver`` subscribes to the commands (TwistStamped on /cmd_vel, or f
 twist`` a Twist on /cmd_vel plus a std_msgs/Header on /fieldtest/cmd_stamp, paired by arrival
 order), hands each one to ``on_command(twist, arrival_ns)`` the moment it arrives (the twin's
 Create 3 model, the lab's relay to the base), and logs a CommandReceipt per command into the robot
-bag (<trial>/robot, robot clock). It initiates the clock-offset probes (``fieldtest.clocksync``,
+bag (<trial>/robot, robot clock): its ``received`` field the arrival, its log time the take (when
+the receiver's callback had the command). It initiates the clock-offset probes (``fieldtest.clocksync``,
 ``poll`` sends them when due), corrects each receipt's latency with the running estimate and logs
 each completed probe as a ClockOffsetSample. ``link_summary`` gives the link's counts for
 ``robot_status.json``; what drives the robot adds its own fields.
@@ -182,22 +183,27 @@ class CommandReceiver:
         if self.on_command is not None:
             self.on_command(twist, received_ns)
 
+    # Each receipt's bag record is logged at the take (the clock read first thing in the callback
+    # that completes it); ``received`` stays the arrival: between them, the wait for the receiver.
     def _on_twist_stamped(self, msg: Any, received_ns: int) -> None:
+        taken_ns = self.clock.now_ns()
         self._hand_on(msg.twist, received_ns)
-        self._log_receipt(msg.header, received_ns, msg.twist)
+        self._log_receipt(msg.header, received_ns, msg.twist, taken_ns)
 
     def _on_twist(self, msg: Any, received_ns: int) -> None:
+        taken_ns = self.clock.now_ns()
         self._hand_on(msg, received_ns)
         pair = self.pairer.twist(Arrival(received_ns, msg))
         if pair is not None:
-            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist)
+            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist, taken_ns)
 
     def _on_stamp(self, header: Any) -> None:
+        taken_ns = self.clock.now_ns()
         pair = self.pairer.stamp(header)
         if pair is not None:
-            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist)
+            self._log_receipt(pair[1], pair[0].received_ns, pair[0].twist, taken_ns)
 
-    def _log_receipt(self, header: Any, received_ns: int, twist: Any) -> None:
+    def _log_receipt(self, header: Any, received_ns: int, twist: Any, taken_ns: int) -> None:
         seq = rosmsg.seq_of(header.frame_id)
         sent_ns = rosmsg.ns_of(header.stamp)
         offset = self.offset_probes.offset_s
@@ -210,7 +216,7 @@ class CommandReceiver:
             twist=twist,
         )
         self.stats.add(seq, received_ns)
-        self.bag.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, received_ns, receipt)
+        self.bag.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, taken_ns, receipt)
 
     # Clock probes -------------------------------------------------------------------------
     def poll(self, now_ns: int) -> None:

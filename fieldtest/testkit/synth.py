@@ -89,6 +89,8 @@ class SynthSpec:
     live_offset_error_s: float = 0.0  # error of the robot's own offset estimate
     lost_seqs: tuple[int, ...] = ()
     duplicated: tuple[tuple[int, float], ...] = ()  # (seq, s after its first copy): received twice
+    # seq -> s after its arrival the robot's receiver took it (the receipt's log time); else on arrival
+    taken_late_of: dict[int, float] = field(default_factory=dict)
     # timing faults, each (from_s, to_s, seconds) over planned stream time: commands planned in
     # [from_s, to_s) leave the host that late (emission) / take that much longer on the link
     send_late: tuple[tuple[float, float, float], ...] = ()
@@ -290,7 +292,8 @@ def _write_robot(
             latency_s=(received_robot - sent_ns) / 1e9 + live,
             twist=rosmsg.twist(lin, ang),
         )
-        writer.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, received_robot, msg)
+        taken_robot = received_robot + int(round(spec.taken_late_of.get(seq, 0.0) * 1e9))
+        writer.write(RECEIPTS_TOPIC, rosmsg.COMMAND_RECEIPT, taken_robot, msg)
     for i, (t1, t2, t3, t4) in enumerate(_probes(spec, rng)):
         offset = ((t2 - t1) + (t3 - t4)) / 2e9
         delay = ((t4 - t1) - (t3 - t2)) / 1e9

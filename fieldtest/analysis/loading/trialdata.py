@@ -62,11 +62,13 @@ class Commands:
 
 @dataclass
 class Receipts:
-    """Commands as the robot received them, in arrival order; ``received_ns`` on the robot clock."""
+    """Commands as the robot received them, in arrival order; ``received_ns`` on the robot clock,
+    ``taken_ns`` when its receiver took each (the bag's log time; older bags logged the arrival)."""
 
     seq: np.ndarray
     sent_ns: np.ndarray
     received_ns: np.ndarray
+    taken_ns: np.ndarray
     live_offset_s: np.ndarray
     live_latency_s: np.ndarray
     linear: np.ndarray
@@ -208,11 +210,12 @@ def _robot_side(raw: fastbag.RawBag | None, problems: list[str]) -> tuple[Receip
     if got is None or len(got[0]) == 0:
         problems.append(f"{raw.path}: no {RECEIPTS_TOPIC} messages (the robot logged no command)")
     else:
-        _, f = got
+        log_ns, f = got
         receipts = Receipts(
             seq=f["seq"].astype(np.int64),
             sent_ns=fastbag.stamp_ns(f["sent_sec"], f["sent_nanosec"]),
             received_ns=fastbag.stamp_ns(f["received_sec"], f["received_nanosec"]),
+            taken_ns=log_ns,
             live_offset_s=f["clock_offset_s"],
             live_latency_s=f["latency_s"],
             linear=f["lx"],

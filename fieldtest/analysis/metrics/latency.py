@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fieldtest.analysis.loading.trialdata import Probes, TrialData
+from fieldtest.analysis.metrics.readerstalls import lost_to_reader_stalls
 from fieldtest.analysis.metrics.schema import (
     SHARED_CLOCK,
     ClockCorrection,
@@ -163,10 +164,12 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[Fault]) -> 
     out["one_way_ms"] = _stats(one_way_s, 1e3)
     out["lateness"] = lateness_classes(one_way_s[np.isin(seq, sent_seq)], len(lost), plan.tick_s)
     if sent_times:
-        depth = history_depth(data.record.request.transport.qos)
-        overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, depth)
+        overflow = lost_to_history_overflow(lost, seq, one_way_s, sent_times, _depth(data))
         out["lost_to_history_overflow"] = int(len(overflow))
         out["lost_to_history_overflow_spans"] = spans(overflow)[:200]
+    stalled = lost_to_reader_stalls(spans(lost), rec.seq, rec.received_ns, rec.taken_ns, _depth(data))
+    out["lost_to_reader_stalls"] = sum(hi - lo + 1 for lo, hi in stalled)
+    out["lost_to_reader_stalls_spans"] = stalled[:200]
     out["one_way_live_ms"] = _stats(rec.live_latency_s[first], 1e3)
     # consecutive plan ticks only: a lost command's gap is loss, and the stop burst's spacing is
     # the host's choice (seq n_ticks on), not jitter
@@ -202,6 +205,10 @@ def latency_metrics(data: TrialData, clock: ClockModel, faults: list[Fault]) -> 
 
 def _stats(values: np.ndarray, scale: float = 1.0) -> Stats:
     return Stats.model_validate(perftest_stats(values, scale))
+
+
+def _depth(data: TrialData) -> int | None:
+    return history_depth(data.record.request.transport.qos)
 
 
 def history_depth(qos_name: str) -> int | None:

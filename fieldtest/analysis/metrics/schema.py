@@ -322,6 +322,10 @@ class Latency(Section):
     # lost_to_history_overflow): the history overwrote them; None: no host bag to tell
     lost_to_history_overflow: int | None = None
     lost_to_history_overflow_spans: list[tuple[int, int]] = []
+    # lost while the robot's own reader took nothing as its KEEP_LAST history filled (readerstalls.py):
+    # the Pi's stall, not the link's; None in files written before the count
+    lost_to_reader_stalls: int | None = None
+    lost_to_reader_stalls_spans: list[tuple[int, int]] = []
     one_way_live_ms: Stats | None = None
     interarrival_ms: Stats | None = None
     jitter_ms: float | None = None

@@ -270,6 +270,13 @@ def _latency(m: Metrics) -> list[str]:
             "history on the path overwrote them before they were taken.",
             "",
         ]
+    if lat.lost_to_reader_stalls:
+        out += [
+            f"{lat.lost_to_reader_stalls} of the {lat.lost} lost commands were overwritten in the "
+            "robot's own reader: it took nothing while its QoS history filled (the robot computer "
+            "stalled, not the link).",
+            "",
+        ]
     return out
 
 

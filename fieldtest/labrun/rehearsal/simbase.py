@@ -55,6 +55,7 @@ PHYSICS_HZ = 250.0
 ODOM_HZ = 20.0  # create3_docs: /odom at 20 Hz
 BATTERY_HZ = 1.0
 STATUS_PERIOD_S = 0.5
+BASE_QOS = "default"  # the base's subscriptions: ROS 2's default profile, whatever the trial's
 ODOM_FRAME, BASE_FRAME = "odom", "base_link"
 # The Create 3's command topics and types (turtlebot4_robot turtlebot4_bringup/config/republisher.yaml,
 # robot_subscriptions): what the base itself listens to under <ns>/_do_not_use.
@@ -116,9 +117,10 @@ class SimulatedBase:
         return (ns - self._t0_ns) / 1e9
 
     def _on_command(self, msg: Any, received_ns: int) -> None:
+        taken_ns = self.clock.now_ns()  # the take, beside the middleware's arrival stamp
         twist = getattr(msg, "twist", msg)
         if self.record is not None:
-            self.record.add(msg, received_ns)
+            self.record.add(msg, received_ns, taken_ns)
         with self._lock:
             self.model.set_command(twist.linear.x, twist.angular.z, self._model_t(received_ns))
             self.commands += 1
@@ -243,7 +245,7 @@ def _rclpy_base(args: argparse.Namespace) -> tuple[Transport, list[Any]]:
 
         params_node.create_service(GetParameters, "~/get_parameters", hold)
     spun = [spin_in_background(n) for n in (node, params_node)]
-    return RclpyTransport(node, topics_ns, "default"), [node, params_node, spun]
+    return RclpyTransport(node, topics_ns, BASE_QOS), [node, params_node, spun]
 
 
 def base_topics_namespace(args: argparse.Namespace) -> str:
@@ -258,7 +260,7 @@ def _cyclone_base(args: argparse.Namespace) -> Transport:
     from fieldtest.transport.base import TransportConfig
 
     config = TransportConfig(
-        middleware="dds", namespace=base_topics_namespace(args), domain_id=args.domain_id
+        middleware="dds", namespace=base_topics_namespace(args), domain_id=args.domain_id, qos=BASE_QOS
     )
     return open_transport(config, "robot")
 
