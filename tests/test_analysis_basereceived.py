@@ -4,11 +4,6 @@ metrics.json and the report; "not available" in a lab trial without a base recor
 
 from __future__ import annotations
 
-import random
-import time
-import uuid
-
-import numpy as np
 import pytest
 import yaml
 
@@ -17,12 +12,10 @@ from fieldtest.analysis import analyze_trial
 from fieldtest.analysis.metrics.basereceived import MISSING_WARNING_SHARE
 from fieldtest.analysis.metrics.schema import BaseReceived
 from fieldtest.analysis.pipeline import add_base_record
-from fieldtest.middleware.registry import open_transport
 from fieldtest.plan import SquarePlan
 from fieldtest.record import CMD_VEL_TOPIC, read_bag
 from fieldtest.record.basecommands import BASE_COMMANDS_FILE, BASE_DIR, HEADER, read_base_commands
 from fieldtest.testkit.synth import SynthSpec, synthesize
-from fieldtest.transport.base import TransportConfig
 
 PLAN = SquarePlan(side_duration_s=1.0, turn_rate_dps=90.0, laps=2, start_delay_s=0.5)
 LATENCY_S = 0.004
@@ -148,36 +141,6 @@ def test_a_rehearsal_adds_the_base_record_and_the_analysis_follows(trial, tmp_pa
     metrics = yaml.safe_load((trial / "analysis" / "metrics.json").read_text())
     assert metrics["base"]["received"] == 0 and metrics["base"]["warnings"]
     assert not add_base_record(tmp_path / "no-trial", record)
-
-
-def test_the_simulated_base_records_what_it_takes_over_dds():
-    from fieldtest.labrun.rehearsal.simbase import SimulatedBase
-    from fieldtest.record.basecommands import BaseCommandLog
-
-    config = TransportConfig(domain_id=random.randint(100, 230), namespace=f"b{uuid.uuid4().hex[:8]}")
-    host, robot = open_transport(config, "host"), open_transport(config, "robot")
-    path = __import__("pathlib").Path(f"/tmp/basecheck-{uuid.uuid4().hex[:8]}.csv")
-    log = BaseCommandLog(path)
-    try:
-        SimulatedBase(robot, cmd_type="twist_stamped", record=log)
-        send = host.publisher(CMD_VEL_TOPIC, rosmsg.TWIST_STAMPED)
-        assert host.wait_for_match(CMD_VEL_TOPIC, timeout_s=10.0)
-        for seq in range(10):
-            send(rosmsg.command(seq, time.time_ns(), 0.1 * seq, -0.2))
-            time.sleep(0.005)
-        deadline = time.monotonic() + 10.0
-        while len(read_base_commands(path).seq) < 10 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        got = read_base_commands(path)
-        assert list(got.seq) == list(range(10)) and got.stamped.all()
-        np.testing.assert_allclose(got.linear, 0.1 * np.arange(10))
-        assert np.all(got.angular == -0.2) and np.all(got.received_ns >= got.stamp_ns)
-        assert got.taken_ns is not None and np.all(got.taken_ns >= got.received_ns)
-    finally:
-        log.close()
-        host.close()
-        robot.close()
-        path.unlink(missing_ok=True)
 
 
 def test_a_dry_run_base_that_received_nothing_is_no_warning(trial):
