@@ -25,6 +25,7 @@ from fieldtest import rosmsg
 from fieldtest.analysis.metrics.latency import history_depth
 from fieldtest.analysis.metrics.readerstalls import history_room_ms, lost_to_reader_stalls
 from fieldtest.analysis.metrics.summarystats import spans
+from fieldtest.endpoints.stop import RELAY_SILENCE_S
 from fieldtest.labrun.configuration.launchsettings import LaunchArgError, parse_launch_args
 from fieldtest.labrun.orchestration.labrunner import LabOptions
 from fieldtest.labrun.orchestration.launchplan import launch_plan
@@ -226,16 +227,37 @@ def _segment_changes(trial_dir: Path) -> list[tuple[float, float]]:
         return [(t, v) for i, (t, v) in enumerate(values) if i == 0 or v != values[i - 1][1]]
 
     record = read_base_commands(trial_dir / BASE_DIR / BASE_COMMANDS_FILE)
-    base = changes(
-        (int(t) / 1e9, (float(v), float(w)))
-        for t, v, w in zip(record.received_ns, record.linear, record.angular, strict=True)
-    )
     receipts = read_bag(trial_dir / "robot").messages(RECEIPTS_TOPIC)
+    heard = [
+        (int(t), (float(v), float(w)))
+        for t, v, w in zip(record.received_ns, record.linear, record.angular, strict=True)
+    ]
+    heard = _without_relay_silence_stops(trial_dir, heard, [taken for taken, _ in receipts])
+    base = changes((t / 1e9, v) for t, v in heard)
     monitor = changes(
         (rosmsg.ns_of(m.received) / 1e9, (m.twist.linear.x, m.twist.angular.z)) for _, m in receipts
     )
     assert [v for _, v in base] == [v for _, v in monitor], "the base did not hear the commands' changes"
     return [(b, m) for (b, _), (m, _) in zip(base, monitor, strict=True)]
+
+
+def _without_relay_silence_stops(trial_dir: Path, heard: list, takes_ns: list[int]) -> list:
+    """The base's commands but the zeros the link monitor's relay sent of its own: a zero the base
+    heard while the monitor had taken nothing for the relay's silence time (its takes: the receipts'
+    log times), no more of them than the relay counted (robot_status.json)."""
+    status = json.loads((trial_dir / "robot_status.json").read_text())
+    takes = np.sort(np.asarray(takes_ns, dtype=np.int64))
+
+    def silent_at(t_ns: int) -> bool:
+        i = int(np.searchsorted(takes, t_ns, side="right"))
+        return i > 0 and t_ns - int(takes[i - 1]) >= RELAY_SILENCE_S * 1e9
+
+    first_take, last_take = int(takes[0]), int(takes[-1])
+    stops = [
+        i for i, (t, v) in enumerate(heard) if v == (0.0, 0.0) and first_take < t < last_take and silent_at(t)
+    ]
+    assert len(stops) <= (status.get("relay") or {}).get("silence_stops", 0), (stops, status.get("relay"))
+    return [c for i, c in enumerate(heard) if i not in set(stops)]
 
 
 def _sent_seqs(trial_dir: Path) -> np.ndarray:

@@ -304,3 +304,16 @@ def test_the_capture_shows_what_each_setting_protects(keystore, tmp_path, settin
             assert set(macs[postfix]) <= {0, 1} and authenticated >= sub_out["count"], macs
         else:  # the key exchange's own protection carries no receiver MAC either
             assert authenticated == 0, macs
+
+
+def test_the_plugin_check_looks_beside_the_library_the_binding_loaded(monkeypatch):
+    """A binding built by another user against a prefix this user cannot read (a lab robot's login
+    running the kit from the lab user's clone) loads the system's libddsc instead: the DDS Security
+    plugins are judged beside that library, not beside the unreadable path."""
+    from cyclonedds import __library__ as binding
+
+    from fieldtest.middleware.dds.security import missing_security_plugins
+
+    assert missing_security_plugins() == []
+    monkeypatch.setattr(binding, "library_path", "/nonexistent/prefix/lib/libddsc.so")
+    assert missing_security_plugins() == []

@@ -6,6 +6,7 @@ the role's own credentials and the governance's domain."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -40,7 +41,6 @@ def missing_security_plugins() -> list[str]:
     built against an installed CycloneDDS (tools/install.sh: Debian's libddsc0debian) finds them
     beside that library or in a folder of its own there."""
     import glob
-    import os
 
     names = [library for library, _init, _finalize in DDS_PLUGINS.values()]
     try:
@@ -49,12 +49,28 @@ def missing_security_plugins() -> list[str]:
         return names
     if getattr(binding, "in_wheel", False) or not getattr(binding, "library_path", ""):
         return names
-    folder = os.path.dirname(os.path.realpath(binding.library_path))
+    loaded = _loaded_libddsc()
+    folder = os.path.dirname(loaded or os.path.realpath(binding.library_path))
     return [
         name
         for name in names
         if not any(glob.glob(os.path.join(folder, *sub, f"lib{name}.so*")) for sub in ((), ("*",)))
     ]
+
+
+def _loaded_libddsc() -> str | None:
+    """The libddsc file this process loaded with the binding (/proc/self/maps), or None: the
+    binding falls back to the system's library when the path it was built with cannot be read
+    (another user's build prefix), and the plugins must sit beside the library it loaded."""
+    try:
+        import cyclonedds.internal  # noqa: F401  (loads libddsc)
+
+        with open("/proc/self/maps") as maps:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in maps if "libddsc.so" in line}
+    except (ImportError, OSError):
+        return None
+    found = sorted(p for p in paths if os.path.basename(p).startswith("libddsc.so"))
+    return found[0] if found else None
 
 
 def takes(setting: str) -> SecuritySetting:
